@@ -1,0 +1,91 @@
+#include "backends/cpu/blas.hpp"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <mutex>
+
+#include "quilt/quilt.hpp"
+
+namespace quilt::cpu {
+namespace {
+
+// The CBLAS enums, as in cblas.h.
+enum { kRowMajor = 101, kNoTrans = 111, kTrans = 112 };
+
+using SgemmFn = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int,
+                         float, float*, int);
+using CoreNameFn = char* (*)();
+using SetThreadsFn = void (*)(int);
+
+struct Blas {
+  SgemmFn sgemm = nullptr;
+  CoreNameFn core_name = nullptr;
+  SetThreadsFn set_threads = nullptr;
+  std::string override_core;
+};
+
+std::string pick_core_type() {
+  if (std::getenv("OPENBLAS_CORETYPE")) return "";
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl"))
+    return "SkylakeX";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+  return "";
+}
+
+const Blas& blas() {
+  static const Blas b = [] {
+    Blas out;
+    out.override_core = pick_core_type();
+    if (!out.override_core.empty()) setenv("OPENBLAS_CORETYPE", out.override_core.c_str(), 0);
+    void* lib = nullptr;
+    for (const char* name : {"libopenblas.so.0", "libopenblas.so"}) {
+      lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+      if (lib) break;
+    }
+    if (!lib)
+      throw Error(ErrorCode::Runtime,
+                  std::string("[cpu backend] cannot load OpenBLAS (libopenblas.so.0): ") + dlerror() +
+                      "; install libopenblas0");
+    out.sgemm = reinterpret_cast<SgemmFn>(dlsym(lib, "cblas_sgemm"));
+    out.core_name = reinterpret_cast<CoreNameFn>(dlsym(lib, "openblas_get_corename"));
+    out.set_threads = reinterpret_cast<SetThreadsFn>(dlsym(lib, "openblas_set_num_threads"));
+    if (!out.sgemm)
+      throw Error(ErrorCode::Runtime, "[cpu backend] OpenBLAS has no cblas_sgemm symbol");
+    return out;
+  }();
+  return b;
+}
+
+}  // namespace
+
+void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+           int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // BLAS leaves C untouched when k == 0 only if beta == 1; be explicit
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.f ? 0.f : beta * c[i * ldc + j];
+    return;
+  }
+  blas().sgemm(kRowMajor, trans_a ? kTrans : kNoTrans, trans_b ? kTrans : kNoTrans,
+               static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
+               static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+}
+
+std::string blas_core_name() {
+  const Blas& b = blas();
+  return b.core_name ? b.core_name() : "unknown";
+}
+
+std::string blas_core_override() { return blas().override_core; }
+
+void blas_set_threads(int threads) {
+  static std::mutex mutex;
+  std::lock_guard lock(mutex);
+  if (blas().set_threads) blas().set_threads(threads);
+}
+
+}  // namespace quilt::cpu

@@ -1,0 +1,105 @@
+// The CPU backend's kernel API. A kernel family lives in backends/cpu/kernels/<family>.cpp and
+// registers its ops in one function:
+//
+//   void register_cpu_elementwise(KernelRegistry& r) {
+//     r.add("Relu", float_only, [](KernelContext& ctx) { ... });
+//   }
+//
+// The capability answer of the backend reads this same table.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/thread_pool.hpp"
+#include "core/backend.hpp"
+
+namespace quilt::cpu {
+
+class KernelContext {
+ public:
+  KernelContext(const Node& node, std::span<const Tensor* const> inputs,
+                std::span<const TypeShape> output_types, std::span<Tensor> outputs,
+                const ThreadPool& pool)
+      : node(node), pool(pool), inputs_(inputs), output_types_(output_types), outputs_(outputs) {}
+
+  const Node& node;
+  size_t num_inputs() const { return inputs_.size(); }
+  bool has_input(size_t i) const { return i < inputs_.size() && inputs_[i] != nullptr; }
+  // Fails naming the node if the input is absent.
+  const Tensor& input(size_t i) const;
+  const Tensor* optional_input(size_t i) const { return has_input(i) ? inputs_[i] : nullptr; }
+
+  size_t num_outputs() const { return outputs_.size(); }
+  // True if output i is wanted (present in the node and not an empty name).
+  bool wants_output(size_t i) const { return i < outputs_.size() && !node.outputs[i].empty(); }
+  // The inferred shape of output i.
+  const std::vector<int64_t>& output_shape(size_t i) const { return output_types_[i].dims; }
+  // Allocates output i with its inferred dtype and shape (zero-filled) on first call.
+  Tensor& output(size_t i);
+  // Sets output i to an existing tensor (e.g. a view of an input for Reshape); its dtype and
+  // shape must match the inferred ones.
+  void set_output(size_t i, Tensor t);
+
+  const ThreadPool& pool;
+
+ private:
+  std::span<const Tensor* const> inputs_;
+  std::span<const TypeShape> output_types_;
+  std::span<Tensor> outputs_;
+};
+
+// A kernel with state prepared at session creation (e.g. packed weights). run() is const and
+// must be thread-safe.
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  virtual void run(KernelContext& ctx) const = 0;
+};
+
+using KernelFn = std::function<void(KernelContext&)>;
+// "" when supported, else the reason. Looks at sig.inputs[i].dtype, attributes, constants.
+using SupportFn = std::function<std::string(const NodeSignature&)>;
+using KernelFactory = std::function<std::unique_ptr<Kernel>(const NodeSignature&)>;
+
+struct KernelEntry {
+  std::string op_type;
+  std::string domain;
+  SupportFn support;
+  KernelFactory create;
+};
+
+class KernelRegistry {
+ public:
+  static const KernelRegistry& builtin();
+
+  void add(const std::string& op_type, SupportFn support, KernelFactory create,
+           const std::string& domain = "");
+  // A stateless kernel: a function of its context.
+  void add(const std::string& op_type, SupportFn support, KernelFn fn,
+           const std::string& domain = "");
+  const KernelEntry* find(const std::string& op_type, const std::string& domain) const;
+  std::vector<std::string> op_types() const;
+
+ private:
+  std::vector<KernelEntry> entries_;
+};
+
+// ---- support-function helpers ----
+// Supported when input `input` (default 0) has one of these dtypes.
+SupportFn dtypes_of_input(std::vector<DType> dtypes, size_t input = 0);
+SupportFn float_only();
+SupportFn any_dtype();
+
+// Kernel families: one per file in backends/cpu/kernels/.
+void register_cpu_elementwise(KernelRegistry& r);
+void register_cpu_nn(KernelRegistry& r);
+void register_cpu_normalization(KernelRegistry& r);
+void register_cpu_reduce(KernelRegistry& r);
+void register_cpu_tensor(KernelRegistry& r);
+void register_cpu_resize(KernelRegistry& r);
+
+}  // namespace quilt::cpu

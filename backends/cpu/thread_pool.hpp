@@ -1,0 +1,45 @@
+// A fixed pool of worker threads for data-parallel loops. The calling thread takes part.
+// When another run already uses the pool, parallel_for runs inline instead of waiting, so
+// concurrent Session::run calls never deadlock or queue behind each other.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace quilt::cpu {
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(int threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int threads() const { return threads_; }
+  // Calls fn(begin, end) over disjoint ranges covering [0, n). Ranges have at least `grain`
+  // items (except the last), so small loops stay on the calling thread.
+  void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) const;
+
+ private:
+  void worker_loop();
+  void work_on_current_job() const;
+
+  int threads_;
+  std::vector<std::thread> workers_;
+  mutable std::mutex busy_;  // held by the caller that owns the pool during a parallel_for
+  mutable std::mutex mutex_;
+  mutable std::condition_variable wake_;
+  mutable std::condition_variable done_;
+  mutable const std::function<void(int64_t, int64_t)>* job_ = nullptr;
+  mutable int64_t job_n_ = 0, job_chunk_ = 0, next_chunk_ = 0, chunks_ = 0, finished_ = 0;
+  mutable uint64_t generation_ = 0;
+  mutable std::exception_ptr error_;
+  bool stop_ = false;
+};
+
+}  // namespace quilt::cpu

@@ -1,0 +1,295 @@
+// ONNX import: protobuf -> Model. All file access is bounded and every failure names the file.
+#include "core/onnx_import.hpp"
+
+#include <onnx/onnx_pb.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "core/half.hpp"
+
+namespace quilt {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read_file(const std::string& path, const char* what) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw Error(ErrorCode::Io, std::string(what) + " '" + path + "' does not exist");
+  if (fs::is_directory(path, ec))
+    throw Error(ErrorCode::Io, std::string(what) + " '" + path + "' is a directory, not a file");
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(ErrorCode::Io, std::string("cannot open ") + what + " '" + path + "'");
+  std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (f.bad()) throw Error(ErrorCode::Io, std::string("error reading ") + what + " '" + path + "'");
+  return data;
+}
+
+struct ImportContext {
+  std::string model_name;            // for messages
+  std::string external_data_dir;     // "" = external data forbidden
+  std::map<std::string, int64_t> opsets;
+};
+
+DType dtype_from_onnx(int32_t t) {
+  auto d = static_cast<DType>(t);
+  return dtype_supported(d) ? d : DType::Undefined;
+}
+
+std::vector<int64_t> dims_of(const onnx::TensorProto& p) {
+  return {p.dims().begin(), p.dims().end()};
+}
+
+template <class Dst, class Field>
+void copy_field(Tensor& t, const Field& field, const std::string& where) {
+  if (static_cast<int64_t>(field.size()) != t.numel())
+    throw Error(ErrorCode::InvalidModel, where + " has " + std::to_string(field.size()) +
+                                             " values but its shape " + to_string(t.shape()) +
+                                             " needs " + std::to_string(t.numel()));
+  Dst* out = static_cast<Dst*>(t.raw_data());
+  int64_t i = 0;
+  for (const auto& v : field) out[i++] = static_cast<Dst>(v);
+}
+
+void read_external(const onnx::TensorProto& p, Tensor& t, const ImportContext& ctx,
+                   const std::string& where) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto& kv : p.external_data()) {
+    if (kv.key() == "location") location = kv.value();
+    else if (kv.key() == "offset") offset = std::stoll(kv.value());
+    else if (kv.key() == "length") length = std::stoll(kv.value());
+  }
+  if (ctx.external_data_dir.empty())
+    throw Error(ErrorCode::InvalidModel,
+                where + " uses external data ('" + location +
+                    "') but the model was loaded from memory without an external-data directory");
+  if (location.empty()) throw Error(ErrorCode::InvalidModel, where + " has external data without a location");
+  fs::path rel(location);
+  if (rel.is_absolute())
+    throw Error(ErrorCode::InvalidModel, where + " external-data location '" + location +
+                                             "' is absolute; it must be relative to the model");
+  fs::path base = fs::weakly_canonical(fs::path(ctx.external_data_dir));
+  fs::path full = fs::weakly_canonical(base / rel);
+  auto [bend, fend] = std::mismatch(base.begin(), base.end(), full.begin(), full.end());
+  if (bend != base.end())
+    throw Error(ErrorCode::InvalidModel, where + " external-data location '" + location +
+                                             "' points outside the model's directory " +
+                                             base.string());
+  std::error_code ec;
+  if (!fs::is_regular_file(full, ec))
+    throw Error(ErrorCode::Io, where + " external-data file '" + full.string() + "' does not exist");
+  const auto file_size = static_cast<int64_t>(fs::file_size(full, ec));
+  const auto need = static_cast<int64_t>(t.nbytes());
+  if (length >= 0 && length != need)
+    throw Error(ErrorCode::InvalidModel, where + " external data length " + std::to_string(length) +
+                                             " does not match its shape " + to_string(t.shape()) +
+                                             " (" + std::to_string(need) + " bytes)");
+  if (offset < 0 || offset > file_size || file_size - offset < need)
+    throw Error(ErrorCode::InvalidModel,
+                where + " external data [offset " + std::to_string(offset) + ", " +
+                    std::to_string(need) + " bytes] is out of range of '" + full.string() + "' (" +
+                    std::to_string(file_size) + " bytes)");
+  std::ifstream f(full, std::ios::binary);
+  f.seekg(offset);
+  f.read(static_cast<char*>(t.raw_data()), need);
+  if (!f) throw Error(ErrorCode::Io, where + " could not read external data from '" + full.string() + "'");
+}
+
+Tensor tensor_from_proto(const onnx::TensorProto& p, const ImportContext& ctx, const std::string& where) {
+  DType dtype = dtype_from_onnx(p.data_type());
+  if (dtype == DType::Undefined)
+    throw Error(ErrorCode::NotImplemented,
+                where + " has element type " + std::to_string(p.data_type()) + " (" +
+                    onnx::TensorProto_DataType_Name(
+                        static_cast<onnx::TensorProto_DataType>(p.data_type())) +
+                    "), which Quilt does not support");
+  for (int64_t d : p.dims())
+    if (d < 0) throw Error(ErrorCode::InvalidModel, where + " has a negative dimension " + std::to_string(d));
+  Tensor t;
+  try {
+    t = Tensor(dtype, dims_of(p));
+  } catch (const Error& e) {
+    throw Error(e.code(), where + ": " + e.what());
+  }
+  if (p.data_location() == onnx::TensorProto::EXTERNAL) {
+    read_external(p, t, ctx, where);
+    return t;
+  }
+  if (p.has_raw_data()) {
+    if (p.raw_data().size() != t.nbytes())
+      throw Error(ErrorCode::InvalidModel, where + " raw_data has " + std::to_string(p.raw_data().size()) +
+                                               " bytes but its shape " + to_string(t.shape()) +
+                                               " and type " + dtype_name(dtype) + " need " +
+                                               std::to_string(t.nbytes()));
+    if (t.nbytes()) std::memcpy(t.raw_data(), p.raw_data().data(), t.nbytes());
+    return t;
+  }
+  switch (dtype) {
+    case DType::Float32: copy_field<float>(t, p.float_data(), where); break;
+    case DType::Float64: copy_field<double>(t, p.double_data(), where); break;
+    case DType::Int64: copy_field<int64_t>(t, p.int64_data(), where); break;
+    case DType::UInt32: copy_field<uint32_t>(t, p.uint64_data(), where); break;
+    case DType::UInt64: copy_field<uint64_t>(t, p.uint64_data(), where); break;
+    case DType::Int32: copy_field<int32_t>(t, p.int32_data(), where); break;
+    case DType::Int16: copy_field<int16_t>(t, p.int32_data(), where); break;
+    case DType::Int8: copy_field<int8_t>(t, p.int32_data(), where); break;
+    case DType::UInt16: copy_field<uint16_t>(t, p.int32_data(), where); break;
+    case DType::UInt8: copy_field<uint8_t>(t, p.int32_data(), where); break;
+    case DType::Float16: copy_field<uint16_t>(t, p.int32_data(), where); break;  // raw bits
+    case DType::Bool: copy_field<uint8_t>(t, p.int32_data(), where); break;
+    default: break;
+  }
+  return t;
+}
+
+ValueInfo value_info_from_proto(const onnx::ValueInfoProto& v) {
+  ValueInfo info;
+  info.name = v.name();
+  if (v.type().has_tensor_type()) {
+    const auto& tt = v.type().tensor_type();
+    info.dtype = dtype_from_onnx(tt.elem_type());
+    if (tt.has_shape()) {
+      info.has_shape = true;
+      for (const auto& d : tt.shape().dim()) {
+        Dim dim;
+        if (d.has_dim_value()) dim.value = d.dim_value();
+        else if (d.has_dim_param()) dim.symbol = d.dim_param();
+        info.shape.push_back(dim);
+      }
+    }
+  }
+  return info;
+}
+
+std::shared_ptr<Graph> graph_from_proto(const onnx::GraphProto& g, const ImportContext& ctx);
+
+Attribute attribute_from_proto(const onnx::AttributeProto& a, const ImportContext& ctx,
+                               const std::string& where) {
+  Attribute out;
+  out.name = a.name();
+  const std::string w = where + " attribute '" + a.name() + "'";
+  switch (a.type()) {
+    case onnx::AttributeProto::FLOAT: out.kind = Attribute::Kind::Float; out.f = a.f(); break;
+    case onnx::AttributeProto::INT: out.kind = Attribute::Kind::Int; out.i = a.i(); break;
+    case onnx::AttributeProto::STRING: out.kind = Attribute::Kind::String; out.s = a.s(); break;
+    case onnx::AttributeProto::TENSOR:
+      out.kind = Attribute::Kind::Tensor;
+      out.t = tensor_from_proto(a.t(), ctx, w);
+      break;
+    case onnx::AttributeProto::GRAPH:
+      out.kind = Attribute::Kind::Graph;
+      out.g = graph_from_proto(a.g(), ctx);
+      break;
+    case onnx::AttributeProto::FLOATS:
+      out.kind = Attribute::Kind::Floats;
+      out.floats.assign(a.floats().begin(), a.floats().end());
+      break;
+    case onnx::AttributeProto::INTS:
+      out.kind = Attribute::Kind::Ints;
+      out.ints.assign(a.ints().begin(), a.ints().end());
+      break;
+    case onnx::AttributeProto::STRINGS:
+      out.kind = Attribute::Kind::Strings;
+      out.strings.assign(a.strings().begin(), a.strings().end());
+      break;
+    case onnx::AttributeProto::TENSORS:
+      out.kind = Attribute::Kind::Tensors;
+      for (const auto& t : a.tensors()) out.tensors.push_back(tensor_from_proto(t, ctx, w));
+      break;
+    case onnx::AttributeProto::GRAPHS:
+      out.kind = Attribute::Kind::Graphs;
+      for (const auto& g : a.graphs()) out.graphs.push_back(graph_from_proto(g, ctx));
+      break;
+    default: out.kind = Attribute::Kind::Other; break;  // sparse tensors, type protos: kept by name
+  }
+  return out;
+}
+
+std::shared_ptr<Graph> graph_from_proto(const onnx::GraphProto& g, const ImportContext& ctx) {
+  auto graph = std::make_shared<Graph>();
+  graph->name = g.name();
+  graph->opsets = ctx.opsets;
+  for (const auto& init : g.initializer())
+    graph->initializers[init.name()] =
+        tensor_from_proto(init, ctx, "initializer '" + init.name() + "'");
+  for (const auto& v : g.input()) graph->inputs.push_back(value_info_from_proto(v));
+  for (const auto& v : g.output()) graph->outputs.push_back(value_info_from_proto(v));
+  for (const auto& v : g.value_info()) graph->value_info[v.name()] = value_info_from_proto(v);
+  for (const auto& n : g.node()) {
+    Node node;
+    node.index = graph->nodes.size();
+    node.name = n.name();
+    node.op_type = n.op_type();
+    node.domain = n.domain() == "ai.onnx" ? "" : n.domain();
+    node.inputs.assign(n.input().begin(), n.input().end());
+    node.outputs.assign(n.output().begin(), n.output().end());
+    auto it = ctx.opsets.find(node.domain);
+    node.opset = it == ctx.opsets.end() ? 0 : it->second;
+    for (const auto& a : n.attribute())
+      node.attributes[a.name()] = attribute_from_proto(a, ctx, "[" + node.display() + "]");
+    graph->nodes.push_back(std::move(node));
+  }
+  return graph;
+}
+
+}  // namespace
+
+Model load_model_bytes(std::span<const std::byte> bytes, const std::string& external_data_dir,
+                       const std::string& display_name) {
+  onnx::ModelProto proto;
+  if (bytes.size() > static_cast<size_t>(INT32_MAX))
+    throw Error(ErrorCode::NotImplemented, "model '" + display_name + "' is larger than 2 GiB; store its weights as external data");
+  if (bytes.empty()) throw Error(ErrorCode::InvalidModel, "model '" + display_name + "' is empty");
+  if (!proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    throw Error(ErrorCode::InvalidModel, "model '" + display_name +
+                                             "' is not a valid ONNX protobuf (truncated or not "
+                                             "an ONNX file)");
+  if (proto.ir_version() <= 0 || !proto.has_graph())
+    throw Error(ErrorCode::InvalidModel,
+                "model '" + display_name + "' is not an ONNX model (" +
+                    (proto.ir_version() <= 0 ? "no ir_version" : "no graph") + ")");
+  ImportContext ctx;
+  ctx.model_name = display_name;
+  ctx.external_data_dir = external_data_dir;
+  for (const auto& op : proto.opset_import())
+    ctx.opsets[op.domain() == "ai.onnx" ? "" : op.domain()] = op.version();
+  if (ctx.opsets.empty() && proto.ir_version() < 3) ctx.opsets[""] = 1;
+  Model model;
+  model.ir_version = proto.ir_version();
+  model.producer = proto.producer_name();
+  model.path = display_name;
+  model.graph = std::move(*graph_from_proto(proto.graph(), ctx));
+  return model;
+}
+
+Model load_model_file(const std::string& path) {
+  std::string data = read_file(path, "model file");
+  std::string dir = fs::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  return load_model_bytes({reinterpret_cast<const std::byte*>(data.data()), data.size()}, dir, path);
+}
+
+Tensor load_tensor_file(const std::string& path) {
+  std::string data = read_file(path, "tensor file");
+  onnx::TensorProto proto;
+  if (!proto.ParseFromString(data))
+    throw Error(ErrorCode::InvalidArgument, "tensor file '" + path + "' is not a serialized TensorProto");
+  ImportContext ctx;
+  ctx.external_data_dir = fs::path(path).parent_path().string();
+  return tensor_from_proto(proto, ctx, "tensor file '" + path + "'");
+}
+
+void save_tensor_file(const Tensor& tensor, const std::string& path, const std::string& name) {
+  onnx::TensorProto proto;
+  proto.set_name(name);
+  proto.set_data_type(static_cast<int32_t>(tensor.dtype()));
+  for (int64_t d : tensor.shape()) proto.add_dims(d);
+  proto.set_raw_data(tensor.raw_data(), tensor.nbytes());
+  std::ofstream f(path, std::ios::binary);
+  if (!f || !proto.SerializeToOstream(&f))
+    throw Error(ErrorCode::Io, "cannot write tensor file '" + path + "'");
+}
+
+}  // namespace quilt

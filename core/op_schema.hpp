@@ -1,0 +1,130 @@
+// Op semantics, once for every backend: arity, supported opsets, and type/shape inference.
+//
+// Each op family registers its schemas in core/ops/<family>.cpp:
+//
+//   void register_elementwise_schemas(SchemaRegistry& r) {
+//     r.add({.op_type = "Relu", .infer = infer_same_as_input0});
+//   }
+//
+// Shape inference runs twice: at session creation with what is static (unknown dims are -1,
+// values known only for constants) and at run time with every shape and value known.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/graph.hpp"
+
+namespace quilt {
+
+// The type and (possibly partial) shape of a value. dims[i] == -1 means unknown.
+struct TypeShape {
+  DType dtype = DType::Undefined;
+  bool has_shape = false;  // false: rank unknown
+  std::vector<int64_t> dims;
+
+  static TypeShape of(const Tensor& t) { return {t.dtype(), true, t.shape()}; }
+  bool is_static() const;
+};
+
+class InferenceContext {
+ public:
+  InferenceContext(const Node& node, std::vector<TypeShape> inputs,
+                   std::vector<const Tensor*> values, bool runtime);
+
+  const Node& node() const { return node_; }
+  int64_t opset() const { return node_.opset; }
+  // True at run time: every input shape and value is known.
+  bool runtime() const { return runtime_; }
+
+  size_t num_inputs() const { return node_.inputs.size(); }
+  size_t num_outputs() const { return node_.outputs.size(); }
+  bool has_input(size_t i) const { return node_.has_input(i); }
+  DType input_dtype(size_t i) const;
+  bool input_has_shape(size_t i) const;
+  // Fails (naming the node) when input i is absent or its rank unknown.
+  const std::vector<int64_t>& input_shape(size_t i) const;
+  int64_t input_rank(size_t i) const { return static_cast<int64_t>(input_shape(i).size()); }
+  // The value of input i if known (constant at creation; always at run time), else nullptr.
+  const Tensor* input_value(size_t i) const;
+  // Value of an integer (int32/int64) input as int64s; nullopt when unknown.
+  std::optional<std::vector<int64_t>> input_ints(size_t i) const;
+
+  void set_output(size_t i, DType dtype, std::vector<int64_t> dims);
+  void set_output_unknown_shape(size_t i, DType dtype);
+  const std::vector<TypeShape>& outputs() const { return outputs_; }
+  std::vector<TypeShape>& mutable_outputs() { return outputs_; }
+
+  [[noreturn]] void fail(const std::string& what) const { node_.fail(what); }
+
+ private:
+  const Node& node_;
+  std::vector<TypeShape> inputs_;
+  std::vector<const Tensor*> values_;
+  std::vector<TypeShape> outputs_;
+  bool runtime_;
+};
+
+using InferFn = std::function<void(InferenceContext&)>;
+
+struct OpSchema {
+  std::string op_type;
+  std::string domain;      // "" = ai.onnx
+  int64_t min_opset = 1;   // first opset whose semantics this schema implements
+  int64_t max_opset = 1000;
+  int min_inputs = 1;
+  int max_inputs = 1;
+  int min_outputs = 1;
+  int max_outputs = 1;
+  // Inputs whose *values* shape inference reads (e.g. Reshape's shape). At run time these
+  // must be on the host: they are sync points for device backends.
+  std::vector<int> value_inputs;
+  InferFn infer;
+};
+
+class SchemaRegistry {
+ public:
+  // All schemas of the built-in op families.
+  static const SchemaRegistry& builtin();
+
+  void add(OpSchema schema);
+  // The schema for op_type in domain valid at opset, or nullptr.
+  const OpSchema* find(const std::string& op_type, const std::string& domain,
+                       int64_t opset) const;
+  // True if some opset of this op is known (used to tell "unknown op" from "unsupported opset").
+  bool knows(const std::string& op_type, const std::string& domain) const;
+  std::vector<std::string> op_types() const;
+
+ private:
+  std::map<std::pair<std::string, std::string>, std::vector<OpSchema>> schemas_;
+};
+
+// Runs inference for one node. Checks arity first; when a present input has unknown rank, or a
+// value input is unknown, outputs are left with unknown shape (dtype Undefined) unless the
+// schema's infer handles it. Throws Error naming the node on an invalid combination.
+std::vector<TypeShape> infer_node(const OpSchema& schema, const Node& node,
+                                  const std::vector<TypeShape>& inputs,
+                                  const std::vector<const Tensor*>& values, bool runtime);
+
+// ---- helpers for inference functions ----
+
+// Numpy-style multidirectional broadcast; unknown dims (-1) propagate. Fails naming the node.
+std::vector<int64_t> broadcast_shapes(const InferenceContext& ctx, const std::vector<int64_t>& a,
+                                      const std::vector<int64_t>& b);
+// Normalises a possibly negative axis for the given rank; fails naming the node when out of range.
+int64_t normalize_axis(const InferenceContext& ctx, int64_t axis, int64_t rank);
+// Output = input 0's dtype and shape.
+void infer_same_as_input0(InferenceContext& ctx);
+
+// Family registration, one per file in core/ops/.
+void register_elementwise_schemas(SchemaRegistry& r);
+void register_nn_schemas(SchemaRegistry& r);
+void register_normalization_schemas(SchemaRegistry& r);
+void register_reduce_schemas(SchemaRegistry& r);
+void register_tensor_schemas(SchemaRegistry& r);
+void register_resize_schemas(SchemaRegistry& r);
+
+}  // namespace quilt

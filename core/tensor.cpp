@@ -1,0 +1,163 @@
+// Tensor storage and dtype tables.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "quilt/quilt.hpp"
+
+namespace quilt {
+
+size_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::Float32: return 4;
+    case DType::UInt8: return 1;
+    case DType::Int8: return 1;
+    case DType::UInt16: return 2;
+    case DType::Int16: return 2;
+    case DType::Int32: return 4;
+    case DType::Int64: return 8;
+    case DType::Bool: return 1;
+    case DType::Float16: return 2;
+    case DType::Float64: return 8;
+    case DType::UInt32: return 4;
+    case DType::UInt64: return 8;
+    default: return 0;
+  }
+}
+
+const char* dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::Float32: return "float32";
+    case DType::UInt8: return "uint8";
+    case DType::Int8: return "int8";
+    case DType::UInt16: return "uint16";
+    case DType::Int16: return "int16";
+    case DType::Int32: return "int32";
+    case DType::Int64: return "int64";
+    case DType::String: return "string";
+    case DType::Bool: return "bool";
+    case DType::Float16: return "float16";
+    case DType::Float64: return "float64";
+    case DType::UInt32: return "uint32";
+    case DType::UInt64: return "uint64";
+    default: return "undefined";
+  }
+}
+
+bool dtype_supported(DType dtype) { return dtype_size(dtype) != 0; }
+
+const char* error_code_name(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::InvalidArgument: return "invalid argument";
+    case ErrorCode::InvalidModel: return "invalid model";
+    case ErrorCode::NotImplemented: return "not implemented";
+    case ErrorCode::OutOfMemory: return "out of memory";
+    case ErrorCode::Io: return "I/O error";
+    case ErrorCode::Runtime: return "runtime error";
+  }
+  return "error";
+}
+
+std::string to_string(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+std::string to_string(const std::vector<Dim>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    if (shape[i].is_fixed())
+      s += std::to_string(shape[i].value);
+    else
+      s += shape[i].symbol.empty() ? "?" : shape[i].symbol;
+  }
+  return s + "]";
+}
+
+namespace {
+
+constexpr size_t kAlignment = 64;
+
+uint64_t physical_memory_bytes() {
+  long pages = sysconf(_SC_PHYS_PAGES);
+  long page_size = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page_size <= 0) return UINT64_MAX;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
+}
+
+}  // namespace
+
+Tensor::Tensor(DType dtype, std::vector<int64_t> shape) : dtype_(dtype), shape_(std::move(shape)) {
+  if (!dtype_supported(dtype))
+    throw Error(ErrorCode::NotImplemented,
+                std::string("tensors of dtype ") + dtype_name(dtype) + " are not supported");
+  uint64_t count = 1;
+  for (int64_t d : shape_) {
+    if (d < 0)
+      throw Error(ErrorCode::InvalidArgument,
+                  "tensor shape " + quilt::to_string(shape_) + " has a negative dimension");
+    if (__builtin_mul_overflow(count, static_cast<uint64_t>(d), &count))
+      throw Error(ErrorCode::OutOfMemory,
+                  "tensor shape " + quilt::to_string(shape_) + " overflows a 64-bit element count");
+  }
+  uint64_t bytes = 0;
+  if (__builtin_mul_overflow(count, static_cast<uint64_t>(dtype_size(dtype)), &bytes) ||
+      count > static_cast<uint64_t>(INT64_MAX))
+    throw Error(ErrorCode::OutOfMemory,
+                "tensor shape " + quilt::to_string(shape_) + " overflows a 64-bit byte count");
+  static const uint64_t kMemory = physical_memory_bytes();
+  if (bytes > kMemory)
+    throw Error(ErrorCode::OutOfMemory, "tensor of shape " + quilt::to_string(shape_) + " (" +
+                                            dtype_name(dtype) + ") needs " + std::to_string(bytes) +
+                                            " bytes, more than this machine's " +
+                                            std::to_string(kMemory) + " bytes of memory");
+  numel_ = static_cast<int64_t>(count);
+  size_t alloc = (static_cast<size_t>(bytes) + kAlignment - 1) / kAlignment * kAlignment;
+  if (alloc == 0) alloc = kAlignment;
+  void* p = std::aligned_alloc(kAlignment, alloc);
+  if (!p)
+    throw Error(ErrorCode::OutOfMemory, "could not allocate " + std::to_string(bytes) +
+                                            " bytes for a tensor of shape " +
+                                            quilt::to_string(shape_));
+  std::memset(p, 0, alloc);
+  storage_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  data_ = p;
+}
+
+Tensor Tensor::from_data(DType dtype, std::vector<int64_t> shape, const void* data) {
+  Tensor t(dtype, std::move(shape));
+  if (t.nbytes()) std::memcpy(t.data_, data, t.nbytes());
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  if (!defined()) return Tensor();
+  return from_data(dtype_, shape_, data_);
+}
+
+Tensor Tensor::reshaped(std::vector<int64_t> shape) const {
+  int64_t count = 1;
+  for (int64_t d : shape) count *= d;
+  if (count != numel_)
+    throw Error(ErrorCode::InvalidArgument, "cannot reshape a tensor of shape " +
+                                                quilt::to_string(shape_) + " to " +
+                                                quilt::to_string(shape));
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+void Tensor::check_type(DType requested) const {
+  if (requested != dtype_ && !(requested == DType::UInt16 && dtype_ == DType::Float16))
+    throw Error(ErrorCode::InvalidArgument, std::string("tensor holds ") + dtype_name(dtype_) +
+                                                " but was accessed as " + dtype_name(requested));
+}
+
+}  // namespace quilt

@@ -1,0 +1,212 @@
+// Quilt — a heterogeneous inference runtime for ONNX models.
+//
+// The public C++ API: Tensor, Session, SessionOptions, Error.
+//
+//   quilt::SessionOptions options;
+//   options.threads = 2;
+//   quilt::Session session("model.onnx", options);
+//   quilt::Tensor x(quilt::DType::Float32, {1, 3, 224, 224});
+//   auto outputs = session.run({{"input", x}});
+//   const float* y = outputs.at("output").data<float>();
+//
+// Every failure is reported as a quilt::Error whose message starts with where it happened
+// (file, node or input) and says what was expected.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace quilt {
+
+// Element types. The numeric values are those of onnx.TensorProto.DataType.
+enum class DType : int32_t {
+  Undefined = 0,
+  Float32 = 1,
+  UInt8 = 2,
+  Int8 = 3,
+  UInt16 = 4,
+  Int16 = 5,
+  Int32 = 6,
+  Int64 = 7,
+  String = 8,
+  Bool = 9,
+  Float16 = 10,
+  Float64 = 11,
+  UInt32 = 12,
+  UInt64 = 13,
+};
+
+// Size of one element in bytes; 0 for Undefined and String.
+size_t dtype_size(DType dtype);
+// "float32", "int64", ...; "undefined" for anything Quilt does not know.
+const char* dtype_name(DType dtype);
+// True for the dtypes a Tensor can hold (everything above except Undefined and String).
+bool dtype_supported(DType dtype);
+
+enum class ErrorCode {
+  InvalidArgument,  // bad input from the caller: wrong name, dtype, shape, option
+  InvalidModel,     // the model file or graph is malformed
+  NotImplemented,   // a valid model uses something Quilt does not support (yet)
+  OutOfMemory,      // an allocation failed or would exceed the machine's memory
+  Io,               // a file could not be read or written
+  Runtime,          // anything else that failed while running
+};
+
+const char* error_code_name(ErrorCode code);
+
+class Error : public std::runtime_error {
+ public:
+  Error(ErrorCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  ErrorCode code() const { return code_; }
+
+ private:
+  ErrorCode code_;
+};
+
+// A dense, row-major tensor on the host. Copies share the same storage (like a shared_ptr);
+// use clone() for a deep copy.
+class Tensor {
+ public:
+  Tensor() = default;
+  // Allocates zero-initialised storage. Throws Error(OutOfMemory) if the size overflows or
+  // exceeds the machine's memory, Error(InvalidArgument) on a negative dim.
+  Tensor(DType dtype, std::vector<int64_t> shape);
+  // Copies nbytes() bytes from data.
+  static Tensor from_data(DType dtype, std::vector<int64_t> shape, const void* data);
+  template <class T>
+  static Tensor from_vector(std::vector<int64_t> shape, const std::vector<T>& values);
+
+  DType dtype() const { return dtype_; }
+  const std::vector<int64_t>& shape() const { return shape_; }
+  int64_t rank() const { return static_cast<int64_t>(shape_.size()); }
+  int64_t dim(int64_t axis) const { return shape_.at(static_cast<size_t>(axis)); }
+  int64_t numel() const { return numel_; }
+  size_t nbytes() const { return static_cast<size_t>(numel_) * dtype_size(dtype_); }
+  bool defined() const { return dtype_ != DType::Undefined; }
+
+  void* raw_data() { return data_; }
+  const void* raw_data() const { return data_; }
+  // Typed access; throws Error(InvalidArgument) if T does not match dtype().
+  template <class T>
+  T* data();
+  template <class T>
+  const T* data() const;
+
+  Tensor clone() const;
+  // Same storage, new shape with the same element count.
+  Tensor reshaped(std::vector<int64_t> shape) const;
+  // True if both tensors have the same storage.
+  bool shares_storage_with(const Tensor& other) const { return storage_ == other.storage_; }
+
+ private:
+  void check_type(DType requested) const;
+
+  DType dtype_ = DType::Undefined;
+  std::vector<int64_t> shape_;
+  int64_t numel_ = 0;
+  std::shared_ptr<void> storage_;
+  void* data_ = nullptr;
+};
+
+// Maps C++ element types to DType. float16 is stored as uint16_t bits.
+template <class T>
+constexpr DType dtype_of();
+template <> constexpr DType dtype_of<float>() { return DType::Float32; }
+template <> constexpr DType dtype_of<double>() { return DType::Float64; }
+template <> constexpr DType dtype_of<int8_t>() { return DType::Int8; }
+template <> constexpr DType dtype_of<int16_t>() { return DType::Int16; }
+template <> constexpr DType dtype_of<int32_t>() { return DType::Int32; }
+template <> constexpr DType dtype_of<int64_t>() { return DType::Int64; }
+template <> constexpr DType dtype_of<uint8_t>() { return DType::UInt8; }
+template <> constexpr DType dtype_of<uint16_t>() { return DType::UInt16; }
+template <> constexpr DType dtype_of<uint32_t>() { return DType::UInt32; }
+template <> constexpr DType dtype_of<uint64_t>() { return DType::UInt64; }
+template <> constexpr DType dtype_of<bool>() { return DType::Bool; }
+
+template <class T>
+T* Tensor::data() {
+  check_type(dtype_of<T>());
+  return static_cast<T*>(data_);
+}
+template <class T>
+const T* Tensor::data() const {
+  check_type(dtype_of<T>());
+  return static_cast<const T*>(data_);
+}
+template <class T>
+Tensor Tensor::from_vector(std::vector<int64_t> shape, const std::vector<T>& values) {
+  Tensor t(dtype_of<T>(), std::move(shape));
+  if (static_cast<size_t>(t.numel()) != values.size())
+    throw Error(ErrorCode::InvalidArgument, "Tensor::from_vector: shape has " +
+                                                std::to_string(t.numel()) + " elements but " +
+                                                std::to_string(values.size()) + " values given");
+  T* out = t.data<T>();
+  for (size_t i = 0; i < values.size(); ++i) out[i] = values[i];
+  return t;
+}
+
+// One dimension of a declared shape: a fixed size, a named symbolic size ("batch"), or unknown.
+struct Dim {
+  int64_t value = -1;  // >= 0 when fixed
+  std::string symbol;  // set when symbolic and named
+  bool is_fixed() const { return value >= 0; }
+};
+
+std::string to_string(const std::vector<Dim>& shape);
+std::string to_string(const std::vector<int64_t>& shape);
+
+struct ValueInfo {
+  std::string name;
+  DType dtype = DType::Undefined;
+  std::vector<Dim> shape;
+  bool has_shape = false;  // false when the rank is unknown
+};
+
+enum class LogLevel { Error = 0, Warning = 1, Info = 2, Debug = 3 };
+
+struct SessionOptions {
+  // Worker threads for the CPU backend; 0 = one per core.
+  int threads = 0;
+  // Backends to use, in priority order. The CPU backend is always the last fallback.
+  std::vector<std::string> backends = {"cpu"};
+  // 0 = run the graph as written; 1 = constant folding and other exact rewrites.
+  int optimization_level = 1;
+  LogLevel log_level = LogLevel::Warning;
+};
+
+using TensorMap = std::map<std::string, Tensor>;
+
+class Session {
+ public:
+  // Loads an ONNX model file; external-data files are resolved relative to it.
+  explicit Session(const std::string& model_path, const SessionOptions& options = {});
+  // Loads a serialized ModelProto. external_data_dir is where external-data files are looked
+  // up; empty means the model may not use external data.
+  static Session from_bytes(std::span<const std::byte> model, const SessionOptions& options = {},
+                            const std::string& external_data_dir = "");
+
+  Session(Session&&) noexcept;
+  Session& operator=(Session&&) noexcept;
+  ~Session();
+
+  const std::vector<ValueInfo>& inputs() const;
+  const std::vector<ValueInfo>& outputs() const;
+
+  // Runs the model. Every graph input without an initializer must be given. output_names
+  // selects outputs (empty = all). Safe to call from several threads at once.
+  TensorMap run(const TensorMap& inputs, const std::vector<std::string>& output_names = {}) const;
+
+  struct Impl;
+
+ private:
+  explicit Session(std::shared_ptr<Impl> impl);
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace quilt

@@ -1,0 +1,104 @@
+"""Shared helpers for the op test-case generators (tests/cases/gen_<family>.py).
+
+A case is one small ONNX model built with onnx.helper, its inputs, and the outputs onnxruntime
+computes for them, written in the layout of the ONNX backend test suite:
+
+    OUT/<family>/<case>/model.onnx
+    OUT/<family>/<case>/test_data_set_0/input_<i>.pb, output_<i>.pb
+    OUT/<family>/<case>/tolerance        (optional: "rtol atol")
+
+tests/tools/case_runner.cpp runs every case through quilt::Session and compares.
+
+    from casegen import Cases
+    cases = Cases("elementwise")
+    cases.node("relu_basic", "Relu", {"x": rand(3, 4)})             # one node, ORT reference
+    cases.node("add_bcast", "Add", {"a": rand(2, 3), "b": rand(3)})
+    cases.node("clip", "Clip", {"x": rand(5)}, min=-0.5)                # attributes as kwargs
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+DEFAULT_OPSET = 17
+RNG = np.random.default_rng(0)
+
+
+def rand(*shape, dtype=np.float32, low=-1.0, high=1.0):
+    """Uniform random array (seeded once per process, so the cases are reproducible)."""
+    return RNG.uniform(low, high, size=shape).astype(dtype)
+
+
+def randint(*shape, low=0, high=10, dtype=np.int64):
+    return RNG.integers(low, high, size=shape).astype(dtype)
+
+
+def _value_info(name, arr):
+    return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(arr.dtype), arr.shape)
+
+
+class Cases:
+    """Writes the cases of one op family under $QUILT_CASES_DIR/<family> (or ./cases/<family>)."""
+
+    def __init__(self, family: str, out_dir: str | None = None):
+        root = Path(out_dir or os.environ.get("QUILT_CASES_DIR", "cases"))
+        self.dir = root / family
+        if self.dir.exists():
+            shutil.rmtree(self.dir)
+        self.dir.mkdir(parents=True)
+        self.names: set[str] = set()
+
+    def model(self, name, graph_nodes, inputs: dict, outputs: list, initializers: dict | None = None,
+              opset=DEFAULT_OPSET, rtol=1e-4, atol=1e-5, expected: dict | None = None,
+              output_types: dict | None = None):
+        """A whole graph. inputs: name -> array (fed at run time). initializers: name -> array
+        (constants in the model). outputs: output names. expected: name -> array to use instead
+        of onnxruntime (when ORT lacks the op). output_types: name -> TensorProto dtype when the
+        output dtype differs from float32 (only needed with expected=None and no ORT)."""
+        assert name not in self.names, f"duplicate case {name}"
+        self.names.add(name)
+        initializers = initializers or {}
+        graph = helper.make_graph(
+            graph_nodes, name,
+            [_value_info(k, v) for k, v in inputs.items()],
+            [helper.make_tensor_value_info(o, (output_types or {}).get(o, TensorProto.UNDEFINED), None)
+             for o in outputs],
+            [numpy_helper.from_array(v, k) for k, v in initializers.items()])
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+        m.ir_version = 8
+        if expected is None:
+            import onnxruntime as ort
+            so = ort.SessionOptions()
+            so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+            sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+            results = sess.run(outputs, inputs)
+            expected = dict(zip(outputs, results))
+        # Declare the real output types so the model is self-describing.
+        for o in m.graph.output:
+            arr = np.asarray(expected[o.name])
+            o.CopyFrom(_value_info(o.name, arr))
+        case_dir = self.dir / name
+        data_dir = case_dir / "test_data_set_0"
+        data_dir.mkdir(parents=True)
+        onnx.save(m, case_dir / "model.onnx")
+        for i, (k, v) in enumerate(inputs.items()):
+            (data_dir / f"input_{i}.pb").write_bytes(numpy_helper.from_array(np.asarray(v), k).SerializeToString())
+        for i, o in enumerate(outputs):
+            (data_dir / f"output_{i}.pb").write_bytes(
+                numpy_helper.from_array(np.asarray(expected[o]), o).SerializeToString())
+        (case_dir / "tolerance").write_text(f"{rtol} {atol}\n")
+
+    def node(self, name, op_type, inputs: dict, n_outputs=1, initializers: dict | None = None,
+             opset=DEFAULT_OPSET, rtol=1e-4, atol=1e-5, expected=None, domain="", **attrs):
+        """A one-node model. inputs (runtime) come first, then initializers, in the node's input
+        order as given: pass initializers={...} for inputs that must be constant (e.g. shapes).
+        Use the name "" in `order` via model() when an optional input must be skipped."""
+        names = list(inputs) + list(initializers or {})
+        outs = [f"y{i}" for i in range(n_outputs)] if n_outputs > 1 else ["y"]
+        node = helper.make_node(op_type, names, outs, name=name, domain=domain, **attrs)
+        self.model(name, [node], inputs, outs, initializers, opset, rtol, atol, expected)

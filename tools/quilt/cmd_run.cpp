@@ -1,0 +1,207 @@
+// quilt run MODEL: run a model on inputs from .npy files or generated ones.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <random>
+
+#include "core/half.hpp"
+#include "tools/quilt/cli.hpp"
+#include "tools/quilt/npy.hpp"
+
+namespace quilt::cli {
+namespace {
+
+const char* kRunHelp =
+    "usage: quilt run MODEL [options]\n"
+    "\n"
+    "Runs MODEL (an .onnx file) and prints a summary of every output.\n"
+    "\n"
+    "options:\n"
+    "  --input NAME=FILE.npy   value of input NAME (repeatable); inputs not given are\n"
+    "                          generated: floats ~ N(0,1), integers in [0,10), seed 0\n"
+    "  --dim NAME=VALUE        size of symbolic dim NAME for generated inputs (default 1)\n"
+    "  --output-dir DIR        write each output to DIR/<output name>.npy\n"
+    "  --iterations N          run N times and report latency (default 1)\n"
+    "  --backend LIST          backends in priority order, comma-separated (default cpu)\n"
+    "  --threads N             CPU worker threads (default: one per core)\n"
+    "  --optimization-level N  0 = as written, 1 = constant folding (default 1)\n"
+    "  --log-level LEVEL       error, warning, info or debug (default warning)\n"
+    "  --help                  show this help\n";
+
+struct RunArgs {
+  std::string model;
+  std::map<std::string, std::string> input_files;
+  std::map<std::string, int64_t> dims;
+  std::string output_dir;
+  int64_t iterations = 1;
+  SessionOptions options;
+};
+
+std::pair<std::string, std::string> key_value(const std::string& option, const std::string& v) {
+  size_t eq = v.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == v.size())
+    throw Error(ErrorCode::InvalidArgument, option + " expects NAME=VALUE, got '" + v + "'");
+  return {v.substr(0, eq), v.substr(eq + 1)};
+}
+
+RunArgs parse(const std::vector<std::string>& args) {
+  RunArgs r;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= args.size()) throw Error(ErrorCode::InvalidArgument, a + " needs a value");
+      return args[++i];
+    };
+    if (a == "--input") {
+      auto [k, v] = key_value(a, value());
+      r.input_files[k] = v;
+    } else if (a == "--dim") {
+      auto [k, v] = key_value(a, value());
+      r.dims[k] = parse_int("--dim " + k, v);
+    } else if (a == "--output-dir") {
+      r.output_dir = value();
+    } else if (a == "--iterations") {
+      r.iterations = parse_int(a, value());
+      if (r.iterations < 1) throw Error(ErrorCode::InvalidArgument, "--iterations must be >= 1");
+    } else if (a == "--backend") {
+      r.options.backends = split(value(), ',');
+    } else if (a == "--threads") {
+      r.options.threads = static_cast<int>(parse_int(a, value()));
+    } else if (a == "--optimization-level") {
+      r.options.optimization_level = static_cast<int>(parse_int(a, value()));
+    } else if (a == "--log-level") {
+      r.options.log_level = parse_log_level(value());
+    } else if (!a.empty() && a[0] == '-') {
+      throw Error(ErrorCode::InvalidArgument, "unknown option '" + a + "' for quilt run");
+    } else if (r.model.empty()) {
+      r.model = a;
+    } else {
+      throw Error(ErrorCode::InvalidArgument, "unexpected argument '" + a + "'; quilt run takes one MODEL");
+    }
+  }
+  if (r.model.empty()) throw Error(ErrorCode::InvalidArgument, "quilt run needs a MODEL");
+  return r;
+}
+
+Tensor generate(const ValueInfo& info, const std::map<std::string, int64_t>& dims, std::mt19937& rng) {
+  std::vector<int64_t> shape;
+  for (const auto& d : info.shape) {
+    if (d.is_fixed()) {
+      shape.push_back(d.value);
+    } else {
+      auto it = dims.find(d.symbol);
+      shape.push_back(it == dims.end() ? 1 : it->second);
+    }
+  }
+  Tensor t(info.dtype == DType::Undefined ? DType::Float32 : info.dtype, shape);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::uniform_int_distribution<int> small(0, 9);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    switch (t.dtype()) {
+      case DType::Float32: t.data<float>()[i] = normal(rng); break;
+      case DType::Float64: t.data<double>()[i] = normal(rng); break;
+      case DType::Float16: t.data<uint16_t>()[i] = float_to_half(normal(rng)); break;
+      case DType::Int64: t.data<int64_t>()[i] = small(rng); break;
+      case DType::Int32: t.data<int32_t>()[i] = small(rng); break;
+      case DType::Bool: t.data<bool>()[i] = small(rng) < 5; break;
+      case DType::UInt8: t.data<uint8_t>()[i] = static_cast<uint8_t>(small(rng)); break;
+      case DType::Int8: t.data<int8_t>()[i] = static_cast<int8_t>(small(rng)); break;
+      default: break;  // other integer types: zeros
+    }
+  }
+  return t;
+}
+
+double as_double(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DType::Float32: return t.data<float>()[i];
+    case DType::Float64: return t.data<double>()[i];
+    case DType::Float16: return half_to_float(t.data<uint16_t>()[i]);
+    case DType::Int64: return static_cast<double>(t.data<int64_t>()[i]);
+    case DType::Int32: return t.data<int32_t>()[i];
+    case DType::Int16: return t.data<int16_t>()[i];
+    case DType::Int8: return t.data<int8_t>()[i];
+    case DType::UInt8: return t.data<uint8_t>()[i];
+    case DType::UInt16: return t.data<uint16_t>()[i];
+    case DType::UInt32: return t.data<uint32_t>()[i];
+    case DType::UInt64: return static_cast<double>(t.data<uint64_t>()[i]);
+    case DType::Bool: return t.data<bool>()[i];
+    default: return 0;
+  }
+}
+
+void summarise(const std::string& name, const Tensor& t) {
+  std::printf("  %s: %s %s", name.c_str(), dtype_name(t.dtype()), to_string(t.shape()).c_str());
+  if (t.numel() > 0) {
+    double lo = INFINITY, hi = -INFINITY, sum = 0;
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      double v = as_double(t, i);
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+      sum += v;
+    }
+    std::printf("  min %.6g  max %.6g  mean %.6g\n    [", lo, hi, sum / static_cast<double>(t.numel()));
+    for (int64_t i = 0; i < std::min<int64_t>(t.numel(), 8); ++i)
+      std::printf("%s%.6g", i ? ", " : "", as_double(t, i));
+    std::printf("%s]\n", t.numel() > 8 ? ", ..." : "");
+  } else {
+    std::printf("  (empty)\n");
+  }
+}
+
+}  // namespace
+
+int cmd_run(const std::vector<std::string>& args) {
+  if (std::find(args.begin(), args.end(), "--help") != args.end()) {
+    std::fputs(kRunHelp, stdout);
+    return 0;
+  }
+  try {
+    RunArgs r = parse(args);
+    Session session(r.model, r.options);
+    TensorMap inputs;
+    std::mt19937 rng(0);
+    for (const auto& [name, file] : r.input_files) inputs[name] = read_npy(file);
+    for (const auto& info : session.inputs())
+      if (!inputs.count(info.name)) inputs[info.name] = generate(info, r.dims, rng);
+    std::vector<double> ms;
+    TensorMap outputs;
+    for (int64_t i = 0; i < r.iterations; ++i) {
+      auto start = std::chrono::steady_clock::now();
+      outputs = session.run(inputs);
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    }
+    std::printf("outputs:\n");
+    for (const auto& info : session.outputs()) summarise(info.name, outputs.at(info.name));
+    if (!r.output_dir.empty()) {
+      std::filesystem::create_directories(r.output_dir);
+      for (const auto& [name, t] : outputs) {
+        std::string safe = name;
+        std::replace(safe.begin(), safe.end(), '/', '_');
+        write_npy(t, (std::filesystem::path(r.output_dir) / (safe + ".npy")).string());
+      }
+      std::printf("wrote %zu outputs to %s\n", outputs.size(), r.output_dir.c_str());
+    }
+    std::vector<double> sorted = ms;
+    std::sort(sorted.begin(), sorted.end());
+    double mean = 0;
+    for (double v : ms) mean += v;
+    mean /= static_cast<double>(ms.size());
+    if (ms.size() == 1)
+      std::printf("latency: %.3f ms (1 run)\n", ms[0]);
+    else
+      std::printf("latency: median %.3f ms, min %.3f ms, mean %.3f ms over %zu runs (first %.3f ms)\n",
+                  sorted[sorted.size() / 2], sorted.front(), mean, ms.size(), ms[0]);
+    return 0;
+  } catch (const Error& e) {
+    return report(e);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "quilt: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace quilt::cli

@@ -1,0 +1,45 @@
+// The quilt command-line tool. Exit codes: 0 ok, 1 failure, 2 bad usage or input.
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "tools/quilt/cli.hpp"
+
+namespace {
+
+const char* kUsage =
+    "usage: quilt <command> [options]\n"
+    "\n"
+    "Quilt runs ONNX models across backends (CPU on OpenBLAS; OpenCL and plugins to come).\n"
+    "\n"
+    "commands:\n"
+    "  run MODEL      run a model on given or generated inputs; print outputs and latency\n"
+    "  devices        list backends and devices\n"
+    "\n"
+    "`quilt <command> --help` describes a command's options. Exit codes: 0 ok, 1 failure,\n"
+    "2 bad usage or input.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) {
+    std::fputs(kUsage, stderr);
+    return 2;
+  }
+  const std::string cmd = args[0];
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (cmd == "--version") {
+    std::printf("quilt %s\n", QUILT_VERSION);
+    return 0;
+  }
+  if (cmd == "run") return quilt::cli::cmd_run(rest);
+  if (cmd == "devices") return quilt::cli::cmd_devices(rest);
+  std::fprintf(stderr, "quilt: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
+  return 2;
+}

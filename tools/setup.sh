@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Installs what Quilt needs and builds it in build/. Idempotent, and quick when nothing is missing:
+#   - Debian packages (apt-get) for the compiler, protobuf + libonnx-dev, OpenBLAS, GoogleTest;
+#   - a project venv (.venv) with the pinned Python packages of tools/requirements.txt;
+#   - an incremental CMake build (Release) in build/.
+# Sourced by tools/test.sh and tools/demo.sh; defines QUILT_ROOT, QUILT_BUILD, QUILT_PYTHON.
+set -euo pipefail
+
+QUILT_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+QUILT_BUILD="${QUILT_BUILD:-$QUILT_ROOT/build}"
+QUILT_PYTHON="$QUILT_ROOT/.venv/bin/python"
+
+quilt_log() { echo "[setup] $*" >&2; }
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+APT_PACKAGES=(
+  cmake g++ make
+  protobuf-compiler libprotobuf-dev libonnx-dev
+  libopenblas-dev libgtest-dev
+)
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$pkg")
+  fi
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  quilt_log "installing Debian packages: ${missing[*]}"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+fi
+
+if [ ! -x "$QUILT_PYTHON" ]; then
+  quilt_log "creating the Python venv in .venv"
+  if ! python3 -m venv "$QUILT_ROOT/.venv" >&2; then
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >&2
+    python3 -m venv "$QUILT_ROOT/.venv" >&2
+  fi
+fi
+REQ="$QUILT_ROOT/tools/requirements.txt"
+STAMP="$QUILT_ROOT/.venv/.quilt-requirements"
+if ! cmp -s "$REQ" "$STAMP"; then
+  quilt_log "installing Python packages from tools/requirements.txt"
+  "$QUILT_PYTHON" -m pip install -q --disable-pip-version-check -r "$REQ" >&2
+  cp "$REQ" "$STAMP"
+fi
+
+if [ ! -f "$QUILT_BUILD/CMakeCache.txt" ] || ! grep -q "QUILT_PYTHON:FILEPATH=$QUILT_PYTHON\$" "$QUILT_BUILD/CMakeCache.txt"; then
+  quilt_log "configuring $QUILT_BUILD"
+  cmake -S "$QUILT_ROOT" -B "$QUILT_BUILD" -DCMAKE_BUILD_TYPE=Release -DQUILT_PYTHON="$QUILT_PYTHON" >&2
+fi
+quilt_log "building"
+cmake --build "$QUILT_BUILD" -j"$(nproc)" >&2
