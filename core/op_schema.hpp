@@ -72,7 +72,7 @@ using InferFn = std::function<void(InferenceContext&)>;
 
 struct OpSchema {
   std::string op_type;
-  std::string domain;      // "" = ai.onnx
+  std::string domain = "";  // "" = ai.onnx
   int64_t min_opset = 1;   // first opset whose semantics this schema implements
   int64_t max_opset = 1000;
   int min_inputs = 1;
@@ -81,8 +81,8 @@ struct OpSchema {
   int max_outputs = 1;
   // Inputs whose *values* shape inference reads (e.g. Reshape's shape). At run time these
   // must be on the host: they are sync points for device backends.
-  std::vector<int> value_inputs;
-  InferFn infer;
+  std::vector<int> value_inputs = {};
+  InferFn infer = nullptr;
 };
 
 class SchemaRegistry {

@@ -1,0 +1,79 @@
+// The CPU backend's runtime pieces: the thread pool and OpenBLAS.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <random>
+#include <thread>
+
+#include "backends/cpu/blas.hpp"
+#include "backends/cpu/thread_pool.hpp"
+#include "quilt/quilt.hpp"
+
+using namespace quilt::cpu;
+
+TEST(ThreadPool, CoversEveryIndexExactlyOnce) {
+  ThreadPool pool(3);
+  for (int64_t n : {0, 1, 7, 1000, 12345}) {
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+    pool.parallel_for(n, 16, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i)];
+    });
+    for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+  }
+}
+
+TEST(ThreadPool, PropagatesExceptionsAndStaysUsable) {
+  ThreadPool pool(2);
+  EXPECT_THROW(pool.parallel_for(1000, 1, [](int64_t b, int64_t) {
+    if (b > 500) throw quilt::Error(quilt::ErrorCode::Runtime, "boom");
+  }), quilt::Error);
+  std::atomic<int64_t> sum{0};
+  pool.parallel_for(100, 1, [&](int64_t b, int64_t e) { sum += e - b; });
+  EXPECT_EQ(sum.load(), 100);
+}
+
+TEST(ThreadPool, ConcurrentCallersDoNotDeadlock) {
+  ThreadPool pool(2);
+  std::vector<std::thread> callers;
+  std::atomic<int64_t> total{0};
+  for (int t = 0; t < 4; ++t)
+    callers.emplace_back([&] {
+      for (int i = 0; i < 200; ++i) pool.parallel_for(64, 1, [&](int64_t b, int64_t e) { total += e - b; });
+    });
+  for (auto& c : callers) c.join();
+  EXPECT_EQ(total.load(), 4 * 200 * 64);
+}
+
+TEST(Blas, SgemmMatchesANaiveProductInEveryTransposition) {
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(-1, 1);
+  const int64_t m = 37, n = 29, k = 41;
+  std::vector<float> a(m * k), b(k * n), at(k * m), bt(n * k);
+  for (auto& v : a) v = u(rng);
+  for (auto& v : b) v = u(rng);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < k; ++j) at[j * m + i] = a[i * k + j];
+  for (int64_t i = 0; i < k; ++i)
+    for (int64_t j = 0; j < n; ++j) bt[j * k + i] = b[i * n + j];
+  std::vector<double> want(m * n, 0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t p = 0; p < k; ++p) want[i * n + j] += double(a[i * k + p]) * b[p * n + j];
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      std::vector<float> c(m * n, 1.f);
+      sgemm(ta, tb, m, n, k, 2.f, ta ? at.data() : a.data(), ta ? m : k, tb ? bt.data() : b.data(),
+            tb ? k : n, 0.5f, c.data(), n);
+      for (int64_t i = 0; i < m * n; ++i) ASSERT_NEAR(c[i], 2 * want[i] + 0.5, 1e-4) << ta << tb << i;
+    }
+}
+
+TEST(Blas, UsesAnOptimisedCoreOnThisCpu) {
+  std::string core = blas_core_name();
+  std::printf("OpenBLAS core: %s (override: '%s', OPENBLAS_CORETYPE=%s)\n", core.c_str(),
+              blas_core_override().c_str(), std::getenv("OPENBLAS_CORETYPE") ? std::getenv("OPENBLAS_CORETYPE") : "");
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && !std::getenv("QUILT_TEST_ANY_BLAS_CORE"))
+    EXPECT_NE(core, "Prescott") << "OpenBLAS fell back to its generic kernels on an AVX-512 CPU";
+}

@@ -1,0 +1,154 @@
+// The public Session API on real models: metadata, run, output subsets, bad inputs, threads.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <thread>
+
+#include "quilt/quilt.hpp"
+
+using namespace quilt;
+
+namespace {
+const std::string kDir = QUILT_TEST_MODELS_DIR;
+
+template <class F>
+void expect_error(F f, ErrorCode code, std::vector<std::string> parts) {
+  try {
+    f();
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
+  }
+}
+
+Tensor x_input() {
+  std::vector<float> v(8);
+  for (int i = 0; i < 8; ++i) v[i] = static_cast<float>(i - 4);
+  return Tensor::from_vector<float>({2, 4}, v);
+}
+
+std::vector<float> add_relu_expected(const Tensor& x) {
+  const float w[4] = {0.5f, -1.0f, 2.0f, -0.25f};
+  std::vector<float> y(static_cast<size_t>(x.numel()));
+  for (int64_t i = 0; i < x.numel(); ++i) y[i] = std::max(0.f, x.data<float>()[i] + w[i % 4]);
+  return y;
+}
+}  // namespace
+
+TEST(Session, ReportsInputAndOutputMetadataWithSymbolicDims) {
+  Session s(kDir + "/add_relu.onnx");
+  ASSERT_EQ(s.inputs().size(), 1u);
+  EXPECT_EQ(s.inputs()[0].name, "x");
+  EXPECT_EQ(s.inputs()[0].dtype, DType::Float32);
+  EXPECT_EQ(to_string(s.inputs()[0].shape), "[batch, 4]");
+  ASSERT_EQ(s.outputs().size(), 1u);
+  EXPECT_EQ(s.outputs()[0].name, "y");
+  EXPECT_EQ(to_string(s.outputs()[0].shape), "[batch, 4]");
+}
+
+TEST(Session, RunsAndLeavesTheCallersInputUntouched) {
+  Session s(kDir + "/add_relu.onnx");
+  Tensor x = x_input();
+  Tensor before = x.clone();
+  TensorMap out = s.run({{"x", x}});
+  const Tensor& y = out.at("y");
+  ASSERT_EQ(y.shape(), (std::vector<int64_t>{2, 4}));
+  auto want = add_relu_expected(x);
+  for (int i = 0; i < 8; ++i) EXPECT_FLOAT_EQ(y.data<float>()[i], want[i]);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(x.data<float>()[i], before.data<float>()[i]);
+  // Another batch size through the symbolic dim.
+  Tensor x5(DType::Float32, {5, 4});
+  EXPECT_EQ(s.run({{"x", x5}}).at("y").shape(), (std::vector<int64_t>{5, 4}));
+}
+
+TEST(Session, LoadsFromBytes) {
+  std::ifstream f(kDir + "/add_relu.onnx", std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  Session s = Session::from_bytes({reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()});
+  Tensor x = x_input();
+  EXPECT_FLOAT_EQ(s.run({{"x", x}}).at("y").data<float>()[2], add_relu_expected(x)[2]);
+  // External data needs a directory when loading from bytes.
+  std::ifstream g(kDir + "/external_ok/model.onnx", std::ios::binary);
+  std::string ext((std::istreambuf_iterator<char>(g)), std::istreambuf_iterator<char>());
+  std::span<const std::byte> ext_bytes{reinterpret_cast<const std::byte*>(ext.data()), ext.size()};
+  expect_error([&] { Session::from_bytes(ext_bytes); }, ErrorCode::InvalidModel, {"external data"});
+  Session ok = Session::from_bytes(ext_bytes, {}, kDir + "/external_ok");
+  EXPECT_FLOAT_EQ(ok.run({{"x", x}}).at("y").data<float>()[2], add_relu_expected(x)[2]);
+}
+
+TEST(Session, OutputSubsets) {
+  Session s(kDir + "/two_outputs.onnx");
+  auto x = Tensor::from_vector<float>({2, 3}, {-1, 2, -3, 4, -5, 6});
+  TensorMap both = s.run({{"x", x}});
+  EXPECT_EQ(both.size(), 2u);
+  TensorMap only = s.run({{"x", x}}, {"y2"});
+  ASSERT_EQ(only.size(), 1u);
+  EXPECT_EQ(only.at("y2").data<float>()[0], 1.f);
+  expect_error([&] { s.run({{"x", x}}, {"nope"}); }, ErrorCode::InvalidArgument,
+               {"unknown output 'nope'", "y1, y2"});
+}
+
+TEST(Session, BadInputsAreReportedAndTheSessionStillWorks) {
+  Session s(kDir + "/add_relu.onnx");
+  expect_error([&] { s.run({{"z", x_input()}}); }, ErrorCode::InvalidArgument,
+               {"unknown input 'z'", "inputs are: x"});
+  expect_error([&] { s.run({}); }, ErrorCode::InvalidArgument, {"missing input 'x'", "float32 [batch, 4]"});
+  expect_error([&] { s.run({{"x", Tensor(DType::Int64, {2, 4})}}); }, ErrorCode::InvalidArgument,
+               {"input 'x'", "dtype int64, expected float32"});
+  expect_error([&] { s.run({{"x", Tensor(DType::Float32, {8})}}); }, ErrorCode::InvalidArgument,
+               {"input 'x'", "rank 1", "expected rank 2"});
+  expect_error([&] { s.run({{"x", Tensor(DType::Float32, {2, 5})}}); }, ErrorCode::InvalidArgument,
+               {"input 'x'", "dim 1 is 5, expected 4"});
+  expect_error([&] { s.run({{"x", Tensor()}}); }, ErrorCode::InvalidArgument, {"input 'x'", "empty"});
+  Tensor x = x_input();
+  EXPECT_FLOAT_EQ(s.run({{"x", x}}).at("y").data<float>()[6], add_relu_expected(x)[6]);
+}
+
+TEST(Session, BadModelsAndOptionsFailAtCreation) {
+  expect_error([] { Session s(kDir + "/unknown_op.onnx"); }, ErrorCode::NotImplemented,
+               {"FooBar (opset 17) at nodes \"foo1\", \"foo2\""});
+  expect_error([] { Session s(kDir + "/cycle.onnx"); }, ErrorCode::InvalidModel, {"cycle"});
+  expect_error([] { Session s(kDir + "/truncated.onnx"); }, ErrorCode::InvalidModel, {"not a valid ONNX"});
+  SessionOptions bad_backend;
+  bad_backend.backends = {"warp-drive"};
+  expect_error([&] { Session s(kDir + "/add_relu.onnx", bad_backend); }, ErrorCode::InvalidArgument,
+               {"unknown backend 'warp-drive'", "available: cpu"});
+  SessionOptions bad_threads;
+  bad_threads.threads = -3;
+  expect_error([&] { Session s(kDir + "/add_relu.onnx", bad_threads); }, ErrorCode::InvalidArgument,
+               {"threads is -3"});
+}
+
+TEST(Session, ConstantOutputsAreCopiesTheCallerMayModify) {
+  Session s(kDir + "/typed_initializers.onnx");
+  TensorMap a = s.run({});
+  a.at("f32_out").data<float>()[0] = 100.f;
+  TensorMap b = s.run({});
+  EXPECT_EQ(b.at("f32_out").data<float>()[0], 1.5f);
+  EXPECT_EQ(b.at("u64_out").data<uint64_t>()[0], UINT64_MAX);
+}
+
+TEST(Session, ConcurrentRunsGiveTheSameAnswers) {
+  for (int level : {0, 1}) {
+    SessionOptions options;
+    options.threads = 2;
+    options.optimization_level = level;
+    Session s(kDir + "/add_relu.onnx", options);
+    std::vector<std::thread> threads;
+    std::atomic<int> wrong{0};
+    for (int t = 0; t < 4; ++t)
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < 50; ++i) {
+          Tensor x(DType::Float32, {3 + t, 4});
+          for (int64_t k = 0; k < x.numel(); ++k) x.data<float>()[k] = static_cast<float>(k * (t + 1) - 7);
+          Tensor y = s.run({{"x", x}}).at("y");
+          auto want = add_relu_expected(x);
+          for (int64_t k = 0; k < y.numel(); ++k)
+            if (y.data<float>()[k] != want[k]) ++wrong;
+        }
+      });
+    for (auto& th : threads) th.join();
+    EXPECT_EQ(wrong.load(), 0);
+  }
+}

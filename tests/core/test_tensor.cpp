@@ -1,0 +1,91 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/half.hpp"
+#include "quilt/quilt.hpp"
+
+using namespace quilt;
+
+TEST(Tensor, AllocatesZeroedStorageOfTheRightSize) {
+  Tensor t(DType::Float32, {2, 3});
+  EXPECT_EQ(t.numel(), 6);
+  EXPECT_EQ(t.nbytes(), 24u);
+  EXPECT_EQ(t.rank(), 2);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(t.data<float>()[i], 0.f);
+  Tensor scalar(DType::Int64, {});
+  EXPECT_EQ(scalar.numel(), 1);
+  Tensor empty(DType::Float32, {0, 5});
+  EXPECT_EQ(empty.numel(), 0);
+}
+
+TEST(Tensor, EveryDTypeHasASizeAndName) {
+  for (DType d : {DType::Float32, DType::Float16, DType::Float64, DType::Int8, DType::Int16, DType::Int32,
+                  DType::Int64, DType::UInt8, DType::UInt16, DType::UInt32, DType::UInt64, DType::Bool}) {
+    EXPECT_GT(dtype_size(d), 0u) << dtype_name(d);
+    EXPECT_STRNE(dtype_name(d), "undefined");
+    Tensor t(d, {3});
+    EXPECT_EQ(t.nbytes(), 3 * dtype_size(d));
+  }
+  EXPECT_FALSE(dtype_supported(DType::String));
+}
+
+TEST(Tensor, RejectsNegativeOverflowingAndHugeShapes) {
+  try {
+    Tensor t(DType::Float32, {2, -1});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("negative"), std::string::npos) << e.what();
+  }
+  try {
+    Tensor t(DType::Float32, {int64_t{1} << 40, int64_t{1} << 40});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::OutOfMemory);
+    EXPECT_NE(std::string(e.what()).find("overflows"), std::string::npos) << e.what();
+  }
+  try {
+    Tensor t(DType::Float32, {int64_t{1} << 20, int64_t{1} << 20, 1 << 10});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::OutOfMemory);
+    EXPECT_NE(std::string(e.what()).find("more than this machine"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Tensor, TypedAccessChecksTheDType) {
+  Tensor t(DType::Int64, {2});
+  EXPECT_NO_THROW(t.data<int64_t>());
+  EXPECT_THROW(t.data<float>(), Error);
+}
+
+TEST(Tensor, CopiesShareStorageAndCloneDoesNot) {
+  auto a = Tensor::from_vector<float>({2, 2}, {1, 2, 3, 4});
+  Tensor b = a;
+  Tensor c = a.clone();
+  EXPECT_TRUE(a.shares_storage_with(b));
+  EXPECT_FALSE(a.shares_storage_with(c));
+  c.data<float>()[0] = 9;
+  EXPECT_EQ(a.data<float>()[0], 1);
+  Tensor r = a.reshaped({4});
+  EXPECT_TRUE(r.shares_storage_with(a));
+  EXPECT_EQ(r.shape(), (std::vector<int64_t>{4}));
+  EXPECT_THROW(a.reshaped({3}), Error);
+  EXPECT_THROW((Tensor::from_vector<float>({3}, {1, 2})), Error);
+}
+
+TEST(Half, RoundTripsAndRoundsToNearestEven) {
+  for (float f : {0.f, -0.f, 1.f, -2.5f, 65504.f, 6.1035156e-05f, 5.9604645e-08f, 0.333251953125f})
+    EXPECT_EQ(half_to_float(float_to_half(f)), f) << f;
+  EXPECT_TRUE(std::isinf(half_to_float(float_to_half(1e6f))));
+  EXPECT_TRUE(std::isnan(half_to_float(float_to_half(NAN))));
+  EXPECT_EQ(float_to_half(1.f + 1.f / 2048), float_to_half(1.f));  // tie -> even
+  EXPECT_EQ(half_to_float(0x3c00), 1.f);
+  EXPECT_EQ(half_to_float(0x0001), 5.9604645e-08f);  // smallest subnormal
+}
+
+TEST(Shapes, PrintWithSymbols) {
+  EXPECT_EQ(to_string(std::vector<int64_t>{1, 2}), "[1, 2]");
+  EXPECT_EQ(to_string(std::vector<Dim>{{-1, "batch"}, {3, ""}, {-1, ""}}), "[batch, 3, ?]");
+}

@@ -1,0 +1,154 @@
+"""Builds the models the core, session and CLI tests use (good ones and deliberately broken ones).
+
+usage: gen_test_models.py OUT_DIR
+Every model is built with onnx.helper; nothing is downloaded.
+"""
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+out = Path(sys.argv[1])
+out.mkdir(parents=True, exist_ok=True)
+OPSET = [helper.make_opsetid("", 17)]
+
+
+def save(model, name):
+    model.ir_version = 8
+    onnx.save(model, out / name)
+
+
+def vi(name, dtype, shape):
+    return helper.make_tensor_value_info(name, dtype, shape)
+
+
+# add_relu: y = Relu(x + w), x: float32 [batch, 4]
+w = np.array([0.5, -1.0, 2.0, -0.25], dtype=np.float32)
+add_relu = helper.make_model(helper.make_graph(
+    [helper.make_node("Add", ["x", "w"], ["s"], name="add"),
+     helper.make_node("Relu", ["s"], ["y"], name="relu")],
+    "add_relu", [vi("x", TensorProto.FLOAT, ["batch", 4])], [vi("y", TensorProto.FLOAT, ["batch", 4])],
+    [numpy_helper.from_array(w, "w")]), opset_imports=OPSET)
+save(add_relu, "add_relu.onnx")
+data = add_relu.SerializeToString()
+(out / "truncated.onnx").write_bytes(data[: len(data) // 2])
+(out / "not_onnx.onnx").write_text("this is not an ONNX model\n")
+(out / "empty.onnx").write_bytes(b"")
+
+# two outputs, for output subsets: y1 = Relu(x), y2 = Neg(x)
+two = helper.make_model(helper.make_graph(
+    [helper.make_node("Relu", ["x"], ["y1"], name="relu"), helper.make_node("Neg", ["x"], ["y2"], name="neg")],
+    "two_outputs", [vi("x", TensorProto.FLOAT, [2, 3])],
+    [vi("y1", TensorProto.FLOAT, [2, 3]), vi("y2", TensorProto.FLOAT, [2, 3])]), opset_imports=OPSET)
+save(two, "two_outputs.onnx")
+
+# A cycle: a = Relu(b), b = Relu(a)
+cycle = helper.make_model(helper.make_graph(
+    [helper.make_node("Relu", ["b"], ["a"], name="first"), helper.make_node("Relu", ["a"], ["b"], name="second"),
+     helper.make_node("Relu", ["x"], ["y"], name="ok")],
+    "cycle", [vi("x", TensorProto.FLOAT, [2])], [vi("y", TensorProto.FLOAT, [2])]), opset_imports=OPSET)
+save(cycle, "cycle.onnx")
+
+# Unknown ops: two FooBar nodes and one custom-domain op, among valid ones
+unknown = helper.make_model(helper.make_graph(
+    [helper.make_node("FooBar", ["x"], ["a"], name="foo1"), helper.make_node("FooBar", ["a"], ["b"], name="foo2"),
+     helper.make_node("Frobnicate", ["b"], ["c"], name="frob", domain="com.example"),
+     helper.make_node("Relu", ["c"], ["y"], name="relu")],
+    "unknown", [vi("x", TensorProto.FLOAT, [2])], [vi("y", TensorProto.FLOAT, [2])]),
+    opset_imports=OPSET + [helper.make_opsetid("com.example", 1)])
+save(unknown, "unknown_op.onnx")
+
+# Several structural problems at once: undefined input, duplicate output, missing graph output
+broken = helper.make_model(helper.make_graph(
+    [helper.make_node("Relu", ["nowhere"], ["a"], name="reads_undefined"),
+     helper.make_node("Relu", ["x"], ["a"], name="duplicate_a")],
+    "broken", [vi("x", TensorProto.FLOAT, [2])], [vi("never", TensorProto.FLOAT, [2])]), opset_imports=OPSET)
+save(broken, "broken.onnx")
+
+# Initializers in every typed field (no raw_data), returned through Identity
+typed = [
+    helper.make_tensor("f32", TensorProto.FLOAT, [2], [1.5, -2.0]),
+    helper.make_tensor("f64", TensorProto.DOUBLE, [2], [1.25, -3.5]),
+    helper.make_tensor("i64", TensorProto.INT64, [3], [1, -2, 1 << 40]),
+    helper.make_tensor("i32", TensorProto.INT32, [2], [7, -8]),
+    helper.make_tensor("i8", TensorProto.INT8, [2], [-128, 127]),
+    helper.make_tensor("u8", TensorProto.UINT8, [2], [0, 255]),
+    helper.make_tensor("u16", TensorProto.UINT16, [2], [0, 65535]),
+    helper.make_tensor("i16", TensorProto.INT16, [2], [-32768, 32767]),
+    helper.make_tensor("u32", TensorProto.UINT32, [2], [0, 4294967295]),
+    helper.make_tensor("u64", TensorProto.UINT64, [1], [18446744073709551615]),
+    helper.make_tensor("b", TensorProto.BOOL, [3], [True, False, True]),
+    helper.make_tensor("f16", TensorProto.FLOAT16, [2], [1.5, -0.25]),  # stored as fp16 bits in int32_data
+]
+typed_model = helper.make_model(helper.make_graph(
+    [helper.make_node("Identity", [t.name], [t.name + "_out"], name="id_" + t.name) for t in typed],
+    "typed", [], [vi(t.name + "_out", t.data_type, list(t.dims)) for t in typed], typed), opset_imports=OPSET)
+save(typed_model, "typed_initializers.onnx")
+
+# Attributes of every kind, including a subgraph, kept on a node (If is parsed, not executed here)
+then_g = helper.make_graph([helper.make_node("Identity", ["x"], ["t"])], "then", [], [vi("t", TensorProto.FLOAT, [2])])
+else_g = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [], [vi("e", TensorProto.FLOAT, [2])])
+attrs = helper.make_model(helper.make_graph(
+    [helper.make_node("If", ["cond"], ["y"], name="branch", then_branch=then_g, else_branch=else_g)],
+    "attrs", [vi("cond", TensorProto.BOOL, []), vi("x", TensorProto.FLOAT, [2])], [vi("y", TensorProto.FLOAT, [2])]),
+    opset_imports=OPSET)
+attrs.graph.node[0].attribute.extend([
+    helper.make_attribute("f", 0.5), helper.make_attribute("i", 3), helper.make_attribute("s", "text"),
+    helper.make_attribute("fs", [1.0, 2.0]), helper.make_attribute("is", [4, 5, 6]),
+    helper.make_attribute("ss", ["a", "b"]),
+    helper.make_attribute("t", numpy_helper.from_array(np.array([1, 2], dtype=np.int64)))])
+save(attrs, "attributes.onnx")
+
+
+# External data: the weight of add_relu stored next to the model
+def external(name, location, offset=0, length=None, write=True):
+    d = out / name
+    d.mkdir(exist_ok=True)
+    m = onnx.ModelProto()
+    m.CopyFrom(add_relu)
+    init = m.graph.initializer[0]
+    init.ClearField("raw_data")
+    init.data_location = TensorProto.EXTERNAL
+    entries = {"location": location, "offset": str(offset)}
+    if length is not None:
+        entries["length"] = str(length)
+    for k, v in entries.items():
+        init.external_data.append(onnx.StringStringEntryProto(key=k, value=v))
+    if write:
+        (d / "weights.bin").write_bytes(b"\0" * 8 + w.tobytes())
+    onnx.save(m, d / "model.onnx")
+
+
+external("external_ok", "weights.bin", offset=8, length=16)
+external("external_missing", "nothing_here.bin", write=False)
+external("external_range", "weights.bin", offset=20)
+external("external_escape", "../add_relu.onnx")
+
+# A declared size that overflows / exceeds memory (raw_data left empty: the size check comes first)
+def raw_tensor(name, dims):
+    t = TensorProto(name=name, data_type=TensorProto.FLOAT, dims=dims)
+    t.raw_data = b""
+    return t
+
+
+huge = helper.make_model(helper.make_graph(
+    [helper.make_node("Relu", ["x"], ["y"], name="relu")], "huge", [vi("x", TensorProto.FLOAT, [2])],
+    [vi("y", TensorProto.FLOAT, [2])],
+    [raw_tensor("giant", [1 << 20, 1 << 20, 1 << 20])]),
+    opset_imports=OPSET)
+save(huge, "huge_initializer.onnx")
+overflow = helper.make_model(helper.make_graph(
+    [helper.make_node("Relu", ["x"], ["y"], name="relu")], "overflow", [vi("x", TensorProto.FLOAT, [2])],
+    [vi("y", TensorProto.FLOAT, [2])],
+    [raw_tensor("over", [1 << 40, 1 << 40])]),
+    opset_imports=OPSET)
+save(overflow, "overflow_initializer.onnx")
+
+# Expected output of add_relu for the tests' input
+x = np.arange(-4, 4, dtype=np.float32).reshape(2, 4)
+np.save(out / "add_relu_x.npy", x)
+np.save(out / "add_relu_y.npy", np.maximum(x + w, 0))
+np.save(out / "int_input.npy", np.zeros((2, 4), dtype=np.int64))
+print(f"wrote test models to {out}")
