@@ -97,6 +97,10 @@ class SchemaRegistry {
   // True if some opset of this op is known (used to tell "unknown op" from "unsupported opset").
   bool knows(const std::string& op_type, const std::string& domain) const;
   std::vector<std::string> op_types() const;
+  // Every schema, grouped by (domain, op type).
+  const std::map<std::pair<std::string, std::string>, std::vector<OpSchema>>& all() const {
+    return schemas_;
+  }
 
  private:
   std::map<std::pair<std::string, std::string>, std::vector<OpSchema>> schemas_;

@@ -1,0 +1,65 @@
+// quilt ops: the ops Quilt knows (schemas in core) and which backends run them.
+#include <algorithm>
+#include <cstdio>
+
+#include "backends/cpu/kernel.hpp"
+#include "core/op_schema.hpp"
+#include "tools/quilt/cli.hpp"
+
+namespace quilt::cli {
+
+int cmd_ops(const std::vector<std::string>& args) {
+  bool markdown = false;
+  for (const auto& a : args) {
+    if (a == "--help") {
+      std::puts(
+          "usage: quilt ops [--markdown]\n\nLists every op Quilt has a schema for, the opsets it "
+          "covers, and whether the CPU backend has a kernel for it.\n--markdown prints a table for "
+          "the README.");
+      return 0;
+    }
+    if (a == "--markdown") {
+      markdown = true;
+    } else {
+      std::fprintf(stderr, "quilt: unknown option '%s' for quilt ops\n", a.c_str());
+      return 2;
+    }
+  }
+  const auto& cpu = cpu::KernelRegistry::builtin();
+  size_t count = 0, on_cpu = 0;
+  std::vector<std::string> rows;
+  for (const auto& [key, schemas] : SchemaRegistry::builtin().all()) {
+    std::string name = key.first.empty() ? key.second : key.first + "." + key.second;
+    std::string opsets;
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    for (const auto& s : schemas) ranges.push_back({s.min_opset, s.max_opset});
+    std::sort(ranges.begin(), ranges.end());
+    // Merge adjacent ranges: "1+" when one schema covers everything from opset 1.
+    std::vector<std::pair<int64_t, int64_t>> merged;
+    for (auto r : ranges) {
+      if (!merged.empty() && r.first <= merged.back().second + 1)
+        merged.back().second = std::max(merged.back().second, r.second);
+      else
+        merged.push_back(r);
+    }
+    for (auto [lo, hi] : merged) {
+      if (!opsets.empty()) opsets += ", ";
+      opsets += std::to_string(lo) + (hi >= 1000 ? "+" : "–" + std::to_string(hi));
+    }
+    bool has_cpu = cpu.find(key.second, key.first) != nullptr;
+    ++count;
+    on_cpu += has_cpu;
+    if (markdown)
+      rows.push_back("| " + name + " | " + opsets + " | " + (has_cpu ? "✓" : "") + " |");
+    else
+      rows.push_back(name + std::string(name.size() < 28 ? 28 - name.size() : 1, ' ') + "opsets " +
+                     opsets + (has_cpu ? "  cpu" : ""));
+  }
+  if (markdown) std::puts("| op | opsets | cpu |\n|---|---|---|");
+  for (const auto& r : rows) std::puts(r.c_str());
+  std::printf(markdown ? "\n%zu ops, %zu with a CPU kernel.\n" : "%zu ops, %zu with a CPU kernel\n",
+              count, on_cpu);
+  return 0;
+}
+
+}  // namespace quilt::cli
