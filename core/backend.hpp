@@ -18,9 +18,11 @@ class Logger;
 // Everything a backend may look at when deciding whether it can run a node and compiling it.
 struct NodeSignature {
   const Node& node;
-  std::vector<TypeShape> inputs;    // as inferred at session creation (dims may be -1)
+  std::vector<TypeShape> inputs;  // as inferred at session creation (dims may be -1)
   std::vector<TypeShape> outputs;
-  std::vector<const Tensor*> constants;  // per input: its value if constant, else nullptr
+  // Per input: its value if constant, else nullptr. Valid during compile(); a kernel that
+  // needs a constant later keeps a copy of the Tensor (cheap: copies share storage).
+  std::vector<const Tensor*> constants;
 };
 
 // One node compiled by a backend. run() must be safe to call from several threads at once.

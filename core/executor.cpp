@@ -8,8 +8,9 @@ namespace quilt {
 namespace {
 
 bool is_nondeterministic(const Node& n) {
-  static const std::set<std::string> ops = {"RandomNormal", "RandomUniform", "RandomNormalLike",
-                                            "RandomUniformLike", "Multinomial", "Bernoulli"};
+  static const std::set<std::string> ops = {"RandomNormal",     "RandomUniform",
+                                            "RandomNormalLike", "RandomUniformLike",
+                                            "Multinomial",      "Bernoulli"};
   return ops.count(n.op_type) != 0;
 }
 
@@ -76,6 +77,16 @@ ExecutionPlan::ExecutionPlan(const Model& model, std::vector<std::unique_ptr<Bac
     : model_(model), backends_(std::move(backends)), logger_(options.logger) {
   const Graph& g = model.graph;
   const SchemaRegistry& schemas = SchemaRegistry::builtin();
+  // Number every value first: constants_ and static_types_ must not reallocate while pointers
+  // into them are handed to inference and to kernels.
+  for (const auto& [name, _] : g.initializers) value_id(name);
+  for (const auto& in : g.inputs) value_id(in.name);
+  for (const auto& node : g.nodes) {
+    for (const auto& name : node.inputs)
+      if (!name.empty()) value_id(name);
+    for (const auto& name : node.outputs)
+      if (!name.empty()) value_id(name);
+  }
   for (const auto& [name, t] : g.initializers) {
     int id = value_id(name);
     constants_[id] = t;
@@ -96,7 +107,8 @@ ExecutionPlan::ExecutionPlan(const Model& model, std::vector<std::unique_ptr<Bac
   for (size_t index : g.topological_order()) {
     const Node& node = g.nodes[index];
     const OpSchema* schema = schemas.find(node.op_type, node.domain, node.opset);
-    if (!schema) node.fail("no schema at opset " + std::to_string(node.opset), ErrorCode::NotImplemented);
+    if (!schema)
+      node.fail("no schema at opset " + std::to_string(node.opset), ErrorCode::NotImplemented);
     Step step{&node, schema, 0, nullptr, {}, {}};
     std::vector<TypeShape> in_types;
     std::vector<const Tensor*> in_values;
@@ -114,7 +126,8 @@ ExecutionPlan::ExecutionPlan(const Model& model, std::vector<std::unique_ptr<Bac
       in_values.push_back(constants_[id].defined() ? &constants_[id] : nullptr);
       if (!constants_[id].defined()) all_constant = false;
     }
-    for (const auto& name : node.outputs) step.outputs.push_back(name.empty() ? -1 : value_id(name));
+    for (const auto& name : node.outputs)
+      step.outputs.push_back(name.empty() ? -1 : value_id(name));
     std::vector<TypeShape> out_types = infer_node(*schema, node, in_types, in_values, false);
     for (size_t i = 0; i < step.outputs.size(); ++i)
       if (step.outputs[i] >= 0) static_types_[step.outputs[i]] = out_types[i];
@@ -196,16 +209,16 @@ void ExecutionPlan::check_input(const ValueInfo& info, const Tensor& t) const {
   if (!info.has_shape) return;
   if (t.rank() != static_cast<int64_t>(info.shape.size()))
     throw Error(ErrorCode::InvalidArgument,
-                where + " has rank " + std::to_string(t.rank()) + " (shape " + to_string(t.shape()) +
-                    "), expected rank " + std::to_string(info.shape.size()) + " " +
-                    to_string(info.shape));
+                where + " has rank " + std::to_string(t.rank()) + " (shape " +
+                    to_string(t.shape()) + "), expected rank " + std::to_string(info.shape.size()) +
+                    " " + to_string(info.shape));
   for (size_t i = 0; i < info.shape.size(); ++i)
     if (info.shape[i].is_fixed() && info.shape[i].value != t.shape()[i])
-      throw Error(ErrorCode::InvalidArgument,
-                  where + " has shape " + to_string(t.shape()) + ", expected " +
-                      to_string(info.shape) + ": dim " + std::to_string(i) + " is " +
-                      std::to_string(t.shape()[i]) + ", expected " +
-                      std::to_string(info.shape[i].value));
+      throw Error(ErrorCode::InvalidArgument, where + " has shape " + to_string(t.shape()) +
+                                                  ", expected " + to_string(info.shape) + ": dim " +
+                                                  std::to_string(i) + " is " +
+                                                  std::to_string(t.shape()[i]) + ", expected " +
+                                                  std::to_string(info.shape[i].value));
 }
 
 TensorMap ExecutionPlan::run(const TensorMap& inputs,
@@ -213,15 +226,16 @@ TensorMap ExecutionPlan::run(const TensorMap& inputs,
   std::vector<Tensor> values = constants_;
   // Inputs.
   for (const auto& [name, tensor] : inputs) {
-    auto in = std::find_if(inputs_.begin(), inputs_.end(), [&](const ValueInfo& v) { return v.name == name; });
+    auto in = std::find_if(inputs_.begin(), inputs_.end(),
+                           [&](const ValueInfo& v) { return v.name == name; });
     if (in == inputs_.end()) {
       if (std::find(overridable_.begin(), overridable_.end(), name) != overridable_.end()) {
         const Tensor& init = constants_[ids_.at(name)];
         if (tensor.dtype() != init.dtype() || tensor.shape() != init.shape())
           throw Error(ErrorCode::InvalidArgument,
-                      "input '" + name + "' overrides an initializer of " + dtype_name(init.dtype()) +
-                          to_string(init.shape()) + " but has " + dtype_name(tensor.dtype()) +
-                          to_string(tensor.shape()));
+                      "input '" + name + "' overrides an initializer of " +
+                          dtype_name(init.dtype()) + to_string(init.shape()) + " but has " +
+                          dtype_name(tensor.dtype()) + to_string(tensor.shape()));
         values[ids_.at(name)] = tensor;
         continue;
       }
@@ -245,7 +259,8 @@ TensorMap ExecutionPlan::run(const TensorMap& inputs,
     for (const auto& o : outputs_) wanted.push_back(o.name);
   std::vector<char> needed_value(names_.size(), 0);
   for (const auto& name : wanted) {
-    bool is_output = std::any_of(outputs_.begin(), outputs_.end(), [&](const ValueInfo& v) { return v.name == name; });
+    bool is_output = std::any_of(outputs_.begin(), outputs_.end(),
+                                 [&](const ValueInfo& v) { return v.name == name; });
     if (!is_output) {
       std::string known;
       for (const auto& v : outputs_) known += std::string(known.empty() ? "" : ", ") + v.name;
@@ -283,11 +298,13 @@ TensorMap ExecutionPlan::run(const TensorMap& inputs,
         if (step.inputs[i] < 0) continue;
         const Tensor& t = values[step.inputs[i]];
         if (!t.defined())
-          step.node->fail("input '" + names_[step.inputs[i]] + "' has no value", ErrorCode::Runtime);
+          step.node->fail("input '" + names_[step.inputs[i]] + "' has no value",
+                          ErrorCode::Runtime);
         in_ptrs[i] = &t;
         in_types[i] = TypeShape::of(t);
       }
-      std::vector<TypeShape> out_types = infer_node(*step.schema, *step.node, in_types, in_ptrs, true);
+      std::vector<TypeShape> out_types =
+          infer_node(*step.schema, *step.node, in_types, in_ptrs, true);
       for (size_t i = 0; i < out_types.size(); ++i)
         if (step.outputs[i] >= 0 && !out_types[i].is_static())
           step.node->fail("could not infer the shape of output '" + names_[step.outputs[i]] + "'",
@@ -297,7 +314,8 @@ TensorMap ExecutionPlan::run(const TensorMap& inputs,
       for (size_t i = 0; i < step.outputs.size(); ++i) {
         if (step.outputs[i] < 0) continue;
         if (!outs[i].defined())
-          step.node->fail("kernel did not produce output '" + names_[step.outputs[i]] + "'", ErrorCode::Runtime);
+          step.node->fail("kernel did not produce output '" + names_[step.outputs[i]] + "'",
+                          ErrorCode::Runtime);
         values[step.outputs[i]] = std::move(outs[i]);
       }
     } catch (...) {

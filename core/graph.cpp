@@ -9,17 +9,28 @@ namespace quilt {
 
 const char* attribute_kind_name(Attribute::Kind kind) {
   switch (kind) {
-    case Attribute::Kind::Float: return "float";
-    case Attribute::Kind::Int: return "int";
-    case Attribute::Kind::String: return "string";
-    case Attribute::Kind::Tensor: return "tensor";
-    case Attribute::Kind::Graph: return "graph";
-    case Attribute::Kind::Floats: return "floats";
-    case Attribute::Kind::Ints: return "ints";
-    case Attribute::Kind::Strings: return "strings";
-    case Attribute::Kind::Tensors: return "tensors";
-    case Attribute::Kind::Graphs: return "graphs";
-    case Attribute::Kind::Other: return "other";
+    case Attribute::Kind::Float:
+      return "float";
+    case Attribute::Kind::Int:
+      return "int";
+    case Attribute::Kind::String:
+      return "string";
+    case Attribute::Kind::Tensor:
+      return "tensor";
+    case Attribute::Kind::Graph:
+      return "graph";
+    case Attribute::Kind::Floats:
+      return "floats";
+    case Attribute::Kind::Ints:
+      return "ints";
+    case Attribute::Kind::Strings:
+      return "strings";
+    case Attribute::Kind::Tensors:
+      return "tensors";
+    case Attribute::Kind::Graphs:
+      return "graphs";
+    case Attribute::Kind::Other:
+      return "other";
   }
   return "other";
 }

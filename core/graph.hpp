@@ -18,7 +18,19 @@ namespace quilt {
 struct Graph;
 
 struct Attribute {
-  enum class Kind { Float, Int, String, Tensor, Graph, Floats, Ints, Strings, Tensors, Graphs, Other };
+  enum class Kind {
+    Float,
+    Int,
+    String,
+    Tensor,
+    Graph,
+    Floats,
+    Ints,
+    Strings,
+    Tensors,
+    Graphs,
+    Other
+  };
   std::string name;
   Kind kind = Kind::Other;
   float f = 0;

@@ -16,7 +16,8 @@ namespace {
 
 std::string read_file(const std::string& path, const char* what) {
   std::error_code ec;
-  if (!fs::exists(path, ec)) throw Error(ErrorCode::Io, std::string(what) + " '" + path + "' does not exist");
+  if (!fs::exists(path, ec))
+    throw Error(ErrorCode::Io, std::string(what) + " '" + path + "' does not exist");
   if (fs::is_directory(path, ec))
     throw Error(ErrorCode::Io, std::string(what) + " '" + path + "' is a directory, not a file");
   std::ifstream f(path, std::ios::binary);
@@ -27,8 +28,8 @@ std::string read_file(const std::string& path, const char* what) {
 }
 
 struct ImportContext {
-  std::string model_name;            // for messages
-  std::string external_data_dir;     // "" = external data forbidden
+  std::string model_name;         // for messages
+  std::string external_data_dir;  // "" = external data forbidden
   std::map<std::string, int64_t> opsets;
 };
 
@@ -57,15 +58,19 @@ void read_external(const onnx::TensorProto& p, Tensor& t, const ImportContext& c
   std::string location;
   int64_t offset = 0, length = -1;
   for (const auto& kv : p.external_data()) {
-    if (kv.key() == "location") location = kv.value();
-    else if (kv.key() == "offset") offset = std::stoll(kv.value());
-    else if (kv.key() == "length") length = std::stoll(kv.value());
+    if (kv.key() == "location")
+      location = kv.value();
+    else if (kv.key() == "offset")
+      offset = std::stoll(kv.value());
+    else if (kv.key() == "length")
+      length = std::stoll(kv.value());
   }
   if (ctx.external_data_dir.empty())
     throw Error(ErrorCode::InvalidModel,
                 where + " uses external data ('" + location +
                     "') but the model was loaded from memory without an external-data directory");
-  if (location.empty()) throw Error(ErrorCode::InvalidModel, where + " has external data without a location");
+  if (location.empty())
+    throw Error(ErrorCode::InvalidModel, where + " has external data without a location");
   fs::path rel(location);
   if (rel.is_absolute())
     throw Error(ErrorCode::InvalidModel, where + " external-data location '" + location +
@@ -79,7 +84,8 @@ void read_external(const onnx::TensorProto& p, Tensor& t, const ImportContext& c
                                              base.string());
   std::error_code ec;
   if (!fs::is_regular_file(full, ec))
-    throw Error(ErrorCode::Io, where + " external-data file '" + full.string() + "' does not exist");
+    throw Error(ErrorCode::Io,
+                where + " external-data file '" + full.string() + "' does not exist");
   const auto file_size = static_cast<int64_t>(fs::file_size(full, ec));
   const auto need = static_cast<int64_t>(t.nbytes());
   if (length >= 0 && length != need)
@@ -87,17 +93,20 @@ void read_external(const onnx::TensorProto& p, Tensor& t, const ImportContext& c
                                              " does not match its shape " + to_string(t.shape()) +
                                              " (" + std::to_string(need) + " bytes)");
   if (offset < 0 || offset > file_size || file_size - offset < need)
-    throw Error(ErrorCode::InvalidModel,
-                where + " external data [offset " + std::to_string(offset) + ", " +
-                    std::to_string(need) + " bytes] is out of range of '" + full.string() + "' (" +
-                    std::to_string(file_size) + " bytes)");
+    throw Error(ErrorCode::InvalidModel, where + " external data [offset " +
+                                             std::to_string(offset) + ", " + std::to_string(need) +
+                                             " bytes] is out of range of '" + full.string() +
+                                             "' (" + std::to_string(file_size) + " bytes)");
   std::ifstream f(full, std::ios::binary);
   f.seekg(offset);
   f.read(static_cast<char*>(t.raw_data()), need);
-  if (!f) throw Error(ErrorCode::Io, where + " could not read external data from '" + full.string() + "'");
+  if (!f)
+    throw Error(ErrorCode::Io,
+                where + " could not read external data from '" + full.string() + "'");
 }
 
-Tensor tensor_from_proto(const onnx::TensorProto& p, const ImportContext& ctx, const std::string& where) {
+Tensor tensor_from_proto(const onnx::TensorProto& p, const ImportContext& ctx,
+                         const std::string& where) {
   DType dtype = dtype_from_onnx(p.data_type());
   if (dtype == DType::Undefined)
     throw Error(ErrorCode::NotImplemented,
@@ -106,7 +115,9 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const ImportContext& ctx, c
                         static_cast<onnx::TensorProto_DataType>(p.data_type())) +
                     "), which Quilt does not support");
   for (int64_t d : p.dims())
-    if (d < 0) throw Error(ErrorCode::InvalidModel, where + " has a negative dimension " + std::to_string(d));
+    if (d < 0)
+      throw Error(ErrorCode::InvalidModel,
+                  where + " has a negative dimension " + std::to_string(d));
   Tensor t;
   try {
     t = Tensor(dtype, dims_of(p));
@@ -119,27 +130,52 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const ImportContext& ctx, c
   }
   if (p.has_raw_data()) {
     if (p.raw_data().size() != t.nbytes())
-      throw Error(ErrorCode::InvalidModel, where + " raw_data has " + std::to_string(p.raw_data().size()) +
-                                               " bytes but its shape " + to_string(t.shape()) +
-                                               " and type " + dtype_name(dtype) + " need " +
-                                               std::to_string(t.nbytes()));
+      throw Error(ErrorCode::InvalidModel,
+                  where + " raw_data has " + std::to_string(p.raw_data().size()) +
+                      " bytes but its shape " + to_string(t.shape()) + " and type " +
+                      dtype_name(dtype) + " need " + std::to_string(t.nbytes()));
     if (t.nbytes()) std::memcpy(t.raw_data(), p.raw_data().data(), t.nbytes());
     return t;
   }
   switch (dtype) {
-    case DType::Float32: copy_field<float>(t, p.float_data(), where); break;
-    case DType::Float64: copy_field<double>(t, p.double_data(), where); break;
-    case DType::Int64: copy_field<int64_t>(t, p.int64_data(), where); break;
-    case DType::UInt32: copy_field<uint32_t>(t, p.uint64_data(), where); break;
-    case DType::UInt64: copy_field<uint64_t>(t, p.uint64_data(), where); break;
-    case DType::Int32: copy_field<int32_t>(t, p.int32_data(), where); break;
-    case DType::Int16: copy_field<int16_t>(t, p.int32_data(), where); break;
-    case DType::Int8: copy_field<int8_t>(t, p.int32_data(), where); break;
-    case DType::UInt16: copy_field<uint16_t>(t, p.int32_data(), where); break;
-    case DType::UInt8: copy_field<uint8_t>(t, p.int32_data(), where); break;
-    case DType::Float16: copy_field<uint16_t>(t, p.int32_data(), where); break;  // raw bits
-    case DType::Bool: copy_field<uint8_t>(t, p.int32_data(), where); break;
-    default: break;
+    case DType::Float32:
+      copy_field<float>(t, p.float_data(), where);
+      break;
+    case DType::Float64:
+      copy_field<double>(t, p.double_data(), where);
+      break;
+    case DType::Int64:
+      copy_field<int64_t>(t, p.int64_data(), where);
+      break;
+    case DType::UInt32:
+      copy_field<uint32_t>(t, p.uint64_data(), where);
+      break;
+    case DType::UInt64:
+      copy_field<uint64_t>(t, p.uint64_data(), where);
+      break;
+    case DType::Int32:
+      copy_field<int32_t>(t, p.int32_data(), where);
+      break;
+    case DType::Int16:
+      copy_field<int16_t>(t, p.int32_data(), where);
+      break;
+    case DType::Int8:
+      copy_field<int8_t>(t, p.int32_data(), where);
+      break;
+    case DType::UInt16:
+      copy_field<uint16_t>(t, p.int32_data(), where);
+      break;
+    case DType::UInt8:
+      copy_field<uint8_t>(t, p.int32_data(), where);
+      break;
+    case DType::Float16:
+      copy_field<uint16_t>(t, p.int32_data(), where);
+      break;  // raw bits
+    case DType::Bool:
+      copy_field<uint8_t>(t, p.int32_data(), where);
+      break;
+    default:
+      break;
   }
   return t;
 }
@@ -154,8 +190,10 @@ ValueInfo value_info_from_proto(const onnx::ValueInfoProto& v) {
       info.has_shape = true;
       for (const auto& d : tt.shape().dim()) {
         Dim dim;
-        if (d.has_dim_value()) dim.value = d.dim_value();
-        else if (d.has_dim_param()) dim.symbol = d.dim_param();
+        if (d.has_dim_value())
+          dim.value = d.dim_value();
+        else if (d.has_dim_param())
+          dim.symbol = d.dim_param();
         info.shape.push_back(dim);
       }
     }
@@ -171,9 +209,18 @@ Attribute attribute_from_proto(const onnx::AttributeProto& a, const ImportContex
   out.name = a.name();
   const std::string w = where + " attribute '" + a.name() + "'";
   switch (a.type()) {
-    case onnx::AttributeProto::FLOAT: out.kind = Attribute::Kind::Float; out.f = a.f(); break;
-    case onnx::AttributeProto::INT: out.kind = Attribute::Kind::Int; out.i = a.i(); break;
-    case onnx::AttributeProto::STRING: out.kind = Attribute::Kind::String; out.s = a.s(); break;
+    case onnx::AttributeProto::FLOAT:
+      out.kind = Attribute::Kind::Float;
+      out.f = a.f();
+      break;
+    case onnx::AttributeProto::INT:
+      out.kind = Attribute::Kind::Int;
+      out.i = a.i();
+      break;
+    case onnx::AttributeProto::STRING:
+      out.kind = Attribute::Kind::String;
+      out.s = a.s();
+      break;
     case onnx::AttributeProto::TENSOR:
       out.kind = Attribute::Kind::Tensor;
       out.t = tensor_from_proto(a.t(), ctx, w);
@@ -202,7 +249,9 @@ Attribute attribute_from_proto(const onnx::AttributeProto& a, const ImportContex
       out.kind = Attribute::Kind::Graphs;
       for (const auto& g : a.graphs()) out.graphs.push_back(graph_from_proto(g, ctx));
       break;
-    default: out.kind = Attribute::Kind::Other; break;  // sparse tensors, type protos: kept by name
+    default:
+      out.kind = Attribute::Kind::Other;
+      break;  // sparse tensors, type protos: kept by name
   }
   return out;
 }
@@ -240,7 +289,9 @@ Model load_model_bytes(std::span<const std::byte> bytes, const std::string& exte
                        const std::string& display_name) {
   onnx::ModelProto proto;
   if (bytes.size() > static_cast<size_t>(INT32_MAX))
-    throw Error(ErrorCode::NotImplemented, "model '" + display_name + "' is larger than 2 GiB; store its weights as external data");
+    throw Error(
+        ErrorCode::NotImplemented,
+        "model '" + display_name + "' is larger than 2 GiB; store its weights as external data");
   if (bytes.empty()) throw Error(ErrorCode::InvalidModel, "model '" + display_name + "' is empty");
   if (!proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
     throw Error(ErrorCode::InvalidModel, "model '" + display_name +
@@ -268,14 +319,16 @@ Model load_model_file(const std::string& path) {
   std::string data = read_file(path, "model file");
   std::string dir = fs::path(path).parent_path().string();
   if (dir.empty()) dir = ".";
-  return load_model_bytes({reinterpret_cast<const std::byte*>(data.data()), data.size()}, dir, path);
+  return load_model_bytes({reinterpret_cast<const std::byte*>(data.data()), data.size()}, dir,
+                          path);
 }
 
 Tensor load_tensor_file(const std::string& path) {
   std::string data = read_file(path, "tensor file");
   onnx::TensorProto proto;
   if (!proto.ParseFromString(data))
-    throw Error(ErrorCode::InvalidArgument, "tensor file '" + path + "' is not a serialized TensorProto");
+    throw Error(ErrorCode::InvalidArgument,
+                "tensor file '" + path + "' is not a serialized TensorProto");
   ImportContext ctx;
   ctx.external_data_dir = fs::path(path).parent_path().string();
   return tensor_from_proto(proto, ctx, "tensor file '" + path + "'");

@@ -84,7 +84,8 @@ bool SchemaRegistry::knows(const std::string& op_type, const std::string& domain
 
 std::vector<std::string> SchemaRegistry::op_types() const {
   std::vector<std::string> out;
-  for (const auto& [key, _] : schemas_) out.push_back(key.first.empty() ? key.second : key.first + "." + key.second);
+  for (const auto& [key, _] : schemas_)
+    out.push_back(key.first.empty() ? key.second : key.first + "." + key.second);
   return out;
 }
 
@@ -109,10 +110,10 @@ std::vector<TypeShape> infer_node(const OpSchema& schema, const Node& node,
   for (size_t i = 0; i < node.inputs.size(); ++i)
     if (!node.inputs[i].empty()) given = static_cast<int>(i) + 1;
   if (given < schema.min_inputs || static_cast<int>(node.inputs.size()) > schema.max_inputs) {
-    std::string expect = schema.min_inputs == schema.max_inputs
-                             ? std::to_string(schema.min_inputs)
-                             : std::to_string(schema.min_inputs) + " to " +
-                                   std::to_string(schema.max_inputs);
+    std::string expect =
+        schema.min_inputs == schema.max_inputs
+            ? std::to_string(schema.min_inputs)
+            : std::to_string(schema.min_inputs) + " to " + std::to_string(schema.max_inputs);
     node.fail("has " + std::to_string(node.inputs.size()) + " inputs, expected " + expect);
   }
   for (int i = 0; i < schema.min_inputs; ++i)

@@ -73,7 +73,7 @@ using InferFn = std::function<void(InferenceContext&)>;
 struct OpSchema {
   std::string op_type;
   std::string domain = "";  // "" = ai.onnx
-  int64_t min_opset = 1;   // first opset whose semantics this schema implements
+  int64_t min_opset = 1;    // first opset whose semantics this schema implements
   int64_t max_opset = 1000;
   int min_inputs = 1;
   int max_inputs = 1;
@@ -92,8 +92,7 @@ class SchemaRegistry {
 
   void add(OpSchema schema);
   // The schema for op_type in domain valid at opset, or nullptr.
-  const OpSchema* find(const std::string& op_type, const std::string& domain,
-                       int64_t opset) const;
+  const OpSchema* find(const std::string& op_type, const std::string& domain, int64_t opset) const;
   // True if some opset of this op is known (used to tell "unknown op" from "unsupported opset").
   bool knows(const std::string& op_type, const std::string& domain) const;
   std::vector<std::string> op_types() const;

@@ -17,7 +17,8 @@ struct Session::Impl {
 
 namespace {
 
-std::shared_ptr<Session::Impl> make_impl(std::unique_ptr<Model> model, const SessionOptions& options) {
+std::shared_ptr<Session::Impl> make_impl(std::unique_ptr<Model> model,
+                                         const SessionOptions& options) {
   if (options.threads < 0)
     throw Error(ErrorCode::InvalidArgument,
                 "SessionOptions.threads is " + std::to_string(options.threads) + ", expected >= 0");
@@ -43,8 +44,8 @@ std::shared_ptr<Session::Impl> make_impl(std::unique_ptr<Model> model, const Ses
     }
   std::vector<std::unique_ptr<Backend>> backends;
   backends.push_back(create_cpu_backend({options.threads, &impl->logger}));
-  impl->plan = std::make_unique<ExecutionPlan>(*impl->model, std::move(backends),
-                                               PlanOptions{options.optimization_level, &impl->logger});
+  impl->plan = std::make_unique<ExecutionPlan>(
+      *impl->model, std::move(backends), PlanOptions{options.optimization_level, &impl->logger});
   return impl;
 }
 
@@ -57,17 +58,23 @@ Session::Session(const std::string& model_path, const SessionOptions& options)
 
 Session Session::from_bytes(std::span<const std::byte> model, const SessionOptions& options,
                             const std::string& external_data_dir) {
-  return Session(make_impl(std::make_unique<Model>(load_model_bytes(model, external_data_dir)), options));
+  return Session(
+      make_impl(std::make_unique<Model>(load_model_bytes(model, external_data_dir)), options));
 }
 
 Session::Session(Session&&) noexcept = default;
 Session& Session::operator=(Session&&) noexcept = default;
 Session::~Session() = default;
 
-const std::vector<ValueInfo>& Session::inputs() const { return impl_->plan->inputs(); }
-const std::vector<ValueInfo>& Session::outputs() const { return impl_->plan->outputs(); }
+const std::vector<ValueInfo>& Session::inputs() const {
+  return impl_->plan->inputs();
+}
+const std::vector<ValueInfo>& Session::outputs() const {
+  return impl_->plan->outputs();
+}
 
-TensorMap Session::run(const TensorMap& inputs, const std::vector<std::string>& output_names) const {
+TensorMap Session::run(const TensorMap& inputs,
+                       const std::vector<std::string>& output_names) const {
   return impl_->plan->run(inputs, output_names);
 }
 

@@ -11,51 +11,86 @@ namespace quilt {
 
 size_t dtype_size(DType dtype) {
   switch (dtype) {
-    case DType::Float32: return 4;
-    case DType::UInt8: return 1;
-    case DType::Int8: return 1;
-    case DType::UInt16: return 2;
-    case DType::Int16: return 2;
-    case DType::Int32: return 4;
-    case DType::Int64: return 8;
-    case DType::Bool: return 1;
-    case DType::Float16: return 2;
-    case DType::Float64: return 8;
-    case DType::UInt32: return 4;
-    case DType::UInt64: return 8;
-    default: return 0;
+    case DType::Float32:
+      return 4;
+    case DType::UInt8:
+      return 1;
+    case DType::Int8:
+      return 1;
+    case DType::UInt16:
+      return 2;
+    case DType::Int16:
+      return 2;
+    case DType::Int32:
+      return 4;
+    case DType::Int64:
+      return 8;
+    case DType::Bool:
+      return 1;
+    case DType::Float16:
+      return 2;
+    case DType::Float64:
+      return 8;
+    case DType::UInt32:
+      return 4;
+    case DType::UInt64:
+      return 8;
+    default:
+      return 0;
   }
 }
 
 const char* dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::Float32: return "float32";
-    case DType::UInt8: return "uint8";
-    case DType::Int8: return "int8";
-    case DType::UInt16: return "uint16";
-    case DType::Int16: return "int16";
-    case DType::Int32: return "int32";
-    case DType::Int64: return "int64";
-    case DType::String: return "string";
-    case DType::Bool: return "bool";
-    case DType::Float16: return "float16";
-    case DType::Float64: return "float64";
-    case DType::UInt32: return "uint32";
-    case DType::UInt64: return "uint64";
-    default: return "undefined";
+    case DType::Float32:
+      return "float32";
+    case DType::UInt8:
+      return "uint8";
+    case DType::Int8:
+      return "int8";
+    case DType::UInt16:
+      return "uint16";
+    case DType::Int16:
+      return "int16";
+    case DType::Int32:
+      return "int32";
+    case DType::Int64:
+      return "int64";
+    case DType::String:
+      return "string";
+    case DType::Bool:
+      return "bool";
+    case DType::Float16:
+      return "float16";
+    case DType::Float64:
+      return "float64";
+    case DType::UInt32:
+      return "uint32";
+    case DType::UInt64:
+      return "uint64";
+    default:
+      return "undefined";
   }
 }
 
-bool dtype_supported(DType dtype) { return dtype_size(dtype) != 0; }
+bool dtype_supported(DType dtype) {
+  return dtype_size(dtype) != 0;
+}
 
 const char* error_code_name(ErrorCode code) {
   switch (code) {
-    case ErrorCode::InvalidArgument: return "invalid argument";
-    case ErrorCode::InvalidModel: return "invalid model";
-    case ErrorCode::NotImplemented: return "not implemented";
-    case ErrorCode::OutOfMemory: return "out of memory";
-    case ErrorCode::Io: return "I/O error";
-    case ErrorCode::Runtime: return "runtime error";
+    case ErrorCode::InvalidArgument:
+      return "invalid argument";
+    case ErrorCode::InvalidModel:
+      return "invalid model";
+    case ErrorCode::NotImplemented:
+      return "not implemented";
+    case ErrorCode::OutOfMemory:
+      return "out of memory";
+    case ErrorCode::Io:
+      return "I/O error";
+    case ErrorCode::Runtime:
+      return "runtime error";
   }
   return "error";
 }

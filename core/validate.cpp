@@ -10,13 +10,14 @@ struct Problems {
   std::map<std::string, std::vector<std::string>> unsupported;  // "Op (opset N)" -> nodes
 };
 
-void validate_graph(const Graph& g, const std::set<std::string>& outer, const SchemaRegistry& schemas,
-                    Problems& p, const std::string& scope) {
+void validate_graph(const Graph& g, const std::set<std::string>& outer,
+                    const SchemaRegistry& schemas, Problems& p, const std::string& scope) {
   std::set<std::string> defined = outer;
   std::set<std::string> graph_defined;
   for (const auto& [name, _] : g.initializers) graph_defined.insert(name);
   for (const auto& in : g.inputs) {
-    if (in.name.empty()) p.structural.push_back(scope + "a graph input has an empty name");
+    if (in.name.empty())
+      p.structural.push_back(scope + "a graph input has an empty name");
     else if (!graph_defined.insert(in.name).second && !g.initializers.count(in.name))
       p.structural.push_back(scope + "graph input '" + in.name + "' is declared twice");
   }
@@ -46,7 +47,8 @@ void validate_graph(const Graph& g, const std::set<std::string>& outer, const Sc
     } else if (!schemas.find(n.op_type, n.domain, n.opset)) {
       std::string key = (n.domain.empty() ? "" : n.domain + ".") + n.op_type + " (opset " +
                         std::to_string(n.opset) + ")";
-      p.unsupported[key].push_back(n.name.empty() ? "#" + std::to_string(n.index) : "\"" + n.name + "\"");
+      p.unsupported[key].push_back(n.name.empty() ? "#" + std::to_string(n.index)
+                                                  : "\"" + n.name + "\"");
     }
     for (const auto& [_, a] : n.attributes) {
       std::vector<std::shared_ptr<Graph>> subs = a.graphs;

@@ -47,8 +47,8 @@ const Blas& blas() {
     }
     if (!lib)
       throw Error(ErrorCode::Runtime,
-                  std::string("[cpu backend] cannot load OpenBLAS (libopenblas.so.0): ") + dlerror() +
-                      "; install libopenblas0");
+                  std::string("[cpu backend] cannot load OpenBLAS (libopenblas.so.0): ") +
+                      dlerror() + "; install libopenblas0");
     out.sgemm = reinterpret_cast<SgemmFn>(dlsym(lib, "cblas_sgemm"));
     out.core_name = reinterpret_cast<CoreNameFn>(dlsym(lib, "openblas_get_corename"));
     out.set_threads = reinterpret_cast<SetThreadsFn>(dlsym(lib, "openblas_set_num_threads"));
@@ -61,9 +61,8 @@ const Blas& blas() {
 
 }  // namespace
 
-void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-           int64_t ldc) {
+void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
   if (k == 0) {  // BLAS leaves C untouched when k == 0 only if beta == 1; be explicit
     for (int64_t i = 0; i < m; ++i)
@@ -80,7 +79,9 @@ std::string blas_core_name() {
   return b.core_name ? b.core_name() : "unknown";
 }
 
-std::string blas_core_override() { return blas().override_core; }
+std::string blas_core_override() {
+  return blas().override_core;
+}
 
 void blas_set_threads(int threads) {
   static std::mutex mutex;

@@ -12,9 +12,8 @@
 namespace quilt::cpu {
 
 // Row-major C = alpha * op(A) * op(B) + beta * C.
-void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-           int64_t ldc);
+void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
 // Loads OpenBLAS if needed and returns the kernel core it uses (e.g. "SkylakeX").
 std::string blas_core_name();

@@ -29,8 +29,9 @@ class CpuCompiledNode : public CompiledNode {
 class CpuBackend : public Backend {
  public:
   explicit CpuBackend(const CpuBackendConfig& config)
-      : pool_(config.threads > 0 ? config.threads
-                                 : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) {
+      : pool_(config.threads > 0
+                  ? config.threads
+                  : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) {
     blas_set_threads(pool_.threads());
     if (config.logger && config.logger->enabled(LogLevel::Debug)) {
       std::string over = blas_core_override();

@@ -14,8 +14,7 @@ Tensor& KernelContext::output(size_t i) {
   if (i >= outputs_.size())
     node.fail("kernel asked for output " + std::to_string(i) + " but the node has " +
               std::to_string(outputs_.size()));
-  if (!outputs_[i].defined())
-    outputs_[i] = Tensor(output_types_[i].dtype, output_types_[i].dims);
+  if (!outputs_[i].defined()) outputs_[i] = Tensor(output_types_[i].dtype, output_types_[i].dims);
   return outputs_[i];
 }
 
@@ -47,8 +46,7 @@ void KernelRegistry::add(const std::string& op_type, SupportFn support, KernelFa
 void KernelRegistry::add(const std::string& op_type, SupportFn support, KernelFn fn,
                          const std::string& domain) {
   add(op_type, std::move(support),
-      KernelFactory([fn](const NodeSignature&) { return std::make_unique<FnKernel>(fn); }),
-      domain);
+      KernelFactory([fn](const NodeSignature&) { return std::make_unique<FnKernel>(fn); }), domain);
 }
 
 const KernelEntry* KernelRegistry::find(const std::string& op_type,
@@ -92,7 +90,9 @@ SupportFn dtypes_of_input(std::vector<DType> dtypes, size_t input) {
   };
 }
 
-SupportFn float_only() { return dtypes_of_input({DType::Float32}); }
+SupportFn float_only() {
+  return dtypes_of_input({DType::Float32});
+}
 SupportFn any_dtype() {
   return [](const NodeSignature&) { return std::string(); };
 }

@@ -23,7 +23,8 @@ class ThreadPool {
   int threads() const { return threads_; }
   // Calls fn(begin, end) over disjoint ranges covering [0, n). Ranges have at least `grain`
   // items (except the last), so small loops stay on the calling thread.
-  void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) const;
+  void parallel_for(int64_t n, int64_t grain,
+                    const std::function<void(int64_t, int64_t)>& fn) const;
 
  private:
   void worker_loop();

@@ -1,8 +1,287 @@
-// Schemas and shape inference of the nn op family.
+// Schemas and shape inference of the nn op family: Gemm, MatMul, Conv, ConvTranspose and the
+// pools. The output-size formulas (explicit pads, auto_pad, ceil_mode, output_shape) live here
+// only; kernels read the inferred output shape and derive the leading pads from it.
+#include <algorithm>
+#include <string>
+
 #include "core/op_schema.hpp"
 
 namespace quilt {
+namespace {
 
-void register_nn_schemas(SchemaRegistry& r) { (void)r; }
+std::string ints_str(const std::vector<int64_t>& v) { return to_string(v); }
+
+// The window attributes shared by Conv, ConvTranspose and the pools, validated against the
+// number of spatial dims. kernel is left empty when the op takes it from W.
+struct Window {
+  std::vector<int64_t> kernel, strides, dilations, pads;  // pads: begins then ends
+  std::string auto_pad;
+};
+
+Window read_window(const InferenceContext& ctx, size_t spatial, bool kernel_required) {
+  const Node& n = ctx.node();
+  Window w;
+  w.kernel = n.attr_ints("kernel_shape");
+  if (kernel_required && w.kernel.empty()) ctx.fail("attribute kernel_shape is required");
+  if (!w.kernel.empty() && w.kernel.size() != spatial)
+    ctx.fail("kernel_shape " + ints_str(w.kernel) + " has " + std::to_string(w.kernel.size()) +
+             " values, expected " + std::to_string(spatial) + " (one per spatial dim)");
+  for (int64_t k : w.kernel)
+    if (k <= 0) ctx.fail("kernel_shape " + ints_str(w.kernel) + " must be positive");
+  w.strides = n.attr_ints("strides", std::vector<int64_t>(spatial, 1));
+  w.dilations = n.attr_ints("dilations", std::vector<int64_t>(spatial, 1));
+  w.pads = n.attr_ints("pads", std::vector<int64_t>(2 * spatial, 0));
+  if (w.strides.size() != spatial)
+    ctx.fail("strides " + ints_str(w.strides) + " has " + std::to_string(w.strides.size()) +
+             " values, expected " + std::to_string(spatial));
+  if (w.dilations.size() != spatial)
+    ctx.fail("dilations " + ints_str(w.dilations) + " has " + std::to_string(w.dilations.size()) +
+             " values, expected " + std::to_string(spatial));
+  if (w.pads.size() != 2 * spatial)
+    ctx.fail("pads " + ints_str(w.pads) + " has " + std::to_string(w.pads.size()) +
+             " values, expected " + std::to_string(2 * spatial) + " (begins then ends)");
+  for (int64_t s : w.strides)
+    if (s <= 0) ctx.fail("strides " + ints_str(w.strides) + " must be positive");
+  for (int64_t d : w.dilations)
+    if (d <= 0) ctx.fail("dilations " + ints_str(w.dilations) + " must be positive");
+  for (int64_t p : w.pads)
+    if (p < 0) ctx.fail("pads " + ints_str(w.pads) + " must be non-negative");
+  w.auto_pad = n.attr_string("auto_pad", "NOTSET");
+  if (w.auto_pad != "NOTSET" && w.auto_pad != "VALID" && w.auto_pad != "SAME_UPPER" &&
+      w.auto_pad != "SAME_LOWER")
+    ctx.fail("auto_pad '" + w.auto_pad + "' is not one of NOTSET, VALID, SAME_UPPER, SAME_LOWER");
+  return w;
+}
+
+// Output size of a sliding window along one dim; -1 when the input or kernel size is unknown.
+int64_t window_out(const InferenceContext& ctx, const Window& w, size_t i, int64_t in,
+                   int64_t kernel, bool ceil_mode) {
+  if (in < 0 || kernel < 0) return -1;
+  const int64_t s = w.strides[i];
+  if (w.auto_pad == "SAME_UPPER" || w.auto_pad == "SAME_LOWER") return (in + s - 1) / s;
+  const int64_t dk = (kernel - 1) * w.dilations[i] + 1;
+  const int64_t pb = w.auto_pad == "VALID" ? 0 : w.pads[i];
+  const int64_t pe = w.auto_pad == "VALID" ? 0 : w.pads[i + w.strides.size()];
+  const int64_t span = in + pb + pe - dk;
+  if (span < 0)
+    ctx.fail("spatial dim " + std::to_string(i) + " is " + std::to_string(in) + " (+" +
+             std::to_string(pb + pe) + " padding), smaller than the dilated kernel size " +
+             std::to_string(dk));
+  int64_t out = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+  // A window that would start entirely in the end padding is dropped.
+  if (ceil_mode && (out - 1) * s >= in + pb) --out;
+  return out;
+}
+
+// ---- Conv ----
+
+void infer_conv(InferenceContext& ctx) {
+  const auto& x = ctx.input_shape(0);
+  const auto& wt = ctx.input_shape(1);
+  if (x.size() < 3)
+    ctx.fail("input X has shape " + ints_str(x) + ", expected rank >= 3 (N, C, spatial...)");
+  if (wt.size() != x.size())
+    ctx.fail("weight W has shape " + ints_str(wt) + ", expected rank " + std::to_string(x.size()) +
+             " like X " + ints_str(x));
+  const size_t sp = x.size() - 2;
+  Window w = read_window(ctx, sp, false);
+  const int64_t group = ctx.node().attr_int("group", 1);
+  if (group <= 0) ctx.fail("group " + std::to_string(group) + " must be positive");
+  if (x[1] >= 0 && wt[1] >= 0 && x[1] != wt[1] * group)
+    ctx.fail("X has " + std::to_string(x[1]) + " channels but W " + ints_str(wt) + " with group " +
+             std::to_string(group) + " expects " + std::to_string(wt[1] * group));
+  if (wt[0] >= 0 && wt[0] % group != 0)
+    ctx.fail("W has " + std::to_string(wt[0]) + " output channels, not divisible by group " +
+             std::to_string(group));
+  if (ctx.has_input(2)) {
+    const auto& b = ctx.input_shape(2);
+    if (b.size() != 1 || (b[0] >= 0 && wt[0] >= 0 && b[0] != wt[0]))
+      ctx.fail("bias B has shape " + ints_str(b) + ", expected [" + std::to_string(wt[0]) + "]");
+  }
+  std::vector<int64_t> out = {x[0], wt[0]};
+  for (size_t i = 0; i < sp; ++i) {
+    int64_t k = wt[i + 2];
+    if (!w.kernel.empty()) {
+      if (k >= 0 && k != w.kernel[i])
+        ctx.fail("kernel_shape " + ints_str(w.kernel) + " does not match W " + ints_str(wt));
+      k = w.kernel[i];
+    }
+    out.push_back(window_out(ctx, w, i, x[i + 2], k, false));
+  }
+  ctx.set_output(0, ctx.input_dtype(0), out);
+}
+
+// ---- ConvTranspose ----
+
+void infer_conv_transpose(InferenceContext& ctx) {
+  const auto& x = ctx.input_shape(0);
+  const auto& wt = ctx.input_shape(1);
+  if (x.size() < 3)
+    ctx.fail("input X has shape " + ints_str(x) + ", expected rank >= 3 (N, C, spatial...)");
+  if (wt.size() != x.size())
+    ctx.fail("weight W has shape " + ints_str(wt) + ", expected rank " + std::to_string(x.size()) +
+             " like X " + ints_str(x));
+  const size_t sp = x.size() - 2;
+  Window w = read_window(ctx, sp, false);
+  const Node& n = ctx.node();
+  const int64_t group = n.attr_int("group", 1);
+  if (group <= 0) ctx.fail("group " + std::to_string(group) + " must be positive");
+  if (x[1] >= 0 && wt[0] >= 0 && x[1] != wt[0])
+    ctx.fail("X has " + std::to_string(x[1]) + " channels but W " + ints_str(wt) + " expects " +
+             std::to_string(wt[0]));
+  if (wt[0] >= 0 && wt[0] % group != 0)
+    ctx.fail("W has " + std::to_string(wt[0]) + " input channels, not divisible by group " +
+             std::to_string(group));
+  const int64_t m = wt[1] >= 0 ? wt[1] * group : -1;
+  if (ctx.has_input(2)) {
+    const auto& b = ctx.input_shape(2);
+    if (b.size() != 1 || (b[0] >= 0 && m >= 0 && b[0] != m))
+      ctx.fail("bias B has shape " + ints_str(b) + ", expected [" + std::to_string(m) + "]");
+  }
+  auto output_padding = n.attr_ints("output_padding", std::vector<int64_t>(sp, 0));
+  if (output_padding.size() != sp)
+    ctx.fail("output_padding " + ints_str(output_padding) + " has " +
+             std::to_string(output_padding.size()) + " values, expected " + std::to_string(sp));
+  auto output_shape = n.attr_ints("output_shape");
+  // Some exporters write the full (N, C, spatial...) shape; the spec wants the spatial dims.
+  if (output_shape.size() == sp + 2) output_shape.erase(output_shape.begin(), output_shape.begin() + 2);
+  if (!output_shape.empty() && output_shape.size() != sp)
+    ctx.fail("output_shape " + ints_str(n.attr_ints("output_shape")) + " has " +
+             std::to_string(output_shape.size()) + " values, expected " + std::to_string(sp));
+  std::vector<int64_t> out = {x[0], m};
+  for (size_t i = 0; i < sp; ++i) {
+    int64_t k = w.kernel.empty() ? wt[i + 2] : w.kernel[i];
+    if (!w.kernel.empty() && wt[i + 2] >= 0 && wt[i + 2] != k)
+      ctx.fail("kernel_shape " + ints_str(w.kernel) + " does not match W " + ints_str(wt));
+    if (output_padding[i] < 0 || output_padding[i] >= std::max(w.strides[i], w.dilations[i]))
+      ctx.fail("output_padding " + ints_str(output_padding) +
+               " must be non-negative and smaller than the stride or dilation");
+    const int64_t in = x[i + 2];
+    int64_t o = -1;
+    if (!output_shape.empty()) {
+      o = output_shape[i];
+    } else if (in >= 0 && k >= 0) {
+      if (w.auto_pad == "SAME_UPPER" || w.auto_pad == "SAME_LOWER") {
+        o = in * w.strides[i];
+      } else {
+        const int64_t pads = w.auto_pad == "VALID" ? 0 : w.pads[i] + w.pads[i + sp];
+        o = w.strides[i] * (in - 1) + output_padding[i] + (k - 1) * w.dilations[i] + 1 - pads;
+      }
+    }
+    if (o == 0 || o < -1)
+      ctx.fail("output spatial dim " + std::to_string(i) + " would be " + std::to_string(o) +
+               "; expected a positive size");
+    out.push_back(o);
+  }
+  ctx.set_output(0, ctx.input_dtype(0), out);
+}
+
+// ---- pools ----
+
+void check_pool_input(const InferenceContext& ctx, const std::vector<int64_t>& x) {
+  if (x.size() < 3)
+    ctx.fail("input X has shape " + ints_str(x) + ", expected rank >= 3 (N, C, spatial...)");
+}
+
+void infer_pool(InferenceContext& ctx) {
+  const auto& x = ctx.input_shape(0);
+  check_pool_input(ctx, x);
+  const size_t sp = x.size() - 2;
+  Window w = read_window(ctx, sp, true);
+  const int64_t ceil_mode = ctx.node().attr_int("ceil_mode", 0);
+  if (ceil_mode != 0 && ceil_mode != 1)
+    ctx.fail("ceil_mode " + std::to_string(ceil_mode) + " must be 0 or 1");
+  if (ctx.node().op_type == "MaxPool") {
+    const int64_t order = ctx.node().attr_int("storage_order", 0);
+    if (order != 0 && order != 1)
+      ctx.fail("storage_order " + std::to_string(order) + " must be 0 or 1");
+  }
+  std::vector<int64_t> out = {x[0], x[1]};
+  for (size_t i = 0; i < sp; ++i)
+    out.push_back(window_out(ctx, w, i, x[i + 2], w.kernel[i], ceil_mode != 0));
+  ctx.set_output(0, ctx.input_dtype(0), out);
+  if (ctx.num_outputs() > 1) ctx.set_output(1, DType::Int64, out);
+}
+
+void infer_global_pool(InferenceContext& ctx) {
+  const auto& x = ctx.input_shape(0);
+  check_pool_input(ctx, x);
+  std::vector<int64_t> out(x.size(), 1);
+  out[0] = x[0];
+  out[1] = x[1];
+  ctx.set_output(0, ctx.input_dtype(0), out);
+}
+
+// ---- Gemm / MatMul ----
+
+void infer_gemm(InferenceContext& ctx) {
+  const auto& a = ctx.input_shape(0);
+  const auto& b = ctx.input_shape(1);
+  if (a.size() != 2) ctx.fail("A has shape " + ints_str(a) + ", expected a matrix (rank 2)");
+  if (b.size() != 2) ctx.fail("B has shape " + ints_str(b) + ", expected a matrix (rank 2)");
+  const bool ta = ctx.node().attr_int("transA", 0) != 0;
+  const bool tb = ctx.node().attr_int("transB", 0) != 0;
+  const int64_t m = ta ? a[1] : a[0], ka = ta ? a[0] : a[1];
+  const int64_t kb = tb ? b[1] : b[0], n = tb ? b[0] : b[1];
+  if (ka >= 0 && kb >= 0 && ka != kb)
+    ctx.fail("A " + ints_str(a) + (ta ? " (transposed)" : "") + " and B " + ints_str(b) +
+             (tb ? " (transposed)" : "") + " have inner dims " + std::to_string(ka) + " and " +
+             std::to_string(kb) + ", expected equal");
+  if (ctx.has_input(2)) {
+    const auto& c = ctx.input_shape(2);
+    const std::vector<int64_t> mn = {m, n};
+    bool ok = c.size() <= 2;
+    for (size_t i = 0; ok && i < c.size(); ++i) {
+      const int64_t want = mn[2 - c.size() + i];
+      ok = c[i] == 1 || c[i] < 0 || want < 0 || c[i] == want;
+    }
+    if (!ok)
+      ctx.fail("C has shape " + ints_str(c) + ", expected one that broadcasts to (M, N) = " +
+               ints_str(mn));
+  }
+  ctx.set_output(0, ctx.input_dtype(0), {m, n});
+}
+
+void infer_matmul(InferenceContext& ctx) {
+  std::vector<int64_t> a = ctx.input_shape(0), b = ctx.input_shape(1);
+  if (a.empty() || b.empty())
+    ctx.fail("MatMul inputs have shapes " + ints_str(a) + " and " + ints_str(b) +
+             ", expected rank >= 1");
+  const bool a_vec = a.size() == 1, b_vec = b.size() == 1;
+  if (a_vec) a.insert(a.begin(), 1);
+  if (b_vec) b.push_back(1);
+  const int64_t ka = a.back(), kb = b[b.size() - 2];
+  if (ka >= 0 && kb >= 0 && ka != kb)
+    ctx.fail("A " + ints_str(ctx.input_shape(0)) + " and B " + ints_str(ctx.input_shape(1)) +
+             " have inner dims " + std::to_string(ka) + " and " + std::to_string(kb) +
+             ", expected equal");
+  std::vector<int64_t> out =
+      broadcast_shapes(ctx, std::vector<int64_t>(a.begin(), a.end() - 2),
+                       std::vector<int64_t>(b.begin(), b.end() - 2));
+  if (!a_vec) out.push_back(a[a.size() - 2]);
+  if (!b_vec) out.push_back(b.back());
+  ctx.set_output(0, ctx.input_dtype(0), out);
+}
+
+}  // namespace
+
+void register_nn_schemas(SchemaRegistry& r) {
+  r.add({.op_type = "Conv", .min_inputs = 2, .max_inputs = 3, .infer = infer_conv});
+  r.add({.op_type = "ConvTranspose", .min_inputs = 2, .max_inputs = 3,
+         .infer = infer_conv_transpose});
+  // Opset 1 has no Indices output; opset 8 added it (with storage_order).
+  r.add({.op_type = "MaxPool", .max_opset = 7, .infer = infer_pool});
+  r.add({.op_type = "MaxPool", .min_opset = 8, .max_outputs = 2, .infer = infer_pool});
+  r.add({.op_type = "AveragePool", .infer = infer_pool});
+  r.add({.op_type = "GlobalAveragePool", .infer = infer_global_pool});
+  r.add({.op_type = "GlobalMaxPool", .infer = infer_global_pool});
+  // C became optional in opset 11; before opset 7 a 'broadcast' attribute chose between an
+  // exact (M, N) C and a broadcast one, which the unidirectional broadcast covers.
+  r.add({.op_type = "Gemm", .max_opset = 10, .min_inputs = 3, .max_inputs = 3,
+         .infer = infer_gemm});
+  r.add({.op_type = "Gemm", .min_opset = 11, .min_inputs = 2, .max_inputs = 3,
+         .infer = infer_gemm});
+  r.add({.op_type = "MatMul", .min_inputs = 2, .max_inputs = 2, .infer = infer_matmul});
+}
 
 }  // namespace quilt

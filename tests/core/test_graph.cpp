@@ -19,7 +19,8 @@ Node make(const std::string& name, const std::string& op, std::vector<std::strin
   return n;
 }
 
-Model model_of(std::vector<Node> nodes, std::vector<std::string> inputs, std::vector<std::string> outputs) {
+Model model_of(std::vector<Node> nodes, std::vector<std::string> inputs,
+               std::vector<std::string> outputs) {
   Model m;
   m.path = "test.onnx";
   m.graph.name = "g";
@@ -39,7 +40,8 @@ TEST(Graph, TopologicalOrderRespectsDependenciesAndFileOrder) {
 }
 
 TEST(Graph, CycleIsReportedWithNodeNames) {
-  Model m = model_of({make("first", "Relu", {"b"}, {"a"}), make("second", "Relu", {"a"}, {"b"})}, {}, {"a"});
+  Model m = model_of({make("first", "Relu", {"b"}, {"a"}), make("second", "Relu", {"a"}, {"b"})},
+                     {}, {"a"});
   try {
     m.graph.topological_order();
     FAIL();
@@ -73,8 +75,8 @@ TEST(Graph, AttributeAccessUsesDefaultsAndChecksKinds) {
 }
 
 TEST(Validate, ReportsEveryProblemAtOnce) {
-  Model m = model_of({make("reads_undefined", "Relu", {"nowhere"}, {"a"}), make("dup", "Relu", {"x"}, {"a"}),
-                      make("odd", "NoSuchOp", {"x"}, {"q"})},
+  Model m = model_of({make("reads_undefined", "Relu", {"nowhere"}, {"a"}),
+                      make("dup", "Relu", {"x"}, {"a"}), make("odd", "NoSuchOp", {"x"}, {"q"})},
                      {"x"}, {"never"});
   try {
     validate_model(m, SchemaRegistry::builtin());

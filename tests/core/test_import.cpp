@@ -20,7 +20,8 @@ void expect_error(F f, ErrorCode code, std::vector<std::string> parts) {
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), code) << e.what();
-    for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
+    for (const auto& p : parts)
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
   }
 }
 }  // namespace
@@ -93,18 +94,20 @@ TEST(Import, ResolvesExternalDataRelativeToTheModel) {
 TEST(Import, ExternalDataErrorsNameTheFileAndTheProblem) {
   expect_error([] { load_model_file(kDir + "/external_missing/model.onnx"); }, ErrorCode::Io,
                {"initializer 'w'", "nothing_here.bin", "does not exist"});
-  expect_error([] { load_model_file(kDir + "/external_range/model.onnx"); }, ErrorCode::InvalidModel,
-               {"initializer 'w'", "out of range", "weights.bin"});
-  expect_error([] { load_model_file(kDir + "/external_escape/model.onnx"); }, ErrorCode::InvalidModel,
-               {"initializer 'w'", "outside the model's directory"});
+  expect_error([] { load_model_file(kDir + "/external_range/model.onnx"); },
+               ErrorCode::InvalidModel, {"initializer 'w'", "out of range", "weights.bin"});
+  expect_error([] { load_model_file(kDir + "/external_escape/model.onnx"); },
+               ErrorCode::InvalidModel, {"initializer 'w'", "outside the model's directory"});
 }
 
 TEST(Import, BadFilesGiveClearErrors) {
-  expect_error([] { load_model_file(kDir + "/no_such_model.onnx"); }, ErrorCode::Io, {"does not exist"});
+  expect_error([] { load_model_file(kDir + "/no_such_model.onnx"); }, ErrorCode::Io,
+               {"does not exist"});
   expect_error([] { load_model_file(kDir); }, ErrorCode::Io, {"is a directory"});
   expect_error([] { load_model_file(kDir + "/truncated.onnx"); }, ErrorCode::InvalidModel,
                {"truncated.onnx", "not a valid ONNX protobuf"});
-  expect_error([] { load_model_file(kDir + "/not_onnx.onnx"); }, ErrorCode::InvalidModel, {"not_onnx.onnx"});
+  expect_error([] { load_model_file(kDir + "/not_onnx.onnx"); }, ErrorCode::InvalidModel,
+               {"not_onnx.onnx"});
   expect_error([] { load_model_file(kDir + "/empty.onnx"); }, ErrorCode::InvalidModel, {"empty"});
 }
 
@@ -116,14 +119,18 @@ TEST(Import, HugeAndOverflowingTensorsAreRefused) {
 }
 
 TEST(Import, ValidationListsCyclesAndUnknownOps) {
-  expect_error([] { validate_model(load_model_file(kDir + "/cycle.onnx"), SchemaRegistry::builtin()); },
-               ErrorCode::InvalidModel, {"cycle", "\"first\"", "\"second\""});
-  expect_error([] { validate_model(load_model_file(kDir + "/unknown_op.onnx"), SchemaRegistry::builtin()); },
-               ErrorCode::NotImplemented,
-               {"FooBar (opset 17) at nodes \"foo1\", \"foo2\"", "com.example.Frobnicate (opset 1) at node \"frob\""});
-  expect_error([] { validate_model(load_model_file(kDir + "/broken.onnx"), SchemaRegistry::builtin()); },
-               ErrorCode::InvalidModel,
-               {"3 problems", "'nowhere'", "produced twice", "'never' is never produced"});
+  expect_error(
+      [] { validate_model(load_model_file(kDir + "/cycle.onnx"), SchemaRegistry::builtin()); },
+      ErrorCode::InvalidModel, {"cycle", "\"first\"", "\"second\""});
+  expect_error(
+      [] { validate_model(load_model_file(kDir + "/unknown_op.onnx"), SchemaRegistry::builtin()); },
+      ErrorCode::NotImplemented,
+      {"FooBar (opset 17) at nodes \"foo1\", \"foo2\"",
+       "com.example.Frobnicate (opset 1) at node \"frob\""});
+  expect_error(
+      [] { validate_model(load_model_file(kDir + "/broken.onnx"), SchemaRegistry::builtin()); },
+      ErrorCode::InvalidModel,
+      {"3 problems", "'nowhere'", "produced twice", "'never' is never produced"});
 }
 
 TEST(Import, TensorFilesRoundTrip) {

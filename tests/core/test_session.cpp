@@ -18,7 +18,8 @@ void expect_error(F f, ErrorCode code, std::vector<std::string> parts) {
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), code) << e.what();
-    for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
+    for (const auto& p : parts)
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
   }
 }
 
@@ -85,22 +86,42 @@ TEST(Session, OutputSubsets) {
   TensorMap only = s.run({{"x", x}}, {"y2"});
   ASSERT_EQ(only.size(), 1u);
   EXPECT_EQ(only.at("y2").data<float>()[0], 1.f);
-  expect_error([&] { s.run({{"x", x}}, {"nope"}); }, ErrorCode::InvalidArgument,
-               {"unknown output 'nope'", "y1, y2"});
+  expect_error(
+      [&] {
+        s.run({{"x", x}}, {"nope"});
+      },
+      ErrorCode::InvalidArgument, {"unknown output 'nope'", "y1, y2"});
 }
 
 TEST(Session, BadInputsAreReportedAndTheSessionStillWorks) {
   Session s(kDir + "/add_relu.onnx");
-  expect_error([&] { s.run({{"z", x_input()}}); }, ErrorCode::InvalidArgument,
-               {"unknown input 'z'", "inputs are: x"});
-  expect_error([&] { s.run({}); }, ErrorCode::InvalidArgument, {"missing input 'x'", "float32 [batch, 4]"});
-  expect_error([&] { s.run({{"x", Tensor(DType::Int64, {2, 4})}}); }, ErrorCode::InvalidArgument,
-               {"input 'x'", "dtype int64, expected float32"});
-  expect_error([&] { s.run({{"x", Tensor(DType::Float32, {8})}}); }, ErrorCode::InvalidArgument,
-               {"input 'x'", "rank 1", "expected rank 2"});
-  expect_error([&] { s.run({{"x", Tensor(DType::Float32, {2, 5})}}); }, ErrorCode::InvalidArgument,
-               {"input 'x'", "dim 1 is 5, expected 4"});
-  expect_error([&] { s.run({{"x", Tensor()}}); }, ErrorCode::InvalidArgument, {"input 'x'", "empty"});
+  expect_error(
+      [&] {
+        s.run({{"z", x_input()}});
+      },
+      ErrorCode::InvalidArgument, {"unknown input 'z'", "inputs are: x"});
+  expect_error([&] { s.run({}); }, ErrorCode::InvalidArgument,
+               {"missing input 'x'", "float32 [batch, 4]"});
+  expect_error(
+      [&] {
+        s.run({{"x", Tensor(DType::Int64, {2, 4})}});
+      },
+      ErrorCode::InvalidArgument, {"input 'x'", "dtype int64, expected float32"});
+  expect_error(
+      [&] {
+        s.run({{"x", Tensor(DType::Float32, {8})}});
+      },
+      ErrorCode::InvalidArgument, {"input 'x'", "rank 1", "expected rank 2"});
+  expect_error(
+      [&] {
+        s.run({{"x", Tensor(DType::Float32, {2, 5})}});
+      },
+      ErrorCode::InvalidArgument, {"input 'x'", "dim 1 is 5, expected 4"});
+  expect_error(
+      [&] {
+        s.run({{"x", Tensor()}});
+      },
+      ErrorCode::InvalidArgument, {"input 'x'", "empty"});
   Tensor x = x_input();
   EXPECT_FLOAT_EQ(s.run({{"x", x}}).at("y").data<float>()[6], add_relu_expected(x)[6]);
 }
@@ -109,7 +130,8 @@ TEST(Session, BadModelsAndOptionsFailAtCreation) {
   expect_error([] { Session s(kDir + "/unknown_op.onnx"); }, ErrorCode::NotImplemented,
                {"FooBar (opset 17) at nodes \"foo1\", \"foo2\""});
   expect_error([] { Session s(kDir + "/cycle.onnx"); }, ErrorCode::InvalidModel, {"cycle"});
-  expect_error([] { Session s(kDir + "/truncated.onnx"); }, ErrorCode::InvalidModel, {"not a valid ONNX"});
+  expect_error([] { Session s(kDir + "/truncated.onnx"); }, ErrorCode::InvalidModel,
+               {"not a valid ONNX"});
   SessionOptions bad_backend;
   bad_backend.backends = {"warp-drive"};
   expect_error([&] { Session s(kDir + "/add_relu.onnx", bad_backend); }, ErrorCode::InvalidArgument,
@@ -141,7 +163,8 @@ TEST(Session, ConcurrentRunsGiveTheSameAnswers) {
       threads.emplace_back([&, t] {
         for (int i = 0; i < 50; ++i) {
           Tensor x(DType::Float32, {3 + t, 4});
-          for (int64_t k = 0; k < x.numel(); ++k) x.data<float>()[k] = static_cast<float>(k * (t + 1) - 7);
+          for (int64_t k = 0; k < x.numel(); ++k)
+            x.data<float>()[k] = static_cast<float>(k * (t + 1) - 7);
           Tensor y = s.run({{"x", x}}).at("y");
           auto want = add_relu_expected(x);
           for (int64_t k = 0; k < y.numel(); ++k)

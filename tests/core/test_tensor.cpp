@@ -20,8 +20,9 @@ TEST(Tensor, AllocatesZeroedStorageOfTheRightSize) {
 }
 
 TEST(Tensor, EveryDTypeHasASizeAndName) {
-  for (DType d : {DType::Float32, DType::Float16, DType::Float64, DType::Int8, DType::Int16, DType::Int32,
-                  DType::Int64, DType::UInt8, DType::UInt16, DType::UInt32, DType::UInt64, DType::Bool}) {
+  for (DType d :
+       {DType::Float32, DType::Float16, DType::Float64, DType::Int8, DType::Int16, DType::Int32,
+        DType::Int64, DType::UInt8, DType::UInt16, DType::UInt32, DType::UInt64, DType::Bool}) {
     EXPECT_GT(dtype_size(d), 0u) << dtype_name(d);
     EXPECT_STRNE(dtype_name(d), "undefined");
     Tensor t(d, {3});

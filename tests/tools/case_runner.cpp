@@ -1,5 +1,5 @@
-// Runs test cases in the ONNX backend-test layout (model.onnx + test_data_set_N/{input,output}_K.pb)
-// through quilt::Session and compares outputs.
+// Runs test cases in the ONNX backend-test layout (model.onnx +
+// test_data_set_N/{input,output}_K.pb) through quilt::Session and compares outputs.
 //
 //   case_runner [--filter REGEX] [--opt-levels 0,1] DIR...
 //
@@ -25,30 +25,48 @@ namespace {
 
 double element(const Tensor& t, int64_t i) {
   switch (t.dtype()) {
-    case DType::Float32: return t.data<float>()[i];
-    case DType::Float64: return t.data<double>()[i];
-    case DType::Float16: return half_to_float(t.data<uint16_t>()[i]);
-    case DType::Int64: return static_cast<double>(t.data<int64_t>()[i]);
-    case DType::Int32: return t.data<int32_t>()[i];
-    case DType::Int16: return t.data<int16_t>()[i];
-    case DType::Int8: return t.data<int8_t>()[i];
-    case DType::UInt8: return t.data<uint8_t>()[i];
-    case DType::UInt16: return t.data<uint16_t>()[i];
-    case DType::UInt32: return t.data<uint32_t>()[i];
-    case DType::UInt64: return static_cast<double>(t.data<uint64_t>()[i]);
-    case DType::Bool: return t.data<bool>()[i];
-    default: return NAN;
+    case DType::Float32:
+      return t.data<float>()[i];
+    case DType::Float64:
+      return t.data<double>()[i];
+    case DType::Float16:
+      return half_to_float(t.data<uint16_t>()[i]);
+    case DType::Int64:
+      return static_cast<double>(t.data<int64_t>()[i]);
+    case DType::Int32:
+      return t.data<int32_t>()[i];
+    case DType::Int16:
+      return t.data<int16_t>()[i];
+    case DType::Int8:
+      return t.data<int8_t>()[i];
+    case DType::UInt8:
+      return t.data<uint8_t>()[i];
+    case DType::UInt16:
+      return t.data<uint16_t>()[i];
+    case DType::UInt32:
+      return t.data<uint32_t>()[i];
+    case DType::UInt64:
+      return static_cast<double>(t.data<uint64_t>()[i]);
+    case DType::Bool:
+      return t.data<bool>()[i];
+    default:
+      return NAN;
   }
 }
 
-bool is_float(DType d) { return d == DType::Float32 || d == DType::Float64 || d == DType::Float16; }
+bool is_float(DType d) {
+  return d == DType::Float32 || d == DType::Float64 || d == DType::Float16;
+}
 
 // Empty string when equal within tolerance, else a description of the worst mismatch.
-std::string compare(const std::string& name, const Tensor& got, const Tensor& want, double rtol, double atol) {
+std::string compare(const std::string& name, const Tensor& got, const Tensor& want, double rtol,
+                    double atol) {
   if (got.dtype() != want.dtype())
-    return "output '" + name + "' has dtype " + dtype_name(got.dtype()) + ", expected " + dtype_name(want.dtype());
+    return "output '" + name + "' has dtype " + dtype_name(got.dtype()) + ", expected " +
+           dtype_name(want.dtype());
   if (got.shape() != want.shape())
-    return "output '" + name + "' has shape " + to_string(got.shape()) + ", expected " + to_string(want.shape());
+    return "output '" + name + "' has shape " + to_string(got.shape()) + ", expected " +
+           to_string(want.shape());
   int64_t worst = -1, bad = 0;
   double worst_excess = 0;
   for (int64_t i = 0; i < got.numel(); ++i) {
@@ -75,9 +93,10 @@ std::string compare(const std::string& name, const Tensor& got, const Tensor& wa
     rem = got.shape()[d] ? rem / got.shape()[d] : 0;
   }
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%lld of %lld elements differ; worst at %s: got %.9g, expected %.9g",
-                static_cast<long long>(bad), static_cast<long long>(got.numel()), to_string(idx).c_str(),
-                element(got, worst), element(want, worst));
+  std::snprintf(buf, sizeof buf,
+                "%lld of %lld elements differ; worst at %s: got %.9g, expected %.9g",
+                static_cast<long long>(bad), static_cast<long long>(got.numel()),
+                to_string(idx).c_str(), element(got, worst), element(want, worst));
   return "output '" + name + "': " + buf;
 }
 
@@ -104,20 +123,23 @@ std::string run_case(const fs::path& dir, int opt_level) {
     Session session((dir / "model.onnx").string(), options);
     std::vector<fs::path> sets;
     for (const auto& e : fs::directory_iterator(dir))
-      if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0) sets.push_back(e.path());
+      if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0)
+        sets.push_back(e.path());
     std::sort(sets.begin(), sets.end());
     for (const auto& set : sets) {
       TensorMap inputs;
       auto in_files = sorted_files(set, "input_");
       if (in_files.size() > session.inputs().size())
-        return set.filename().string() + ": " + std::to_string(in_files.size()) + " inputs but the model has " +
-               std::to_string(session.inputs().size());
-      for (size_t i = 0; i < in_files.size(); ++i) inputs[session.inputs()[i].name] = load_tensor_file(in_files[i]);
+        return set.filename().string() + ": " + std::to_string(in_files.size()) +
+               " inputs but the model has " + std::to_string(session.inputs().size());
+      for (size_t i = 0; i < in_files.size(); ++i)
+        inputs[session.inputs()[i].name] = load_tensor_file(in_files[i]);
       TensorMap outputs = session.run(inputs);
       auto out_files = sorted_files(set, "output_");
       for (size_t i = 0; i < out_files.size() && i < session.outputs().size(); ++i) {
         const std::string& name = session.outputs()[i].name;
-        std::string diff = compare(name, outputs.at(name), load_tensor_file(out_files[i]), rtol, atol);
+        std::string diff =
+            compare(name, outputs.at(name), load_tensor_file(out_files[i]), rtol, atol);
         if (!diff.empty()) return set.filename().string() + ": " + diff;
       }
     }

@@ -9,7 +9,8 @@ namespace quilt::cli {
 
 int cmd_devices(const std::vector<std::string>& args) {
   if (std::find(args.begin(), args.end(), "--help") != args.end()) {
-    std::puts("usage: quilt devices\n\nLists every backend and device Quilt can use, with versions.");
+    std::puts(
+        "usage: quilt devices\n\nLists every backend and device Quilt can use, with versions.");
     return 0;
   }
   if (!args.empty()) {
@@ -21,7 +22,8 @@ int cmd_devices(const std::vector<std::string>& args) {
       std::printf("backend %s (%s)\n", b.name.c_str(), b.version.c_str());
       for (size_t i = 0; i < b.devices.size(); ++i) {
         std::printf("  device %zu: %s\n", i, b.devices[i].name.c_str());
-        for (const auto& [k, v] : b.devices[i].properties) std::printf("    %s: %s\n", k.c_str(), v.c_str());
+        for (const auto& [k, v] : b.devices[i].properties)
+          std::printf("    %s: %s\n", k.c_str(), v.c_str());
       }
     }
     return 0;

@@ -79,14 +79,16 @@ RunArgs parse(const std::vector<std::string>& args) {
     } else if (r.model.empty()) {
       r.model = a;
     } else {
-      throw Error(ErrorCode::InvalidArgument, "unexpected argument '" + a + "'; quilt run takes one MODEL");
+      throw Error(ErrorCode::InvalidArgument,
+                  "unexpected argument '" + a + "'; quilt run takes one MODEL");
     }
   }
   if (r.model.empty()) throw Error(ErrorCode::InvalidArgument, "quilt run needs a MODEL");
   return r;
 }
 
-Tensor generate(const ValueInfo& info, const std::map<std::string, int64_t>& dims, std::mt19937& rng) {
+Tensor generate(const ValueInfo& info, const std::map<std::string, int64_t>& dims,
+                std::mt19937& rng) {
   std::vector<int64_t> shape;
   for (const auto& d : info.shape) {
     if (d.is_fixed()) {
@@ -101,15 +103,32 @@ Tensor generate(const ValueInfo& info, const std::map<std::string, int64_t>& dim
   std::uniform_int_distribution<int> small(0, 9);
   for (int64_t i = 0; i < t.numel(); ++i) {
     switch (t.dtype()) {
-      case DType::Float32: t.data<float>()[i] = normal(rng); break;
-      case DType::Float64: t.data<double>()[i] = normal(rng); break;
-      case DType::Float16: t.data<uint16_t>()[i] = float_to_half(normal(rng)); break;
-      case DType::Int64: t.data<int64_t>()[i] = small(rng); break;
-      case DType::Int32: t.data<int32_t>()[i] = small(rng); break;
-      case DType::Bool: t.data<bool>()[i] = small(rng) < 5; break;
-      case DType::UInt8: t.data<uint8_t>()[i] = static_cast<uint8_t>(small(rng)); break;
-      case DType::Int8: t.data<int8_t>()[i] = static_cast<int8_t>(small(rng)); break;
-      default: break;  // other integer types: zeros
+      case DType::Float32:
+        t.data<float>()[i] = normal(rng);
+        break;
+      case DType::Float64:
+        t.data<double>()[i] = normal(rng);
+        break;
+      case DType::Float16:
+        t.data<uint16_t>()[i] = float_to_half(normal(rng));
+        break;
+      case DType::Int64:
+        t.data<int64_t>()[i] = small(rng);
+        break;
+      case DType::Int32:
+        t.data<int32_t>()[i] = small(rng);
+        break;
+      case DType::Bool:
+        t.data<bool>()[i] = small(rng) < 5;
+        break;
+      case DType::UInt8:
+        t.data<uint8_t>()[i] = static_cast<uint8_t>(small(rng));
+        break;
+      case DType::Int8:
+        t.data<int8_t>()[i] = static_cast<int8_t>(small(rng));
+        break;
+      default:
+        break;  // other integer types: zeros
     }
   }
   return t;
@@ -117,19 +136,32 @@ Tensor generate(const ValueInfo& info, const std::map<std::string, int64_t>& dim
 
 double as_double(const Tensor& t, int64_t i) {
   switch (t.dtype()) {
-    case DType::Float32: return t.data<float>()[i];
-    case DType::Float64: return t.data<double>()[i];
-    case DType::Float16: return half_to_float(t.data<uint16_t>()[i]);
-    case DType::Int64: return static_cast<double>(t.data<int64_t>()[i]);
-    case DType::Int32: return t.data<int32_t>()[i];
-    case DType::Int16: return t.data<int16_t>()[i];
-    case DType::Int8: return t.data<int8_t>()[i];
-    case DType::UInt8: return t.data<uint8_t>()[i];
-    case DType::UInt16: return t.data<uint16_t>()[i];
-    case DType::UInt32: return t.data<uint32_t>()[i];
-    case DType::UInt64: return static_cast<double>(t.data<uint64_t>()[i]);
-    case DType::Bool: return t.data<bool>()[i];
-    default: return 0;
+    case DType::Float32:
+      return t.data<float>()[i];
+    case DType::Float64:
+      return t.data<double>()[i];
+    case DType::Float16:
+      return half_to_float(t.data<uint16_t>()[i]);
+    case DType::Int64:
+      return static_cast<double>(t.data<int64_t>()[i]);
+    case DType::Int32:
+      return t.data<int32_t>()[i];
+    case DType::Int16:
+      return t.data<int16_t>()[i];
+    case DType::Int8:
+      return t.data<int8_t>()[i];
+    case DType::UInt8:
+      return t.data<uint8_t>()[i];
+    case DType::UInt16:
+      return t.data<uint16_t>()[i];
+    case DType::UInt32:
+      return t.data<uint32_t>()[i];
+    case DType::UInt64:
+      return static_cast<double>(t.data<uint64_t>()[i]);
+    case DType::Bool:
+      return t.data<bool>()[i];
+    default:
+      return 0;
   }
 }
 
@@ -143,7 +175,8 @@ void summarise(const std::string& name, const Tensor& t) {
       hi = std::max(hi, v);
       sum += v;
     }
-    std::printf("  min %.6g  max %.6g  mean %.6g\n    [", lo, hi, sum / static_cast<double>(t.numel()));
+    std::printf("  min %.6g  max %.6g  mean %.6g\n    [", lo, hi,
+                sum / static_cast<double>(t.numel()));
     for (int64_t i = 0; i < std::min<int64_t>(t.numel(), 8); ++i)
       std::printf("%s%.6g", i ? ", " : "", as_double(t, i));
     std::printf("%s]\n", t.numel() > 8 ? ", ..." : "");
@@ -172,7 +205,9 @@ int cmd_run(const std::vector<std::string>& args) {
     for (int64_t i = 0; i < r.iterations; ++i) {
       auto start = std::chrono::steady_clock::now();
       outputs = session.run(inputs);
-      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+      ms.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count());
     }
     std::printf("outputs:\n");
     for (const auto& info : session.outputs()) summarise(info.name, outputs.at(info.name));
@@ -193,8 +228,9 @@ int cmd_run(const std::vector<std::string>& args) {
     if (ms.size() == 1)
       std::printf("latency: %.3f ms (1 run)\n", ms[0]);
     else
-      std::printf("latency: median %.3f ms, min %.3f ms, mean %.3f ms over %zu runs (first %.3f ms)\n",
-                  sorted[sorted.size() / 2], sorted.front(), mean, ms.size(), ms[0]);
+      std::printf(
+          "latency: median %.3f ms, min %.3f ms, mean %.3f ms over %zu runs (first %.3f ms)\n",
+          sorted[sorted.size() / 2], sorted.front(), mean, ms.size(), ms[0]);
     return 0;
   } catch (const Error& e) {
     return report(e);

@@ -8,8 +8,10 @@ int exit_code_for(const Error& e) {
   switch (e.code()) {
     case ErrorCode::InvalidArgument:
     case ErrorCode::InvalidModel:
-    case ErrorCode::Io: return 2;
-    default: return 1;
+    case ErrorCode::Io:
+      return 2;
+    default:
+      return 1;
   }
 }
 

@@ -57,7 +57,8 @@ Tensor read_npy(const std::string& path) {
   std::vector<int64_t> shape;
   std::string dims = m[1];
   std::regex num("[0-9]+");
-  for (auto i = std::sregex_iterator(dims.begin(), dims.end(), num); i != std::sregex_iterator(); ++i)
+  for (auto i = std::sregex_iterator(dims.begin(), dims.end(), num); i != std::sregex_iterator();
+       ++i)
     shape.push_back(std::stoll(i->str()));
   Tensor t(dtype, shape);
   if (!f.read(static_cast<char*>(t.raw_data()), static_cast<std::streamsize>(t.nbytes())))
@@ -75,9 +76,11 @@ void write_npy(const Tensor& tensor, const std::string& path) {
                 std::string("cannot write dtype ") + dtype_name(tensor.dtype()) + " to npy");
   std::string shape = "(";
   for (size_t i = 0; i < tensor.shape().size(); ++i)
-    shape += std::to_string(tensor.shape()[i]) + (tensor.shape().size() == 1 ? "," : (i + 1 < tensor.shape().size() ? ", " : ""));
+    shape += std::to_string(tensor.shape()[i]) +
+             (tensor.shape().size() == 1 ? "," : (i + 1 < tensor.shape().size() ? ", " : ""));
   shape += ")";
-  std::string header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  std::string header =
+      "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
   size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header += '\n';
@@ -88,7 +91,8 @@ void write_npy(const Tensor& tensor, const std::string& path) {
   const char len_bytes[2] = {static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
   f.write(len_bytes, 2);
   f.write(header.data(), static_cast<std::streamsize>(header.size()));
-  f.write(static_cast<const char*>(tensor.raw_data()), static_cast<std::streamsize>(tensor.nbytes()));
+  f.write(static_cast<const char*>(tensor.raw_data()),
+          static_cast<std::streamsize>(tensor.nbytes()));
   if (!f) throw Error(ErrorCode::Io, "error writing npy file '" + path + "'");
 }
 

@@ -25,9 +25,12 @@ TEST(ThreadPool, CoversEveryIndexExactlyOnce) {
 
 TEST(ThreadPool, PropagatesExceptionsAndStaysUsable) {
   ThreadPool pool(2);
-  EXPECT_THROW(pool.parallel_for(1000, 1, [](int64_t b, int64_t) {
-    if (b > 500) throw quilt::Error(quilt::ErrorCode::Runtime, "boom");
-  }), quilt::Error);
+  EXPECT_THROW(pool.parallel_for(1000, 1,
+                                 [](int64_t b, int64_t) {
+                                   if (b > 500)
+                                     throw quilt::Error(quilt::ErrorCode::Runtime, "boom");
+                                 }),
+               quilt::Error);
   std::atomic<int64_t> sum{0};
   pool.parallel_for(100, 1, [&](int64_t b, int64_t e) { sum += e - b; });
   EXPECT_EQ(sum.load(), 100);
@@ -39,7 +42,8 @@ TEST(ThreadPool, ConcurrentCallersDoNotDeadlock) {
   std::atomic<int64_t> total{0};
   for (int t = 0; t < 4; ++t)
     callers.emplace_back([&] {
-      for (int i = 0; i < 200; ++i) pool.parallel_for(64, 1, [&](int64_t b, int64_t e) { total += e - b; });
+      for (int i = 0; i < 200; ++i)
+        pool.parallel_for(64, 1, [&](int64_t b, int64_t e) { total += e - b; });
     });
   for (auto& c : callers) c.join();
   EXPECT_EQ(total.load(), 4 * 200 * 64);
@@ -65,14 +69,16 @@ TEST(Blas, SgemmMatchesANaiveProductInEveryTransposition) {
       std::vector<float> c(m * n, 1.f);
       sgemm(ta, tb, m, n, k, 2.f, ta ? at.data() : a.data(), ta ? m : k, tb ? bt.data() : b.data(),
             tb ? k : n, 0.5f, c.data(), n);
-      for (int64_t i = 0; i < m * n; ++i) ASSERT_NEAR(c[i], 2 * want[i] + 0.5, 1e-4) << ta << tb << i;
+      for (int64_t i = 0; i < m * n; ++i)
+        ASSERT_NEAR(c[i], 2 * want[i] + 0.5, 1e-4) << ta << tb << i;
     }
 }
 
 TEST(Blas, UsesAnOptimisedCoreOnThisCpu) {
   std::string core = blas_core_name();
   std::printf("OpenBLAS core: %s (override: '%s', OPENBLAS_CORETYPE=%s)\n", core.c_str(),
-              blas_core_override().c_str(), std::getenv("OPENBLAS_CORETYPE") ? std::getenv("OPENBLAS_CORETYPE") : "");
+              blas_core_override().c_str(),
+              std::getenv("OPENBLAS_CORETYPE") ? std::getenv("OPENBLAS_CORETYPE") : "");
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && !std::getenv("QUILT_TEST_ANY_BLAS_CORE"))
     EXPECT_NE(core, "Prescott") << "OpenBLAS fell back to its generic kernels on an AVX-512 CPU";
