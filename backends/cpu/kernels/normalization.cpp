@@ -1,8 +1,258 @@
-// CPU kernels of the normalization op family.
+// CPU kernels of the normalization op family: BatchNormalization (inference),
+// InstanceNormalization, LayerNormalization, Softmax, LogSoftmax. All float32.
+//
+// Statistics (means, variances, softmax sums) are accumulated in double with two passes over the
+// data, so large or badly centred inputs keep float32 accuracy.
+#include <algorithm>
+#include <cmath>
+
 #include "backends/cpu/kernel.hpp"
 
 namespace quilt::cpu {
+namespace {
 
-void register_cpu_normalization(KernelRegistry& r) { (void)r; }
+// Grain for a parallel loop whose items each touch `per_item` elements.
+int64_t grain_for(int64_t per_item) {
+  return std::max<int64_t>(1, 32768 / std::max<int64_t>(1, per_item));
+}
+
+std::string all_inputs_float(const NodeSignature& sig) {
+  for (size_t i = 0; i < sig.inputs.size(); ++i) {
+    DType d = sig.inputs[i].dtype;
+    if (sig.node.has_input(i) && d != DType::Undefined && d != DType::Float32)
+      return std::string("input ") + std::to_string(i) + " is " + dtype_name(d) +
+             "; the CPU kernel supports float32";
+  }
+  return "";
+}
+
+// Mean and 1/sqrt(var + eps) of n floats, both passes in double.
+std::pair<double, double> moments(const float* x, int64_t n, double epsilon) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += x[i];
+  const double mean = n ? sum / static_cast<double>(n) : 0.0;
+  double sq = 0;
+  for (int64_t i = 0; i < n; ++i) sq += (x[i] - mean) * (x[i] - mean);
+  const double var = n ? sq / static_cast<double>(n) : 0.0;
+  return {mean, 1.0 / std::sqrt(var + epsilon)};
+}
+
+// ---- BatchNormalization ----
+
+std::string batch_norm_support(const NodeSignature& sig) {
+  if (std::string r = all_inputs_float(sig); !r.empty()) return r;
+  if (sig.node.opset >= 14 && sig.node.attr_int("training_mode", 0) != 0)
+    return "training_mode = 1 is not supported (inference only)";
+  for (size_t i = 1; i < sig.node.outputs.size(); ++i)
+    if (!sig.node.outputs[i].empty())
+      return "the running/saved statistics outputs exist only in training mode, which is not "
+             "supported (inference only)";
+  return "";
+}
+
+void batch_norm(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const float* scale = ctx.input(1).data<float>();
+  const float* bias = ctx.input(2).data<float>();
+  const float* mean = ctx.input(3).data<float>();
+  const float* var = ctx.input(4).data<float>();
+  const double eps = ctx.node.attr_float("epsilon", 1e-5f);
+  const int64_t n = x.dim(0), c = x.dim(1), spatial = x.numel() / std::max<int64_t>(1, n * c);
+  // Per-channel parameters apply to a whole plane; per-activation ones (spatial = 0) to one
+  // element.
+  const int64_t params = ctx.input(1).numel();
+  const int64_t plane = params == c ? spatial : 1;
+  std::vector<float> a(static_cast<size_t>(params)), b(static_cast<size_t>(params));
+  for (int64_t i = 0; i < params; ++i) {
+    const double s = scale[i] / std::sqrt(static_cast<double>(var[i]) + eps);
+    a[i] = static_cast<float>(s);
+    b[i] = static_cast<float>(bias[i] - mean[i] * s);
+  }
+  Tensor& y = ctx.output(0);
+  const float* src = x.data<float>();
+  float* dst = y.data<float>();
+  const int64_t per_sample = c * spatial;
+  ctx.pool.parallel_for(n * c, grain_for(spatial), [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      const int64_t ch = p % c;
+      const int64_t off = (p / c) * per_sample + ch * spatial;
+      for (int64_t i = 0; i < spatial; ++i) {
+        const int64_t k = plane == 1 ? ch * spatial + i : ch;
+        dst[off + i] = src[off + i] * a[k] + b[k];
+      }
+    }
+  });
+}
+
+// ---- InstanceNormalization ----
+
+void instance_norm(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const float* scale = ctx.input(1).data<float>();
+  const float* bias = ctx.input(2).data<float>();
+  const double eps = ctx.node.attr_float("epsilon", 1e-5f);
+  const int64_t c = x.dim(1), planes = x.dim(0) * c;
+  const int64_t spatial = x.numel() / std::max<int64_t>(1, planes);
+  Tensor& y = ctx.output(0);
+  const float* src = x.data<float>();
+  float* dst = y.data<float>();
+  ctx.pool.parallel_for(planes, grain_for(spatial), [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      const float* in = src + p * spatial;
+      float* out = dst + p * spatial;
+      auto [mean, inv] = moments(in, spatial, eps);
+      const double s = inv * scale[p % c];
+      const auto a = static_cast<float>(s), b = static_cast<float>(bias[p % c] - mean * s);
+      for (int64_t i = 0; i < spatial; ++i) out[i] = in[i] * a + b;
+    }
+  });
+}
+
+// ---- LayerNormalization ----
+
+// `p` broadcast to the trailing shape `norm`, flattened (inference checked broadcastability).
+std::vector<float> expand_to(const Tensor& p, const std::vector<int64_t>& norm) {
+  int64_t n = 1;
+  for (int64_t d : norm) n *= d;
+  std::vector<float> out(static_cast<size_t>(n));
+  const float* src = p.data<float>();
+  const size_t lead = norm.size() - p.shape().size();
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t rem = i, off = 0, stride = 1;
+    for (size_t d = norm.size(); d-- > lead;) {
+      const int64_t pd = p.shape()[d - lead], idx = rem % norm[d];
+      rem /= norm[d];
+      if (pd != 1) off += idx * stride;
+      stride *= pd;
+    }
+    out[static_cast<size_t>(i)] = src[off];
+  }
+  return out;
+}
+
+void layer_norm(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  int64_t axis = ctx.node.attr_int("axis", -1);
+  if (axis < 0) axis += x.rank();
+  const double eps = ctx.node.attr_float("epsilon", 1e-5f);
+  const std::vector<int64_t> norm(x.shape().begin() + axis, x.shape().end());
+  int64_t n = 1;
+  for (int64_t d : norm) n *= d;
+  const int64_t rows = n ? x.numel() / n : 0;
+  const std::vector<float> scale = expand_to(ctx.input(1), norm);
+  const std::vector<float> bias =
+      ctx.has_input(2) ? expand_to(ctx.input(2), norm) : std::vector<float>(scale.size(), 0.0f);
+  Tensor& y = ctx.output(0);
+  float* mean_out = ctx.wants_output(1) ? ctx.output(1).data<float>() : nullptr;
+  float* inv_out = ctx.wants_output(2) ? ctx.output(2).data<float>() : nullptr;
+  const float* src = x.data<float>();
+  float* dst = y.data<float>();
+  ctx.pool.parallel_for(rows, grain_for(n), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* in = src + r * n;
+      float* out = dst + r * n;
+      auto [mean, inv] = moments(in, n, eps);
+      const auto m = static_cast<float>(mean), s = static_cast<float>(inv);
+      for (int64_t i = 0; i < n; ++i) out[i] = (in[i] - m) * s * scale[i] + bias[i];
+      if (mean_out) mean_out[r] = m;
+      if (inv_out) inv_out[r] = s;
+    }
+  });
+}
+
+// ---- Softmax / LogSoftmax ----
+
+template <bool Log>
+void softmax(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const bool coerce_2d = ctx.node.opset < 13;
+  int64_t axis = ctx.node.attr_int("axis", coerce_2d ? 1 : -1);
+  if (axis < 0) axis += x.rank();
+  int64_t outer = 1, n = 1, inner = 1;
+  for (int64_t i = 0; i < x.rank(); ++i) {
+    if (i < axis)
+      outer *= x.dim(i);
+    else if (i == axis || coerce_2d)
+      n *= x.dim(i);
+    else
+      inner *= x.dim(i);
+  }
+  Tensor& y = ctx.output(0);
+  if (y.numel() == 0) return;
+  const float* src = x.data<float>();
+  float* dst = y.data<float>();
+  if (inner == 1) {
+    ctx.pool.parallel_for(outer, grain_for(n), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const float* in = src + r * n;
+        float* out = dst + r * n;
+        const float mx = *std::max_element(in, in + n);
+        double sum = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          const float e = std::exp(in[i] - mx);
+          if (!Log) out[i] = e;
+          sum += e;
+        }
+        if (Log) {
+          const auto shift = static_cast<float>(mx + std::log(sum));
+          for (int64_t i = 0; i < n; ++i) out[i] = in[i] - shift;
+        } else {
+          const auto k = static_cast<float>(1.0 / sum);
+          for (int64_t i = 0; i < n; ++i) out[i] *= k;
+        }
+      }
+    });
+    return;
+  }
+  // Axis not innermost: walk rows of `inner` so reads stay contiguous.
+  const int64_t block = std::min<int64_t>(inner, 1024), blocks = (inner + block - 1) / block;
+  ctx.pool.parallel_for(outer * blocks, grain_for(n * block), [&](int64_t begin, int64_t end) {
+    std::vector<float> mx(static_cast<size_t>(block));
+    std::vector<double> sum(static_cast<size_t>(block));
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t o = task / blocks, c0 = (task % blocks) * block;
+      const int64_t len = std::min(block, inner - c0);
+      const float* in = src + o * n * inner + c0;
+      float* out = dst + o * n * inner + c0;
+      std::copy(in, in + len, mx.begin());
+      std::fill(sum.begin(), sum.end(), 0.0);
+      for (int64_t k = 1; k < n; ++k)
+        for (int64_t t = 0; t < len; ++t) mx[t] = std::max(mx[t], in[k * inner + t]);
+      for (int64_t k = 0; k < n; ++k)
+        for (int64_t t = 0; t < len; ++t) {
+          const float e = std::exp(in[k * inner + t] - mx[t]);
+          if (!Log) out[k * inner + t] = e;
+          sum[t] += e;
+        }
+      if (Log) {
+        for (int64_t t = 0; t < len; ++t) mx[t] = static_cast<float>(mx[t] + std::log(sum[t]));
+        for (int64_t k = 0; k < n; ++k)
+          for (int64_t t = 0; t < len; ++t) out[k * inner + t] = in[k * inner + t] - mx[t];
+      } else {
+        for (int64_t t = 0; t < len; ++t) mx[t] = static_cast<float>(1.0 / sum[t]);
+        for (int64_t k = 0; k < n; ++k)
+          for (int64_t t = 0; t < len; ++t) out[k * inner + t] *= mx[t];
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void register_cpu_normalization(KernelRegistry& r) {
+  r.add("BatchNormalization", batch_norm_support, batch_norm);
+  r.add("InstanceNormalization", all_inputs_float, instance_norm);
+  r.add(
+      "LayerNormalization",
+      [](const NodeSignature& sig) -> std::string {
+        if (std::string r = all_inputs_float(sig); !r.empty()) return r;
+        if (sig.node.attr_int("stash_type", 1) != 1)
+          return "stash_type other than 1 (float32) is not supported";
+        return "";
+      },
+      layer_norm);
+  r.add("Softmax", float_only(), softmax<false>);
+  r.add("LogSoftmax", float_only(), softmax<true>);
+}
 
 }  // namespace quilt::cpu
