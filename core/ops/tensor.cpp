@@ -17,7 +17,9 @@ namespace {
 
 constexpr int64_t kUnknown = -1;
 
-std::string str(int64_t v) { return std::to_string(v); }
+std::string str(int64_t v) {
+  return std::to_string(v);
+}
 
 // Product of dims[begin, end); -1 when one of them is unknown (0 wins over unknown).
 int64_t product(const std::vector<int64_t>& dims, size_t begin, size_t end) {
@@ -141,7 +143,8 @@ void infer_squeeze(InferenceContext& ctx) {
 void infer_unsqueeze(InferenceContext& ctx) {
   const auto& in = ctx.input_shape(0);
   auto axes = squeeze_axes(ctx);
-  if (!axes) ctx.fail(ctx.opset() < 13 ? "attribute 'axes' is required" : "input 'axes' is required");
+  if (!axes)
+    ctx.fail(ctx.opset() < 13 ? "attribute 'axes' is required" : "input 'axes' is required");
   const auto out_rank = static_cast<int64_t>(in.size() + axes->size());
   auto norm = unique_axes(ctx, *axes, out_rank);
   std::vector<int64_t> out(static_cast<size_t>(out_rank), 1);
@@ -293,8 +296,7 @@ void infer_slice(InferenceContext& ctx) {
     std::iota(axes.begin(), axes.end(), 0);
   }
   if (steps.empty()) steps.assign(starts.size(), 1);
-  if (ends.size() != starts.size() || axes.size() != starts.size() ||
-      steps.size() != starts.size())
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
     ctx.fail("starts, ends, axes and steps have " + str(starts.size()) + ", " + str(ends.size()) +
              ", " + str(axes.size()) + " and " + str(steps.size()) +
              " entries; they must all have the same length");
@@ -428,9 +430,7 @@ void infer_space_to_depth(InferenceContext& ctx) {
 }  // namespace
 
 void register_tensor_schemas(SchemaRegistry& r) {
-  r.add({.op_type = "Reshape",
-         .max_opset = 4,
-         .infer = [](InferenceContext& ctx) {
+  r.add({.op_type = "Reshape", .max_opset = 4, .infer = [](InferenceContext& ctx) {
            if (!ctx.node().has_attr("shape")) ctx.fail("attribute 'shape' is required");
            infer_reshape(ctx, ctx.node().attr_ints("shape"), false);
          }});

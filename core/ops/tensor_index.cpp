@@ -14,9 +14,13 @@ namespace {
 
 constexpr int64_t kUnknown = -1;
 
-std::string str(int64_t v) { return std::to_string(v); }
+std::string str(int64_t v) {
+  return std::to_string(v);
+}
 
-bool is_index_dtype(DType d) { return d == DType::Int32 || d == DType::Int64; }
+bool is_index_dtype(DType d) {
+  return d == DType::Int32 || d == DType::Int64;
+}
 
 void require_index_dtype(const InferenceContext& ctx, size_t i) {
   if (!is_index_dtype(ctx.input_dtype(i)))
@@ -25,7 +29,9 @@ void require_index_dtype(const InferenceContext& ctx, size_t i) {
 }
 
 // True if two dims may be equal (unknown matches anything).
-bool dims_compatible(int64_t a, int64_t b) { return a < 0 || b < 0 || a == b; }
+bool dims_compatible(int64_t a, int64_t b) {
+  return a < 0 || b < 0 || a == b;
+}
 
 void infer_gather(InferenceContext& ctx) {
   const auto& data = ctx.input_shape(0);
@@ -62,8 +68,8 @@ void infer_gather_nd(InferenceContext& ctx) {
   const int64_t b = ctx.opset() >= 12 ? ctx.node().attr_int("batch_dims", 0) : 0;
   if (r < 1 || q < 1) ctx.fail("data and indices must have rank >= 1");
   if (b < 0 || b >= std::min(r, q))
-    ctx.fail("batch_dims " + str(b) + " must be in [0, min(rank(data), rank(indices)) = " +
-             str(std::min(r, q)) + ")");
+    ctx.fail("batch_dims " + str(b) +
+             " must be in [0, min(rank(data), rank(indices)) = " + str(std::min(r, q)) + ")");
   for (int64_t i = 0; i < b; ++i)
     if (!dims_compatible(data[static_cast<size_t>(i)], idx[static_cast<size_t>(i)]))
       ctx.fail("data " + to_string(data) + " and indices " + to_string(idx) +
@@ -136,9 +142,12 @@ void infer_scatter_elements(InferenceContext& ctx) {
 bool nonzero_at(const Tensor& t, int64_t i) {
   const auto* p = static_cast<const uint8_t*>(t.raw_data());
   switch (t.dtype()) {
-    case DType::Float32: return t.data<float>()[i] != 0.0f;
-    case DType::Float64: return t.data<double>()[i] != 0.0;
-    case DType::Float16: return (t.data<uint16_t>()[i] & 0x7fff) != 0;
+    case DType::Float32:
+      return t.data<float>()[i] != 0.0f;
+    case DType::Float64:
+      return t.data<double>()[i] != 0.0;
+    case DType::Float16:
+      return (t.data<uint16_t>()[i] & 0x7fff) != 0;
     default: {
       const size_t es = dtype_size(t.dtype());
       for (size_t b = 0; b < es; ++b)
@@ -164,18 +173,30 @@ double scalar_value(const InferenceContext& ctx, const Tensor& t, const std::str
   if (t.numel() != 1)
     ctx.fail(what + " has shape " + to_string(t.shape()) + ", expected exactly one element");
   switch (t.dtype()) {
-    case DType::Float32: return t.data<float>()[0];
-    case DType::Float64: return t.data<double>()[0];
-    case DType::Float16: return half_to_float(t.data<uint16_t>()[0]);
-    case DType::Int8: return t.data<int8_t>()[0];
-    case DType::Int16: return t.data<int16_t>()[0];
-    case DType::Int32: return t.data<int32_t>()[0];
-    case DType::Int64: return static_cast<double>(t.data<int64_t>()[0]);
-    case DType::UInt8: return t.data<uint8_t>()[0];
-    case DType::UInt16: return t.data<uint16_t>()[0];
-    case DType::UInt32: return t.data<uint32_t>()[0];
-    case DType::UInt64: return static_cast<double>(t.data<uint64_t>()[0]);
-    default: ctx.fail(what + " has dtype " + dtype_name(t.dtype()) + ", expected a number");
+    case DType::Float32:
+      return t.data<float>()[0];
+    case DType::Float64:
+      return t.data<double>()[0];
+    case DType::Float16:
+      return half_to_float(t.data<uint16_t>()[0]);
+    case DType::Int8:
+      return t.data<int8_t>()[0];
+    case DType::Int16:
+      return t.data<int16_t>()[0];
+    case DType::Int32:
+      return t.data<int32_t>()[0];
+    case DType::Int64:
+      return static_cast<double>(t.data<int64_t>()[0]);
+    case DType::UInt8:
+      return t.data<uint8_t>()[0];
+    case DType::UInt16:
+      return t.data<uint16_t>()[0];
+    case DType::UInt32:
+      return t.data<uint32_t>()[0];
+    case DType::UInt64:
+      return static_cast<double>(t.data<uint64_t>()[0]);
+    default:
+      ctx.fail(what + " has dtype " + dtype_name(t.dtype()) + ", expected a number");
   }
 }
 

@@ -11,14 +11,17 @@ void register_tensor_make_schemas(SchemaRegistry& r);
 
 namespace {
 
-std::string str(int64_t v) { return std::to_string(v); }
+std::string str(int64_t v) {
+  return std::to_string(v);
+}
 
 void infer_constant(InferenceContext& ctx) {
   const Node& n = ctx.node();
   if (n.attributes.size() != 1)
-    ctx.fail("needs exactly one of the attributes value, value_float(s), value_int(s), "
-             "value_string(s), sparse_value; got " +
-             str(n.attributes.size()));
+    ctx.fail(
+        "needs exactly one of the attributes value, value_float(s), value_int(s), "
+        "value_string(s), sparse_value; got " +
+        str(n.attributes.size()));
   if (const Tensor* t = n.attr_tensor("value")) return ctx.set_output(0, t->dtype(), t->shape());
   if (n.has_attr("value_float")) return ctx.set_output(0, DType::Float32, {});
   if (n.has_attr("value_int")) return ctx.set_output(0, DType::Int64, {});
@@ -80,11 +83,21 @@ void infer_range(InferenceContext& ctx) {
   const Tensor *s = ctx.input_value(0), *l = ctx.input_value(1), *d = ctx.input_value(2);
   int64_t n = 0;
   switch (dtype) {
-    case DType::Float32: n = range_count<float>(*s, *l, *d, ctx); break;
-    case DType::Float64: n = range_count<double>(*s, *l, *d, ctx); break;
-    case DType::Int16: n = range_count<int16_t>(*s, *l, *d, ctx); break;
-    case DType::Int32: n = range_count<int32_t>(*s, *l, *d, ctx); break;
-    case DType::Int64: n = range_count<int64_t>(*s, *l, *d, ctx); break;
+    case DType::Float32:
+      n = range_count<float>(*s, *l, *d, ctx);
+      break;
+    case DType::Float64:
+      n = range_count<double>(*s, *l, *d, ctx);
+      break;
+    case DType::Int16:
+      n = range_count<int16_t>(*s, *l, *d, ctx);
+      break;
+    case DType::Int32:
+      n = range_count<int32_t>(*s, *l, *d, ctx);
+      break;
+    case DType::Int64:
+      n = range_count<int64_t>(*s, *l, *d, ctx);
+      break;
     default:
       ctx.fail(std::string("dtype ") + dtype_name(dtype) +
                " is not one of float32, float64, int16, int32, int64");

@@ -1,0 +1,207 @@
+// The strided copy behind Transpose, Slice, Expand, Tile and DepthToSpace/SpaceToDepth, and
+// scalar conversion to any dtype's bytes.
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+#include "backends/cpu/kernel.hpp"
+#include "core/half.hpp"
+
+namespace quilt::cpu {
+
+void strided_copy(const ThreadPool& pool, void* dst, const void* src, size_t esize,
+                  std::vector<int64_t> shape, std::vector<int64_t> strides, int64_t base);
+std::array<uint8_t, 8> scalar_bytes(DType dtype, double value);
+
+namespace {
+
+// Calls f with a null pointer of the unsigned integer type as wide as one element, so that
+// element copies compile to single moves.
+template <class F>
+void with_word(size_t esize, F&& f) {
+  switch (esize) {
+    case 1:
+      return f(static_cast<uint8_t*>(nullptr));
+    case 2:
+      return f(static_cast<uint16_t*>(nullptr));
+    case 4:
+      return f(static_cast<uint32_t*>(nullptr));
+    default:
+      return f(static_cast<uint64_t*>(nullptr));
+  }
+}
+
+// Walks the multi-index of the outer dims (all but the last) of `shape`, keeping the source
+// offset sum(index[k] * strides[k]) up to date.
+class OuterWalk {
+ public:
+  OuterWalk(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides, int64_t row)
+      : shape_(shape), strides_(strides), index_(shape.size(), 0) {
+    for (size_t k = shape.size() - 1; k-- > 0;) {
+      index_[k] = row % shape[k];
+      row /= shape[k];
+      offset_ += index_[k] * strides[k];
+    }
+  }
+  int64_t offset() const { return offset_; }
+  void next() {
+    for (size_t k = shape_.size() - 1; k-- > 0;) {
+      offset_ += strides_[k];
+      if (++index_[k] < shape_[k]) return;
+      offset_ -= index_[k] * strides_[k];
+      index_[k] = 0;
+    }
+  }
+
+ private:
+  const std::vector<int64_t>& shape_;
+  const std::vector<int64_t>& strides_;
+  std::vector<int64_t> index_;
+  int64_t offset_ = 0;
+};
+
+// The innermost dim is read with a large stride while dim `j` is contiguous in the source:
+// copy in square tiles so both the reads and the writes stay within a few cache lines.
+template <class W>
+void tiled_copy(const ThreadPool& pool, W* dst, const W* src, const std::vector<int64_t>& shape,
+                const std::vector<int64_t>& strides, size_t j) {
+  constexpr int64_t kTile = 32;
+  const size_t rank = shape.size();
+  const int64_t nj = shape[j], nl = shape.back(), sl = strides.back();
+  std::vector<int64_t> dst_strides(rank, 1);
+  for (size_t k = rank - 1; k-- > 0;) dst_strides[k] = dst_strides[k + 1] * shape[k + 1];
+  // Outer = every dim except j and the last, walked as a shape with j set to 1.
+  std::vector<int64_t> outer_shape = shape, outer_src = strides, outer_dst = dst_strides;
+  outer_shape[j] = 1;
+  outer_shape.back() = 1;
+  int64_t outer = 1;
+  for (int64_t d : outer_shape) outer *= d;
+  const int64_t tiles_j = (nj + kTile - 1) / kTile;
+  const int64_t dj = dst_strides[j];
+  pool.parallel_for(outer * tiles_j, 4, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      int64_t o = t / tiles_j, s_off = 0, d_off = 0;
+      for (size_t k = rank; k-- > 0;) {
+        const int64_t i = o % outer_shape[k];
+        o /= outer_shape[k];
+        s_off += i * outer_src[k];
+        d_off += i * outer_dst[k];
+      }
+      const int64_t j0 = (t % tiles_j) * kTile, j1 = std::min(nj, j0 + kTile);
+      for (int64_t l0 = 0; l0 < nl; l0 += kTile) {
+        const int64_t l1 = std::min(nl, l0 + kTile);
+        for (int64_t l = l0; l < l1; ++l)
+          for (int64_t jj = j0; jj < j1; ++jj) dst[d_off + jj * dj + l] = src[s_off + jj + l * sl];
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void strided_copy(const ThreadPool& pool, void* dst, const void* src, size_t esize,
+                  std::vector<int64_t> shape, std::vector<int64_t> strides, int64_t base) {
+  // Drop size-1 dims and merge neighbours that are contiguous with each other in the source.
+  std::vector<int64_t> s, st;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 0) return;
+    if (shape[i] == 1) continue;
+    if (!s.empty() && st.back() == strides[i] * shape[i]) {
+      s.back() *= shape[i];
+      st.back() = strides[i];
+      continue;
+    }
+    s.push_back(shape[i]);
+    st.push_back(strides[i]);
+  }
+  const auto* in = static_cast<const uint8_t*>(src) + base * static_cast<int64_t>(esize);
+  auto* out = static_cast<uint8_t*>(dst);
+  if (s.empty()) return (void)std::memcpy(out, in, esize);
+  const int64_t width = s.back(), inner_stride = st.back();
+  int64_t rows = 1;
+  for (size_t k = 0; k + 1 < s.size(); ++k) rows *= s[k];
+  const auto es = static_cast<int64_t>(esize);
+  if (inner_stride == 1) {
+    const int64_t row_bytes = width * es;
+    pool.parallel_for(rows, std::max<int64_t>(1, (int64_t{1} << 15) / row_bytes),
+                      [&](int64_t begin, int64_t end) {
+                        OuterWalk walk(s, st, begin);
+                        for (int64_t r = begin; r < end; ++r, walk.next())
+                          std::memcpy(out + r * row_bytes, in + walk.offset() * es,
+                                      static_cast<size_t>(row_bytes));
+                      });
+    return;
+  }
+  // A transpose-like copy: some outer dim is contiguous in the source.
+  for (size_t j = 0; j + 1 < s.size(); ++j) {
+    if (st[j] == 1 && inner_stride != 0 && width >= 8 && s[j] >= 8) {
+      with_word(esize, [&](auto* w) {
+        using W = std::remove_pointer_t<decltype(w)>;
+        tiled_copy(pool, reinterpret_cast<W*>(out), reinterpret_cast<const W*>(in), s, st, j);
+      });
+      return;
+    }
+  }
+  with_word(esize, [&](auto* w) {
+    using W = std::remove_pointer_t<decltype(w)>;
+    auto* o = reinterpret_cast<W*>(out);
+    const auto* i = reinterpret_cast<const W*>(in);
+    pool.parallel_for(rows, std::max<int64_t>(1, (int64_t{1} << 13) / width),
+                      [&](int64_t begin, int64_t end) {
+                        OuterWalk walk(s, st, begin);
+                        for (int64_t r = begin; r < end; ++r, walk.next()) {
+                          W* d = o + r * width;
+                          const W* p = i + walk.offset();
+                          for (int64_t x = 0; x < width; ++x) d[x] = p[x * inner_stride];
+                        }
+                      });
+  });
+}
+
+std::array<uint8_t, 8> scalar_bytes(DType dtype, double value) {
+  std::array<uint8_t, 8> b{};
+  auto put = [&](auto v) { std::memcpy(b.data(), &v, sizeof v); };
+  switch (dtype) {
+    case DType::Float32:
+      put(static_cast<float>(value));
+      break;
+    case DType::Float64:
+      put(value);
+      break;
+    case DType::Float16:
+      put(float_to_half(static_cast<float>(value)));
+      break;
+    case DType::Int8:
+      put(static_cast<int8_t>(value));
+      break;
+    case DType::Int16:
+      put(static_cast<int16_t>(value));
+      break;
+    case DType::Int32:
+      put(static_cast<int32_t>(value));
+      break;
+    case DType::Int64:
+      put(static_cast<int64_t>(value));
+      break;
+    case DType::UInt8:
+      put(static_cast<uint8_t>(value));
+      break;
+    case DType::UInt16:
+      put(static_cast<uint16_t>(value));
+      break;
+    case DType::UInt32:
+      put(static_cast<uint32_t>(value));
+      break;
+    case DType::UInt64:
+      put(static_cast<uint64_t>(value));
+      break;
+    case DType::Bool:
+      put(static_cast<uint8_t>(value != 0));
+      break;
+    default:
+      break;
+  }
+  return b;
+}
+
+}  // namespace quilt::cpu
