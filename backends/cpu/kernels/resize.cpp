@@ -151,8 +151,9 @@ struct AxisTaps {
   bool identity = false;  // out == in and every position reads itself with weight 1
 };
 
-AxisTaps plan_axis(const ResizeParams& p, int64_t in, int64_t out, float scale, float roi_start,
-                   float roi_end) {
+// from_scales: the output size came from a scale factor rather than `sizes`.
+AxisTaps plan_axis(const ResizeParams& p, int64_t in, int64_t out, float scale, bool from_scales,
+                   float roi_start, float roi_end) {
   AxisTaps t;
   t.in = in;
   t.out = out;
@@ -167,7 +168,11 @@ AxisTaps plan_axis(const ResizeParams& p, int64_t in, int64_t out, float scale, 
   t.index.assign(static_cast<size_t>(out * t.taps), 0);
   t.weight.assign(static_cast<size_t>(out * t.taps), 0.0f);
   t.outside.assign(static_cast<size_t>(out), 0);
-  const auto fin = static_cast<float>(in), fout = static_cast<float>(out);
+  const auto fin = static_cast<float>(in);
+  // align_corners maps the corners of the unrounded output (in * scale) onto the input corners,
+  // as the ONNX reference and conformance tests do (onnxruntime uses the rounded size).
+  const float fout =
+      p.coord == Coord::AlignCorners && from_scales ? scale * fin : static_cast<float>(out);
   for (int64_t o = 0; o < out; ++o) {
     const float x =
         source_coord(p.coord, static_cast<float>(o), scale, fout, fin, roi_start, roi_end);
@@ -268,11 +273,13 @@ std::vector<AxisTaps> plan(const ResizeParams& p, KernelContext& ctx) {
     for (int64_t a = 0; a < rank; ++a) axes.push_back(a);
 
   std::vector<float> scales(static_cast<size_t>(rank), 1.0f);
+  bool from_scales = true;
   std::vector<float> roi_start(static_cast<size_t>(rank), 0.0f);
   std::vector<float> roi_end(static_cast<size_t>(rank), 1.0f);
   if (p.upsample) {
     scales = p.opset < 9 ? p.attr_scales : float_values(ctx.input(1));
   } else if (p.opset >= 11 && given(ctx, 3)) {
+    from_scales = false;
     const std::vector<int64_t> sizes = int_values(ctx.input(3));
     std::vector<float> s(axes.size());
     for (size_t i = 0; i < axes.size(); ++i) {
@@ -297,7 +304,7 @@ std::vector<AxisTaps> plan(const ResizeParams& p, KernelContext& ctx) {
   }
   std::vector<AxisTaps> plans;
   for (size_t a = 0; a < in.size(); ++a)
-    plans.push_back(plan_axis(p, in[a], out[a], scales[a], roi_start[a], roi_end[a]));
+    plans.push_back(plan_axis(p, in[a], out[a], scales[a], from_scales, roi_start[a], roi_end[a]));
   return plans;
 }
 
