@@ -11,9 +11,6 @@
 namespace quilt {
 namespace {
 
-bool is_float_dtype(DType d) {
-  return d == DType::Float32 || d == DType::Float64 || d == DType::Float16;
-}
 
 // Fails unless input i's dtype is one of `allowed` (Undefined passes: not known yet).
 void require_dtype(InferenceContext& ctx, size_t i, std::initializer_list<DType> allowed,

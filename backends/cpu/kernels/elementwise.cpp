@@ -1,8 +1,382 @@
-// CPU kernels of the elementwise op family.
+// CPU kernels of the elementwise op family: broadcasting binary ops, comparisons, logic, the
+// variadic ops, PRelu and Where. Unary ops are in elementwise_unary.cpp, Cast in
+// elementwise_cast.cpp.
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
 #include "backends/cpu/kernel.hpp"
+#include "backends/cpu/kernels/broadcast.hpp"
 
 namespace quilt::cpu {
 
-void register_cpu_elementwise(KernelRegistry& r) { (void)r; }
+void register_cpu_elementwise_unary(KernelRegistry& r);
+void register_cpu_elementwise_cast(KernelRegistry& r);
+
+namespace {
+
+[[noreturn]] void fail_dtype(const KernelContext& ctx, size_t input) {
+  ctx.node.fail(std::string("the CPU kernel does not support input ") + std::to_string(input) +
+                " of dtype " + dtype_name(ctx.input(input).dtype()));
+}
+
+// All ops whose inputs share one dtype: fn(T{}) for input 0's dtype in Types.
+template <class Types, class Fn>
+void dispatch(const KernelContext& ctx, Types types, Fn&& fn) {
+  if (!visit_dtype(ctx.input(0).dtype(), types, fn)) fail_dtype(ctx, 0);
+}
+
+// ---- arithmetic ----
+
+struct AddOp {
+  template <class T>
+  T operator()(T a, T b) const {
+    return static_cast<T>(a + b);
+  }
+};
+struct SubOp {
+  template <class T>
+  T operator()(T a, T b) const {
+    return static_cast<T>(a - b);
+  }
+};
+struct MulOp {
+  template <class T>
+  T operator()(T a, T b) const {
+    return static_cast<T>(a * b);
+  }
+};
+// Integer division truncates toward zero like C; x / 0 gives 0 and MIN / -1 wraps instead of
+// trapping, so a bad value cannot crash the process.
+struct DivOp {
+  template <class T>
+  T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      return a / b;
+    } else {
+      if (b == 0) return 0;
+      if constexpr (std::is_signed_v<T>)
+        if (b == -1) return static_cast<T>(0 - static_cast<std::make_unsigned_t<T>>(a));
+      return static_cast<T>(a / b);
+    }
+  }
+};
+
+// Mod with fmod = 1: the result has the dividend's sign (C fmod / %). With fmod = 0: the
+// divisor's sign (Python / numpy mod).
+template <bool kFmod>
+struct ModOp {
+  template <class T>
+  T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      T r = std::fmod(a, b);
+      if (!kFmod && r != 0 && ((r < 0) != (b < 0))) r += b;
+      return r;
+    } else {
+      if (b == 0) return 0;
+      if constexpr (std::is_signed_v<T>) {
+        if (b == -1) return 0;
+        T r = static_cast<T>(a % b);
+        if (!kFmod && r != 0 && ((r < 0) != (b < 0))) r = static_cast<T>(r + b);
+        return r;
+      } else {
+        return static_cast<T>(a % b);
+      }
+    }
+  }
+};
+
+template <class Op, class Types>
+KernelFn same_type_binary(Types types) {
+  return [types](KernelContext& ctx) {
+    const Tensor& a = ctx.input(0);
+    const Tensor& b = ctx.input(1);
+    Tensor& out = ctx.output(0);
+    dispatch(ctx, types, [&](auto tag) {
+      using T = decltype(tag);
+      broadcast_binary<T, T, T>(ctx.pool, a, b, out, Op{});
+    });
+  };
+}
+
+// ---- Pow ----
+
+// Integer base and exponent: exact repeated squaring (pow through double loses int64 bits).
+template <class T, class E>
+T int_pow(T base, E exp) {
+  if (exp < 0) {
+    if (base == 1) return 1;
+    if (base == -1) return (exp % 2) ? -1 : 1;
+    return 0;  // |base| >= 2: the true value truncates to 0 (base 0: undefined, give 0)
+  }
+  using U = std::make_unsigned_t<T>;
+  U result = 1, b = static_cast<U>(base);
+  auto e = static_cast<uint64_t>(exp);
+  while (e) {
+    if (e & 1) result = static_cast<U>(result * b);
+    b = static_cast<U>(b * b);
+    e >>= 1;
+  }
+  return static_cast<T>(result);
+}
+
+template <class T, class E>
+T pow_value(T a, E b) {
+  if constexpr (std::is_integral_v<T> && std::is_integral_v<E>) {
+    return int_pow(a, b);
+  } else if constexpr (std::is_same_v<T, float> && !std::is_same_v<E, double>) {
+    return std::pow(a, static_cast<float>(b));
+  } else {
+    return static_cast<T>(std::pow(static_cast<double>(a), static_cast<double>(b)));
+  }
+}
+
+using PowTypes = TypeList<float, double, int32_t, int64_t>;
+
+void pow_kernel(KernelContext& ctx) {
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(1);
+  Tensor& out = ctx.output(0);
+  bool ok = visit_dtype(a.dtype(), PowTypes{}, [&](auto base_tag) {
+    using T = decltype(base_tag);
+    // A scalar float exponent of 2 or 3 (squares in norms, cubes in Gelu) is a multiply.
+    if constexpr (std::is_floating_point_v<T>) {
+      if (b.numel() == 1 && b.dtype() == a.dtype()) {
+        const T e = b.data<T>()[0];
+        if (e == 2) {
+          broadcast_binary<T, T, T>(ctx.pool, a, b, out, [](T x, T) { return x * x; });
+          return;
+        }
+        if (e == 3) {
+          broadcast_binary<T, T, T>(ctx.pool, a, b, out, [](T x, T) { return x * x * x; });
+          return;
+        }
+      }
+    }
+    if (!visit_dtype(b.dtype(), PowTypes{}, [&](auto exp_tag) {
+          using E = decltype(exp_tag);
+          broadcast_binary<T, E, T>(ctx.pool, a, b, out, [](T x, E y) { return pow_value(x, y); });
+        }))
+      fail_dtype(ctx, 1);
+  });
+  if (!ok) fail_dtype(ctx, 0);
+}
+
+// ---- comparisons and logic ----
+
+template <class Op, class Types>
+KernelFn compare_kernel(Types types) {
+  return [types](KernelContext& ctx) {
+    const Tensor& a = ctx.input(0);
+    const Tensor& b = ctx.input(1);
+    Tensor& out = ctx.output(0);
+    dispatch(ctx, types, [&](auto tag) {
+      using T = decltype(tag);
+      broadcast_binary<T, T, bool>(ctx.pool, a, b, out, Op{});
+    });
+  };
+}
+
+struct EqualOp {
+  template <class T>
+  bool operator()(T a, T b) const {
+    return a == b;
+  }
+};
+struct LessOp {
+  template <class T>
+  bool operator()(T a, T b) const {
+    return a < b;
+  }
+};
+struct GreaterOp {
+  template <class T>
+  bool operator()(T a, T b) const {
+    return a > b;
+  }
+};
+struct LessOrEqualOp {
+  template <class T>
+  bool operator()(T a, T b) const {
+    return a <= b;
+  }
+};
+struct GreaterOrEqualOp {
+  template <class T>
+  bool operator()(T a, T b) const {
+    return a >= b;
+  }
+};
+struct AndOp {
+  bool operator()(bool a, bool b) const { return a && b; }
+};
+struct OrOp {
+  bool operator()(bool a, bool b) const { return a || b; }
+};
+struct XorOp {
+  bool operator()(bool a, bool b) const { return a != b; }
+};
+
+// ---- variadic ----
+
+// Min and Max propagate NaN like numpy's minimum/maximum.
+struct MinOp {
+  template <class T>
+  T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>) return (a < b || a != a) ? a : b;
+    return a < b ? a : b;
+  }
+};
+struct MaxOp {
+  template <class T>
+  T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>) return (a > b || a != a) ? a : b;
+    return a > b ? a : b;
+  }
+};
+
+// out = in0 op in1 op ... with broadcasting across all inputs; Mean divides by the count.
+template <class Op, bool kMean, class Types>
+KernelFn variadic_kernel(Types types) {
+  return [types](KernelContext& ctx) {
+    Tensor& out = ctx.output(0);
+    std::vector<std::vector<int64_t>> shapes;
+    for (size_t i = 0; i < ctx.num_inputs(); ++i) shapes.push_back(ctx.input(i).shape());
+    BroadcastPlan plan(out.shape(), shapes);
+    dispatch(ctx, types, [&](auto tag) {
+      using T = decltype(tag);
+      std::vector<const T*> in;
+      for (size_t i = 0; i < ctx.num_inputs(); ++i) in.push_back(ctx.input(i).data<T>());
+      T* po = out.data<T>();
+      const Op op;
+      parallel_runs(ctx.pool, plan, kElementwiseGrain,
+                    [&](int64_t o, const int64_t* off, int64_t n, const int64_t* step) {
+                      T* y = po + o;
+                      const T* x0 = in[0] + off[0];
+                      if (step[0])
+                        for (int64_t i = 0; i < n; ++i) y[i] = x0[i];
+                      else
+                        for (int64_t i = 0; i < n; ++i) y[i] = *x0;
+                      for (size_t k = 1; k < in.size(); ++k) {
+                        const T* xk = in[k] + off[k];
+                        binary_run(y, y, 1, xk, step[k], n, op);
+                      }
+                      if constexpr (kMean) {
+                        const T scale = static_cast<T>(in.size());
+                        for (int64_t i = 0; i < n; ++i) y[i] /= scale;
+                      }
+                    });
+    });
+  };
+}
+
+// ---- PRelu and Where ----
+
+void prelu_kernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& slope = ctx.input(1);
+  Tensor& out = ctx.output(0);
+  dispatch(ctx, SignedTypes{}, [&](auto tag) {
+    using T = decltype(tag);
+    broadcast_binary<T, T, T>(ctx.pool, x, slope, out,
+                              [](T v, T s) { return v < 0 ? static_cast<T>(v * s) : v; });
+  });
+}
+
+// Where moves elements without looking at them, so one instantiation per element size serves
+// every dtype.
+template <class U>
+void where_typed(KernelContext& ctx) {
+  const Tensor& c = ctx.input(0);
+  const Tensor& x = ctx.input(1);
+  const Tensor& y = ctx.input(2);
+  Tensor& out = ctx.output(0);
+  BroadcastPlan plan(out.shape(), {c.shape(), x.shape(), y.shape()});
+  const bool* pc = c.data<bool>();
+  const U* px = static_cast<const U*>(x.raw_data());
+  const U* py = static_cast<const U*>(y.raw_data());
+  U* po = static_cast<U*>(out.raw_data());
+  parallel_runs(ctx.pool, plan, kElementwiseGrain,
+                [&](int64_t o, const int64_t* off, int64_t n, const int64_t* s) {
+                  const bool* cc = pc + off[0];
+                  const U* xx = px + off[1];
+                  const U* yy = py + off[2];
+                  U* oo = po + o;
+                  if (s[0] && s[1] && s[2]) {
+                    for (int64_t i = 0; i < n; ++i) oo[i] = cc[i] ? xx[i] : yy[i];
+                  } else {
+                    for (int64_t i = 0; i < n; ++i)
+                      oo[i] = cc[i * s[0]] ? xx[i * s[1]] : yy[i * s[2]];
+                  }
+                });
+}
+
+void where_kernel(KernelContext& ctx) {
+  switch (dtype_size(ctx.input(1).dtype())) {
+    case 1: return where_typed<uint8_t>(ctx);
+    case 2: return where_typed<uint16_t>(ctx);
+    case 4: return where_typed<uint32_t>(ctx);
+    case 8: return where_typed<uint64_t>(ctx);
+    default: fail_dtype(ctx, 1);
+  }
+}
+
+SupportFn all_of(std::vector<SupportFn> fns) {
+  return [fns](const NodeSignature& sig) {
+    for (const auto& f : fns)
+      if (std::string reason = f(sig); !reason.empty()) return reason;
+    return std::string();
+  };
+}
+
+}  // namespace
+
+void register_cpu_elementwise(KernelRegistry& r) {
+  const SupportFn numeric = dtypes_of_input(dtypes_of(NumericTypes{}));
+  r.add("Add", numeric, same_type_binary<AddOp>(NumericTypes{}));
+  r.add("Sub", numeric, same_type_binary<SubOp>(NumericTypes{}));
+  r.add("Mul", numeric, same_type_binary<MulOp>(NumericTypes{}));
+  r.add("Div", numeric, same_type_binary<DivOp>(NumericTypes{}));
+  r.add("Mod", numeric, [](KernelContext& ctx) {
+    if (ctx.node.attr_int("fmod", 0))
+      same_type_binary<ModOp<true>>(NumericTypes{})(ctx);
+    else
+      same_type_binary<ModOp<false>>(NumericTypes{})(ctx);
+  });
+  r.add("Pow",
+        all_of({dtypes_of_input(dtypes_of(PowTypes{}), 0),
+                dtypes_of_input(dtypes_of(PowTypes{}), 1)}),
+        pow_kernel);
+
+  r.add("Equal", dtypes_of_input(dtypes_of(AllTypes{})), compare_kernel<EqualOp>(AllTypes{}));
+  r.add("Less", numeric, compare_kernel<LessOp>(NumericTypes{}));
+  r.add("Greater", numeric, compare_kernel<GreaterOp>(NumericTypes{}));
+  r.add("LessOrEqual", numeric, compare_kernel<LessOrEqualOp>(NumericTypes{}));
+  r.add("GreaterOrEqual", numeric, compare_kernel<GreaterOrEqualOp>(NumericTypes{}));
+
+  const SupportFn boolean = dtypes_of_input({DType::Bool});
+  r.add("And", boolean, compare_kernel<AndOp>(TypeList<bool>{}));
+  r.add("Or", boolean, compare_kernel<OrOp>(TypeList<bool>{}));
+  r.add("Xor", boolean, compare_kernel<XorOp>(TypeList<bool>{}));
+  r.add("Not", boolean, [](KernelContext& ctx) {
+    const bool* x = ctx.input(0).data<bool>();
+    bool* y = ctx.output(0).data<bool>();
+    ctx.pool.parallel_for(ctx.input(0).numel(), kElementwiseGrain, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) y[i] = !x[i];
+    });
+  });
+
+  r.add("Min", numeric, variadic_kernel<MinOp, false>(NumericTypes{}));
+  r.add("Max", numeric, variadic_kernel<MaxOp, false>(NumericTypes{}));
+  const SupportFn floats = dtypes_of_input(dtypes_of(FloatTypes{}));
+  r.add("Sum", floats, variadic_kernel<AddOp, false>(FloatTypes{}));
+  r.add("Mean", floats, variadic_kernel<AddOp, true>(FloatTypes{}));
+
+  r.add("PRelu", dtypes_of_input(dtypes_of(SignedTypes{})), prelu_kernel);
+  r.add("Where", dtypes_of_input({DType::Bool}), where_kernel);
+
+  register_cpu_elementwise_unary(r);
+  register_cpu_elementwise_cast(r);
+}
 
 }  // namespace quilt::cpu

@@ -1,0 +1,301 @@
+// CPU kernels of the unary elementwise ops (activations, math, Clip, IsNaN, IsInf).
+//
+// Each op is a scalar function applied over a contiguous buffer split across the pool. The hot
+// float32 ones (Exp, Sigmoid, Tanh) use branch-free polynomial forms of exp/tanh so that the
+// loops vectorise; they are within a few ulp of the libm result.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "backends/cpu/kernel.hpp"
+#include "backends/cpu/kernels/broadcast.hpp"
+
+namespace quilt::cpu {
+namespace {
+
+// Transcendental ops cost ~10-50x a multiply: split them across threads earlier.
+constexpr int64_t kMathGrain = 1 << 12;
+
+// ---- vectorisable float32 exp and tanh ----
+
+inline float bits_to_float(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// exp(x) by range reduction x = n ln2 + r, |r| <= ln2/2, and a degree-6 polynomial for e^r
+// (Cephes expf coefficients). Below the float32 normal range the result flushes to 0.
+inline float exp_f32(float x) {
+  const float hi = 88.72283935546875f, lo = -87.33654022216797f;
+  float xc = std::fmin(std::fmax(x, lo), hi);
+  float n = std::nearbyint(xc * 1.44269504088896341f);
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  // 2^n split in two factors so that n = 128 (x just below the overflow limit) stays finite.
+  int32_t ni = static_cast<int32_t>(n);
+  int32_t n1 = ni >> 1, n2 = ni - n1;
+  float result = p * bits_to_float(static_cast<uint32_t>(n1 + 127) << 23) *
+                 bits_to_float(static_cast<uint32_t>(n2 + 127) << 23);
+  result = x > hi ? std::numeric_limits<float>::infinity() : result;
+  result = x < lo ? 0.0f : result;
+  return x != x ? x : result;
+}
+
+// tanh: an odd polynomial near 0 (where 1 - 2/(e^2x + 1) would cancel), the exp form elsewhere
+// (Cephes tanhf).
+inline float tanh_f32(float x) {
+  float ax = std::fabs(x);
+  float z = x * x;
+  float p = -5.70498872745e-3f;
+  p = p * z + 2.06390887954e-2f;
+  p = p * z - 5.37397155531e-2f;
+  p = p * z + 1.33314422036e-1f;
+  p = p * z - 3.33332819422e-1f;
+  float small = p * z * x + x;
+  float e = exp_f32(2.0f * std::fmin(ax, 10.0f));
+  float big = std::copysign(1.0f - 2.0f / (e + 1.0f), x);
+  return ax < 0.625f ? small : big;  // NaN: ax < 0.625 is false and big is NaN
+}
+
+template <class T>
+T exp_of(T x) {
+  if constexpr (std::is_same_v<T, float>)
+    return exp_f32(x);
+  else
+    return std::exp(x);
+}
+
+template <class T>
+T tanh_of(T x) {
+  if constexpr (std::is_same_v<T, float>)
+    return tanh_f32(x);
+  else
+    return std::tanh(x);
+}
+
+// ---- the map helper ----
+
+// y[i] = f(x[i]) with X = input 0 and Y = output 0.
+template <class T, class O, class F>
+void map_unary(KernelContext& ctx, F f, int64_t grain) {
+  const Tensor& x = ctx.input(0);
+  const T* px = x.data<T>();
+  O* py = ctx.output(0).data<O>();
+  ctx.pool.parallel_for(x.numel(), grain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) py[i] = f(px[i]);
+  });
+}
+
+// An op defined by make(node, T{}) -> (T -> T) for each T of Types. make runs once per run to
+// read attributes.
+template <class Types, class Make>
+KernelFn unary_kernel(Make make, int64_t grain) {
+  return [make, grain](KernelContext& ctx) {
+    bool ok = visit_dtype(ctx.input(0).dtype(), Types{}, [&](auto tag) {
+      using T = decltype(tag);
+      map_unary<T, T>(ctx, make(ctx.node, tag), grain);
+    });
+    if (!ok)
+      ctx.node.fail(std::string("the CPU kernel does not support dtype ") +
+                    dtype_name(ctx.input(0).dtype()));
+  };
+}
+
+template <class Types, class Make>
+void add_unary(KernelRegistry& r, const char* op, Make make, int64_t grain = kElementwiseGrain) {
+  r.add(op, dtypes_of_input(dtypes_of(Types{})), unary_kernel<Types>(make, grain));
+}
+
+// A stateless float op given as a generic lambda T -> T.
+template <class Types, class F>
+void add_simple(KernelRegistry& r, const char* op, F f, int64_t grain = kMathGrain) {
+  add_unary<Types>(
+      r, op,
+      [f](const Node&, auto tag) {
+        using T = decltype(tag);
+        return [f](T x) -> T { return f(x); };
+      },
+      grain);
+}
+
+// ---- Clip ----
+
+template <class T>
+T clip_bound(const KernelContext& ctx, size_t input, T fallback) {
+  const Tensor* t = ctx.optional_input(input);
+  if (!t || t->numel() == 0) return fallback;
+  if (t->dtype() != dtype_of<T>())
+    ctx.node.fail(std::string(input == 1 ? "min" : "max") + " has dtype " +
+                  dtype_name(t->dtype()) + ", expected " + dtype_name(dtype_of<T>()));
+  return t->data<T>()[0];
+}
+
+void clip_kernel(KernelContext& ctx) {
+  bool ok = visit_dtype(ctx.input(0).dtype(), NumericTypes{}, [&](auto tag) {
+    using T = decltype(tag);
+    T lo = std::numeric_limits<T>::lowest(), hi = std::numeric_limits<T>::max();
+    if (ctx.node.opset < 11) {
+      if constexpr (std::is_floating_point_v<T>) {
+        lo = static_cast<T>(ctx.node.attr_float("min", std::numeric_limits<float>::lowest()));
+        hi = static_cast<T>(ctx.node.attr_float("max", std::numeric_limits<float>::max()));
+      }
+    } else {
+      lo = clip_bound<T>(ctx, 1, lo);
+      hi = clip_bound<T>(ctx, 2, hi);
+    }
+    // min > max gives max everywhere, as the spec asks; NaN passes through.
+    map_unary<T, T>(
+        ctx, [lo, hi](T x) { return std::min(std::max(x, lo), hi); }, kElementwiseGrain);
+  });
+  if (!ok)
+    ctx.node.fail(std::string("the CPU kernel does not support dtype ") +
+                  dtype_name(ctx.input(0).dtype()));
+}
+
+SupportFn clip_support() {
+  auto numeric = dtypes_of_input(dtypes_of(NumericTypes{}));
+  auto floats = dtypes_of_input(dtypes_of(FloatTypes{}));
+  return [numeric, floats](const NodeSignature& sig) {
+    return sig.node.opset < 11 ? floats(sig) : numeric(sig);
+  };
+}
+
+}  // namespace
+
+void register_cpu_elementwise_unary(KernelRegistry& r) {
+  // Cheap float ops.
+  add_simple<SignedTypes>(
+      r, "Relu", [](auto x) { return x > 0 ? x : decltype(x)(0); }, kElementwiseGrain);
+  add_simple<SignedTypes>(
+      r, "Neg", [](auto x) { return decltype(x)(-x); }, kElementwiseGrain);
+  add_simple<NumericTypes>(
+      r, "Abs",
+      [](auto x) {
+        using T = decltype(x);
+        if constexpr (std::is_unsigned_v<T>)
+          return x;
+        else if constexpr (std::is_floating_point_v<T>)
+          return std::fabs(x);
+        else
+          return static_cast<T>(x < 0 ? -x : x);
+      },
+      kElementwiseGrain);
+  add_simple<NumericTypes>(
+      r, "Sign",
+      [](auto x) {
+        using T = decltype(x);
+        if constexpr (std::is_floating_point_v<T>)
+          if (x != x) return x;
+        return static_cast<T>((x > T(0)) - (x < T(0)));
+      },
+      kElementwiseGrain);
+  add_simple<FloatTypes>(r, "Floor", [](auto x) { return std::floor(x); }, kElementwiseGrain);
+  add_simple<FloatTypes>(r, "Ceil", [](auto x) { return std::ceil(x); }, kElementwiseGrain);
+  // rint rounds half to even in the default rounding mode.
+  add_simple<FloatTypes>(r, "Round", [](auto x) { return std::rint(x); }, kElementwiseGrain);
+  add_simple<FloatTypes>(
+      r, "Reciprocal", [](auto x) { return decltype(x)(1) / x; }, kElementwiseGrain);
+  add_simple<FloatTypes>(r, "Sqrt", [](auto x) { return std::sqrt(x); }, kElementwiseGrain);
+  add_simple<FloatTypes>(
+      r, "Softsign", [](auto x) { return x / (decltype(x)(1) + std::fabs(x)); },
+      kElementwiseGrain);
+  add_simple<FloatTypes>(
+      r, "HardSwish",
+      [](auto x) {
+        using T = decltype(x);
+        return x * std::fmax(T(0), std::fmin(T(1), x / T(6) + T(0.5)));
+      },
+      kElementwiseGrain);
+
+  // Transcendental float ops.
+  add_simple<FloatTypes>(r, "Exp", [](auto x) { return exp_of(x); });
+  add_simple<FloatTypes>(r, "Log", [](auto x) { return std::log(x); });
+  add_simple<FloatTypes>(r, "Sin", [](auto x) { return std::sin(x); });
+  add_simple<FloatTypes>(r, "Cos", [](auto x) { return std::cos(x); });
+  add_simple<FloatTypes>(r, "Erf", [](auto x) { return std::erf(x); });
+  add_simple<FloatTypes>(r, "Tanh", [](auto x) { return tanh_of(x); });
+  add_simple<FloatTypes>(r, "Sigmoid", [](auto x) {
+    using T = decltype(x);
+    return T(1) / (T(1) + exp_of(-x));
+  });
+  // log(1 + e^x) without overflow for large x.
+  add_simple<FloatTypes>(r, "Softplus", [](auto x) {
+    using T = decltype(x);
+    return std::fmax(x, T(0)) + std::log1p(std::exp(-std::fabs(x)));
+  });
+
+  // Ops with attributes.
+  add_unary<FloatTypes>(r, "LeakyRelu", [](const Node& node, auto tag) {
+    using T = decltype(tag);
+    const T alpha = static_cast<T>(node.attr_float("alpha", 0.01f));
+    return [alpha](T x) { return x >= 0 ? x : alpha * x; };
+  });
+  add_unary<FloatTypes>(
+      r, "Elu",
+      [](const Node& node, auto tag) {
+        using T = decltype(tag);
+        const T alpha = static_cast<T>(node.attr_float("alpha", 1.0f));
+        return [alpha](T x) { return x >= 0 ? x : alpha * std::expm1(x); };
+      },
+      kMathGrain);
+  add_unary<FloatTypes>(
+      r, "Selu",
+      [](const Node& node, auto tag) {
+        using T = decltype(tag);
+        const T alpha = static_cast<T>(node.attr_float("alpha", 1.67326319217681884765625f));
+        const T gamma = static_cast<T>(node.attr_float("gamma", 1.05070102214813232421875f));
+        return [alpha, gamma](T x) { return x > 0 ? gamma * x : gamma * alpha * std::expm1(x); };
+      },
+      kMathGrain);
+  add_unary<FloatTypes>(r, "HardSigmoid", [](const Node& node, auto tag) {
+    using T = decltype(tag);
+    const T alpha = static_cast<T>(node.attr_float("alpha", 0.2f));
+    const T beta = static_cast<T>(node.attr_float("beta", 0.5f));
+    return [alpha, beta](T x) { return std::fmax(T(0), std::fmin(T(1), alpha * x + beta)); };
+  });
+  add_unary<FloatTypes>(
+      r, "Gelu",
+      [](const Node& node, auto tag) {
+        using T = decltype(tag);
+        const bool tanh_form = node.attr_string("approximate", "none") == "tanh";
+        return [tanh_form](T x) -> T {
+          if (tanh_form) {
+            const T k = static_cast<T>(0.7978845608028654);  // sqrt(2 / pi)
+            return T(0.5) * x * (T(1) + tanh_of(k * (x + T(0.044715) * x * x * x)));
+          }
+          return T(0.5) * x * (T(1) + std::erf(x * static_cast<T>(0.7071067811865476)));
+        };
+      },
+      kMathGrain);
+
+  // Float -> bool predicates.
+  r.add("IsNaN", dtypes_of_input(dtypes_of(FloatTypes{})), [](KernelContext& ctx) {
+    visit_dtype(ctx.input(0).dtype(), FloatTypes{}, [&](auto tag) {
+      using T = decltype(tag);
+      map_unary<T, bool>(ctx, [](T x) { return x != x; }, kElementwiseGrain);
+    });
+  });
+  r.add("IsInf", dtypes_of_input(dtypes_of(FloatTypes{})), [](KernelContext& ctx) {
+    const bool neg = ctx.node.attr_int("detect_negative", 1) != 0;
+    const bool pos = ctx.node.attr_int("detect_positive", 1) != 0;
+    visit_dtype(ctx.input(0).dtype(), FloatTypes{}, [&](auto tag) {
+      using T = decltype(tag);
+      const T inf = std::numeric_limits<T>::infinity();
+      map_unary<T, bool>(
+          ctx, [=](T x) { return (pos && x == inf) || (neg && x == -inf); }, kElementwiseGrain);
+    });
+  });
+
+  r.add("Clip", clip_support(), clip_kernel);
+}
+
+}  // namespace quilt::cpu
