@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <type_traits>
 
@@ -200,11 +201,12 @@ void run_plan(const ReducePlan& p, const T* x, T* y, const ThreadPool& pool) {
   const int64_t blocks = (len + block - 1) / block;
   pool.parallel_for(rows * blocks, std::max<int64_t>(1, 32768 / (work_per_output * block)),
                     [&](int64_t b, int64_t e) {
-                      std::vector<typename Op::Acc> acc(static_cast<size_t>(block));
+                      // Not std::vector: vector<bool> has no bool& to accumulate into.
+                      auto acc = std::make_unique<typename Op::Acc[]>(static_cast<size_t>(block));
                       for (int64_t task = b; task < e; ++task) {
                         const int64_t o = task / blocks, c0 = (task % blocks) * block;
                         const int64_t n = std::min(block, len - c0);
-                        std::fill(acc.begin(), acc.begin() + n, Op::init());
+                        std::fill(acc.get(), acc.get() + n, Op::init());
                         for (int64_t j = 0; j < nofs; ++j) {
                           const T* src = x + p.bases[o] + p.offsets[j] + c0;
                           for (int64_t t = 0; t < n; ++t) Op::add(acc[t], src[t]);
@@ -235,7 +237,10 @@ std::optional<std::vector<char>> reduced_axes(const KernelContext& ctx, bool axe
   return reduced;
 }
 
-template <template <class> class Op, bool Ints>
+// Which element types a reduction supports beyond float32 and float64.
+enum ExtraTypes { kFloatOnly = 0, kInts = 1, kIntsAndBool = 3 };
+
+template <template <class> class Op, int Extra>
 void run_reduce(KernelContext& ctx, int64_t first_input_axes_opset) {
   const Tensor& x = ctx.input(0);
   auto reduced = reduced_axes(ctx, ctx.node.opset >= first_input_axes_opset);
@@ -248,35 +253,40 @@ void run_reduce(KernelContext& ctx, int64_t first_input_axes_opset) {
   ReducePlan plan = make_plan(x.shape(), *reduced);
   auto go = [&]<class T>(T) { run_plan<T, Op<T>>(plan, x.data<T>(), y.data<T>(), ctx.pool); };
   if (x.dtype() == DType::Float32) return go(float{});
-  if constexpr (Ints) {
+  if (x.dtype() == DType::Float64) return go(double{});
+  if constexpr ((Extra & kInts) != 0) {
     if (x.dtype() == DType::Int32) return go(int32_t{});
     if (x.dtype() == DType::Int64) return go(int64_t{});
+  }
+  if constexpr (Extra == kIntsAndBool) {
+    if (x.dtype() == DType::Bool) return go(bool{});
   }
   ctx.node.fail(std::string("unsupported dtype ") + dtype_name(x.dtype()));
 }
 
-template <template <class> class Op, bool Ints>
+template <template <class> class Op, int Extra = kFloatOnly>
 void add_reduce(KernelRegistry& r, const char* op_type, int64_t first_input_axes_opset) {
-  std::vector<DType> types = {DType::Float32};
-  if (Ints) types.insert(types.end(), {DType::Int32, DType::Int64});
+  std::vector<DType> types = {DType::Float32, DType::Float64};
+  if (Extra & kInts) types.insert(types.end(), {DType::Int32, DType::Int64});
+  if (Extra == kIntsAndBool) types.push_back(DType::Bool);
   r.add(op_type, dtypes_of_input(types), [first_input_axes_opset](KernelContext& ctx) {
-    run_reduce<Op, Ints>(ctx, first_input_axes_opset);
+    run_reduce<Op, Extra>(ctx, first_input_axes_opset);
   });
 }
 
 }  // namespace
 
 void register_cpu_reduce(KernelRegistry& r) {
-  add_reduce<SumOp, true>(r, "ReduceSum", 13);
-  add_reduce<MeanOp, false>(r, "ReduceMean", 18);
-  add_reduce<MaxOp, true>(r, "ReduceMax", 18);
-  add_reduce<MinOp, true>(r, "ReduceMin", 18);
-  add_reduce<ProdOp, true>(r, "ReduceProd", 18);
-  add_reduce<L1Op, false>(r, "ReduceL1", 18);
-  add_reduce<L2Op, false>(r, "ReduceL2", 18);
-  add_reduce<SumSquareOp, false>(r, "ReduceSumSquare", 18);
-  add_reduce<LogSumOp, false>(r, "ReduceLogSum", 18);
-  add_reduce<LogSumExpOp, false>(r, "ReduceLogSumExp", 18);
+  add_reduce<SumOp, kInts>(r, "ReduceSum", 13);
+  add_reduce<MeanOp>(r, "ReduceMean", 18);
+  add_reduce<MaxOp, kIntsAndBool>(r, "ReduceMax", 18);
+  add_reduce<MinOp, kIntsAndBool>(r, "ReduceMin", 18);
+  add_reduce<ProdOp, kInts>(r, "ReduceProd", 18);
+  add_reduce<L1Op>(r, "ReduceL1", 18);
+  add_reduce<L2Op>(r, "ReduceL2", 18);
+  add_reduce<SumSquareOp>(r, "ReduceSumSquare", 18);
+  add_reduce<LogSumOp>(r, "ReduceLogSum", 18);
+  add_reduce<LogSumExpOp>(r, "ReduceLogSumExp", 18);
   register_cpu_reduce_index(r);
 }
 

@@ -85,6 +85,8 @@ void run_arg_reduce(KernelContext& ctx) {
   switch (ctx.input(0).dtype()) {
     case DType::Float32:
       return arg_reduce<float, Max>(ctx);
+    case DType::Float64:
+      return arg_reduce<double, Max>(ctx);
     case DType::Int32:
       return arg_reduce<int32_t, Max>(ctx);
     case DType::Int64:
@@ -134,7 +136,8 @@ void topk(KernelContext& ctx) {
 }
 
 std::string topk_support(const NodeSignature& sig) {
-  std::string r = dtypes_of_input({DType::Float32, DType::Int32, DType::Int64})(sig);
+  std::string r = dtypes_of_input(
+      {DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::UInt64})(sig);
   if (!r.empty()) return r;
   if (sig.inputs.size() > 1 && sig.inputs[1].dtype != DType::Undefined &&
       sig.inputs[1].dtype != DType::Int64)
@@ -196,13 +199,17 @@ void run_cumsum(KernelContext& ctx) {
 }  // namespace
 
 void register_cpu_reduce_index(KernelRegistry& r) {
-  const std::vector<DType> arg_types = {DType::Float32, DType::Int32, DType::Int64};
+  const std::vector<DType> arg_types = {DType::Float32, DType::Float64, DType::Int32, DType::Int64};
   r.add("ArgMax", dtypes_of_input(arg_types), run_arg_reduce<true>);
   r.add("ArgMin", dtypes_of_input(arg_types), run_arg_reduce<false>);
   r.add("TopK", topk_support, [](KernelContext& ctx) {
     switch (ctx.input(0).dtype()) {
       case DType::Float32:
         return topk<float>(ctx);
+      case DType::Float64:
+        return topk<double>(ctx);
+      case DType::UInt64:
+        return topk<uint64_t>(ctx);
       case DType::Int32:
         return topk<int32_t>(ctx);
       case DType::Int64:
