@@ -1,5 +1,6 @@
 // Schemas and shape inference of the tensor family's generators: Constant, ConstantOfShape,
 // Range, Trilu.
+#include <algorithm>
 #include <cmath>
 
 #include "core/half.hpp"
@@ -89,6 +90,15 @@ void infer_range(InferenceContext& ctx) {
     case DType::Float64:
       n = range_count<double>(*s, *l, *d, ctx);
       break;
+    case DType::Float16: {
+      // Range-27 added float16; the count is computed from the values widened to float.
+      const float fs = half_to_float(s->data<uint16_t>()[0]);
+      const float fl = half_to_float(l->data<uint16_t>()[0]);
+      const float fd = half_to_float(d->data<uint16_t>()[0]);
+      if (fd == 0) ctx.fail("delta is 0");
+      n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil(static_cast<double>(fl - fs) / fd)));
+      break;
+    }
     case DType::Int16:
       n = range_count<int16_t>(*s, *l, *d, ctx);
       break;
@@ -100,7 +110,7 @@ void infer_range(InferenceContext& ctx) {
       break;
     default:
       ctx.fail(std::string("dtype ") + dtype_name(dtype) +
-               " is not one of float32, float64, int16, int32, int64");
+               " is not one of float32, float64, float16, int16, int32, int64");
   }
   ctx.set_output(0, dtype, {n});
 }

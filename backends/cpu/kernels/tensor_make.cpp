@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "backends/cpu/kernel.hpp"
+#include "core/half.hpp"
 
 namespace quilt::cpu {
 
@@ -68,6 +69,15 @@ void range(KernelContext& ctx) {
       return range_as<float>(ctx);
     case DType::Float64:
       return range_as<double>(ctx);
+    case DType::Float16: {
+      const float start = half_to_float(ctx.input(0).data<uint16_t>()[0]);
+      const float delta = half_to_float(ctx.input(2).data<uint16_t>()[0]);
+      Tensor& out = ctx.output(0);
+      uint16_t* o = out.data<uint16_t>();
+      for (int64_t i = 0; i < out.numel(); ++i)
+        o[i] = float_to_half(start + static_cast<float>(i) * delta);
+      return;
+    }
     case DType::Int16:
       return range_as<int16_t>(ctx);
     case DType::Int32:
@@ -111,7 +121,8 @@ void register_cpu_tensor_make(KernelRegistry& r) {
   r.add("Constant", constant_support, KernelFn(constant));
   r.add("ConstantOfShape", dtypes_of_input({DType::Int64}), KernelFn(constant_of_shape));
   r.add("Range",
-        dtypes_of_input({DType::Float32, DType::Float64, DType::Int16, DType::Int32, DType::Int64}),
+        dtypes_of_input({DType::Float32, DType::Float64, DType::Float16, DType::Int16, DType::Int32,
+                         DType::Int64}),
         KernelFn(range));
   r.add("Trilu", any_dtype(), KernelFn(trilu));
 }
