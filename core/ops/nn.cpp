@@ -9,7 +9,9 @@
 namespace quilt {
 namespace {
 
-std::string ints_str(const std::vector<int64_t>& v) { return to_string(v); }
+std::string ints_str(const std::vector<int64_t>& v) {
+  return to_string(v);
+}
 
 // The window attributes shared by Conv, ConvTranspose and the pools, validated against the
 // number of spatial dims. kernel is left empty when the op takes it from W.
@@ -144,7 +146,8 @@ void infer_conv_transpose(InferenceContext& ctx) {
              std::to_string(output_padding.size()) + " values, expected " + std::to_string(sp));
   auto output_shape = n.attr_ints("output_shape");
   // Some exporters write the full (N, C, spatial...) shape; the spec wants the spatial dims.
-  if (output_shape.size() == sp + 2) output_shape.erase(output_shape.begin(), output_shape.begin() + 2);
+  if (output_shape.size() == sp + 2)
+    output_shape.erase(output_shape.begin(), output_shape.begin() + 2);
   if (!output_shape.empty() && output_shape.size() != sp)
     ctx.fail("output_shape " + ints_str(n.attr_ints("output_shape")) + " has " +
              std::to_string(output_shape.size()) + " values, expected " + std::to_string(sp));
@@ -236,8 +239,8 @@ void infer_gemm(InferenceContext& ctx) {
       ok = c[i] == 1 || c[i] < 0 || want < 0 || c[i] == want;
     }
     if (!ok)
-      ctx.fail("C has shape " + ints_str(c) + ", expected one that broadcasts to (M, N) = " +
-               ints_str(mn));
+      ctx.fail("C has shape " + ints_str(c) +
+               ", expected one that broadcasts to (M, N) = " + ints_str(mn));
   }
   ctx.set_output(0, ctx.input_dtype(0), {m, n});
 }
@@ -255,9 +258,8 @@ void infer_matmul(InferenceContext& ctx) {
     ctx.fail("A " + ints_str(ctx.input_shape(0)) + " and B " + ints_str(ctx.input_shape(1)) +
              " have inner dims " + std::to_string(ka) + " and " + std::to_string(kb) +
              ", expected equal");
-  std::vector<int64_t> out =
-      broadcast_shapes(ctx, std::vector<int64_t>(a.begin(), a.end() - 2),
-                       std::vector<int64_t>(b.begin(), b.end() - 2));
+  std::vector<int64_t> out = broadcast_shapes(ctx, std::vector<int64_t>(a.begin(), a.end() - 2),
+                                              std::vector<int64_t>(b.begin(), b.end() - 2));
   if (!a_vec) out.push_back(a[a.size() - 2]);
   if (!b_vec) out.push_back(b.back());
   ctx.set_output(0, ctx.input_dtype(0), out);
@@ -267,7 +269,9 @@ void infer_matmul(InferenceContext& ctx) {
 
 void register_nn_schemas(SchemaRegistry& r) {
   r.add({.op_type = "Conv", .min_inputs = 2, .max_inputs = 3, .infer = infer_conv});
-  r.add({.op_type = "ConvTranspose", .min_inputs = 2, .max_inputs = 3,
+  r.add({.op_type = "ConvTranspose",
+         .min_inputs = 2,
+         .max_inputs = 3,
          .infer = infer_conv_transpose});
   // Opset 1 has no Indices output; opset 8 added it (with storage_order).
   r.add({.op_type = "MaxPool", .max_opset = 7, .infer = infer_pool});
@@ -277,10 +281,10 @@ void register_nn_schemas(SchemaRegistry& r) {
   r.add({.op_type = "GlobalMaxPool", .infer = infer_global_pool});
   // C became optional in opset 11; before opset 7 a 'broadcast' attribute chose between an
   // exact (M, N) C and a broadcast one, which the unidirectional broadcast covers.
-  r.add({.op_type = "Gemm", .max_opset = 10, .min_inputs = 3, .max_inputs = 3,
-         .infer = infer_gemm});
-  r.add({.op_type = "Gemm", .min_opset = 11, .min_inputs = 2, .max_inputs = 3,
-         .infer = infer_gemm});
+  r.add(
+      {.op_type = "Gemm", .max_opset = 10, .min_inputs = 3, .max_inputs = 3, .infer = infer_gemm});
+  r.add(
+      {.op_type = "Gemm", .min_opset = 11, .min_inputs = 2, .max_inputs = 3, .infer = infer_gemm});
   r.add({.op_type = "MatMul", .min_inputs = 2, .max_inputs = 2, .infer = infer_matmul});
 }
 

@@ -1,0 +1,203 @@
+// Conv: pointwise convs are one GEMM per (batch, group); depthwise convs run a direct kernel
+// parallel over channels; everything else is im2col + GEMM. Spatial dims are padded in front
+// to three (1-D and 2-D convs are 3-D convs with size-1 leading dims), so one code path serves
+// every rank.
+#include <algorithm>
+#include <array>
+
+#include "backends/cpu/blas.hpp"
+#include "backends/cpu/kernel.hpp"
+
+namespace quilt::cpu {
+
+std::vector<int64_t> window_pad_begins(const Node& node, const std::vector<int64_t>& x_shape,
+                                       const std::vector<int64_t>& kernel,
+                                       const std::vector<int64_t>& y_shape);
+
+namespace {
+
+using Dims3 = std::array<int64_t, 3>;
+
+// A sliding window over three spatial dims.
+struct Geometry {
+  Dims3 in{1, 1, 1}, out{1, 1, 1}, kernel{1, 1, 1}, stride{1, 1, 1}, dilation{1, 1, 1},
+      pad{0, 0, 0};
+  int64_t in_size() const { return in[0] * in[1] * in[2]; }
+  int64_t out_size() const { return out[0] * out[1] * out[2]; }
+  int64_t kernel_size() const { return kernel[0] * kernel[1] * kernel[2]; }
+};
+
+// Outputs o in [lo, hi) read input o * stride + offset inside [0, in).
+std::pair<int64_t, int64_t> valid_range(int64_t out, int64_t in, int64_t stride, int64_t offset) {
+  int64_t lo = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+  int64_t hi = in - offset <= 0 ? 0 : (in - offset + stride - 1) / stride;
+  lo = std::min(lo, out);
+  hi = std::clamp(hi, lo, out);
+  return {lo, hi};
+}
+
+Geometry conv_geometry(const Node& node, const Tensor& x, const Tensor& w,
+                       const std::vector<int64_t>& y_shape) {
+  const size_t sp = static_cast<size_t>(x.rank() - 2);
+  std::vector<int64_t> kernel(w.shape().begin() + 2, w.shape().end());
+  const auto strides = node.attr_ints("strides", std::vector<int64_t>(sp, 1));
+  const auto dilations = node.attr_ints("dilations", std::vector<int64_t>(sp, 1));
+  const auto pads = window_pad_begins(node, x.shape(), kernel, y_shape);
+  Geometry g;
+  for (size_t i = 0; i < sp; ++i) {
+    const size_t j = 3 - sp + i;
+    g.in[j] = x.dim(static_cast<int64_t>(i) + 2);
+    g.out[j] = y_shape[i + 2];
+    g.kernel[j] = kernel[i];
+    g.stride[j] = strides[i];
+    g.dilation[j] = dilations[i];
+    g.pad[j] = pads[i];
+  }
+  return g;
+}
+
+// Unfolds channels [0, channels) of x (each g.in_size()) into col, one row per (channel,
+// kernel offset) and one column per output position.
+void im2col(const Geometry& g, const float* x, int64_t channels, float* col,
+            const ThreadPool& pool) {
+  const int64_t kvol = g.kernel_size(), ovol = g.out_size(), ivol = g.in_size();
+  const int64_t rows = channels * kvol;
+  pool.parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(ovol, 1)),
+                    [&](int64_t begin, int64_t end) {
+                      for (int64_t r = begin; r < end; ++r) {
+                        const int64_t c = r / kvol, kidx = r % kvol;
+                        const int64_t kd = kidx / (g.kernel[1] * g.kernel[2]);
+                        const int64_t kh = kidx / g.kernel[2] % g.kernel[1];
+                        const int64_t kw = kidx % g.kernel[2];
+                        const float* xc = x + c * ivol;
+                        float* dst = col + r * ovol;
+                        const int64_t off_w = kw * g.dilation[2] - g.pad[2];
+                        auto [wlo, whi] = valid_range(g.out[2], g.in[2], g.stride[2], off_w);
+                        for (int64_t od = 0; od < g.out[0]; ++od) {
+                          const int64_t id = od * g.stride[0] - g.pad[0] + kd * g.dilation[0];
+                          for (int64_t oh = 0; oh < g.out[1]; ++oh, dst += g.out[2]) {
+                            const int64_t ih = oh * g.stride[1] - g.pad[1] + kh * g.dilation[1];
+                            if (id < 0 || id >= g.in[0] || ih < 0 || ih >= g.in[1]) {
+                              std::fill(dst, dst + g.out[2], 0.f);
+                              continue;
+                            }
+                            const float* src = xc + (id * g.in[1] + ih) * g.in[2];
+                            std::fill(dst, dst + wlo, 0.f);
+                            if (g.stride[2] == 1) {
+                              std::copy(src + wlo + off_w, src + whi + off_w, dst + wlo);
+                            } else {
+                              for (int64_t ow = wlo; ow < whi; ++ow)
+                                dst[ow] = src[ow * g.stride[2] + off_w];
+                            }
+                            std::fill(dst + whi, dst + g.out[2], 0.f);
+                          }
+                        }
+                      }
+                    });
+}
+
+// One channel of a depthwise conv: y (already holding the bias) += window sums of x.
+void depthwise_plane(const Geometry& g, const float* x, const float* w, float* y) {
+  for (int64_t od = 0; od < g.out[0]; ++od)
+    for (int64_t oh = 0; oh < g.out[1]; ++oh) {
+      float* yrow = y + (od * g.out[1] + oh) * g.out[2];
+      for (int64_t kd = 0; kd < g.kernel[0]; ++kd) {
+        const int64_t id = od * g.stride[0] - g.pad[0] + kd * g.dilation[0];
+        if (id < 0 || id >= g.in[0]) continue;
+        for (int64_t kh = 0; kh < g.kernel[1]; ++kh) {
+          const int64_t ih = oh * g.stride[1] - g.pad[1] + kh * g.dilation[1];
+          if (ih < 0 || ih >= g.in[1]) continue;
+          const float* xrow = x + (id * g.in[1] + ih) * g.in[2];
+          const float* wrow = w + (kd * g.kernel[1] + kh) * g.kernel[2];
+          for (int64_t kw = 0; kw < g.kernel[2]; ++kw) {
+            const int64_t off = kw * g.dilation[2] - g.pad[2];
+            auto [lo, hi] = valid_range(g.out[2], g.in[2], g.stride[2], off);
+            const float wv = wrow[kw];
+            if (g.stride[2] == 1) {
+              for (int64_t ow = lo; ow < hi; ++ow) yrow[ow] += wv * xrow[ow + off];
+            } else {
+              for (int64_t ow = lo; ow < hi; ++ow) yrow[ow] += wv * xrow[ow * g.stride[2] + off];
+            }
+          }
+        }
+      }
+    }
+}
+
+class ConvKernel : public Kernel {
+ public:
+  explicit ConvKernel(const NodeSignature& sig) : group_(sig.node.attr_int("group", 1)) {}
+
+  void run(KernelContext& ctx) const override {
+    const Tensor& x = ctx.input(0);
+    const Tensor& w = ctx.input(1);
+    const Tensor* b = ctx.optional_input(2);
+    Tensor& y = ctx.output(0);
+    if (y.numel() == 0) return;
+    const Geometry g = conv_geometry(ctx.node, x, w, y.shape());
+    const int64_t batch = x.dim(0), c_in = x.dim(1), c_out = y.dim(1);
+    const int64_t cg = c_in / group_, mg = c_out / group_;
+    const int64_t ivol = g.in_size(), ovol = g.out_size(), kvol = g.kernel_size();
+    const float* xp = x.data<float>();
+    const float* wp = w.data<float>();
+    float* yp = y.data<float>();
+    if (b) {
+      const float* bp = b->data<float>();
+      ctx.pool.parallel_for(batch * c_out, std::max<int64_t>(1, 16384 / ovol),
+                            [&](int64_t begin, int64_t end) {
+                              for (int64_t p = begin; p < end; ++p)
+                                std::fill(yp + p * ovol, yp + (p + 1) * ovol, bp[p % c_out]);
+                            });
+    }
+    if (cg == 1 && mg == 1) {
+      ctx.pool.parallel_for(batch * c_out, std::max<int64_t>(1, 8192 / (ovol * kvol)),
+                            [&](int64_t begin, int64_t end) {
+                              for (int64_t p = begin; p < end; ++p)
+                                depthwise_plane(g, xp + p * ivol, wp + (p % c_out) * kvol,
+                                                yp + p * ovol);
+                            });
+      return;
+    }
+    const bool pointwise =
+        kvol == 1 && g.in == g.out && g.stride == Dims3{1, 1, 1} && g.pad == Dims3{0, 0, 0};
+    const float beta = b ? 1.f : 0.f;
+    std::vector<float> col(pointwise ? 0 : static_cast<size_t>(cg * kvol * ovol));
+    for (int64_t n = 0; n < batch; ++n)
+      for (int64_t grp = 0; grp < group_; ++grp) {
+        const float* xg = xp + (n * c_in + grp * cg) * ivol;
+        const float* wg = wp + grp * mg * cg * kvol;
+        float* yg = yp + (n * c_out + grp * mg) * ovol;
+        if (pointwise) {
+          sgemm(false, false, mg, ovol, cg, 1.f, wg, cg, xg, ovol, beta, yg, ovol);
+        } else {
+          im2col(g, xg, cg, col.data(), ctx.pool);
+          sgemm(false, false, mg, ovol, cg * kvol, 1.f, wg, cg * kvol, col.data(), ovol, beta, yg,
+                ovol);
+        }
+      }
+  }
+
+ private:
+  int64_t group_;
+};
+
+std::string conv_support(const NodeSignature& sig) {
+  for (size_t i = 0; i < sig.inputs.size(); ++i)
+    if (sig.inputs[i].dtype != DType::Float32 && sig.inputs[i].dtype != DType::Undefined)
+      return std::string("input ") + std::to_string(i) + " is " + dtype_name(sig.inputs[i].dtype) +
+             "; the CPU kernel supports float32";
+  if (sig.inputs[0].has_shape && sig.inputs[0].dims.size() > 5)
+    return "only 1-D, 2-D and 3-D convolutions are supported";
+  return "";
+}
+
+}  // namespace
+
+void register_cpu_conv(KernelRegistry& r) {
+  r.add("Conv", conv_support,
+        KernelFactory([](const NodeSignature& sig) -> std::unique_ptr<Kernel> {
+          return std::make_unique<ConvKernel>(sig);
+        }));
+}
+
+}  // namespace quilt::cpu

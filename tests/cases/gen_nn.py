@@ -1,0 +1,292 @@
+"""Cases of the nn op family: Conv, ConvTranspose, Gemm, MatMul and the pools (float32)."""
+import numpy as np
+
+from casegen import DEFAULT_OPSET, Cases, rand
+from onnx import TensorProto, helper
+
+
+class NnCases(Cases):
+    """Cases.node with declared output types: onnxruntime 1.23 rejects outputs of type
+    UNDEFINED, which Cases.node declares. Output 1 (MaxPool's Indices) is int64."""
+
+    def node(self, name, op_type, inputs, n_outputs=1, initializers=None, opset=DEFAULT_OPSET,
+             rtol=1e-4, atol=1e-5, expected=None, domain="", **attrs):
+        names = list(inputs) + list(initializers or {})
+        outs = [f"y{i}" for i in range(n_outputs)] if n_outputs > 1 else ["y"]
+        types = {o: TensorProto.INT64 if i == 1 else TensorProto.FLOAT for i, o in enumerate(outs)}
+        node = helper.make_node(op_type, names, outs, name=name, domain=domain, **attrs)
+        self.model(name, [node], inputs, outs, initializers, opset, rtol, atol, expected,
+                   output_types=types)
+
+
+c = NnCases("nn")
+CONV_TOL = dict(rtol=1e-4, atol=1e-4)
+
+# ---- Conv ----
+c.node("conv2d_basic", "Conv", {"x": rand(1, 3, 7, 7), "w": rand(4, 3, 3, 3)}, **CONV_TOL)
+c.node("conv2d_bias_pads", "Conv", {"x": rand(2, 3, 6, 5), "w": rand(5, 3, 3, 3), "b": rand(5)},
+       pads=[1, 1, 1, 1], **CONV_TOL)
+c.node("conv2d_asym_pads_strides", "Conv", {"x": rand(1, 2, 9, 8), "w": rand(3, 2, 3, 2)},
+       pads=[0, 2, 1, 0], strides=[2, 3], **CONV_TOL)
+c.node("conv2d_dilations", "Conv", {"x": rand(1, 2, 10, 9), "w": rand(3, 2, 3, 3)},
+       dilations=[2, 3], pads=[1, 1, 2, 2], **CONV_TOL)
+c.node("conv2d_pad_larger_than_kernel", "Conv", {"x": rand(1, 2, 4, 5), "w": rand(2, 2, 2, 2)},
+       pads=[3, 4, 3, 2], **CONV_TOL)
+c.node("conv2d_stride_gt_kernel", "Conv", {"x": rand(1, 3, 11, 10), "w": rand(2, 3, 2, 2)},
+       strides=[4, 3], **CONV_TOL)
+c.node("conv2d_1x1", "Conv", {"x": rand(2, 8, 5, 7), "w": rand(6, 8, 1, 1), "b": rand(6)},
+       **CONV_TOL)
+c.node("conv2d_1x1_stride2", "Conv", {"x": rand(1, 4, 7, 7), "w": rand(6, 4, 1, 1)},
+       strides=[2, 2], **CONV_TOL)
+c.node("conv2d_1x1_pad", "Conv", {"x": rand(1, 4, 3, 3), "w": rand(2, 4, 1, 1)},
+       pads=[1, 0, 1, 2], **CONV_TOL)
+c.node("conv2d_group2", "Conv", {"x": rand(2, 4, 6, 6), "w": rand(6, 2, 3, 3), "b": rand(6)},
+       group=2, pads=[1, 1, 1, 1], **CONV_TOL)
+c.node("conv2d_group2_1x1", "Conv", {"x": rand(1, 6, 5, 5), "w": rand(4, 3, 1, 1)}, group=2,
+       **CONV_TOL)
+c.node("conv2d_depthwise", "Conv", {"x": rand(2, 5, 9, 8), "w": rand(5, 1, 3, 3), "b": rand(5)},
+       group=5, pads=[1, 1, 1, 1], **CONV_TOL)
+c.node("conv2d_depthwise_stride2", "Conv", {"x": rand(1, 4, 10, 11), "w": rand(4, 1, 5, 5)},
+       group=4, strides=[2, 2], pads=[2, 2, 2, 2], **CONV_TOL)
+c.node("conv2d_depthwise_dilated", "Conv", {"x": rand(1, 3, 9, 9), "w": rand(3, 1, 3, 3)},
+       group=3, dilations=[2, 2], pads=[2, 1, 0, 3], **CONV_TOL)
+c.node("conv2d_depthwise_multiplier2", "Conv", {"x": rand(1, 3, 6, 6), "w": rand(6, 1, 3, 3)},
+       group=3, **CONV_TOL)
+c.node("conv2d_same_upper", "Conv", {"x": rand(1, 2, 7, 6), "w": rand(3, 2, 4, 3)},
+       auto_pad="SAME_UPPER", strides=[2, 2], **CONV_TOL)
+c.node("conv2d_same_lower", "Conv", {"x": rand(1, 2, 7, 6), "w": rand(3, 2, 4, 3)},
+       auto_pad="SAME_LOWER", **CONV_TOL)
+c.node("conv2d_same_lower_stride", "Conv", {"x": rand(1, 2, 8, 9), "w": rand(3, 2, 3, 3)},
+       auto_pad="SAME_LOWER", strides=[2, 2], **CONV_TOL)
+c.node("conv2d_depthwise_same_upper", "Conv", {"x": rand(1, 3, 8, 8), "w": rand(3, 1, 3, 3)},
+       group=3, auto_pad="SAME_UPPER", strides=[2, 2], **CONV_TOL)
+c.node("conv2d_valid", "Conv", {"x": rand(1, 2, 7, 8), "w": rand(3, 2, 3, 2)}, auto_pad="VALID",
+       strides=[2, 3], **CONV_TOL)
+c.node("conv2d_kernel_shape_attr", "Conv", {"x": rand(1, 2, 5, 5), "w": rand(2, 2, 3, 3)},
+       kernel_shape=[3, 3], **CONV_TOL)
+c.node("conv2d_weights_const", "Conv", {"x": rand(2, 3, 8, 8)},
+       initializers={"w": rand(4, 3, 3, 3), "b": rand(4)}, pads=[1, 1, 1, 1], strides=[2, 2],
+       **CONV_TOL)
+c.node("conv2d_resnet_stem", "Conv", {"x": rand(1, 3, 32, 32)},
+       initializers={"w": rand(8, 3, 7, 7), "b": rand(8)}, pads=[3, 3, 3, 3], strides=[2, 2],
+       **CONV_TOL)
+c.node("conv2d_odd_large", "Conv", {"x": rand(3, 7, 13, 11), "w": rand(9, 7, 3, 3)},
+       pads=[1, 1, 1, 1], **CONV_TOL)
+c.node("conv1d_basic", "Conv", {"x": rand(2, 3, 10), "w": rand(4, 3, 3), "b": rand(4)},
+       **CONV_TOL)
+c.node("conv1d_strides_pads_dil", "Conv", {"x": rand(1, 2, 17), "w": rand(3, 2, 4)},
+       strides=[3], pads=[2, 1], dilations=[2], **CONV_TOL)
+c.node("conv1d_depthwise", "Conv", {"x": rand(1, 4, 12), "w": rand(4, 1, 5)}, group=4,
+       pads=[2, 2], **CONV_TOL)
+c.node("conv1d_same_upper", "Conv", {"x": rand(1, 2, 9), "w": rand(2, 2, 4)},
+       auto_pad="SAME_UPPER", **CONV_TOL)
+c.node("conv3d_basic", "Conv", {"x": rand(1, 2, 5, 6, 7), "w": rand(3, 2, 3, 3, 3), "b": rand(3)},
+       **CONV_TOL)
+c.node("conv3d_pads_strides_dil", "Conv", {"x": rand(2, 2, 6, 7, 8), "w": rand(4, 2, 2, 3, 2)},
+       pads=[1, 0, 1, 0, 2, 1], strides=[2, 1, 3], dilations=[1, 2, 1], **CONV_TOL)
+c.node("conv3d_group", "Conv", {"x": rand(1, 4, 4, 5, 5), "w": rand(4, 2, 2, 2, 2)}, group=2,
+       **CONV_TOL)
+c.node("conv3d_depthwise", "Conv", {"x": rand(1, 3, 5, 5, 5), "w": rand(3, 1, 3, 3, 3)}, group=3,
+       pads=[1, 1, 1, 1, 1, 1], **CONV_TOL)
+c.node("conv3d_1x1", "Conv", {"x": rand(1, 3, 3, 4, 5), "w": rand(2, 3, 1, 1, 1)}, **CONV_TOL)
+c.node("conv2d_opset1", "Conv", {"x": rand(1, 2, 5, 5), "w": rand(2, 2, 3, 3)}, opset=1,
+       **CONV_TOL)
+c.node("conv2d_opset11", "Conv", {"x": rand(1, 2, 5, 5), "w": rand(2, 2, 3, 3)}, opset=11,
+       pads=[1, 1, 1, 1], **CONV_TOL)
+c.node("conv2d_opset22", "Conv", {"x": rand(1, 2, 5, 5), "w": rand(2, 2, 3, 3)}, opset=22,
+       strides=[2, 2], **CONV_TOL)
+
+# ---- ConvTranspose ----
+c.node("convt2d_basic", "ConvTranspose", {"x": rand(1, 2, 3, 3), "w": rand(2, 3, 3, 3)},
+       **CONV_TOL)
+c.node("convt2d_bias_strides", "ConvTranspose",
+       {"x": rand(2, 3, 4, 3), "w": rand(3, 2, 3, 3), "b": rand(2)}, strides=[2, 3], **CONV_TOL)
+c.node("convt2d_pads", "ConvTranspose", {"x": rand(1, 2, 4, 4), "w": rand(2, 3, 3, 3)},
+       strides=[2, 2], pads=[1, 0, 1, 2], **CONV_TOL)
+c.node("convt2d_output_padding", "ConvTranspose", {"x": rand(1, 2, 3, 4), "w": rand(2, 2, 3, 3)},
+       strides=[3, 2], output_padding=[2, 1], pads=[1, 1, 1, 1], **CONV_TOL)
+c.node("convt2d_dilations", "ConvTranspose", {"x": rand(1, 2, 4, 4), "w": rand(2, 2, 3, 2)},
+       dilations=[2, 3], **CONV_TOL)
+c.node("convt2d_group", "ConvTranspose",
+       {"x": rand(2, 4, 3, 3), "w": rand(4, 3, 2, 2), "b": rand(6)}, group=2, strides=[2, 2],
+       **CONV_TOL)
+c.node("convt2d_depthwise", "ConvTranspose", {"x": rand(1, 3, 4, 4), "w": rand(3, 1, 3, 3)},
+       group=3, strides=[2, 2], pads=[1, 1, 1, 1], **CONV_TOL)
+c.node("convt2d_output_shape", "ConvTranspose", {"x": rand(1, 2, 3, 3), "w": rand(2, 2, 3, 3)},
+       strides=[3, 2], output_shape=[10, 8], **CONV_TOL)
+c.node("convt2d_output_shape_odd", "ConvTranspose", {"x": rand(1, 2, 4, 4), "w": rand(2, 2, 3, 3)},
+       strides=[2, 2], output_shape=[8, 7], **CONV_TOL)
+c.node("convt2d_same_upper", "ConvTranspose", {"x": rand(1, 2, 3, 4), "w": rand(2, 2, 3, 3)},
+       strides=[2, 2], auto_pad="SAME_UPPER", **CONV_TOL)
+c.node("convt2d_same_lower", "ConvTranspose", {"x": rand(1, 2, 3, 4), "w": rand(2, 2, 3, 3)},
+       strides=[2, 2], auto_pad="SAME_LOWER", **CONV_TOL)
+c.node("convt2d_valid", "ConvTranspose", {"x": rand(1, 2, 3, 4), "w": rand(2, 2, 2, 3)},
+       strides=[2, 1], auto_pad="VALID", **CONV_TOL)
+c.node("convt2d_kernel_shape", "ConvTranspose", {"x": rand(1, 1, 3, 3), "w": rand(1, 2, 3, 3)},
+       kernel_shape=[3, 3], strides=[3, 2], output_padding=[1, 1], **CONV_TOL)
+c.node("convt2d_const_weights", "ConvTranspose", {"x": rand(1, 4, 5, 5)},
+       initializers={"w": rand(4, 4, 4, 4), "b": rand(4)}, strides=[2, 2], pads=[1, 1, 1, 1],
+       **CONV_TOL)
+c.node("convt1d", "ConvTranspose", {"x": rand(2, 3, 5), "w": rand(3, 2, 3), "b": rand(2)},
+       strides=[2], **CONV_TOL)
+c.node("convt1d_pads_dil", "ConvTranspose", {"x": rand(1, 2, 6), "w": rand(2, 3, 4)},
+       strides=[3], pads=[2, 1], dilations=[2], **CONV_TOL)
+c.node("convt3d", "ConvTranspose", {"x": rand(1, 2, 3, 4, 3), "w": rand(2, 3, 3, 2, 3)},
+       strides=[2, 1, 2], pads=[1, 0, 1, 0, 1, 1], **CONV_TOL)
+c.node("convt2d_opset1", "ConvTranspose", {"x": rand(1, 2, 3, 3), "w": rand(2, 2, 2, 2)},
+       opset=1, strides=[2, 2], **CONV_TOL)
+c.node("convt2d_opset11", "ConvTranspose", {"x": rand(1, 2, 3, 3), "w": rand(2, 2, 2, 2)},
+       opset=11, strides=[2, 2], **CONV_TOL)
+
+# ---- Gemm ----
+c.node("gemm_basic", "Gemm", {"a": rand(3, 5), "b": rand(5, 4)})
+c.node("gemm_bias_matrix", "Gemm", {"a": rand(3, 5), "b": rand(5, 4), "c": rand(3, 4)})
+c.node("gemm_bias_row", "Gemm", {"a": rand(3, 5), "b": rand(5, 4), "c": rand(4)})
+c.node("gemm_bias_row2d", "Gemm", {"a": rand(3, 5), "b": rand(5, 4), "c": rand(1, 4)})
+c.node("gemm_bias_col", "Gemm", {"a": rand(3, 5), "b": rand(5, 4), "c": rand(3, 1)})
+c.node("gemm_bias_scalar", "Gemm", {"a": rand(3, 5), "b": rand(5, 4), "c": rand()})
+c.node("gemm_bias_single", "Gemm", {"a": rand(3, 5), "b": rand(5, 4), "c": rand(1)})
+c.node("gemm_trans_a", "Gemm", {"a": rand(5, 3), "b": rand(5, 4), "c": rand(4)}, transA=1)
+c.node("gemm_trans_b", "Gemm", {"a": rand(3, 5), "b": rand(4, 5), "c": rand(4)}, transB=1)
+c.node("gemm_trans_both", "Gemm", {"a": rand(6, 2), "b": rand(7, 6), "c": rand(2, 7)}, transA=1,
+       transB=1, alpha=0.5, beta=-2.0)
+c.node("gemm_alpha_beta", "Gemm", {"a": rand(4, 3), "b": rand(3, 6), "c": rand(4, 6)}, alpha=2.5,
+       beta=0.25)
+c.node("gemm_beta_zero", "Gemm", {"a": rand(4, 3), "b": rand(3, 6), "c": rand(4, 6)}, beta=0.0)
+c.node("gemm_fc_const", "Gemm", {"a": rand(2, 64)},
+       initializers={"b": rand(10, 64), "c": rand(10)}, transB=1)
+c.node("gemm_opset7", "Gemm", {"a": rand(3, 5), "b": rand(5, 4), "c": rand(4)}, opset=7)
+c.node("gemm_opset9", "Gemm", {"a": rand(3, 5), "b": rand(5, 4), "c": rand(3, 4)}, opset=9,
+       alpha=0.5)
+c.node("gemm_opset11_no_c", "Gemm", {"a": rand(3, 5), "b": rand(4, 5)}, opset=11, transB=1)
+c.node("gemm_opset13", "Gemm", {"a": rand(1, 7), "b": rand(7, 1), "c": rand(1)}, opset=13)
+
+# ---- MatMul ----
+c.node("matmul_2d", "MatMul", {"a": rand(3, 4), "b": rand(4, 5)})
+c.node("matmul_1d_1d", "MatMul", {"a": rand(6), "b": rand(6)})
+c.node("matmul_1d_2d", "MatMul", {"a": rand(4), "b": rand(4, 3)})
+c.node("matmul_2d_1d", "MatMul", {"a": rand(3, 4), "b": rand(4)})
+c.node("matmul_1d_3d", "MatMul", {"a": rand(4), "b": rand(2, 4, 3)})
+c.node("matmul_3d_1d", "MatMul", {"a": rand(2, 3, 4), "b": rand(4)})
+c.node("matmul_3d_2d_fold", "MatMul", {"a": rand(2, 3, 4), "b": rand(4, 5)})
+c.node("matmul_4d_2d_fold", "MatMul", {"a": rand(2, 3, 5, 4), "b": rand(4, 6)})
+c.node("matmul_3d_3d", "MatMul", {"a": rand(3, 2, 4), "b": rand(3, 4, 5)})
+c.node("matmul_2d_3d", "MatMul", {"a": rand(2, 4), "b": rand(3, 4, 5)})
+c.node("matmul_bcast_batch", "MatMul", {"a": rand(2, 1, 3, 4), "b": rand(1, 3, 4, 5)})
+c.node("matmul_bcast_rank", "MatMul", {"a": rand(3, 4), "b": rand(2, 2, 4, 2)})
+c.node("matmul_bcast_mixed", "MatMul", {"a": rand(4, 1, 2, 3), "b": rand(5, 3, 2)})
+c.node("matmul_attention", "MatMul", {"a": rand(1, 4, 7, 8), "b": rand(1, 4, 8, 7)})
+c.node("matmul_const_b", "MatMul", {"a": rand(2, 5, 16)}, initializers={"b": rand(16, 9)})
+c.node("matmul_opset1", "MatMul", {"a": rand(3, 4), "b": rand(4, 2)}, opset=1)
+c.node("matmul_opset9", "MatMul", {"a": rand(2, 3, 4), "b": rand(2, 4, 2)}, opset=9)
+c.node("matmul_opset13", "MatMul", {"a": rand(2, 3, 4), "b": rand(4)}, opset=13)
+
+# ---- MaxPool ----
+c.node("maxpool2d_basic", "MaxPool", {"x": rand(1, 2, 6, 6)}, kernel_shape=[2, 2],
+       strides=[2, 2])
+c.node("maxpool2d_pads", "MaxPool", {"x": rand(2, 3, 5, 7)}, kernel_shape=[3, 3],
+       pads=[1, 1, 1, 1])
+c.node("maxpool2d_asym_pads_strides", "MaxPool", {"x": rand(1, 2, 9, 8)}, kernel_shape=[3, 2],
+       pads=[2, 0, 1, 1], strides=[2, 3])
+c.node("maxpool2d_stride_gt_kernel", "MaxPool", {"x": rand(1, 2, 11, 10)}, kernel_shape=[2, 2],
+       strides=[4, 3])
+c.node("maxpool2d_dilations", "MaxPool", {"x": rand(1, 2, 9, 9)}, kernel_shape=[2, 3],
+       dilations=[2, 2], opset=12)
+c.node("maxpool2d_ceil", "MaxPool", {"x": rand(1, 2, 7, 8)}, kernel_shape=[3, 3], strides=[2, 2],
+       ceil_mode=1)
+c.node("maxpool2d_ceil_pads", "MaxPool", {"x": rand(1, 1, 6, 6)}, kernel_shape=[3, 3],
+       strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1)
+c.node("maxpool2d_ceil_last_window_in_pad", "MaxPool", {"x": rand(1, 1, 5, 5)},
+       kernel_shape=[2, 2], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1)
+c.node("maxpool2d_same_upper", "MaxPool", {"x": rand(1, 2, 7, 6)}, kernel_shape=[3, 2],
+       strides=[2, 2], auto_pad="SAME_UPPER")
+c.node("maxpool2d_same_lower", "MaxPool", {"x": rand(1, 2, 7, 6)}, kernel_shape=[3, 3],
+       auto_pad="SAME_LOWER")
+c.node("maxpool2d_valid", "MaxPool", {"x": rand(1, 2, 7, 6)}, kernel_shape=[3, 2],
+       strides=[2, 2], auto_pad="VALID")
+c.node("maxpool2d_resnet", "MaxPool", {"x": rand(1, 4, 16, 16)}, kernel_shape=[3, 3],
+       strides=[2, 2], pads=[1, 1, 1, 1])
+c.node("maxpool2d_indices", "MaxPool", {"x": rand(2, 3, 6, 5)}, n_outputs=2, kernel_shape=[3, 2],
+       strides=[2, 1], pads=[1, 0, 1, 1])
+c.node("maxpool2d_indices_col_major", "MaxPool", {"x": rand(2, 3, 6, 5)}, n_outputs=2,
+       kernel_shape=[2, 2], strides=[2, 2], storage_order=1)
+c.node("maxpool1d", "MaxPool", {"x": rand(2, 3, 11)}, kernel_shape=[3], strides=[2], pads=[1, 1])
+c.node("maxpool1d_indices", "MaxPool", {"x": rand(2, 3, 11)}, n_outputs=2, kernel_shape=[4],
+       strides=[3])
+c.node("maxpool3d", "MaxPool", {"x": rand(1, 2, 5, 6, 7)}, kernel_shape=[2, 3, 2],
+       strides=[2, 2, 1], pads=[1, 1, 0, 0, 1, 1])
+c.node("maxpool3d_indices", "MaxPool", {"x": rand(1, 2, 4, 4, 5)}, n_outputs=2,
+       kernel_shape=[2, 2, 2], strides=[2, 2, 2])
+c.node("maxpool3d_dilations_ceil", "MaxPool", {"x": rand(1, 1, 7, 7, 8)}, kernel_shape=[2, 2, 2],
+       dilations=[2, 2, 1], strides=[2, 2, 3], ceil_mode=1)
+c.node("maxpool2d_opset1", "MaxPool", {"x": rand(1, 2, 5, 5)}, kernel_shape=[2, 2], opset=1)
+c.node("maxpool2d_opset8_indices", "MaxPool", {"x": rand(1, 2, 5, 5)}, n_outputs=2,
+       kernel_shape=[2, 2], opset=8)
+c.node("maxpool2d_opset10_ceil", "MaxPool", {"x": rand(1, 2, 6, 6)}, kernel_shape=[3, 3],
+       strides=[2, 2], ceil_mode=1, opset=10)
+c.node("maxpool2d_opset22", "MaxPool", {"x": rand(1, 2, 5, 5)}, kernel_shape=[2, 2], opset=22)
+
+# ---- AveragePool ----
+c.node("avgpool2d_basic", "AveragePool", {"x": rand(1, 2, 6, 6)}, kernel_shape=[2, 2],
+       strides=[2, 2])
+c.node("avgpool2d_pads", "AveragePool", {"x": rand(2, 3, 5, 7)}, kernel_shape=[3, 3],
+       pads=[1, 1, 1, 1])
+c.node("avgpool2d_pads_include", "AveragePool", {"x": rand(2, 3, 5, 7)}, kernel_shape=[3, 3],
+       pads=[1, 2, 1, 0], count_include_pad=1)
+c.node("avgpool2d_asym_strides", "AveragePool", {"x": rand(1, 2, 9, 8)}, kernel_shape=[3, 2],
+       pads=[2, 0, 1, 1], strides=[2, 3])
+c.node("avgpool2d_ceil", "AveragePool", {"x": rand(1, 2, 7, 8)}, kernel_shape=[3, 3],
+       strides=[2, 2], ceil_mode=1)
+c.node("avgpool2d_ceil_include_pad", "AveragePool", {"x": rand(1, 2, 6, 7)}, kernel_shape=[3, 3],
+       strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1, count_include_pad=1)
+c.node("avgpool2d_ceil_pads", "AveragePool", {"x": rand(1, 2, 6, 7)}, kernel_shape=[3, 3],
+       strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1)
+c.node("avgpool2d_same_upper", "AveragePool", {"x": rand(1, 2, 7, 6)}, kernel_shape=[3, 2],
+       strides=[2, 2], auto_pad="SAME_UPPER")
+c.node("avgpool2d_same_lower", "AveragePool", {"x": rand(1, 2, 7, 6)}, kernel_shape=[3, 3],
+       auto_pad="SAME_LOWER")
+c.node("avgpool2d_same_upper_include", "AveragePool", {"x": rand(1, 2, 7, 6)},
+       kernel_shape=[3, 3], auto_pad="SAME_UPPER", count_include_pad=1)
+c.node("avgpool2d_valid", "AveragePool", {"x": rand(1, 2, 7, 6)}, kernel_shape=[3, 2],
+       strides=[2, 2], auto_pad="VALID")
+c.node("avgpool2d_dilations", "AveragePool", {"x": rand(1, 2, 9, 9)}, kernel_shape=[2, 3],
+       dilations=[2, 2], opset=19)
+c.node("avgpool2d_dilations_pads", "AveragePool", {"x": rand(1, 2, 9, 8)}, kernel_shape=[2, 2],
+       dilations=[2, 3], pads=[1, 1, 1, 1], strides=[2, 1], opset=19)
+c.node("avgpool1d", "AveragePool", {"x": rand(2, 3, 11)}, kernel_shape=[3], strides=[2],
+       pads=[1, 1])
+c.node("avgpool3d", "AveragePool", {"x": rand(1, 2, 5, 6, 7)}, kernel_shape=[2, 3, 2],
+       strides=[2, 2, 1], pads=[1, 1, 0, 0, 1, 1])
+c.node("avgpool3d_include", "AveragePool", {"x": rand(1, 2, 5, 6, 7)}, kernel_shape=[3, 3, 2],
+       strides=[2, 2, 2], pads=[1, 1, 0, 1, 1, 1], count_include_pad=1)
+c.node("avgpool2d_opset7", "AveragePool", {"x": rand(1, 2, 5, 5)}, kernel_shape=[2, 2], opset=7)
+c.node("avgpool2d_opset7_include", "AveragePool", {"x": rand(1, 2, 5, 5)}, kernel_shape=[3, 3],
+       pads=[1, 1, 1, 1], count_include_pad=1, opset=7)
+c.node("avgpool2d_opset10_ceil", "AveragePool", {"x": rand(1, 2, 6, 6)}, kernel_shape=[3, 3],
+       strides=[2, 2], ceil_mode=1, opset=10)
+c.node("avgpool2d_opset11", "AveragePool", {"x": rand(1, 2, 6, 6)}, kernel_shape=[3, 3],
+       strides=[2, 2], pads=[1, 1, 1, 1], opset=11)
+
+# ---- Global pools ----
+for op, name in (("GlobalAveragePool", "gap"), ("GlobalMaxPool", "gmp")):
+    c.node(f"{name}_2d", op, {"x": rand(2, 3, 5, 7)})
+    c.node(f"{name}_1d", op, {"x": rand(2, 4, 9)})
+    c.node(f"{name}_3d", op, {"x": rand(1, 3, 3, 4, 5)})
+    c.node(f"{name}_1x1", op, {"x": rand(1, 6, 1, 1)})
+    c.node(f"{name}_large", op, {"x": rand(1, 16, 32, 32)})
+
+# ---- a small CNN: Conv -> MaxPool -> depthwise Conv -> GlobalAveragePool -> Gemm ----
+nodes = [
+    helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], strides=[2, 2]),
+    helper.make_node("MaxPool", ["c1"], ["p1"], kernel_shape=[3, 3], strides=[2, 2],
+                     pads=[1, 1, 1, 1]),
+    helper.make_node("Conv", ["p1", "w2"], ["c2"], group=8, pads=[1, 1, 1, 1]),
+    helper.make_node("Conv", ["c2", "w3"], ["c3"]),
+    helper.make_node("GlobalAveragePool", ["c3"], ["g"]),
+    helper.make_node("Flatten", ["g"], ["f"]),
+    helper.make_node("Gemm", ["f", "fw", "fb"], ["y"], transB=1),
+]
+c.model("tiny_cnn", nodes, {"x": rand(2, 3, 20, 20)}, ["y"],
+        initializers={"w1": rand(8, 3, 3, 3), "b1": rand(8), "w2": rand(8, 1, 3, 3),
+                      "w3": rand(12, 8, 1, 1), "fw": rand(5, 12), "fb": rand(5)},
+        rtol=1e-4, atol=1e-4, output_types={"y": TensorProto.FLOAT})
