@@ -11,7 +11,6 @@
 namespace quilt {
 namespace {
 
-
 // Fails unless input i's dtype is one of `allowed` (Undefined passes: not known yet).
 void require_dtype(InferenceContext& ctx, size_t i, std::initializer_list<DType> allowed,
                    const char* what) {
@@ -19,8 +18,8 @@ void require_dtype(InferenceContext& ctx, size_t i, std::initializer_list<DType>
   if (d == DType::Undefined) return;
   for (DType a : allowed)
     if (a == d) return;
-  ctx.fail("input " + std::to_string(i) + " ('" + ctx.node().inputs[i] + "') is " +
-           dtype_name(d) + ", expected " + what);
+  ctx.fail("input " + std::to_string(i) + " ('" + ctx.node().inputs[i] + "') is " + dtype_name(d) +
+           ", expected " + what);
 }
 
 // Fails unless every given input has the same dtype as input 0; returns that dtype.
@@ -160,8 +159,7 @@ void register_elementwise_schemas(SchemaRegistry& r) {
   auto binary = [&](const char* op, int64_t since, InferFn infer) {
     r.add({.op_type = op, .min_opset = since, .min_inputs = 2, .max_inputs = 2, .infer = infer});
   };
-  for (const char* op : {"Add", "Sub", "Mul", "Div"})
-    binary(op, 7, infer_broadcast_same_dtype);
+  for (const char* op : {"Add", "Sub", "Mul", "Div"}) binary(op, 7, infer_broadcast_same_dtype);
   binary("Pow", 7, infer_pow);
   binary("Mod", 10, infer_mod);
   for (const char* op : {"Equal", "Less", "Greater"}) binary(op, 7, infer_compare);
@@ -199,13 +197,16 @@ void register_elementwise_schemas(SchemaRegistry& r) {
 
   // Clip: min/max attributes until opset 10, optional scalar inputs from opset 11.
   r.add({.op_type = "Clip", .min_opset = 6, .max_opset = 10, .infer = infer_float_unary});
-  r.add({.op_type = "Clip", .min_opset = 11, .min_inputs = 1, .max_inputs = 3,
-         .infer = infer_clip});
+  r.add(
+      {.op_type = "Clip", .min_opset = 11, .min_inputs = 1, .max_inputs = 3, .infer = infer_clip});
 
-  r.add({.op_type = "Where", .min_opset = 9, .min_inputs = 3, .max_inputs = 3,
-         .infer = infer_where});
+  r.add(
+      {.op_type = "Where", .min_opset = 9, .min_inputs = 3, .max_inputs = 3, .infer = infer_where});
   r.add({.op_type = "Cast", .min_opset = 6, .infer = infer_cast});
-  r.add({.op_type = "CastLike", .min_opset = 15, .min_inputs = 2, .max_inputs = 2,
+  r.add({.op_type = "CastLike",
+         .min_opset = 15,
+         .min_inputs = 2,
+         .max_inputs = 2,
          .infer = infer_cast_like});
 }
 

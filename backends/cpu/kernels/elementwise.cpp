@@ -104,9 +104,9 @@ KernelFn same_type_binary(Types types) {
 // Integer base and exponent: exact repeated squaring (pow through double loses int64 bits).
 template <class T, class E>
 T int_pow(T base, E exp) {
-  if (exp < 0) {
+  if (std::is_signed_v<E> && exp < E(0)) {
     if (base == 1) return 1;
-    if (base == -1) return (exp % 2) ? -1 : 1;
+    if (base == -1) return (exp % 2) ? T(-1) : T(1);
     return 0;  // |base| >= 2: the true value truncates to 0 (base 0: undefined, give 0)
   }
   using U = std::make_unsigned_t<T>;
@@ -153,7 +153,7 @@ void pow_kernel(KernelContext& ctx) {
         }
       }
     }
-    if (!visit_dtype(b.dtype(), PowTypes{}, [&](auto exp_tag) {
+    if (!visit_dtype(b.dtype(), NumericTypes{}, [&](auto exp_tag) {
           using E = decltype(exp_tag);
           broadcast_binary<T, E, T>(ctx.pool, a, b, out, [](T x, E y) { return pow_value(x, y); });
         }))
@@ -313,11 +313,16 @@ void where_typed(KernelContext& ctx) {
 
 void where_kernel(KernelContext& ctx) {
   switch (dtype_size(ctx.input(1).dtype())) {
-    case 1: return where_typed<uint8_t>(ctx);
-    case 2: return where_typed<uint16_t>(ctx);
-    case 4: return where_typed<uint32_t>(ctx);
-    case 8: return where_typed<uint64_t>(ctx);
-    default: fail_dtype(ctx, 1);
+    case 1:
+      return where_typed<uint8_t>(ctx);
+    case 2:
+      return where_typed<uint16_t>(ctx);
+    case 4:
+      return where_typed<uint32_t>(ctx);
+    case 8:
+      return where_typed<uint64_t>(ctx);
+    default:
+      fail_dtype(ctx, 1);
   }
 }
 
@@ -345,7 +350,7 @@ void register_cpu_elementwise(KernelRegistry& r) {
   });
   r.add("Pow",
         all_of({dtypes_of_input(dtypes_of(PowTypes{}), 0),
-                dtypes_of_input(dtypes_of(PowTypes{}), 1)}),
+                dtypes_of_input(dtypes_of(NumericTypes{}), 1)}),
         pow_kernel);
 
   r.add("Equal", dtypes_of_input(dtypes_of(AllTypes{})), compare_kernel<EqualOp>(AllTypes{}));

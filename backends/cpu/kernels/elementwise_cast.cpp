@@ -69,9 +69,8 @@ SupportFn cast_support(bool like) {
 
 void cast_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  const DType to = ctx.node.op_type == "CastLike"
-                       ? ctx.input(1).dtype()
-                       : static_cast<DType>(ctx.node.attr_int("to", 0));
+  const DType to = ctx.node.op_type == "CastLike" ? ctx.input(1).dtype()
+                                                  : static_cast<DType>(ctx.node.attr_int("to", 0));
   if (x.dtype() == to) {  // a no-op cast: the output is the input
     ctx.set_output(0, x);
     return;

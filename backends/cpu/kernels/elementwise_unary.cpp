@@ -63,7 +63,8 @@ inline float tanh_f32(float x) {
   float small = p * z * x + x;
   float e = exp_f32(2.0f * std::fmin(ax, 10.0f));
   float big = std::copysign(1.0f - 2.0f / (e + 1.0f), x);
-  return ax < 0.625f ? small : big;  // NaN: ax < 0.625 is false and big is NaN
+  float result = ax < 0.625f ? small : big;
+  return x != x ? x : result;
 }
 
 template <class T>
@@ -80,6 +81,12 @@ T tanh_of(T x) {
     return tanh_f32(x);
   else
     return std::tanh(x);
+}
+
+// Clamps to [0, 1]; NaN stays NaN (std::fmin/fmax would drop it).
+template <class T>
+T clamp01(T v) {
+  return std::min(std::max(v, T(0)), T(1));
 }
 
 // ---- the map helper ----
@@ -134,8 +141,8 @@ T clip_bound(const KernelContext& ctx, size_t input, T fallback) {
   const Tensor* t = ctx.optional_input(input);
   if (!t || t->numel() == 0) return fallback;
   if (t->dtype() != dtype_of<T>())
-    ctx.node.fail(std::string(input == 1 ? "min" : "max") + " has dtype " +
-                  dtype_name(t->dtype()) + ", expected " + dtype_name(dtype_of<T>()));
+    ctx.node.fail(std::string(input == 1 ? "min" : "max") + " has dtype " + dtype_name(t->dtype()) +
+                  ", expected " + dtype_name(dtype_of<T>()));
   return t->data<T>()[0];
 }
 
@@ -174,7 +181,7 @@ SupportFn clip_support() {
 void register_cpu_elementwise_unary(KernelRegistry& r) {
   // Cheap float ops.
   add_simple<SignedTypes>(
-      r, "Relu", [](auto x) { return x > 0 ? x : decltype(x)(0); }, kElementwiseGrain);
+      r, "Relu", [](auto x) { return x < 0 ? decltype(x)(0) : x; }, kElementwiseGrain);
   add_simple<SignedTypes>(
       r, "Neg", [](auto x) { return decltype(x)(-x); }, kElementwiseGrain);
   add_simple<NumericTypes>(
@@ -198,21 +205,24 @@ void register_cpu_elementwise_unary(KernelRegistry& r) {
         return static_cast<T>((x > T(0)) - (x < T(0)));
       },
       kElementwiseGrain);
-  add_simple<FloatTypes>(r, "Floor", [](auto x) { return std::floor(x); }, kElementwiseGrain);
-  add_simple<FloatTypes>(r, "Ceil", [](auto x) { return std::ceil(x); }, kElementwiseGrain);
+  add_simple<FloatTypes>(
+      r, "Floor", [](auto x) { return std::floor(x); }, kElementwiseGrain);
+  add_simple<FloatTypes>(
+      r, "Ceil", [](auto x) { return std::ceil(x); }, kElementwiseGrain);
   // rint rounds half to even in the default rounding mode.
-  add_simple<FloatTypes>(r, "Round", [](auto x) { return std::rint(x); }, kElementwiseGrain);
+  add_simple<FloatTypes>(
+      r, "Round", [](auto x) { return std::rint(x); }, kElementwiseGrain);
   add_simple<FloatTypes>(
       r, "Reciprocal", [](auto x) { return decltype(x)(1) / x; }, kElementwiseGrain);
-  add_simple<FloatTypes>(r, "Sqrt", [](auto x) { return std::sqrt(x); }, kElementwiseGrain);
   add_simple<FloatTypes>(
-      r, "Softsign", [](auto x) { return x / (decltype(x)(1) + std::fabs(x)); },
-      kElementwiseGrain);
+      r, "Sqrt", [](auto x) { return std::sqrt(x); }, kElementwiseGrain);
+  add_simple<FloatTypes>(
+      r, "Softsign", [](auto x) { return x / (decltype(x)(1) + std::fabs(x)); }, kElementwiseGrain);
   add_simple<FloatTypes>(
       r, "HardSwish",
       [](auto x) {
         using T = decltype(x);
-        return x * std::fmax(T(0), std::fmin(T(1), x / T(6) + T(0.5)));
+        return x * clamp01(x / T(6) + T(0.5));
       },
       kElementwiseGrain);
 
@@ -260,7 +270,7 @@ void register_cpu_elementwise_unary(KernelRegistry& r) {
     using T = decltype(tag);
     const T alpha = static_cast<T>(node.attr_float("alpha", 0.2f));
     const T beta = static_cast<T>(node.attr_float("beta", 0.5f));
-    return [alpha, beta](T x) { return std::fmax(T(0), std::fmin(T(1), alpha * x + beta)); };
+    return [alpha, beta](T x) { return clamp01(alpha * x + beta); };
   });
   add_unary<FloatTypes>(
       r, "Gelu",
@@ -281,7 +291,8 @@ void register_cpu_elementwise_unary(KernelRegistry& r) {
   r.add("IsNaN", dtypes_of_input(dtypes_of(FloatTypes{})), [](KernelContext& ctx) {
     visit_dtype(ctx.input(0).dtype(), FloatTypes{}, [&](auto tag) {
       using T = decltype(tag);
-      map_unary<T, bool>(ctx, [](T x) { return x != x; }, kElementwiseGrain);
+      map_unary<T, bool>(
+          ctx, [](T x) { return x != x; }, kElementwiseGrain);
     });
   });
   r.add("IsInf", dtypes_of_input(dtypes_of(FloatTypes{})), [](KernelContext& ctx) {
