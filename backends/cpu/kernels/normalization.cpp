@@ -194,8 +194,10 @@ void softmax(KernelContext& ctx) {
           sum += e;
         }
         if (Log) {
-          const auto shift = static_cast<float>(mx + std::log(sum));
-          for (int64_t i = 0; i < n; ++i) out[i] = in[i] - shift;
+          // x - max is exact for nearby values; folding max and log(sum) first would round
+          // away the small log(sum) when max is large.
+          const auto log_sum = static_cast<float>(std::log(sum));
+          for (int64_t i = 0; i < n; ++i) out[i] = (in[i] - mx) - log_sum;
         } else {
           const auto k = static_cast<float>(1.0 / sum);
           for (int64_t i = 0; i < n; ++i) out[i] *= k;
@@ -225,9 +227,10 @@ void softmax(KernelContext& ctx) {
           sum[t] += e;
         }
       if (Log) {
-        for (int64_t t = 0; t < len; ++t) mx[t] = static_cast<float>(mx[t] + std::log(sum[t]));
+        for (int64_t t = 0; t < len; ++t) sum[t] = std::log(sum[t]);
         for (int64_t k = 0; k < n; ++k)
-          for (int64_t t = 0; t < len; ++t) out[k * inner + t] = in[k * inner + t] - mx[t];
+          for (int64_t t = 0; t < len; ++t)
+            out[k * inner + t] = (in[k * inner + t] - mx[t]) - static_cast<float>(sum[t]);
       } else {
         for (int64_t t = 0; t < len; ++t) mx[t] = static_cast<float>(1.0 / sum[t]);
         for (int64_t k = 0; k < n; ++k)

@@ -1,0 +1,114 @@
+"""Cases for the normalization family: BatchNormalization, InstanceNormalization,
+LayerNormalization, Softmax, LogSoftmax (expected values from ORT)."""
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from casegen import DEFAULT_OPSET, Cases, rand
+
+cases = Cases("normalization")
+
+
+def node(name, op_type, inputs, n_outputs=1, initializers=None, opset=DEFAULT_OPSET, rtol=1e-4,
+         atol=1e-5, expected=None, onnx_reference=False, **attrs):
+    """Like Cases.node, but declares the output dtypes (from onnx shape inference): onnxruntime
+    refuses models whose outputs have element type UNDEFINED, which Cases.node writes.
+    onnx_reference: take expected values from onnx's reference evaluator (where ORT lacks a
+    valid case)."""
+    initializers = initializers or {}
+    outs = [f"y{i}" for i in range(n_outputs)] if n_outputs > 1 else ["y"]
+    n = helper.make_node(op_type, list(inputs) + list(initializers), outs, name=name, **attrs)
+    g = helper.make_graph(
+        [n], name,
+        [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+         for k, v in inputs.items()], [],
+        [numpy_helper.from_array(v, k) for k, v in initializers.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    inferred = onnx.shape_inference.infer_shapes(m).graph.value_info
+    types = {vi.name: vi.type.tensor_type.elem_type for vi in inferred}
+    if onnx_reference:
+        from onnx.reference import ReferenceEvaluator
+        m.graph.output.extend(helper.make_tensor_value_info(o, types[o], None) for o in outs)
+        expected = dict(zip(outs, ReferenceEvaluator(m).run(None, inputs)))
+    cases.model(name, [n], inputs, outs, initializers, opset, rtol, atol, expected,
+                output_types=types)
+
+
+# ---- BatchNormalization (inference) ----
+def bn_params(shape):
+    return {"scale": rand(*shape), "B": rand(*shape), "mean": rand(*shape),
+            "var": rand(*shape, low=0.5, high=2.0)}
+
+
+for opset in (7, 9, 14, 15):
+    for shape in ((2, 3, 4, 5), (2, 3), (1, 4, 7), (2, 3, 2, 3, 4)):
+        tag = "x".join(map(str, shape))
+        node(f"bn_o{opset}_{tag}", "BatchNormalization", {"x": rand(*shape)},
+             initializers=bn_params((shape[1],)), opset=opset)
+    node(f"bn_o{opset}_eps", "BatchNormalization", {"x": rand(2, 3, 4)},
+         initializers=bn_params((3,)), opset=opset, epsilon=0.3)
+    node(f"bn_o{opset}_runtime_params", "BatchNormalization", {"x": rand(2, 5, 3), **bn_params((5,))},
+         opset=opset)
+node("bn_o14_training_off", "BatchNormalization", {"x": rand(2, 3, 4)},
+     initializers=bn_params((3,)), opset=14, training_mode=0)
+node("bn_o7_spatial0", "BatchNormalization", {"x": rand(2, 3, 4, 5)},
+     initializers=bn_params((3, 4, 5)), opset=7, spatial=0)
+node("bn_big", "BatchNormalization", {"x": rand(4, 16, 32, 32)}, initializers=bn_params((16,)),
+     opset=15)
+
+# ---- InstanceNormalization ----
+for shape in ((2, 3, 4, 5), (1, 2, 7), (2, 3, 2, 3, 4), (3, 1, 9)):
+    c = shape[1]
+    node("in_" + "x".join(map(str, shape)), "InstanceNormalization", {"x": rand(*shape)},
+         initializers={"scale": rand(c), "B": rand(c)}, opset=6)
+node("in_eps", "InstanceNormalization", {"x": rand(2, 3, 6)},
+     initializers={"scale": rand(3), "B": rand(3)}, epsilon=0.1)
+node("in_runtime_params", "InstanceNormalization", {"x": rand(2, 3, 6), "scale": rand(3), "B": rand(3)})
+node("in_offset", "InstanceNormalization", {"x": rand(2, 3, 50, low=1000, high=1001)},
+     initializers={"scale": rand(3), "B": rand(3)}, atol=1e-3, rtol=1e-3)
+node("in_big", "InstanceNormalization", {"x": rand(2, 8, 64, 64)},
+     initializers={"scale": rand(8), "B": rand(8)})
+
+# ---- LayerNormalization ----
+x = rand(2, 3, 4, 5)
+for axis in (-1, -2, 0, 1, 2, 3):
+    norm = x.shape[axis:]
+    node(f"ln_axis{axis}".replace("-", "m"), "LayerNormalization", {"x": x},
+         initializers={"scale": rand(*norm), "B": rand(*norm)}, axis=axis)
+    node(f"ln_axis{axis}_stats".replace("-", "m"), "LayerNormalization", {"x": x}, n_outputs=3,
+         initializers={"scale": rand(*norm), "B": rand(*norm)}, axis=axis)
+node("ln_no_bias", "LayerNormalization", {"x": rand(3, 8)}, initializers={"scale": rand(8)})
+node("ln_no_bias_stats", "LayerNormalization", {"x": rand(3, 8)}, n_outputs=3,
+     initializers={"scale": rand(8)})
+node("ln_eps", "LayerNormalization", {"x": rand(3, 8)}, initializers={"scale": rand(8), "B": rand(8)},
+     epsilon=0.5)
+node("ln_runtime_params", "LayerNormalization", {"x": rand(3, 8), "scale": rand(8), "B": rand(8)})
+# ORT only broadcasts Scale when it matches X's rank; the spec allows any broadcast to it.
+node("ln_bcast_scale", "LayerNormalization", {"x": rand(2, 4, 5)},
+     initializers={"scale": rand(1, 5), "B": rand(5)}, axis=1, onnx_reference=True)
+node("ln_1d", "LayerNormalization", {"x": rand(16)}, initializers={"scale": rand(16), "B": rand(16)})
+# ORT computes the variance as E[x^2] - E[x]^2 in float32, which cancels catastrophically for
+# inputs far from zero; the reference (and Quilt) subtract the mean first.
+node("ln_offset", "LayerNormalization", {"x": rand(4, 64, low=500, high=501)},
+     initializers={"scale": rand(64), "B": rand(64)}, atol=1e-3, rtol=1e-3, onnx_reference=True)
+node("ln_big", "LayerNormalization", {"x": rand(128, 768)},
+     initializers={"scale": rand(768), "B": rand(768)})
+
+# ---- Softmax / LogSoftmax ----
+for op in ("Softmax", "LogSoftmax"):
+    short = "sm" if op == "Softmax" else "lsm"
+    x = rand(2, 3, 4, low=-3, high=3)
+    for opset in (11, 13):
+        node(f"{short}_o{opset}_default", op, {"x": x}, opset=opset)
+        for axis in (0, 1, 2, -1, -2):
+            node(f"{short}_o{opset}_axis{axis}".replace("-", "m"), op, {"x": x}, opset=opset,
+                 axis=axis)
+        node(f"{short}_o{opset}_1d", op, {"x": rand(10)}, opset=opset, axis=0)
+        node(f"{short}_o{opset}_big_last", op, {"x": rand(64, 1000, low=-5, high=5)}, opset=opset,
+             axis=-1)
+        node(f"{short}_o{opset}_big_middle", op, {"x": rand(4, 100, 300, low=-5, high=5)},
+             opset=opset, axis=1)
+    node(f"{short}_o1", op, {"x": x}, opset=1)
+    node(f"{short}_large_values", op, {"x": rand(3, 7, low=1000, high=1010)}, axis=-1)
+    node(f"{short}_large_values_middle", op, {"x": rand(3, 7, 5, low=-1010, high=-1000)}, axis=1)
+    node(f"{short}_inf", op, {"x": np.array([[0, -np.inf, 1, 2]], np.float32)}, axis=-1)
