@@ -157,6 +157,16 @@ AxisTaps plan_axis(const ResizeParams& p, int64_t in, int64_t out, float scale, 
   AxisTaps t;
   t.in = in;
   t.out = out;
+  // An axis that keeps its size with scale 1 is left alone in every coordinate mode (as the
+  // ONNX reference and onnxruntime do), even tf_half_pixel_for_nn's half-pixel shift.
+  if (scale == 1 && in == out &&
+      (p.coord != Coord::TfCropAndResize || (roi_start == 0 && roi_end == 1))) {
+    t.identity = true;
+    t.outside.assign(static_cast<size_t>(out), 0);
+    t.weight.assign(static_cast<size_t>(out), 1.0f);
+    for (int64_t o = 0; o < out; ++o) t.index.push_back(o);
+    return t;
+  }
   const bool nearest = p.mode == Mode::Nearest;
   // Antialiasing widens the filter by 1/scale when downsampling; upsampling is unchanged.
   const bool wide = !nearest && p.antialias && scale < 1;
