@@ -7,13 +7,15 @@ from onnx import TensorProto, helper
 
 class NnCases(Cases):
     """Cases.node with declared output types: onnxruntime 1.23 rejects outputs of type
-    UNDEFINED, which Cases.node declares. Output 1 (MaxPool's Indices) is int64."""
+    UNDEFINED, which Cases.node declares. Output 0 has input 0's dtype; output 1 (MaxPool's
+    Indices) is int64."""
 
     def node(self, name, op_type, inputs, n_outputs=1, initializers=None, opset=DEFAULT_OPSET,
              rtol=1e-4, atol=1e-5, expected=None, domain="", **attrs):
         names = list(inputs) + list(initializers or {})
         outs = [f"y{i}" for i in range(n_outputs)] if n_outputs > 1 else ["y"]
-        types = {o: TensorProto.INT64 if i == 1 else TensorProto.FLOAT for i, o in enumerate(outs)}
+        dtype = helper.np_dtype_to_tensor_dtype(next(iter(inputs.values())).dtype)
+        types = {o: TensorProto.INT64 if i == 1 else dtype for i, o in enumerate(outs)}
         node = helper.make_node(op_type, names, outs, name=name, domain=domain, **attrs)
         self.model(name, [node], inputs, outs, initializers, opset, rtol, atol, expected,
                    output_types=types)
@@ -224,6 +226,13 @@ c.node("maxpool2d_opset8_indices", "MaxPool", {"x": rand(1, 2, 5, 5)}, n_outputs
        kernel_shape=[2, 2], opset=8)
 c.node("maxpool2d_opset10_ceil", "MaxPool", {"x": rand(1, 2, 6, 6)}, kernel_shape=[3, 3],
        strides=[2, 2], ceil_mode=1, opset=10)
+c.node("maxpool2d_uint8", "MaxPool", {"x": rand(1, 2, 6, 5, low=0, high=255).astype(np.uint8)},
+       kernel_shape=[3, 3], pads=[1, 1, 1, 1], opset=12)
+c.node("maxpool2d_int8_indices", "MaxPool",
+       {"x": rand(1, 2, 6, 5, low=-128, high=127).astype(np.int8)}, n_outputs=2,
+       kernel_shape=[2, 2], strides=[2, 1], opset=12)
+c.node("maxpool2d_float64", "MaxPool", {"x": rand(2, 2, 5, 5, dtype=np.float64)},
+       kernel_shape=[3, 2], strides=[2, 2], pads=[1, 1, 0, 0])
 c.node("maxpool2d_opset22", "MaxPool", {"x": rand(1, 2, 5, 5)}, kernel_shape=[2, 2], opset=22)
 
 # ---- AveragePool ----
@@ -239,6 +248,18 @@ c.node("avgpool2d_ceil", "AveragePool", {"x": rand(1, 2, 7, 8)}, kernel_shape=[3
        strides=[2, 2], ceil_mode=1)
 c.node("avgpool2d_ceil_include_pad", "AveragePool", {"x": rand(1, 2, 6, 7)}, kernel_shape=[3, 3],
        strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1, count_include_pad=1)
+c.node("avgpool2d_ceil_include_pad_opset19", "AveragePool", {"x": rand(1, 2, 6, 7)},
+       kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1, count_include_pad=1,
+       opset=19)
+c.node("avgpool1d_ceil_include_nopad_opset19", "AveragePool", {"x": rand(1, 2, 6)},
+       kernel_shape=[4], strides=[3], ceil_mode=1, count_include_pad=1, opset=19)
+c.node("avgpool1d_ceil_include_nopad", "AveragePool", {"x": rand(1, 2, 6)},
+       kernel_shape=[4], strides=[3], ceil_mode=1, count_include_pad=1)
+c.node("avgpool1d_dil_ceil_include_opset19", "AveragePool", {"x": rand(1, 2, 9)},
+       kernel_shape=[2], strides=[2], pads=[1, 1], dilations=[3], ceil_mode=1, count_include_pad=1,
+       opset=19)
+c.node("avgpool2d_opset22_include", "AveragePool", {"x": rand(1, 2, 7, 7)}, kernel_shape=[3, 3],
+       strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1, count_include_pad=1, opset=22)
 c.node("avgpool2d_ceil_pads", "AveragePool", {"x": rand(1, 2, 6, 7)}, kernel_shape=[3, 3],
        strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1)
 c.node("avgpool2d_same_upper", "AveragePool", {"x": rand(1, 2, 7, 6)}, kernel_shape=[3, 2],

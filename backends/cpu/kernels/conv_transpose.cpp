@@ -27,8 +27,8 @@ std::pair<int64_t, int64_t> valid_range(int64_t in, int64_t out, int64_t stride,
 }
 
 // The output size was fixed by shape inference; the leading pads follow from it. With
-// output_shape or SAME_* auto_pad the total padding is split as onnxruntime does: the extra
-// odd element goes to the end, except for SAME_UPPER where it goes to the beginning.
+// output_shape or SAME_* auto_pad the total padding is split as the spec and onnxruntime do:
+// an odd extra element goes to the beginning, except for SAME_UPPER where it goes to the end.
 Geometry transpose_geometry(const Node& node, const Tensor& x, const Tensor& w,
                             const std::vector<int64_t>& y_shape) {
   const size_t sp = static_cast<size_t>(x.rank() - 2);
@@ -51,7 +51,7 @@ Geometry transpose_geometry(const Node& node, const Tensor& x, const Tensor& w,
       const int64_t total =
           std::max<int64_t>(0, strides[i] * (g.in[j] - 1) + output_padding[i] +
                                    (g.kernel[j] - 1) * dilations[i] + 1 - g.out[j]);
-      g.pad[j] = auto_pad == "SAME_UPPER" ? total - total / 2 : total / 2;
+      g.pad[j] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
     } else if (auto_pad == "NOTSET") {
       g.pad[j] = pads[i];
     }

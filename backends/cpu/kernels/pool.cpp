@@ -80,7 +80,8 @@ int64_t count_in(int64_t o, int64_t stride, int64_t pad, int64_t kernel, int64_t
   return n;
 }
 
-void run_max_pool(KernelContext& ctx) {
+template <class T>
+void max_pool(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   Tensor& y = ctx.output(0);
   if (y.numel() == 0) return;
@@ -90,19 +91,19 @@ void run_max_pool(KernelContext& ctx) {
   const bool column_major = ctx.node.attr_int("storage_order", 0) != 0;
   const int64_t ivol = g.in_size(), ovol = g.out_size();
   const int64_t kvol = g.kernel[0] * g.kernel[1] * g.kernel[2];
-  const float* xp = x.data<float>();
-  float* yp = y.data<float>();
+  const T* xp = x.data<T>();
+  T* yp = y.data<T>();
   const int64_t planes = x.dim(0) * x.dim(1);
   ctx.pool.parallel_for(
       planes, std::max<int64_t>(1, 16384 / (ovol * kvol)), [&](int64_t b, int64_t e) {
         for (int64_t p = b; p < e; ++p) {
-          const float* xc = xp + p * ivol;
-          float* yc = yp + p * ovol;
+          const T* xc = xp + p * ivol;
+          T* yc = yp + p * ovol;
           int64_t o = 0;
           for (int64_t od = 0; od < g.out[0]; ++od)
             for (int64_t oh = 0; oh < g.out[1]; ++oh)
               for (int64_t ow = 0; ow < g.out[2]; ++ow, ++o) {
-                float best = std::numeric_limits<float>::lowest();
+                T best = std::numeric_limits<T>::lowest();
                 int64_t at = -1;
                 for_window(g, od, oh, ow, [&](int64_t id, int64_t ih, int64_t iw) {
                   const int64_t i = (id * g.in[1] + ih) * g.in[2] + iw;
@@ -128,7 +129,10 @@ void run_average_pool(KernelContext& ctx) {
   const int64_t ivol = g.in_size(), ovol = g.out_size();
   const int64_t kvol = g.kernel[0] * g.kernel[1] * g.kernel[2];
   // Divisors depend only on the output position: with count_include_pad the window is
-  // clipped to the padded input, else to the input itself.
+  // clipped to the padded input, else to the input itself. Before opset 19 (as onnxruntime
+  // runs it) count_include_pad always divides by the kernel size, even for a ceil_mode window
+  // reaching past the end padding.
+  const bool whole_kernel = include_pad && ctx.node.opset < 19;
   std::vector<float> inv_count(static_cast<size_t>(ovol));
   {
     int64_t o = 0;
@@ -142,6 +146,7 @@ void run_average_pool(KernelContext& ctx) {
             const int64_t hi = include_pad ? g.in[d] + g.pad_end[d] : g.in[d];
             count *= count_in(pos[d], g.stride[d], g.pad[d], g.kernel[d], g.dilation[d], lo, hi);
           }
+          if (whole_kernel) count = kvol;
           inv_count[static_cast<size_t>(o)] = 1.f / static_cast<float>(count);
         }
   }
@@ -165,6 +170,19 @@ void run_average_pool(KernelContext& ctx) {
               }
         }
       });
+}
+
+void run_max_pool(KernelContext& ctx) {
+  switch (ctx.input(0).dtype()) {
+    case DType::Float64:
+      return max_pool<double>(ctx);
+    case DType::Int8:
+      return max_pool<int8_t>(ctx);
+    case DType::UInt8:
+      return max_pool<uint8_t>(ctx);
+    default:
+      return max_pool<float>(ctx);
+  }
 }
 
 template <bool kMax>
@@ -195,7 +213,11 @@ void run_global_pool(KernelContext& ctx) {
 }
 
 std::string pool_support(const NodeSignature& sig) {
-  if (std::string why = float_only()(sig); !why.empty()) return why;
+  const bool max_pool = sig.node.op_type == "MaxPool";
+  const SupportFn dtypes =
+      max_pool ? dtypes_of_input({DType::Float32, DType::Float64, DType::Int8, DType::UInt8})
+               : float_only();
+  if (std::string why = dtypes(sig); !why.empty()) return why;
   if (sig.inputs[0].has_shape && sig.inputs[0].dims.size() > 5)
     return "only 1-D, 2-D and 3-D pooling is supported";
   return "";
