@@ -295,15 +295,23 @@ void pad(KernelContext& ctx) {
   for (size_t i = 0; i < axes.size(); ++i) begins[static_cast<size_t>(axes[i])] = pads[i];
   if (out.numel() == 0) return;
   if (rank == 0) return (void)std::memcpy(out.raw_data(), in.raw_data(), es);
-  // Per axis, the input index of every output index.
+  // Per axis, the input index of every output index. Negative pads crop first; the other side
+  // is then padded from what is left (this matters for wrap, as in onnxruntime).
   std::vector<std::vector<int64_t>> maps(rank);
   for (size_t d = 0; d < rank; ++d) {
-    const int64_t n = in.shape()[d];
+    const int64_t n = in.shape()[d], lo = std::max<int64_t>(0, -begins[d]);
+    const int64_t end_pad = out.shape()[d] - n - begins[d];
+    const int64_t kept = n - lo - std::max<int64_t>(0, -end_pad);
+    const int64_t before = std::max<int64_t>(0, begins[d]);
+    if (kept < 0) node.fail("pads crop more than axis " + std::to_string(d) + " holds");
     maps[d].resize(static_cast<size_t>(out.shape()[d]));
     for (int64_t o = 0; o < out.shape()[d]; ++o) {
-      if (n == 0 && mode != "constant" && (o - begins[d] < 0 || o - begins[d] >= n))
+      const int64_t i = o - before;
+      const bool inside = i >= 0 && i < kept;
+      if (kept == 0 && !inside && mode != "constant")
         node.fail("cannot pad axis " + std::to_string(d) + " of size 0 in mode '" + mode + "'");
-      maps[d][static_cast<size_t>(o)] = pad_source(o, begins[d], n, mode);
+      const int64_t s = pad_source(o, before, kept, mode);
+      maps[d][static_cast<size_t>(o)] = s < 0 ? s : lo + s;
     }
   }
   std::vector<Run> runs;

@@ -2,6 +2,7 @@
 // ScatterElements (and its old name Scatter), NonZero, OneHot. Data moves as bytes; only the
 // scatter reductions look at element values.
 #include <array>
+#include <cmath>
 #include <cstring>
 
 #include "backends/cpu/kernel.hpp"
@@ -365,6 +366,24 @@ int64_t int_at(const Tensor& t, int64_t i) {
   }
 }
 
+bool is_whole_at(const Tensor& t, int64_t i) {
+  double v;
+  switch (t.dtype()) {
+    case DType::Float32:
+      v = t.data<float>()[i];
+      break;
+    case DType::Float64:
+      v = t.data<double>()[i];
+      break;
+    case DType::Float16:
+      v = half_to_float(t.data<uint16_t>()[i]);
+      break;
+    default:
+      return true;
+  }
+  return std::isfinite(v) && std::trunc(v) == v;
+}
+
 std::string one_hot_support(const NodeSignature& sig) {
   for (size_t i = 0; i < 2 && i < sig.inputs.size(); ++i)
     if (sig.inputs[i].dtype == DType::Bool)
@@ -387,6 +406,8 @@ void one_hot(KernelContext& ctx) {
   for (int64_t i = 0; i < out.numel(); ++i)
     std::memcpy(dst + i * static_cast<int64_t>(es), off, es);
   for (int64_t i = 0; i < indices.numel(); ++i) {
+    // A float index that is not a whole number selects nothing (as in onnxruntime).
+    if (!is_whole_at(indices, i)) continue;
     int64_t k = int_at(indices, i);
     if (k < 0) k += depth;
     if (k < 0 || k >= depth) continue;  // out of range: the row stays all off
