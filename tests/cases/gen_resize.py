@@ -201,6 +201,18 @@ resize("deeplab_bilinear_sizes", rand(1, 6, 9, 9), sizes=[1, 6, 65, 65], mode="l
 resize("fcn_bilinear_half_pixel", rand(1, 6, 7, 9), sizes=[1, 6, 56, 72], mode="linear",
        coordinate_transformation_mode="half_pixel", opset=13)
 
+# ---- float16 (computed in float32, rounded once) ----
+X4H = X4.astype(np.float16)
+for mode in ["nearest", "linear", "cubic"]:
+    resize(f"float16_{mode}_up", X4H, scales=[1, 1, 1.7, 2], mode=mode, rtol=2e-3, atol=2e-3)
+    resize(f"float16_{mode}_down", X4H, sizes=[1, 2, 3, 4], mode=mode, rtol=2e-3, atol=2e-3,
+           coordinate_transformation_mode="align_corners")
+    resize(f"float16_{mode}_tf_crop", X4H, sizes=[1, 2, 4, 6], roi=ROI, mode=mode,
+           coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=2.5,
+           rtol=2e-3, atol=2e-3)
+resize("float16_linear_antialias", rand(1, 1, 9, 11).astype(np.float16), sizes=[1, 1, 4, 3],
+       mode="linear", antialias=1, rtol=2e-3, atol=2e-3)
+
 # ---- integer dtypes (nearest) ----
 for dt, x in [("int8", randint(1, 2, 5, 7, low=-100, high=100, dtype=np.int8)),
               ("uint8", randint(1, 2, 5, 7, low=0, high=255, dtype=np.uint8)),

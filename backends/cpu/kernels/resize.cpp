@@ -434,58 +434,75 @@ class ResizeKernel : public Kernel {
           return run_nearest<int8_t, uint8_t>(p_, plans, x, y, ctx.pool);
         case DType::UInt8:
           return run_nearest<uint8_t, uint8_t>(p_, plans, x, y, ctx.pool);
+        case DType::Float16:
+          return gather<uint16_t>(x.data<uint16_t>(), y.data<uint16_t>(), plans,
+                                  float_to_half(p_.extrapolation), ctx.pool);
         default:
           ctx.node.fail(
               std::string("nearest resize of ") + dtype_name(x.dtype()) + " is not implemented",
               ErrorCode::NotImplemented);
       }
     }
-    // Linear / cubic: one pass per axis that changes, innermost first; the last pass writes
-    // into the output.
+    if (x.dtype() == DType::Float32) {
+      interpolate(plans, x.shape(), x.data<float>(), y.data<float>(), ctx.pool);
+      return;
+    }
+    // float16: interpolate in float32 and round once at the end.
+    std::vector<float> xf(static_cast<size_t>(x.numel())), yf(static_cast<size_t>(y.numel()));
+    const uint16_t* xh = x.data<uint16_t>();
+    for (size_t i = 0; i < xf.size(); ++i) xf[i] = half_to_float(xh[i]);
+    interpolate(plans, x.shape(), xf.data(), yf.data(), ctx.pool);
+    uint16_t* yh = y.data<uint16_t>();
+    for (size_t i = 0; i < yf.size(); ++i) yh[i] = float_to_half(yf[i]);
+  }
+
+ private:
+  // Linear / cubic: one pass per axis that changes, innermost first; the last pass writes
+  // into dst.
+  void interpolate(const std::vector<AxisTaps>& plans, std::vector<int64_t> dims, const float* src,
+                   float* dst, const ThreadPool& pool) const {
     std::vector<size_t> todo;
     for (size_t a = plans.size(); a-- > 0;)
       if (!plans[a].identity) todo.push_back(a);
     if (todo.empty()) {
-      std::memcpy(y.raw_data(), x.raw_data(), x.nbytes());
+      int64_t n = 1;
+      for (int64_t d : dims) n *= d;
+      std::copy_n(src, n, dst);
       return;
     }
-    std::vector<int64_t> dims = x.shape();
-    const float* src = x.data<float>();
     std::vector<float> buffers[2];
     for (size_t step = 0; step < todo.size(); ++step) {
       const size_t a = todo[step];
       int64_t outer = 1, inner = 1;
       for (size_t b = 0; b < a; ++b) outer *= dims[b];
       for (size_t b = a + 1; b < dims.size(); ++b) inner *= dims[b];
-      float* dst = y.data<float>();
+      float* out = dst;
       if (step + 1 < todo.size()) {
         buffers[step % 2].resize(static_cast<size_t>(outer * plans[a].out * inner));
-        dst = buffers[step % 2].data();
+        out = buffers[step % 2].data();
       }
-      interpolate_axis(src, dst, outer, inner, plans[a], p_.extrapolation, ctx.pool);
+      interpolate_axis(src, out, outer, inner, plans[a], p_.extrapolation, pool);
       dims[a] = plans[a].out;
-      src = dst;
+      src = out;
     }
   }
 
- private:
   ResizeParams p_;
 };
 
 std::string resize_support(const NodeSignature& sig) {
   const DType d = sig.inputs.empty() ? DType::Undefined : sig.inputs[0].dtype;
-  if (d == DType::Float32 || d == DType::Undefined) return "";
+  if (d == DType::Float32 || d == DType::Float16 || d == DType::Undefined) return "";
   const bool int_type =
       d == DType::Int8 || d == DType::UInt8 || d == DType::Int32 || d == DType::Int64;
   const std::string mode = sig.node.attr_string("mode", "nearest");
   if (int_type && mode == "nearest") return "";
+  const std::string supported =
+      "; the CPU kernel supports float32 and float16 in every mode and int8, uint8, int32, int64 "
+      "in nearest mode";
   if (int_type)
-    return "mode '" + mode + "' on " + dtype_name(d) +
-           " is not implemented; the CPU kernel supports float32 in every mode and int8, uint8, "
-           "int32, int64 in nearest mode";
-  return std::string("input X is ") + dtype_name(d) +
-         "; the CPU kernel supports float32 in every mode and int8, uint8, int32, int64 in nearest "
-         "mode";
+    return "mode '" + mode + "' on " + dtype_name(d) + " is not implemented" + supported;
+  return std::string("input X is ") + dtype_name(d) + supported;
 }
 
 }  // namespace
