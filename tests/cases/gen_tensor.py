@@ -435,3 +435,50 @@ c.node("onehot_int32_idx_f64", "OneHot", {"i": arr(1, 0, dtype=np.int32)},
        initializers={"d": np.array(2, np.int32), "v": np.array([2.0, 3.0], np.float64)}, opset=11)
 c.node("onehot_opset9", "OneHot", {"i": arr(1, 0)},
        initializers={"d": np.array([3], I64), "v": vals}, opset=9)
+
+# ---- Dropout in training mode with ratio 0 is deterministic ----
+c.node("dropout_training_zero_ratio", "Dropout", {"x": rand(3, 4)},
+       initializers={"r": np.array(0.0, np.float32), "t": np.array(True)}, n_outputs=2)
+c.node("dropout_runtime_training_false", "Dropout",
+       {"x": rand(3, 4), "r": np.array(0.5, np.float32), "t": np.array(False)}, n_outputs=2)
+
+# ---- Dims unknown at session creation: NonZero's count is known only at run time ----
+H = helper.make_node
+mask = np.array([[1, 0, 2, 0, 3], [0, 4, 0, 5, 6]], np.float32)  # 6 non-zeros
+c.model("dynamic_transpose_reshape", [
+    H("NonZero", ["x"], ["nz"]),
+    H("Transpose", ["nz"], ["t"]),
+    H("Reshape", ["t", "s"], ["y"])], {"x": mask}, ["y"], {"s": arr(-1, 3)})
+c.model("dynamic_flatten_squeeze", [
+    H("NonZero", ["x"], ["nz"]),
+    H("Unsqueeze", ["nz", "a"], ["u"]),
+    H("Flatten", ["u"], ["f"], axis=2),
+    H("Squeeze", ["f"], ["y"])], {"x": mask}, ["y"], {"a": arr(0)})
+c.model("dynamic_concat_split", [
+    H("NonZero", ["x"], ["nz"]),
+    H("Concat", ["nz", "nz"], ["cc"], axis=1),
+    H("Split", ["cc"], ["y0", "y1", "y2"], axis=1)], {"x": mask}, ["y0", "y1", "y2"])
+c.model("dynamic_slice_pad_tile", [
+    H("NonZero", ["x"], ["nz"]),
+    H("Slice", ["nz", "s", "e", "ax"], ["sl"]),
+    H("Pad", ["sl", "p"], ["pd"], mode="edge"),
+    H("Tile", ["pd", "r"], ["y"])], {"x": mask}, ["y"],
+    {"s": arr(1), "e": arr(-1), "ax": arr(1), "p": arr(0, 1, 1, 0), "r": arr(2, 1)})
+c.model("dynamic_gather_shape", [
+    H("NonZero", ["x"], ["nz"]),
+    H("Gather", ["nz", "i"], ["g"], axis=1),
+    H("Shape", ["g"], ["sh"]),
+    H("ConstantOfShape", ["sh"], ["y0"], value=numpy_helper.from_array(np.array([7], I64), "v")),
+    H("Size", ["nz"], ["y1"])], {"x": mask, "i": arr([[0, 5], [2, 1]])}, ["y0", "y1"])
+c.model("dynamic_expand_range", [
+    H("NonZero", ["x"], ["nz"]),
+    H("Size", ["nz"], ["n"]),
+    H("Range", ["zero", "n", "one"], ["rg"]),
+    H("Expand", ["rg", "s"], ["y"])], {"x": mask}, ["y"],
+    {"zero": np.array(0, I64), "one": np.array(1, I64), "s": arr(2, 1)})
+c.model("shape_chain_reshape", [
+    H("Shape", ["x"], ["sh"]),
+    H("Slice", ["sh", "s", "e"], ["hw"]),
+    H("Concat", ["neg", "hw"], ["target"], axis=0),
+    H("Reshape", ["x", "target"], ["y"])], {"x": rand(2, 3, 4, 5)}, ["y"],
+    {"s": arr(2), "e": arr(4), "neg": arr(-1)})

@@ -43,23 +43,47 @@ void view_of_input(KernelContext& ctx) {
 
 // ---- Dropout (inference only) ----
 
+// Training mode drops elements at random; it is deterministic only with ratio 0 (an identity
+// with an all-true mask), which is what the kernel then supports.
+bool is_true(const Tensor& t) {
+  return t.dtype() == DType::Bool && t.numel() == 1 && t.data<bool>()[0];
+}
+double ratio_of(const Tensor& t) {
+  if (t.numel() != 1) return -1;
+  switch (t.dtype()) {
+    case DType::Float32:
+      return t.data<float>()[0];
+    case DType::Float64:
+      return t.data<double>()[0];
+    case DType::Float16:
+      return half_to_float(t.data<uint16_t>()[0]);
+    default:
+      return -1;
+  }
+}
+constexpr const char* kTrainingRefused =
+    "training_mode is true with a nonzero ratio, which drops elements at random; only inference "
+    "(or ratio 0) is supported";
+
 std::string dropout_support(const NodeSignature& sig) {
   const Node& n = sig.node;
   if (n.opset < 7 && n.attr_int("is_test", 0) == 0)
     return "is_test=0 asks for training-mode dropout, which is random; only inference is supported";
-  if (n.opset >= 12 && sig.constants.size() > 2 && sig.constants[2]) {
-    const Tensor& t = *sig.constants[2];
-    if (t.dtype() == DType::Bool && t.numel() == 1 && t.data<bool>()[0])
-      return "training_mode is true; only inference (training_mode=false) is supported";
+  if (n.opset >= 12 && n.has_input(2) && sig.constants.size() > 2 && sig.constants[2] &&
+      is_true(*sig.constants[2])) {
+    // The ratio defaults to 0.5; a ratio known only at run time is checked then.
+    const bool has_ratio = n.has_input(1);
+    const Tensor* ratio = has_ratio ? sig.constants[1] : nullptr;
+    if (!has_ratio || (ratio && ratio_of(*ratio) != 0)) return kTrainingRefused;
   }
   return "";
 }
 
 void dropout(KernelContext& ctx) {
-  if (const Tensor* training = ctx.optional_input(2))
-    if (training->numel() == 1 && training->dtype() == DType::Bool && training->data<bool>()[0])
-      ctx.node.fail("training_mode is true; only inference (training_mode=false) is supported",
-                    ErrorCode::NotImplemented);
+  if (const Tensor* training = ctx.optional_input(2); training && is_true(*training)) {
+    const Tensor* ratio = ctx.optional_input(1);
+    if (!ratio || ratio_of(*ratio) != 0) ctx.node.fail(kTrainingRefused, ErrorCode::NotImplemented);
+  }
   ctx.set_output(0, ctx.input(0));
   if (ctx.wants_output(1)) {
     Tensor& mask = ctx.output(1);
