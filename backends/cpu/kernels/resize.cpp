@@ -329,29 +329,42 @@ void gather(const T* src, T* dst, const std::vector<AxisTaps>& plans, T extrapol
   const int64_t width = last.out;
   int64_t rows = 1;
   for (size_t a = 0; a + 1 < rank; ++a) rows *= plans[a].out;
-  pool.parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, width)),
-                    [&](int64_t begin, int64_t end) {
-                      for (int64_t row = begin; row < end; ++row) {
-                        int64_t base = 0, rem = row;
-                        bool outside = false;
-                        for (size_t a = rank - 1; a-- > 0;) {
-                          const auto o = static_cast<size_t>(rem % plans[a].out);
-                          rem /= plans[a].out;
-                          outside |= plans[a].outside[o] != 0;
-                          base += plans[a].index[o] * stride[a];
-                        }
-                        T* d = dst + row * width;
-                        if (outside) {
-                          std::fill(d, d + width, extrapolation);
-                          continue;
-                        }
-                        const T* s = src + base;
-                        for (int64_t j = 0; j < width; ++j)
-                          d[j] = last.outside[static_cast<size_t>(j)]
-                                     ? extrapolation
-                                     : s[last.index[static_cast<size_t>(j)]];
-                      }
-                    });
+  // The last axis without extrapolated positions is a plain gather the compiler can unroll.
+  const bool last_inside =
+      std::none_of(last.outside.begin(), last.outside.end(), [](uint8_t o) { return o != 0; });
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, width));
+  pool.parallel_for(rows, grain, [&](int64_t begin, int64_t end) {
+    int64_t prev_base = -1;  // source offset of the previous row (-1: none or extrapolated)
+    for (int64_t row = begin; row < end; ++row) {
+      int64_t base = 0, rem = row;
+      bool outside = false;
+      for (size_t a = rank - 1; a-- > 0;) {
+        const auto o = static_cast<size_t>(rem % plans[a].out);
+        rem /= plans[a].out;
+        outside |= plans[a].outside[o] != 0;
+        base += plans[a].index[o] * stride[a];
+      }
+      T* d = dst + row * width;
+      if (outside) {
+        std::fill(d, d + width, extrapolation);
+        prev_base = -1;
+        continue;
+      }
+      if (base == prev_base) {  // upsampling repeats rows: copy the one just written
+        std::copy_n(d - width, width, d);
+        continue;
+      }
+      prev_base = base;
+      const T* s = src + base;
+      const int64_t* idx = last.index.data();
+      if (last_inside) {
+        for (int64_t j = 0; j < width; ++j) d[j] = s[idx[j]];
+      } else {
+        for (int64_t j = 0; j < width; ++j)
+          d[j] = last.outside[static_cast<size_t>(j)] ? extrapolation : s[idx[j]];
+      }
+    }
+  });
 }
 
 // One linear/cubic pass along an axis of a tensor viewed as [outer, t.in, inner].
