@@ -276,8 +276,10 @@ std::shared_ptr<Graph> graph_from_proto(const onnx::GraphProto& g, const ImportC
     node.outputs.assign(n.output().begin(), n.output().end());
     auto it = ctx.opsets.find(node.domain);
     node.opset = it == ctx.opsets.end() ? 0 : it->second;
-    for (const auto& a : n.attribute())
-      node.attributes[a.name()] = attribute_from_proto(a, ctx, "[" + node.display() + "]");
+    std::string where = "[";
+    where += node.display();
+    where += "]";
+    for (const auto& a : n.attribute()) node.attributes[a.name()] = attribute_from_proto(a, ctx, where);
     graph->nodes.push_back(std::move(node));
   }
   return graph;

@@ -66,8 +66,8 @@ class Cases:
         graph = helper.make_graph(
             graph_nodes, name,
             [_value_info(k, v) for k, v in inputs.items()],
-            [helper.make_tensor_value_info(o, (output_types or {}).get(o, TensorProto.UNDEFINED), None)
-             for o in outputs],
+            [helper.make_tensor_value_info(o, output_types[o], None) if o in (output_types or {})
+             else helper.make_empty_tensor_value_info(o) for o in outputs],
             [numpy_helper.from_array(v, k) for k, v in initializers.items()])
         m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
         m.ir_version = 8

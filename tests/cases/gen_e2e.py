@@ -109,5 +109,5 @@ c.model("split_slice_topk", [
     N("Concat", ["sa", "sb"], ["cat"], axis=1), N("Flatten", ["cat"], ["f"], axis=1),
     N("TopK", ["f", "k"], ["vals", "idx"], axis=-1)],
     {"x": rand(2, 6, 4)}, ["vals", "idx"],
-    {"split": np.array([2, 4], dtype=np.int64), "st": np.array([1], dtype=np.int64),
-     "en": np.array([4], dtype=np.int64), "ax": np.array([2], dtype=np.int64), "k": np.array([5], dtype=np.int64)})
+    {"split": np.array([2, 4], dtype=np.int64), "st": np.array([-1], dtype=np.int64),
+     "en": np.array([2], dtype=np.int64), "ax": np.array([1], dtype=np.int64), "k": np.array([5], dtype=np.int64)})

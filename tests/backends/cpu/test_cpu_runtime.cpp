@@ -80,6 +80,7 @@ TEST(Blas, UsesAnOptimisedCoreOnThisCpu) {
               blas_core_override().c_str(),
               std::getenv("OPENBLAS_CORETYPE") ? std::getenv("OPENBLAS_CORETYPE") : "");
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && !std::getenv("QUILT_TEST_ANY_BLAS_CORE"))
+  if (__builtin_cpu_supports("avx512f") && !std::getenv("QUILT_TEST_ANY_BLAS_CORE")) {
     EXPECT_NE(core, "Prescott") << "OpenBLAS fell back to its generic kernels on an AVX-512 CPU";
+  }
 }
