@@ -52,21 +52,69 @@ Geometry pool_geometry(const Node& node, const Tensor& x, const std::vector<int6
 
 // Calls fn(flat input index) for every window element of output (od, oh, ow) that lies inside
 // the input.
+// Kernel offsets k in [lo, hi) whose input o * stride - pad + k * dilation lies in [0, in).
+std::pair<int64_t, int64_t> kernel_range(int64_t o, int64_t stride, int64_t pad, int64_t dilation,
+                                         int64_t kernel, int64_t in) {
+  const int64_t start = o * stride - pad;
+  const int64_t lo = start >= 0 ? 0 : (-start + dilation - 1) / dilation;
+  const int64_t hi = in - start <= 0 ? 0 : (in - start + dilation - 1) / dilation;
+  return {std::min(lo, kernel), std::clamp(hi, std::min(lo, kernel), kernel)};
+}
+
+// Calls fn(id, ih, iw) for every window element of output (od, oh, ow) inside the input.
 template <class Fn>
 void for_window(const Geometry& g, int64_t od, int64_t oh, int64_t ow, Fn&& fn) {
-  for (int64_t kd = 0; kd < g.kernel[0]; ++kd) {
-    const int64_t id = od * g.stride[0] - g.pad[0] + kd * g.dilation[0];
-    if (id < 0 || id >= g.in[0]) continue;
-    for (int64_t kh = 0; kh < g.kernel[1]; ++kh) {
-      const int64_t ih = oh * g.stride[1] - g.pad[1] + kh * g.dilation[1];
-      if (ih < 0 || ih >= g.in[1]) continue;
-      for (int64_t kw = 0; kw < g.kernel[2]; ++kw) {
-        const int64_t iw = ow * g.stride[2] - g.pad[2] + kw * g.dilation[2];
-        if (iw < 0 || iw >= g.in[2]) continue;
-        fn(id, ih, iw);
-      }
+  const auto [d0, d1] =
+      kernel_range(od, g.stride[0], g.pad[0], g.dilation[0], g.kernel[0], g.in[0]);
+  const auto [h0, h1] =
+      kernel_range(oh, g.stride[1], g.pad[1], g.dilation[1], g.kernel[1], g.in[1]);
+  const auto [w0, w1] =
+      kernel_range(ow, g.stride[2], g.pad[2], g.dilation[2], g.kernel[2], g.in[2]);
+  const int64_t sd = od * g.stride[0] - g.pad[0], sh = oh * g.stride[1] - g.pad[1],
+                sw = ow * g.stride[2] - g.pad[2];
+  for (int64_t kd = d0; kd < d1; ++kd)
+    for (int64_t kh = h0; kh < h1; ++kh)
+      for (int64_t kw = w0; kw < w1; ++kw)
+        fn(sd + kd * g.dilation[0], sh + kh * g.dilation[1], sw + kw * g.dilation[2]);
+}
+
+// Outputs o in [lo, hi) read input o * stride + offset inside [0, in).
+std::pair<int64_t, int64_t> valid_range(int64_t out, int64_t in, int64_t stride, int64_t offset) {
+  int64_t lo = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+  int64_t hi = in - offset <= 0 ? 0 : (in - offset + stride - 1) / stride;
+  lo = std::min(lo, out);
+  return {lo, std::clamp(hi, lo, out)};
+}
+
+// One plane, a row of outputs at a time so the innermost loop runs along the output row
+// (vectorisable for stride 1): y = fold of op over each window, starting from init.
+template <class T, class Op>
+void window_rows(const Geometry& g, const T* x, T* y, T init, Op op) {
+  for (int64_t od = 0; od < g.out[0]; ++od)
+    for (int64_t oh = 0; oh < g.out[1]; ++oh) {
+      T* yrow = y + (od * g.out[1] + oh) * g.out[2];
+      std::fill(yrow, yrow + g.out[2], init);
+      const auto [d0, d1] =
+          kernel_range(od, g.stride[0], g.pad[0], g.dilation[0], g.kernel[0], g.in[0]);
+      const auto [h0, h1] =
+          kernel_range(oh, g.stride[1], g.pad[1], g.dilation[1], g.kernel[1], g.in[1]);
+      for (int64_t kd = d0; kd < d1; ++kd)
+        for (int64_t kh = h0; kh < h1; ++kh) {
+          const int64_t id = od * g.stride[0] - g.pad[0] + kd * g.dilation[0];
+          const int64_t ih = oh * g.stride[1] - g.pad[1] + kh * g.dilation[1];
+          const T* xrow = x + (id * g.in[1] + ih) * g.in[2];
+          for (int64_t kw = 0; kw < g.kernel[2]; ++kw) {
+            const int64_t off = kw * g.dilation[2] - g.pad[2];
+            const auto [lo, hi] = valid_range(g.out[2], g.in[2], g.stride[2], off);
+            if (g.stride[2] == 1) {
+              for (int64_t ow = lo; ow < hi; ++ow) yrow[ow] = op(yrow[ow], xrow[ow + off]);
+            } else {
+              for (int64_t ow = lo; ow < hi; ++ow)
+                yrow[ow] = op(yrow[ow], xrow[ow * g.stride[2] + off]);
+            }
+          }
+        }
     }
-  }
 }
 
 // Number of window elements along one dim whose position lies in [lo, hi).
@@ -99,6 +147,11 @@ void max_pool(KernelContext& ctx) {
         for (int64_t p = b; p < e; ++p) {
           const T* xc = xp + p * ivol;
           T* yc = yp + p * ovol;
+          if (!ip) {
+            window_rows(g, xc, yc, std::numeric_limits<T>::lowest(),
+                        [](T a, T v) { return a < v ? v : a; });
+            continue;
+          }
           int64_t o = 0;
           for (int64_t od = 0; od < g.out[0]; ++od)
             for (int64_t oh = 0; oh < g.out[1]; ++oh)
@@ -107,8 +160,7 @@ void max_pool(KernelContext& ctx) {
                 int64_t at = -1;
                 for_window(g, od, oh, ow, [&](int64_t id, int64_t ih, int64_t iw) {
                   const int64_t i = (id * g.in[1] + ih) * g.in[2] + iw;
-                  // NaN wins, as in onnxruntime's max.
-                  if (xc[i] > best || at < 0 || (xc[i] != xc[i] && best == best)) {
+                  if (at < 0 || xc[i] > best) {
                     best = xc[i];
                     at = column_major ? id + (ih + iw * g.in[1]) * g.in[0] : i;
                   }
@@ -153,23 +205,16 @@ void run_average_pool(KernelContext& ctx) {
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
   const int64_t planes = x.dim(0) * x.dim(1);
-  ctx.pool.parallel_for(
-      planes, std::max<int64_t>(1, 16384 / (ovol * kvol)), [&](int64_t b, int64_t e) {
-        for (int64_t p = b; p < e; ++p) {
-          const float* xc = xp + p * ivol;
-          float* yc = yp + p * ovol;
-          int64_t o = 0;
-          for (int64_t od = 0; od < g.out[0]; ++od)
-            for (int64_t oh = 0; oh < g.out[1]; ++oh)
-              for (int64_t ow = 0; ow < g.out[2]; ++ow, ++o) {
-                float sum = 0.f;
-                for_window(g, od, oh, ow, [&](int64_t id, int64_t ih, int64_t iw) {
-                  sum += xc[(id * g.in[1] + ih) * g.in[2] + iw];
-                });
-                yc[o] = sum * inv_count[static_cast<size_t>(o)];
-              }
-        }
-      });
+  ctx.pool.parallel_for(planes, std::max<int64_t>(1, 16384 / (ovol * kvol)),
+                        [&](int64_t b, int64_t e) {
+                          for (int64_t p = b; p < e; ++p) {
+                            const float* xc = xp + p * ivol;
+                            float* yc = yp + p * ovol;
+                            window_rows(g, xc, yc, 0.f, [](float a, float v) { return a + v; });
+                            for (int64_t o = 0; o < ovol; ++o)
+                              yc[o] *= inv_count[static_cast<size_t>(o)];
+                          }
+                        });
 }
 
 void run_max_pool(KernelContext& ctx) {
