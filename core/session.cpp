@@ -22,10 +22,10 @@ std::shared_ptr<Session::Impl> make_impl(std::unique_ptr<Model> model,
   if (options.threads < 0)
     throw Error(ErrorCode::InvalidArgument,
                 "SessionOptions.threads is " + std::to_string(options.threads) + ", expected >= 0");
-  if (options.optimization_level < 0 || options.optimization_level > 2)
+  if (options.optimization_level < 0 || options.optimization_level > 1)
     throw Error(ErrorCode::InvalidArgument, "SessionOptions.optimization_level is " +
                                                 std::to_string(options.optimization_level) +
-                                                ", expected 0, 1 or 2");
+                                                ", expected 0 (as written) or 1 (constant folding)");
   auto impl = std::make_shared<Session::Impl>();
   impl->model = std::move(model);
   impl->logger = Logger(options.log_level);

@@ -46,6 +46,8 @@ expect("run without model", ["run"], 2, "needs a MODEL")
 expect("unknown option", ["run", MODELS / "add_relu.onnx", "--speed", "9"], 2, "unknown option '--speed'")
 expect("bad threads", ["run", MODELS / "add_relu.onnx", "--threads", "many"], 2,
        "--threads expects a non-negative integer, got 'many'")
+expect("bad optimization level", ["run", MODELS / "add_relu.onnx", "--optimization-level", "5"], 2,
+       "optimization_level is 5")
 expect("bad input syntax", ["run", MODELS / "add_relu.onnx", "--input", "x"], 2, "--input expects NAME=VALUE")
 expect("bad log level", ["run", MODELS / "add_relu.onnx", "--log-level", "loud"], 2, "--log-level expects")
 

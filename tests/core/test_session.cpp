@@ -136,6 +136,10 @@ TEST(Session, BadModelsAndOptionsFailAtCreation) {
   bad_backend.backends = {"warp-drive"};
   expect_error([&] { Session s(kDir + "/add_relu.onnx", bad_backend); }, ErrorCode::InvalidArgument,
                {"unknown backend 'warp-drive'", "available: cpu"});
+  SessionOptions bad_level;
+  bad_level.optimization_level = 5;
+  expect_error([&] { Session s(kDir + "/add_relu.onnx", bad_level); }, ErrorCode::InvalidArgument,
+               {"optimization_level is 5", "expected 0"});
   SessionOptions bad_threads;
   bad_threads.threads = -3;
   expect_error([&] { Session s(kDir + "/add_relu.onnx", bad_threads); }, ErrorCode::InvalidArgument,
