@@ -65,7 +65,7 @@ class OuterWalk {
 template <class W>
 void tiled_copy(const ThreadPool& pool, W* dst, const W* src, const std::vector<int64_t>& shape,
                 const std::vector<int64_t>& strides, size_t j) {
-  constexpr int64_t kTile = 32;
+  constexpr int64_t kTile = 16;
   const size_t rank = shape.size();
   const int64_t nj = shape[j], nl = shape.back(), sl = strides.back();
   std::vector<int64_t> dst_strides(rank, 1);
@@ -88,10 +88,23 @@ void tiled_copy(const ThreadPool& pool, W* dst, const W* src, const std::vector<
         d_off += i * outer_dst[k];
       }
       const int64_t j0 = (t % tiles_j) * kTile, j1 = std::min(nj, j0 + kTile);
+      W* d = dst + d_off;
+      const W* sp = src + s_off;
       for (int64_t l0 = 0; l0 < nl; l0 += kTile) {
         const int64_t l1 = std::min(nl, l0 + kTile);
-        for (int64_t l = l0; l < l1; ++l)
-          for (int64_t jj = j0; jj < j1; ++jj) dst[d_off + jj * dj + l] = src[s_off + jj + l * sl];
+        if (j1 - j0 == kTile && l1 - l0 == kTile) {
+          // Through a small buffer: with power-of-two strides, copying directly makes the rows
+          // of a tile collide in the same cache sets.
+          W buf[kTile * kTile];
+          for (int64_t l = 0; l < kTile; ++l)
+            for (int64_t jj = 0; jj < kTile; ++jj)
+              buf[jj * kTile + l] = sp[j0 + jj + (l0 + l) * sl];
+          for (int64_t jj = 0; jj < kTile; ++jj)
+            for (int64_t l = 0; l < kTile; ++l) d[(j0 + jj) * dj + l0 + l] = buf[jj * kTile + l];
+        } else {
+          for (int64_t l = l0; l < l1; ++l)
+            for (int64_t jj = j0; jj < j1; ++jj) d[jj * dj + l] = sp[jj + l * sl];
+        }
       }
     }
   });
