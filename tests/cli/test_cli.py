@@ -87,6 +87,8 @@ with tempfile.TemporaryDirectory() as tmp:
 # Generated inputs with a symbolic dim
 expect("generated inputs", ["run", MODELS / "add_relu.onnx", "--dim", "batch=3"], 0, "y: float32 [3, 4]",
        stream="stdout")
+expect("unknown dim", ["run", MODELS / "add_relu.onnx", "--dim", "seq=3"], 2,
+       "no input has a symbolic dim named 'seq' (symbolic dims: batch)")
 expect("devices", ["devices"], 0, "backend cpu", "OpenBLAS, core", stream="stdout")
 
 # The embedded default model

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 #include <random>
+#include <set>
 
 #include "core/half.hpp"
 #include "tools/quilt/cli.hpp"
@@ -197,6 +198,19 @@ int cmd_run(const std::vector<std::string>& args) {
     Session session(r.model, r.options);
     TensorMap inputs;
     std::mt19937 rng(0);
+    std::set<std::string> symbols;
+    for (const auto& info : session.inputs())
+      for (const auto& d : info.shape)
+        if (!d.is_fixed() && !d.symbol.empty()) symbols.insert(d.symbol);
+    for (const auto& [name, _] : r.dims)
+      if (!symbols.count(name)) {
+        std::string known;
+        for (const auto& s : symbols) known += (known.empty() ? "" : ", ") + s;
+        throw Error(ErrorCode::InvalidArgument,
+                    "--dim " + name + ": no input has a symbolic dim named '" + name + "'" +
+                        (known.empty() ? " (the model's inputs have none)"
+                                       : " (symbolic dims: " + known + ")"));
+      }
     for (const auto& [name, file] : r.input_files) inputs[name] = read_npy(file);
     for (const auto& info : session.inputs())
       if (!inputs.count(info.name)) inputs[info.name] = generate(info, r.dims, rng);
