@@ -311,3 +311,51 @@ c.model("tiny_cnn", nodes, {"x": rand(2, 3, 20, 20)}, ["y"],
         initializers={"w1": rand(8, 3, 3, 3), "b1": rand(8), "w2": rand(8, 1, 3, 3),
                       "w3": rand(12, 8, 1, 1), "fw": rand(5, 12), "fb": rand(5)},
         rtol=1e-4, atol=1e-4, output_types={"y": TensorProto.FLOAT})
+
+# ---- single-row products (the GEMV path) ----
+c.node("gemm_m1_trans_b", "Gemm", {"a": rand(1, 300)}, initializers={"b": rand(37, 300),
+       "c": rand(37)}, transB=1, alpha=0.7, beta=1.5)
+c.node("gemm_m1", "Gemm", {"a": rand(1, 70), "b": rand(70, 130), "c": rand(1, 130)}, beta=0.5)
+c.node("gemm_m1_trans_a", "Gemm", {"a": rand(45, 1), "b": rand(45, 9)}, transA=1)
+c.node("gemm_m1_no_c", "Gemm", {"a": rand(1, 33), "b": rand(21, 33)}, transB=1)
+c.node("matmul_m1_1d", "MatMul", {"a": rand(200), "b": rand(200, 77)})
+c.node("matmul_m1_3d", "MatMul", {"a": rand(1, 1, 64)}, initializers={"b": rand(64, 300)})
+
+
+# ---- symbolic dims at session creation: shapes are inferred again at run time ----
+def make_dynamic(case, dims):
+    """Rewrites case's model so that the given (input index, axis) dims are symbolic."""
+    import onnx
+    path = c.dir / case / "model.onnx"
+    m = onnx.load(path)
+    for i, axis in dims:
+        d = m.graph.input[i].type.tensor_type.shape.dim[axis]
+        d.ClearField("dim_value")
+        d.dim_param = f"d{i}_{axis}"
+    for o in m.graph.output:
+        o.type.tensor_type.ClearField("shape")
+    onnx.save(m, path)
+
+
+c.node("dyn_conv", "Conv", {"x": rand(2, 3, 9, 8)}, initializers={"w": rand(4, 3, 3, 3)},
+       pads=[1, 1, 1, 1], strides=[2, 2], **CONV_TOL)
+make_dynamic("dyn_conv", [(0, 0), (0, 2), (0, 3)])
+c.node("dyn_conv_same", "Conv", {"x": rand(2, 3, 9, 8)}, initializers={"w": rand(4, 3, 3, 3)},
+       auto_pad="SAME_LOWER", strides=[2, 2], **CONV_TOL)
+make_dynamic("dyn_conv_same", [(0, 0), (0, 3)])
+c.node("dyn_convt", "ConvTranspose", {"x": rand(2, 3, 4, 5)}, initializers={"w": rand(3, 2, 3, 3)},
+       strides=[2, 2], auto_pad="SAME_UPPER", **CONV_TOL)
+make_dynamic("dyn_convt", [(0, 0), (0, 2)])
+c.node("dyn_maxpool", "MaxPool", {"x": rand(2, 3, 9, 8)}, kernel_shape=[3, 3], strides=[2, 2],
+       ceil_mode=1)
+make_dynamic("dyn_maxpool", [(0, 0), (0, 1), (0, 2)])
+c.node("dyn_avgpool", "AveragePool", {"x": rand(2, 3, 9, 8)}, kernel_shape=[3, 3],
+       auto_pad="SAME_UPPER")
+make_dynamic("dyn_avgpool", [(0, 2), (0, 3)])
+c.node("dyn_gap", "GlobalAveragePool", {"x": rand(2, 3, 9, 8)})
+make_dynamic("dyn_gap", [(0, 0), (0, 2), (0, 3)])
+c.node("dyn_gemm", "Gemm", {"a": rand(5, 6)}, initializers={"b": rand(4, 6), "c": rand(4)},
+       transB=1)
+make_dynamic("dyn_gemm", [(0, 0)])
+c.node("dyn_matmul", "MatMul", {"a": rand(2, 3, 5, 6), "b": rand(3, 6, 4)})
+make_dynamic("dyn_matmul", [(0, 0), (0, 2), (1, 2)])

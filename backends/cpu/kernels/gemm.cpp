@@ -1,11 +1,62 @@
 // Gemm and MatMul on OpenBLAS sgemm.
 #include <algorithm>
+#include <cstring>
 
 #include "backends/cpu/blas.hpp"
 #include "backends/cpu/kernel.hpp"
 
 namespace quilt::cpu {
 namespace {
+
+using Vec8 = float __attribute__((vector_size(32)));
+
+Vec8 load8(const float* p) {
+  Vec8 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+float dot(const float* a, const float* b, int64_t n) {
+  Vec8 acc0 = {}, acc1 = {};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    acc0 += load8(a + i) * load8(b + i);
+    acc1 += load8(a + i + 8) * load8(b + i + 8);
+  }
+  acc0 += acc1;
+  float sum = 0.f;
+  for (int j = 0; j < 8; ++j) sum += acc0[j];
+  for (; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+// y (1 x n) = alpha * a (1 x k) * op(B) + beta * y. BLAS GEMM with one row is far from
+// memory bandwidth, and single-row products (a batch-1 classifier, a decoder step) are common.
+void gemv(const float* a, const float* b, bool trans_b, int64_t k, int64_t n, float alpha,
+          float beta, float* y, const ThreadPool& pool) {
+  if (trans_b) {  // B is (n x k): one dot product per output
+    pool.parallel_for(n, std::max<int64_t>(1, 32768 / std::max<int64_t>(k, 1)),
+                      [&](int64_t begin, int64_t end) {
+                        for (int64_t j = begin; j < end; ++j) {
+                          const float v = alpha * dot(a, b + j * k, k);
+                          y[j] = beta == 0.f ? v : v + beta * y[j];
+                        }
+                      });
+    return;
+  }
+  // B is (k x n): accumulate rows of B over a block of columns.
+  pool.parallel_for(n, std::max<int64_t>(64, 32768 / std::max<int64_t>(k, 1)),
+                    [&](int64_t begin, int64_t end) {
+                      float* yb = y + begin;
+                      const int64_t len = end - begin;
+                      for (int64_t j = 0; j < len; ++j) yb[j] = beta == 0.f ? 0.f : beta * yb[j];
+                      for (int64_t i = 0; i < k; ++i) {
+                        const float av = alpha * a[i];
+                        const float* brow = b + i * n + begin;
+                        for (int64_t j = 0; j < len; ++j) yb[j] += av * brow[j];
+                      }
+                    });
+}
 
 // Y = alpha * op(A) * op(B) + beta * C, with C broadcast to (M, N).
 void run_gemm(KernelContext& ctx) {
@@ -52,7 +103,11 @@ void run_matmul(KernelContext& ctx) {
   if (y.numel() == 0) return;
   if (bs.size() == 2) {
     // B is shared by every batch of A: fold A's batch dims into M, one GEMM.
-    sgemm(false, false, y.numel() / n, n, k, 1.f, ap, k, bp, n, 0.f, yp, n);
+    const int64_t rows = y.numel() / n;
+    if (rows == 1)
+      gemv(ap, bp, false, k, n, 1.f, 0.f, yp, ctx.pool);
+    else
+      sgemm(false, false, rows, n, k, 1.f, ap, k, bp, n, 0.f, yp, n);
     return;
   }
   // Broadcast batch dims: walk the output batch index, mapping it into A's and B's.
