@@ -359,3 +359,10 @@ c.node("dyn_gemm", "Gemm", {"a": rand(5, 6)}, initializers={"b": rand(4, 6), "c"
 make_dynamic("dyn_gemm", [(0, 0)])
 c.node("dyn_matmul", "MatMul", {"a": rand(2, 3, 5, 6), "b": rand(3, 6, 4)})
 make_dynamic("dyn_matmul", [(0, 0), (0, 2), (1, 2)])
+
+# ---- im2col buffers larger than one block (16 MB): the output is produced in row blocks ----
+c.node("conv2d_blocked_im2col", "Conv", {"x": rand(1, 32, 100, 120)},
+       initializers={"w": rand(2, 32, 5, 5), "b": rand(2)}, pads=[2, 2, 2, 2], rtol=1e-3,
+       atol=1e-4)
+c.node("conv3d_blocked_im2col", "Conv", {"x": rand(1, 16, 12, 30, 30)},
+       initializers={"w": rand(2, 16, 3, 3, 3)}, pads=[1, 1, 1, 1, 1, 1], rtol=1e-3, atol=1e-4)

@@ -4,6 +4,7 @@
 // every rank.
 #include <algorithm>
 #include <array>
+#include <memory>
 
 #include "backends/cpu/blas.hpp"
 #include "backends/cpu/kernel.hpp"
@@ -17,6 +18,9 @@ std::vector<int64_t> window_pad_begins(const Node& node, const std::vector<int64
 namespace {
 
 using Dims3 = std::array<int64_t, 3>;
+
+// Upper bound of the unfolded-input buffer of the im2col path.
+constexpr int64_t kColBytes = 16 << 20;
 
 // A sliding window over three spatial dims.
 struct Geometry {
@@ -56,13 +60,14 @@ Geometry conv_geometry(const Node& node, const Tensor& x, const Tensor& w,
   return g;
 }
 
-// Unfolds channels [0, channels) of x (each g.in_size()) into col, one row per (channel,
-// kernel offset) and one column per output position.
-void im2col(const Geometry& g, const float* x, int64_t channels, float* col,
-            const ThreadPool& pool) {
-  const int64_t kvol = g.kernel_size(), ovol = g.out_size(), ivol = g.in_size();
-  const int64_t rows = channels * kvol;
-  pool.parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(ovol, 1)),
+// Unfolds channels [0, channels) of x (each g.in_size()) into col for the output rows
+// [row_begin, row_end) (a row = one (od, oh) pair, g.out[2] positions): one col row per
+// (channel, kernel offset), one col column per output position in those rows.
+void im2col(const Geometry& g, const float* x, int64_t channels, int64_t row_begin, int64_t row_end,
+            float* col, const ThreadPool& pool) {
+  const int64_t kvol = g.kernel_size(), ivol = g.in_size();
+  const int64_t width = (row_end - row_begin) * g.out[2];
+  pool.parallel_for(channels * kvol, std::max<int64_t>(1, 16384 / std::max<int64_t>(width, 1)),
                     [&](int64_t begin, int64_t end) {
                       for (int64_t r = begin; r < end; ++r) {
                         const int64_t c = r / kvol, kidx = r % kvol;
@@ -70,27 +75,26 @@ void im2col(const Geometry& g, const float* x, int64_t channels, float* col,
                         const int64_t kh = kidx / g.kernel[2] % g.kernel[1];
                         const int64_t kw = kidx % g.kernel[2];
                         const float* xc = x + c * ivol;
-                        float* dst = col + r * ovol;
+                        float* dst = col + r * width;
                         const int64_t off_w = kw * g.dilation[2] - g.pad[2];
                         auto [wlo, whi] = valid_range(g.out[2], g.in[2], g.stride[2], off_w);
-                        for (int64_t od = 0; od < g.out[0]; ++od) {
+                        for (int64_t row = row_begin; row < row_end; ++row, dst += g.out[2]) {
+                          const int64_t od = row / g.out[1], oh = row % g.out[1];
                           const int64_t id = od * g.stride[0] - g.pad[0] + kd * g.dilation[0];
-                          for (int64_t oh = 0; oh < g.out[1]; ++oh, dst += g.out[2]) {
-                            const int64_t ih = oh * g.stride[1] - g.pad[1] + kh * g.dilation[1];
-                            if (id < 0 || id >= g.in[0] || ih < 0 || ih >= g.in[1]) {
-                              std::fill(dst, dst + g.out[2], 0.f);
-                              continue;
-                            }
-                            const float* src = xc + (id * g.in[1] + ih) * g.in[2];
-                            std::fill(dst, dst + wlo, 0.f);
-                            if (g.stride[2] == 1) {
-                              std::copy(src + wlo + off_w, src + whi + off_w, dst + wlo);
-                            } else {
-                              for (int64_t ow = wlo; ow < whi; ++ow)
-                                dst[ow] = src[ow * g.stride[2] + off_w];
-                            }
-                            std::fill(dst + whi, dst + g.out[2], 0.f);
+                          const int64_t ih = oh * g.stride[1] - g.pad[1] + kh * g.dilation[1];
+                          if (id < 0 || id >= g.in[0] || ih < 0 || ih >= g.in[1]) {
+                            std::fill(dst, dst + g.out[2], 0.f);
+                            continue;
                           }
+                          const float* src = xc + (id * g.in[1] + ih) * g.in[2];
+                          std::fill(dst, dst + wlo, 0.f);
+                          if (g.stride[2] == 1) {
+                            std::copy(src + wlo + off_w, src + whi + off_w, dst + wlo);
+                          } else {
+                            for (int64_t ow = wlo; ow < whi; ++ow)
+                              dst[ow] = src[ow * g.stride[2] + off_w];
+                          }
+                          std::fill(dst + whi, dst + g.out[2], 0.f);
                         }
                       }
                     });
@@ -161,7 +165,13 @@ class ConvKernel : public Kernel {
     const bool pointwise =
         kvol == 1 && g.in == g.out && g.stride == Dims3{1, 1, 1} && g.pad == Dims3{0, 0, 0};
     const float beta = b ? 1.f : 0.f;
-    std::vector<float> col(pointwise ? 0 : static_cast<size_t>(cg * kvol * ovol));
+    // The unfolded input is built a block of output rows at a time so that its size stays
+    // bounded (a 7x7 conv on a large image would otherwise need hundreds of MB).
+    const int64_t out_rows = g.out[0] * g.out[1];
+    const int64_t row_bytes = cg * kvol * g.out[2] * static_cast<int64_t>(sizeof(float));
+    const int64_t block =
+        std::clamp<int64_t>(kColBytes / std::max<int64_t>(row_bytes, 1), 1, out_rows);
+    std::unique_ptr<float[]> col(pointwise ? nullptr : new float[cg * kvol * block * g.out[2]]);
     for (int64_t n = 0; n < batch; ++n)
       for (int64_t grp = 0; grp < group_; ++grp) {
         const float* xg = xp + (n * c_in + grp * cg) * ivol;
@@ -169,10 +179,14 @@ class ConvKernel : public Kernel {
         float* yg = yp + (n * c_out + grp * mg) * ovol;
         if (pointwise) {
           sgemm(false, false, mg, ovol, cg, 1.f, wg, cg, xg, ovol, beta, yg, ovol);
-        } else {
-          im2col(g, xg, cg, col.data(), ctx.pool);
-          sgemm(false, false, mg, ovol, cg * kvol, 1.f, wg, cg * kvol, col.data(), ovol, beta, yg,
-                ovol);
+          continue;
+        }
+        for (int64_t r0 = 0; r0 < out_rows; r0 += block) {
+          const int64_t r1 = std::min(out_rows, r0 + block);
+          const int64_t width = (r1 - r0) * g.out[2];
+          im2col(g, xg, cg, r0, r1, col.get(), ctx.pool);
+          sgemm(false, false, mg, width, cg * kvol, 1.f, wg, cg * kvol, col.get(), width, beta,
+                yg + r0 * g.out[2], ovol);
         }
       }
   }
