@@ -366,3 +366,29 @@ c.node("conv2d_blocked_im2col", "Conv", {"x": rand(1, 32, 100, 120)},
        atol=1e-4)
 c.node("conv3d_blocked_im2col", "Conv", {"x": rand(1, 16, 12, 30, 30)},
        initializers={"w": rand(2, 16, 3, 3, 3)}, pads=[1, 1, 1, 1, 1, 1], rtol=1e-3, atol=1e-4)
+
+# ---- auto_pad with dilations (onnxruntime's Conv refuses this combination) ----
+
+
+def reference(op_type, inputs, opset, **attrs):
+    """Expected output from onnx's reference implementation, for where onnxruntime departs from
+    the spec."""
+    from onnx.reference import ReferenceEvaluator
+    node = helper.make_node(op_type, list(inputs), ["y"], **attrs)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(k, TensorProto.FLOAT,
+                              v.shape) for k, v in inputs.items()],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    return {"y": ReferenceEvaluator(model).run(None, inputs)[0]}
+
+
+# onnxruntime sizes SAME pools with the undilated kernel (out 7x6 here); the spec and onnx's
+# shape inference say ceil(in / stride) with the dilated kernel's padding, and onnx's reference
+# agrees on this case. (It disagrees with onnx's own shape inference on others, e.g. SAME_LOWER
+# with strides, so only this one is used.)
+x = {"x": rand(1, 2, 9, 8)}
+attrs = dict(kernel_shape=[3, 2], auto_pad="SAME_UPPER", dilations=[2, 3])
+c.node("maxpool2d_same_upper_dilated", "MaxPool", x, opset=19,
+       expected=reference("MaxPool", x, 19, **attrs), **attrs)
+c.node("convt2d_same_upper_dilated", "ConvTranspose", {"x": rand(1, 2, 4, 3),
+       "w": rand(2, 2, 3, 3)}, auto_pad="SAME_UPPER", dilations=[2, 1], strides=[2, 2], **CONV_TOL)
