@@ -121,7 +121,7 @@ void infer_squeeze(InferenceContext& ctx) {
   const auto rank = static_cast<int64_t>(in.size());
   auto axes = squeeze_axes(ctx);
   std::vector<int64_t> out;
-  if (!axes) {
+  if (!axes || axes->empty()) {  // an empty axes list means "all", as in onnxruntime
     // Without axes every 1 goes; an unknown dim may or may not be 1.
     if (std::any_of(in.begin(), in.end(), [](int64_t d) { return d < 0; }))
       return ctx.set_output_unknown_shape(0, ctx.input_dtype(0));

@@ -37,11 +37,11 @@ std::vector<int64_t> indices_of(const Tensor& t) {
 }
 
 // Wraps a negative index and checks the range; fails naming the node.
-int64_t checked_index(const Node& node, int64_t k, int64_t n, const char* what) {
+int64_t checked_index(const Node& node, int64_t k, int64_t n) {
   const int64_t w = k < 0 ? k + n : k;
   if (w < 0 || w >= n)
-    node.fail(std::string(what) + " index " + std::to_string(k) + " is out of range for size " +
-                  std::to_string(n),
+    node.fail("index " + std::to_string(k) + " is out of range [" + std::to_string(-n) + ", " +
+                  std::to_string(n - 1) + "] for an axis of size " + std::to_string(n),
               ErrorCode::InvalidArgument);
   return w;
 }
@@ -62,7 +62,7 @@ void gather(KernelContext& ctx) {
   const auto a = static_cast<size_t>(axis);
   const int64_t n = data.dim(axis);
   std::vector<int64_t> rows(idx.size());
-  for (size_t i = 0; i < idx.size(); ++i) rows[i] = checked_index(ctx.node, idx[i], n, "Gather");
+  for (size_t i = 0; i < idx.size(); ++i) rows[i] = checked_index(ctx.node, idx[i], n);
   const int64_t outer = product(data.shape(), 0, a);
   const int64_t inner = product(data.shape(), a + 1, data.shape().size()) *
                         static_cast<int64_t>(dtype_size(data.dtype()));
@@ -95,8 +95,7 @@ void gather_elements(KernelContext& ctx) {
   for (size_t e = 0; e < idx.size(); ++e) {
     int64_t off = 0;
     for (size_t d = 0; d < shape.size(); ++d)
-      off += (d == a ? checked_index(ctx.node, idx[e], data.dim(axis), "GatherElements") : pos[d]) *
-             ds[d];
+      off += (d == a ? checked_index(ctx.node, idx[e], data.dim(axis)) : pos[d]) * ds[d];
     std::memcpy(dst + e * es, src + static_cast<size_t>(off) * es, es);
     for (size_t d = shape.size(); d-- > 0;) {
       if (++pos[d] < shape[d]) break;
@@ -121,8 +120,8 @@ std::vector<int64_t> nd_offsets(const Node& node, const Tensor& data, const Tens
   for (int64_t t = 0; t < tuples; ++t) {
     int64_t off = per_batch ? (t / per_batch) * batch_stride : 0;
     for (size_t j = 0; j < k; ++j)
-      off += checked_index(node, idx[static_cast<size_t>(t) * k + j], data.shape()[b + j], "ND") *
-             ds[b + j];
+      off +=
+          checked_index(node, idx[static_cast<size_t>(t) * k + j], data.shape()[b + j]) * ds[b + j];
     out[static_cast<size_t>(t)] = off;
   }
   return out;
@@ -275,9 +274,7 @@ void scatter_elements(KernelContext& ctx) {
   for (size_t e = 0; e < idx.size(); ++e) {
     int64_t off = 0;
     for (size_t d = 0; d < shape.size(); ++d)
-      off +=
-          (d == a ? checked_index(ctx.node, idx[e], data.dim(axis), "ScatterElements") : pos[d]) *
-          ds[d];
+      off += (d == a ? checked_index(ctx.node, idx[e], data.dim(axis)) : pos[d]) * ds[d];
     combine(dst + static_cast<size_t>(off) * es, src + e * es, 1, data.dtype(), r);
     for (size_t d = shape.size(); d-- > 0;) {
       if (++pos[d] < shape[d]) break;
