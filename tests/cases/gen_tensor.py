@@ -483,3 +483,18 @@ c.model("shape_chain_reshape", [
     H("Concat", ["neg", "hw"], ["target"], axis=0),
     H("Reshape", ["x", "target"], ["y"])], {"x": rand(2, 3, 4, 5)}, ["y"],
     {"s": arr(2), "e": arr(4), "neg": arr(-1)})
+
+# ---- Opsets onnxruntime no longer runs: expected values from numpy ----
+x = rand(2, 3, 4)
+c.node("reshape_opset1", "Reshape", {"x": x}, opset=1, shape=[4, 0, -1],
+       expected={"y": x.reshape(4, 3, 2)})
+a, b = rand(2, 3), rand(2, 2)
+c.node("concat_opset1_default_axis", "Concat", {"a": a, "b": b}, opset=1,
+       expected={"y": np.concatenate([a, b], axis=1)})
+c.node("pad_opset1", "Pad", {"x": a}, opset=1, paddings=[1, 0, 0, 2], value=1.5,
+       expected={"y": np.pad(a, ((1, 0), (0, 2)), constant_values=1.5)})
+c.node("split_opset1_input", "Split", {"x": x}, initializers={"s": arr(1, 2)}, opset=1,
+       n_outputs=2, axis=1, expected={"y0": x[:, :1], "y1": x[:, 1:]})
+c.node("split_opset1_attr", "Split", {"x": x}, opset=1, n_outputs=2, axis=2, split=[3, 1],
+       expected={"y0": x[:, :, :3], "y1": x[:, :, 3:]})
+c.node("dropout_opset6_test", "Dropout", {"x": a}, opset=6, is_test=1, expected={"y": a})
