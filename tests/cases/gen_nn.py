@@ -392,3 +392,5 @@ c.node("maxpool2d_same_upper_dilated", "MaxPool", x, opset=19,
        expected=reference("MaxPool", x, 19, **attrs), **attrs)
 c.node("convt2d_same_upper_dilated", "ConvTranspose", {"x": rand(1, 2, 4, 3),
        "w": rand(2, 2, 3, 3)}, auto_pad="SAME_UPPER", dilations=[2, 1], strides=[2, 2], **CONV_TOL)
+c.node("matmul_b_unit_batch", "MatMul", {"a": rand(2, 3, 5, 4), "b": rand(1, 1, 4, 6)})
+c.node("matmul_b_unit_batch_higher_rank", "MatMul", {"a": rand(3, 4), "b": rand(1, 1, 4, 2)})
