@@ -222,7 +222,6 @@ AxisTaps plan_axis(const ResizeParams& p, int64_t in, int64_t out, float scale, 
       const float d = (static_cast<float>(i) - x) * step;
       float wk =
           p.mode == Mode::Cubic ? cubic_weight(d, p.cubic_a) : std::max(0.0f, 1 - std::fabs(d));
-      if (wide && std::fabs(static_cast<float>(i) - x) >= support) wk = 0;
       if (p.exclude_outside && (i < 0 || i >= in)) wk = 0;
       idx[k] = std::clamp<int64_t>(i, 0, in - 1);
       w[k] = wk;
