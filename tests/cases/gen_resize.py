@@ -59,23 +59,25 @@ def upsample(name, x, opset, scales, **attrs):
         node = helper.make_node("Upsample", ["x", "scales"], ["y"], name=name, **attrs)
         consts = {"scales": np.array(scales, F32)}
     else:
-        node = helper.make_node("Upsample", ["x"], ["y"], name=name, scales=[float(s) for s in scales],
-                                 **attrs)
+        node = helper.make_node("Upsample", ["x"], ["y"], name=name,
+                                scales=[float(s) for s in scales], **attrs)
         consts = {}
     cases.model(name, [node], {"x": x}, ["y"], consts, opset=opset, output_types=out_type(x))
 
 
 def output_of(case):
     """The expected output already written for another case."""
-    return onnx.numpy_helper.to_array(onnx.load_tensor(str(cases.dir / case / "test_data_set_0" / "output_0.pb")))
+    path = cases.dir / case / "test_data_set_0" / "output_0.pb"
+    return onnx.numpy_helper.to_array(onnx.load_tensor(str(path)))
 
 
 def reference(x, scales=None, sizes=None, roi=None, opset=19, **attrs):
     """The ONNX reference implementation's answer (for behaviour onnxruntime does not follow)."""
     names = ["x", "roi" if roi is not None else "", "scales" if scales is not None else "",
              "sizes" if sizes is not None else ""]
-    inits = [onnx.numpy_helper.from_array(np.array(v, t), n) for n, v, t in
-             [("roi", roi, F32), ("scales", scales, F32), ("sizes", sizes, np.int64)] if v is not None]
+    inits = [onnx.numpy_helper.from_array(np.array(v, t), n)
+             for n, v, t in [("roi", roi, F32), ("scales", scales, F32), ("sizes", sizes, np.int64)]
+             if v is not None]
     graph = helper.make_graph([helper.make_node("Resize", names, ["y"], **attrs)], "g",
                               [helper.make_tensor_value_info("x", 1, x.shape)],
                               [helper.make_tensor_value_info("y", 1, None)], inits)
@@ -83,10 +85,11 @@ def reference(x, scales=None, sizes=None, roi=None, opset=19, **attrs):
     return {"y": ReferenceEvaluator(model).run(None, {"x": x})[0]}
 
 
-def scale_case_ok(mode, coord, scales):
+def scale_case_ok(coord, scales):
     # onnxruntime maps align_corners onto the rounded output size; with scales whose product is
     # not an integer that differs from the spec's reference, so those go through reference().
-    return coord != "align_corners" or all(float(s * d).is_integer() for s, d in zip(scales, X4.shape))
+    return coord != "align_corners" or all(float(s * d).is_integer()
+                                           for s, d in zip(scales, X4.shape))
 
 
 # ---- nearest: every coordinate mode x nearest_mode, up/down/fractional and sizes ----
@@ -95,7 +98,7 @@ for coord in COORDS:
         for sname, sc in SCALES.items():
             roi = ROI if coord == "tf_crop_and_resize" else None
             name = f"nearest_{coord}_{nm}_{sname}"
-            if not scale_case_ok("nearest", coord, sc):
+            if not scale_case_ok(coord, sc):
                 # Near-integer source coordinates make the reference's float64 rounding fragile;
                 # linear and cubic cover these mappings.
                 continue
@@ -112,11 +115,12 @@ for mode in ["linear", "cubic"]:
         roi = ROI if coord == "tf_crop_and_resize" else None
         for sname, sc in SCALES.items():
             name = f"{mode}_{coord}_{sname}"
-            if scale_case_ok(mode, coord, sc):
+            if scale_case_ok(coord, sc):
                 resize(name, X4, scales=sc, roi=roi, mode=mode,
                        coordinate_transformation_mode=coord, extrapolation_value=3.0)
             else:
-                resize(name, X4, scales=sc, roi=roi, mode=mode, coordinate_transformation_mode=coord,
+                resize(name, X4, scales=sc, roi=roi, mode=mode,
+                       coordinate_transformation_mode=coord,
                        expected=reference(X4, scales=sc, roi=roi, mode=mode,
                                           coordinate_transformation_mode=coord))
         for zname, sz in SIZES.items():
@@ -141,7 +145,8 @@ for mode in ["nearest", "linear", "cubic"]:
 for mode in ["linear", "cubic"]:
     for coord in ["half_pixel", "pytorch_half_pixel", "asymmetric", "align_corners"]:
         for ex in [0, 1]:
-            for zname, sz in [("down", [1, 2, 3, 3]), ("down_more", [1, 2, 2, 2]), ("up", [1, 2, 8, 9])]:
+            for zname, sz in [("down", [1, 2, 3, 3]), ("down_more", [1, 2, 2, 2]),
+                              ("up", [1, 2, 8, 9])]:
                 resize(f"antialias_{mode}_{coord}_ex{ex}_{zname}", rand(1, 2, 9, 11), sizes=sz,
                        mode=mode, antialias=1, coordinate_transformation_mode=coord,
                        exclude_outside=ex)
@@ -163,7 +168,8 @@ for policy in ["stretch", "not_larger", "not_smaller"]:
         resize(f"policy_{policy}_{mode}_axes_pos", X4, sizes=[10, 4], axes=[3, 2], mode=mode,
                keep_aspect_ratio_policy=policy)
         resize(f"policy_{policy}_{mode}_axes_neg", X4, sizes=[10, 4], axes=[-1, -2], mode=mode,
-               keep_aspect_ratio_policy=policy, expected={"y": output_of(f"policy_{policy}_{mode}_axes_pos")})
+               keep_aspect_ratio_policy=policy,
+               expected={"y": output_of(f"policy_{policy}_{mode}_axes_pos")})
 for mode in ["nearest", "linear", "cubic"]:
     resize(f"axes_scales_{mode}", X4, scales=[1.6, 0.5], axes=[2, 3], mode=mode)
     resize(f"axes_scales_reversed_{mode}", X4, scales=[0.5, 1.6], axes=[3, 2], mode=mode)
@@ -280,5 +286,6 @@ def make_dynamic(name):
 
 resize("dynamic_scales", X4, scales=[1, 1, 2, 0.5], mode="linear")
 make_dynamic("dynamic_scales")
-resize("dynamic_policy", X4, sizes=[1, 2, 9, 9], mode="nearest", keep_aspect_ratio_policy="not_larger")
+resize("dynamic_policy", X4, sizes=[1, 2, 9, 9], mode="nearest",
+       keep_aspect_ratio_policy="not_larger")
 make_dynamic("dynamic_policy")
