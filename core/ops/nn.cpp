@@ -1,6 +1,7 @@
 // Schemas and shape inference of the nn op family: Gemm, MatMul, Conv, ConvTranspose and the
-// pools. The output-size formulas (explicit pads, auto_pad, ceil_mode, output_shape) live here
-// only; kernels read the inferred output shape and derive the leading pads from it.
+// pools (MaxPool, AveragePool, LpPool, global pools). The output-size formulas (explicit pads,
+// auto_pad, ceil_mode, output_shape) live here only; kernels read the inferred output shape and
+// derive the leading pads from it.
 #include <algorithm>
 #include <string>
 
@@ -194,6 +195,8 @@ void infer_pool(InferenceContext& ctx) {
   const int64_t ceil_mode = ctx.node().attr_int("ceil_mode", 0);
   if (ceil_mode != 0 && ceil_mode != 1)
     ctx.fail("ceil_mode " + std::to_string(ceil_mode) + " must be 0 or 1");
+  if (ctx.node().op_type == "LpPool" && ctx.node().attr_int("p", 2) <= 0)
+    ctx.fail("p " + std::to_string(ctx.node().attr_int("p", 2)) + " must be positive");
   if (ctx.node().op_type == "MaxPool") {
     const int64_t order = ctx.node().attr_int("storage_order", 0);
     if (order != 0 && order != 1)
@@ -277,6 +280,8 @@ void register_nn_schemas(SchemaRegistry& r) {
   r.add({.op_type = "MaxPool", .max_opset = 7, .infer = infer_pool});
   r.add({.op_type = "MaxPool", .min_opset = 8, .max_outputs = 2, .infer = infer_pool});
   r.add({.op_type = "AveragePool", .infer = infer_pool});
+  // LpPool-1 took p as a float; opset 2 made it an int.
+  r.add({.op_type = "LpPool", .min_opset = 2, .infer = infer_pool});
   r.add({.op_type = "GlobalAveragePool", .infer = infer_global_pool});
   r.add({.op_type = "GlobalMaxPool", .infer = infer_global_pool});
   // C became optional in opset 11; before opset 7 a 'broadcast' attribute chose between an

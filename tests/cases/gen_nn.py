@@ -394,3 +394,16 @@ c.node("convt2d_same_upper_dilated", "ConvTranspose", {"x": rand(1, 2, 4, 3),
        "w": rand(2, 2, 3, 3)}, auto_pad="SAME_UPPER", dilations=[2, 1], strides=[2, 2], **CONV_TOL)
 c.node("matmul_b_unit_batch", "MatMul", {"a": rand(2, 3, 5, 4), "b": rand(1, 1, 4, 6)})
 c.node("matmul_b_unit_batch_higher_rank", "MatMul", {"a": rand(3, 4), "b": rand(1, 1, 4, 2)})
+
+# ---- LpPool ----
+c.node("lppool2d_p2", "LpPool", {"x": rand(1, 2, 6, 7)}, kernel_shape=[3, 3], strides=[2, 2],
+       pads=[1, 1, 1, 1])
+c.node("lppool2d_p1", "LpPool", {"x": rand(2, 2, 5, 5)}, kernel_shape=[2, 3], p=1)
+c.node("lppool2d_p3", "LpPool", {"x": rand(1, 2, 5, 6)}, kernel_shape=[2, 2], p=3, strides=[1, 2])
+c.node("lppool1d", "LpPool", {"x": rand(1, 3, 9)}, kernel_shape=[3], strides=[2])
+c.node("lppool3d", "LpPool", {"x": rand(1, 2, 4, 5, 4)}, kernel_shape=[2, 2, 2])
+c.node("lppool2d_same_upper", "LpPool", {"x": rand(1, 2, 7, 6)}, kernel_shape=[3, 2],
+       auto_pad="SAME_UPPER", strides=[2, 2])
+c.node("lppool2d_opset11", "LpPool", {"x": rand(1, 2, 6, 6)}, kernel_shape=[3, 3], opset=11)
+c.node("lppool2d_opset18_dil_ceil", "LpPool", {"x": rand(1, 2, 9, 9)}, kernel_shape=[2, 2],
+       dilations=[2, 2], strides=[2, 2], ceil_mode=1, opset=18)

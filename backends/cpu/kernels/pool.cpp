@@ -1,7 +1,8 @@
-// MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool, parallel over (batch, channel)
+// MaxPool, AveragePool, LpPool, GlobalAveragePool, GlobalMaxPool, parallel over (batch, channel)
 // planes. Spatial dims are padded in front to three, as in conv.cpp.
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <limits>
 
 #include "backends/cpu/kernel.hpp"
@@ -217,6 +218,37 @@ void run_average_pool(KernelContext& ctx) {
                         });
 }
 
+// y = (sum over the window of |x|^p)^(1/p); padding contributes nothing.
+void run_lp_pool(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  Tensor& y = ctx.output(0);
+  if (y.numel() == 0) return;
+  const Geometry g = pool_geometry(ctx.node, x, y.shape());
+  const int64_t p_norm = ctx.node.attr_int("p", 2);
+  const int64_t ivol = g.in_size(), ovol = g.out_size();
+  const int64_t kvol = g.kernel[0] * g.kernel[1] * g.kernel[2];
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  const float pf = static_cast<float>(p_norm), inv_p = 1.f / pf;
+  ctx.pool.parallel_for(
+      x.dim(0) * x.dim(1), std::max<int64_t>(1, 16384 / (ovol * kvol)), [&](int64_t b, int64_t e) {
+        for (int64_t p = b; p < e; ++p) {
+          const float* xc = xp + p * ivol;
+          float* yc = yp + p * ovol;
+          if (p_norm == 1) {
+            window_rows(g, xc, yc, 0.f, [](float a, float v) { return a + std::fabs(v); });
+          } else if (p_norm == 2) {
+            window_rows(g, xc, yc, 0.f, [](float a, float v) { return a + v * v; });
+            for (int64_t o = 0; o < ovol; ++o) yc[o] = std::sqrt(yc[o]);
+          } else {
+            window_rows(g, xc, yc, 0.f,
+                        [pf](float a, float v) { return a + std::pow(std::fabs(v), pf); });
+            for (int64_t o = 0; o < ovol; ++o) yc[o] = std::pow(yc[o], inv_p);
+          }
+        }
+      });
+}
+
 void run_max_pool(KernelContext& ctx) {
   switch (ctx.input(0).dtype()) {
     case DType::Float64:
@@ -273,6 +305,7 @@ std::string pool_support(const NodeSignature& sig) {
 void register_cpu_pool(KernelRegistry& r) {
   r.add("MaxPool", pool_support, run_max_pool);
   r.add("AveragePool", pool_support, run_average_pool);
+  r.add("LpPool", pool_support, run_lp_pool);
   r.add("GlobalAveragePool", float_only(), run_global_pool<false>);
   r.add("GlobalMaxPool", float_only(), run_global_pool<true>);
 }
