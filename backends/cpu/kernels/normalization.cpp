@@ -5,6 +5,7 @@
 // data, so large or badly centred inputs keep float32 accuracy.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "backends/cpu/kernel.hpp"
 
@@ -186,15 +187,65 @@ void layer_norm(KernelContext& ctx) {
 
 // ---- Softmax / LogSoftmax ----
 
-// Largest of n > 0 floats, in lanes so the loop vectorises (NaN inputs give NaN outputs anyway).
-float max_of(const float* x, int64_t n) {
-  constexpr int kLanes = 16;
-  float lanes[kLanes];
-  std::fill(lanes, lanes + kLanes, x[0]);
+// Eight floats as one value (GCC/Clang vector extensions): plain loops with float selects do not
+// vectorise under the default -ftrapping-math, these do.
+using F8 = float __attribute__((vector_size(32)));
+using I8 = int32_t __attribute__((vector_size(32)));
+constexpr int64_t kF8 = 8;
+
+F8 load8(const float* p, int64_t n = kF8) {
+  F8 v{};
+  std::memcpy(&v, p, static_cast<size_t>(n) * sizeof(float));
+  return v;
+}
+void store8(float* p, F8 v, int64_t n = kF8) {
+  std::memcpy(p, &v, static_cast<size_t>(n) * sizeof(float));
+}
+
+// exp(x) within 1e-7 relative: x = n ln2 + r with |r| <= ln2 / 2, exp(r) by a degree-7 minimax
+// polynomial (the Cephes coefficients), 2^n built in the exponent bits. Below ln(FLT_MIN) it
+// returns exactly 0, so masked -inf logits give zeros; NaN stays NaN.
+F8 exp8(F8 x) {
+  constexpr float kLo = -87.33654f, kHi = 88.37626f;
+  F8 c = x < kLo ? F8{} + kLo : x;
+  c = c > kHi ? F8{} + kHi : c;
+  c = c == c ? c : F8{};  // NaN -> 0 keeps the int conversion defined
+  const F8 t = c * 1.44269504088896341f;
+  const I8 ni = __builtin_convertvector(t + (t < 0 ? F8{} - 0.5f : F8{} + 0.5f), I8);
+  const F8 n = __builtin_convertvector(ni, F8);
+  const F8 r = c - n * 0.693359375f + n * 2.12194440e-4f;
+  F8 p = F8{} + 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const I8 bits = (ni + 127) << 23;
+  F8 scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  const F8 y = x < kLo ? F8{} : p * scale;
+  return x == x ? y : x;
+}
+
+// out[i] = exp(in[i] - sub(i)) for i < n; sub(i) gives the subtrahend of the 8 elements at i.
+template <class Sub>
+void exp_minus(const float* in, float* out, int64_t n, Sub sub) {
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int j = 0; j < kLanes; ++j) lanes[j] = std::max(lanes[j], x[i + j]);
-  float mx = *std::max_element(lanes, lanes + kLanes);
+  for (; i + kF8 <= n; i += kF8) store8(out + i, exp8(load8(in + i) - sub(i, kF8)));
+  if (i < n) store8(out + i, exp8(load8(in + i, n - i) - sub(i, n - i)), n - i);
+}
+
+// Largest of n > 0 floats (NaN inputs give NaN outputs anyway).
+float max_of(const float* x, int64_t n) {
+  F8 m = F8{} + x[0];
+  int64_t i = 0;
+  for (; i + kF8 <= n; i += kF8) {
+    const F8 v = load8(x + i);
+    m = v > m ? v : m;
+  }
+  float mx = x[0];
+  for (int j = 0; j < kF8; ++j) mx = std::max(mx, m[j]);
   for (; i < n; ++i) mx = std::max(mx, x[i]);
   return mx;
 }
@@ -224,12 +275,8 @@ void softmax(KernelContext& ctx) {
         const float* in = src + r * n;
         float* out = dst + r * n;
         const float mx = max_of(in, n);
-        double sum = 0;
-        for (int64_t i = 0; i < n; ++i) {
-          const float e = std::exp(in[i] - mx);
-          if (!Log) out[i] = e;
-          sum += e;
-        }
+        exp_minus(in, out, n, [mx](int64_t, int64_t) { return F8{} + mx; });
+        const double sum = sum_lanes(out, n, [](float v) { return v; });
         if (Log) {
           // x - max is exact for nearby values; folding max and log(sum) first would round
           // away the small log(sum) when max is large.
@@ -257,12 +304,11 @@ void softmax(KernelContext& ctx) {
       std::fill(sum.begin(), sum.end(), 0.0);
       for (int64_t k = 1; k < n; ++k)
         for (int64_t t = 0; t < len; ++t) mx[t] = std::max(mx[t], in[k * inner + t]);
-      for (int64_t k = 0; k < n; ++k)
-        for (int64_t t = 0; t < len; ++t) {
-          const float e = std::exp(in[k * inner + t] - mx[t]);
-          if (!Log) out[k * inner + t] = e;
-          sum[t] += e;
-        }
+      for (int64_t k = 0; k < n; ++k) {
+        float* row = out + k * inner;
+        exp_minus(in + k * inner, row, len, [&](int64_t i, int64_t m) { return load8(&mx[i], m); });
+        for (int64_t t = 0; t < len; ++t) sum[t] += row[t];
+      }
       if (Log) {
         for (int64_t t = 0; t < len; ++t) sum[t] = std::log(sum[t]);
         for (int64_t k = 0; k < n; ++k)
