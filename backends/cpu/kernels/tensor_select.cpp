@@ -1,0 +1,294 @@
+// CPU kernels of the tensor family's ops that cut, join or repeat tensors. Slice, Expand and Tile
+// are one strided copy each (tensor_copy.cpp); Concat, Split and Pad copy contiguous runs.
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <numeric>
+
+#include "backends/cpu/kernel.hpp"
+
+namespace quilt::cpu {
+
+void strided_copy(const ThreadPool& pool, void* dst, const void* src, size_t esize,
+                  std::vector<int64_t> shape, std::vector<int64_t> strides, int64_t base);
+std::array<uint8_t, 8> scalar_bytes(DType dtype, double value);
+void register_cpu_tensor_select(KernelRegistry& r);
+
+namespace {
+
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (size_t i = shape.size(); i-- > 1;) s[i - 1] = s[i] * shape[i];
+  return s;
+}
+
+int64_t product(const std::vector<int64_t>& dims, size_t begin, size_t end) {
+  int64_t p = 1;
+  for (size_t i = begin; i < end; ++i) p *= dims[i];
+  return p;
+}
+
+// Rows of this many bytes or more are worth a thread each; fewer are batched.
+int64_t grain_for(int64_t row_bytes) {
+  return std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, row_bytes));
+}
+
+// ---- Slice, Expand, Tile ----
+
+std::vector<int64_t> ints_of(const Tensor& t) {
+  std::vector<int64_t> out(static_cast<size_t>(t.numel()));
+  if (t.dtype() == DType::Int32)
+    std::copy_n(t.data<int32_t>(), out.size(), out.begin());
+  else
+    std::copy_n(t.data<int64_t>(), out.size(), out.begin());
+  return out;
+}
+
+void slice(KernelContext& ctx) {
+  const Tensor& in = ctx.input(0);
+  const auto rank = in.rank();
+  std::vector<int64_t> starts, axes, steps;
+  if (ctx.node.opset < 10) {
+    starts = ctx.node.attr_ints("starts");
+    axes = ctx.node.attr_ints("axes");
+  } else {
+    starts = ints_of(ctx.input(1));
+    if (ctx.has_input(3)) axes = ints_of(ctx.input(3));
+    if (ctx.has_input(4)) steps = ints_of(ctx.input(4));
+  }
+  if (axes.empty()) {
+    axes.resize(starts.size());
+    std::iota(axes.begin(), axes.end(), 0);
+  }
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  const auto in_strides = contiguous_strides(in.shape());
+  std::vector<int64_t> strides = in_strides;
+  int64_t base = 0;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const auto a = static_cast<size_t>(axes[i] < 0 ? axes[i] + rank : axes[i]);
+    const int64_t dim = in.shape()[a];
+    int64_t start = starts[i] < 0 ? starts[i] + dim : starts[i];
+    start =
+        steps[i] > 0 ? std::clamp<int64_t>(start, 0, dim) : std::clamp<int64_t>(start, -1, dim - 1);
+    if (ctx.output_shape(0)[a] > 0) base += start * in_strides[a];
+    strides[a] = in_strides[a] * steps[i];
+  }
+  Tensor& out = ctx.output(0);
+  strided_copy(ctx.pool, out.raw_data(), in.raw_data(), dtype_size(in.dtype()), out.shape(),
+               strides, base);
+}
+
+void expand(KernelContext& ctx) {
+  const Tensor& in = ctx.input(0);
+  Tensor& out = ctx.output(0);
+  const size_t rank = out.shape().size(), lead = rank - in.shape().size();
+  const auto in_strides = contiguous_strides(in.shape());
+  std::vector<int64_t> strides(rank, 0);
+  for (size_t i = lead; i < rank; ++i)
+    strides[i] = in.shape()[i - lead] == 1 ? 0 : in_strides[i - lead];
+  strided_copy(ctx.pool, out.raw_data(), in.raw_data(), dtype_size(in.dtype()), out.shape(),
+               strides, 0);
+}
+
+void tile(KernelContext& ctx) {
+  const Tensor& in = ctx.input(0);
+  Tensor& out = ctx.output(0);
+  const auto repeats = ints_of(ctx.input(1));
+  const auto in_strides = contiguous_strides(in.shape());
+  // The output is [r0, d0, r1, d1, ...] reading the input with stride 0 along each r.
+  std::vector<int64_t> shape, strides;
+  for (size_t i = 0; i < in.shape().size(); ++i) {
+    shape.insert(shape.end(), {repeats[i], in.shape()[i]});
+    strides.insert(strides.end(), {0, in_strides[i]});
+  }
+  strided_copy(ctx.pool, out.raw_data(), in.raw_data(), dtype_size(in.dtype()), shape, strides, 0);
+}
+
+// ---- Concat, Split ----
+
+void concat(KernelContext& ctx) {
+  Tensor& out = ctx.output(0);
+  if (out.numel() == 0) return;
+  const auto rank = out.rank();
+  int64_t axis = ctx.node.attr_int("axis", 1);
+  if (axis < 0) axis += rank;
+  const size_t es = dtype_size(out.dtype());
+  const auto a = static_cast<size_t>(axis);
+  const int64_t outer = product(out.shape(), 0, a);
+  const int64_t inner_bytes = product(out.shape(), a + 1, out.shape().size()) * es;
+  const int64_t out_row = out.dim(axis) * inner_bytes;
+  std::vector<const uint8_t*> srcs;
+  std::vector<int64_t> row_bytes;
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+    srcs.push_back(static_cast<const uint8_t*>(ctx.input(i).raw_data()));
+    row_bytes.push_back(ctx.input(i).dim(axis) * inner_bytes);
+  }
+  auto* dst = static_cast<uint8_t*>(out.raw_data());
+  ctx.pool.parallel_for(outer, grain_for(out_row), [&](int64_t begin, int64_t end) {
+    for (int64_t o = begin; o < end; ++o) {
+      uint8_t* d = dst + o * out_row;
+      for (size_t i = 0; i < srcs.size(); ++i) {
+        if (row_bytes[i])
+          std::memcpy(d, srcs[i] + o * row_bytes[i], static_cast<size_t>(row_bytes[i]));
+        d += row_bytes[i];
+      }
+    }
+  });
+}
+
+void split(KernelContext& ctx) {
+  const Tensor& in = ctx.input(0);
+  const auto rank = in.rank();
+  int64_t axis = ctx.node.attr_int("axis", 0);
+  if (axis < 0) axis += rank;
+  const auto a = static_cast<size_t>(axis);
+  const size_t es = dtype_size(in.dtype());
+  const int64_t outer = product(in.shape(), 0, a);
+  const int64_t inner_bytes = product(in.shape(), a + 1, in.shape().size()) * es;
+  const int64_t in_row = in.dim(axis) * inner_bytes;
+  const auto* src = static_cast<const uint8_t*>(in.raw_data());
+  int64_t offset = 0;
+  for (size_t i = 0; i < ctx.num_outputs(); ++i) {
+    const int64_t row = ctx.output_shape(i)[a] * inner_bytes;
+    if (ctx.wants_output(i)) {
+      auto* dst = static_cast<uint8_t*>(ctx.output(i).raw_data());
+      if (row > 0)
+        ctx.pool.parallel_for(outer, grain_for(row), [&](int64_t begin, int64_t end) {
+          for (int64_t o = begin; o < end; ++o)
+            std::memcpy(dst + o * row, src + o * in_row + offset, static_cast<size_t>(row));
+        });
+    }
+    offset += row;
+  }
+}
+
+// ---- Pad ----
+
+// One contiguous piece of an output row along the last axis: copied from the input at `src`
+// (in elements), or the pad value when src < 0.
+struct Run {
+  int64_t dst, src, len;
+};
+
+// Input index read by output index o along one axis, or -1 for the constant value.
+int64_t pad_source(int64_t o, int64_t begin, int64_t n, const std::string& mode) {
+  int64_t i = o - begin;
+  if (i >= 0 && i < n) return i;
+  if (mode == "constant") return -1;
+  if (mode == "edge") return i < 0 ? 0 : n - 1;
+  if (mode == "wrap") return ((i % n) + n) % n;
+  // reflect: the sequence 0..n-1..1 repeats with period 2(n-1).
+  if (n == 1) return 0;
+  const int64_t period = 2 * (n - 1);
+  i = ((i % period) + period) % period;
+  return i < n ? i : period - i;
+}
+
+void pad(KernelContext& ctx) {
+  const Tensor& in = ctx.input(0);
+  Tensor& out = ctx.output(0);
+  const Node& node = ctx.node;
+  const size_t rank = in.shape().size(), es = dtype_size(in.dtype());
+  const std::string mode = node.attr_string("mode", "constant");
+  std::vector<int64_t> pads, axes(rank);
+  std::iota(axes.begin(), axes.end(), 0);
+  std::array<uint8_t, 8> value{};
+  if (node.opset < 11) {
+    pads = node.attr_ints(node.opset < 2 ? "paddings" : "pads");
+    value = scalar_bytes(in.dtype(), node.attr_float("value", 0.0f));
+  } else {
+    pads = ints_of(ctx.input(1));
+    if (const Tensor* v = ctx.optional_input(2)) {
+      if (v->numel() != 1 || v->dtype() != in.dtype())
+        node.fail("constant_value must be one element of the input's dtype");
+      std::memcpy(value.data(), v->raw_data(), es);
+    }
+    if (node.opset >= 18 && ctx.has_input(3)) {
+      axes = ints_of(ctx.input(3));
+      for (auto& a : axes) a = a < 0 ? a + static_cast<int64_t>(rank) : a;
+    }
+  }
+  std::vector<int64_t> begins(rank, 0);
+  for (size_t i = 0; i < axes.size(); ++i) begins[static_cast<size_t>(axes[i])] = pads[i];
+  if (out.numel() == 0) return;
+  if (rank == 0) return (void)std::memcpy(out.raw_data(), in.raw_data(), es);
+  // Per axis, the input index of every output index. Negative pads crop first; the other side
+  // is then padded from what is left (this matters for wrap, as in onnxruntime).
+  std::vector<std::vector<int64_t>> maps(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    const int64_t n = in.shape()[d], lo = std::max<int64_t>(0, -begins[d]);
+    const int64_t end_pad = out.shape()[d] - n - begins[d];
+    const int64_t kept = n - lo - std::max<int64_t>(0, -end_pad);
+    const int64_t before = std::max<int64_t>(0, begins[d]);
+    if (kept < 0) node.fail("pads crop more than axis " + std::to_string(d) + " holds");
+    maps[d].resize(static_cast<size_t>(out.shape()[d]));
+    for (int64_t o = 0; o < out.shape()[d]; ++o) {
+      const int64_t i = o - before;
+      const bool inside = i >= 0 && i < kept;
+      if (kept == 0 && !inside && mode != "constant")
+        node.fail("cannot pad axis " + std::to_string(d) + " of size 0 in mode '" + mode + "'");
+      const int64_t s = pad_source(o, before, kept, mode);
+      maps[d][static_cast<size_t>(o)] = s < 0 ? s : lo + s;
+    }
+  }
+  std::vector<Run> runs;
+  for (int64_t o = 0; o < out.shape().back(); ++o) {
+    const int64_t s = maps.back()[static_cast<size_t>(o)];
+    if (!runs.empty()) {
+      Run& r = runs.back();
+      if ((s < 0 && r.src < 0) || (s >= 0 && r.src >= 0 && s == r.src + r.len)) {
+        ++r.len;
+        continue;
+      }
+    }
+    runs.push_back({o, s, 1});
+  }
+  const auto in_strides = contiguous_strides(in.shape());
+  const int64_t width = out.shape().back();
+  const int64_t rows = out.numel() / width;
+  const auto* src = static_cast<const uint8_t*>(in.raw_data());
+  auto* dst = static_cast<uint8_t*>(out.raw_data());
+  auto fill = [&](uint8_t* p, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) std::memcpy(p + i * es, value.data(), es);
+  };
+  ctx.pool.parallel_for(rows, grain_for(width * static_cast<int64_t>(es)),
+                        [&](int64_t begin, int64_t end) {
+                          for (int64_t row = begin; row < end; ++row) {
+                            uint8_t* d = dst + row * width * static_cast<int64_t>(es);
+                            int64_t src_row = 0, rem = row;
+                            bool constant_row = false;
+                            for (size_t k = rank - 1; k-- > 0;) {
+                              const int64_t o = rem % out.shape()[k];
+                              rem /= out.shape()[k];
+                              const int64_t s = maps[k][static_cast<size_t>(o)];
+                              if (s < 0) constant_row = true;
+                              src_row += s * in_strides[k];
+                            }
+                            if (constant_row) {
+                              fill(d, width);
+                              continue;
+                            }
+                            for (const Run& r : runs) {
+                              if (r.src < 0)
+                                fill(d + r.dst * static_cast<int64_t>(es), r.len);
+                              else
+                                std::memcpy(d + r.dst * static_cast<int64_t>(es),
+                                            src + (src_row + r.src) * static_cast<int64_t>(es),
+                                            static_cast<size_t>(r.len) * es);
+                            }
+                          }
+                        });
+}
+
+}  // namespace
+
+void register_cpu_tensor_select(KernelRegistry& r) {
+  r.add("Slice", any_dtype(), KernelFn(slice));
+  r.add("Expand", any_dtype(), KernelFn(expand));
+  r.add("Tile", any_dtype(), KernelFn(tile));
+  r.add("Concat", any_dtype(), KernelFn(concat));
+  r.add("Split", any_dtype(), KernelFn(split));
+  r.add("Pad", any_dtype(), KernelFn(pad));
+}
+
+}  // namespace quilt::cpu
