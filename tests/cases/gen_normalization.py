@@ -112,3 +112,8 @@ for op in ("Softmax", "LogSoftmax"):
     node(f"{short}_large_values", op, {"x": rand(3, 7, low=1000, high=1010)}, axis=-1)
     node(f"{short}_large_values_middle", op, {"x": rand(3, 7, 5, low=-1010, high=-1000)}, axis=1)
     node(f"{short}_inf", op, {"x": np.array([[0, -np.inf, 1, 2]], np.float32)}, axis=-1)
+    masked = rand(2, 5, 11, low=-3, high=3)
+    masked[:, 1:3, ::3] = -np.inf  # attention-style masks, along the axis and across it
+    node(f"{short}_masked_last", op, {"x": masked}, axis=-1)
+    node(f"{short}_masked_middle", op, {"x": masked}, axis=1)
+    node(f"{short}_wide_range", op, {"x": rand(3, 37, low=-120, high=20)}, axis=-1)
