@@ -140,6 +140,12 @@ for mode in ["nearest", "linear", "cubic"]:
     for sname, sc in SCALES.items():
         resize(f"{mode}_half_pixel_symmetric_{sname}", X4, scales=sc, mode=mode,
                coordinate_transformation_mode="half_pixel_symmetric")
+    for zname, sz in SIZES.items():
+        resize(f"{mode}_half_pixel_symmetric_{zname}", X4, sizes=sz, mode=mode,
+               coordinate_transformation_mode="half_pixel_symmetric")
+for nm in NEAREST_MODES:
+    resize(f"nearest_half_pixel_symmetric_{nm}", X4, scales=[1, 1, 0.7, 1.3], mode="nearest",
+           nearest_mode=nm, coordinate_transformation_mode="half_pixel_symmetric")
 
 # ---- antialias (opset 18+) ----
 for mode in ["linear", "cubic"]:
