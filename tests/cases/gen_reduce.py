@@ -109,6 +109,11 @@ node("max_nan", "ReduceMax", {"x": x_nan}, axes=[1], opset=13,
      expected={"y": np.max(x_nan, axis=1, keepdims=True)})
 node("min_nan", "ReduceMin", {"x": x_nan}, axes=[0], opset=13,
      expected={"y": np.min(x_nan, axis=0, keepdims=True)})
+x_nan_long = rand(4, 45)
+x_nan_long[1, 3] = x_nan_long[2, 44] = x_nan_long[3, 20] = np.nan
+for op, fn in (("ReduceMax", np.max), ("ReduceMin", np.min)):
+    node(f"{op[6:].lower()}_nan_long", op, {"x": x_nan_long}, axes=[1], opset=13,
+         expected={"y": fn(x_nan_long, axis=1, keepdims=True)})
 
 # ---- ArgMax / ArgMin ----
 for op in ("ArgMax", "ArgMin"):

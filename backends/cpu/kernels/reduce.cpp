@@ -7,6 +7,7 @@
 // when it is kept, whole rows of outputs are accumulated at once so memory is read in order.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -197,23 +198,25 @@ struct ExtremumOp {
   static void add(Acc& a, T x) {
     if (better(x, a) || x != x) a = (a != a) ? a : x;
   }
-  // Lanes without branches so the loop vectorises; NaN is tracked on the side.
+  // float32 runs: 8-wide vector selects (plain float selects do not vectorise under the default
+  // -ftrapping-math); NaN is tracked on the side.
   static void add_run(Acc& a, const T* x, int64_t n) {
-    constexpr int kLanes = 16;
     int64_t i = 0;
-    if (n >= kLanes) {
-      T lanes[kLanes];
-      bool nan = false;
-      for (int j = 0; j < kLanes; ++j) lanes[j] = a;
-      for (; i + kLanes <= n; i += kLanes)
-        for (int j = 0; j < kLanes; ++j) {
-          const T v = x[i + j];
-          lanes[j] = better(v, lanes[j]) ? v : lanes[j];
+    if constexpr (std::is_same_v<T, float>) {
+      using F8 = float __attribute__((vector_size(32)));
+      using I8 = int32_t __attribute__((vector_size(32)));
+      if (n >= 8) {
+        F8 m = F8{} + a;
+        I8 nan{};
+        for (; i + 8 <= n; i += 8) {
+          F8 v;
+          std::memcpy(&v, x + i, sizeof v);
+          m = Max ? (v > m ? v : m) : (v < m ? v : m);
           nan |= v != v;
         }
-      for (T l : lanes) add(a, l);
-      if (nan) {
-        if constexpr (std::is_floating_point_v<T>) a = std::numeric_limits<T>::quiet_NaN();
+        for (int j = 0; j < 8; ++j) add(a, m[j]);
+        for (int j = 0; j < 8; ++j)
+          if (nan[j]) a = std::numeric_limits<T>::quiet_NaN();
       }
     }
     for (; i < n; ++i) add(a, x[i]);
