@@ -59,6 +59,7 @@ int64_t range_count(const Tensor& start, const Tensor& limit, const Tensor& delt
   if (d == T(0)) ctx.fail("delta is 0");
   if constexpr (std::is_floating_point_v<T>) {
     const double n = std::ceil(static_cast<double>(l - s) / static_cast<double>(d));
+    if (n > 9.0e18) ctx.fail("the range has more than 2^63 elements");
     return n > 0 ? static_cast<int64_t>(n) : 0;
   } else {
     // Exact ceil((l - s) / d) in 64 bits.
@@ -96,7 +97,9 @@ void infer_range(InferenceContext& ctx) {
       const float fl = half_to_float(l->data<uint16_t>()[0]);
       const float fd = half_to_float(d->data<uint16_t>()[0]);
       if (fd == 0) ctx.fail("delta is 0");
-      n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil(static_cast<double>(fl - fs) / fd)));
+      const double count = std::ceil(static_cast<double>(fl - fs) / fd);
+      if (count > 9.0e18) ctx.fail("the range has more than 2^63 elements");
+      n = count > 0 ? static_cast<int64_t>(count) : 0;
       break;
     }
     case DType::Int16:

@@ -144,10 +144,11 @@ void infer_slice(InferenceContext& ctx) {
   auto norm = unique_axes(ctx, axes, rank);
   std::vector<int64_t> out = in;
   for (size_t i = 0; i < norm.size(); ++i) {
-    const int64_t step = steps[i];
-    if (step == 0) ctx.fail("steps[" + str(i) + "] is 0");
+    if (steps[i] == 0) ctx.fail("steps[" + str(i) + "] is 0");
     const int64_t dim = in[static_cast<size_t>(norm[i])];
     if (dim < 0) continue;  // stays unknown
+    // A step longer than the axis takes one element at most; clamping avoids overflow.
+    const int64_t step = std::clamp<int64_t>(steps[i], -(dim + 1), dim + 1);
     int64_t start = starts[i], end = ends[i];
     if (start < 0) start += dim;
     if (end < 0) end += dim;

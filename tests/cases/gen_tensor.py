@@ -498,3 +498,16 @@ c.node("split_opset1_input", "Split", {"x": x}, initializers={"s": arr(1, 2)}, o
 c.node("split_opset1_attr", "Split", {"x": x}, opset=1, n_outputs=2, axis=2, split=[3, 1],
        expected={"y0": x[:, :, :3], "y1": x[:, :, 3:]})
 c.node("dropout_opset6_test", "Dropout", {"x": a}, opset=6, is_test=1, expected={"y": a})
+
+# ---- Extreme parameter values ----
+c.node("slice_huge_steps", "Slice", {"x": rand(5, 6)},
+       initializers={"s": arr(0, -1), "e": arr(5, -100), "a": arr(0, 1),
+                     "st": arr(np.iinfo(I64).max, np.iinfo(I64).min)})
+# onnxruntime overflows i + k here; mathematically nothing is kept.
+c.node("trilu_huge_k", "Trilu", {"x": rand(3, 4)}, initializers={"k": np.array(np.iinfo(I64).max, I64)},
+       expected={"y": np.zeros((3, 4), np.float32)})
+c.node("trilu_huge_neg_k", "Trilu", {"x": rand(3, 4)},
+       initializers={"k": np.array(np.iinfo(I64).min, I64)}, upper=0,
+       expected={"y": np.zeros((3, 4), np.float32)})
+c.node("trilu_huge_k_keep_all", "Trilu", {"x": rand(3, 4)},
+       initializers={"k": np.array(np.iinfo(I64).max, I64)}, upper=0)

@@ -71,7 +71,8 @@ void slice(KernelContext& ctx) {
     start =
         steps[i] > 0 ? std::clamp<int64_t>(start, 0, dim) : std::clamp<int64_t>(start, -1, dim - 1);
     if (ctx.output_shape(0)[a] > 0) base += start * in_strides[a];
-    strides[a] = in_strides[a] * steps[i];
+    // A step longer than the axis takes one element at most; clamping avoids overflow.
+    strides[a] = in_strides[a] * std::clamp<int64_t>(steps[i], -(dim + 1), dim + 1);
   }
   Tensor& out = ctx.output(0);
   strided_copy(ctx.pool, out.raw_data(), in.raw_data(), dtype_size(in.dtype()), out.shape(),
