@@ -202,6 +202,7 @@ c.node("exp_overflow", "Exp", {"x": np.array([88.7, 88.8, 89, 1000, -87.3, -1000
 c.node("sigmoid_range", "Sigmoid", {"x": np.linspace(-30, 30, 6001).astype(f32)}, rtol=2e-6, atol=1e-7)
 c.node("tanh_range", "Tanh", {"x": np.linspace(-12, 12, 6001).astype(f32)}, rtol=2e-6, atol=1e-7)
 c.node("tanh_tiny", "Tanh", {"x": np.geomspace(1e-7, 0.7, 400).astype(f32)}, rtol=2e-6, atol=0)
+c.node("erf_tiny", "Erf", {"x": np.concatenate([np.geomspace(1e-30, 1.2, 500), -np.geomspace(1e-6, 5, 300)]).astype(f32)}, rtol=2e-6, atol=0)
 c.node("erf_range", "Erf", {"x": np.linspace(-5, 5, 2001).astype(f32)}, rtol=2e-6, atol=1e-7)
 c.node("round_half_even", "Round", {"x": np.array([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.4, 0.6, -0.6, 3.7, 1e8, np.nan], f32)})
 c.node("round_basic", "Round", {"x": rand(4, 5, low=-10, high=10)})
