@@ -511,3 +511,10 @@ c.node("trilu_huge_neg_k", "Trilu", {"x": rand(3, 4)},
        expected={"y": np.zeros((3, 4), np.float32)})
 c.node("trilu_huge_k_keep_all", "Trilu", {"x": rand(3, 4)},
        initializers={"k": np.array(np.iinfo(I64).max, I64)}, upper=0)
+
+# ---- Gather of single elements (word copies), large enough to run on several threads ----
+c.node("gather_1d_big", "Gather", {"x": rand(5000), "i": randint(20000, low=-5000, high=5000)})
+c.node("gather_f16_last_axis", "Gather", {"x": rand(6, 7).astype(np.float16), "i": arr(6, 0, -1)},
+       axis=1)
+c.node("gather_int8_last_axis", "Gather", {"x": randint(6, 7, dtype=np.int8), "i": arr([[1, 2], [3, 4]])},
+       axis=-1)

@@ -70,6 +70,29 @@ void gather(KernelContext& ctx) {
   const auto* src = static_cast<const uint8_t*>(data.raw_data());
   auto* dst = static_cast<uint8_t*>(ctx.output(0).raw_data());
   if (inner == 0) return;
+  // Gathering single elements (e.g. from shape vectors or 1-D tables) copies words directly
+  // instead of calling memcpy per element.
+  auto gather_words = [&](auto word) {
+    using W = decltype(word);
+    const auto* s = reinterpret_cast<const W*>(src);
+    auto* d = reinterpret_cast<W*>(dst);
+    ctx.pool.parallel_for(outer * count, 1 << 12, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t)
+        d[t] = s[(t / count) * n + rows[static_cast<size_t>(t % count)]];
+    });
+  };
+  switch (inner) {
+    case 1:
+      return gather_words(uint8_t{});
+    case 2:
+      return gather_words(uint16_t{});
+    case 4:
+      return gather_words(uint32_t{});
+    case 8:
+      return gather_words(uint64_t{});
+    default:
+      break;
+  }
   ctx.pool.parallel_for(
       outer * count, std::max<int64_t>(1, 16384 / inner), [&](int64_t begin, int64_t end) {
         for (int64_t t = begin; t < end; ++t) {
