@@ -1,5 +1,5 @@
 // Schemas and shape inference of the normalization op family: BatchNormalization,
-// InstanceNormalization, LayerNormalization, Softmax, LogSoftmax.
+// InstanceNormalization, GroupNormalization, LayerNormalization, Softmax, LogSoftmax.
 #include "core/op_schema.hpp"
 
 namespace quilt {
@@ -44,6 +44,23 @@ void infer_instance_norm(InferenceContext& ctx) {
   if (x.size() < 2) ctx.fail("input must have rank >= 2 (N x C x ...), got shape " + to_string(x));
   expect_channel_vector(ctx, 1, "scale", x[1]);
   expect_channel_vector(ctx, 2, "B", x[1]);
+  infer_same_as_input0(ctx);
+}
+
+// Opset 18 has one scale and bias per group; opset 21 one per channel.
+void infer_group_norm(InferenceContext& ctx) {
+  const auto& x = ctx.input_shape(0);
+  if (x.size() < 2) ctx.fail("X must have rank >= 2 (N x C x ...), got shape " + to_string(x));
+  if (!ctx.node().has_attr("num_groups")) ctx.fail("attribute 'num_groups' is required");
+  const int64_t groups = ctx.node().attr_int("num_groups", 0);
+  if (groups <= 0) ctx.fail("num_groups must be positive, got " + std::to_string(groups));
+  const int64_t c = x[1];
+  if (c >= 0 && c % groups != 0)
+    ctx.fail("the channel count " + std::to_string(c) + " is not divisible by num_groups " +
+             std::to_string(groups));
+  const int64_t params = ctx.opset() >= 21 ? c : groups;
+  expect_channel_vector(ctx, 1, "scale", params);
+  expect_channel_vector(ctx, 2, "bias", params);
   infer_same_as_input0(ctx);
 }
 
@@ -110,6 +127,11 @@ void register_normalization_schemas(SchemaRegistry& r) {
          .min_inputs = 3,
          .max_inputs = 3,
          .infer = infer_instance_norm});
+  r.add({.op_type = "GroupNormalization",
+         .min_opset = 18,
+         .min_inputs = 3,
+         .max_inputs = 3,
+         .infer = infer_group_norm});
   r.add({.op_type = "LayerNormalization",
          .min_opset = 17,
          .min_inputs = 2,

@@ -117,3 +117,19 @@ for op in ("Softmax", "LogSoftmax"):
     node(f"{short}_masked_last", op, {"x": masked}, axis=-1)
     node(f"{short}_masked_middle", op, {"x": masked}, axis=1)
     node(f"{short}_wide_range", op, {"x": rand(3, 37, low=-120, high=20)}, axis=-1)
+
+# ---- GroupNormalization (opset 18: scale/bias per group; 21: per channel) ----
+for opset in (18, 21):
+    for shape, groups in (((2, 6, 4, 5), 3), ((1, 4, 7), 2), ((2, 4, 3), 4), ((2, 4, 3), 1),
+                          ((2, 6, 2, 3, 2), 2)):
+        params = shape[1] if opset >= 21 else groups
+        node(f"gn_o{opset}_" + "x".join(map(str, shape)) + f"_g{groups}", "GroupNormalization",
+             {"x": rand(*shape)}, initializers={"scale": rand(params), "bias": rand(params)},
+             num_groups=groups, opset=opset)
+    params = 8 if opset >= 21 else 4
+    node(f"gn_o{opset}_eps_runtime", "GroupNormalization",
+         {"x": rand(2, 8, 5), "scale": rand(params), "bias": rand(params)}, num_groups=4,
+         epsilon=0.2, opset=opset)
+    node(f"gn_o{opset}_big", "GroupNormalization", {"x": rand(2, 64, 32, 32)},
+         initializers={"scale": rand(64 if opset >= 21 else 32), "bias": rand(64 if opset >= 21 else 32)},
+         num_groups=32, opset=opset)

@@ -1,5 +1,5 @@
 // CPU kernels of the normalization op family: BatchNormalization (inference),
-// InstanceNormalization, LayerNormalization, Softmax, LogSoftmax. All float32.
+// InstanceNormalization, GroupNormalization, LayerNormalization, Softmax, LogSoftmax. All float32.
 //
 // Statistics (means, variances, softmax sums) are accumulated in double with two passes over the
 // data, so large or badly centred inputs keep float32 accuracy.
@@ -131,6 +131,46 @@ void instance_norm(KernelContext& ctx) {
       for (int64_t i = 0; i < spatial; ++i) out[i] = in[i] * a + b;
     }
   });
+}
+
+// ---- GroupNormalization ----
+
+std::string group_norm_support(const NodeSignature& sig) {
+  if (std::string r = all_inputs_float(sig); !r.empty()) return r;
+  if (sig.node.attr_int("stash_type", 1) != 1)
+    return "stash_type other than 1 (float32) is not supported";
+  return "";
+}
+
+// A group's channels are contiguous, so each (sample, group) is one block of memory.
+void group_norm(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const float* scale = ctx.input(1).data<float>();
+  const float* bias = ctx.input(2).data<float>();
+  const double eps = ctx.node.attr_float("epsilon", 1e-5f);
+  const int64_t groups = ctx.node.attr_int("num_groups", 1);
+  const bool per_channel = ctx.node.opset >= 21;
+  const int64_t c = x.dim(1), per_group = c / groups;
+  const int64_t spatial = x.numel() / std::max<int64_t>(1, x.dim(0) * c);
+  Tensor& y = ctx.output(0);
+  const float* src = x.data<float>();
+  float* dst = y.data<float>();
+  ctx.pool.parallel_for(
+      x.dim(0) * groups, grain_for(per_group * spatial), [&](int64_t begin, int64_t end) {
+        for (int64_t t = begin; t < end; ++t) {
+          const int64_t g = t % groups, block = per_group * spatial;
+          const float* in = src + t * block;
+          float* out = dst + t * block;
+          auto [mean, inv] = moments(in, block, eps);
+          for (int64_t k = 0; k < per_group; ++k) {
+            const int64_t p = per_channel ? g * per_group + k : g;
+            const double s = inv * scale[p];
+            const auto a = static_cast<float>(s), b = static_cast<float>(bias[p] - mean * s);
+            for (int64_t i = 0; i < spatial; ++i)
+              out[k * spatial + i] = in[k * spatial + i] * a + b;
+          }
+        }
+      });
 }
 
 // ---- LayerNormalization ----
@@ -328,6 +368,7 @@ void softmax(KernelContext& ctx) {
 void register_cpu_normalization(KernelRegistry& r) {
   r.add("BatchNormalization", batch_norm_support, batch_norm);
   r.add("InstanceNormalization", all_inputs_float, instance_norm);
+  r.add("GroupNormalization", group_norm_support, group_norm);
   r.add(
       "LayerNormalization",
       [](const NodeSignature& sig) -> std::string {
