@@ -518,3 +518,8 @@ c.node("gather_f16_last_axis", "Gather", {"x": rand(6, 7).astype(np.float16), "i
        axis=1)
 c.node("gather_int8_last_axis", "Gather", {"x": randint(6, 7, dtype=np.int8), "i": arr([[1, 2], [3, 4]])},
        axis=-1)
+
+# ---- Tiled transposes for every element width ----
+for dt in (np.int8, np.float16, np.int32, np.float64):
+    c.node(f"transpose_tiled_{np.dtype(dt).name}", "Transpose", {"x": (rand(3, 40, 37) * 100).astype(dt)},
+           perm=[0, 2, 1])
