@@ -1,5 +1,6 @@
 // Schemas and shape inference of the normalization op family: BatchNormalization,
-// InstanceNormalization, GroupNormalization, LayerNormalization, Softmax, LogSoftmax.
+// InstanceNormalization, GroupNormalization, LayerNormalization, LpNormalization,
+// MeanVarianceNormalization, Softmax, LogSoftmax.
 #include "core/op_schema.hpp"
 
 namespace quilt {
@@ -97,6 +98,26 @@ void infer_layer_norm(InferenceContext& ctx) {
   ctx.set_output(2, stash, stats);
 }
 
+void infer_lp_norm(InferenceContext& ctx) {
+  const int64_t rank = ctx.input_rank(0);
+  if (rank == 0) ctx.fail("input must have rank >= 1, got a scalar");
+  normalize_axis(ctx, ctx.node().attr_int("axis", -1), rank);
+  const int64_t p = ctx.node().attr_int("p", 2);
+  if (p != 1 && p != 2) ctx.fail("p is " + std::to_string(p) + ", expected 1 or 2");
+  infer_same_as_input0(ctx);
+}
+
+void infer_mvn(InferenceContext& ctx) {
+  const int64_t rank = ctx.input_rank(0);
+  std::vector<char> seen(static_cast<size_t>(rank), 0);
+  for (int64_t a : ctx.node().attr_ints("axes", {0, 2, 3})) {
+    const int64_t n = normalize_axis(ctx, a, rank);
+    if (seen[static_cast<size_t>(n)]++)
+      ctx.fail("axis " + std::to_string(a) + " appears more than once in axes");
+  }
+  infer_same_as_input0(ctx);
+}
+
 // Before opset 13 the input is coerced to a matrix at `axis` (default 1); from 13 on the op works
 // along that one axis (default -1). Either way the axis must name a dimension.
 void infer_softmax(InferenceContext& ctx) {
@@ -138,6 +159,8 @@ void register_normalization_schemas(SchemaRegistry& r) {
          .max_inputs = 3,
          .max_outputs = 3,
          .infer = infer_layer_norm});
+  r.add({.op_type = "LpNormalization", .infer = infer_lp_norm});
+  r.add({.op_type = "MeanVarianceNormalization", .min_opset = 9, .infer = infer_mvn});
   for (const char* op : {"Softmax", "LogSoftmax"}) {
     r.add({.op_type = op, .max_opset = 12, .infer = infer_softmax});
     r.add({.op_type = op, .min_opset = 13, .infer = infer_softmax});

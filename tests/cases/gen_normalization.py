@@ -133,3 +133,21 @@ for opset in (18, 21):
     node(f"gn_o{opset}_big", "GroupNormalization", {"x": rand(2, 64, 32, 32)},
          initializers={"scale": rand(64 if opset >= 21 else 32), "bias": rand(64 if opset >= 21 else 32)},
          num_groups=32, opset=opset)
+
+# ---- LpNormalization ----
+x = rand(3, 4, 5)
+for p in (1, 2):
+    for axis in (0, 1, 2, -1):
+        node(f"lp_p{p}_axis{axis}".replace("-", "m"), "LpNormalization", {"x": x}, p=p, axis=axis)
+node("lp_default", "LpNormalization", {"x": rand(4, 6)})
+zero_rows = rand(3, 5)
+zero_rows[1] = 0
+node("lp_zero_norm", "LpNormalization", {"x": zero_rows}, axis=1)
+
+# ---- MeanVarianceNormalization ----
+for opset in (9, 13):
+    node(f"mvn_o{opset}_default", "MeanVarianceNormalization", {"x": rand(2, 3, 4, 5)}, opset=opset)
+node("mvn_axes_hw", "MeanVarianceNormalization", {"x": rand(2, 3, 4, 5)}, axes=[2, 3])
+node("mvn_axes_all", "MeanVarianceNormalization", {"x": rand(2, 3, 4, 5)}, axes=[0, 1, 2, 3])
+node("mvn_axes_last", "MeanVarianceNormalization", {"x": rand(3, 7)}, axes=[-1])
+node("mvn_axes_first", "MeanVarianceNormalization", {"x": rand(6, 4, 2)}, axes=[0])

@@ -1,5 +1,6 @@
 // CPU kernels of the normalization op family: BatchNormalization (inference),
-// InstanceNormalization, GroupNormalization, LayerNormalization, Softmax, LogSoftmax. All float32.
+// InstanceNormalization, GroupNormalization, LayerNormalization, LpNormalization,
+// MeanVarianceNormalization, Softmax, LogSoftmax. All float32.
 //
 // Statistics (means, variances, softmax sums) are accumulated in double with two passes over the
 // data, so large or badly centred inputs keep float32 accuracy.
@@ -225,6 +226,94 @@ void layer_norm(KernelContext& ctx) {
   });
 }
 
+// ---- LpNormalization ----
+
+// x / ||x||_p along `axis` (p = 1 sums |x|, as onnxruntime does); a zero norm gives zeros.
+void lp_norm(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  int64_t axis = ctx.node.attr_int("axis", -1);
+  if (axis < 0) axis += x.rank();
+  const bool l1 = ctx.node.attr_int("p", 2) == 1;
+  int64_t outer = 1, n = x.dim(axis), inner = 1;
+  for (int64_t i = 0; i < x.rank(); ++i) {
+    if (i < axis) outer *= x.dim(i);
+    if (i > axis) inner *= x.dim(i);
+  }
+  Tensor& y = ctx.output(0);
+  if (y.numel() == 0) return;
+  const float* src = x.data<float>();
+  float* dst = y.data<float>();
+  ctx.pool.parallel_for(outer, grain_for(n * inner), [&](int64_t begin, int64_t end) {
+    std::vector<double> norm(static_cast<size_t>(inner));
+    for (int64_t o = begin; o < end; ++o) {
+      const float* in = src + o * n * inner;
+      float* out = dst + o * n * inner;
+      std::fill(norm.begin(), norm.end(), 0.0);
+      for (int64_t k = 0; k < n; ++k)
+        for (int64_t t = 0; t < inner; ++t) {
+          const double v = in[k * inner + t];
+          norm[t] += l1 ? std::fabs(v) : v * v;
+        }
+      for (int64_t t = 0; t < inner; ++t) norm[t] = l1 ? norm[t] : std::sqrt(norm[t]);
+      for (int64_t k = 0; k < n; ++k)
+        for (int64_t t = 0; t < inner; ++t)
+          out[k * inner + t] =
+              norm[t] == 0 ? 0.0f : static_cast<float>(in[k * inner + t] / norm[t]);
+    }
+  });
+}
+
+// ---- MeanVarianceNormalization ----
+
+// (x - mean) / (std + 1e-9) over `axes` (default N, H, W: per channel). Any axes are allowed, so
+// each element's statistics slot comes from strides over the kept dims; one reference loop.
+void mvn(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const int64_t rank = x.rank();
+  std::vector<char> reduced(static_cast<size_t>(rank), 0);
+  for (int64_t a : ctx.node.attr_ints("axes", {0, 2, 3}))
+    reduced[static_cast<size_t>(a < 0 ? a + rank : a)] = 1;
+  std::vector<int64_t> stat_stride(static_cast<size_t>(rank), 0);
+  int64_t slots = 1;
+  for (int64_t d = rank; d-- > 0;)
+    if (!reduced[static_cast<size_t>(d)]) {
+      stat_stride[static_cast<size_t>(d)] = slots;
+      slots *= x.dim(d);
+    }
+  const int64_t total = x.numel();
+  Tensor& y = ctx.output(0);
+  if (total == 0) return;
+  const int64_t count = total / slots;
+  // Statistics slot of every element, walked with an odometer.
+  std::vector<int64_t> slot(static_cast<size_t>(total));
+  {
+    std::vector<int64_t> idx(static_cast<size_t>(rank), 0);
+    int64_t s = 0;
+    for (int64_t i = 0; i < total; ++i) {
+      slot[static_cast<size_t>(i)] = s;
+      for (int64_t d = rank; d-- > 0;) {
+        const auto du = static_cast<size_t>(d);
+        s += stat_stride[du];
+        if (++idx[du] < x.dim(d)) break;
+        s -= stat_stride[du] * x.dim(d);
+        idx[du] = 0;
+      }
+    }
+  }
+  const float* src = x.data<float>();
+  float* dst = y.data<float>();
+  std::vector<double> mean(static_cast<size_t>(slots), 0.0), sq(static_cast<size_t>(slots), 0.0);
+  for (int64_t i = 0; i < total; ++i) mean[slot[i]] += src[i];
+  for (double& m : mean) m /= static_cast<double>(count);
+  for (int64_t i = 0; i < total; ++i) {
+    const double dv = src[i] - mean[slot[i]];
+    sq[slot[i]] += dv * dv;
+  }
+  for (double& v : sq) v = 1.0 / (std::sqrt(v / static_cast<double>(count)) + 1e-9);
+  for (int64_t i = 0; i < total; ++i)
+    dst[i] = static_cast<float>((src[i] - mean[slot[i]]) * sq[slot[i]]);
+}
+
 // ---- Softmax / LogSoftmax ----
 
 // Eight floats as one value (GCC/Clang vector extensions): plain loops with float selects do not
@@ -378,6 +467,8 @@ void register_cpu_normalization(KernelRegistry& r) {
         return "";
       },
       layer_norm);
+  r.add("LpNormalization", float_only(), lp_norm);
+  r.add("MeanVarianceNormalization", float_only(), mvn);
   r.add("Softmax", float_only(), softmax<false>);
   r.add("LogSoftmax", float_only(), softmax<true>);
 }
