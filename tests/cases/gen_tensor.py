@@ -523,3 +523,8 @@ c.node("gather_int8_last_axis", "Gather", {"x": randint(6, 7, dtype=np.int8), "i
 for dt in (np.int8, np.float16, np.int32, np.float64):
     c.node(f"transpose_tiled_{np.dtype(dt).name}", "Transpose", {"x": (rand(3, 40, 37) * 100).astype(dt)},
            perm=[0, 2, 1])
+
+# ---- Indexing ops large enough to run on several threads ----
+c.node("gather_elements_big", "GatherElements", {"x": rand(64, 300), "i": randint(64, 500, high=300)},
+       axis=1)
+c.node("gather_nd_big", "GatherND", {"x": rand(100, 50, 8), "i": randint(3000, 2, high=50)})

@@ -114,17 +114,26 @@ void gather_elements(KernelContext& ctx) {
   const size_t es = dtype_size(data.dtype());
   const auto* src = static_cast<const uint8_t*>(data.raw_data());
   auto* dst = static_cast<uint8_t*>(ctx.output(0).raw_data());
-  std::vector<int64_t> pos(shape.size(), 0);
-  for (size_t e = 0; e < idx.size(); ++e) {
-    int64_t off = 0;
-    for (size_t d = 0; d < shape.size(); ++d)
-      off += (d == a ? checked_index(ctx.node, idx[e], data.dim(axis)) : pos[d]) * ds[d];
-    std::memcpy(dst + e * es, src + static_cast<size_t>(off) * es, es);
-    for (size_t d = shape.size(); d-- > 0;) {
-      if (++pos[d] < shape[d]) break;
-      pos[d] = 0;
+  std::vector<int64_t> wrapped(idx.size());
+  for (size_t e = 0; e < idx.size(); ++e)
+    wrapped[e] = checked_index(ctx.node, idx[e], data.dim(axis));
+  ctx.pool.parallel_for(static_cast<int64_t>(idx.size()), 1 << 13, [&](int64_t begin, int64_t end) {
+    std::vector<int64_t> pos(shape.size());
+    for (size_t d = shape.size(), rem = static_cast<size_t>(begin); d-- > 0;) {
+      pos[d] = static_cast<int64_t>(rem % static_cast<size_t>(shape[d]));
+      rem /= static_cast<size_t>(shape[d]);
     }
-  }
+    for (int64_t e = begin; e < end; ++e) {
+      int64_t off = 0;
+      for (size_t d = 0; d < shape.size(); ++d)
+        off += (d == a ? wrapped[static_cast<size_t>(e)] : pos[d]) * ds[d];
+      std::memcpy(dst + e * static_cast<int64_t>(es), src + off * static_cast<int64_t>(es), es);
+      for (size_t d = shape.size(); d-- > 0;) {
+        if (++pos[d] < shape[d]) break;
+        pos[d] = 0;
+      }
+    }
+  });
 }
 
 // Offsets (in elements of data) of the slices that GatherND / ScatterND address: one per index
@@ -161,9 +170,15 @@ void gather_nd(KernelContext& ctx) {
       static_cast<int64_t>(es);
   const auto* src = static_cast<const uint8_t*>(data.raw_data());
   auto* dst = static_cast<uint8_t*>(ctx.output(0).raw_data());
-  for (size_t t = 0; t < offsets.size(); ++t)
-    std::memcpy(dst + static_cast<int64_t>(t) * slice, src + offsets[t] * static_cast<int64_t>(es),
-                static_cast<size_t>(slice));
+  if (slice == 0) return;
+  ctx.pool.parallel_for(static_cast<int64_t>(offsets.size()), std::max<int64_t>(1, 16384 / slice),
+                        [&](int64_t begin, int64_t end) {
+                          for (int64_t t = begin; t < end; ++t)
+                            std::memcpy(
+                                dst + t * slice,
+                                src + offsets[static_cast<size_t>(t)] * static_cast<int64_t>(es),
+                                static_cast<size_t>(slice));
+                        });
 }
 
 // ---- Scatter family ----
