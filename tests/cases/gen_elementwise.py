@@ -334,3 +334,25 @@ c.model("chain_compare_where",
         [helper.make_node("Greater", ["x", "zero"], ["mask"]),
          helper.make_node("Where", ["mask", "x", "zero"], ["y"])],
         {"x": rand(5, 5)}, ["y"], initializers={"zero": np.array(0.0, f32)})
+
+# ---- float16 (computed in float32, rounded once) ----
+f16 = np.float16
+h = rand(3, 5, low=-4, high=4).astype(f16)
+for op in ["Relu", "Sigmoid", "Tanh", "Erf", "Exp", "Neg", "Abs", "Floor", "Ceil", "Round", "Sign",
+           "Softplus", "Softsign", "LeakyRelu", "Elu", "HardSigmoid", "HardSwish", "Sin", "Cos"]:
+    c.node(f"{op.lower()}_f16", op, {"x": h}, rtol=2e-3, atol=1e-3)
+for op in ["Sqrt", "Log", "Reciprocal"]:
+    c.node(f"{op.lower()}_f16", op, {"x": rand(7, low=0.1, high=5).astype(f16)}, rtol=2e-3, atol=1e-3)
+for op in ["Add", "Sub", "Mul", "Div", "Max", "Min", "Sum", "Mean"]:
+    c.node(f"{op.lower()}_f16", op, {"a": rand(2, 3, 4).astype(f16), "b": away_from_zero(4).astype(f16)},
+           rtol=2e-3, atol=1e-3)
+for op in ["Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"]:
+    c.node(f"{op.lower()}_f16", op, {"a": randint(3, 4, high=3).astype(f16), "b": randint(4, high=3).astype(f16)})
+c.node("pow_f16", "Pow", {"a": rand(5, low=0.1, high=2).astype(f16), "b": rand(5).astype(f16)}, rtol=2e-3, atol=1e-3)
+c.node("pow_f16_int_exp", "Pow", {"a": rand(5, low=-2, high=2).astype(f16), "b": randint(5, high=4, dtype=i64)}, rtol=2e-3, atol=1e-3)
+c.node("mod_f16", "Mod", {"a": rand(6, low=-5, high=5).astype(f16), "b": away_from_zero(6).astype(f16)}, fmod=1, rtol=2e-3, atol=1e-3)
+c.node("isnan_f16", "IsNaN", {"x": specials.astype(f16)})
+c.node("isinf_f16", "IsInf", {"x": specials.astype(f16)}, opset=20)
+c.node("prelu_f16", "PRelu", {"x": h, "slope": rand(5).astype(f16)}, rtol=2e-3, atol=1e-3)
+c.node("clip_f16", "Clip", {"x": h}, initializers={"min": np.array(-1, f16), "max": np.array(2, f16)})
+c.node("gelu_f16", "Gelu", {"x": h}, opset=20, rtol=2e-3, atol=1e-3)

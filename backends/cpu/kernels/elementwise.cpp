@@ -11,6 +11,8 @@
 namespace quilt::cpu {
 
 void register_cpu_elementwise_unary(KernelRegistry& r);
+KernelFn via_float32(KernelFn fn, bool output_like_input);
+SupportFn dtypes_or_float16(std::vector<DType> dtypes, size_t input = 0);
 void register_cpu_elementwise_cast(KernelRegistry& r);
 
 namespace {
@@ -337,27 +339,33 @@ SupportFn all_of(std::vector<SupportFn> fns) {
 }  // namespace
 
 void register_cpu_elementwise(KernelRegistry& r) {
-  const SupportFn numeric = dtypes_of_input(dtypes_of(NumericTypes{}));
-  r.add("Add", numeric, same_type_binary<AddOp>(NumericTypes{}));
-  r.add("Sub", numeric, same_type_binary<SubOp>(NumericTypes{}));
-  r.add("Mul", numeric, same_type_binary<MulOp>(NumericTypes{}));
-  r.add("Div", numeric, same_type_binary<DivOp>(NumericTypes{}));
-  r.add("Mod", numeric, [](KernelContext& ctx) {
+  // float16 runs through the float32 kernels (see elementwise_half.cpp).
+  auto arith = [&](const char* op, KernelFn fn) {
+    r.add(op, dtypes_or_float16(dtypes_of(NumericTypes{})), via_float32(std::move(fn), true));
+  };
+  arith("Add", same_type_binary<AddOp>(NumericTypes{}));
+  arith("Sub", same_type_binary<SubOp>(NumericTypes{}));
+  arith("Mul", same_type_binary<MulOp>(NumericTypes{}));
+  arith("Div", same_type_binary<DivOp>(NumericTypes{}));
+  arith("Mod", [](KernelContext& ctx) {
     if (ctx.node.attr_int("fmod", 0))
       same_type_binary<ModOp<true>>(NumericTypes{})(ctx);
     else
       same_type_binary<ModOp<false>>(NumericTypes{})(ctx);
   });
   r.add("Pow",
-        all_of({dtypes_of_input(dtypes_of(PowTypes{}), 0),
-                dtypes_of_input(dtypes_of(NumericTypes{}), 1)}),
-        pow_kernel);
+        all_of({dtypes_or_float16(dtypes_of(PowTypes{}), 0),
+                dtypes_or_float16(dtypes_of(NumericTypes{}), 1)}),
+        via_float32(pow_kernel, true));
 
-  r.add("Equal", dtypes_of_input(dtypes_of(AllTypes{})), compare_kernel<EqualOp>(AllTypes{}));
-  r.add("Less", numeric, compare_kernel<LessOp>(NumericTypes{}));
-  r.add("Greater", numeric, compare_kernel<GreaterOp>(NumericTypes{}));
-  r.add("LessOrEqual", numeric, compare_kernel<LessOrEqualOp>(NumericTypes{}));
-  r.add("GreaterOrEqual", numeric, compare_kernel<GreaterOrEqualOp>(NumericTypes{}));
+  auto compare = [&](const char* op, auto types, KernelFn fn) {
+    r.add(op, dtypes_or_float16(dtypes_of(types)), via_float32(std::move(fn), false));
+  };
+  compare("Equal", AllTypes{}, compare_kernel<EqualOp>(AllTypes{}));
+  compare("Less", NumericTypes{}, compare_kernel<LessOp>(NumericTypes{}));
+  compare("Greater", NumericTypes{}, compare_kernel<GreaterOp>(NumericTypes{}));
+  compare("LessOrEqual", NumericTypes{}, compare_kernel<LessOrEqualOp>(NumericTypes{}));
+  compare("GreaterOrEqual", NumericTypes{}, compare_kernel<GreaterOrEqualOp>(NumericTypes{}));
 
   const SupportFn boolean = dtypes_of_input({DType::Bool});
   r.add("And", boolean, compare_kernel<AndOp>(TypeList<bool>{}));
@@ -371,13 +379,14 @@ void register_cpu_elementwise(KernelRegistry& r) {
     });
   });
 
-  r.add("Min", numeric, variadic_kernel<MinOp, false>(NumericTypes{}));
-  r.add("Max", numeric, variadic_kernel<MaxOp, false>(NumericTypes{}));
-  const SupportFn floats = dtypes_of_input(dtypes_of(FloatTypes{}));
-  r.add("Sum", floats, variadic_kernel<AddOp, false>(FloatTypes{}));
-  r.add("Mean", floats, variadic_kernel<AddOp, true>(FloatTypes{}));
-
-  r.add("PRelu", dtypes_of_input(dtypes_of(SignedTypes{})), prelu_kernel);
+  arith("Min", variadic_kernel<MinOp, false>(NumericTypes{}));
+  arith("Max", variadic_kernel<MaxOp, false>(NumericTypes{}));
+  auto float_op = [&](const char* op, auto types, KernelFn fn) {
+    r.add(op, dtypes_or_float16(dtypes_of(types)), via_float32(std::move(fn), true));
+  };
+  float_op("Sum", FloatTypes{}, variadic_kernel<AddOp, false>(FloatTypes{}));
+  float_op("Mean", FloatTypes{}, variadic_kernel<AddOp, true>(FloatTypes{}));
+  float_op("PRelu", SignedTypes{}, prelu_kernel);
   r.add("Where", dtypes_of_input({DType::Bool}), where_kernel);
 
   register_cpu_elementwise_unary(r);
