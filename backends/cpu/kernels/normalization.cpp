@@ -1,16 +1,18 @@
 // CPU kernels of the normalization op family: BatchNormalization (inference),
 // InstanceNormalization, GroupNormalization, LayerNormalization, LpNormalization,
-// MeanVarianceNormalization, Softmax, LogSoftmax. All float32.
+// MeanVarianceNormalization here; Softmax and LogSoftmax in normalization_softmax.cpp. All float32.
 //
 // Statistics (means, variances, softmax sums) are accumulated in double with two passes over the
 // data, so large or badly centred inputs keep float32 accuracy.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "backends/cpu/kernel.hpp"
 
 namespace quilt::cpu {
+
+void register_cpu_softmax(KernelRegistry& r);  // normalization_softmax.cpp
+
 namespace {
 
 // Grain for a parallel loop whose items each touch `per_item` elements.
@@ -314,144 +316,6 @@ void mvn(KernelContext& ctx) {
     dst[i] = static_cast<float>((src[i] - mean[slot[i]]) * sq[slot[i]]);
 }
 
-// ---- Softmax / LogSoftmax ----
-
-// Eight floats as one value (GCC/Clang vector extensions): plain loops with float selects do not
-// vectorise under the default -ftrapping-math, these do.
-using F8 = float __attribute__((vector_size(32)));
-using I8 = int32_t __attribute__((vector_size(32)));
-constexpr int64_t kF8 = 8;
-
-F8 load8(const float* p, int64_t n = kF8) {
-  F8 v{};
-  std::memcpy(&v, p, static_cast<size_t>(n) * sizeof(float));
-  return v;
-}
-void store8(float* p, F8 v, int64_t n = kF8) {
-  std::memcpy(p, &v, static_cast<size_t>(n) * sizeof(float));
-}
-
-// exp(x) within 1e-7 relative: x = n ln2 + r with |r| <= ln2 / 2, exp(r) by a degree-7 minimax
-// polynomial (the Cephes coefficients), 2^n built in the exponent bits. Below ln(FLT_MIN) it
-// returns exactly 0, so masked -inf logits give zeros; NaN stays NaN.
-F8 exp8(F8 x) {
-  constexpr float kLo = -87.33654f, kHi = 88.37626f;
-  F8 c = x < kLo ? F8{} + kLo : x;
-  c = c > kHi ? F8{} + kHi : c;
-  c = c == c ? c : F8{};  // NaN -> 0 keeps the int conversion defined
-  const F8 t = c * 1.44269504088896341f;
-  const I8 ni = __builtin_convertvector(t + (t < 0 ? F8{} - 0.5f : F8{} + 0.5f), I8);
-  const F8 n = __builtin_convertvector(ni, F8);
-  const F8 r = c - n * 0.693359375f + n * 2.12194440e-4f;
-  F8 p = F8{} + 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const I8 bits = (ni + 127) << 23;
-  F8 scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  const F8 y = x < kLo ? F8{} : p * scale;
-  return x == x ? y : x;
-}
-
-// out[i] = exp(in[i] - sub(i)) for i < n; sub(i) gives the subtrahend of the 8 elements at i.
-template <class Sub>
-void exp_minus(const float* in, float* out, int64_t n, Sub sub) {
-  int64_t i = 0;
-  for (; i + kF8 <= n; i += kF8) store8(out + i, exp8(load8(in + i) - sub(i, kF8)));
-  if (i < n) store8(out + i, exp8(load8(in + i, n - i) - sub(i, n - i)), n - i);
-}
-
-// Largest of n > 0 floats (NaN inputs give NaN outputs anyway).
-float max_of(const float* x, int64_t n) {
-  F8 m = F8{} + x[0];
-  int64_t i = 0;
-  for (; i + kF8 <= n; i += kF8) {
-    const F8 v = load8(x + i);
-    m = v > m ? v : m;
-  }
-  float mx = x[0];
-  for (int j = 0; j < kF8; ++j) mx = std::max(mx, m[j]);
-  for (; i < n; ++i) mx = std::max(mx, x[i]);
-  return mx;
-}
-
-template <bool Log>
-void softmax(KernelContext& ctx) {
-  const Tensor& x = ctx.input(0);
-  const bool coerce_2d = ctx.node.opset < 13;
-  int64_t axis = ctx.node.attr_int("axis", coerce_2d ? 1 : -1);
-  if (axis < 0) axis += x.rank();
-  int64_t outer = 1, n = 1, inner = 1;
-  for (int64_t i = 0; i < x.rank(); ++i) {
-    if (i < axis)
-      outer *= x.dim(i);
-    else if (i == axis || coerce_2d)
-      n *= x.dim(i);
-    else
-      inner *= x.dim(i);
-  }
-  Tensor& y = ctx.output(0);
-  if (y.numel() == 0) return;
-  const float* src = x.data<float>();
-  float* dst = y.data<float>();
-  if (inner == 1) {
-    ctx.pool.parallel_for(outer, grain_for(n), [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) {
-        const float* in = src + r * n;
-        float* out = dst + r * n;
-        const float mx = max_of(in, n);
-        exp_minus(in, out, n, [mx](int64_t, int64_t) { return F8{} + mx; });
-        const double sum = sum_lanes(out, n, [](float v) { return v; });
-        if (Log) {
-          // x - max is exact for nearby values; folding max and log(sum) first would round
-          // away the small log(sum) when max is large.
-          const auto log_sum = static_cast<float>(std::log(sum));
-          for (int64_t i = 0; i < n; ++i) out[i] = (in[i] - mx) - log_sum;
-        } else {
-          const auto k = static_cast<float>(1.0 / sum);
-          for (int64_t i = 0; i < n; ++i) out[i] *= k;
-        }
-      }
-    });
-    return;
-  }
-  // Axis not innermost: walk rows of `inner` so reads stay contiguous.
-  const int64_t block = std::min<int64_t>(inner, 1024), blocks = (inner + block - 1) / block;
-  ctx.pool.parallel_for(outer * blocks, grain_for(n * block), [&](int64_t begin, int64_t end) {
-    std::vector<float> mx(static_cast<size_t>(block));
-    std::vector<double> sum(static_cast<size_t>(block));
-    for (int64_t task = begin; task < end; ++task) {
-      const int64_t o = task / blocks, c0 = (task % blocks) * block;
-      const int64_t len = std::min(block, inner - c0);
-      const float* in = src + o * n * inner + c0;
-      float* out = dst + o * n * inner + c0;
-      std::copy(in, in + len, mx.begin());
-      std::fill(sum.begin(), sum.end(), 0.0);
-      for (int64_t k = 1; k < n; ++k)
-        for (int64_t t = 0; t < len; ++t) mx[t] = std::max(mx[t], in[k * inner + t]);
-      for (int64_t k = 0; k < n; ++k) {
-        float* row = out + k * inner;
-        exp_minus(in + k * inner, row, len, [&](int64_t i, int64_t m) { return load8(&mx[i], m); });
-        for (int64_t t = 0; t < len; ++t) sum[t] += row[t];
-      }
-      if (Log) {
-        for (int64_t t = 0; t < len; ++t) sum[t] = std::log(sum[t]);
-        for (int64_t k = 0; k < n; ++k)
-          for (int64_t t = 0; t < len; ++t)
-            out[k * inner + t] = (in[k * inner + t] - mx[t]) - static_cast<float>(sum[t]);
-      } else {
-        for (int64_t t = 0; t < len; ++t) mx[t] = static_cast<float>(1.0 / sum[t]);
-        for (int64_t k = 0; k < n; ++k)
-          for (int64_t t = 0; t < len; ++t) out[k * inner + t] *= mx[t];
-      }
-    }
-  });
-}
-
 }  // namespace
 
 void register_cpu_normalization(KernelRegistry& r) {
@@ -469,8 +333,7 @@ void register_cpu_normalization(KernelRegistry& r) {
       layer_norm);
   r.add("LpNormalization", float_only(), lp_norm);
   r.add("MeanVarianceNormalization", float_only(), mvn);
-  r.add("Softmax", float_only(), softmax<false>);
-  r.add("LogSoftmax", float_only(), softmax<true>);
+  register_cpu_softmax(r);
 }
 
 }  // namespace quilt::cpu
