@@ -407,3 +407,17 @@ c.node("lppool2d_same_upper", "LpPool", {"x": rand(1, 2, 7, 6)}, kernel_shape=[3
 c.node("lppool2d_opset11", "LpPool", {"x": rand(1, 2, 6, 6)}, kernel_shape=[3, 3], opset=11)
 c.node("lppool2d_opset18_dil_ceil", "LpPool", {"x": rand(1, 2, 9, 9)}, kernel_shape=[2, 2],
        dilations=[2, 2], strides=[2, 2], ceil_mode=1, opset=18)
+
+# ---- depthwise paths: wide stride-1 rows in place, everything else through phase planes ----
+c.node("conv2d_depthwise_wide_rows", "Conv", {"x": rand(1, 3, 5, 70), "w": rand(3, 1, 3, 3),
+       "b": rand(3)}, group=3, pads=[1, 1, 1, 1], **CONV_TOL)
+c.node("conv2d_depthwise_wide_rows_dilated", "Conv", {"x": rand(2, 2, 4, 80), "w": rand(2, 1, 2, 3)},
+       group=2, pads=[0, 3, 1, 0], dilations=[2, 3], **CONV_TOL)
+c.node("conv2d_depthwise_s2_dil_asym", "Conv", {"x": rand(1, 2, 11, 13), "w": rand(2, 1, 3, 3),
+       "b": rand(2)}, group=2, strides=[2, 3], dilations=[2, 1], pads=[1, 2, 0, 1], **CONV_TOL)
+c.node("conv2d_depthwise_s3_pad_gt_kernel", "Conv", {"x": rand(1, 2, 7, 8), "w": rand(2, 1, 2, 2)},
+       group=2, strides=[3, 3], pads=[3, 2, 4, 3], **CONV_TOL)
+c.node("conv3d_depthwise_s2", "Conv", {"x": rand(1, 2, 7, 6, 9), "w": rand(2, 1, 3, 2, 3)},
+       group=2, strides=[2, 1, 2], pads=[1, 0, 1, 1, 1, 0], **CONV_TOL)
+c.node("conv1d_depthwise_s2_wide", "Conv", {"x": rand(1, 3, 300), "w": rand(3, 1, 4)}, group=3,
+       strides=[2], pads=[1, 2], **CONV_TOL)

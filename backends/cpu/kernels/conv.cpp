@@ -26,6 +26,9 @@ constexpr int64_t kColBytes = 16 << 20;
 struct Geometry {
   Dims3 in{1, 1, 1}, out{1, 1, 1}, kernel{1, 1, 1}, stride{1, 1, 1}, dilation{1, 1, 1},
       pad{0, 0, 0};
+  // Per kernel column kw: the output columns [first, second) whose input column is inside the
+  // input. Computed once per run: the divisions are too slow for inner loops.
+  std::vector<std::pair<int64_t, int64_t>> w_ranges;
   int64_t in_size() const { return in[0] * in[1] * in[2]; }
   int64_t out_size() const { return out[0] * out[1] * out[2]; }
   int64_t kernel_size() const { return kernel[0] * kernel[1] * kernel[2]; }
@@ -57,6 +60,9 @@ Geometry conv_geometry(const Node& node, const Tensor& x, const Tensor& w,
     g.dilation[j] = dilations[i];
     g.pad[j] = pads[i];
   }
+  for (int64_t kw = 0; kw < g.kernel[2]; ++kw)
+    g.w_ranges.push_back(
+        valid_range(g.out[2], g.in[2], g.stride[2], kw * g.dilation[2] - g.pad[2]));
   return g;
 }
 
@@ -77,7 +83,7 @@ void im2col(const Geometry& g, const float* x, int64_t channels, int64_t row_beg
                         const float* xc = x + c * ivol;
                         float* dst = col + r * width;
                         const int64_t off_w = kw * g.dilation[2] - g.pad[2];
-                        auto [wlo, whi] = valid_range(g.out[2], g.in[2], g.stride[2], off_w);
+                        auto [wlo, whi] = g.w_ranges[static_cast<size_t>(kw)];
                         for (int64_t row = row_begin; row < row_end; ++row, dst += g.out[2]) {
                           const int64_t od = row / g.out[1], oh = row % g.out[1];
                           const int64_t id = od * g.stride[0] - g.pad[0] + kd * g.dilation[0];
@@ -115,7 +121,7 @@ void depthwise_plane(const Geometry& g, const float* x, const float* w, float* y
           const float* wrow = w + (kd * g.kernel[1] + kh) * g.kernel[2];
           for (int64_t kw = 0; kw < g.kernel[2]; ++kw) {
             const int64_t off = kw * g.dilation[2] - g.pad[2];
-            auto [lo, hi] = valid_range(g.out[2], g.in[2], g.stride[2], off);
+            auto [lo, hi] = g.w_ranges[static_cast<size_t>(kw)];
             const float wv = wrow[kw];
             if (g.stride[2] == 1) {
               for (int64_t ow = lo; ow < hi; ++ow) yrow[ow] += wv * xrow[ow + off];
@@ -125,6 +131,75 @@ void depthwise_plane(const Geometry& g, const float* x, const float* w, float* y
           }
         }
       }
+    }
+}
+
+// A depthwise channel on zero-padded, stride-phase-split copies of the plane. Splitting the
+// padded plane by (position mod stride) per dim makes every kernel offset read one phase plane
+// at a constant shift, so in the flattened phase plane each of the kvol passes is one long
+// contiguous multiply-add, whatever the stride (late layers have short rows, where per-row
+// loops were all overhead). z gets the sums on the phase grid; the valid part is added to y
+// (which holds the bias).
+struct PhasePlanes {
+  Dims3 size;      // extent of one phase plane per dim
+  int64_t volume;  // of one phase plane
+  int64_t phases;  // stride[0] * stride[1] * stride[2]
+  int64_t span;    // flattened length of z that covers every output
+  int64_t buffer_size() const { return phases * volume + span; }
+};
+
+PhasePlanes phase_planes(const Geometry& g) {
+  PhasePlanes p{};
+  for (size_t d = 0; d < 3; ++d) {
+    const int64_t padded = std::max(
+        g.pad[d] + g.in[d], (g.out[d] - 1) * g.stride[d] + (g.kernel[d] - 1) * g.dilation[d] + 1);
+    p.size[d] = (padded + g.stride[d] - 1) / g.stride[d];
+  }
+  p.volume = p.size[0] * p.size[1] * p.size[2];
+  p.phases = g.stride[0] * g.stride[1] * g.stride[2];
+  p.span = ((g.out[0] - 1) * p.size[1] + g.out[1] - 1) * p.size[2] + g.out[2];
+  return p;
+}
+
+void depthwise_plane_phased(const Geometry& g, const PhasePlanes& pp, const float* x,
+                            const float* w, float* y, float* buffer) {
+  float* planes = buffer;
+  float* z = buffer + pp.phases * pp.volume;
+  std::fill(planes, z + pp.span, 0.f);
+  auto phase_index = [&](int64_t r0, int64_t r1, int64_t r2) {
+    const int64_t phase =
+        (r0 % g.stride[0] * g.stride[1] + r1 % g.stride[1]) * g.stride[2] + r2 % g.stride[2];
+    return phase * pp.volume + ((r0 / g.stride[0]) * pp.size[1] + r1 / g.stride[1]) * pp.size[2] +
+           r2 / g.stride[2];
+  };
+  for (int64_t id = 0; id < g.in[0]; ++id)
+    for (int64_t ih = 0; ih < g.in[1]; ++ih) {
+      const float* src = x + (id * g.in[1] + ih) * g.in[2];
+      const int64_t r0 = id + g.pad[0], r1 = ih + g.pad[1];
+      // Columns of one phase are every stride[2]-th input column, stored contiguously.
+      for (int64_t pw = 0; pw < g.stride[2]; ++pw) {
+        const int64_t first =
+            g.pad[2] + ((pw - g.pad[2] % g.stride[2]) + g.stride[2]) % g.stride[2];
+        if (first >= g.pad[2] + g.in[2]) continue;
+        float* dst = planes + phase_index(r0, r1, first);
+        const float* col = src + (first - g.pad[2]);
+        const int64_t n = (g.pad[2] + g.in[2] - first + g.stride[2] - 1) / g.stride[2];
+        for (int64_t j = 0; j < n; ++j) dst[j] = col[j * g.stride[2]];
+      }
+    }
+  for (int64_t kd = 0; kd < g.kernel[0]; ++kd)
+    for (int64_t kh = 0; kh < g.kernel[1]; ++kh)
+      for (int64_t kw = 0; kw < g.kernel[2]; ++kw) {
+        const float wv = w[(kd * g.kernel[1] + kh) * g.kernel[2] + kw];
+        const float* src =
+            planes + phase_index(kd * g.dilation[0], kh * g.dilation[1], kw * g.dilation[2]);
+        for (int64_t i = 0; i < pp.span; ++i) z[i] += wv * src[i];
+      }
+  for (int64_t od = 0; od < g.out[0]; ++od)
+    for (int64_t oh = 0; oh < g.out[1]; ++oh) {
+      float* yrow = y + (od * g.out[1] + oh) * g.out[2];
+      const float* zrow = z + (od * pp.size[1] + oh) * pp.size[2];
+      for (int64_t ow = 0; ow < g.out[2]; ++ow) yrow[ow] += zrow[ow];
     }
 }
 
@@ -152,6 +227,19 @@ class ConvKernel : public Kernel {
                               for (int64_t p = begin; p < end; ++p)
                                 std::fill(yp + p * ovol, yp + (p + 1) * ovol, bp[p % c_out]);
                             });
+    }
+    // Wide stride-1 rows vectorise well in place; everything else goes through phase planes.
+    if (cg == 1 && mg == 1 && (g.out[2] < 64 || g.stride != Dims3{1, 1, 1})) {
+      const PhasePlanes pp = phase_planes(g);
+      ctx.pool.parallel_for(batch * c_out, std::max<int64_t>(1, 8192 / (ovol * kvol)),
+                            [&](int64_t begin, int64_t end) {
+                              std::vector<float> buffer(static_cast<size_t>(pp.buffer_size()));
+                              for (int64_t p = begin; p < end; ++p)
+                                depthwise_plane_phased(g, pp, xp + p * ivol,
+                                                       wp + (p % c_out) * kvol, yp + p * ovol,
+                                                       buffer.data());
+                            });
+      return;
     }
     if (cg == 1 && mg == 1) {
       ctx.pool.parallel_for(batch * c_out, std::max<int64_t>(1, 8192 / (ovol * kvol)),

@@ -17,9 +17,20 @@ namespace {
 
 using Dims3 = std::array<int64_t, 3>;
 
+// Outputs o in [lo, hi) read input o * stride + offset inside [0, in).
+std::pair<int64_t, int64_t> valid_range(int64_t out, int64_t in, int64_t stride, int64_t offset) {
+  int64_t lo = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+  int64_t hi = in - offset <= 0 ? 0 : (in - offset + stride - 1) / stride;
+  lo = std::min(lo, out);
+  return {lo, std::clamp(hi, lo, out)};
+}
+
 struct Geometry {
   Dims3 in{1, 1, 1}, out{1, 1, 1}, kernel{1, 1, 1}, stride{1, 1, 1}, dilation{1, 1, 1},
       pad{0, 0, 0}, pad_end{0, 0, 0};
+  // Per kernel column kw: the output columns [first, second) whose input column is inside the
+  // input. Computed once per run: the divisions are too slow for inner loops.
+  std::vector<std::pair<int64_t, int64_t>> w_ranges;
   int64_t in_size() const { return in[0] * in[1] * in[2]; }
   int64_t out_size() const { return out[0] * out[1] * out[2]; }
 };
@@ -48,6 +59,9 @@ Geometry pool_geometry(const Node& node, const Tensor& x, const std::vector<int6
       g.pad_end[j] = std::max<int64_t>(0, (g.out[j] - 1) * strides[i] + dk - g.in[j]) - begins[i];
     }
   }
+  for (int64_t kw = 0; kw < g.kernel[2]; ++kw)
+    g.w_ranges.push_back(
+        valid_range(g.out[2], g.in[2], g.stride[2], kw * g.dilation[2] - g.pad[2]));
   return g;
 }
 
@@ -79,14 +93,6 @@ void for_window(const Geometry& g, int64_t od, int64_t oh, int64_t ow, Fn&& fn) 
         fn(sd + kd * g.dilation[0], sh + kh * g.dilation[1], sw + kw * g.dilation[2]);
 }
 
-// Outputs o in [lo, hi) read input o * stride + offset inside [0, in).
-std::pair<int64_t, int64_t> valid_range(int64_t out, int64_t in, int64_t stride, int64_t offset) {
-  int64_t lo = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
-  int64_t hi = in - offset <= 0 ? 0 : (in - offset + stride - 1) / stride;
-  lo = std::min(lo, out);
-  return {lo, std::clamp(hi, lo, out)};
-}
-
 // One plane, a row of outputs at a time so the innermost loop runs along the output row
 // (vectorisable for stride 1): y = fold of op over each window, starting from init.
 template <class T, class Op>
@@ -106,7 +112,7 @@ void window_rows(const Geometry& g, const T* x, T* y, T init, Op op) {
           const T* xrow = x + (id * g.in[1] + ih) * g.in[2];
           for (int64_t kw = 0; kw < g.kernel[2]; ++kw) {
             const int64_t off = kw * g.dilation[2] - g.pad[2];
-            const auto [lo, hi] = valid_range(g.out[2], g.in[2], g.stride[2], off);
+            const auto [lo, hi] = g.w_ranges[static_cast<size_t>(kw)];
             if (g.stride[2] == 1) {
               for (int64_t ow = lo; ow < hi; ++ow) yrow[ow] = op(yrow[ow], xrow[ow + off]);
             } else {
