@@ -84,6 +84,10 @@ void run_gemm(KernelContext& ctx) {
       for (int64_t j = 0; j < n; ++j) yp[i * n + j] = beta * cp[i * row_stride + j * col_stride];
     gemm_beta = 1.f;
   }
+  if (m == 1) {  // op(A) is one contiguous row whether or not A is transposed
+    gemv(a.data<float>(), b.data<float>(), tb, k, n, alpha, gemm_beta, yp, ctx.pool);
+    return;
+  }
   sgemm(ta, tb, m, n, k, alpha, a.data<float>(), a.dim(1), b.data<float>(), b.dim(1), gemm_beta, yp,
         n);
 }
