@@ -65,17 +65,18 @@ void infer_group_norm(InferenceContext& ctx) {
   infer_same_as_input0(ctx);
 }
 
-// Fails unless `p` broadcasts unidirectionally to the normalized shape `norm`.
+// Fails unless `p` broadcasts unidirectionally to X's shape (Y = normalized X * Scale + B, with
+// numpy broadcasting as in the spec's reference).
 void expect_broadcastable(InferenceContext& ctx, const char* what, const std::vector<int64_t>& p,
-                          const std::vector<int64_t>& norm) {
-  bool ok = p.size() <= norm.size();
+                          const std::vector<int64_t>& x) {
+  bool ok = p.size() <= x.size();
   for (size_t d = 0; ok && d < p.size(); ++d) {
-    int64_t pd = p[p.size() - 1 - d], nd = norm[norm.size() - 1 - d];
-    ok = pd < 0 || nd < 0 || pd == 1 || pd == nd;
+    int64_t pd = p[p.size() - 1 - d], xd = x[x.size() - 1 - d];
+    ok = pd < 0 || xd < 0 || pd == 1 || pd == xd;
   }
   if (!ok)
-    ctx.fail(std::string(what) + " has shape " + to_string(p) +
-             ", which does not broadcast to the normalized shape " + to_string(norm));
+    ctx.fail(std::string(what) + " has shape " + to_string(p) + ", which does not broadcast to X " +
+             to_string(x));
 }
 
 void infer_layer_norm(InferenceContext& ctx) {
@@ -89,8 +90,8 @@ void infer_layer_norm(InferenceContext& ctx) {
     ctx.fail("stash_type is " + std::to_string(static_cast<int>(stash)) +
              ", expected a floating-point type (1 = float32)");
   const std::vector<int64_t> norm(x.begin() + axis, x.end());
-  expect_broadcastable(ctx, "Scale", ctx.input_shape(1), norm);
-  if (ctx.has_input(2)) expect_broadcastable(ctx, "B", ctx.input_shape(2), norm);
+  expect_broadcastable(ctx, "Scale", ctx.input_shape(1), x);
+  if (ctx.has_input(2)) expect_broadcastable(ctx, "B", ctx.input_shape(2), x);
   ctx.set_output(0, ctx.input_dtype(0), x);
   std::vector<int64_t> stats(x.begin(), x.begin() + axis);
   stats.resize(x.size(), 1);

@@ -151,3 +151,12 @@ node("mvn_axes_hw", "MeanVarianceNormalization", {"x": rand(2, 3, 4, 5)}, axes=[
 node("mvn_axes_all", "MeanVarianceNormalization", {"x": rand(2, 3, 4, 5)}, axes=[0, 1, 2, 3])
 node("mvn_axes_last", "MeanVarianceNormalization", {"x": rand(3, 7)}, axes=[-1])
 node("mvn_axes_first", "MeanVarianceNormalization", {"x": rand(6, 4, 2)}, axes=[0])
+
+# Scale and B broadcast against X as in the spec's reference: with leading 1s, and varying over
+# the leading (not normalized) dims too. ORT accepts only some of these.
+node("ln_scale_leading_ones", "LayerNormalization", {"x": rand(2, 4, 5)},
+     initializers={"scale": rand(1, 1, 5), "B": rand(1, 1, 5)}, axis=-1)
+node("ln_scale_per_batch", "LayerNormalization", {"x": rand(2, 4, 5)},
+     initializers={"scale": rand(2, 1, 5), "B": rand(5)}, axis=2, onnx_reference=True)
+node("ln_scale_full", "LayerNormalization", {"x": rand(2, 4, 5)}, n_outputs=3,
+     initializers={"scale": rand(2, 4, 5), "B": rand(2, 4, 5)}, axis=1, onnx_reference=True)

@@ -178,7 +178,8 @@ void group_norm(KernelContext& ctx) {
 
 // ---- LayerNormalization ----
 
-// `p` broadcast to the trailing shape `norm`, flattened (inference checked broadcastability).
+// `p` broadcast to the trailing shape `norm` (p's rank <= norm's), flattened. Inference checked
+// that it broadcasts.
 std::vector<float> expand_to(const Tensor& p, const std::vector<int64_t>& norm) {
   int64_t n = 1;
   for (int64_t d : norm) n *= d;
@@ -207,9 +208,24 @@ void layer_norm(KernelContext& ctx) {
   int64_t n = 1;
   for (int64_t d : norm) n *= d;
   const int64_t rows = n ? x.numel() / n : 0;
-  const std::vector<float> scale = expand_to(ctx.input(1), norm);
-  const std::vector<float> bias =
-      ctx.has_input(2) ? expand_to(ctx.input(2), norm) : std::vector<float>(scale.size(), 0.0f);
+  // Scale and B usually vary only over the normalized dims: expand them to one row. When they
+  // also vary over leading dims, expand them to X's whole shape and step a row per row.
+  auto per_row = [&](const Tensor& p) {
+    const auto lead = static_cast<int64_t>(p.shape().size()) - static_cast<int64_t>(norm.size());
+    return std::all_of(p.shape().begin(), p.shape().begin() + std::max<int64_t>(lead, 0),
+                       [](int64_t d) { return d == 1; });
+  };
+  const bool rowwise = per_row(ctx.input(1)) && (!ctx.has_input(2) || per_row(ctx.input(2)));
+  const std::vector<int64_t>& target = rowwise ? norm : x.shape();
+  auto squeezed = [&](const Tensor& p) {  // drop leading 1s beyond the target's rank
+    const auto extra =
+        static_cast<int64_t>(p.shape().size() - std::min(p.shape().size(), target.size()));
+    return p.reshaped(std::vector<int64_t>(p.shape().begin() + extra, p.shape().end()));
+  };
+  const std::vector<float> scale = expand_to(squeezed(ctx.input(1)), target);
+  const std::vector<float> bias = ctx.has_input(2) ? expand_to(squeezed(ctx.input(2)), target)
+                                                   : std::vector<float>(scale.size(), 0.0f);
+  const int64_t param_step = rowwise ? 0 : n;
   Tensor& y = ctx.output(0);
   float* mean_out = ctx.wants_output(1) ? ctx.output(1).data<float>() : nullptr;
   float* inv_out = ctx.wants_output(2) ? ctx.output(2).data<float>() : nullptr;
@@ -221,7 +237,9 @@ void layer_norm(KernelContext& ctx) {
       float* out = dst + r * n;
       auto [mean, inv] = moments(in, n, eps);
       const auto m = static_cast<float>(mean), s = static_cast<float>(inv);
-      for (int64_t i = 0; i < n; ++i) out[i] = (in[i] - m) * s * scale[i] + bias[i];
+      const float* sc = scale.data() + r * param_step;
+      const float* bi = bias.data() + r * param_step;
+      for (int64_t i = 0; i < n; ++i) out[i] = (in[i] - m) * s * sc[i] + bi[i];
       if (mean_out) mean_out[r] = m;
       if (inv_out) inv_out[r] = s;
     }
