@@ -158,8 +158,10 @@ void infer_slice(InferenceContext& ctx) {
       end = std::clamp<int64_t>(end, 0, dim);
       len = end > start ? (end - start + step - 1) / step : 0;
     } else {
-      start = std::clamp<int64_t>(start, -1, dim - 1);
-      end = std::clamp<int64_t>(end, -1, dim - 1);
+      // Going backwards, start clamps to [0, dim - 1] but end to [-1, dim - 1] (-1 = past the
+      // front). min/max rather than clamp: dim may be 0.
+      start = std::min(std::max<int64_t>(start, 0), dim - 1);
+      end = std::min(std::max<int64_t>(end, -1), dim - 1);
       len = start > end ? (start - end + (-step) - 1) / (-step) : 0;
     }
     out[static_cast<size_t>(norm[i])] = len;

@@ -186,6 +186,10 @@ c.node("slice_neg_step", "Slice", {"x": x},
        initializers={"s": arr(-1), "e": arr(np.iinfo(I64).min), "a": arr(1), "st": arr(-1)})
 c.node("slice_neg_step2", "Slice", {"x": x},
        initializers={"s": arr(5, 10), "e": arr(0, -100), "a": arr(2, 0), "st": arr(-2, -3)})
+c.node("slice_neg_step_start_before_front", "Slice", {"x": rand(1, 2)},
+       initializers={"s": arr(-8), "e": arr(-7), "a": arr(-2), "st": arr(-3)})
+c.node("slice_neg_step_empty_axis", "Slice", {"x": rand(0, 2)},
+       initializers={"s": arr(-1), "e": arr(-10), "a": arr(0), "st": arr(-1)})
 c.node("slice_empty", "Slice", {"x": x}, initializers={"s": arr(3), "e": arr(1), "a": arr(0)})
 c.node("slice_runtime", "Slice", {"x": x, "s": arr(1, 1), "e": arr(-1, 4), "a": arr(2, 0)})
 c.node("slice_int32_params", "Slice", {"x": x},

@@ -68,8 +68,8 @@ void slice(KernelContext& ctx) {
     const auto a = static_cast<size_t>(axes[i] < 0 ? axes[i] + rank : axes[i]);
     const int64_t dim = in.shape()[a];
     int64_t start = starts[i] < 0 ? starts[i] + dim : starts[i];
-    start =
-        steps[i] > 0 ? std::clamp<int64_t>(start, 0, dim) : std::clamp<int64_t>(start, -1, dim - 1);
+    start = steps[i] > 0 ? std::clamp<int64_t>(start, 0, dim)
+                         : std::min(std::max<int64_t>(start, 0), dim - 1);
     if (ctx.output_shape(0)[a] > 0) base += start * in_strides[a];
     // A step longer than the axis takes one element at most; clamping avoids overflow.
     strides[a] = in_strides[a] * std::clamp<int64_t>(steps[i], -(dim + 1), dim + 1);
