@@ -76,9 +76,22 @@ int64_t window_out(const InferenceContext& ctx, const Window& w, size_t i, int64
   return out;
 }
 
+// Inputs [1, last] must have input 0's dtype (T in the spec) when both are known.
+void check_same_dtype(const InferenceContext& ctx, size_t last) {
+  const DType t = ctx.input_dtype(0);
+  for (size_t i = 1; i <= last && i < ctx.num_inputs(); ++i) {
+    if (!ctx.has_input(i)) continue;
+    const DType d = ctx.input_dtype(i);
+    if (t != DType::Undefined && d != DType::Undefined && d != t)
+      ctx.fail("input " + std::to_string(i) + " '" + ctx.node().inputs[i] + "' has dtype " +
+               dtype_name(d) + ", expected " + dtype_name(t) + " like input 0");
+  }
+}
+
 // ---- Conv ----
 
 void infer_conv(InferenceContext& ctx) {
+  check_same_dtype(ctx, 2);
   const auto& x = ctx.input_shape(0);
   const auto& wt = ctx.input_shape(1);
   if (x.size() < 3)
@@ -117,6 +130,7 @@ void infer_conv(InferenceContext& ctx) {
 // ---- ConvTranspose ----
 
 void infer_conv_transpose(InferenceContext& ctx) {
+  check_same_dtype(ctx, 2);
   const auto& x = ctx.input_shape(0);
   const auto& wt = ctx.input_shape(1);
   if (x.size() < 3)
@@ -221,6 +235,7 @@ void infer_global_pool(InferenceContext& ctx) {
 // ---- Gemm / MatMul ----
 
 void infer_gemm(InferenceContext& ctx) {
+  check_same_dtype(ctx, 2);
   const auto& a = ctx.input_shape(0);
   const auto& b = ctx.input_shape(1);
   if (a.size() != 2) ctx.fail("A has shape " + ints_str(a) + ", expected a matrix (rank 2)");
@@ -249,6 +264,7 @@ void infer_gemm(InferenceContext& ctx) {
 }
 
 void infer_matmul(InferenceContext& ctx) {
+  check_same_dtype(ctx, 2);
   std::vector<int64_t> a = ctx.input_shape(0), b = ctx.input_shape(1);
   if (a.empty() || b.empty())
     ctx.fail("MatMul inputs have shapes " + ints_str(a) + " and " + ints_str(b) +
