@@ -356,3 +356,21 @@ c.node("isinf_f16", "IsInf", {"x": specials.astype(f16)}, opset=20)
 c.node("prelu_f16", "PRelu", {"x": h, "slope": rand(5).astype(f16)}, rtol=2e-3, atol=1e-3)
 c.node("clip_f16", "Clip", {"x": h}, initializers={"min": np.array(-1, f16), "max": np.array(2, f16)})
 c.node("gelu_f16", "Gelu", {"x": h}, opset=20, rtol=2e-3, atol=1e-3)
+
+# ---- random broadcast patterns (including runs that cross parallel chunk boundaries) ----
+shape_rng = np.random.default_rng(7)
+for k in range(24):
+    rank = int(shape_rng.integers(1, 6))
+    out = [int(shape_rng.choice([1, 2, 3, 5, 7, 64])) for _ in range(rank)]
+    if k % 4 == 0:
+        out[-1] = 4099  # long rows: several chunks per row
+    while np.prod(out) > 150000:  # keep the case files small
+        i = int(np.argmax(out[:-1]))
+        out[i] = max(1, out[i] // 8)
+    def operand():
+        r = int(shape_rng.integers(0, rank + 1))
+        return tuple(d if shape_rng.random() < 0.6 else 1 for d in out[rank - r:])
+    sa, sb, sc = operand(), operand(), operand()
+    c.node(f"bcast_random_{k}_add", "Add", {"a": rand(*sa), "b": rand(*sb)})
+    c.node(f"bcast_random_{k}_where", "Where", {"c": rand(*sc) > 0, "a": rand(*sa), "b": rand(*sb)})
+    c.node(f"bcast_random_{k}_sum3", "Sum", {"a": rand(*sa), "b": rand(*sb), "d": rand(*sc)})

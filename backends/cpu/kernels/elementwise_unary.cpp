@@ -1,8 +1,9 @@
 // CPU kernels of the unary elementwise ops (activations, math, Clip, IsNaN, IsInf).
 //
 // Each op is a scalar function applied over a contiguous buffer split across the pool. The hot
-// float32 ones (Exp, Sigmoid, Tanh) use branch-free polynomial forms of exp/tanh so that the
-// loops vectorise; they are within a few ulp of the libm result.
+// float32 ones (Exp, Sigmoid, Tanh, Erf, Gelu) use branch-free polynomial forms of exp, tanh and
+// erf so that the loops vectorise; they are within a few ulp of the libm result.
+
 // Without these GCC keeps libm's errno path and refuses to if-convert selects that might raise
 // FP exceptions, so the math loops would not vectorise. Quilt never reads errno or traps on FP
 // exceptions, so results are unchanged. It comes before the includes because GCC does not
