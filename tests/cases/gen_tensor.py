@@ -532,3 +532,16 @@ for dt in (np.int8, np.float16, np.int32, np.float64):
 c.node("gather_elements_big", "GatherElements", {"x": rand(64, 300), "i": randint(64, 500, high=300)},
        axis=1)
 c.node("gather_nd_big", "GatherND", {"x": rand(100, 50, 8), "i": randint(3000, 2, high=50)})
+
+# ---- No-op layouts come back as views; the results must still be right ----
+c.node("transpose_moves_ones", "Transpose", {"x": rand(1, 5, 1, 4)}, perm=[2, 1, 0, 3])
+c.node("slice_full", "Slice", {"x": rand(3, 4)}, initializers={"s": arr(0, 0), "e": arr(3, 100)})
+c.node("slice_leading_rows", "Slice", {"x": rand(4, 3)}, initializers={"s": arr(0), "e": arr(2)})
+c.node("expand_same", "Expand", {"x": rand(2, 3)}, initializers={"s": arr(2, 3)})
+c.node("expand_rank_only", "Expand", {"x": rand(2, 3)}, initializers={"s": arr(1, 1, 3)})
+c.node("tile_ones_int", "Tile", {"x": randint(2, 3)}, initializers={"r": arr(1, 1)})
+c.node("pad_zero", "Pad", {"x": rand(2, 3)}, initializers={"p": arr(0, 0, 0, 0)}, mode="reflect")
+c.node("depth_to_space_b1", "DepthToSpace", {"x": rand(1, 4, 2, 3)}, blocksize=1)
+c.model("view_outputs_both", [helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0]),
+                              helper.make_node("Slice", ["x", "s", "e"], ["y"])],
+        {"x": rand(1, 6)}, ["t", "y"], {"s": arr(0), "e": arr(1)})

@@ -12,9 +12,9 @@
 
 namespace quilt::cpu {
 
-void strided_copy(const ThreadPool& pool, void* dst, const void* src, size_t esize,
-                  std::vector<int64_t> shape, std::vector<int64_t> strides, int64_t base);
 std::array<uint8_t, 8> scalar_bytes(DType dtype, double value);
+void copy_strided(KernelContext& ctx, const std::vector<int64_t>& shape,
+                  const std::vector<int64_t>& strides, int64_t base);
 void register_cpu_tensor_index(KernelRegistry& r);
 void register_cpu_tensor_select(KernelRegistry& r);
 void register_cpu_tensor_make(KernelRegistry& r);
@@ -98,9 +98,7 @@ void transpose(KernelContext& ctx) {
     const int64_t p = perm[i] < 0 ? perm[i] + static_cast<int64_t>(rank) : perm[i];
     strides[i] = in_strides[static_cast<size_t>(p)];
   }
-  Tensor& out = ctx.output(0);
-  strided_copy(ctx.pool, out.raw_data(), in.raw_data(), dtype_size(in.dtype()), out.shape(),
-               strides, 0);
+  copy_strided(ctx, ctx.output_shape(0), strides, 0);
 }
 
 void depth_to_space(KernelContext& ctx) {
@@ -115,9 +113,7 @@ void depth_to_space(KernelContext& ctx) {
   } else {
     sb2 = hw, sb1 = b * hw, sc = b * b * hw;
   }
-  Tensor& out = ctx.output(0);
-  strided_copy(ctx.pool, out.raw_data(), in.raw_data(), dtype_size(in.dtype()), {n, c, h, b, w, b},
-               {in.dim(1) * hw, sc, w, sb1, 1, sb2}, 0);
+  copy_strided(ctx, {n, c, h, b, w, b}, {in.dim(1) * hw, sc, w, sb1, 1, sb2}, 0);
 }
 
 void space_to_depth(KernelContext& ctx) {
@@ -125,9 +121,7 @@ void space_to_depth(KernelContext& ctx) {
   const int64_t b = ctx.node.attr_int("blocksize", 1);
   const int64_t n = in.dim(0), c = in.dim(1), h = in.dim(2), w = in.dim(3);
   // Input viewed as [N, C, H', b1, W', b2], output as [N, b1, b2, C, H', W'].
-  Tensor& out = ctx.output(0);
-  strided_copy(ctx.pool, out.raw_data(), in.raw_data(), dtype_size(in.dtype()),
-               {n, b, b, c, h / b, w / b}, {c * h * w, w, 1, h * w, b * w, b}, 0);
+  copy_strided(ctx, {n, b, b, c, h / b, w / b}, {c * h * w, w, 1, h * w, b * w, b}, 0);
 }
 
 // ---- Shape, Size ----

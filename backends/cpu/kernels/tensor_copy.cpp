@@ -12,6 +12,8 @@ namespace quilt::cpu {
 void strided_copy(const ThreadPool& pool, void* dst, const void* src, size_t esize,
                   std::vector<int64_t> shape, std::vector<int64_t> strides, int64_t base);
 std::array<uint8_t, 8> scalar_bytes(DType dtype, double value);
+void copy_strided(KernelContext& ctx, const std::vector<int64_t>& shape,
+                  const std::vector<int64_t>& strides, int64_t base);
 
 namespace {
 
@@ -169,6 +171,37 @@ void strided_copy(const ThreadPool& pool, void* dst, const void* src, size_t esi
                         }
                       });
   });
+}
+
+namespace {
+
+// True when the strided view reads all `numel` source elements in order, so that the copy would
+// equal the input.
+bool is_whole_input(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides,
+                    int64_t base, int64_t numel) {
+  if (base != 0) return false;
+  int64_t expected = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    if (shape[i] == 1) continue;
+    if (strides[i] != expected) return false;
+    expected *= shape[i];
+  }
+  return expected == numel;
+}
+
+}  // namespace
+
+// Output 0 as the strided view (shape, strides, base) of input 0: a view of the input when that
+// reads it whole and in order (a Transpose that only moves size-1 dims, a full Slice, ...),
+// else a copy.
+void copy_strided(KernelContext& ctx, const std::vector<int64_t>& shape,
+                  const std::vector<int64_t>& strides, int64_t base) {
+  const Tensor& in = ctx.input(0);
+  if (in.numel() > 0 && is_whole_input(shape, strides, base, in.numel()))
+    return ctx.set_output(0, in.reshaped(ctx.output_shape(0)));
+  Tensor& out = ctx.output(0);
+  strided_copy(ctx.pool, out.raw_data(), in.raw_data(), dtype_size(in.dtype()), shape, strides,
+               base);
 }
 
 std::array<uint8_t, 8> scalar_bytes(DType dtype, double value) {

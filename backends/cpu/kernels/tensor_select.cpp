@@ -9,8 +9,8 @@
 
 namespace quilt::cpu {
 
-void strided_copy(const ThreadPool& pool, void* dst, const void* src, size_t esize,
-                  std::vector<int64_t> shape, std::vector<int64_t> strides, int64_t base);
+void copy_strided(KernelContext& ctx, const std::vector<int64_t>& shape,
+                  const std::vector<int64_t>& strides, int64_t base);
 std::array<uint8_t, 8> scalar_bytes(DType dtype, double value);
 void register_cpu_tensor_select(KernelRegistry& r);
 
@@ -74,26 +74,21 @@ void slice(KernelContext& ctx) {
     // A step longer than the axis takes one element at most; clamping avoids overflow.
     strides[a] = in_strides[a] * std::clamp<int64_t>(steps[i], -(dim + 1), dim + 1);
   }
-  Tensor& out = ctx.output(0);
-  strided_copy(ctx.pool, out.raw_data(), in.raw_data(), dtype_size(in.dtype()), out.shape(),
-               strides, base);
+  copy_strided(ctx, ctx.output_shape(0), strides, base);
 }
 
 void expand(KernelContext& ctx) {
   const Tensor& in = ctx.input(0);
-  Tensor& out = ctx.output(0);
-  const size_t rank = out.shape().size(), lead = rank - in.shape().size();
+  const size_t rank = ctx.output_shape(0).size(), lead = rank - in.shape().size();
   const auto in_strides = contiguous_strides(in.shape());
   std::vector<int64_t> strides(rank, 0);
   for (size_t i = lead; i < rank; ++i)
     strides[i] = in.shape()[i - lead] == 1 ? 0 : in_strides[i - lead];
-  strided_copy(ctx.pool, out.raw_data(), in.raw_data(), dtype_size(in.dtype()), out.shape(),
-               strides, 0);
+  copy_strided(ctx, ctx.output_shape(0), strides, 0);
 }
 
 void tile(KernelContext& ctx) {
   const Tensor& in = ctx.input(0);
-  Tensor& out = ctx.output(0);
   const auto repeats = ints_of(ctx.input(1));
   const auto in_strides = contiguous_strides(in.shape());
   // The output is [r0, d0, r1, d1, ...] reading the input with stride 0 along each r.
@@ -102,12 +97,13 @@ void tile(KernelContext& ctx) {
     shape.insert(shape.end(), {repeats[i], in.shape()[i]});
     strides.insert(strides.end(), {0, in_strides[i]});
   }
-  strided_copy(ctx.pool, out.raw_data(), in.raw_data(), dtype_size(in.dtype()), shape, strides, 0);
+  copy_strided(ctx, shape, strides, 0);
 }
 
 // ---- Concat, Split ----
 
 void concat(KernelContext& ctx) {
+  if (ctx.num_inputs() == 1) return ctx.set_output(0, ctx.input(0));
   Tensor& out = ctx.output(0);
   if (out.numel() == 0) return;
   const auto rank = out.rank();
@@ -187,7 +183,6 @@ int64_t pad_source(int64_t o, int64_t begin, int64_t n, const std::string& mode)
 
 void pad(KernelContext& ctx) {
   const Tensor& in = ctx.input(0);
-  Tensor& out = ctx.output(0);
   const Node& node = ctx.node;
   const size_t rank = in.shape().size(), es = dtype_size(in.dtype());
   const std::string mode = node.attr_string("mode", "constant");
@@ -211,6 +206,9 @@ void pad(KernelContext& ctx) {
   }
   std::vector<int64_t> begins(rank, 0);
   for (size_t i = 0; i < axes.size(); ++i) begins[static_cast<size_t>(axes[i])] = pads[i];
+  if (std::all_of(pads.begin(), pads.end(), [](int64_t p) { return p == 0; }))
+    return ctx.set_output(0, in);
+  Tensor& out = ctx.output(0);
   if (out.numel() == 0) return;
   if (rank == 0) return (void)std::memcpy(out.raw_data(), in.raw_data(), es);
   // Per axis, the input index of every output index. Negative pads crop first; the other side
