@@ -81,6 +81,31 @@ void infer_float_unary(InferenceContext& ctx) {
   infer_same_as_input0(ctx);
 }
 
+void infer_int_unary(InferenceContext& ctx) {
+  require_dtype(ctx, 0,
+                {DType::Int8, DType::Int16, DType::Int32, DType::Int64, DType::UInt8, DType::UInt16,
+                 DType::UInt32, DType::UInt64},
+                "an integer tensor");
+  infer_same_as_input0(ctx);
+}
+
+void infer_bitwise(InferenceContext& ctx) {
+  require_dtype(ctx, 0,
+                {DType::Int8, DType::Int16, DType::Int32, DType::Int64, DType::UInt8, DType::UInt16,
+                 DType::UInt32, DType::UInt64},
+                "an integer tensor");
+  infer_broadcast_same_dtype(ctx);
+}
+
+void infer_bitshift(InferenceContext& ctx) {
+  std::string dir = ctx.node().attr_string("direction", "");
+  if (dir != "LEFT" && dir != "RIGHT")
+    ctx.fail("attribute direction is '" + dir + "', expected 'LEFT' or 'RIGHT'");
+  require_dtype(ctx, 0, {DType::UInt8, DType::UInt16, DType::UInt32, DType::UInt64},
+                "an unsigned integer tensor");
+  infer_broadcast_same_dtype(ctx);
+}
+
 void infer_bool_of_float(InferenceContext& ctx) {
   require_dtype(ctx, 0, {DType::Float32, DType::Float64, DType::Float16}, "a float tensor");
   ctx.set_output(0, DType::Bool, ctx.input_shape(0));
@@ -167,6 +192,8 @@ void register_elementwise_schemas(SchemaRegistry& r) {
   for (const char* op : {"And", "Or", "Xor"}) binary(op, 7, infer_logic);
   r.add({.op_type = "Not", .min_opset = 1, .infer = infer_logic});
   binary("PRelu", 7, infer_prelu);
+  for (const char* op : {"BitwiseAnd", "BitwiseOr", "BitwiseXor"}) binary(op, 18, infer_bitwise);
+  binary("BitShift", 11, infer_bitshift);
 
   // Opset 6 required equal shapes; broadcasting (opset 8) is a superset, so one schema serves.
   for (const char* op : {"Min", "Max", "Sum", "Mean"})
@@ -188,6 +215,15 @@ void register_elementwise_schemas(SchemaRegistry& r) {
   unary("Erf", 9, infer_same_as_input0);  // integer Erf exists in the spec too
   unary("Round", 11, infer_float_unary);
   unary("HardSwish", 14, infer_float_unary);
+  for (const char* op : {"Tan", "Asin", "Acos", "Atan"}) unary(op, 7, infer_float_unary);
+  for (const char* op : {"Sinh", "Cosh", "Asinh", "Acosh", "Atanh"})
+    unary(op, 9, infer_float_unary);
+  unary("ThresholdedRelu", 10, infer_float_unary);
+  unary("Celu", 12, infer_float_unary);
+  unary("Mish", 18, infer_float_unary);
+  unary("Swish", 24, infer_float_unary);
+  unary("Shrink", 9, infer_same_as_input0);
+  unary("BitwiseNot", 18, infer_int_unary);
   unary("Gelu", 20, infer_gelu);
   // Numeric (also integer) unary ops.
   for (const char* op : {"Relu", "Neg", "Abs"}) unary(op, 6, infer_same_as_input0);

@@ -374,3 +374,32 @@ for k in range(24):
     c.node(f"bcast_random_{k}_add", "Add", {"a": rand(*sa), "b": rand(*sb)})
     c.node(f"bcast_random_{k}_where", "Where", {"c": rand(*sc) > 0, "a": rand(*sa), "b": rand(*sb)})
     c.node(f"bcast_random_{k}_sum3", "Sum", {"a": rand(*sa), "b": rand(*sb), "d": rand(*sc)})
+
+# ---- more unary math and bitwise ops ----
+for op in ["Tan", "Atan", "Sinh", "Cosh", "Asinh"]:
+    c.node(f"{op.lower()}_basic", op, {"x": rand(3, 5, low=-2, high=2)})
+    c.node(f"{op.lower()}_f64", op, {"x": rand(5, low=-2, high=2, dtype=f64)})
+for op in ["Asin", "Acos", "Atanh"]:
+    c.node(f"{op.lower()}_basic", op, {"x": rand(3, 5, low=-0.99, high=0.99)})
+c.node("acosh_basic", "Acosh", {"x": rand(3, 5, low=1, high=5)})
+c.node("thresholdedrelu_default", "ThresholdedRelu", {"x": x})
+c.node("thresholdedrelu_alpha", "ThresholdedRelu", {"x": x}, alpha=0.5)
+c.node("celu_default", "Celu", {"x": x})
+c.node("celu_alpha", "Celu", {"x": x}, alpha=2.0)
+c.node("mish_basic", "Mish", {"x": x}, opset=18)
+c.node("mish_big", "Mish", {"x": big}, opset=18)
+c.node("shrink_default", "Shrink", {"x": x})
+c.node("shrink_soft", "Shrink", {"x": x}, bias=1.5, lambd=1.5)
+c.node("shrink_int", "Shrink", {"x": randint(8, low=-5, high=5, dtype=i32)}, bias=1.0, lambd=1.0)
+for op in ["BitwiseAnd", "BitwiseOr", "BitwiseXor"]:
+    for dt in [i32, i64, np.uint8, np.int8, np.uint64]:
+        c.node(f"{op.lower()}_{np.dtype(dt).name}", op,
+               {"a": randint(3, 4, low=0, high=100, dtype=dt), "b": randint(4, low=0, high=100, dtype=dt)}, opset=18)
+    c.node(f"{op.lower()}_negative", op, {"a": randint(6, low=-100, high=100, dtype=i32), "b": np.array(-7, i32)}, opset=18)
+for dt in [i32, np.uint8, np.int16, np.uint64]:
+    c.node(f"bitwisenot_{np.dtype(dt).name}", "BitwiseNot", {"x": randint(7, low=0, high=100, dtype=dt)}, opset=18)
+for direction in ["LEFT", "RIGHT"]:
+    for dt in [np.uint8, np.uint16, np.uint32, np.uint64]:
+        c.node(f"bitshift_{direction.lower()}_{np.dtype(dt).name}", "BitShift",
+               {"a": randint(3, 4, low=0, high=200, dtype=dt), "b": randint(4, low=0, high=4, dtype=dt)},
+               direction=direction)

@@ -209,6 +209,34 @@ struct GreaterOrEqualOp {
     return a >= b;
   }
 };
+struct BitAndOp {
+  template <class T>
+  T operator()(T a, T b) const {
+    return static_cast<T>(a & b);
+  }
+};
+struct BitOrOp {
+  template <class T>
+  T operator()(T a, T b) const {
+    return static_cast<T>(a | b);
+  }
+};
+struct BitXorOp {
+  template <class T>
+  T operator()(T a, T b) const {
+    return static_cast<T>(a ^ b);
+  }
+};
+// Shifts by the type's width or more give 0 (a C++ shift would be undefined).
+template <bool kLeft>
+struct ShiftOp {
+  template <class T>
+  T operator()(T a, T b) const {
+    if (b >= sizeof(T) * 8) return 0;
+    return static_cast<T>(kLeft ? a << b : a >> b);
+  }
+};
+
 struct AndOp {
   bool operator()(bool a, bool b) const { return a && b; }
 };
@@ -388,6 +416,28 @@ void register_cpu_elementwise(KernelRegistry& r) {
   float_op("Mean", FloatTypes{}, variadic_kernel<AddOp, true>(FloatTypes{}));
   float_op("PRelu", SignedTypes{}, prelu_kernel);
   r.add("Where", dtypes_of_input({DType::Bool}), where_kernel);
+
+  const SupportFn ints = dtypes_of_input(dtypes_of(IntTypes{}));
+  r.add("BitwiseAnd", ints, same_type_binary<BitAndOp>(IntTypes{}));
+  r.add("BitwiseOr", ints, same_type_binary<BitOrOp>(IntTypes{}));
+  r.add("BitwiseXor", ints, same_type_binary<BitXorOp>(IntTypes{}));
+  r.add("BitwiseNot", ints, [](KernelContext& ctx) {
+    dispatch(ctx, IntTypes{}, [&](auto tag) {
+      using T = decltype(tag);
+      const T* x = ctx.input(0).data<T>();
+      T* y = ctx.output(0).data<T>();
+      ctx.pool.parallel_for(ctx.input(0).numel(), kElementwiseGrain, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) y[i] = static_cast<T>(~x[i]);
+      });
+    });
+  });
+  using UnsignedTypes = TypeList<uint8_t, uint16_t, uint32_t, uint64_t>;
+  r.add("BitShift", dtypes_of_input(dtypes_of(UnsignedTypes{})), [](KernelContext& ctx) {
+    if (ctx.node.attr_string("direction", "") == "LEFT")
+      same_type_binary<ShiftOp<true>>(UnsignedTypes{})(ctx);
+    else
+      same_type_binary<ShiftOp<false>>(UnsignedTypes{})(ctx);
+  });
 
   register_cpu_elementwise_unary(r);
   register_cpu_elementwise_cast(r);

@@ -324,7 +324,55 @@ void register_cpu_elementwise_unary(KernelRegistry& r) {
     return std::fmax(x, T(0)) + std::log1p(std::exp(-std::fabs(x)));
   });
 
+  // Trigonometric and hyperbolic functions (libm; no fast forms: rare in models).
+  add_simple<FloatTypes>(r, "Tan", [](auto x) { return std::tan(x); });
+  add_simple<FloatTypes>(r, "Asin", [](auto x) { return std::asin(x); });
+  add_simple<FloatTypes>(r, "Acos", [](auto x) { return std::acos(x); });
+  add_simple<FloatTypes>(r, "Atan", [](auto x) { return std::atan(x); });
+  add_simple<FloatTypes>(r, "Sinh", [](auto x) { return std::sinh(x); });
+  add_simple<FloatTypes>(r, "Cosh", [](auto x) { return std::cosh(x); });
+  add_simple<FloatTypes>(r, "Asinh", [](auto x) { return std::asinh(x); });
+  add_simple<FloatTypes>(r, "Acosh", [](auto x) { return std::acosh(x); });
+  add_simple<FloatTypes>(r, "Atanh", [](auto x) { return std::atanh(x); });
+  // x * tanh(softplus(x)).
+  add_simple<FloatTypes>(r, "Mish", [](auto x) {
+    using T = decltype(x);
+    return x * tanh_of(std::fmax(x, T(0)) + std::log1p(std::exp(-std::fabs(x))));
+  });
+
   // Ops with attributes.
+  add_unary<FloatTypes>(r, "ThresholdedRelu", [](const Node& node, auto tag) {
+    using T = decltype(tag);
+    const T alpha = static_cast<T>(node.attr_float("alpha", 1.0f));
+    return [alpha](T x) { return x > alpha ? x : T(0); };
+  });
+  add_unary<FloatTypes>(
+      r, "Celu",
+      [](const Node& node, auto tag) {
+        using T = decltype(tag);
+        const T alpha = static_cast<T>(node.attr_float("alpha", 1.0f));
+        return [alpha](T x) { return x > 0 ? x : alpha * std::expm1(x / alpha); };
+      },
+      kMathGrain);
+  add_unary<FloatTypes>(
+      r, "Swish",
+      [](const Node& node, auto tag) {
+        using T = decltype(tag);
+        const T alpha = static_cast<T>(node.attr_float("alpha", 1.0f));
+        return [alpha](T x) { return x / (T(1) + exp_of(-alpha * x)); };
+      },
+      kMathGrain);
+  // Shrink is defined for integers too; the comparison and offset are done in double.
+  add_unary<NumericTypes>(r, "Shrink", [](const Node& node, auto tag) {
+    using T = decltype(tag);
+    const double bias = node.attr_float("bias", 0.0f);
+    const double lambd = node.attr_float("lambd", 0.5f);
+    return [bias, lambd](T x) {
+      const double v = static_cast<double>(x);
+      return v < -lambd ? static_cast<T>(v + bias) : v > lambd ? static_cast<T>(v - bias) : T(0);
+    };
+  });
+
   add_unary<FloatTypes>(r, "LeakyRelu", [](const Node& node, auto tag) {
     using T = decltype(tag);
     const T alpha = static_cast<T>(node.attr_float("alpha", 0.01f));
