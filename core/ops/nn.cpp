@@ -180,7 +180,11 @@ void infer_conv_transpose(InferenceContext& ctx) {
       o = output_shape[i];
     } else if (in >= 0 && k >= 0) {
       if (w.auto_pad == "SAME_UPPER" || w.auto_pad == "SAME_LOWER") {
-        o = in * w.strides[i];
+        // As onnx's shape inference (and onnxruntime) size it: in * stride + output_padding,
+        // except that a kernel smaller than the stride is never padded negatively.
+        const int64_t dk = (k - 1) * w.dilations[i] + 1;
+        const int64_t total = std::max<int64_t>(0, dk - w.strides[i]);
+        o = w.strides[i] * (in - 1) + output_padding[i] + dk - total;
       } else {
         const int64_t pads = w.auto_pad == "VALID" ? 0 : w.pads[i] + w.pads[i + sp];
         o = w.strides[i] * (in - 1) + output_padding[i] + (k - 1) * w.dilations[i] + 1 - pads;

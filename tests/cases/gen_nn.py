@@ -421,3 +421,21 @@ c.node("conv3d_depthwise_s2", "Conv", {"x": rand(1, 2, 7, 6, 9), "w": rand(2, 1,
        group=2, strides=[2, 1, 2], pads=[1, 0, 1, 1, 1, 0], **CONV_TOL)
 c.node("conv1d_depthwise_s2_wide", "Conv", {"x": rand(1, 3, 300), "w": rand(3, 1, 4)}, group=3,
        strides=[2], pads=[1, 2], **CONV_TOL)
+
+# ---- auto_pad SAME with a stride larger than the kernel: the total padding is negative ----
+c.node("conv1d_same_upper_stride_gt_kernel", "Conv", {"x": rand(1, 2, 9), "w": rand(2, 2, 1)},
+       auto_pad="SAME_UPPER", strides=[3], **CONV_TOL)
+c.node("conv2d_same_lower_stride_gt_kernel", "Conv", {"x": rand(1, 2, 8, 9), "w": rand(2, 2, 2, 1)},
+       auto_pad="SAME_LOWER", strides=[4, 3], **CONV_TOL)
+for op in ("MaxPool", "AveragePool", "LpPool"):
+    c.node(f"{op.lower()}1d_same_upper_stride_gt_kernel", op, {"x": rand(1, 2, 9)},
+           kernel_shape=[1], auto_pad="SAME_UPPER", strides=[3])
+    c.node(f"{op.lower()}2d_same_lower_stride_gt_kernel", op, {"x": rand(1, 2, 8, 9)},
+           kernel_shape=[2, 1], auto_pad="SAME_LOWER", strides=[4, 3])
+    c.node(f"{op.lower()}2d_same_upper_stride_gt_kernel", op, {"x": rand(1, 2, 8, 9)},
+           kernel_shape=[2, 1], auto_pad="SAME_UPPER", strides=[4, 3])
+c.node("convt2d_same_upper_stride_gt_kernel", "ConvTranspose",
+       {"x": rand(1, 2, 5, 4), "w": rand(2, 2, 1, 2)}, auto_pad="SAME_UPPER", strides=[3, 3],
+       **CONV_TOL)
+c.node("convt1d_same_lower_stride_gt_kernel", "ConvTranspose", {"x": rand(2, 2, 6), "w": rand(2, 1, 1)},
+       auto_pad="SAME_LOWER", strides=[2], group=2, **CONV_TOL)

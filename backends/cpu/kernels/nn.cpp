@@ -22,14 +22,18 @@ std::vector<int64_t> window_pad_begins(const Node& node, const std::vector<int64
   const auto pads = node.attr_ints("pads", std::vector<int64_t>(2 * sp, 0));
   const auto strides = node.attr_ints("strides", std::vector<int64_t>(sp, 1));
   const auto dilations = node.attr_ints("dilations", std::vector<int64_t>(sp, 1));
+  const bool conv = node.op_type == "Conv";
   std::vector<int64_t> begins(sp, 0);
   for (size_t i = 0; i < sp; ++i) {
     if (auto_pad == "NOTSET") {
       begins[i] = pads[i];
     } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
       const int64_t dk = (kernel[i] - 1) * dilations[i] + 1;
-      const int64_t total =
-          std::max<int64_t>(0, (y_shape[i + 2] - 1) * strides[i] + dk - x_shape[i + 2]);
+      int64_t total = (y_shape[i + 2] - 1) * strides[i] + dk - x_shape[i + 2];
+      // The total is negative when the stride exceeds the kernel. Conv (like onnxruntime)
+      // then pads nothing; the pools follow the spec's formula and onnxruntime, where a
+      // negative leading pad moves the windows into the input.
+      if (conv) total = std::max<int64_t>(0, total);
       begins[i] = auto_pad == "SAME_UPPER" ? total / 2 : (total + 1) / 2;
     }
   }

@@ -56,7 +56,7 @@ Geometry pool_geometry(const Node& node, const Tensor& x, const std::vector<int6
       g.pad_end[j] = pads[i + sp];
     } else if (auto_pad != "VALID") {
       const int64_t dk = (kernel[i] - 1) * dilations[i] + 1;
-      g.pad_end[j] = std::max<int64_t>(0, (g.out[j] - 1) * strides[i] + dk - g.in[j]) - begins[i];
+      g.pad_end[j] = (g.out[j] - 1) * strides[i] + dk - g.in[j] - begins[i];
     }
   }
   for (int64_t kw = 0; kw < g.kernel[2]; ++kw)
