@@ -1,6 +1,7 @@
 // CPU kernels of the normalization op family: BatchNormalization (inference),
 // InstanceNormalization, GroupNormalization, LayerNormalization, LpNormalization,
-// MeanVarianceNormalization here; Softmax and LogSoftmax in normalization_softmax.cpp. All float32.
+// MeanVarianceNormalization here; Softmax and LogSoftmax in normalization_softmax.cpp. float32, and
+// float16 through float32 (normalization_float16.cpp).
 //
 // Statistics (means, variances, softmax sums) are accumulated in double with two passes over the
 // data, so large or badly centred inputs keep float32 accuracy.
@@ -11,7 +12,8 @@
 
 namespace quilt::cpu {
 
-void register_cpu_softmax(KernelRegistry& r);  // normalization_softmax.cpp
+void register_cpu_softmax(KernelRegistry& r);                 // normalization_softmax.cpp
+void run_in_float32(KernelContext& ctx, const KernelFn& fn);  // normalization_float16.cpp
 
 namespace {
 
@@ -23,11 +25,22 @@ int64_t grain_for(int64_t per_item) {
 std::string all_inputs_float(const NodeSignature& sig) {
   for (size_t i = 0; i < sig.inputs.size(); ++i) {
     DType d = sig.inputs[i].dtype;
-    if (sig.node.has_input(i) && d != DType::Undefined && d != DType::Float32)
+    if (sig.node.has_input(i) && d != DType::Undefined && d != DType::Float32 &&
+        d != DType::Float16)
       return std::string("input ") + std::to_string(i) + " is " + dtype_name(d) +
-             "; the CPU kernel supports float32";
+             "; the CPU kernel supports float32 and float16";
   }
   return "";
+}
+
+// The float32 kernel `fn`, also taking float16 inputs (computed in float32, rounded once).
+KernelFn with_float16(void (*fn)(KernelContext&)) {
+  return [fn](KernelContext& ctx) {
+    for (size_t i = 0; i < ctx.num_inputs(); ++i)
+      if (ctx.has_input(i) && ctx.input(i).dtype() == DType::Float16)
+        return run_in_float32(ctx, fn);
+    fn(ctx);
+  };
 }
 
 // Sum of f(x) over n floats: 16 float lanes over chunks of 1024 (each lane adds only 64 values
@@ -337,9 +350,9 @@ void mvn(KernelContext& ctx) {
 }  // namespace
 
 void register_cpu_normalization(KernelRegistry& r) {
-  r.add("BatchNormalization", batch_norm_support, batch_norm);
-  r.add("InstanceNormalization", all_inputs_float, instance_norm);
-  r.add("GroupNormalization", group_norm_support, group_norm);
+  r.add("BatchNormalization", batch_norm_support, with_float16(batch_norm));
+  r.add("InstanceNormalization", all_inputs_float, with_float16(instance_norm));
+  r.add("GroupNormalization", group_norm_support, with_float16(group_norm));
   r.add(
       "LayerNormalization",
       [](const NodeSignature& sig) -> std::string {
@@ -348,9 +361,9 @@ void register_cpu_normalization(KernelRegistry& r) {
           return "stash_type other than 1 (float32) is not supported";
         return "";
       },
-      layer_norm);
-  r.add("LpNormalization", float_only(), lp_norm);
-  r.add("MeanVarianceNormalization", float_only(), mvn);
+      with_float16(layer_norm));
+  r.add("LpNormalization", all_inputs_float, with_float16(lp_norm));
+  r.add("MeanVarianceNormalization", all_inputs_float, with_float16(mvn));
   register_cpu_softmax(r);
 }
 

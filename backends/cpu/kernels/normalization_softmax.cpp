@@ -1,6 +1,6 @@
-// CPU kernels of Softmax and LogSoftmax (float32), numerically stable: the row maximum is
-// subtracted before exp. Opset < 13 coerces the input to a matrix at `axis`; opset 13 works along
-// that one axis.
+// CPU kernels of Softmax and LogSoftmax (float32; float16 through float32), numerically stable: the
+// row maximum is subtracted before exp. Opset < 13 coerces the input to a matrix at `axis`; opset
+// 13 works along that one axis.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -10,6 +10,7 @@
 namespace quilt::cpu {
 
 void register_cpu_softmax(KernelRegistry& r);
+void run_in_float32(KernelContext& ctx, const KernelFn& fn);  // normalization_float16.cpp
 
 namespace {
 
@@ -101,6 +102,7 @@ double sum_of(const float* x, int64_t n) {
 template <bool Log>
 void softmax(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
+  if (x.dtype() == DType::Float16) return run_in_float32(ctx, softmax<Log>);
   const bool coerce_2d = ctx.node.opset < 13;
   int64_t axis = ctx.node.attr_int("axis", coerce_2d ? 1 : -1);
   if (axis < 0) axis += x.rank();
@@ -174,8 +176,9 @@ void softmax(KernelContext& ctx) {
 }  // namespace
 
 void register_cpu_softmax(KernelRegistry& r) {
-  r.add("Softmax", float_only(), softmax<false>);
-  r.add("LogSoftmax", float_only(), softmax<true>);
+  const SupportFn floats = dtypes_of_input({DType::Float32, DType::Float16});
+  r.add("Softmax", floats, softmax<false>);
+  r.add("LogSoftmax", floats, softmax<true>);
 }
 
 }  // namespace quilt::cpu

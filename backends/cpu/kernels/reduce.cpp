@@ -18,6 +18,7 @@
 namespace quilt::cpu {
 
 void register_cpu_reduce_index(KernelRegistry& r);
+void run_in_float32(KernelContext& ctx, const KernelFn& fn);  // normalization_float16.cpp
 
 namespace {
 
@@ -324,6 +325,10 @@ enum ExtraTypes { kFloatOnly = 0, kInts = 1, kIntsAndBool = 3 };
 template <template <class> class Op, int Extra>
 void run_reduce(KernelContext& ctx, int64_t first_input_axes_opset) {
   const Tensor& x = ctx.input(0);
+  if (x.dtype() == DType::Float16)
+    return run_in_float32(ctx, [first_input_axes_opset](KernelContext& c) {
+      run_reduce<Op, Extra>(c, first_input_axes_opset);
+    });
   auto reduced = reduced_axes(ctx, ctx.node.opset >= first_input_axes_opset);
   if (!reduced) {
     ctx.set_output(0, x);
@@ -347,7 +352,7 @@ void run_reduce(KernelContext& ctx, int64_t first_input_axes_opset) {
 
 template <template <class> class Op, int Extra = kFloatOnly>
 void add_reduce(KernelRegistry& r, const char* op_type, int64_t first_input_axes_opset) {
-  std::vector<DType> types = {DType::Float32, DType::Float64};
+  std::vector<DType> types = {DType::Float32, DType::Float64, DType::Float16};
   if (Extra & kInts) types.insert(types.end(), {DType::Int32, DType::Int64});
   if (Extra == kIntsAndBool) types.push_back(DType::Bool);
   r.add(op_type, dtypes_of_input(types), [first_input_axes_opset](KernelContext& ctx) {

@@ -10,6 +10,7 @@
 namespace quilt::cpu {
 
 void register_cpu_reduce_index(KernelRegistry& r);
+void run_in_float32(KernelContext& ctx, const KernelFn& fn);  // normalization_float16.cpp
 
 namespace {
 
@@ -83,6 +84,8 @@ void arg_reduce(KernelContext& ctx) {
 template <bool Max>
 void run_arg_reduce(KernelContext& ctx) {
   switch (ctx.input(0).dtype()) {
+    case DType::Float16:  // exact: comparisons of widened values order them the same way
+      return run_in_float32(ctx, run_arg_reduce<Max>);
     case DType::Float32:
       return arg_reduce<float, Max>(ctx);
     case DType::Float64:
@@ -136,13 +139,32 @@ void topk(KernelContext& ctx) {
 }
 
 std::string topk_support(const NodeSignature& sig) {
-  std::string r = dtypes_of_input(
-      {DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::UInt64})(sig);
+  std::string r = dtypes_of_input({DType::Float32, DType::Float64, DType::Float16, DType::Int32,
+                                   DType::Int64, DType::UInt64})(sig);
   if (!r.empty()) return r;
   if (sig.inputs.size() > 1 && sig.inputs[1].dtype != DType::Undefined &&
       sig.inputs[1].dtype != DType::Int64)
     return std::string("K is ") + dtype_name(sig.inputs[1].dtype) + ", expected int64";
   return "";
+}
+
+void run_topk(KernelContext& ctx) {
+  switch (ctx.input(0).dtype()) {
+    case DType::Float16:  // exact: float16 values survive the round trip through float32
+      return run_in_float32(ctx, run_topk);
+    case DType::Float32:
+      return topk<float>(ctx);
+    case DType::Float64:
+      return topk<double>(ctx);
+    case DType::UInt64:
+      return topk<uint64_t>(ctx);
+    case DType::Int32:
+      return topk<int32_t>(ctx);
+    case DType::Int64:
+      return topk<int64_t>(ctx);
+    default:
+      ctx.node.fail("unsupported dtype");
+  }
 }
 
 // ---- CumSum ----
@@ -199,25 +221,11 @@ void run_cumsum(KernelContext& ctx) {
 }  // namespace
 
 void register_cpu_reduce_index(KernelRegistry& r) {
-  const std::vector<DType> arg_types = {DType::Float32, DType::Float64, DType::Int32, DType::Int64};
+  const std::vector<DType> arg_types = {DType::Float32, DType::Float64, DType::Float16,
+                                        DType::Int32, DType::Int64};
   r.add("ArgMax", dtypes_of_input(arg_types), run_arg_reduce<true>);
   r.add("ArgMin", dtypes_of_input(arg_types), run_arg_reduce<false>);
-  r.add("TopK", topk_support, [](KernelContext& ctx) {
-    switch (ctx.input(0).dtype()) {
-      case DType::Float32:
-        return topk<float>(ctx);
-      case DType::Float64:
-        return topk<double>(ctx);
-      case DType::UInt64:
-        return topk<uint64_t>(ctx);
-      case DType::Int32:
-        return topk<int32_t>(ctx);
-      case DType::Int64:
-        return topk<int64_t>(ctx);
-      default:
-        ctx.node.fail("unsupported dtype");
-    }
-  });
+  r.add("TopK", topk_support, run_topk);
   r.add("CumSum", dtypes_of_input({DType::Float32, DType::Float64, DType::Int32, DType::Int64}),
         run_cumsum);
 }
