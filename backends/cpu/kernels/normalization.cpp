@@ -3,8 +3,8 @@
 // MeanVarianceNormalization here; Softmax and LogSoftmax in normalization_softmax.cpp. float32, and
 // float16 through float32 (normalization_float16.cpp).
 //
-// Statistics (means, variances, softmax sums) are accumulated in double with two passes over the
-// data, so large or badly centred inputs keep float32 accuracy.
+// Statistics are summed in short float lanes and across chunks in double, and variances are taken
+// around the mean (two passes), so long rows and badly centred inputs keep float32 accuracy.
 #include <algorithm>
 #include <cmath>
 
