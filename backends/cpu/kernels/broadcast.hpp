@@ -173,7 +173,9 @@ void parallel_runs(const ThreadPool& pool, const BroadcastPlan& plan, int64_t gr
 template <class O, class A, class B, class Op>
 inline void binary_run(O* out, const A* a, int64_t step_a, const B* b, int64_t step_b, int64_t n,
                        Op op) {
-  if (step_a && step_b) {
+  if (n < 8) {  // short rows (e.g. [N, 3] + [3]): skip the vector loop set-up
+    for (int64_t i = 0; i < n; ++i) out[i] = op(a[i * step_a], b[i * step_b]);
+  } else if (step_a && step_b) {
     for (int64_t i = 0; i < n; ++i) out[i] = op(a[i], b[i]);
   } else if (step_a) {
     const B bv = *b;
