@@ -1,7 +1,7 @@
 // Schemas and shape inference of the nn op family: Gemm, MatMul, Conv, ConvTranspose and the
-// pools (MaxPool, AveragePool, LpPool, global pools). The output-size formulas (explicit pads,
-// auto_pad, ceil_mode, output_shape) live here only; kernels read the inferred output shape and
-// derive the leading pads from it.
+// pools (MaxPool, AveragePool, LpPool, MaxUnpool, global pools). The output-size formulas (explicit
+// pads, auto_pad, ceil_mode, output_shape) live here only; kernels read the inferred output shape
+// and derive the leading pads from it.
 #include <algorithm>
 #include <string>
 
@@ -236,6 +236,43 @@ void infer_global_pool(InferenceContext& ctx) {
   ctx.set_output(0, ctx.input_dtype(0), out);
 }
 
+// MaxUnpool: the output is the pooled input's size, (in - 1) * stride + kernel - pads, or the
+// output_shape input when given.
+void infer_max_unpool(InferenceContext& ctx) {
+  const auto& x = ctx.input_shape(0);
+  check_pool_input(ctx, x);
+  const auto& idx = ctx.input_shape(1);
+  if (ctx.input_dtype(1) != DType::Int64 && ctx.input_dtype(1) != DType::Undefined)
+    ctx.fail(std::string("indices I have dtype ") + dtype_name(ctx.input_dtype(1)) +
+             ", expected int64");
+  if (idx.size() != x.size())
+    ctx.fail("indices I have shape " + ints_str(idx) + ", expected the shape of X " + ints_str(x));
+  const size_t sp = x.size() - 2;
+  Window w = read_window(ctx, sp, true);
+  if (ctx.has_input(2)) {
+    const auto shape = ctx.input_ints(2);
+    if (!shape) {
+      ctx.set_output_unknown_shape(0, ctx.input_dtype(0));
+      return;
+    }
+    if (shape->size() != x.size())
+      ctx.fail("output_shape " + ints_str(*shape) + " has " + std::to_string(shape->size()) +
+               " values, expected " + std::to_string(x.size()) + " (N, C, spatial...)");
+    for (size_t i = 0; i < shape->size(); ++i)
+      if ((*shape)[i] < 0 || (i < 2 && x[i] >= 0 && (*shape)[i] != x[i]))
+        ctx.fail("output_shape " + ints_str(*shape) + " does not match X " + ints_str(x) +
+                 ": expected the same N and C and non-negative sizes");
+    ctx.set_output(0, ctx.input_dtype(0), *shape);
+    return;
+  }
+  std::vector<int64_t> out = {x[0], x[1]};
+  for (size_t i = 0; i < sp; ++i)
+    out.push_back(x[i + 2] < 0
+                      ? -1
+                      : (x[i + 2] - 1) * w.strides[i] + w.kernel[i] - w.pads[i] - w.pads[i + sp]);
+  ctx.set_output(0, ctx.input_dtype(0), out);
+}
+
 // ---- Gemm / MatMul ----
 
 void infer_gemm(InferenceContext& ctx) {
@@ -302,6 +339,12 @@ void register_nn_schemas(SchemaRegistry& r) {
   r.add({.op_type = "AveragePool", .infer = infer_pool});
   // LpPool-1 took p as a float; opset 2 made it an int.
   r.add({.op_type = "LpPool", .min_opset = 2, .infer = infer_pool});
+  r.add({.op_type = "MaxUnpool",
+         .min_opset = 9,
+         .min_inputs = 2,
+         .max_inputs = 3,
+         .value_inputs = {2},
+         .infer = infer_max_unpool});
   r.add({.op_type = "GlobalAveragePool", .infer = infer_global_pool});
   r.add({.op_type = "GlobalMaxPool", .infer = infer_global_pool});
   // C became optional in opset 11; before opset 7 a 'broadcast' attribute chose between an

@@ -1,4 +1,5 @@
-"""Cases of the nn op family: Conv, ConvTranspose, Gemm, MatMul and the pools (float32)."""
+"""Cases of the nn op family: Conv, ConvTranspose, Gemm, MatMul and the pools (MaxPool,
+AveragePool, LpPool, MaxUnpool, global pools), float32 unless noted."""
 import numpy as np
 
 from casegen import DEFAULT_OPSET, Cases, rand
@@ -439,3 +440,33 @@ c.node("convt2d_same_upper_stride_gt_kernel", "ConvTranspose",
        **CONV_TOL)
 c.node("convt1d_same_lower_stride_gt_kernel", "ConvTranspose", {"x": rand(2, 2, 6), "w": rand(2, 1, 1)},
        auto_pad="SAME_LOWER", strides=[2], group=2, **CONV_TOL)
+
+# ---- MaxUnpool (fed by MaxPool's indices) ----
+for name, xshape, attrs in (("2d", (2, 3, 6, 6), dict(kernel_shape=[2, 2], strides=[2, 2])),
+                            ("2d_pads", (1, 2, 5, 7), dict(kernel_shape=[3, 3], strides=[2, 2],
+                                                           pads=[1, 1, 1, 1])),
+                            ("1d", (1, 2, 9), dict(kernel_shape=[3], strides=[3])),
+                            ("3d", (1, 2, 4, 4, 6), dict(kernel_shape=[2, 2, 2], strides=[2, 2, 2]))):
+    nodes = [helper.make_node("MaxPool", ["x"], ["p", "i"], **attrs),
+             helper.make_node("MaxUnpool", ["p", "i"], ["y"], **attrs)]
+    c.model(f"maxunpool_{name}", nodes, {"x": rand(*xshape)}, ["y"],
+            output_types={"y": TensorProto.FLOAT})
+# With output_shape: onnxruntime indexes the requested shape, the spec's reference and
+# conformance tests put the unpooled tensor in its leading corner; Quilt follows the latter.
+x = rand(1, 2, 4, 4)
+pooled = x.reshape(1, 2, 2, 2, 2, 2).max(axis=(3, 5))
+flat = x.reshape(1, 2, 2, 2, 2, 2).transpose(0, 1, 2, 4, 3, 5).reshape(1, 2, 2, 2, 4)
+arg = flat.argmax(axis=-1)
+rows = np.arange(2)[:, None] * 2 + arg // 2
+cols = np.arange(2)[None, :] * 2 + arg % 2
+indices = (np.arange(2)[None, :, None, None] * 16 + rows * 4 + cols).astype(np.int64)
+expected = np.zeros((1, 2, 5, 6), np.float32)
+unpooled = np.zeros(2 * 16, np.float32)
+unpooled[indices.ravel()] = pooled.ravel()
+expected[:, :, :4, :4] = unpooled.reshape(1, 2, 4, 4)
+node = helper.make_node("MaxUnpool", ["p", "i", "shape"], ["y"], kernel_shape=[2, 2],
+                        strides=[2, 2])
+c.model("maxunpool_output_shape", [node], {"p": pooled, "i": indices}, ["y"],
+        initializers={"shape": np.array([1, 2, 5, 6], np.int64)}, expected={"y": expected})
+c.model("maxunpool_output_shape_runtime", [node], {"p": pooled, "i": indices,
+        "shape": np.array([1, 2, 5, 6], np.int64)}, ["y"], expected={"y": expected})

@@ -1,5 +1,5 @@
-// MaxPool, AveragePool, LpPool, GlobalAveragePool, GlobalMaxPool, parallel over (batch, channel)
-// planes. Spatial dims are padded in front to three, as in conv.cpp.
+// MaxPool, AveragePool, LpPool, MaxUnpool, GlobalAveragePool, GlobalMaxPool, parallel over (batch,
+// channel) planes. Spatial dims are padded in front to three, as in conv.cpp.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -268,6 +268,54 @@ void run_max_pool(KernelContext& ctx) {
   }
 }
 
+// Scatters X into a zero tensor of the unpooled size, (in - 1) * stride + kernel - pads, at the
+// flat positions I holds (as MaxPool's Indices give them). When output_shape asks for another
+// size, that tensor goes in its leading corner, as in onnx's reference and conformance tests.
+void run_max_unpool(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& indices = ctx.input(1);
+  Tensor& y = ctx.output(0);
+  const size_t sp = static_cast<size_t>(x.rank() - 2);
+  const auto kernel = ctx.node.attr_ints("kernel_shape");
+  const auto strides = ctx.node.attr_ints("strides", std::vector<int64_t>(sp, 1));
+  const auto pads = ctx.node.attr_ints("pads", std::vector<int64_t>(2 * sp, 0));
+  std::vector<int64_t> unpooled = {x.dim(0), x.dim(1)};
+  for (size_t i = 0; i < sp; ++i)
+    unpooled.push_back((x.dim(static_cast<int64_t>(i) + 2) - 1) * strides[i] + kernel[i] - pads[i] -
+                       pads[i + sp]);
+  const bool direct = unpooled == y.shape();
+  Tensor scratch = direct ? y : Tensor(DType::Float32, unpooled);
+  const float* xp = x.data<float>();
+  const int64_t* ip = indices.data<int64_t>();
+  float* sp_data = scratch.data<float>();
+  const int64_t size = scratch.numel();
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    if (ip[i] < 0 || ip[i] >= size)
+      ctx.node.fail("index " + std::to_string(ip[i]) + " at position " + std::to_string(i) +
+                        " of I is outside the unpooled output " + to_string(unpooled),
+                    ErrorCode::InvalidArgument);
+    sp_data[ip[i]] = xp[i];
+  }
+  if (direct) return;
+  // Copy the overlap of the unpooled tensor into the leading corner of y.
+  const auto& out = y.shape();
+  float* yp = y.data<float>();
+  std::vector<int64_t> idx(unpooled.size(), 0);
+  for (int64_t i = 0; i < size; ++i) {
+    int64_t at = 0;
+    bool inside = true;
+    for (size_t d = 0; d < idx.size(); ++d) {
+      inside = inside && idx[d] < out[d];
+      at = at * out[d] + idx[d];
+    }
+    if (inside) yp[at] = sp_data[i];
+    for (size_t d = idx.size(); d-- > 0;) {
+      if (++idx[d] < unpooled[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
 template <bool kMax>
 void run_global_pool(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
@@ -312,6 +360,7 @@ void register_cpu_pool(KernelRegistry& r) {
   r.add("MaxPool", pool_support, run_max_pool);
   r.add("AveragePool", pool_support, run_average_pool);
   r.add("LpPool", pool_support, run_lp_pool);
+  r.add("MaxUnpool", float_only(), run_max_unpool);
   r.add("GlobalAveragePool", float_only(), run_global_pool<false>);
   r.add("GlobalMaxPool", float_only(), run_global_pool<true>);
 }
