@@ -2,7 +2,7 @@
 AveragePool, LpPool, MaxUnpool, global pools), float32 unless noted."""
 import numpy as np
 
-from casegen import DEFAULT_OPSET, Cases, rand
+from casegen import DEFAULT_OPSET, Cases, rand, randint
 from onnx import TensorProto, helper
 
 
@@ -470,3 +470,17 @@ c.model("maxunpool_output_shape", [node], {"p": pooled, "i": indices}, ["y"],
         initializers={"shape": np.array([1, 2, 5, 6], np.int64)}, expected={"y": expected})
 c.model("maxunpool_output_shape_runtime", [node], {"p": pooled, "i": indices,
         "shape": np.array([1, 2, 5, 6], np.int64)}, ["y"], expected={"y": expected})
+
+# ---- MatMul for the other dtypes onnxruntime has (plain loops) ----
+c.node("matmul_float64_batched", "MatMul", {"a": rand(2, 3, 4, dtype=np.float64),
+       "b": rand(2, 4, 5, dtype=np.float64)})
+c.node("matmul_float64_1d", "MatMul", {"a": rand(6, dtype=np.float64),
+       "b": rand(3, 6, 2, dtype=np.float64)})
+c.node("matmul_int32", "MatMul", {"a": randint(3, 4, low=-9, high=9, dtype=np.int32),
+       "b": randint(4, 5, low=-9, high=9, dtype=np.int32)})
+c.node("matmul_int64_bcast", "MatMul", {"a": randint(2, 1, 3, 4, low=-9, high=9),
+       "b": randint(3, 4, 2, low=-9, high=9)})
+c.node("matmul_uint32", "MatMul", {"a": randint(1, 5, high=20, dtype=np.uint32),
+       "b": randint(5, 3, high=20, dtype=np.uint32)})
+c.node("matmul_uint64_vec", "MatMul", {"a": randint(2, 3, 5, high=20, dtype=np.uint64),
+       "b": randint(5, high=20, dtype=np.uint64)})

@@ -1,6 +1,8 @@
-// Gemm and MatMul on OpenBLAS sgemm.
+// Gemm and MatMul on OpenBLAS sgemm (float32); MatMul also for float64 and 32/64-bit integers
+// with a plain loop.
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "backends/cpu/blas.hpp"
 #include "backends/cpu/kernel.hpp"
@@ -92,8 +94,38 @@ void run_gemm(KernelContext& ctx) {
         n);
 }
 
+// y (m x n) = a (m x k) * b (k x n), row-major, for the dtypes BLAS has no kernel for. The
+// i-k-j order keeps the inner loop contiguous (and vectorisable); integers wrap like C++.
+template <class T>
+void naive_matmul(const T* a, const T* b, T* y, int64_t m, int64_t k, int64_t n) {
+  for (int64_t i = 0; i < m; ++i) {
+    T* yrow = y + i * n;
+    std::fill(yrow, yrow + n, T(0));
+    for (int64_t p = 0; p < k; ++p) {
+      const T av = a[i * k + p];
+      const T* brow = b + p * n;
+      for (int64_t j = 0; j < n; ++j) yrow[j] += av * brow[j];
+    }
+  }
+}
+
+// One (m x k) * (k x n) product per batch, float32 on BLAS.
+template <class T>
+void matmul_one(const T* a, const T* b, T* y, int64_t m, int64_t k, int64_t n,
+                const ThreadPool& pool) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (m == 1)
+      gemv(a, b, false, k, n, 1.f, 0.f, y, pool);
+    else
+      sgemm(false, false, m, n, k, 1.f, a, k, b, n, 0.f, y, n);
+  } else {
+    naive_matmul(a, b, y, m, k, n);
+  }
+}
+
 // numpy matmul: 1-D operands are promoted to matrices, batch dims broadcast.
-void run_matmul(KernelContext& ctx) {
+template <class T>
+void matmul(KernelContext& ctx) {
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
   Tensor& y = ctx.output(0);
@@ -101,17 +133,13 @@ void run_matmul(KernelContext& ctx) {
   if (as.size() == 1) as.insert(as.begin(), 1);
   if (bs.size() == 1) bs.push_back(1);
   const int64_t m = as[as.size() - 2], k = as.back(), n = bs.back();
-  const float* ap = a.data<float>();
-  const float* bp = b.data<float>();
-  float* yp = y.data<float>();
+  const T* ap = a.data<T>();
+  const T* bp = b.data<T>();
+  T* yp = y.data<T>();
   if (y.numel() == 0) return;
   if (b.numel() == k * n) {
     // B is shared by every batch of A: fold A's batch dims into M, one GEMM.
-    const int64_t rows = y.numel() / n;
-    if (rows == 1)
-      gemv(ap, bp, false, k, n, 1.f, 0.f, yp, ctx.pool);
-    else
-      sgemm(false, false, rows, n, k, 1.f, ap, k, bp, n, 0.f, yp, n);
+    matmul_one(ap, bp, yp, y.numel() / n, k, n, ctx.pool);
     return;
   }
   // Broadcast batch dims: walk the output batch index, mapping it into A's and B's.
@@ -136,7 +164,7 @@ void run_matmul(KernelContext& ctx) {
       ao += idx[i] * a_stride[i];
       bo += idx[i] * b_stride[i];
     }
-    sgemm(false, false, m, n, k, 1.f, ap + ao, k, bp + bo, n, 0.f, yp + t * m * n, n);
+    matmul_one(ap + ao, bp + bo, yp + t * m * n, m, k, n, ctx.pool);
     for (size_t i = nb; i-- > 0;) {
       if (++idx[i] < out_batch[i]) break;
       idx[i] = 0;
@@ -144,11 +172,31 @@ void run_matmul(KernelContext& ctx) {
   }
 }
 
+void run_matmul(KernelContext& ctx) {
+  switch (ctx.input(0).dtype()) {
+    case DType::Float64:
+      return matmul<double>(ctx);
+    case DType::Int32:
+      return matmul<int32_t>(ctx);
+    case DType::Int64:
+      return matmul<int64_t>(ctx);
+    case DType::UInt32:
+      return matmul<uint32_t>(ctx);
+    case DType::UInt64:
+      return matmul<uint64_t>(ctx);
+    default:
+      return matmul<float>(ctx);
+  }
+}
+
 }  // namespace
 
 void register_cpu_gemm(KernelRegistry& r) {
   r.add("Gemm", float_only(), run_gemm);
-  r.add("MatMul", float_only(), run_matmul);
+  r.add("MatMul",
+        dtypes_of_input({DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::UInt32,
+                         DType::UInt64}),
+        run_matmul);
 }
 
 }  // namespace quilt::cpu
