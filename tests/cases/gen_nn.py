@@ -484,3 +484,11 @@ c.node("matmul_uint32", "MatMul", {"a": randint(1, 5, high=20, dtype=np.uint32),
        "b": randint(5, 3, high=20, dtype=np.uint32)})
 c.node("matmul_uint64_vec", "MatMul", {"a": randint(2, 3, 5, high=20, dtype=np.uint64),
        "b": randint(5, high=20, dtype=np.uint64)})
+
+# ---- ConvTranspose col buffers larger than one block (16 MB): built in input-row blocks ----
+c.node("convt2d_blocked_col", "ConvTranspose", {"x": rand(1, 4, 60, 50)},
+       initializers={"w": rand(4, 64, 5, 5), "b": rand(64)}, strides=[2, 2], pads=[2, 2, 1, 1],
+       rtol=1e-3, atol=1e-4)
+c.node("convt3d_blocked_col", "ConvTranspose", {"x": rand(1, 2, 10, 12, 20)},
+       initializers={"w": rand(2, 64, 3, 3, 3)}, strides=[1, 2, 1], pads=[1, 1, 1, 1, 1, 1],
+       rtol=1e-3, atol=1e-4)

@@ -3,6 +3,7 @@
 // into the output. Spatial dims are padded in front to three, as in conv.cpp.
 #include <algorithm>
 #include <array>
+#include <memory>
 
 #include "backends/cpu/blas.hpp"
 #include "backends/cpu/kernel.hpp"
@@ -59,33 +60,37 @@ Geometry transpose_geometry(const Node& node, const Tensor& x, const Tensor& w,
   return g;
 }
 
-// Adds col (one row per (channel, kernel offset), one column per input position) into
-// channels [begin, end) of y.
-void col2im(const Geometry& g, const float* col, int64_t begin, int64_t end, float* y) {
+// Adds col into channels [begin, end) of y. col holds the input rows [row_begin, row_end) (a
+// row = one (id, ih) pair, g.in[2] positions): one col row per (channel, kernel offset), one
+// col column per input position in those rows.
+void col2im(const Geometry& g, const float* col, int64_t row_begin, int64_t row_end, int64_t begin,
+            int64_t end, float* y) {
   const int64_t kvol = g.kernel[0] * g.kernel[1] * g.kernel[2];
-  const int64_t ivol = g.in[0] * g.in[1] * g.in[2], ovol = g.out[0] * g.out[1] * g.out[2];
+  const int64_t width = (row_end - row_begin) * g.in[2];
+  const int64_t ovol = g.out[0] * g.out[1] * g.out[2];
   for (int64_t m = begin; m < end; ++m) {
     float* ym = y + m * ovol;
     for (int64_t kidx = 0; kidx < kvol; ++kidx) {
       const int64_t kd = kidx / (g.kernel[1] * g.kernel[2]);
       const int64_t kh = kidx / g.kernel[2] % g.kernel[1];
       const int64_t kw = kidx % g.kernel[2];
-      const float* src = col + (m * kvol + kidx) * ivol;
+      const float* src = col + (m * kvol + kidx) * width;
       const int64_t off_w = kw * g.dilation[2] - g.pad[2];
       auto [wlo, whi] = valid_range(g.in[2], g.out[2], g.stride[2], off_w);
-      for (int64_t id = 0; id < g.in[0]; ++id) {
+      for (int64_t row = row_begin; row < row_end; ++row, src += g.in[2]) {
+        const int64_t id = row / g.in[1], ih = row % g.in[1];
         const int64_t od = id * g.stride[0] - g.pad[0] + kd * g.dilation[0];
-        for (int64_t ih = 0; ih < g.in[1]; ++ih) {
-          const int64_t oh = ih * g.stride[1] - g.pad[1] + kh * g.dilation[1];
-          if (od < 0 || od >= g.out[0] || oh < 0 || oh >= g.out[1]) continue;
-          const float* srow = src + (id * g.in[1] + ih) * g.in[2];
-          float* yrow = ym + (od * g.out[1] + oh) * g.out[2];
-          for (int64_t iw = wlo; iw < whi; ++iw) yrow[iw * g.stride[2] + off_w] += srow[iw];
-        }
+        const int64_t oh = ih * g.stride[1] - g.pad[1] + kh * g.dilation[1];
+        if (od < 0 || od >= g.out[0] || oh < 0 || oh >= g.out[1]) continue;
+        float* yrow = ym + (od * g.out[1] + oh) * g.out[2];
+        for (int64_t iw = wlo; iw < whi; ++iw) yrow[iw * g.stride[2] + off_w] += src[iw];
       }
     }
   }
 }
+
+// Upper bound of the col buffer: it is built a block of input rows at a time.
+constexpr int64_t kColBytes = 16 << 20;
 
 void run_conv_transpose(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
@@ -107,17 +112,26 @@ void run_conv_transpose(KernelContext& ctx) {
     for (int64_t p = 0; p < batch * c_out; ++p)
       std::fill(yp + p * ovol, yp + (p + 1) * ovol, bp[p % c_out]);
   }
-  std::vector<float> col(static_cast<size_t>(mg * kvol * ivol));
+  const int64_t in_rows = g.in[0] * g.in[1];
+  const int64_t row_bytes = mg * kvol * g.in[2] * static_cast<int64_t>(sizeof(float));
+  const int64_t block = std::clamp<int64_t>(kColBytes / std::max<int64_t>(row_bytes, 1), 1,
+                                            std::max<int64_t>(in_rows, 1));
+  std::unique_ptr<float[]> col(new float[mg * kvol * block * g.in[2]]);
   for (int64_t n = 0; n < batch; ++n)
     for (int64_t grp = 0; grp < group; ++grp) {
       const float* xg = xp + (n * c_in + grp * cg) * ivol;
       const float* wg = wp + grp * cg * mg * kvol;
       float* yg = yp + (n * c_out + grp * mg) * ovol;
-      sgemm(true, false, mg * kvol, ivol, cg, 1.f, wg, mg * kvol, xg, ivol, 0.f, col.data(), ivol);
-      // Each output channel is written by one task only.
-      ctx.pool.parallel_for(
-          mg, std::max<int64_t>(1, 16384 / std::max<int64_t>(kvol * ivol, 1)),
-          [&](int64_t begin, int64_t end) { col2im(g, col.data(), begin, end, yg); });
+      for (int64_t r0 = 0; r0 < in_rows; r0 += block) {
+        const int64_t r1 = std::min(in_rows, r0 + block);
+        const int64_t width = (r1 - r0) * g.in[2];
+        sgemm(true, false, mg * kvol, width, cg, 1.f, wg, mg * kvol, xg + r0 * g.in[2], ivol, 0.f,
+              col.get(), width);
+        // Each output channel is written by one task only.
+        ctx.pool.parallel_for(
+            mg, std::max<int64_t>(1, 16384 / std::max<int64_t>(kvol * width, 1)),
+            [&](int64_t begin, int64_t end) { col2im(g, col.get(), r0, r1, begin, end, yg); });
+      }
     }
 }
 
