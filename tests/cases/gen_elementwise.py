@@ -197,6 +197,7 @@ for op in ["Sqrt", "Log", "Reciprocal"]:
 c.node("sqrt_special", "Sqrt", {"x": np.array([0, -0.0, np.inf, -1, np.nan], f32)})
 c.node("log_special", "Log", {"x": np.array([0, np.inf, -1, np.nan, 1e-30], f32)})
 c.node("reciprocal_special", "Reciprocal", {"x": np.array([0, -0.0, np.inf, -2, 1e-3], f32)})
+c.node("log_range", "Log", {"x": np.concatenate([np.geomspace(1e-45, 3e38, 20001), np.linspace(0.5, 2, 5001)]).astype(f32)}, rtol=1e-6, atol=0)
 c.node("exp_range", "Exp", {"x": np.linspace(-87, 88.5, 10007).astype(f32)}, rtol=2e-6, atol=0)
 c.node("exp_overflow", "Exp", {"x": np.array([88.7, 88.8, 89, 1000, -87.3, -1000, -np.inf, np.inf, np.nan], f32)}, atol=1e-37)
 c.node("sigmoid_range", "Sigmoid", {"x": np.linspace(-30, 30, 6001).astype(f32)}, rtol=2e-6, atol=1e-7)

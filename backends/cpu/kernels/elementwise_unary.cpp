@@ -110,6 +110,52 @@ inline float erf_f32(float x) {
   return std::copysign(a < 1.0f ? small : large, x);
 }
 
+inline uint32_t float_to_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+// log(x) = e ln2 + log(1 + m) with 1 + m in [sqrt(1/2), sqrt(2)) and a degree-9 polynomial
+// (Cephes logf coefficients).
+inline float log_f32(float x) {
+  const bool subnormal = x < 1.17549435e-38f;
+  const float xs = subnormal ? x * 8388608.0f : x;  // 2^23 brings subnormals into range
+  const uint32_t bits = float_to_bits(xs);
+  float e = static_cast<float>(static_cast<int32_t>((bits >> 23) & 0xff) - 126) -
+            (subnormal ? 23.0f : 0.0f);
+  float m = bits_to_float((bits & 0x007fffffu) | 0x3f000000u);  // in [0.5, 1)
+  const bool low = m < 0.707106781186547524f;
+  e = low ? e - 1.0f : e;
+  m = low ? m + m - 1.0f : m - 1.0f;
+  const float z = m * m;
+  float y = 7.0376836292e-2f;
+  y = y * m - 1.1514610310e-1f;
+  y = y * m + 1.1676998740e-1f;
+  y = y * m - 1.2420140846e-1f;
+  y = y * m + 1.4249322787e-1f;
+  y = y * m - 1.6668057665e-1f;
+  y = y * m + 2.0000714765e-1f;
+  y = y * m - 2.4999993993e-1f;
+  y = y * m + 3.3333331174e-1f;
+  y = y * m * z;
+  y += -2.12194440e-4f * e;
+  y += -0.5f * z;
+  float result = m + y + 0.693359375f * e;
+  result = x < 0.0f ? std::numeric_limits<float>::quiet_NaN() : result;
+  result = x == 0.0f ? -std::numeric_limits<float>::infinity() : result;
+  result = x == std::numeric_limits<float>::infinity() ? x : result;
+  return x != x ? x : result;
+}
+
+template <class T>
+T log_of(T x) {
+  if constexpr (std::is_same_v<T, float>)
+    return log_f32(x);
+  else
+    return std::log(x);
+}
+
 template <class T>
 T erf_of(T x) {
   if constexpr (std::is_same_v<T, float>)
@@ -309,7 +355,7 @@ void register_cpu_elementwise_unary(KernelRegistry& r) {
 
   // Transcendental float ops.
   add_simple<FloatTypes>(r, "Exp", [](auto x) { return exp_of(x); });
-  add_simple<FloatTypes>(r, "Log", [](auto x) { return std::log(x); });
+  add_simple<FloatTypes>(r, "Log", [](auto x) { return log_of(x); });
   add_simple<FloatTypes>(r, "Sin", [](auto x) { return std::sin(x); });
   add_simple<FloatTypes>(r, "Cos", [](auto x) { return std::cos(x); });
   add_simple<FloatTypes>(r, "Erf", [](auto x) { return erf_of(x); });
