@@ -492,3 +492,9 @@ c.node("convt2d_blocked_col", "ConvTranspose", {"x": rand(1, 4, 60, 50)},
 c.node("convt3d_blocked_col", "ConvTranspose", {"x": rand(1, 2, 10, 12, 20)},
        initializers={"w": rand(2, 64, 3, 3, 3)}, strides=[1, 2, 1], pads=[1, 1, 1, 1, 1, 1],
        rtol=1e-3, atol=1e-4)
+c.node("gemm_float64", "Gemm", {"a": rand(4, 3, dtype=np.float64), "b": rand(5, 4, dtype=np.float64),
+       "c": rand(5, dtype=np.float64)}, transA=1, transB=1, alpha=0.5, beta=2.0)
+c.node("gemm_float64_col_bias", "Gemm", {"a": rand(3, 6, dtype=np.float64),
+       "b": rand(6, 2, dtype=np.float64), "c": rand(3, 1, dtype=np.float64)})
+c.node("gemm_float64_no_c", "Gemm", {"a": rand(1, 6, dtype=np.float64),
+       "b": rand(6, 2, dtype=np.float64)}, alpha=-1.5)

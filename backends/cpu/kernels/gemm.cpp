@@ -1,5 +1,5 @@
-// Gemm and MatMul on OpenBLAS sgemm (float32); MatMul also for float64 and 32/64-bit integers
-// with a plain loop.
+// Gemm and MatMul on OpenBLAS sgemm (float32); Gemm also for float64 and MatMul for float64 and
+// 32/64-bit integers, with plain loops.
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
@@ -60,8 +60,49 @@ void gemv(const float* a, const float* b, bool trans_b, int64_t k, int64_t n, fl
                     });
 }
 
+// Strides of C seen as (M, N): a broadcast dim has stride 0.
+std::pair<int64_t, int64_t> c_strides(const Tensor& c) {
+  std::vector<int64_t> cs = c.shape();
+  while (cs.size() < 2) cs.insert(cs.begin(), 1);
+  return {cs[0] == 1 ? 0 : cs[1], cs[1] == 1 ? 0 : 1};
+}
+
+// float64 Gemm with plain loops (BLAS is loaded for sgemm only).
+void run_gemm_f64(KernelContext& ctx) {
+  const Node& node = ctx.node;
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(1);
+  const Tensor* c = ctx.optional_input(2);
+  const bool ta = node.attr_int("transA", 0) != 0;
+  const bool tb = node.attr_int("transB", 0) != 0;
+  const double alpha = node.attr_float("alpha", 1.f);
+  const double beta = node.attr_float("beta", 1.f);
+  Tensor& y = ctx.output(0);
+  const int64_t m = y.dim(0), n = y.dim(1);
+  const int64_t k = ta ? a.dim(0) : a.dim(1), lda = a.dim(1), ldb = b.dim(1);
+  const double* ap = a.data<double>();
+  const double* bp = b.data<double>();
+  double* yp = y.data<double>();
+  std::vector<double> acc(static_cast<size_t>(n));
+  for (int64_t i = 0; i < m; ++i) {
+    std::fill(acc.begin(), acc.end(), 0.0);
+    for (int64_t p = 0; p < k; ++p) {
+      const double av = ta ? ap[p * lda + i] : ap[i * lda + p];
+      for (int64_t j = 0; j < n; ++j) acc[j] += av * (tb ? bp[j * ldb + p] : bp[p * ldb + j]);
+    }
+    for (int64_t j = 0; j < n; ++j) yp[i * n + j] = alpha * acc[j];
+  }
+  if (c && beta != 0.0 && c->numel() > 0) {
+    const auto [row_stride, col_stride] = c_strides(*c);
+    const double* cp = c->data<double>();
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) yp[i * n + j] += beta * cp[i * row_stride + j * col_stride];
+  }
+}
+
 // Y = alpha * op(A) * op(B) + beta * C, with C broadcast to (M, N).
 void run_gemm(KernelContext& ctx) {
+  if (ctx.input(0).dtype() == DType::Float64) return run_gemm_f64(ctx);
   const Node& node = ctx.node;
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
@@ -76,11 +117,7 @@ void run_gemm(KernelContext& ctx) {
   float* yp = y.data<float>();
   float gemm_beta = 0.f;
   if (c && beta != 0.f && c->numel() > 0) {
-    // Strides of C seen as (M, N): a broadcast dim has stride 0.
-    std::vector<int64_t> cs = c->shape();
-    while (cs.size() < 2) cs.insert(cs.begin(), 1);
-    const int64_t row_stride = cs[0] == 1 ? 0 : cs[1];
-    const int64_t col_stride = cs[1] == 1 ? 0 : 1;
+    const auto [row_stride, col_stride] = c_strides(*c);
     const float* cp = c->data<float>();
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) yp[i * n + j] = beta * cp[i * row_stride + j * col_stride];
@@ -192,7 +229,7 @@ void run_matmul(KernelContext& ctx) {
 }  // namespace
 
 void register_cpu_gemm(KernelRegistry& r) {
-  r.add("Gemm", float_only(), run_gemm);
+  r.add("Gemm", dtypes_of_input({DType::Float32, DType::Float64}), run_gemm);
   r.add("MatMul",
         dtypes_of_input({DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::UInt32,
                          DType::UInt64}),
