@@ -304,8 +304,25 @@ void infer_gemm(InferenceContext& ctx) {
   ctx.set_output(0, ctx.input_dtype(0), {m, n});
 }
 
+// MatMul's shape; MatMulInteger (A, B of int8/uint8 with zero points) gives int32.
 void infer_matmul(InferenceContext& ctx) {
-  check_same_dtype(ctx, 2);
+  const bool integer = ctx.node().op_type == "MatMulInteger";
+  if (!integer) check_same_dtype(ctx, 2);
+  if (integer) {
+    for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+      if (!ctx.has_input(i)) continue;
+      const DType d = ctx.input_dtype(i);
+      if (d != DType::Int8 && d != DType::UInt8 && d != DType::Undefined)
+        ctx.fail("input " + std::to_string(i) + " has dtype " + dtype_name(d) +
+                 ", expected int8 or uint8");
+    }
+    for (size_t i = 2; i < 4; ++i)
+      if (ctx.has_input(i) && ctx.input_dtype(i) != ctx.input_dtype(i - 2) &&
+          ctx.input_dtype(i) != DType::Undefined && ctx.input_dtype(i - 2) != DType::Undefined)
+        ctx.fail("zero point input " + std::to_string(i) + " has dtype " +
+                 dtype_name(ctx.input_dtype(i)) + ", expected " +
+                 dtype_name(ctx.input_dtype(i - 2)));
+  }
   std::vector<int64_t> a = ctx.input_shape(0), b = ctx.input_shape(1);
   if (a.empty() || b.empty())
     ctx.fail("MatMul inputs have shapes " + ints_str(a) + " and " + ints_str(b) +
@@ -322,7 +339,7 @@ void infer_matmul(InferenceContext& ctx) {
                                               std::vector<int64_t>(b.begin(), b.end() - 2));
   if (!a_vec) out.push_back(a[a.size() - 2]);
   if (!b_vec) out.push_back(b.back());
-  ctx.set_output(0, ctx.input_dtype(0), out);
+  ctx.set_output(0, integer ? DType::Int32 : ctx.input_dtype(0), out);
 }
 
 }  // namespace
@@ -354,6 +371,11 @@ void register_nn_schemas(SchemaRegistry& r) {
   r.add(
       {.op_type = "Gemm", .min_opset = 11, .min_inputs = 2, .max_inputs = 3, .infer = infer_gemm});
   r.add({.op_type = "MatMul", .min_inputs = 2, .max_inputs = 2, .infer = infer_matmul});
+  r.add({.op_type = "MatMulInteger",
+         .min_opset = 10,
+         .min_inputs = 2,
+         .max_inputs = 4,
+         .infer = infer_matmul});
 }
 
 }  // namespace quilt

@@ -8,14 +8,16 @@ from onnx import TensorProto, helper
 
 class NnCases(Cases):
     """Cases.node with declared output types: onnxruntime 1.23 rejects outputs of type
-    UNDEFINED, which Cases.node declares. Output 0 has input 0's dtype; output 1 (MaxPool's
-    Indices) is int64."""
+    UNDEFINED, which Cases.node declares. Output 0 has input 0's dtype (int32 for
+    MatMulInteger); output 1 (MaxPool's Indices) is int64."""
 
     def node(self, name, op_type, inputs, n_outputs=1, initializers=None, opset=DEFAULT_OPSET,
              rtol=1e-4, atol=1e-5, expected=None, domain="", **attrs):
         names = list(inputs) + list(initializers or {})
         outs = [f"y{i}" for i in range(n_outputs)] if n_outputs > 1 else ["y"]
         dtype = helper.np_dtype_to_tensor_dtype(next(iter(inputs.values())).dtype)
+        if op_type == "MatMulInteger":
+            dtype = TensorProto.INT32
         types = {o: TensorProto.INT64 if i == 1 else dtype for i, o in enumerate(outs)}
         node = helper.make_node(op_type, names, outs, name=name, domain=domain, **attrs)
         self.model(name, [node], inputs, outs, initializers, opset, rtol, atol, expected,
@@ -498,3 +500,22 @@ c.node("gemm_float64_col_bias", "Gemm", {"a": rand(3, 6, dtype=np.float64),
        "b": rand(6, 2, dtype=np.float64), "c": rand(3, 1, dtype=np.float64)})
 c.node("gemm_float64_no_c", "Gemm", {"a": rand(1, 6, dtype=np.float64),
        "b": rand(6, 2, dtype=np.float64)}, alpha=-1.5)
+
+# ---- MatMulInteger ----
+u8 = lambda *s: randint(*s, low=0, high=256, dtype=np.uint8)  # noqa: E731
+i8 = lambda *s: randint(*s, low=-128, high=128, dtype=np.int8)  # noqa: E731
+c.node("matmulint_u8", "MatMulInteger", {"a": u8(3, 5), "b": u8(5, 4)}, opset=10)
+c.node("matmulint_u8_zp", "MatMulInteger", {"a": u8(3, 5), "b": u8(5, 4)},
+       initializers={"azp": np.array(12, np.uint8), "bzp": np.array(200, np.uint8)})
+c.node("matmulint_u8_col_zp", "MatMulInteger", {"a": u8(3, 5), "b": u8(5, 4)},
+       initializers={"azp": np.array(7, np.uint8), "bzp": u8(4)})
+# Per-row zero points of A are in the spec but not in onnxruntime: numpy gives the reference.
+a, b, azp, bzp = u8(3, 5), u8(5, 4), u8(3), u8(4)
+want = (a.astype(np.int32) - azp[:, None]) @ (b.astype(np.int32) - bzp[None, :])
+c.node("matmulint_u8_row_col_zp", "MatMulInteger", {"a": a, "b": b},
+       initializers={"azp": azp, "bzp": bzp}, expected={"y": want.astype(np.int32)})
+c.node("matmulint_u8_i8", "MatMulInteger", {"a": u8(2, 3, 7), "b": i8(7, 6)},
+       initializers={"azp": np.array(128, np.uint8), "bzp": i8(6)})
+c.node("matmulint_i8_i8_batched", "MatMulInteger", {"a": i8(2, 3, 7), "b": i8(2, 7, 2)},
+       initializers={"azp": np.array(-3, np.int8)})
+c.node("matmulint_u8_bcast_1d", "MatMulInteger", {"a": u8(9), "b": u8(3, 9, 2)})
