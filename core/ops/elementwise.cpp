@@ -152,10 +152,13 @@ void infer_cast(InferenceContext& ctx) {
   if (!ctx.node().has_attr("to")) ctx.fail("attribute 'to' is required");
   int64_t to = ctx.node().attr_int("to", 0);
   DType d = static_cast<DType>(to);
-  if (to < 0 || to > 13 || !dtype_supported(d))
-    ctx.fail("attribute 'to' = " + std::to_string(to) +
-             " is not a supported dtype (expected a TensorProto.DataType of float32, float64, "
-             "float16, int8..int64, uint8..uint64 or bool)");
+  if (to <= 0 || to > 26)
+    ctx.fail("attribute 'to' = " + std::to_string(to) + " is not a TensorProto.DataType");
+  if (to > 13 || !dtype_supported(d))  // string, bfloat16, float8, int4, ...: valid, not held
+    ctx.node().fail("Cast to TensorProto.DataType " + std::to_string(to) +
+                        " is not supported (supported: float32, float64, float16, int8..int64, "
+                        "uint8..uint64, bool)",
+                    ErrorCode::NotImplemented);
   ctx.set_output(0, d, ctx.input_shape(0));
 }
 
