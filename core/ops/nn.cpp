@@ -90,8 +90,20 @@ void check_same_dtype(const InferenceContext& ctx, size_t last) {
 
 // ---- Conv ----
 
+// Conv, and ConvInteger (int8/uint8 X and W, inputs 2 and 3 are zero points, int32 output).
 void infer_conv(InferenceContext& ctx) {
-  check_same_dtype(ctx, 2);
+  const bool integer = ctx.node().op_type == "ConvInteger";
+  if (integer) {
+    for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+      if (!ctx.has_input(i)) continue;
+      const DType d = ctx.input_dtype(i);
+      if (d != DType::Int8 && d != DType::UInt8 && d != DType::Undefined)
+        ctx.fail("input " + std::to_string(i) + " has dtype " + dtype_name(d) +
+                 ", expected int8 or uint8");
+    }
+  } else {
+    check_same_dtype(ctx, 2);
+  }
   const auto& x = ctx.input_shape(0);
   const auto& wt = ctx.input_shape(1);
   if (x.size() < 3)
@@ -109,7 +121,7 @@ void infer_conv(InferenceContext& ctx) {
   if (wt[0] >= 0 && wt[0] % group != 0)
     ctx.fail("W has " + std::to_string(wt[0]) + " output channels, not divisible by group " +
              std::to_string(group));
-  if (ctx.has_input(2)) {
+  if (ctx.has_input(2) && !integer) {
     const auto& b = ctx.input_shape(2);
     if (b.size() != 1 || (b[0] >= 0 && wt[0] >= 0 && b[0] != wt[0]))
       ctx.fail("bias B has shape " + ints_str(b) + ", expected [" + std::to_string(wt[0]) + "]");
@@ -124,7 +136,7 @@ void infer_conv(InferenceContext& ctx) {
     }
     out.push_back(window_out(ctx, w, i, x[i + 2], k, false));
   }
-  ctx.set_output(0, ctx.input_dtype(0), out);
+  ctx.set_output(0, integer ? DType::Int32 : ctx.input_dtype(0), out);
 }
 
 // ---- ConvTranspose ----
@@ -346,6 +358,11 @@ void infer_matmul(InferenceContext& ctx) {
 
 void register_nn_schemas(SchemaRegistry& r) {
   r.add({.op_type = "Conv", .min_inputs = 2, .max_inputs = 3, .infer = infer_conv});
+  r.add({.op_type = "ConvInteger",
+         .min_opset = 10,
+         .min_inputs = 2,
+         .max_inputs = 4,
+         .infer = infer_conv});
   r.add({.op_type = "ConvTranspose",
          .min_inputs = 2,
          .max_inputs = 3,

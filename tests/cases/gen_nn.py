@@ -8,15 +8,15 @@ from onnx import TensorProto, helper
 
 class NnCases(Cases):
     """Cases.node with declared output types: onnxruntime 1.23 rejects outputs of type
-    UNDEFINED, which Cases.node declares. Output 0 has input 0's dtype (int32 for
-    MatMulInteger); output 1 (MaxPool's Indices) is int64."""
+    UNDEFINED, which Cases.node declares. Output 0 has input 0's dtype (int32 for the
+    *Integer ops); output 1 (MaxPool's Indices) is int64."""
 
     def node(self, name, op_type, inputs, n_outputs=1, initializers=None, opset=DEFAULT_OPSET,
              rtol=1e-4, atol=1e-5, expected=None, domain="", **attrs):
         names = list(inputs) + list(initializers or {})
         outs = [f"y{i}" for i in range(n_outputs)] if n_outputs > 1 else ["y"]
         dtype = helper.np_dtype_to_tensor_dtype(next(iter(inputs.values())).dtype)
-        if op_type == "MatMulInteger":
+        if op_type in ("MatMulInteger", "ConvInteger"):
             dtype = TensorProto.INT32
         types = {o: TensorProto.INT64 if i == 1 else dtype for i, o in enumerate(outs)}
         node = helper.make_node(op_type, names, outs, name=name, domain=domain, **attrs)
@@ -519,3 +519,32 @@ c.node("matmulint_u8_i8", "MatMulInteger", {"a": u8(2, 3, 7), "b": i8(7, 6)},
 c.node("matmulint_i8_i8_batched", "MatMulInteger", {"a": i8(2, 3, 7), "b": i8(2, 7, 2)},
        initializers={"azp": np.array(-3, np.int8)})
 c.node("matmulint_u8_bcast_1d", "MatMulInteger", {"a": u8(9), "b": u8(3, 9, 2)})
+
+# ---- ConvInteger ----
+c.node("convint_u8", "ConvInteger", {"x": u8(1, 2, 5, 6), "w": u8(3, 2, 3, 3)}, opset=10)
+c.node("convint_u8_zp_pads", "ConvInteger", {"x": u8(2, 2, 6, 5)},
+       initializers={"w": u8(4, 2, 3, 2), "xzp": np.array(100, np.uint8),
+                     "wzp": np.array(120, np.uint8)}, pads=[1, 0, 2, 1], strides=[2, 1])
+c.node("convint_u8_group_dil", "ConvInteger", {"x": u8(1, 4, 7, 7)},
+       initializers={"w": u8(4, 2, 2, 2), "xzp": np.array(3, np.uint8)}, group=2,
+       dilations=[2, 2], pads=[1, 1, 1, 1])
+c.node("convint_u8_same_upper", "ConvInteger", {"x": u8(1, 2, 7, 6)},
+       initializers={"w": u8(2, 2, 3, 3), "xzp": np.array(9, np.uint8)}, auto_pad="SAME_UPPER",
+       strides=[2, 2])
+c.node("convint_u8_1d", "ConvInteger", {"x": u8(1, 3, 11)},
+       initializers={"w": u8(2, 3, 3), "xzp": np.array(128, np.uint8)}, strides=[2], pads=[1, 1])
+# Per-channel w_zero_point and int8 weights: numpy reference (direct sums).
+def conv2d_integer_reference(x, w, xzp, wzp):
+    xs = x.astype(np.int32) - np.int32(xzp)
+    ws = w.astype(np.int32) - wzp.astype(np.int32)[:, None, None, None]
+    n, cin, h, wd = xs.shape
+    m, _, kh, kw = ws.shape
+    out = np.zeros((n, m, h - kh + 1, wd - kw + 1), np.int32)
+    for i in range(out.shape[2]):
+        for j in range(out.shape[3]):
+            out[:, :, i, j] = np.einsum("nchw,mchw->nm", xs[:, :, i:i + kh, j:j + kw], ws)
+    return out
+x, w, wzp = u8(1, 3, 5, 6), i8(4, 3, 2, 3), i8(4)
+c.node("convint_u8_i8_per_channel", "ConvInteger", {"x": x},
+       initializers={"w": w, "xzp": np.array(7, np.uint8), "wzp": wzp},
+       expected={"y": conv2d_integer_reference(x, w, 7, wzp)})

@@ -1,10 +1,11 @@
 // Conv: pointwise convs are one GEMM per (batch, group); depthwise convs run a direct kernel
-// parallel over channels; everything else is im2col + GEMM. Spatial dims are padded in front
-// to three (1-D and 2-D convs are 3-D convs with size-1 leading dims), so one code path serves
-// every rank.
+// parallel over channels; everything else is im2col + GEMM. ConvInteger: im2col + integer GEMM.
+// Spatial dims are padded in front to three (1-D and 2-D convs are 3-D convs with size-1 leading
+// dims), so one code path serves every rank.
 #include <algorithm>
 #include <array>
 #include <memory>
+#include <type_traits>
 
 #include "backends/cpu/blas.hpp"
 #include "backends/cpu/kernel.hpp"
@@ -69,8 +70,9 @@ Geometry conv_geometry(const Node& node, const Tensor& x, const Tensor& w,
 // Unfolds channels [0, channels) of x (each g.in_size()) into col for the output rows
 // [row_begin, row_end) (a row = one (od, oh) pair, g.out[2] positions): one col row per
 // (channel, kernel offset), one col column per output position in those rows.
-void im2col(const Geometry& g, const float* x, int64_t channels, int64_t row_begin, int64_t row_end,
-            float* col, const ThreadPool& pool) {
+template <class T, class U>
+void im2col(const Geometry& g, const T* x, int64_t channels, int64_t row_begin, int64_t row_end,
+            U* col, const ThreadPool& pool, U zero_point = U(0)) {
   const int64_t kvol = g.kernel_size(), ivol = g.in_size();
   const int64_t width = (row_end - row_begin) * g.out[2];
   pool.parallel_for(channels * kvol, std::max<int64_t>(1, 16384 / std::max<int64_t>(width, 1)),
@@ -80,8 +82,8 @@ void im2col(const Geometry& g, const float* x, int64_t channels, int64_t row_beg
                         const int64_t kd = kidx / (g.kernel[1] * g.kernel[2]);
                         const int64_t kh = kidx / g.kernel[2] % g.kernel[1];
                         const int64_t kw = kidx % g.kernel[2];
-                        const float* xc = x + c * ivol;
-                        float* dst = col + r * width;
+                        const T* xc = x + c * ivol;
+                        U* dst = col + r * width;
                         const int64_t off_w = kw * g.dilation[2] - g.pad[2];
                         auto [wlo, whi] = g.w_ranges[static_cast<size_t>(kw)];
                         for (int64_t row = row_begin; row < row_end; ++row, dst += g.out[2]) {
@@ -89,18 +91,22 @@ void im2col(const Geometry& g, const float* x, int64_t channels, int64_t row_beg
                           const int64_t id = od * g.stride[0] - g.pad[0] + kd * g.dilation[0];
                           const int64_t ih = oh * g.stride[1] - g.pad[1] + kh * g.dilation[1];
                           if (id < 0 || id >= g.in[0] || ih < 0 || ih >= g.in[1]) {
-                            std::fill(dst, dst + g.out[2], 0.f);
+                            std::fill(dst, dst + g.out[2], U(0));
                             continue;
                           }
-                          const float* src = xc + (id * g.in[1] + ih) * g.in[2];
-                          std::fill(dst, dst + wlo, 0.f);
-                          if (g.stride[2] == 1) {
+                          const T* src = xc + (id * g.in[1] + ih) * g.in[2];
+                          std::fill(dst, dst + wlo, U(0));
+                          if constexpr (!std::is_same_v<T, U>) {
+                            // Quantized input: shift by the zero point so that padding reads 0.
+                            for (int64_t ow = wlo; ow < whi; ++ow)
+                              dst[ow] = static_cast<U>(src[ow * g.stride[2] + off_w]) - zero_point;
+                          } else if (g.stride[2] == 1) {
                             std::copy(src + wlo + off_w, src + whi + off_w, dst + wlo);
                           } else {
                             for (int64_t ow = wlo; ow < whi; ++ow)
                               dst[ow] = src[ow * g.stride[2] + off_w];
                           }
-                          std::fill(dst + whi, dst + g.out[2], 0.f);
+                          std::fill(dst + whi, dst + g.out[2], U(0));
                         }
                       }
                     });
@@ -283,6 +289,72 @@ class ConvKernel : public Kernel {
   int64_t group_;
 };
 
+// ConvInteger: y (int32) = conv(x - x_zero_point, w - w_zero_point), no bias. x_zero_point is
+// per tensor; w_zero_point per tensor or per output channel. im2col of the shifted input, then
+// an integer GEMM per output channel.
+template <class TX, class TW>
+void conv_integer(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& w = ctx.input(1);
+  Tensor& y = ctx.output(0);
+  if (y.numel() == 0) return;
+  const int64_t group = ctx.node.attr_int("group", 1);
+  const Geometry g = conv_geometry(ctx.node, x, w, y.shape());
+  const int64_t batch = x.dim(0), c_in = x.dim(1), c_out = y.dim(1);
+  const int64_t cg = c_in / group, mg = c_out / group;
+  const int64_t ivol = g.in_size(), ovol = g.out_size(), kvol = g.kernel_size();
+  int32_t x_zp = 0;
+  if (const Tensor* t = ctx.optional_input(2)) {
+    if (t->numel() != 1)
+      ctx.node.fail("x_zero_point has shape " + to_string(t->shape()) + ", expected one value",
+                    ErrorCode::NotImplemented);
+    x_zp = t->dtype() == DType::Int8 ? t->data<int8_t>()[0] : t->data<uint8_t>()[0];
+  }
+  std::vector<int32_t> w_zp(static_cast<size_t>(c_out), 0);
+  if (const Tensor* t = ctx.optional_input(3)) {
+    if (t->numel() != 1 && t->numel() != c_out)
+      ctx.node.fail("w_zero_point has shape " + to_string(t->shape()) + ", expected 1 or " +
+                        std::to_string(c_out) + " values",
+                    ErrorCode::InvalidArgument);
+    for (int64_t m = 0; m < c_out; ++m) {
+      const int64_t at = t->numel() == 1 ? 0 : m;
+      w_zp[static_cast<size_t>(m)] =
+          t->dtype() == DType::Int8 ? t->data<int8_t>()[at] : t->data<uint8_t>()[at];
+    }
+  }
+  const TX* xp = x.data<TX>();
+  const TW* wp = w.data<TW>();
+  int32_t* yp = y.data<int32_t>();
+  const int64_t rows = cg * kvol;
+  std::vector<int32_t> col(static_cast<size_t>(rows * ovol));
+  for (int64_t n = 0; n < batch; ++n)
+    for (int64_t grp = 0; grp < group; ++grp) {
+      im2col(g, xp + (n * c_in + grp * cg) * ivol, cg, 0, g.out[0] * g.out[1], col.data(), ctx.pool,
+             x_zp);
+      ctx.pool.parallel_for(mg, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t mi = begin; mi < end; ++mi) {
+          const int64_t m = grp * mg + mi;
+          const TW* wm = wp + m * rows;
+          int32_t* ym = yp + (n * c_out + m) * ovol;
+          for (int64_t p = 0; p < rows; ++p) {
+            const int32_t wv = static_cast<int32_t>(wm[p]) - w_zp[static_cast<size_t>(m)];
+            const int32_t* crow = col.data() + p * ovol;
+            for (int64_t o = 0; o < ovol; ++o) ym[o] += wv * crow[o];
+          }
+        }
+      });
+    }
+}
+
+void run_conv_integer(KernelContext& ctx) {
+  const bool x_signed = ctx.input(0).dtype() == DType::Int8;
+  const bool w_signed = ctx.input(1).dtype() == DType::Int8;
+  if (x_signed && w_signed) return conv_integer<int8_t, int8_t>(ctx);
+  if (x_signed) return conv_integer<int8_t, uint8_t>(ctx);
+  if (w_signed) return conv_integer<uint8_t, int8_t>(ctx);
+  conv_integer<uint8_t, uint8_t>(ctx);
+}
+
 std::string conv_support(const NodeSignature& sig) {
   for (size_t i = 0; i < sig.inputs.size(); ++i)
     if (sig.inputs[i].dtype != DType::Float32 && sig.inputs[i].dtype != DType::Undefined)
@@ -296,6 +368,18 @@ std::string conv_support(const NodeSignature& sig) {
 }  // namespace
 
 void register_cpu_conv(KernelRegistry& r) {
+  r.add(
+      "ConvInteger",
+      [](const NodeSignature& sig) -> std::string {
+        if (std::string why = dtypes_of_input({DType::Int8, DType::UInt8})(sig); !why.empty())
+          return why;
+        if (std::string why = dtypes_of_input({DType::Int8, DType::UInt8}, 1)(sig); !why.empty())
+          return why;
+        if (sig.inputs[0].has_shape && sig.inputs[0].dims.size() > 5)
+          return "only 1-D, 2-D and 3-D convolutions are supported";
+        return "";
+      },
+      run_conv_integer);
   r.add("Conv", conv_support,
         KernelFactory([](const NodeSignature& sig) -> std::unique_ptr<Kernel> {
           return std::make_unique<ConvKernel>(sig);

@@ -22,7 +22,7 @@ std::vector<int64_t> window_pad_begins(const Node& node, const std::vector<int64
   const auto pads = node.attr_ints("pads", std::vector<int64_t>(2 * sp, 0));
   const auto strides = node.attr_ints("strides", std::vector<int64_t>(sp, 1));
   const auto dilations = node.attr_ints("dilations", std::vector<int64_t>(sp, 1));
-  const bool conv = node.op_type == "Conv";
+  const bool conv = node.op_type == "Conv" || node.op_type == "ConvInteger";
   std::vector<int64_t> begins(sp, 0);
   for (size_t i = 0; i < sp; ++i) {
     if (auto_pad == "NOTSET") {
