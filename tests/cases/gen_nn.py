@@ -548,3 +548,17 @@ x, w, wzp = u8(1, 3, 5, 6), i8(4, 3, 2, 3), i8(4)
 c.node("convint_u8_i8_per_channel", "ConvInteger", {"x": x},
        initializers={"w": w, "xzp": np.array(7, np.uint8), "wzp": wzp},
        expected={"y": conv2d_integer_reference(x, w, 7, wzp)})
+
+# onnxruntime's opset-19 AveragePool (2-D/3-D) clips count_include_pad windows with the wrong
+# dim's end pad when pads are asymmetric; onnx's reference gives the spec's answer.
+for name, xshape, attrs in (
+        ("avgpool2d_include_asym_pads_opset19", (1, 2, 8, 6),
+         dict(kernel_shape=[3, 3], pads=[0, 1, 2, 0], strides=[1, 2], count_include_pad=1)),
+        ("avgpool3d_include_asym_pads_opset19", (1, 2, 4, 8, 6),
+         dict(kernel_shape=[1, 3, 3], pads=[0, 0, 0, 0, 2, 0], strides=[1, 1, 2],
+              count_include_pad=1)),
+        ("avgpool2d_include_dilated_opset19", (1, 2, 7, 5),
+         dict(kernel_shape=[3, 1], dilations=[2, 1], pads=[1, 0, 1, 0], count_include_pad=1))):
+    x = {"x": rand(*xshape)}
+    c.node(name, "AveragePool", x, opset=19, expected=reference("AveragePool", x, 19, **attrs),
+           **attrs)
