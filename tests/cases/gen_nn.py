@@ -558,7 +558,10 @@ for name, xshape, attrs in (
          dict(kernel_shape=[1, 3, 3], pads=[0, 0, 0, 0, 2, 0], strides=[1, 1, 2],
               count_include_pad=1)),
         ("avgpool2d_include_dilated_opset19", (1, 2, 7, 5),
-         dict(kernel_shape=[3, 1], dilations=[2, 1], pads=[1, 0, 1, 0], count_include_pad=1))):
+         dict(kernel_shape=[3, 1], dilations=[2, 1], pads=[1, 0, 1, 0], count_include_pad=1)),
+        # ... and leaves SAME padding out of the count altogether.
+        ("avgpool2d_include_same_upper_opset19", (1, 2, 7, 5),
+         dict(kernel_shape=[2, 3], auto_pad="SAME_UPPER", strides=[2, 2], count_include_pad=1))):
     x = {"x": rand(*xshape)}
     c.node(name, "AveragePool", x, opset=19, expected=reference("AveragePool", x, 19, **attrs),
            **attrs)
