@@ -565,3 +565,14 @@ for name, xshape, attrs in (
     x = {"x": rand(*xshape)}
     c.node(name, "AveragePool", x, opset=19, expected=reference("AveragePool", x, 19, **attrs),
            **attrs)
+
+# ---- Fast paths: small images in a batch (split across threads), 2x2/2 max pooling ----
+c.node("conv2d_small_images_batch", "Conv", {"x": rand(37, 3, 8, 8), "w": rand(8, 3, 3, 3), "b": rand(8)},
+       pads=[1, 1, 1, 1], **CONV_TOL)
+c.node("conv2d_small_images_batch_grouped", "Conv", {"x": rand(9, 4, 6, 5), "w": rand(6, 2, 3, 3)},
+       group=2, strides=[2, 1], **CONV_TOL)
+c.node("maxpool2d_2x2_stride2_odd", "MaxPool", {"x": rand(3, 5, 7, 9)}, kernel_shape=[2, 2], strides=[2, 2])
+x_nan = rand(1, 2, 4, 4)
+x_nan[0, 0, 0, 1] = np.nan
+x_nan[0, 1, 2, 2] = -np.inf
+c.node("maxpool2d_2x2_stride2_nan_inf", "MaxPool", {"x": x_nan}, kernel_shape=[2, 2], strides=[2, 2])

@@ -259,6 +259,26 @@ class ConvKernel : public Kernel {
     const bool pointwise =
         kvol == 1 && g.in == g.out && g.stride == Dims3{1, 1, 1} && g.pad == Dims3{0, 0, 0};
     const float beta = b ? 1.f : 0.f;
+    // Small images in a batch (e.g. 8x8 digits): one image's GEMM is too small to split, and
+    // OpenBLAS runs it on one thread anyway, so split the batch across the pool instead.
+    const int64_t image_macs = c_out * ovol * cg * kvol;
+    if (batch > 1 && ctx.pool.threads() > 1 && image_macs < (int64_t{1} << 21) &&
+        cg * kvol * ovol * static_cast<int64_t>(sizeof(float)) <= kColBytes) {
+      static const ThreadPool serial(1);
+      ctx.pool.parallel_for(batch, 1, [&](int64_t begin, int64_t end) {
+        std::vector<float> col(static_cast<size_t>(cg * kvol * ovol));
+        for (int64_t n = begin; n < end; ++n)
+          for (int64_t grp = 0; grp < group_; ++grp) {
+            const float* xg = xp + (n * c_in + grp * cg) * ivol;
+            const float* wg = wp + grp * mg * cg * kvol;
+            float* yg = yp + (n * c_out + grp * mg) * ovol;
+            im2col(g, xg, cg, 0, g.out[0] * g.out[1], col.data(), serial);
+            sgemm(false, false, mg, ovol, cg * kvol, 1.f, wg, cg * kvol, col.data(), ovol, beta, yg,
+                  ovol);
+          }
+      });
+      return;
+    }
     // The unfolded input is built a block of output rows at a time so that its size stays
     // bounded (a 7x7 conv on a large image would otherwise need hundreds of MB).
     const int64_t out_rows = g.out[0] * g.out[1];
