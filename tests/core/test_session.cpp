@@ -1,6 +1,7 @@
 // The public Session API on real models: metadata, run, output subsets, bad inputs, threads.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <thread>
 
@@ -178,4 +179,32 @@ TEST(Session, ConcurrentRunsGiveTheSameAnswers) {
     for (auto& th : threads) th.join();
     EXPECT_EQ(wrong.load(), 0);
   }
+}
+
+// Conv, MaxPool, Gemm and Softmax (OpenBLAS inside) from several threads at once, with images of
+// different batch sizes, equal the answers of one thread running alone.
+TEST(Session, ConcurrentRunsOfACnnMatchSequentialRuns) {
+  SessionOptions options;
+  options.threads = 2;
+  Session s(std::string(QUILT_SOURCE_DIR) + "/tools/models/digits_cnn.onnx", options);
+  std::vector<Tensor> images, expected;
+  for (int t = 0; t < 4; ++t) {
+    Tensor x(DType::Float32, {1 + 9 * t, 1, 8, 8});
+    for (int64_t k = 0; k < x.numel(); ++k)
+      x.data<float>()[k] = static_cast<float>((k * 7 + t * 3) % 17) / 16.f;
+    images.push_back(x);
+    expected.push_back(s.run({{"image", x}}).at("probabilities"));
+  }
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 30; ++i) {
+        Tensor y = s.run({{"image", images[t]}}).at("probabilities");
+        for (int64_t k = 0; k < y.numel(); ++k)
+          if (std::fabs(y.data<float>()[k] - expected[t].data<float>()[k]) > 1e-6f) ++wrong;
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
 }
