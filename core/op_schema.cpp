@@ -98,6 +98,13 @@ const SchemaRegistry& SchemaRegistry::builtin() {
     register_reduce_schemas(r);
     register_tensor_schemas(r);
     register_resize_schemas(r);
+    register_quantization_schemas(r);
+    register_rnn_schemas(r);
+    register_attention_schemas(r);
+    register_loss_schemas(r);
+    register_signal_schemas(r);
+    register_detection_schemas(r);
+    register_misc_schemas(r);
     return r;
   }();
   return registry;

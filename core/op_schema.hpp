@@ -129,5 +129,12 @@ void register_normalization_schemas(SchemaRegistry& r);
 void register_reduce_schemas(SchemaRegistry& r);
 void register_tensor_schemas(SchemaRegistry& r);
 void register_resize_schemas(SchemaRegistry& r);
+void register_quantization_schemas(SchemaRegistry& r);
+void register_rnn_schemas(SchemaRegistry& r);
+void register_attention_schemas(SchemaRegistry& r);
+void register_loss_schemas(SchemaRegistry& r);
+void register_signal_schemas(SchemaRegistry& r);
+void register_detection_schemas(SchemaRegistry& r);
+void register_misc_schemas(SchemaRegistry& r);
 
 }  // namespace quilt

@@ -101,5 +101,12 @@ void register_cpu_normalization(KernelRegistry& r);
 void register_cpu_reduce(KernelRegistry& r);
 void register_cpu_tensor(KernelRegistry& r);
 void register_cpu_resize(KernelRegistry& r);
+void register_cpu_quantization(KernelRegistry& r);
+void register_cpu_rnn(KernelRegistry& r);
+void register_cpu_attention(KernelRegistry& r);
+void register_cpu_loss(KernelRegistry& r);
+void register_cpu_signal(KernelRegistry& r);
+void register_cpu_detection(KernelRegistry& r);
+void register_cpu_misc(KernelRegistry& r);
 
 }  // namespace quilt::cpu

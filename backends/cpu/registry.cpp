@@ -72,6 +72,13 @@ const KernelRegistry& KernelRegistry::builtin() {
     register_cpu_reduce(r);
     register_cpu_tensor(r);
     register_cpu_resize(r);
+    register_cpu_quantization(r);
+    register_cpu_rnn(r);
+    register_cpu_attention(r);
+    register_cpu_loss(r);
+    register_cpu_signal(r);
+    register_cpu_detection(r);
+    register_cpu_misc(r);
     return r;
   }();
   return registry;
