@@ -87,6 +87,9 @@ struct Graph {
   std::map<std::string, ValueInfo> value_info;
   std::map<std::string, Tensor> initializers;
   std::map<std::string, int64_t> opsets;  // domain -> version ("" = ai.onnx)
+  // Graph inputs/outputs whose type Quilt cannot hold, with what they are ("a sequence",
+  // "a tensor of bfloat16", ...). Validation reports them as not implemented.
+  std::map<std::string, std::string> unsupported_types;
 
   // Indices into nodes in an order where every node comes after the producers of its inputs.
   // Throws Error(InvalidModel) listing the nodes on a cycle.

@@ -180,6 +180,22 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const ImportContext& ctx,
   return t;
 }
 
+// What a type Quilt cannot hold is, for messages; "" for a holdable tensor type (or no type).
+std::string unsupported_type(const onnx::TypeProto& t) {
+  if (t.has_tensor_type()) {
+    const int32_t e = t.tensor_type().elem_type();
+    if (e == 0 || dtype_supported(static_cast<DType>(e))) return "";
+    std::string name = onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(e));
+    if (name.empty()) name = "element type " + std::to_string(e);
+    return "a tensor of " + name;
+  }
+  if (t.has_sequence_type()) return "a sequence";
+  if (t.has_optional_type()) return "an optional";
+  if (t.has_map_type()) return "a map";
+  if (t.has_sparse_tensor_type()) return "a sparse tensor";
+  return "";
+}
+
 ValueInfo value_info_from_proto(const onnx::ValueInfoProto& v) {
   ValueInfo info;
   info.name = v.name();
@@ -265,6 +281,10 @@ std::shared_ptr<Graph> graph_from_proto(const onnx::GraphProto& g, const ImportC
         tensor_from_proto(init, ctx, "initializer '" + init.name() + "'");
   for (const auto& v : g.input()) graph->inputs.push_back(value_info_from_proto(v));
   for (const auto& v : g.output()) graph->outputs.push_back(value_info_from_proto(v));
+  for (const auto* list : {&g.input(), &g.output()})
+    for (const auto& v : *list)
+      if (std::string what = unsupported_type(v.type()); !what.empty())
+        graph->unsupported_types[v.name()] = what;
   for (const auto& v : g.value_info()) graph->value_info[v.name()] = value_info_from_proto(v);
   for (const auto& n : g.node()) {
     Node node;
@@ -279,7 +299,8 @@ std::shared_ptr<Graph> graph_from_proto(const onnx::GraphProto& g, const ImportC
     std::string where = "[";
     where += node.display();
     where += "]";
-    for (const auto& a : n.attribute()) node.attributes[a.name()] = attribute_from_proto(a, ctx, where);
+    for (const auto& a : n.attribute())
+      node.attributes[a.name()] = attribute_from_proto(a, ctx, where);
     graph->nodes.push_back(std::move(node));
   }
   return graph;

@@ -8,6 +8,7 @@ namespace {
 struct Problems {
   std::vector<std::string> structural;
   std::map<std::string, std::vector<std::string>> unsupported;  // "Op (opset N)" -> nodes
+  std::vector<std::string> unsupported_values;
 };
 
 void validate_graph(const Graph& g, const std::set<std::string>& outer,
@@ -58,6 +59,8 @@ void validate_graph(const Graph& g, const std::set<std::string>& outer,
                        scope + "[" + n.display() + " subgraph '" + a.name + "'] ");
     }
   }
+  for (const auto& [name, what] : g.unsupported_types)
+    p.unsupported_values.push_back(scope + "'" + name + "' is " + what);
   for (const auto& out : g.outputs)
     if (!defined.count(out.name))
       p.structural.push_back(scope + "graph output '" + out.name + "' is never produced");
@@ -73,7 +76,7 @@ void validate_graph(const Graph& g, const std::set<std::string>& outer,
 void validate_model(const Model& model, const SchemaRegistry& schemas) {
   Problems p;
   validate_graph(model.graph, {}, schemas, p, "");
-  if (p.structural.empty() && p.unsupported.empty()) return;
+  if (p.structural.empty() && p.unsupported.empty() && p.unsupported_values.empty()) return;
   std::string msg;
   if (!p.structural.empty()) {
     msg = "model '" + model.path + "' is invalid (" + std::to_string(p.structural.size()) +
@@ -88,6 +91,13 @@ void validate_model(const Model& model, const SchemaRegistry& schemas) {
       for (size_t i = 0; i < nodes.size() && i < 10; ++i) msg += (i ? ", " : "") + nodes[i];
       if (nodes.size() > 10) msg += " and " + std::to_string(nodes.size() - 10) + " more";
     }
+  }
+  if (!p.unsupported_values.empty()) {
+    if (!msg.empty()) msg += "\n";
+    msg += "model '" + model.path +
+           "' has graph inputs/outputs of types Quilt cannot hold (it holds tensors of "
+           "float16/32/64, int8-64, uint8-64 and bool):";
+    for (const auto& v : p.unsupported_values) msg += "\n  - " + v;
   }
   throw Error(p.structural.empty() ? ErrorCode::NotImplemented : ErrorCode::InvalidModel, msg);
 }

@@ -142,3 +142,15 @@ TEST(Import, TensorFilesRoundTrip) {
   EXPECT_EQ(back.data<int32_t>()[3], -4);
   std::filesystem::remove(path);
 }
+
+TEST(Import, InputsAndOutputsOfTypesQuiltCannotHoldAreNotImplemented) {
+  expect_error(
+      [] {
+        validate_model(load_model_file(kDir + "/sequence_io.onnx"), SchemaRegistry::builtin());
+      },
+      ErrorCode::NotImplemented,
+      {"types Quilt cannot hold", "'s' is a sequence", "'t' is a sequence"});
+  expect_error(
+      [] { validate_model(load_model_file(kDir + "/string_io.onnx"), SchemaRegistry::builtin()); },
+      ErrorCode::NotImplemented, {"'s' is a tensor of STRING"});
+}

@@ -152,3 +152,14 @@ np.save(out / "add_relu_x.npy", x)
 np.save(out / "add_relu_y.npy", np.maximum(x + w, 0))
 np.save(out / "int_input.npy", np.zeros((2, 4), dtype=np.int64))
 print(f"wrote test models to {out}")
+
+# Graph inputs/outputs of types Quilt cannot hold: a sequence and a string tensor
+seq = helper.make_model(helper.make_graph(
+    [helper.make_node("Identity", ["s"], ["t"], name="id")], "sequence",
+    [helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, None)],
+    [helper.make_tensor_sequence_value_info("t", TensorProto.FLOAT, None)]), opset_imports=OPSET)
+save(seq, "sequence_io.onnx")
+strings = helper.make_model(helper.make_graph(
+    [helper.make_node("Identity", ["s"], ["t"], name="id")], "strings",
+    [vi("s", TensorProto.STRING, [2])], [vi("t", TensorProto.STRING, [2])]), opset_imports=OPSET)
+save(strings, "string_io.onnx")
