@@ -1,8 +1,280 @@
-// Schemas and shape inference of the quantization op family.
+// Schemas and shape inference of the quantization op family: QuantizeLinear, DequantizeLinear,
+// DynamicQuantizeLinear, QLinearMatMul and QLinearConv.
+//
+// Element types the spec allows but Quilt's Tensor cannot hold (float8, 4-bit, 2-bit, bfloat16)
+// arrive as Undefined; inference then leaves the output dtype Undefined and the kernels' support
+// functions refuse the node, so such models are reported as not implemented, not as invalid.
+#include <algorithm>
+#include <string>
+
 #include "core/op_schema.hpp"
+#include "core/ops/quantization_layout.hpp"
 
 namespace quilt {
+namespace {
 
-void register_quantization_schemas(SchemaRegistry& r) { (void)r; }
+bool is_one_of(DType d, std::initializer_list<DType> allowed) {
+  return std::find(allowed.begin(), allowed.end(), d) != allowed.end();
+}
+
+// Fails unless input i's dtype is one of `allowed` or unknown.
+void check_dtype(const InferenceContext& ctx, size_t i, std::initializer_list<DType> allowed,
+                 const char* what) {
+  if (!ctx.has_input(i)) return;
+  const DType d = ctx.input_dtype(i);
+  if (d == DType::Undefined || is_one_of(d, allowed)) return;
+  std::string names;
+  for (DType t : allowed) names += std::string(names.empty() ? "" : ", ") + dtype_name(t);
+  ctx.fail(std::string(what) + " '" + ctx.node().inputs[i] + "' has dtype " + dtype_name(d) +
+           ", expected one of " + names);
+}
+
+// Scale (input 1) and zero point (input 2) against x (input 0): same shapes, and a layout from
+// quantization_layout.hpp.
+void check_scale_and_zero_point(const InferenceContext& ctx) {
+  const Node& n = ctx.node();
+  const int64_t axis = n.attr_int("axis", 1);
+  const int64_t block_size = ctx.opset() >= 21 ? n.attr_int("block_size", 0) : 0;
+  const auto& x = ctx.input_shape(0);
+  const auto& s = ctx.input_shape(1);
+  QuantLayout layout;
+  if (std::string err = quant_layout(x, s, axis, block_size, layout); !err.empty()) ctx.fail(err);
+  if (!ctx.has_input(2)) return;
+  const auto& z = ctx.input_shape(2);
+  auto numel = [](const std::vector<int64_t>& v) {
+    int64_t p = 1;
+    for (int64_t d : v) p = (p < 0 || d < 0) ? -1 : p * d;
+    return p;
+  };
+  // A scalar and a one-element vector are the same per-tensor parameter.
+  if (numel(s) == 1 && numel(z) == 1 && s.size() <= 1 && z.size() <= 1) return;
+  bool same = s.size() == z.size();
+  for (size_t i = 0; same && i < s.size(); ++i) same = s[i] < 0 || z[i] < 0 || s[i] == z[i];
+  if (!same)
+    ctx.fail("zero point has shape " + to_string(z) + ", expected the scale's shape " +
+             to_string(s));
+}
+
+// y = saturate(round(x / y_scale) + y_zero_point). The output type is the zero point's, else the
+// output_dtype attribute (opset 21+), else uint8.
+void infer_quantize(InferenceContext& ctx) {
+  check_dtype(ctx, 0, {DType::Float32, DType::Float16, DType::Int32}, "x");
+  check_dtype(ctx, 1, {DType::Float32, DType::Float16, DType::Int32}, "y_scale");
+  const int64_t output_dtype = ctx.opset() >= 21 ? ctx.node().attr_int("output_dtype", 0) : 0;
+  if (output_dtype != 0 && !is_unholdable_quant_type(output_dtype) &&
+      !is_one_of(static_cast<DType>(output_dtype),
+                 {DType::Int8, DType::UInt8, DType::Int16, DType::UInt16}))
+    ctx.fail("output_dtype " + std::to_string(output_dtype) +
+             " is not a quantized type (int8, uint8, int16, uint16, float8, int4, uint4, ...)");
+  DType out = DType::UInt8;
+  if (ctx.has_input(2)) {
+    out = ctx.input_dtype(2);
+    if (out != DType::Undefined && output_dtype != 0 && static_cast<int64_t>(out) != output_dtype)
+      ctx.fail(std::string("output_dtype ") + std::to_string(output_dtype) +
+               " does not match y_zero_point's dtype " + dtype_name(out));
+    check_dtype(ctx, 2, {DType::Int8, DType::UInt8, DType::Int16, DType::UInt16}, "y_zero_point");
+  } else if (output_dtype != 0) {
+    out = is_unholdable_quant_type(output_dtype) ? DType::Undefined
+                                                 : static_cast<DType>(output_dtype);
+  }
+  const int64_t precision = ctx.opset() >= 23 ? ctx.node().attr_int("precision", 0) : 0;
+  if (precision != 0 && precision != static_cast<int64_t>(DType::Float32) &&
+      precision != static_cast<int64_t>(DType::Float16) && precision != 16 /* bfloat16 */ &&
+      precision != static_cast<int64_t>(DType::Int32))
+    ctx.fail("precision " + std::to_string(precision) +
+             " is not float32 (1), float16 (10), bfloat16 (16) or int32 (6)");
+  check_scale_and_zero_point(ctx);
+  ctx.set_output(0, out, ctx.input_shape(0));
+}
+
+// y = (x - x_zero_point) * x_scale, of the output_dtype attribute's type (opset 23+) or the
+// scale's.
+void infer_dequantize(InferenceContext& ctx) {
+  check_dtype(ctx, 0, {DType::Int8, DType::UInt8, DType::Int16, DType::UInt16, DType::Int32}, "x");
+  check_dtype(ctx, 1, {DType::Float32, DType::Float16}, "x_scale");
+  if (ctx.has_input(2)) {
+    const DType x = ctx.input_dtype(0), z = ctx.input_dtype(2);
+    if (x != DType::Undefined && z != DType::Undefined && x != z)
+      ctx.fail(std::string("x_zero_point has dtype ") + dtype_name(z) + ", expected x's dtype " +
+               dtype_name(x));
+  }
+  DType out = ctx.input_dtype(1);
+  const int64_t output_dtype = ctx.opset() >= 23 ? ctx.node().attr_int("output_dtype", 0) : 0;
+  if (output_dtype != 0) {
+    if (output_dtype == 16) {  // bfloat16: valid, not holdable
+      out = DType::Undefined;
+    } else if (output_dtype == static_cast<int64_t>(DType::Float32) ||
+               output_dtype == static_cast<int64_t>(DType::Float16)) {
+      out = static_cast<DType>(output_dtype);
+    } else {
+      ctx.fail("output_dtype " + std::to_string(output_dtype) +
+               " is not float32 (1), float16 (10) or bfloat16 (16)");
+    }
+  }
+  check_scale_and_zero_point(ctx);
+  ctx.set_output(0, out, ctx.input_shape(0));
+}
+
+void infer_dynamic_quantize(InferenceContext& ctx) {
+  check_dtype(ctx, 0, {DType::Float32}, "x");
+  ctx.set_output(0, DType::UInt8, ctx.input_shape(0));
+  ctx.set_output(1, DType::Float32, {});
+  ctx.set_output(2, DType::UInt8, {});
+}
+
+// Per-tensor parameters must hold one value; per-row/column ones `count` values (-1: any).
+void check_param_size(const InferenceContext& ctx, size_t i, int64_t count, const char* what) {
+  const auto& s = ctx.input_shape(i);
+  int64_t n = 1;
+  for (int64_t d : s) n = (n < 0 || d < 0) ? -1 : n * d;
+  if (s.size() > 1 || (n >= 0 && n != 1 && (count < 0 || n != count)))
+    ctx.fail(std::string(what) + " has shape " + to_string(s) + ", expected a scalar" +
+             (count >= 0 ? " or " + std::to_string(count) + " values" : std::string()));
+}
+
+// QLinearMatMul: MatMul's shapes (numpy batch broadcasting), output of y_zero_point's type.
+void infer_qlinear_matmul(InferenceContext& ctx) {
+  check_dtype(ctx, 0, {DType::Int8, DType::UInt8}, "a");
+  check_dtype(ctx, 3, {DType::Int8, DType::UInt8}, "b");
+  check_dtype(ctx, 7, {DType::Int8, DType::UInt8}, "y_zero_point");
+  for (size_t i : {1, 4, 6})
+    check_dtype(ctx, i,
+                ctx.opset() >= 21 ? std::initializer_list<DType>{DType::Float32, DType::Float16}
+                                  : std::initializer_list<DType>{DType::Float32},
+                "scale");
+  std::vector<int64_t> a = ctx.input_shape(0), b = ctx.input_shape(3);
+  if (a.empty() || b.empty())
+    ctx.fail("a " + to_string(a) + " and b " + to_string(b) + " must have rank >= 1");
+  const bool a_vec = a.size() == 1, b_vec = b.size() == 1;
+  if (a_vec) a.insert(a.begin(), 1);
+  if (b_vec) b.push_back(1);
+  const int64_t ka = a.back(), kb = b[b.size() - 2];
+  if (ka >= 0 && kb >= 0 && ka != kb)
+    ctx.fail("a " + to_string(ctx.input_shape(0)) + " and b " + to_string(ctx.input_shape(3)) +
+             " have inner dims " + std::to_string(ka) + " and " + std::to_string(kb) +
+             ", expected equal");
+  check_param_size(ctx, 1, a[a.size() - 2], "a_scale");
+  check_param_size(ctx, 2, a[a.size() - 2], "a_zero_point");
+  check_param_size(ctx, 4, b.back(), "b_scale");
+  check_param_size(ctx, 5, b.back(), "b_zero_point");
+  check_param_size(ctx, 6, a[a.size() - 2], "y_scale");
+  check_param_size(ctx, 7, a[a.size() - 2], "y_zero_point");
+  std::vector<int64_t> out = broadcast_shapes(ctx, std::vector<int64_t>(a.begin(), a.end() - 2),
+                                              std::vector<int64_t>(b.begin(), b.end() - 2));
+  if (!a_vec) out.push_back(a[a.size() - 2]);
+  if (!b_vec) out.push_back(b.back());
+  ctx.set_output(0, ctx.input_dtype(7), out);
+}
+
+// QLinearConv: Conv's window attributes and output size; output of y_zero_point's type.
+void infer_qlinear_conv(InferenceContext& ctx) {
+  const Node& n = ctx.node();
+  check_dtype(ctx, 0, {DType::Int8, DType::UInt8}, "x");
+  check_dtype(ctx, 2, {DType::Int8, DType::UInt8}, "x_zero_point");
+  check_dtype(ctx, 3, {DType::Int8, DType::UInt8}, "w");
+  check_dtype(ctx, 5, {DType::Int8, DType::UInt8}, "w_zero_point");
+  check_dtype(ctx, 7, {DType::Int8, DType::UInt8}, "y_zero_point");
+  check_dtype(ctx, 8, {DType::Int32}, "B");
+  for (size_t i : {1, 4, 6}) check_dtype(ctx, i, {DType::Float32}, "scale");
+  const auto& x = ctx.input_shape(0);
+  const auto& w = ctx.input_shape(3);
+  if (x.size() < 3) ctx.fail("x has shape " + to_string(x) + ", expected rank >= 3 (N, C, ...)");
+  if (w.size() != x.size())
+    ctx.fail("w has shape " + to_string(w) + ", expected rank " + std::to_string(x.size()));
+  const size_t sp = x.size() - 2;
+  const int64_t group = n.attr_int("group", 1);
+  if (group <= 0) ctx.fail("group " + std::to_string(group) + " must be positive");
+  if (x[1] >= 0 && w[1] >= 0 && x[1] != w[1] * group)
+    ctx.fail("x has " + std::to_string(x[1]) + " channels but w " + to_string(w) + " with group " +
+             std::to_string(group) + " expects " + std::to_string(w[1] * group));
+  if (w[0] >= 0 && w[0] % group != 0)
+    ctx.fail("w has " + std::to_string(w[0]) + " output channels, not a multiple of group " +
+             std::to_string(group));
+  check_param_size(ctx, 1, -1, "x_scale");
+  check_param_size(ctx, 2, -1, "x_zero_point");
+  check_param_size(ctx, 4, w[0], "w_scale");
+  check_param_size(ctx, 5, w[0], "w_zero_point");
+  check_param_size(ctx, 6, -1, "y_scale");
+  check_param_size(ctx, 7, -1, "y_zero_point");
+  if (ctx.has_input(8)) {
+    const auto& b = ctx.input_shape(8);
+    if (b.size() != 1 || (b[0] >= 0 && w[0] >= 0 && b[0] != w[0]))
+      ctx.fail("B has shape " + to_string(b) + ", expected [" + std::to_string(w[0]) + "]");
+  }
+  std::vector<int64_t> kernel = n.attr_ints("kernel_shape");
+  if (kernel.empty()) kernel.assign(w.begin() + 2, w.end());
+  const auto strides = n.attr_ints("strides", std::vector<int64_t>(sp, 1));
+  const auto dilations = n.attr_ints("dilations", std::vector<int64_t>(sp, 1));
+  const auto pads = n.attr_ints("pads", std::vector<int64_t>(2 * sp, 0));
+  const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
+  if (kernel.size() != sp || strides.size() != sp || dilations.size() != sp ||
+      pads.size() != 2 * sp)
+    ctx.fail("kernel_shape " + to_string(kernel) + ", strides " + to_string(strides) +
+             ", dilations " + to_string(dilations) + " and pads " + to_string(pads) +
+             " must have " + std::to_string(sp) + " values each (pads " + std::to_string(2 * sp) +
+             ")");
+  for (size_t i = 0; i < sp; ++i) {
+    if (w[i + 2] >= 0 && kernel[i] != w[i + 2])
+      ctx.fail("kernel_shape " + to_string(kernel) + " does not match w " + to_string(w));
+    if (strides[i] <= 0 || dilations[i] <= 0 || pads[i] < 0 || pads[i + sp] < 0)
+      ctx.fail("strides and dilations must be positive and pads non-negative");
+  }
+  if (auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "SAME_UPPER" &&
+      auto_pad != "SAME_LOWER")
+    ctx.fail("auto_pad '" + auto_pad + "' is not one of NOTSET, VALID, SAME_UPPER, SAME_LOWER");
+  std::vector<int64_t> y = {x[0], w[0]};
+  for (size_t i = 0; i < sp; ++i) {
+    const int64_t in = x[i + 2];
+    const int64_t dk = (kernel[i] - 1) * dilations[i] + 1;
+    int64_t out = -1;
+    if (in >= 0) {
+      if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+        out = (in + strides[i] - 1) / strides[i];
+      } else {
+        const int64_t padded = auto_pad == "VALID" ? in : in + pads[i] + pads[i + sp];
+        if (padded < dk)
+          ctx.fail("spatial dim " + std::to_string(i) + " is " + std::to_string(in) +
+                   " (with padding " + std::to_string(padded) +
+                   "), smaller than the dilated kernel " + std::to_string(dk));
+        out = (padded - dk) / strides[i] + 1;
+      }
+    }
+    y.push_back(out);
+  }
+  ctx.set_output(0, ctx.input_dtype(7), y);
+}
+
+}  // namespace
+
+void register_quantization_schemas(SchemaRegistry& r) {
+  // Later opsets only add attributes (axis 13, saturate 19, block_size/output_dtype 21,
+  // precision 23) and element types; the attributes are read only from the opset that has them.
+  r.add({.op_type = "QuantizeLinear",
+         .min_opset = 10,
+         .min_inputs = 2,
+         .max_inputs = 3,
+         .infer = infer_quantize});
+  r.add({.op_type = "DequantizeLinear",
+         .min_opset = 10,
+         .min_inputs = 2,
+         .max_inputs = 3,
+         .infer = infer_dequantize});
+  r.add({.op_type = "DynamicQuantizeLinear",
+         .min_opset = 11,
+         .min_outputs = 3,
+         .max_outputs = 3,
+         .infer = infer_dynamic_quantize});
+  // Opset 21 allows float16 scales (and float8 data).
+  r.add({.op_type = "QLinearMatMul",
+         .min_opset = 10,
+         .min_inputs = 8,
+         .max_inputs = 8,
+         .infer = infer_qlinear_matmul});
+  r.add({.op_type = "QLinearConv",
+         .min_opset = 10,
+         .min_inputs = 8,
+         .max_inputs = 9,
+         .infer = infer_qlinear_conv});
+}
 
 }  // namespace quilt

@@ -1,8 +1,261 @@
-// CPU kernels of the quantization op family.
+// CPU kernels of the quantization op family: QuantizeLinear, DequantizeLinear and
+// DynamicQuantizeLinear here; QLinearMatMul and QLinearConv in quantization_qlinear.cpp.
+//
+// QuantizeLinear divides in the precision the spec names (the `precision` attribute, else the
+// scale's type; float16 division is a float32 division rounded to float16, which is correctly
+// rounded) and rounds half to even with saturation. Integer outputs only: float8 and 4/2-bit
+// types cannot be held by a Tensor and are refused.
+#include <algorithm>
+#include <limits>
+
 #include "backends/cpu/kernel.hpp"
+#include "backends/cpu/kernels/broadcast.hpp"
+#include "backends/cpu/kernels/quantization_common.hpp"
+#include "core/ops/quantization_layout.hpp"
 
 namespace quilt::cpu {
 
-void register_cpu_quantization(KernelRegistry& r) { (void)r; }
+void register_cpu_qlinear(KernelRegistry& r);
+
+namespace {
+
+// Calls fn(element_begin, count, param_begin, param_step) over runs of x's elements that share
+// one parameter (param_step 0) or walk the parameters one by one (param_step 1, blocked).
+template <class Fn>
+void for_each_param_run(const ThreadPool& pool, const QuantLayout& l, int64_t numel, Fn&& fn) {
+  if (numel == 0) return;
+  if (l.kind == QuantLayout::Kind::PerTensor) {
+    pool.parallel_for(numel, kElementwiseGrain, [&](int64_t b, int64_t e) { fn(b, e - b, 0, 0); });
+    return;
+  }
+  const int64_t rows = l.outer * l.dim;
+  const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, l.inner));
+  const int64_t nb = l.blocks();
+  pool.parallel_for(rows, grain, [&](int64_t rb, int64_t re) {
+    for (int64_t r = rb; r < re; ++r) {
+      const int64_t o = r / l.dim, a = r % l.dim;
+      if (l.kind == QuantLayout::Kind::PerAxis)
+        fn(r * l.inner, l.inner, a, 0);
+      else
+        fn(r * l.inner, l.inner, (o * nb + a / l.block) * l.inner, 1);
+    }
+  });
+}
+
+QuantLayout layout_of(const KernelContext& ctx) {
+  const Node& n = ctx.node;
+  const int64_t block_size = n.opset >= 21 ? n.attr_int("block_size", 0) : 0;
+  QuantLayout l;
+  std::string err = quant_layout(ctx.input(0).shape(), ctx.input(1).shape(), n.attr_int("axis", 1),
+                                 block_size, l);
+  if (!err.empty()) n.fail(err);
+  if (ctx.has_input(2) && ctx.input(2).numel() != ctx.input(1).numel())
+    n.fail("zero point has shape " + to_string(ctx.input(2).shape()) +
+           ", expected the scale's shape " + to_string(ctx.input(1).shape()));
+  return l;
+}
+
+// ---- QuantizeLinear ----
+
+// The division's precision: the precision attribute (opset 23+), else the scale's type. When x
+// and the scale differ without the attribute, the spec (scale's type) and onnx's reference
+// (numpy promotion) disagree, so such nodes are refused.
+DType quantize_precision(const Node& n, DType x, DType scale, std::string* reason) {
+  const int64_t p = n.opset >= 23 ? n.attr_int("precision", 0) : 0;
+  if (p == static_cast<int64_t>(DType::Float32) || p == static_cast<int64_t>(DType::Float16))
+    return static_cast<DType>(p);
+  if (p != 0) {
+    *reason = "precision " + std::to_string(p) + " is not supported (float32 and float16 are)";
+    return DType::Undefined;
+  }
+  if (x != DType::Undefined && scale != DType::Undefined && x != scale) {
+    *reason = std::string("x is ") + dtype_name(x) + " but y_scale " + dtype_name(scale) +
+              ": set the precision attribute to say which type divides";
+    return DType::Undefined;
+  }
+  return scale;
+}
+
+std::string quantize_support(const NodeSignature& sig) {
+  const Node& n = sig.node;
+  if (unholdable_input(sig, 0) || unholdable_input(sig, 1))
+    return "x or y_scale has an element type Quilt cannot hold (bfloat16?)";
+  if (unholdable_input(sig, 2) || is_unholdable_quant_type(n.attr_int("output_dtype", 0)))
+    return "quantizing to float8, 4-bit or 2-bit types is not supported (Quilt's tensors cannot "
+           "hold them); int8, uint8, int16 and uint16 are";
+  const DType x = sig.inputs[0].dtype, s = sig.inputs[1].dtype;
+  if (!dtype_in(x, {DType::Float32, DType::Float16}))
+    return std::string("x is ") + dtype_name(x) + "; the CPU kernel supports float32, float16";
+  if (!dtype_in(s, {DType::Float32, DType::Float16}))
+    return std::string("y_scale is ") + dtype_name(s) +
+           "; the CPU kernel supports float32, float16";
+  std::string reason;
+  quantize_precision(n, x, s, &reason);
+  return reason;
+}
+
+template <class Y>
+void quantize(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& s = ctx.input(1);
+  std::string reason;
+  const DType prec = quantize_precision(ctx.node, x.dtype(), s.dtype(), &reason);
+  if (!reason.empty()) ctx.node.fail(reason, ErrorCode::NotImplemented);
+  const QuantLayout l = layout_of(ctx);
+  const std::vector<float> scale = float_values(s);
+  const std::vector<int64_t> zp = int_values(ctx.optional_input(2), s.numel());
+  Y* y = ctx.output(0).data<Y>();
+  const bool x_half = x.dtype() == DType::Float16;
+  const float* xf = x_half ? nullptr : x.data<float>();
+  const uint16_t* xh = x_half ? x.data<uint16_t>() : nullptr;
+  const bool half_div = prec == DType::Float16;
+  for_each_param_run(ctx.pool, l, x.numel(), [&](int64_t e, int64_t n, int64_t p, int64_t step) {
+    for (int64_t i = 0; i < n; ++i) {
+      const auto k = static_cast<size_t>(p + i * step);
+      float v = x_half ? half_to_float(xh[e + i]) : xf[e + i];
+      float q;
+      if (half_div)
+        q = round_to_half(round_to_half(v) / scale[k]);
+      else
+        q = v / scale[k];
+      y[e + i] = saturate_round<Y>(q, zp[k]);
+    }
+  });
+}
+
+void run_quantize(KernelContext& ctx) {
+  const DType x = ctx.input(0).dtype(), s = ctx.input(1).dtype();
+  if ((x != DType::Float32 && x != DType::Float16) || (s != DType::Float32 && s != DType::Float16))
+    ctx.node.fail(std::string("x is ") + dtype_name(x) + " and y_scale " + dtype_name(s) +
+                      "; the CPU kernel supports float32 and float16",
+                  ErrorCode::NotImplemented);
+  switch (ctx.output(0).dtype()) {
+    case DType::Int8:
+      return quantize<int8_t>(ctx);
+    case DType::UInt8:
+      return quantize<uint8_t>(ctx);
+    case DType::Int16:
+      return quantize<int16_t>(ctx);
+    case DType::UInt16:
+      return quantize<uint16_t>(ctx);
+    default:
+      ctx.node.fail(
+          std::string("quantizing to ") + dtype_name(ctx.output(0).dtype()) + " is not supported",
+          ErrorCode::NotImplemented);
+  }
+}
+
+// ---- DequantizeLinear ----
+
+std::string dequantize_support(const NodeSignature& sig) {
+  if (unholdable_input(sig, 0) || unholdable_input(sig, 2))
+    return "dequantizing float8, 4-bit or 2-bit types is not supported (Quilt's tensors cannot "
+           "hold them); int8, uint8, int16, uint16 and int32 are";
+  if (unholdable_input(sig, 1)) return "x_scale has an element type Quilt cannot hold (bfloat16?)";
+  if (sig.node.opset >= 23 && sig.node.attr_int("output_dtype", 0) == 16)
+    return "output_dtype bfloat16 is not supported (float32 and float16 are)";
+  const DType x = sig.inputs[0].dtype;
+  if (!dtype_in(x, {DType::Int8, DType::UInt8, DType::Int16, DType::UInt16, DType::Int32}))
+    return std::string("x is ") + dtype_name(x) +
+           "; the CPU kernel supports int8, uint8, int16, uint16, int32";
+  if (!dtype_in(sig.inputs[1].dtype, {DType::Float32, DType::Float16}))
+    return std::string("x_scale is ") + dtype_name(sig.inputs[1].dtype) +
+           "; the CPU kernel supports float32, float16";
+  return "";
+}
+
+// (x - zero_point) * scale: exact differences of 8/16-bit values times the scale in float32 (one
+// rounding; a float16 output is then correctly rounded too since float32 has > 2 * 11 + 2 bits).
+// int32 differences need 33 bits, so they go through double.
+template <class X, class O>
+void dequantize(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& s = ctx.input(1);
+  const QuantLayout l = layout_of(ctx);
+  const std::vector<float> scale = float_values(s);
+  const std::vector<int64_t> zp = int_values(ctx.optional_input(2), s.numel());
+  const X* xp = x.data<X>();
+  O* y = ctx.output(0).data<O>();
+  for_each_param_run(ctx.pool, l, x.numel(), [&](int64_t e, int64_t n, int64_t p, int64_t step) {
+    for (int64_t i = 0; i < n; ++i) {
+      const auto k = static_cast<size_t>(p + i * step);
+      float v;
+      if constexpr (sizeof(X) >= 4)
+        v = static_cast<float>(static_cast<double>(static_cast<int64_t>(xp[e + i]) - zp[k]) *
+                               static_cast<double>(scale[k]));
+      else
+        v = static_cast<float>(static_cast<int32_t>(xp[e + i]) - static_cast<int32_t>(zp[k])) *
+            scale[k];
+      if constexpr (std::is_same_v<O, float>)
+        y[e + i] = v;
+      else
+        y[e + i] = float_to_half(v);
+    }
+  });
+}
+
+template <class X>
+void dequantize_to(KernelContext& ctx) {
+  const DType out = ctx.output(0).dtype();
+  if (out == DType::Float32) return dequantize<X, float>(ctx);
+  if (out == DType::Float16) return dequantize<X, uint16_t>(ctx);
+  ctx.node.fail(std::string("dequantizing to ") + dtype_name(out) + " is not supported",
+                ErrorCode::NotImplemented);
+}
+
+void run_dequantize(KernelContext& ctx) {
+  const DType s = ctx.input(1).dtype();
+  if (s != DType::Float32 && s != DType::Float16)
+    ctx.node.fail(std::string("x_scale is ") + dtype_name(s) + ", expected float32 or float16",
+                  ErrorCode::NotImplemented);
+  switch (ctx.input(0).dtype()) {
+    case DType::Int8:
+      return dequantize_to<int8_t>(ctx);
+    case DType::UInt8:
+      return dequantize_to<uint8_t>(ctx);
+    case DType::Int16:
+      return dequantize_to<int16_t>(ctx);
+    case DType::UInt16:
+      return dequantize_to<uint16_t>(ctx);
+    case DType::Int32:
+      return dequantize_to<int32_t>(ctx);
+    default:
+      ctx.node.fail(std::string("x is ") + dtype_name(ctx.input(0).dtype()) +
+                        "; the CPU kernel supports int8, uint8, int16, uint16, int32",
+                    ErrorCode::NotImplemented);
+  }
+}
+
+// ---- DynamicQuantizeLinear ----
+
+// uint8 quantization over [min(0, min x), max(0, max x)], computed in float32 as onnx's
+// reference does (which also gives scale 1/255 when that range is empty, e.g. all zeros).
+void run_dynamic_quantize(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const float* xp = x.data<float>();
+  float lo = 0, hi = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    lo = std::min(lo, xp[i]);
+    hi = std::max(hi, xp[i]);
+  }
+  const float scale = (hi == lo ? 1.0f : hi - lo) / 255.0f;
+  const float zp_f = std::clamp(0.0f - lo / scale, 0.0f, 255.0f);
+  const auto zp = static_cast<int64_t>(std::nearbyint(zp_f));
+  uint8_t* y = ctx.output(0).data<uint8_t>();
+  ctx.pool.parallel_for(x.numel(), kElementwiseGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) y[i] = saturate_round<uint8_t>(xp[i] / scale, zp);
+  });
+  if (ctx.wants_output(1)) ctx.output(1).data<float>()[0] = scale;
+  if (ctx.wants_output(2)) ctx.output(2).data<uint8_t>()[0] = static_cast<uint8_t>(zp);
+}
+
+}  // namespace
+
+void register_cpu_quantization(KernelRegistry& r) {
+  r.add("QuantizeLinear", quantize_support, run_quantize);
+  r.add("DequantizeLinear", dequantize_support, run_dequantize);
+  r.add("DynamicQuantizeLinear", float_only(), run_dynamic_quantize);
+  register_cpu_qlinear(r);
+}
 
 }  // namespace quilt::cpu
