@@ -1,8 +1,308 @@
-// CPU kernels of the attention op family.
+// CPU kernels of the attention op family. Attention (opsets 23 and 24) here; RotaryEmbedding and
+// RMSNormalization in attention_rope_rms.cpp.
+//
+// Attention works in float for float32 and float16 inputs (rounded once at the end) and in
+// double for float64. Each task takes a block of query rows of one (batch, head): scores, bias,
+// softmax and the product with V happen in a small buffer, so memory stays bounded for long
+// sequences and blocks spread over the pool.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "backends/cpu/blas.hpp"
 #include "backends/cpu/kernel.hpp"
+#include "backends/cpu/kernels/attention_util.hpp"
+#include "core/ops/attention_dims.hpp"
 
 namespace quilt::cpu {
 
-void register_cpu_attention(KernelRegistry& r) { (void)r; }
+void register_cpu_rotary_embedding(KernelRegistry& r);   // attention_rope_rms.cpp
+void register_cpu_rms_normalization(KernelRegistry& r);  // attention_rope_rms.cpp
+
+namespace {
+
+constexpr int64_t kRowBlock = 32;  // query rows per task
+
+// Row-major C[m x n] = alpha * A[m x k] * op(B), op(B) = B^T (n x k) when trans_b else B (k x n).
+void gemm(bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+          const float* b, int64_t ldb, float* c) {
+  sgemm(false, trans_b, m, n, k, alpha, a, k, b, ldb, 0.f, c, n);
+}
+
+void gemm(bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
+          const double* b, int64_t ldb, double* c) {
+  for (int64_t i = 0; i < m; ++i) {
+    double* ci = c + i * n;
+    std::fill(ci, ci + n, 0.0);
+    for (int64_t p = 0; p < k; ++p) {
+      const double aip = alpha * a[i * k + p];
+      if (trans_b) {
+        for (int64_t j = 0; j < n; ++j) ci[j] += aip * b[j * ldb + p];
+      } else {
+        const double* bp = b + p * ldb;
+        for (int64_t j = 0; j < n; ++j) ci[j] += aip * bp[j];
+      }
+    }
+  }
+}
+
+// A (batch, seq, heads * size) tensor as (batch, heads, seq, size); a 4-D one as is.
+template <class A>
+std::vector<A> load_heads(const Tensor& t, bool three_d, int64_t heads) {
+  std::vector<A> flat(static_cast<size_t>(t.numel()));
+  load_as(t, flat.data());
+  if (!three_d) return flat;
+  const int64_t batch = t.dim(0), seq = t.dim(1), size = t.dim(2) / heads;
+  std::vector<A> out(flat.size());
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t s = 0; s < seq; ++s)
+      for (int64_t h = 0; h < heads; ++h)
+        std::copy_n(flat.data() + ((b * seq + s) * heads + h) * size, size,
+                    out.data() + ((b * heads + h) * seq + s) * size);
+  return out;
+}
+
+// past (batch, heads, past_seq, size) followed by cur (batch, heads, seq, size) along the
+// sequence axis.
+template <class A>
+std::vector<A> concat_past(const Tensor* past, std::vector<A> cur, int64_t batch, int64_t heads,
+                           int64_t seq, int64_t size) {
+  if (!past || past->dim(2) == 0) return cur;
+  const int64_t past_seq = past->dim(2), total = past_seq + seq;
+  std::vector<A> p(static_cast<size_t>(past->numel()));
+  load_as(*past, p.data());
+  std::vector<A> out(static_cast<size_t>(batch * heads * total * size));
+  for (int64_t bh = 0; bh < batch * heads; ++bh) {
+    std::copy_n(p.data() + bh * past_seq * size, past_seq * size, out.data() + bh * total * size);
+    std::copy_n(cur.data() + bh * seq * size, seq * size,
+                out.data() + (bh * total + past_seq) * size);
+  }
+  return out;
+}
+
+// In-place softmax of one row in precision P.
+template <class P, class A>
+void softmax_row(A* row, int64_t n) {
+  P max = -std::numeric_limits<P>::infinity();
+  for (int64_t j = 0; j < n; ++j) max = std::max<P>(max, static_cast<P>(row[j]));
+  // A row masked everywhere has max = -inf and gives NaN, as the spec's Softmax does.
+  P sum = 0;
+  std::vector<P> e(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) {
+    e[j] = std::exp(static_cast<P>(row[j]) - max);
+    sum += e[j];
+  }
+  for (int64_t j = 0; j < n; ++j) row[j] = static_cast<A>(e[j] / sum);
+}
+
+struct AttentionAttrs {
+  bool causal = false;
+  float scale = 0;  // 0 = 1 / sqrt(head_size)
+  float softcap = 0;
+  int64_t qk_mode = 0;
+  bool softmax_double = false;
+};
+
+AttentionAttrs attention_attrs(const Node& node) {
+  AttentionAttrs a;
+  a.causal = node.attr_int("is_causal", 0) != 0;
+  a.scale = node.has_attr("scale") ? node.attr_float("scale", 0) : 0.f;
+  a.softcap = node.attr_float("softcap", 0);
+  a.qk_mode = node.attr_int("qk_matmul_output_mode", 0);
+  a.softmax_double = node.attr_int("softmax_precision", 1) == static_cast<int64_t>(DType::Float64);
+  return a;
+}
+
+template <class A>
+void run_attention(KernelContext& ctx) {
+  const Node& node = ctx.node;
+  const Tensor& q = ctx.input(0);
+  const Tensor& k = ctx.input(1);
+  const Tensor& v = ctx.input(2);
+  const Tensor* mask = ctx.optional_input(3);
+  const Tensor* past_key = ctx.optional_input(4);
+  const Tensor* past_value = ctx.optional_input(5);
+  const Tensor* nonpad = ctx.optional_input(6);
+  const AttentionDims d = attention_dims(
+      node, q.shape(), k.shape(), v.shape(), mask ? &mask->shape() : nullptr,
+      past_key ? &past_key->shape() : nullptr, past_value ? &past_value->shape() : nullptr,
+      nonpad ? &nonpad->shape() : nullptr);
+  const AttentionAttrs at = attention_attrs(node);
+  const int64_t batch = d.batch, hq = d.q_heads, hkv = d.kv_heads, sq = d.q_seq;
+  const int64_t total = d.total_seq, hs = d.head_size, vhs = d.v_head_size, past = d.past_seq;
+
+  const std::vector<A> qa = load_heads<A>(q, d.three_d, hq);
+  const std::vector<A> ka =
+      concat_past(past_key, load_heads<A>(k, d.three_d, hkv), batch, hkv, d.kv_seq, hs);
+  const std::vector<A> va =
+      concat_past(past_value, load_heads<A>(v, d.three_d, hkv), batch, hkv, d.kv_seq, vhs);
+  if (ctx.wants_output(1)) store_as(ka.data(), ctx.output(1), 0, static_cast<int64_t>(ka.size()));
+  if (ctx.wants_output(2)) store_as(va.data(), ctx.output(2), 0, static_cast<int64_t>(va.size()));
+  Tensor& y = ctx.output(0);
+  Tensor* qk = ctx.wants_output(3) ? &ctx.output(3) : nullptr;
+  if (total == 0 || sq == 0 || batch == 0 || hq == 0) return;  // Y stays zero: no keys to mix
+
+  // The mask as additive bias in A, with its broadcast strides over (batch, heads, q_seq, key).
+  std::vector<A> bias;
+  int64_t mstride[4] = {0, 0, 0, 0}, mask_len = 0;
+  if (mask) {
+    bias.resize(static_cast<size_t>(mask->numel()));
+    load_mask(*mask, bias.data());
+    std::vector<int64_t> ms(4 - mask->shape().size(), 1);
+    ms.insert(ms.end(), mask->shape().begin(), mask->shape().end());
+    int64_t s = 1;
+    for (int i = 3; i >= 0; --i) {
+      mstride[i] = ms[i] == 1 ? 0 : s;
+      s *= ms[i];
+    }
+    mstride[3] = 1;  // the key axis is padded, never broadcast
+    mask_len = ms[3];
+  }
+  std::vector<int64_t> valid_keys;  // per batch, from nonpad_kv_seqlen
+  if (nonpad) valid_keys.assign(nonpad->data<int64_t>(), nonpad->data<int64_t>() + batch);
+
+  const A scale = at.scale != 0 ? static_cast<A>(at.scale)
+                                : static_cast<A>(1.0 / std::sqrt(static_cast<double>(hs)));
+  const A softcap = static_cast<A>(at.softcap);
+  const A neg_inf = -std::numeric_limits<A>::infinity();
+  const int64_t group = hq / hkv;
+  const int64_t blocks = (sq + kRowBlock - 1) / kRowBlock;
+  const int64_t cost = std::min(sq, kRowBlock) * total * (hs + vhs + 8);
+  ctx.pool.parallel_for(
+      batch * hq * blocks, std::max<int64_t>(1, 65536 / std::max<int64_t>(cost, 1)),
+      [&](int64_t begin, int64_t end) {
+        std::vector<A> scores(static_cast<size_t>(kRowBlock * total));
+        std::vector<A> out(static_cast<size_t>(kRowBlock * vhs));
+        for (int64_t task = begin; task < end; ++task) {
+          const int64_t blk = task % blocks, bh = task / blocks;
+          const int64_t b = bh / hq, h = bh % hq, kvh = h / group;
+          const int64_t r0 = blk * kRowBlock, rows = std::min(kRowBlock, sq - r0);
+          const A* qp = qa.data() + (bh * sq + r0) * hs;
+          const A* kp = ka.data() + (b * hkv + kvh) * total * hs;
+          const A* vp = va.data() + (b * hkv + kvh) * total * vhs;
+          A* s = scores.data();
+          if (hs > 0)
+            gemm(true, rows, total, hs, scale, qp, kp, hs, s);
+          else
+            std::fill_n(s, rows * total, A(0));
+          const int64_t qk_off = (bh * sq + r0) * total;
+          if (qk && at.qk_mode == 0) store_as(s, *qk, qk_off, rows * total);
+          if (at.softcap > 0)
+            for (int64_t i = 0; i < rows * total; ++i) s[i] = softcap * std::tanh(s[i] / softcap);
+          if (qk && at.qk_mode == 1) store_as(s, *qk, qk_off, rows * total);
+          for (int64_t r = 0; r < rows; ++r) {
+            const int64_t qi = r0 + r;
+            A* row = s + r * total;
+            if (mask) {
+              const A* m = bias.data() + b * mstride[0] + h * mstride[1] + qi * mstride[2];
+              const int64_t n = std::min(mask_len, total);
+              for (int64_t j = 0; j < n; ++j) row[j] += m[j];
+              for (int64_t j = n; j < total; ++j) row[j] = neg_inf;
+            }
+            // Upper-left aligned causal mask, shifted by the cached keys.
+            if (at.causal)
+              for (int64_t j = std::max<int64_t>(0, qi + past + 1); j < total; ++j)
+                row[j] = neg_inf;
+            if (nonpad)
+              for (int64_t j = std::max<int64_t>(0, valid_keys[b]); j < total; ++j)
+                row[j] = neg_inf;
+          }
+          if (qk && at.qk_mode == 2) store_as(s, *qk, qk_off, rows * total);
+          for (int64_t r = 0; r < rows; ++r) {
+            if (at.softmax_double)
+              softmax_row<double>(s + r * total, total);
+            else
+              softmax_row<A>(s + r * total, total);
+          }
+          if (qk && at.qk_mode == 3) store_as(s, *qk, qk_off, rows * total);
+          if (vhs == 0) continue;
+          gemm(false, rows, vhs, total, A(1), s, vp, vhs, out.data());
+          for (int64_t r = 0; r < rows; ++r) {
+            const int64_t qi = r0 + r;
+            const int64_t y_off =
+                d.three_d ? (b * sq + qi) * hq * vhs + h * vhs : (bh * sq + qi) * vhs;
+            store_as(out.data() + r * vhs, y, y_off, vhs);
+          }
+        }
+      });
+}
+
+bool is_attention_float(DType t) {
+  return t == DType::Float32 || t == DType::Float16 || t == DType::Float64;
+}
+
+std::string attention_support(const NodeSignature& sig) {
+  const Node& node = sig.node;
+  const DType t = sig.inputs[0].dtype;
+  if (t != DType::Undefined && !is_attention_float(t))
+    return std::string("Q is ") + dtype_name(t) + "; the CPU kernel supports float32, float16, " +
+           "float64";
+  const char* names[] = {"Q", "K", "V", "attn_mask", "past_key", "past_value"};
+  for (size_t i : {1, 2, 4, 5}) {
+    if (!node.has_input(i) || i >= sig.inputs.size()) continue;
+    DType ti = sig.inputs[i].dtype;
+    if (ti != DType::Undefined && t != DType::Undefined && ti != t)
+      return std::string(names[i]) + " is " + dtype_name(ti) + " but Q is " + dtype_name(t) +
+             "; the CPU kernel needs one float type for Q, K, V and the caches";
+  }
+  if (node.has_input(3) && sig.inputs.size() > 3 && sig.inputs[3].dtype == DType::String)
+    return "attn_mask is a string tensor";
+  const int64_t mode = node.attr_int("qk_matmul_output_mode", 0);
+  if (mode < 0 || mode > 3)
+    return "qk_matmul_output_mode " + std::to_string(mode) + " is not one of 0, 1, 2, 3";
+  if (node.has_attr("softmax_precision")) {
+    const int64_t p = node.attr_int("softmax_precision", 1);
+    // float32 and float64 are computed as asked; float16 only for float16 inputs, whose softmax
+    // the kernel already computes in at least that precision.
+    const bool ok = p == static_cast<int64_t>(DType::Float32) ||
+                    p == static_cast<int64_t>(DType::Float64) ||
+                    (p == static_cast<int64_t>(DType::Float16) && t == DType::Float16);
+    if (!ok)
+      return "softmax_precision " + std::to_string(p) +
+             " is not supported (float32 and float64 are; float16 for float16 inputs)";
+  }
+  // A key axis of size 1 in the mask is padded per the opset-24 text and the reference but
+  // broadcast per numpy rules; refuse rather than pick one.
+  if (node.has_input(3) && sig.inputs.size() > 3 && sig.inputs[3].has_shape &&
+      !sig.inputs[3].dims.empty() && sig.inputs[3].dims.back() == 1) {
+    // The key count: K's sequence length plus past_key's.
+    const auto& ks = sig.inputs[1];
+    if (ks.has_shape && (ks.dims.size() == 3 || ks.dims.size() == 4)) {
+      int64_t total = ks.dims.size() == 3 ? ks.dims[1] : ks.dims[2];
+      if (node.has_input(4) && sig.inputs.size() > 4 && sig.inputs[4].has_shape &&
+          sig.inputs[4].dims.size() == 4)
+        total = total >= 0 && sig.inputs[4].dims[2] >= 0 ? total + sig.inputs[4].dims[2] : -1;
+      if (total != 1)
+        return "attn_mask's key axis has size 1 while there are more keys: padding (opset 24 "
+               "text) and broadcasting disagree";
+    }
+  }
+  return "";
+}
+
+void attention_kernel(KernelContext& ctx) {
+  const Tensor* mask = ctx.optional_input(3);
+  if (mask && mask->rank() > 0 && mask->shape().back() == 1) {
+    const Tensor& k = ctx.input(1);
+    int64_t total = k.rank() == 3 ? k.dim(1) : k.dim(2);
+    if (const Tensor* pk = ctx.optional_input(4)) total += pk->dim(2);
+    if (total != 1)
+      ctx.node.fail("attn_mask's key axis has size 1 while there are " + std::to_string(total) +
+                        " keys: padding and broadcasting disagree",
+                    ErrorCode::NotImplemented);
+  }
+  if (ctx.input(0).dtype() == DType::Float64)
+    run_attention<double>(ctx);
+  else
+    run_attention<float>(ctx);
+}
+
+}  // namespace
+
+void register_cpu_attention(KernelRegistry& r) {
+  r.add("Attention", attention_support, attention_kernel);
+  register_cpu_rotary_embedding(r);
+  register_cpu_rms_normalization(r);
+}
 
 }  // namespace quilt::cpu
