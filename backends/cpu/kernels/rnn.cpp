@@ -1,8 +1,261 @@
-// CPU kernels of the rnn op family.
-#include "backends/cpu/kernel.hpp"
+// CPU kernels of the rnn op family: RNN here, GRU in rnn_gru.cpp, LSTM in rnn_lstm.cpp, shared
+// pieces (attributes, activations, layouts, gemm) here and in rnn_common.hpp.
+//
+// Every kernel runs each direction as: one GEMM for the input projection of all time steps
+// (X * W^T), then per time step one GEMM for the recurrence (H * R^T) and an elementwise gate
+// pass. sequence_lens makes batch entries stop early: their later Y rows stay zero and their
+// Y_h is the state after their last step (for the backward direction, the step at t = 0).
+#include <algorithm>
+#include <cctype>
+
+#include "backends/cpu/blas.hpp"
+#include "backends/cpu/kernels/rnn_common.hpp"
 
 namespace quilt::cpu {
 
-void register_cpu_rnn(KernelRegistry& r) { (void)r; }
+namespace rnn {
+
+namespace {
+
+struct ActInfo {
+  const char* name;  // lower case, as compared
+  ActKind kind;
+  bool alpha, beta;  // which of activation_alpha / activation_beta it reads
+};
+
+constexpr ActInfo kActs[] = {
+    {"relu", ActKind::Relu, false, false},
+    {"tanh", ActKind::Tanh, false, false},
+    {"sigmoid", ActKind::Sigmoid, false, false},
+    {"affine", ActKind::Affine, true, true},
+    {"leakyrelu", ActKind::LeakyRelu, true, false},
+    {"thresholdedrelu", ActKind::ThresholdedRelu, true, false},
+    {"scaledtanh", ActKind::ScaledTanh, true, true},
+    {"hardsigmoid", ActKind::HardSigmoid, true, true},
+    {"elu", ActKind::Elu, true, false},
+    {"softsign", ActKind::Softsign, false, false},
+    {"softplus", ActKind::Softplus, false, false},
+};
+
+const ActInfo* find_act(std::string name) {
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (const auto& a : kActs)
+    if (name == a.name) return &a;
+  return nullptr;
+}
+
+// Reads activation_alpha (or _beta) for activation k of the list: in the order of the
+// activations that take the value (the spec's reading and onnxruntime's GRU/LSTM). Returns "" or
+// why not.
+std::string take_param(const std::vector<float>& values, size_t& next, size_t k, bool positional,
+                       const std::string& act, const char* what, float& out) {
+  if (next >= values.size())
+    return "activation " + act + " without an explicit " + what +
+           " (its default differs between the spec and onnxruntime)";
+  out = values[next++];
+  if (positional && (k >= values.size() || values[k] != out))
+    return std::string(what) +
+           " is read by position in onnxruntime's RNN but in order of use by the spec; "
+           "this list gives different values";
+  return "";
+}
+
+}  // namespace
+
+std::string parse_rnn_attrs(const Node& node, const std::vector<std::string>& defaults,
+                            bool positional_alpha, RnnAttrs& out) {
+  std::string direction = node.attr_string("direction", "forward");
+  if (direction != "forward" && direction != "reverse" && direction != "bidirectional")
+    return "direction \"" + direction + "\" is not forward, reverse or bidirectional";
+  out.dirs = direction == "bidirectional" ? 2 : 1;
+  out.reverse = direction == "reverse";
+  out.layout = node.attr_int("layout", 0);
+  if (out.layout != 0 && out.layout != 1) return "layout must be 0 or 1";
+  out.clip = node.has_attr("clip") ? node.attr_float("clip", 0.f) : 0.f;
+  if (node.has_attr("clip") && !(out.clip > 0.f)) return "clip must be > 0";
+  out.per_dir = static_cast<int>(defaults.size());
+
+  auto names = node.attr_strings("activations");
+  if (names.empty())
+    for (int64_t d = 0; d < out.dirs; ++d)
+      names.insert(names.end(), defaults.begin(), defaults.end());
+  if (static_cast<int64_t>(names.size()) != out.per_dir * out.dirs)
+    return "activations has " + std::to_string(names.size()) + " names, expected " +
+           std::to_string(out.per_dir * out.dirs);
+  auto alphas = node.attr_floats("activation_alpha");
+  auto betas = node.attr_floats("activation_beta");
+  size_t next_alpha = 0, next_beta = 0;
+  out.acts.clear();
+  for (size_t k = 0; k < names.size(); ++k) {
+    const ActInfo* info = find_act(names[k]);
+    if (!info) return "unknown activation \"" + names[k] + "\"";
+    Activation a{info->kind, 0.f, 0.f};
+    std::string why;
+    if (info->alpha)
+      why = take_param(alphas, next_alpha, k, positional_alpha, names[k], "activation_alpha",
+                       a.alpha);
+    if (why.empty() && info->beta)
+      why = take_param(betas, next_beta, k, positional_alpha, names[k], "activation_beta", a.beta);
+    if (!why.empty()) return why;
+    out.acts.push_back(a);
+  }
+  return "";
+}
+
+SupportFn rnn_support(std::vector<std::string> defaults, bool positional_alpha) {
+  return [defaults, positional_alpha](const NodeSignature& sig) -> std::string {
+    DType d = sig.inputs.empty() ? DType::Undefined : sig.inputs[0].dtype;
+    if (d != DType::Float32 && d != DType::Float64 && d != DType::Undefined)
+      return std::string("X is ") + dtype_name(d) + "; the CPU kernel supports float32, float64";
+    RnnAttrs attrs;
+    return parse_rnn_attrs(sig.node, defaults, positional_alpha, attrs);
+  };
+}
+
+std::vector<int64_t> sequence_lengths(const KernelContext& ctx, size_t input, int64_t seq,
+                                      int64_t batch) {
+  std::vector<int64_t> lens(static_cast<size_t>(batch), seq);
+  const Tensor* t = ctx.optional_input(input);
+  if (!t) return lens;
+  for (int64_t b = 0; b < batch; ++b) {
+    int64_t v = t->dtype() == DType::Int64 ? t->data<int64_t>()[b] : t->data<int32_t>()[b];
+    if (v < 0 || v > seq)
+      ctx.node.fail("sequence_lens[" + std::to_string(b) + "] is " + std::to_string(v) +
+                    ", expected 0.." + std::to_string(seq));
+    lens[static_cast<size_t>(b)] = v;
+  }
+  return lens;
+}
+
+void gemm_nt(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+             int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.f ? 0.f : beta * c[i * ldc + j];
+    return;
+  }
+  sgemm(false, true, m, n, k, 1.f, a, lda, b, ldb, beta, c, ldc);
+}
+
+void gemm_nt(int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b,
+             int64_t ldb, double beta, double* c, int64_t ldc) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (int64_t p = 0; p < k; ++p) s += a[i * lda + p] * b[j * ldb + p];
+      c[i * ldc + j] = s + (beta == 0.0 ? 0.0 : beta * c[i * ldc + j]);
+    }
+}
+
+namespace {
+
+template <class T>
+void rnn_impl(KernelContext& ctx, const RnnAttrs& a) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& w = ctx.input(1);
+  const Tensor& r = ctx.input(2);
+  const Tensor* bias_t = ctx.optional_input(3);
+  const Tensor* h0_t = ctx.optional_input(5);
+  const int64_t seq = x.dim(a.layout == 0 ? 0 : 1), batch = x.dim(a.layout == 0 ? 1 : 0);
+  const int64_t input = x.dim(2), hid = r.dim(2), dirs = a.dirs;
+  const Layout lay{a.layout, seq, batch, dirs, hid};
+  const auto lens = sequence_lengths(ctx, 4, seq, batch);
+  T* y = ctx.wants_output(0) ? ctx.output(0).data<T>() : nullptr;
+  T* yh = ctx.wants_output(1) ? ctx.output(1).data<T>() : nullptr;
+
+  std::vector<T> xw(static_cast<size_t>(seq * batch * hid)), h(static_cast<size_t>(batch * hid)),
+      hr(h.size()), bias(static_cast<size_t>(hid));
+  for (int64_t d = 0; d < dirs; ++d) {
+    const bool backward = a.reverse || d == 1;
+    const Activation& f = a.act(d, 0);
+    gemm_nt(seq * batch, hid, input, x.data<T>(), input, w.data<T>() + d * hid * input, input, T(0),
+            xw.data(), hid);
+    for (int64_t j = 0; j < hid; ++j)
+      bias[j] = bias_t
+                    ? bias_t->data<T>()[d * 2 * hid + j] + bias_t->data<T>()[d * 2 * hid + hid + j]
+                    : T(0);
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t j = 0; j < hid; ++j)
+        h[b * hid + j] = h0_t ? h0_t->data<T>()[lay.state_offset(d, b) + j] : T(0);
+    const T* rd = r.data<T>() + d * hid * hid;
+    for (int64_t s = 0; s < seq; ++s) {
+      gemm_nt(batch, hid, hid, h.data(), hid, rd, hid, T(0), hr.data(), hid);
+      for (int64_t b = 0; b < batch; ++b) {
+        const int64_t len = lens[b];
+        if (s >= len) continue;
+        const int64_t t = backward ? len - 1 - s : s;
+        const T* xr = xw.data() + lay.x_row(t, b) * hid;
+        T* hb = h.data() + b * hid;
+        const T* hrb = hr.data() + b * hid;
+        for (int64_t j = 0; j < hid; ++j) hb[j] = f(clip_value(xr[j] + hrb[j] + bias[j], a.clip));
+        if (y) std::copy(hb, hb + hid, y + lay.y_offset(t, d, b));
+      }
+    }
+    if (yh)
+      for (int64_t b = 0; b < batch; ++b)
+        std::copy(h.data() + b * hid, h.data() + (b + 1) * hid, yh + lay.state_offset(d, b));
+  }
+}
+
+}  // namespace
+
+void run_rnn(KernelContext& ctx, const RnnAttrs& attrs) {
+  if (ctx.input(0).dtype() == DType::Float64)
+    rnn_impl<double>(ctx, attrs);
+  else
+    rnn_impl<float>(ctx, attrs);
+}
+
+}  // namespace rnn
+
+namespace {
+
+// Parses the attributes once, at creation.
+class RnnKernel : public Kernel {
+ public:
+  enum class Op { Rnn, Gru, Lstm };
+  RnnKernel(Op op, const NodeSignature& sig, const std::vector<std::string>& defaults,
+            bool positional_alpha)
+      : op_(op) {
+    std::string why = rnn::parse_rnn_attrs(sig.node, defaults, positional_alpha, attrs_);
+    if (!why.empty()) sig.node.fail(why, ErrorCode::NotImplemented);
+    linear_before_reset_ = sig.node.attr_int("linear_before_reset", 0) != 0;
+    input_forget_ = sig.node.attr_int("input_forget", 0) != 0;
+  }
+  void run(KernelContext& ctx) const override {
+    switch (op_) {
+      case Op::Rnn:
+        return rnn::run_rnn(ctx, attrs_);
+      case Op::Gru:
+        return rnn::run_gru(ctx, attrs_, linear_before_reset_);
+      case Op::Lstm:
+        return rnn::run_lstm(ctx, attrs_, input_forget_);
+    }
+  }
+
+ private:
+  Op op_;
+  rnn::RnnAttrs attrs_;
+  bool linear_before_reset_ = false, input_forget_ = false;
+};
+
+void add_rnn_kernel(KernelRegistry& r, const char* op_type, RnnKernel::Op op,
+                    std::vector<std::string> defaults, bool positional_alpha) {
+  r.add(op_type, rnn::rnn_support(defaults, positional_alpha),
+        KernelFactory([op, defaults, positional_alpha](const NodeSignature& sig) {
+          return std::make_unique<RnnKernel>(op, sig, defaults, positional_alpha);
+        }));
+}
+
+}  // namespace
+
+void register_cpu_rnn(KernelRegistry& r) {
+  // onnxruntime's RNN reads activation_alpha by position; its GRU and LSTM in order of use.
+  add_rnn_kernel(r, "RNN", RnnKernel::Op::Rnn, {"Tanh"}, true);
+  add_rnn_kernel(r, "GRU", RnnKernel::Op::Gru, {"Sigmoid", "Tanh"}, false);
+  add_rnn_kernel(r, "LSTM", RnnKernel::Op::Lstm, {"Sigmoid", "Tanh", "Tanh"}, false);
+}
 
 }  // namespace quilt::cpu

@@ -1,0 +1,131 @@
+// Pieces shared by the RNN, GRU and LSTM CPU kernels: activation functions with their
+// alpha/beta, the attributes common to the three ops, the index maps of the two layouts, and a
+// C = A * B^T product on sgemm (float32) or a plain loop (float64).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/kernel.hpp"
+
+namespace quilt::cpu::rnn {
+
+enum class ActKind {
+  Relu,
+  Tanh,
+  Sigmoid,
+  Affine,
+  LeakyRelu,
+  ThresholdedRelu,
+  ScaledTanh,
+  HardSigmoid,
+  Elu,
+  Softsign,
+  Softplus
+};
+
+struct Activation {
+  ActKind kind = ActKind::Tanh;
+  float alpha = 0.f;
+  float beta = 0.f;
+
+  template <class T>
+  T operator()(T x) const {
+    const T a = static_cast<T>(alpha), b = static_cast<T>(beta);
+    switch (kind) {
+      case ActKind::Relu:
+        return x > T(0) ? x : T(0);
+      case ActKind::Tanh:
+        return std::tanh(x);
+      case ActKind::Sigmoid:
+        // Split on the sign so exp never overflows.
+        if (x >= T(0)) return T(1) / (T(1) + std::exp(-x));
+        return std::exp(x) / (T(1) + std::exp(x));
+      case ActKind::Affine:
+        return a * x + b;
+      case ActKind::LeakyRelu:
+        return x >= T(0) ? x : a * x;
+      case ActKind::ThresholdedRelu:
+        return x > a ? x : T(0);
+      case ActKind::ScaledTanh:
+        return a * std::tanh(b * x);
+      case ActKind::HardSigmoid: {
+        T v = a * x + b;
+        return v < T(0) ? T(0) : (v > T(1) ? T(1) : v);
+      }
+      case ActKind::Elu:
+        return x >= T(0) ? x : a * (std::exp(x) - T(1));
+      case ActKind::Softsign:
+        return x / (T(1) + std::abs(x));
+      case ActKind::Softplus:
+        return x > T(0) ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
+    }
+    return x;
+  }
+};
+
+// Attributes common to RNN, GRU and LSTM, parsed once when the kernel is created.
+struct RnnAttrs {
+  int64_t dirs = 1;
+  bool reverse = false;  // direction == "reverse" (the one direction runs backwards)
+  int64_t layout = 0;
+  float clip = 0.f;  // > 0 when given
+  // acts[d * per_dir + k]: activation k of direction d.
+  std::vector<Activation> acts;
+  int per_dir = 1;
+  const Activation& act(int64_t d, int k) const {
+    return acts[static_cast<size_t>(d * per_dir + k)];
+  }
+};
+
+// Parses the common attributes into `out`. defaults: the op's default activation names (one per
+// activation of a direction). positional_alpha: also require that onnxruntime's RNN reading of
+// activation_alpha/beta (by position in the list) agrees with the spec's (in order of the
+// activations that take the value). Returns "" or why the kernel cannot run this node.
+std::string parse_rnn_attrs(const Node& node, const std::vector<std::string>& defaults,
+                            bool positional_alpha, RnnAttrs& out);
+
+// SupportFn shared by the three ops.
+SupportFn rnn_support(std::vector<std::string> defaults, bool positional_alpha);
+
+// Index maps of the two layouts.
+struct Layout {
+  int64_t layout, seq, batch, dirs, hidden;
+  // Row of X (and of X * W^T) holding time step t of batch entry b.
+  int64_t x_row(int64_t t, int64_t b) const { return layout == 0 ? t * batch + b : b * seq + t; }
+  // Offset of Y[t, d, b, :] (layout 0) or Y[b, t, d, :] (layout 1).
+  int64_t y_offset(int64_t t, int64_t d, int64_t b) const {
+    return (layout == 0 ? (t * dirs + d) * batch + b : (b * seq + t) * dirs + d) * hidden;
+  }
+  // Offset of Y_h[d, b, :] (layout 0) or Y_h[b, d, :] (layout 1); same for initial_h/c, Y_c.
+  int64_t state_offset(int64_t d, int64_t b) const {
+    return (layout == 0 ? d * batch + b : b * dirs + d) * hidden;
+  }
+};
+
+// Per-batch sequence lengths from the optional sequence_lens input (all `seq` when absent).
+// Fails naming the node when a length is outside [0, seq].
+std::vector<int64_t> sequence_lengths(const KernelContext& ctx, size_t input, int64_t seq,
+                                      int64_t batch);
+
+// C[m, n] = A[m, k] * B[n, k]^T + beta * C (row-major, leading dims given).
+void gemm_nt(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+             int64_t ldb, float beta, float* c, int64_t ldc);
+void gemm_nt(int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b,
+             int64_t ldb, double beta, double* c, int64_t ldc);
+
+template <class T>
+T clip_value(T x, float clip) {
+  if (clip <= 0.f) return x;
+  const T c = static_cast<T>(clip);
+  return x < -c ? -c : (x > c ? c : x);
+}
+
+// The kernels, one per file.
+void run_rnn(KernelContext& ctx, const RnnAttrs& attrs);
+void run_gru(KernelContext& ctx, const RnnAttrs& attrs, bool linear_before_reset);
+void run_lstm(KernelContext& ctx, const RnnAttrs& attrs, bool input_forget);
+
+}  // namespace quilt::cpu::rnn
