@@ -1,0 +1,142 @@
+"""Cases of the misc op family (Einsum, Unique, Det, random generators), checked against
+onnxruntime."""
+import numpy as np
+from onnx import TensorProto, helper
+
+from casegen import Cases, rand, randint
+
+c = Cases("misc")
+
+
+def reference(op_type, inputs, n_outputs, opset, **attrs):
+    """Outputs of onnx's reference implementation, for dtypes onnxruntime has no kernel for."""
+    from onnx.reference import ReferenceEvaluator
+    outs = [f"y{i}" for i in range(n_outputs)] if n_outputs > 1 else ["y"]
+    node = helper.make_node(op_type, list(inputs), outs, **attrs)
+    graph = helper.make_graph(
+        [node], "ref",
+        [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+         for k, v in inputs.items()],
+        [helper.make_empty_tensor_value_info(o) for o in outs])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    return dict(zip(outs, ReferenceEvaluator(model).run(None, inputs)))
+
+
+def einsum(name, equation, *operands, opset=12, numpy=False, **kw):
+    """numpy=True: expected values from np.einsum (onnxruntime's shape inference refuses
+    ellipses of different ranks, which numpy broadcasts)."""
+    expected = {"y": np.einsum(equation, *operands)} if numpy else None
+    c.node(name, "Einsum", {f"x{i}": v for i, v in enumerate(operands)}, opset=opset,
+           expected=expected, equation=equation, **kw)
+
+
+# ---- Einsum ----
+einsum("einsum_matmul", "ij,jk->ik", rand(3, 4), rand(4, 5))
+einsum("einsum_matmul_implicit", "ij,jk", rand(3, 4), rand(4, 5))
+einsum("einsum_batch_matmul", "bij,bjk->bik", rand(2, 3, 4), rand(2, 4, 5))
+einsum("einsum_transpose", "ij->ji", rand(3, 4))
+einsum("einsum_transpose_implicit", "ba", rand(3, 4))
+einsum("einsum_permute3", "abc->cab", rand(2, 3, 4))
+einsum("einsum_sum_all", "ij->", rand(3, 4))
+einsum("einsum_sum_axis", "ijk->ik", rand(2, 3, 4))
+einsum("einsum_trace", "ii", rand(4, 4))
+einsum("einsum_diag", "ii->i", rand(4, 4))
+einsum("einsum_batch_diag", "...ii->...i", rand(2, 3, 3))
+einsum("einsum_diag3", "iji->j", rand(3, 2, 3))
+einsum("einsum_inner", "i,i", rand(5), rand(5))
+einsum("einsum_outer", "i,j->ij", rand(3), rand(4))
+einsum("einsum_hadamard", "ij,ij->ij", rand(3, 4), rand(3, 4))
+einsum("einsum_matvec", "ij,j->i", rand(3, 4), rand(4))
+einsum("einsum_three", "ij,jk,kl->il", rand(2, 3), rand(3, 4), rand(4, 5))
+einsum("einsum_three_mixed", "abc,cd,bd->ad", rand(2, 3, 4), rand(4, 5), rand(3, 5))
+einsum("einsum_ellipsis_bcast", "...ij,...jk->...ik", rand(2, 1, 3, 4), rand(3, 4, 2),
+       numpy=True)
+einsum("einsum_ellipsis_same", "...ij,...jk->...ik", rand(2, 3, 3, 4), rand(2, 3, 4, 2))
+einsum("einsum_ellipsis_mid", "i...j,j...->i...", rand(2, 3, 4), rand(4, 3))
+einsum("einsum_bcast_one", "ij,ij->i", rand(3, 1), rand(3, 4))
+einsum("einsum_scalar", ",ij->ij", np.array(2.5, dtype=np.float32), rand(2, 3))
+einsum("einsum_uppercase", "Ab,bC->AC", rand(2, 3), rand(3, 4))
+einsum("einsum_spaces", "ij , jk -> ki", rand(2, 3), rand(3, 4))
+einsum("einsum_sum_out_unshared", "ij,kl->ik", rand(2, 3), rand(4, 5))
+einsum("einsum_bilinear", "bn,anm,bm->ba", rand(2, 3), rand(4, 3, 5), rand(2, 5))
+# onnxruntime crashes on empty operands: numpy gives the answer.
+einsum("einsum_zero_dim", "ij,jk->ik", rand(0, 3), rand(3, 2), numpy=True)
+einsum("einsum_zero_contract", "ij,jk->ik", rand(2, 0), rand(0, 3), numpy=True)
+einsum("einsum_large", "bij,bkj->bik", rand(4, 33, 65), rand(4, 17, 65))
+einsum("einsum_double", "bij,bjk->bik", rand(2, 3, 4, dtype=np.float64),
+       rand(2, 4, 5, dtype=np.float64))
+einsum("einsum_int64", "ij,jk->ik", randint(3, 4, low=-5), randint(4, 2, low=-5))
+einsum("einsum_int32_trace", "ii->", randint(3, 3, dtype=np.int32))
+einsum("einsum_int32_reduce", "ijk->j", randint(2, 3, 4, dtype=np.int32))
+einsum("einsum_opset17", "ij,jk->ik", rand(3, 4), rand(4, 5), opset=17)
+
+# ---- Unique ----
+def unique(name, x, **attrs):
+    # onnxruntime's Unique handles float, int64 and int8 only.
+    expected = None
+    if x.dtype not in (np.float32, np.int64, np.int8):
+        expected = reference("Unique", {"x": x}, 4, 11, **attrs)
+    c.node(name, "Unique", {"x": x}, n_outputs=4, opset=11, expected=expected, **attrs)
+
+
+unique("unique_sorted_flat", np.array([2.0, 1.0, 1.0, 3.0, 4.0, 3.0], dtype=np.float32))
+unique("unique_unsorted_flat", np.array([2.0, 1.0, 1.0, 3.0, 4.0, 3.0], dtype=np.float32),
+       sorted=0)
+unique("unique_2d_flat", randint(3, 4, high=4))
+unique("unique_axis0", np.array([[1, 0, 0], [1, 0, 0], [2, 3, 4]], dtype=np.int64), axis=0)
+unique("unique_axis1", np.array([[1, 0, 0, 1], [1, 0, 0, 1], [2, 3, 3, 2]], dtype=np.int32),
+       axis=1)
+unique("unique_axis_neg", np.array([[[1, 1], [0, 1]], [[1, 1], [0, 1]]], dtype=np.float32),
+       axis=-1)
+unique("unique_axis_unsorted", np.array([[3, 1], [1, 2], [3, 1], [0, 0]], dtype=np.int64),
+       axis=0, sorted=0)
+unique("unique_single", np.array([7], dtype=np.int64))
+unique("unique_double", np.array([0.5, -1.0, 0.5, 2.0], dtype=np.float64))
+unique("unique_int8", np.array([3, -2, 3, 0, -2], dtype=np.int8))
+c.node("unique_one_output", "Unique", {"x": randint(10, high=5)}, opset=11)
+
+# ---- Det ----
+c.node("det_2d", "Det", {"x": rand(3, 3)}, opset=11)
+c.node("det_batched", "Det", {"x": rand(2, 3, 4, 4)}, opset=11)
+c.node("det_1x1", "Det", {"x": rand(5, 1, 1)}, opset=11)
+c.node("det_singular", "Det", {"x": np.array([[1, 2], [2, 4]], dtype=np.float32)}, opset=11)
+c.node("det_pivot", "Det", {"x": np.array([[0, 1, 2], [1, 0, 3], [4, -3, 8]], dtype=np.float32)},
+       opset=11)
+xd = rand(3, 5, 5, dtype=np.float64)
+# onnxruntime's Det is float-only.
+c.node("det_double", "Det", {"x": xd}, opset=11, expected={"y": np.linalg.det(xd)})
+c.node("det_large", "Det", {"x": rand(20, 20)}, opset=11, rtol=1e-3, atol=1e-5)
+
+
+# ---- random generators: degenerate parameters make the values deterministic ----
+def const_model(name, node, inputs, expected, opset=17):
+    c.model(name, [node], inputs, ["y"], opset=opset, expected={"y": expected})
+
+
+const_model("random_uniform_point", helper.make_node(
+    "RandomUniform", [], ["y"], low=2.0, high=2.0, shape=[2, 3], seed=1.0),
+    {}, np.full((2, 3), 2.0, dtype=np.float32))
+const_model("random_uniform_double", helper.make_node(
+    "RandomUniform", [], ["y"], low=-1.5, high=-1.5, shape=[4], dtype=TensorProto.DOUBLE),
+    {}, np.full((4,), -1.5, dtype=np.float64))
+const_model("random_normal_point", helper.make_node(
+    "RandomNormal", [], ["y"], mean=3.0, scale=0.0, shape=[3, 1, 2]),
+    {}, np.full((3, 1, 2), 3.0, dtype=np.float32))
+const_model("random_uniform_like", helper.make_node(
+    "RandomUniformLike", ["x"], ["y"], low=0.5, high=0.5),
+    {"x": rand(2, 5)}, np.full((2, 5), 0.5, dtype=np.float32))
+const_model("random_uniform_like_dtype", helper.make_node(
+    "RandomUniformLike", ["x"], ["y"], low=1.0, high=1.0, dtype=TensorProto.DOUBLE),
+    {"x": randint(3, 2)}, np.full((3, 2), 1.0, dtype=np.float64))
+const_model("random_normal_like", helper.make_node(
+    "RandomNormalLike", ["x"], ["y"], mean=-2.0, scale=0.0, seed=7.0),
+    {"x": rand(4, dtype=np.float64)}, np.full((4,), -2.0, dtype=np.float64))
+p = np.array([[0, 1, 1], [0, 0, 1]], dtype=np.float32)
+const_model("bernoulli_certain", helper.make_node("Bernoulli", ["x"], ["y"]), {"x": p}, p,
+            opset=15)
+const_model("bernoulli_int_out", helper.make_node(
+    "Bernoulli", ["x"], ["y"], dtype=TensorProto.INT64, seed=3.0),
+    {"x": p.astype(np.float64)}, p.astype(np.int64), opset=15)
+const_model("bernoulli_bool_out", helper.make_node(
+    "Bernoulli", ["x"], ["y"], dtype=TensorProto.BOOL),
+    {"x": p}, p.astype(bool), opset=15)
