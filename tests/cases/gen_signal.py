@@ -98,6 +98,8 @@ for n in (1024, 100, 97, 1000):
     dft(f"dft17_long_{n}", x, axis=1, expected=np_dft(x, 1), atol=1e-4)
     dft(f"dft17_long_{n}_inverse", x, axis=1, inverse=1, expected=np_dft(x, 1, inverse=True),
         atol=1e-6)
+x = rand(0, 8, 2)
+dft("dft17_empty_batch", x, axis=1, expected=np_dft(x, 1))
 x = rand(3, 250, 1)
 dft("dft17_long_onesided_pad", x, axis=1, onesided=1, dft_length=300,
     expected=np_dft(x, 1, n=300, onesided=True), atol=1e-4)

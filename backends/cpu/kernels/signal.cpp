@@ -5,6 +5,7 @@
 // buffer, zero-padded or truncated to the DFT length, transformed with an FftPlan and scattered
 // back; lines are spread over the thread pool.
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 #include "backends/cpu/kernel.hpp"
@@ -51,7 +52,7 @@ DftParams dft_params(const KernelContext& ctx) {
 }
 
 template <class T>
-void run_dft(KernelContext& ctx, const DftParams& p) {
+void run_dft(KernelContext& ctx, const DftParams& p, const FftPlan& plan) {
   const Tensor& x = ctx.input(0);
   Tensor& y = ctx.output(0);
   const auto& shape = x.shape();
@@ -66,7 +67,6 @@ void run_dft(KernelContext& ctx, const DftParams& p) {
   const T* in = static_cast<const T*>(x.raw_data());
   T* out = static_cast<T*>(y.raw_data());
   const double scale = p.inverse ? 1.0 / static_cast<double>(n) : 1.0;
-  const FftPlan plan(n);
 
   ctx.pool.parallel_for(outer * inner, line_grain(n), [&](int64_t begin, int64_t end) {
     std::vector<Complex> line(static_cast<size_t>(n)), scratch;
@@ -101,13 +101,20 @@ void run_dft(KernelContext& ctx, const DftParams& p) {
   });
 }
 
-void dft_kernel(KernelContext& ctx) {
-  const DftParams p = dft_params(ctx);
-  visit_float(ctx.input(0).dtype(), [&](auto tag) { run_dft<decltype(tag)>(ctx, p); });
-}
+class DftKernel : public Kernel {
+ public:
+  void run(KernelContext& ctx) const override {
+    const DftParams p = dft_params(ctx);
+    const auto plan = plans_.get(p.n);
+    visit_float(ctx.input(0).dtype(), [&](auto tag) { run_dft<decltype(tag)>(ctx, p, *plan); });
+  }
+
+ private:
+  FftPlanCache plans_;
+};
 
 template <class T>
-void run_stft(KernelContext& ctx) {
+void run_stft(KernelContext& ctx, const FftPlanCache& plans) {
   const Tensor& x = ctx.input(0);
   Tensor& y = ctx.output(0);
   const int64_t step = scalar_int(ctx, ctx.input(1), "frame_step");
@@ -122,7 +129,8 @@ void run_stft(KernelContext& ctx) {
   const T* in = static_cast<const T*>(x.raw_data());
   const T* w = window ? static_cast<const T*>(window->raw_data()) : nullptr;
   T* out = static_cast<T*>(y.raw_data());
-  const FftPlan plan(frame_length);
+  const auto plan_ptr = plans.get(frame_length);
+  const FftPlan& plan = *plan_ptr;
 
   ctx.pool.parallel_for(
       x.dim(0) * frames, line_grain(frame_length), [&](int64_t begin, int64_t end) {
@@ -146,16 +154,27 @@ void run_stft(KernelContext& ctx) {
       });
 }
 
-void stft_kernel(KernelContext& ctx) {
-  visit_float(ctx.input(0).dtype(), [&](auto tag) { run_stft<decltype(tag)>(ctx); });
+class StftKernel : public Kernel {
+ public:
+  void run(KernelContext& ctx) const override {
+    visit_float(ctx.input(0).dtype(), [&](auto tag) { run_stft<decltype(tag)>(ctx, plans_); });
+  }
+
+ private:
+  FftPlanCache plans_;
+};
+
+template <class K>
+KernelFactory make() {
+  return [](const NodeSignature&) -> std::unique_ptr<Kernel> { return std::make_unique<K>(); };
 }
 
 }  // namespace
 
 void register_cpu_signal(KernelRegistry& r) {
   const std::vector<DType> floats = {DType::Float32, DType::Float64, DType::Float16};
-  r.add("DFT", dtypes_of_input(floats), dft_kernel);
-  r.add("STFT", dtypes_of_input(floats), stft_kernel);
+  r.add("DFT", dtypes_of_input(floats), make<DftKernel>());
+  r.add("STFT", dtypes_of_input(floats), make<StftKernel>());
   register_cpu_signal_generators(r);
 }
 

@@ -141,4 +141,17 @@ void FftPlan::radix2(Complex* data) const {
   }
 }
 
+std::shared_ptr<const FftPlan> FftPlanCache::get(int64_t n) const {
+  {
+    std::lock_guard lock(mutex_);
+    auto it = plans_.find(n);
+    if (it != plans_.end()) return it->second;
+  }
+  auto plan = std::make_shared<const FftPlan>(n);  // built outside the lock: may be slow
+  std::lock_guard lock(mutex_);
+  if (plans_.size() >= kMaxPlans) plans_.clear();  // lengths keep changing: do not grow
+  plans_.emplace(n, plan);
+  return plan;
+}
+
 }  // namespace quilt::cpu

@@ -14,7 +14,9 @@
 
 #include <complex>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 namespace quilt::cpu {
@@ -43,6 +45,18 @@ class FftPlan {
   int64_t m_ = 0;
   std::vector<Complex> chirp_;
   std::vector<Complex> filter_fft_;
+};
+
+// Plans by length for the runs of one kernel: the length rarely changes between runs, and a
+// plan costs O(n) trigonometry (more for Bluestein) to build. Thread-safe.
+class FftPlanCache {
+ public:
+  std::shared_ptr<const FftPlan> get(int64_t n) const;
+
+ private:
+  static constexpr size_t kMaxPlans = 8;
+  mutable std::mutex mutex_;
+  mutable std::map<int64_t, std::shared_ptr<const FftPlan>> plans_;
 };
 
 }  // namespace quilt::cpu
