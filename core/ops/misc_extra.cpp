@@ -1,10 +1,147 @@
-// Schemas of the smaller ops the misc family picked up from the conformance suite.
+// Schemas of the smaller ops the misc family picked up from the conformance suite: BitCast,
+// TensorScatter, CausalConvWithState, the preview training optimisers (Adagrad, Adam,
+// Momentum) and the ai.onnx.ml Binarizer and ArrayFeatureExtractor.
 #include "core/op_schema.hpp"
 
 namespace quilt {
 
+void register_misc_extra_schemas(SchemaRegistry& r);
+
+namespace {
+
+std::string str(int64_t v) {
+  return std::to_string(v);
+}
+
+void infer_bitcast(InferenceContext& ctx) {
+  const DType in = ctx.input_dtype(0);
+  const auto to = static_cast<DType>(ctx.node().attr_int("to", 0));
+  if (!dtype_supported(to))
+    ctx.fail("attribute 'to' is " + str(static_cast<int64_t>(to)) + ", not a type Quilt holds");
+  if (in != DType::Undefined && dtype_size(in) != dtype_size(to))
+    ctx.fail(std::string("cannot bit-cast ") + dtype_name(in) + " to " + dtype_name(to) +
+             ": the element sizes differ");
+  ctx.set_output(0, to, ctx.input_shape(0));
+}
+
+void infer_tensor_scatter(InferenceContext& ctx) {
+  const auto& cache = ctx.input_shape(0);
+  const auto& update = ctx.input_shape(1);
+  const std::string mode = ctx.node().attr_string("mode", "linear");
+  if (mode != "linear" && mode != "circular")
+    ctx.fail("attribute 'mode' is '" + mode + "', expected 'linear' or 'circular'");
+  if (cache.size() != update.size())
+    ctx.fail("past_cache " + to_string(cache) + " and update " + to_string(update) +
+             " have different ranks");
+  const auto rank = static_cast<int64_t>(cache.size());
+  const int64_t axis = normalize_axis(ctx, ctx.node().attr_int("axis", -2), rank);
+  if (axis == 0) ctx.fail("axis must not be the batch axis 0");
+  for (int64_t d = 0; d < rank; ++d) {
+    const int64_t a = cache[static_cast<size_t>(d)], b = update[static_cast<size_t>(d)];
+    if (a < 0 || b < 0) continue;
+    if (d == axis ? b > a : a != b)
+      ctx.fail("update " + to_string(update) + " does not fit past_cache " + to_string(cache) +
+               " (axis " + str(axis) + ")");
+  }
+  if (ctx.input_dtype(1) != DType::Undefined && ctx.input_dtype(0) != DType::Undefined &&
+      ctx.input_dtype(1) != ctx.input_dtype(0))
+    ctx.fail("past_cache and update have different dtypes");
+  ctx.set_output(0, ctx.input_dtype(0), cache);
+}
+
+void infer_causal_conv(InferenceContext& ctx) {
+  const auto& x = ctx.input_shape(0);
+  const auto& w = ctx.input_shape(1);
+  if (x.size() != 3) ctx.fail("input has shape " + to_string(x) + ", expected [B, C, L]");
+  if (w.size() != 3 || (w[1] >= 0 && w[1] != 1) || (w[0] >= 0 && x[1] >= 0 && w[0] != x[1]))
+    ctx.fail("weight has shape " + to_string(w) + ", expected [C, 1, k] with C = " + str(x[1]));
+  const std::string act = ctx.node().attr_string("activation", "none");
+  if (act != "none" && act != "silu" && act != "swish")
+    ctx.fail("attribute 'activation' is '" + act + "', expected 'none', 'silu' or 'swish'");
+  ctx.set_output(0, ctx.input_dtype(0), x);
+  ctx.set_output(1, ctx.input_dtype(0), {x[0], x[1], w[2] < 0 ? -1 : w[2] - 1});
+}
+
+// Adagrad (3 tensors per group: X, G, H), Momentum (X, G, V), Adam (X, G, V, H): inputs are
+// R, T, then the groups; outputs are the new X, then the new state tensors.
+InferFn infer_optimizer(size_t groups_in, size_t groups_out) {
+  return [groups_in, groups_out](InferenceContext& ctx) {
+    const size_t tensors = ctx.num_inputs() - 2;
+    if (tensors == 0 || tensors % groups_in != 0)
+      ctx.fail("has " + str(static_cast<int64_t>(ctx.num_inputs())) +
+               " inputs, expected R, T and " + str(static_cast<int64_t>(groups_in)) +
+               " tensors per optimised input");
+    const size_t n = tensors / groups_in;
+    if (ctx.num_outputs() != n * groups_out)
+      ctx.fail("has " + str(static_cast<int64_t>(ctx.num_outputs())) + " outputs, expected " +
+               str(static_cast<int64_t>(n * groups_out)));
+    for (size_t i = 0; i < n; ++i)
+      for (size_t g = 1; g < groups_in; ++g)
+        if (ctx.input_shape(2 + g * n + i) != ctx.input_shape(2 + i))
+          ctx.fail("input " + str(static_cast<int64_t>(2 + g * n + i)) + " has shape " +
+                   to_string(ctx.input_shape(2 + g * n + i)) + ", expected that of X " +
+                   to_string(ctx.input_shape(2 + i)));
+    for (size_t g = 0; g < groups_out; ++g)
+      for (size_t i = 0; i < n; ++i)
+        ctx.set_output(g * n + i, ctx.input_dtype(2 + i), ctx.input_shape(2 + i));
+  };
+}
+
+void infer_array_feature_extractor(InferenceContext& ctx) {
+  const auto& x = ctx.input_shape(0);
+  const auto& idx = ctx.input_shape(1);
+  int64_t count = 1;
+  for (int64_t d : idx) count = (count < 0 || d < 0) ? -1 : count * d;
+  std::vector<int64_t> dims = x.size() <= 1 ? std::vector<int64_t>{1} : x;
+  if (x.empty()) ctx.fail("input X is a scalar, expected rank >= 1");
+  if (x.size() == 1)
+    dims.push_back(count);
+  else
+    dims.back() = count;
+  ctx.set_output(0, ctx.input_dtype(0), dims);
+}
+
+}  // namespace
+
 void register_misc_extra_schemas(SchemaRegistry& r) {
-  (void)r;
+  r.add({.op_type = "BitCast", .min_opset = 26, .infer = infer_bitcast});
+  r.add({.op_type = "TensorScatter",
+         .min_opset = 24,
+         .min_inputs = 2,
+         .max_inputs = 3,
+         .infer = infer_tensor_scatter});
+  r.add({.op_type = "CausalConvWithState",
+         .min_opset = 27,
+         .min_inputs = 2,
+         .max_inputs = 4,
+         .min_outputs = 2,
+         .max_outputs = 2,
+         .infer = infer_causal_conv});
+  const std::string training = "ai.onnx.preview.training";
+  r.add({.op_type = "Adagrad",
+         .domain = training,
+         .min_inputs = 5,
+         .max_inputs = 1 << 20,
+         .max_outputs = 1 << 20,
+         .infer = infer_optimizer(3, 2)});
+  r.add({.op_type = "Momentum",
+         .domain = training,
+         .min_inputs = 5,
+         .max_inputs = 1 << 20,
+         .max_outputs = 1 << 20,
+         .infer = infer_optimizer(3, 2)});
+  r.add({.op_type = "Adam",
+         .domain = training,
+         .min_inputs = 6,
+         .max_inputs = 1 << 20,
+         .max_outputs = 1 << 20,
+         .infer = infer_optimizer(4, 3)});
+  r.add({.op_type = "Binarizer", .domain = "ai.onnx.ml", .infer = infer_same_as_input0});
+  r.add({.op_type = "ArrayFeatureExtractor",
+         .domain = "ai.onnx.ml",
+         .min_inputs = 2,
+         .max_inputs = 2,
+         .infer = infer_array_feature_extractor});
 }
 
 }  // namespace quilt
