@@ -84,7 +84,9 @@ class AxisSampler {
     C x = p_.align_corners ? (g + 1) / 2 * (n - 1) : ((g + 1) * n - 1) / 2;
     if (p_.mode == Mode::Nearest) x = std::nearbyint(x);
     if (x < lo_ || x > hi_) {
-      if (p_.padding == Padding::Border)
+      // Cubic border padding clamps each tap, not the position (onnxruntime and PyTorch; the
+      // ONNX reference clamps the position too, which no official case exercises).
+      if (p_.padding == Padding::Border && p_.mode != Mode::Cubic)
         x = std::clamp(x, C(0), n - 1);
       else if (p_.padding == Padding::Reflection)
         x = reflect(x, lo_, hi_);
