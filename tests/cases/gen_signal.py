@@ -98,6 +98,9 @@ for n in (1024, 100, 97, 1000):
     dft(f"dft17_long_{n}", x, axis=1, expected=np_dft(x, 1), atol=1e-4)
     dft(f"dft17_long_{n}_inverse", x, axis=1, inverse=1, expected=np_dft(x, 1, inverse=True),
         atol=1e-6)
+for n in (997, 2048):  # Bluestein and radix-2 are exact to double rounding
+    x = rand(2, n, 2, dtype=F64)
+    dft(f"dft17_long_float64_{n}", x, axis=1, expected=np_dft(x, 1), rtol=1e-9, atol=1e-10)
 x = rand(0, 8, 2)
 dft("dft17_empty_batch", x, axis=1, expected=np_dft(x, 1))
 x = rand(3, 250, 1)
