@@ -2,6 +2,7 @@
 directions, layouts, sequence_lens, initial states, peepholes, clip, activations and opsets.
 Expected values come from onnxruntime unless noted."""
 import numpy as np
+import onnx
 
 from casegen import Cases, rand
 from onnx import helper
@@ -15,9 +16,11 @@ c = Cases("rnn")
 
 def case(name, op, seq=3, batch=2, inp=4, hid=None, direction="forward", layout=0, bias=False,
          lens=None, h0=False, c0=False, peep=False, outputs=(0, 1), opset=17, dtype=np.float32,
-         const_weights=False, expected=None, scale=1.0, **attrs):
+         const_weights=False, expected=None, scale=1.0, symbolic=False, **attrs):
     """One RNN/GRU/LSTM node. outputs: indices of the outputs to request (others left empty).
-    lens: per-batch sequence_lens. scale widens the input range (to reach clip and saturation)."""
+    lens: per-batch sequence_lens. scale widens the input range (to reach clip and saturation).
+    symbolic: declare every input dim as a named symbol, so that shapes are known only at run
+    time."""
     g = GATES[op]
     hid = hid or attrs.get("hidden_size", 5)
     dirs = 2 if direction == "bidirectional" else 1
@@ -57,6 +60,13 @@ def case(name, op, seq=3, batch=2, inp=4, hid=None, direction="forward", layout=
         expected = dict(zip(wanted, expected(node, feed, wanted)))
     c.model(name, [node], vals, wanted, inits, opset, expected=expected,
             output_types={o: tdtype for o in wanted}, **TOL)
+    if symbolic:
+        path = c.dir / name / "model.onnx"
+        model = onnx.load(path)
+        for vi in list(model.graph.input) + list(model.graph.output):
+            for i, dim in enumerate(vi.type.tensor_type.shape.dim):
+                dim.dim_param = f"{vi.name}_{i}"
+        onnx.save(model, path)
 
 
 def numpy_rnn(node, feed, wanted):
@@ -132,6 +142,10 @@ for op in ("RNN", "GRU", "LSTM"):
     extra = dict(c0=True) if op == "LSTM" else {}
     case(f"{o}_defaults", op, hidden_size=5)
     case(f"{o}_no_hidden_size_attr", op, expected=ort_with(hidden_size=5))
+    case(f"{o}_symbolic_dims", op, bias=True, h0=True, lens=[3, 1], outputs=all_out,
+         symbolic=True, hidden_size=5, **extra)
+    case(f"{o}_symbolic_dims_no_hidden_size", op, direction="bidirectional", outputs=all_out,
+         symbolic=True, expected=ort_with(hidden_size=5))
     case(f"{o}_bias", op, bias=True, hidden_size=5)
     case(f"{o}_initial_h", op, bias=True, h0=True, outputs=all_out, hidden_size=5, **extra)
     case(f"{o}_only_y", op, bias=True, outputs=(0,), hidden_size=5)

@@ -165,38 +165,41 @@ void rnn_impl(KernelContext& ctx, const RnnAttrs& a) {
   T* y = ctx.wants_output(0) ? ctx.output(0).data<T>() : nullptr;
   T* yh = ctx.wants_output(1) ? ctx.output(1).data<T>() : nullptr;
 
-  std::vector<T> xw(static_cast<size_t>(seq * batch * hid)), h(static_cast<size_t>(batch * hid)),
-      hr(h.size()), bias(static_cast<size_t>(hid));
-  for (int64_t d = 0; d < dirs; ++d) {
-    const bool backward = a.reverse || d == 1;
-    const Activation& f = a.act(d, 0);
-    gemm_nt(seq * batch, hid, input, x.data<T>(), input, w.data<T>() + d * hid * input, input, T(0),
-            xw.data(), hid);
-    for (int64_t j = 0; j < hid; ++j)
-      bias[j] = bias_t
-                    ? bias_t->data<T>()[d * 2 * hid + j] + bias_t->data<T>()[d * 2 * hid + hid + j]
-                    : T(0);
-    for (int64_t b = 0; b < batch; ++b)
+  // The directions are independent: run them side by side.
+  ctx.pool.parallel_for(dirs, 1, [&](int64_t d_begin, int64_t d_end) {
+    std::vector<T> xw(static_cast<size_t>(seq * batch * hid)), h(static_cast<size_t>(batch * hid)),
+        hr(h.size()), bias(static_cast<size_t>(hid));
+    for (int64_t d = d_begin; d < d_end; ++d) {
+      const bool backward = a.reverse || d == 1;
+      const Activation& f = a.act(d, 0);
+      gemm_nt(seq * batch, hid, input, x.data<T>(), input, w.data<T>() + d * hid * input, input,
+              T(0), xw.data(), hid);
       for (int64_t j = 0; j < hid; ++j)
-        h[b * hid + j] = h0_t ? h0_t->data<T>()[lay.state_offset(d, b) + j] : T(0);
-    const T* rd = r.data<T>() + d * hid * hid;
-    for (int64_t s = 0; s < seq; ++s) {
-      gemm_nt(batch, hid, hid, h.data(), hid, rd, hid, T(0), hr.data(), hid);
-      for (int64_t b = 0; b < batch; ++b) {
-        const int64_t len = lens[b];
-        if (s >= len) continue;
-        const int64_t t = backward ? len - 1 - s : s;
-        const T* xr = xw.data() + lay.x_row(t, b) * hid;
-        T* hb = h.data() + b * hid;
-        const T* hrb = hr.data() + b * hid;
-        for (int64_t j = 0; j < hid; ++j) hb[j] = f(clip_value(xr[j] + hrb[j] + bias[j], a.clip));
-        if (y) std::copy(hb, hb + hid, y + lay.y_offset(t, d, b));
-      }
-    }
-    if (yh)
+        bias[j] =
+            bias_t ? bias_t->data<T>()[d * 2 * hid + j] + bias_t->data<T>()[d * 2 * hid + hid + j]
+                   : T(0);
       for (int64_t b = 0; b < batch; ++b)
-        std::copy(h.data() + b * hid, h.data() + (b + 1) * hid, yh + lay.state_offset(d, b));
-  }
+        for (int64_t j = 0; j < hid; ++j)
+          h[b * hid + j] = h0_t ? h0_t->data<T>()[lay.state_offset(d, b) + j] : T(0);
+      const T* rd = r.data<T>() + d * hid * hid;
+      for (int64_t s = 0; s < seq; ++s) {
+        gemm_nt(batch, hid, hid, h.data(), hid, rd, hid, T(0), hr.data(), hid);
+        for (int64_t b = 0; b < batch; ++b) {
+          const int64_t len = lens[b];
+          if (s >= len) continue;
+          const int64_t t = backward ? len - 1 - s : s;
+          const T* xr = xw.data() + lay.x_row(t, b) * hid;
+          T* hb = h.data() + b * hid;
+          const T* hrb = hr.data() + b * hid;
+          for (int64_t j = 0; j < hid; ++j) hb[j] = f(clip_value(xr[j] + hrb[j] + bias[j], a.clip));
+          if (y) std::copy(hb, hb + hid, y + lay.y_offset(t, d, b));
+        }
+      }
+      if (yh)
+        for (int64_t b = 0; b < batch; ++b)
+          std::copy(h.data() + b * hid, h.data() + (b + 1) * hid, yh + lay.state_offset(d, b));
+    }
+  });
 }
 
 }  // namespace

@@ -27,73 +27,76 @@ void gru_impl(KernelContext& ctx, const RnnAttrs& a, bool linear_before_reset) {
   T* y = ctx.wants_output(0) ? ctx.output(0).data<T>() : nullptr;
   T* yh = ctx.wants_output(1) ? ctx.output(1).data<T>() : nullptr;
 
-  const size_t state = static_cast<size_t>(batch * hid);
-  std::vector<T> xw(static_cast<size_t>(seq * batch * g3)), h(state), hr(state * 3), z(state),
-      rh(state), wb(static_cast<size_t>(g3)), rb(static_cast<size_t>(g3));
-  for (int64_t d = 0; d < dirs; ++d) {
-    const bool backward = a.reverse || d == 1;
-    const Activation& f = a.act(d, 0);
-    const Activation& g = a.act(d, 1);
-    gemm_nt(seq * batch, g3, input, x.data<T>(), input, w.data<T>() + d * g3 * input, input, T(0),
-            xw.data(), g3);
-    for (int64_t j = 0; j < g3; ++j) {
-      wb[j] = bias_t ? bias_t->data<T>()[d * 2 * g3 + j] : T(0);
-      rb[j] = bias_t ? bias_t->data<T>()[d * 2 * g3 + g3 + j] : T(0);
-    }
-    for (int64_t b = 0; b < batch; ++b)
-      for (int64_t j = 0; j < hid; ++j)
-        h[b * hid + j] = h0_t ? h0_t->data<T>()[lay.state_offset(d, b) + j] : T(0);
-    const T* rd = r.data<T>() + d * g3 * hid;
+  // The directions are independent: run them side by side.
+  ctx.pool.parallel_for(dirs, 1, [&](int64_t d_begin, int64_t d_end) {
+    const size_t state = static_cast<size_t>(batch * hid);
+    std::vector<T> xw(static_cast<size_t>(seq * batch * g3)), h(state), hr(state * 3), z(state),
+        rh(state), wb(static_cast<size_t>(g3)), rb(static_cast<size_t>(g3));
+    for (int64_t d = d_begin; d < d_end; ++d) {
+      const bool backward = a.reverse || d == 1;
+      const Activation& f = a.act(d, 0);
+      const Activation& g = a.act(d, 1);
+      gemm_nt(seq * batch, g3, input, x.data<T>(), input, w.data<T>() + d * g3 * input, input, T(0),
+              xw.data(), g3);
+      for (int64_t j = 0; j < g3; ++j) {
+        wb[j] = bias_t ? bias_t->data<T>()[d * 2 * g3 + j] : T(0);
+        rb[j] = bias_t ? bias_t->data<T>()[d * 2 * g3 + g3 + j] : T(0);
+      }
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t j = 0; j < hid; ++j)
+          h[b * hid + j] = h0_t ? h0_t->data<T>()[lay.state_offset(d, b) + j] : T(0);
+      const T* rd = r.data<T>() + d * g3 * hid;
 
-    for (int64_t s = 0; s < seq; ++s) {
-      // H * [Rz Rr Rh]^T, or only the z and r blocks when Rh waits for r.
-      gemm_nt(batch, linear_before_reset ? g3 : 2 * hid, hid, h.data(), hid, rd, hid, T(0),
-              hr.data(), g3);
-      auto row = [&](int64_t b) {
-        const int64_t len = lens[b];
-        return xw.data() + lay.x_row(backward ? len - 1 - s : s, b) * g3;
-      };
-      for (int64_t b = 0; b < batch; ++b) {
-        if (s >= lens[b]) continue;
-        const T* xr = row(b);
-        const T* hrb = hr.data() + b * g3;
-        for (int64_t j = 0; j < hid; ++j) {
-          const int64_t i = b * hid + j;
-          z[i] = f(clip_value(xr[j] + hrb[j] + wb[j] + rb[j], a.clip));
-          const T rg =
-              f(clip_value(xr[hid + j] + hrb[hid + j] + wb[hid + j] + rb[hid + j], a.clip));
-          if (linear_before_reset) {
-            const int64_t k = 2 * hid + j;
-            const T hg = g(clip_value(xr[k] + rg * (hrb[k] + rb[k]) + wb[k], a.clip));
-            rh[i] = hg;  // the candidate state, combined below
-          } else {
-            rh[i] = rg * h[i];
+      for (int64_t s = 0; s < seq; ++s) {
+        // H * [Rz Rr Rh]^T, or only the z and r blocks when Rh waits for r.
+        gemm_nt(batch, linear_before_reset ? g3 : 2 * hid, hid, h.data(), hid, rd, hid, T(0),
+                hr.data(), g3);
+        auto row = [&](int64_t b) {
+          const int64_t len = lens[b];
+          return xw.data() + lay.x_row(backward ? len - 1 - s : s, b) * g3;
+        };
+        for (int64_t b = 0; b < batch; ++b) {
+          if (s >= lens[b]) continue;
+          const T* xr = row(b);
+          const T* hrb = hr.data() + b * g3;
+          for (int64_t j = 0; j < hid; ++j) {
+            const int64_t i = b * hid + j;
+            z[i] = f(clip_value(xr[j] + hrb[j] + wb[j] + rb[j], a.clip));
+            const T rg =
+                f(clip_value(xr[hid + j] + hrb[hid + j] + wb[hid + j] + rb[hid + j], a.clip));
+            if (linear_before_reset) {
+              const int64_t k = 2 * hid + j;
+              const T hg = g(clip_value(xr[k] + rg * (hrb[k] + rb[k]) + wb[k], a.clip));
+              rh[i] = hg;  // the candidate state, combined below
+            } else {
+              rh[i] = rg * h[i];
+            }
           }
         }
-      }
-      if (!linear_before_reset)
-        gemm_nt(batch, hid, hid, rh.data(), hid, rd + 2 * hid * hid, hid, T(0), hr.data() + 2 * hid,
-                g3);
-      for (int64_t b = 0; b < batch; ++b) {
-        const int64_t len = lens[b];
-        if (s >= len) continue;
-        const int64_t t = backward ? len - 1 - s : s;
-        const T* xr = row(b);
-        const T* hrb = hr.data() + b * g3;
-        T* hb = h.data() + b * hid;
-        for (int64_t j = 0; j < hid; ++j) {
-          const int64_t i = b * hid + j, k = 2 * hid + j;
-          const T hg =
-              linear_before_reset ? rh[i] : g(clip_value(xr[k] + hrb[k] + rb[k] + wb[k], a.clip));
-          hb[j] = (T(1) - z[i]) * hg + z[i] * hb[j];
+        if (!linear_before_reset)
+          gemm_nt(batch, hid, hid, rh.data(), hid, rd + 2 * hid * hid, hid, T(0),
+                  hr.data() + 2 * hid, g3);
+        for (int64_t b = 0; b < batch; ++b) {
+          const int64_t len = lens[b];
+          if (s >= len) continue;
+          const int64_t t = backward ? len - 1 - s : s;
+          const T* xr = row(b);
+          const T* hrb = hr.data() + b * g3;
+          T* hb = h.data() + b * hid;
+          for (int64_t j = 0; j < hid; ++j) {
+            const int64_t i = b * hid + j, k = 2 * hid + j;
+            const T hg =
+                linear_before_reset ? rh[i] : g(clip_value(xr[k] + hrb[k] + rb[k] + wb[k], a.clip));
+            hb[j] = (T(1) - z[i]) * hg + z[i] * hb[j];
+          }
+          if (y) std::copy(hb, hb + hid, y + lay.y_offset(t, d, b));
         }
-        if (y) std::copy(hb, hb + hid, y + lay.y_offset(t, d, b));
       }
+      if (yh)
+        for (int64_t b = 0; b < batch; ++b)
+          std::copy(h.data() + b * hid, h.data() + (b + 1) * hid, yh + lay.state_offset(d, b));
     }
-    if (yh)
-      for (int64_t b = 0; b < batch; ++b)
-        std::copy(h.data() + b * hid, h.data() + (b + 1) * hid, yh + lay.state_offset(d, b));
-  }
+  });
 }
 
 }  // namespace

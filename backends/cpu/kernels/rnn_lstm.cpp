@@ -32,61 +32,67 @@ void lstm_impl(KernelContext& ctx, const RnnAttrs& a, bool input_forget) {
   T* yh = ctx.wants_output(1) ? ctx.output(1).data<T>() : nullptr;
   T* yc = ctx.wants_output(2) ? ctx.output(2).data<T>() : nullptr;
 
-  const size_t state = static_cast<size_t>(batch * hid);
-  std::vector<T> xw(static_cast<size_t>(seq * batch * g4)), h(state), c(state), hr(state * 4),
-      bias(static_cast<size_t>(g4)), peep(static_cast<size_t>(3 * hid));
-  for (int64_t d = 0; d < dirs; ++d) {
-    const bool backward = a.reverse || d == 1;
-    const Activation& f = a.act(d, 0);
-    const Activation& g = a.act(d, 1);
-    const Activation& ha = a.act(d, 2);
-    gemm_nt(seq * batch, g4, input, x.data<T>(), input, w.data<T>() + d * g4 * input, input, T(0),
-            xw.data(), g4);
-    for (int64_t j = 0; j < g4; ++j)
-      bias[j] = bias_t ? bias_t->data<T>()[d * 2 * g4 + j] + bias_t->data<T>()[d * 2 * g4 + g4 + j]
-                       : T(0);
-    for (int64_t j = 0; j < 3 * hid; ++j) peep[j] = p_t ? p_t->data<T>()[d * 3 * hid + j] : T(0);
-    const T* pi = peep.data();
-    const T* po = pi + hid;
-    const T* pf = po + hid;
-    for (int64_t b = 0; b < batch; ++b)
-      for (int64_t j = 0; j < hid; ++j) {
-        h[b * hid + j] = h0_t ? h0_t->data<T>()[lay.state_offset(d, b) + j] : T(0);
-        c[b * hid + j] = c0_t ? c0_t->data<T>()[lay.state_offset(d, b) + j] : T(0);
-      }
-    const T* rd = r.data<T>() + d * g4 * hid;
-
-    for (int64_t s = 0; s < seq; ++s) {
-      gemm_nt(batch, g4, hid, h.data(), hid, rd, hid, T(0), hr.data(), g4);
-      for (int64_t b = 0; b < batch; ++b) {
-        const int64_t len = lens[b];
-        if (s >= len) continue;
-        const int64_t t = backward ? len - 1 - s : s;
-        const T* xr = xw.data() + lay.x_row(t, b) * g4;
-        const T* hrb = hr.data() + b * g4;
-        T* hb = h.data() + b * hid;
-        T* cb = c.data() + b * hid;
+  // The directions are independent: run them side by side.
+  ctx.pool.parallel_for(dirs, 1, [&](int64_t d_begin, int64_t d_end) {
+    const size_t state = static_cast<size_t>(batch * hid);
+    std::vector<T> xw(static_cast<size_t>(seq * batch * g4)), h(state), c(state), hr(state * 4),
+        bias(static_cast<size_t>(g4)), peep(static_cast<size_t>(3 * hid));
+    for (int64_t d = d_begin; d < d_end; ++d) {
+      const bool backward = a.reverse || d == 1;
+      const Activation& f = a.act(d, 0);
+      const Activation& g = a.act(d, 1);
+      const Activation& ha = a.act(d, 2);
+      gemm_nt(seq * batch, g4, input, x.data<T>(), input, w.data<T>() + d * g4 * input, input, T(0),
+              xw.data(), g4);
+      for (int64_t j = 0; j < g4; ++j)
+        bias[j] = bias_t
+                      ? bias_t->data<T>()[d * 2 * g4 + j] + bias_t->data<T>()[d * 2 * g4 + g4 + j]
+                      : T(0);
+      for (int64_t j = 0; j < 3 * hid; ++j) peep[j] = p_t ? p_t->data<T>()[d * 3 * hid + j] : T(0);
+      const T* pi = peep.data();
+      const T* po = pi + hid;
+      const T* pf = po + hid;
+      for (int64_t b = 0; b < batch; ++b)
         for (int64_t j = 0; j < hid; ++j) {
-          auto pre = [&](int64_t gate) {
-            const int64_t k = gate * hid + j;
-            return xr[k] + hrb[k] + bias[k];
-          };
-          const T ig = f(clip_value(pre(0) + pi[j] * cb[j], a.clip));
-          const T fg = input_forget ? T(1) - ig : f(clip_value(pre(2) + pf[j] * cb[j], a.clip));
-          const T cg = g(clip_value(pre(3), a.clip));
-          const T cn = fg * cb[j] + ig * cg;
-          const T og = f(clip_value(pre(1) + po[j] * cn, a.clip));
-          cb[j] = cn;
-          hb[j] = og * ha(cn);
+          h[b * hid + j] = h0_t ? h0_t->data<T>()[lay.state_offset(d, b) + j] : T(0);
+          c[b * hid + j] = c0_t ? c0_t->data<T>()[lay.state_offset(d, b) + j] : T(0);
         }
-        if (y) std::copy(hb, hb + hid, y + lay.y_offset(t, d, b));
+      const T* rd = r.data<T>() + d * g4 * hid;
+
+      for (int64_t s = 0; s < seq; ++s) {
+        gemm_nt(batch, g4, hid, h.data(), hid, rd, hid, T(0), hr.data(), g4);
+        for (int64_t b = 0; b < batch; ++b) {
+          const int64_t len = lens[b];
+          if (s >= len) continue;
+          const int64_t t = backward ? len - 1 - s : s;
+          const T* xr = xw.data() + lay.x_row(t, b) * g4;
+          const T* hrb = hr.data() + b * g4;
+          T* hb = h.data() + b * hid;
+          T* cb = c.data() + b * hid;
+          for (int64_t j = 0; j < hid; ++j) {
+            auto pre = [&](int64_t gate) {
+              const int64_t k = gate * hid + j;
+              return xr[k] + hrb[k] + bias[k];
+            };
+            const T ig = f(clip_value(pre(0) + pi[j] * cb[j], a.clip));
+            const T fg = input_forget ? T(1) - ig : f(clip_value(pre(2) + pf[j] * cb[j], a.clip));
+            const T cg = g(clip_value(pre(3), a.clip));
+            const T cn = fg * cb[j] + ig * cg;
+            const T og = f(clip_value(pre(1) + po[j] * cn, a.clip));
+            cb[j] = cn;
+            hb[j] = og * ha(cn);
+          }
+          if (y) std::copy(hb, hb + hid, y + lay.y_offset(t, d, b));
+        }
+      }
+      for (int64_t b = 0; b < batch; ++b) {
+        if (yh)
+          std::copy(h.data() + b * hid, h.data() + (b + 1) * hid, yh + lay.state_offset(d, b));
+        if (yc)
+          std::copy(c.data() + b * hid, c.data() + (b + 1) * hid, yc + lay.state_offset(d, b));
       }
     }
-    for (int64_t b = 0; b < batch; ++b) {
-      if (yh) std::copy(h.data() + b * hid, h.data() + (b + 1) * hid, yh + lay.state_offset(d, b));
-      if (yc) std::copy(c.data() + b * hid, c.data() + (b + 1) * hid, yc + lay.state_offset(d, b));
-    }
-  }
+  });
 }
 
 }  // namespace
