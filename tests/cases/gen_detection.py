@@ -63,6 +63,11 @@ nms("nms_center_point", centers.astype(np.float32), rand(2, 2, 16, low=0, high=1
 # Equal scores: the lower box index wins.
 nms("nms_ties", random_boxes(1, 8), np.full((1, 2, 8), 0.5, dtype=np.float32), 8, 0.2)
 nms("nms_all_below", random_boxes(1, 6), rand(1, 1, 6, low=0, high=0.4), 5, 0.5, 0.9)
+cases.node("nms_scalar_inputs", "NonMaxSuppression",
+           {"boxes": random_boxes(1, 10), "scores": rand(1, 2, 10, low=0, high=1)},
+           initializers={"max_output_boxes_per_class": np.array(3, dtype=np.int64),
+                         "iou_threshold": np.array(0.4, dtype=np.float32),
+                         "score_threshold": np.array(0.1, dtype=np.float32)}, opset=11)
 nms("nms_empty_boxes", np.zeros((1, 0, 4), np.float32), np.zeros((1, 1, 0), np.float32), 3, 0.5)
 
 # ---- RoiAlign ----

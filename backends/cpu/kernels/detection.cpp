@@ -206,6 +206,10 @@ class RoiAlignKernel : public Kernel {
                           ", expected a value in [0, " + std::to_string(x.dim(0)) + ")",
                       ErrorCode::InvalidArgument);
     Tensor& y = ctx.output(0);
+    if (y.numel() == 0) return;
+    if (x.dim(2) == 0 || x.dim(3) == 0)
+      ctx.node.fail("X has shape " + to_string(x.shape()) + "; rois need a non-empty image",
+                    ErrorCode::InvalidArgument);
     switch (x.dtype()) {
       case DType::Float32:
         return roi_align(p_, x.data<float>(), x.shape(), rois.data<float>(), batch, n,

@@ -254,6 +254,14 @@ class GridSampleKernel : public Kernel {
     const Tensor& grid = ctx.input(1);
     Tensor& y = ctx.output(0);
     if (y.numel() == 0) return;
+    if (x.numel() == 0) {
+      // Nothing to sample from: zero padding reads zeros (y is zero-filled), the others have
+      // no border value to repeat.
+      if (p_.padding == Padding::Zeros) return;
+      ctx.node.fail("X has shape " + to_string(x.shape()) +
+                        "; border and reflection padding need a non-empty image",
+                    ErrorCode::InvalidArgument);
+    }
     switch (x.dtype()) {
       case DType::Float32: {
         const std::vector<float> g = as_compute<float>(grid);
