@@ -101,6 +101,34 @@ void infer_array_feature_extractor(InferenceContext& ctx) {
   ctx.set_output(0, ctx.input_dtype(0), dims);
 }
 
+void infer_linear_attention(InferenceContext& ctx) {
+  const Node& n = ctx.node();
+  const int64_t hq = n.attr_int("q_num_heads", 0), hkv = n.attr_int("kv_num_heads", 0);
+  if (hq <= 0 || hkv <= 0 || hq % hkv != 0)
+    ctx.fail("q_num_heads (" + str(hq) + ") must be a positive multiple of kv_num_heads (" +
+             str(hkv) + ")");
+  const std::string rule = n.attr_string("update_rule", "gated_delta");
+  if (rule != "linear" && rule != "gated" && rule != "delta" && rule != "gated_delta")
+    ctx.fail("attribute 'update_rule' is '" + rule +
+             "', expected 'linear', 'gated', 'delta' or 'gated_delta'");
+  const auto& q = ctx.input_shape(0);
+  const auto& k = ctx.input_shape(1);
+  const auto& v = ctx.input_shape(2);
+  for (const auto* s : {&q, &k, &v})
+    if (s->size() != 3) ctx.fail("query, key and value must have rank 3 [B, T, heads * dim]");
+  auto per_head = [&](int64_t d, int64_t heads, const char* what) -> int64_t {
+    if (d < 0) return -1;
+    if (d % heads != 0)
+      ctx.fail(std::string(what) + " last dim " + str(d) + " is not divisible by " + str(heads));
+    return d / heads;
+  };
+  const int64_t dk = per_head(q[2], hq, "query"), dv = per_head(v[2], hkv, "value");
+  per_head(k[2], hkv, "key");
+  ctx.set_output(0, ctx.input_dtype(0), {q[0], q[1], dv < 0 ? -1 : hq * dv});
+  const DType state = ctx.has_input(3) ? ctx.input_dtype(3) : ctx.input_dtype(0);
+  ctx.set_output(1, state, {q[0], hkv, dk, dv});
+}
+
 }  // namespace
 
 void register_misc_extra_schemas(SchemaRegistry& r) {
@@ -117,6 +145,13 @@ void register_misc_extra_schemas(SchemaRegistry& r) {
          .min_outputs = 2,
          .max_outputs = 2,
          .infer = infer_causal_conv});
+  r.add({.op_type = "LinearAttention",
+         .min_opset = 27,
+         .min_inputs = 3,
+         .max_inputs = 6,
+         .min_outputs = 1,
+         .max_outputs = 2,
+         .infer = infer_linear_attention});
   const std::string training = "ai.onnx.preview.training";
   r.add({.op_type = "Adagrad",
          .domain = training,
