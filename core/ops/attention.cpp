@@ -249,9 +249,15 @@ AttentionDims attention_dims(const Node& node, const std::vector<int64_t>& q,
                   " does not broadcast to (batch, q_heads, q_seq, total_seq) = " +
                   to_string(std::vector<int64_t>(target, target + 4)));
     }
-    if (m.back() >= 0 && d.total_seq >= 0 && m.back() > d.total_seq)
-      node.fail("attn_mask's last dim " + str(m.back()) + " exceeds the total sequence length " +
-                str(d.total_seq));
+    // Opset 24 pads a short key axis with -inf; opset 23 broadcasts it like the other axes.
+    if (m.back() >= 0 && d.total_seq >= 0) {
+      if (node.opset >= 24 && m.back() > d.total_seq)
+        node.fail("attn_mask's last dim " + str(m.back()) + " exceeds the total sequence length " +
+                  str(d.total_seq));
+      if (node.opset < 24 && m.back() != 1 && m.back() != d.total_seq)
+        node.fail("attn_mask's last dim " + str(m.back()) + " is neither 1 nor the total " +
+                  "sequence length " + str(d.total_seq) + " (padding it needs opset 24)");
+    }
   }
   if (nonpad_kv_seqlen) {
     const auto& n = *nonpad_kv_seqlen;

@@ -155,8 +155,15 @@ void run_attention(KernelContext& ctx) {
       mstride[i] = ms[i] == 1 ? 0 : s;
       s *= ms[i];
     }
-    mstride[3] = 1;  // the key axis is padded, never broadcast
+    // Opset 24 pads a short key axis with -inf (the key axis is never broadcast); opset 23
+    // broadcasts a key axis of 1.
     mask_len = ms[3];
+    if (node.opset >= 24 || ms[3] != 1) {
+      mstride[3] = 1;
+    } else {
+      mstride[3] = 0;
+      mask_len = total;
+    }
   }
   std::vector<int64_t> valid_keys;  // per batch, from nonpad_kv_seqlen
   if (nonpad) valid_keys.assign(nonpad->data<int64_t>(), nonpad->data<int64_t>() + batch);
@@ -196,7 +203,7 @@ void run_attention(KernelContext& ctx) {
             if (mask) {
               const A* m = bias.data() + b * mstride[0] + h * mstride[1] + qi * mstride[2];
               const int64_t n = std::min(mask_len, total);
-              for (int64_t j = 0; j < n; ++j) row[j] += m[j];
+              for (int64_t j = 0; j < n; ++j) row[j] += m[j * mstride[3]];
               for (int64_t j = n; j < total; ++j) row[j] = neg_inf;
             }
             // Upper-left aligned causal mask, shifted by the cached keys.
@@ -245,8 +252,14 @@ std::string attention_support(const NodeSignature& sig) {
       return std::string(names[i]) + " is " + dtype_name(ti) + " but Q is " + dtype_name(t) +
              "; the CPU kernel needs one float type for Q, K, V and the caches";
   }
-  if (node.has_input(3) && sig.inputs.size() > 3 && sig.inputs[3].dtype == DType::String)
-    return "attn_mask is a string tensor";
+  // The spec's mask is bool or "of the same type as query" (its function body adds it to the
+  // scores as is).
+  if (node.has_input(3) && sig.inputs.size() > 3) {
+    const DType m = sig.inputs[3].dtype;
+    if (m != DType::Undefined && m != DType::Bool && t != DType::Undefined && m != t)
+      return std::string("attn_mask is ") + dtype_name(m) + "; it must be bool or Q's type " +
+             dtype_name(t);
+  }
   const int64_t mode = node.attr_int("qk_matmul_output_mode", 0);
   if (mode < 0 || mode > 3)
     return "qk_matmul_output_mode " + std::to_string(mode) + " is not one of 0, 1, 2, 3";
@@ -261,36 +274,10 @@ std::string attention_support(const NodeSignature& sig) {
       return "softmax_precision " + std::to_string(p) +
              " is not supported (float32 and float64 are; float16 for float16 inputs)";
   }
-  // A key axis of size 1 in the mask is padded per the opset-24 text and the reference but
-  // broadcast per numpy rules; refuse rather than pick one.
-  if (node.has_input(3) && sig.inputs.size() > 3 && sig.inputs[3].has_shape &&
-      !sig.inputs[3].dims.empty() && sig.inputs[3].dims.back() == 1) {
-    // The key count: K's sequence length plus past_key's.
-    const auto& ks = sig.inputs[1];
-    if (ks.has_shape && (ks.dims.size() == 3 || ks.dims.size() == 4)) {
-      int64_t total = ks.dims.size() == 3 ? ks.dims[1] : ks.dims[2];
-      if (node.has_input(4) && sig.inputs.size() > 4 && sig.inputs[4].has_shape &&
-          sig.inputs[4].dims.size() == 4)
-        total = total >= 0 && sig.inputs[4].dims[2] >= 0 ? total + sig.inputs[4].dims[2] : -1;
-      if (total != 1)
-        return "attn_mask's key axis has size 1 while there are more keys: padding (opset 24 "
-               "text) and broadcasting disagree";
-    }
-  }
   return "";
 }
 
 void attention_kernel(KernelContext& ctx) {
-  const Tensor* mask = ctx.optional_input(3);
-  if (mask && mask->rank() > 0 && mask->shape().back() == 1) {
-    const Tensor& k = ctx.input(1);
-    int64_t total = k.rank() == 3 ? k.dim(1) : k.dim(2);
-    if (const Tensor* pk = ctx.optional_input(4)) total += pk->dim(2);
-    if (total != 1)
-      ctx.node.fail("attn_mask's key axis has size 1 while there are " + std::to_string(total) +
-                        " keys: padding and broadcasting disagree",
-                    ErrorCode::NotImplemented);
-  }
   if (ctx.input(0).dtype() == DType::Float64)
     run_attention<double>(ctx);
   else
