@@ -212,6 +212,10 @@ c.node("dyn_positive", "DynamicQuantizeLinear", {"x": rand(10, low=0.5, high=4)}
        opset=11)
 c.node("dyn_negative", "DynamicQuantizeLinear", {"x": rand(2, 5, low=-4, high=-0.5)},
        n_outputs=3, opset=11)
+# All zeros: the spec's scale is 0/255 (then 0/0); onnxruntime gives scale 1 and onnx's reference
+# 1/255 although it quotes onnxruntime's formula. Quilt follows onnxruntime.
+c.node("dyn_all_zero", "DynamicQuantizeLinear", {"x": np.zeros((2, 3), f32)}, n_outputs=3,
+       opset=11, cross_check=False)
 c.node("dyn_large", "DynamicQuantizeLinear", {"x": rand(64, 1031, low=-1, high=7)}, n_outputs=3,
        opset=11)
 
@@ -289,3 +293,27 @@ qconv("qconv_3d", (1, 2, 4, 5, 4), (3, 2, 2, 3, 2), pads=[0, 1, 1, 1, 0, 0])
 qconv("qconv_kernel_shape_attr", (1, 2, 5, 5), (2, 2, 3, 3), kernel_shape=[3, 3])
 qconv("qconv_large", (2, 16, 20, 20), (32, 16, 3, 3), np.uint8, np.int8, np.uint8, bias=True,
       w_per_channel=True, pads=[1, 1, 1, 1])
+
+# ---- constant parameters (initializers), as exported models have them ----
+c.node("q_const_params_axis", "QuantizeLinear", {"x": rand(2, 4, 3)}, opset=13,
+       initializers={"s": scale(4), "z": randint(4, low=0, high=256, dtype=np.uint8)})
+c.node("dq_const_params_blocked", "DequantizeLinear",
+       {"x": randint(4, 6, low=-128, high=128, dtype=np.int8)},
+       initializers={"s": scale(4, 2), "z": randint(4, 2, low=-5, high=5, dtype=np.int8)},
+       axis=1, block_size=3)
+c.node("q_rank1_axis0", "QuantizeLinear", {"x": rand(5)}, opset=13, axis=0,
+       initializers={"s": scale(5), "z": randint(5, low=-3, high=3, dtype=np.int8)})
+
+# ---- QDQ graphs: a constant weight dequantized at session creation (constant folding), and a
+# quantize -> dequantize round trip of a runtime input ----
+c.model("qdq_const_weight_matmul",
+        [helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["w"], axis=1),
+         helper.make_node("MatMul", ["x", "w"], ["y"])],
+        {"x": rand(3, 8)}, ["y"],
+        initializers={"wq": randint(8, 5, low=-128, high=128, dtype=np.int8), "ws": scale(5),
+                      "wz": randint(5, low=-3, high=3, dtype=np.int8)}, opset=13)
+c.model("qdq_round_trip",
+        [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+         helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])],
+        {"x": rand(4, 6, low=-2, high=2)}, ["y"],
+        initializers={"s": arr(0.01, f32), "z": arr(-10, np.int8)}, opset=13)

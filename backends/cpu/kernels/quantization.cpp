@@ -228,8 +228,9 @@ void run_dequantize(KernelContext& ctx) {
 
 // ---- DynamicQuantizeLinear ----
 
-// uint8 quantization over [min(0, min x), max(0, max x)], computed in float32 as onnx's
-// reference does (which also gives scale 1/255 when that range is empty, e.g. all zeros).
+// uint8 quantization over [min(0, min x), max(0, max x)] in float32. When that range is empty
+// (x all zeros) the spec's formula divides by zero; like onnxruntime (whose formula onnx's
+// reference quotes) the scale is then 1. y and the zero point are 0 whatever the scale.
 void run_dynamic_quantize(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const float* xp = x.data<float>();
@@ -238,7 +239,7 @@ void run_dynamic_quantize(KernelContext& ctx) {
     lo = std::min(lo, xp[i]);
     hi = std::max(hi, xp[i]);
   }
-  const float scale = (hi == lo ? 1.0f : hi - lo) / 255.0f;
+  const float scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
   const float zp_f = std::clamp(0.0f - lo / scale, 0.0f, 255.0f);
   const auto zp = static_cast<int64_t>(std::nearbyint(zp_f));
   uint8_t* y = ctx.output(0).data<uint8_t>();
