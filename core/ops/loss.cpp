@@ -126,8 +126,13 @@ void infer_eyelike(InferenceContext& ctx) {
   if (ctx.node().has_attr("dtype")) {
     const int64_t d = ctx.node().attr_int("dtype", 0);
     dtype = static_cast<DType>(d);
-    if (!dtype_supported(dtype))
-      ctx.fail("dtype " + str(d) + " is not a tensor type Quilt supports");
+    if (d <= 0 || d > 26 || dtype == DType::String)
+      ctx.fail("dtype " + str(d) + " is not a numeric or bool TensorProto.DataType");
+    if (!dtype_supported(dtype))  // bfloat16 and the 8/4-bit types: valid, but not held
+      ctx.node().fail("dtype " + str(d) +
+                          " is not supported (supported: float32, float64, float16, int8..int64, "
+                          "uint8..uint64, bool)",
+                      ErrorCode::NotImplemented);
   }
   ctx.set_output(0, dtype, x);
 }
