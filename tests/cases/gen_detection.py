@@ -219,3 +219,16 @@ cases.node("roialign_large", "RoiAlign",
             "batch_indices": randint(60, high=2)}, opset=16, output_height=7, output_width=7)
 col2im("col2im_large", rand(2, 16 * 9, 30 * 30), [32, 32], [3, 3])
 nms("nms_large", random_boxes(2, 300, spread=4), rand(2, 5, 300, low=0, high=1), 20, 0.5, 0.05)
+
+# ---- float16: computed in float32, rounded once ----
+x16, g16 = rand(1, 2, 5, 6, dtype=np.float16), rand(1, 3, 4, 2, low=-1.1, high=1.1, dtype=np.float16)
+cases.node("gridsample_float16", "GridSample", {"X": x16, "grid": g16}, opset=20,
+           padding_mode="border", rtol=1e-2, atol=1e-2)
+cases.node("roialign_float16", "RoiAlign",
+           {"X": rand(1, 2, 8, 8, dtype=np.float16), "rois": rois_for(3, 8).astype(np.float16),
+            "batch_indices": np.zeros(3, np.int64)}, opset=16, output_height=2, output_width=2,
+           rtol=1e-2, atol=1e-2)
+cases.node("affine_grid_float16", "AffineGrid", {"theta": rand(2, 2, 3, dtype=np.float16)},
+           initializers={"size": np.array([2, 1, 3, 4], dtype=np.int64)}, opset=20, rtol=1e-2,
+           atol=1e-2)
+ccp("ccp_float16", rand(5, 4, dtype=np.float16), [3, 7])
