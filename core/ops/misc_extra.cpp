@@ -129,6 +129,61 @@ void infer_linear_attention(InferenceContext& ctx) {
   ctx.set_output(1, state, {q[0], hkv, dk, dv});
 }
 
+void infer_deform_conv(InferenceContext& ctx) {
+  const Node& n = ctx.node();
+  const auto& x = ctx.input_shape(0);
+  const auto& w = ctx.input_shape(1);
+  const auto& off = ctx.input_shape(2);
+  if (x.size() < 3) ctx.fail("X has shape " + to_string(x) + ", expected [N, C, spatial...]");
+  const size_t sp = x.size() - 2;
+  if (w.size() != x.size() || off.size() != x.size())
+    ctx.fail("W " + to_string(w) + " and offset " + to_string(off) + " must have the rank of X " +
+             to_string(x));
+  const int64_t group = n.attr_int("group", 1), og = n.attr_int("offset_group", 1);
+  if (group < 1 || og < 1) ctx.fail("group and offset_group must be >= 1");
+  std::vector<int64_t> kernel(w.begin() + 2, w.end());
+  if (n.has_attr("kernel_shape")) kernel = n.attr_ints("kernel_shape");
+  const auto pads = n.attr_ints("pads", std::vector<int64_t>(2 * sp, 0));
+  const auto strides = n.attr_ints("strides", std::vector<int64_t>(sp, 1));
+  const auto dil = n.attr_ints("dilations", std::vector<int64_t>(sp, 1));
+  if (kernel.size() != sp || pads.size() != 2 * sp || strides.size() != sp || dil.size() != sp)
+    ctx.fail("kernel_shape, pads, strides or dilations do not match " +
+             str(static_cast<int64_t>(sp)) + " spatial dims");
+  if (x[1] >= 0 && w[1] >= 0 && x[1] != w[1] * group)
+    ctx.fail("X has " + str(x[1]) + " channels, expected W's " + str(w[1]) + " times group " +
+             str(group));
+  if (w[0] >= 0 && w[0] % group != 0)
+    ctx.fail("W has " + str(w[0]) + " output channels, not divisible by group " + str(group));
+  if (x[1] >= 0 && x[1] % og != 0)
+    ctx.fail("X has " + str(x[1]) + " channels, not divisible by offset_group " + str(og));
+  int64_t taps = 1;
+  for (int64_t k : kernel) taps *= k;
+  if (off[1] >= 0 && off[1] != og * taps * static_cast<int64_t>(sp))
+    ctx.fail("offset has " + str(off[1]) + " channels, expected offset_group * prod(kernel) * " +
+             str(static_cast<int64_t>(sp)) + " = " + str(og * taps * static_cast<int64_t>(sp)));
+  std::vector<int64_t> y = {x[0], w[0]};
+  for (size_t d = 0; d < sp; ++d) {
+    const int64_t in = x[d + 2];
+    int64_t o = -1;
+    if (in >= 0)
+      o = (in + pads[d] + pads[d + sp] - ((kernel[d] - 1) * dil[d] + 1)) / strides[d] + 1;
+    if (o >= 0 && off[d + 2] >= 0 && off[d + 2] != o)
+      ctx.fail("offset has spatial shape " + to_string(off) + ", expected output size " + str(o) +
+               " in spatial dim " + str(static_cast<int64_t>(d)));
+    y.push_back(o >= 0 ? o : off[d + 2]);
+  }
+  if (ctx.has_input(3) && ctx.input_shape(3).size() != 1)
+    ctx.fail("B must be 1-D [output channels]");
+  if (ctx.has_input(4)) {
+    const auto& m = ctx.input_shape(4);
+    std::vector<int64_t> expect = y;
+    expect[1] = og * taps;
+    if (m != expect && ctx.runtime())
+      ctx.fail("mask has shape " + to_string(m) + ", expected " + to_string(expect));
+  }
+  ctx.set_output(0, ctx.input_dtype(0), y);
+}
+
 }  // namespace
 
 void register_misc_extra_schemas(SchemaRegistry& r) {
@@ -152,6 +207,11 @@ void register_misc_extra_schemas(SchemaRegistry& r) {
          .min_outputs = 1,
          .max_outputs = 2,
          .infer = infer_linear_attention});
+  r.add({.op_type = "DeformConv",
+         .min_opset = 19,
+         .min_inputs = 3,
+         .max_inputs = 5,
+         .infer = infer_deform_conv});
   const std::string training = "ai.onnx.preview.training";
   r.add({.op_type = "Adagrad",
          .domain = training,
