@@ -6,7 +6,10 @@ reference is checked against onnxruntime when onnxruntime runs the case, and use
 cannot: onnxruntime 1.23 has no CumProd (opset 26), no float64 Hardmax/LRN, no LRN outside 4-D
 and no EyeLike for most dtypes.
 """
+import shutil
+
 import numpy as np
+from onnx import TensorProto, numpy_helper
 
 from casegen import Cases, rand, randint
 
@@ -29,13 +32,12 @@ def case(name, op_type, inputs, ref=None, n_outputs=1, initializers=None, opset=
         except Exception:  # noqa: BLE001 - onnxruntime lacks this op/dtype/opset
             ort_ok = False
         if ort_ok:
-            ort = load_expected(name, len(outs))
-            for o, want in zip(ort, ref):
+            got = load_expected(name, len(outs))
+            for o, want in zip(got, ref):
                 np.testing.assert_allclose(np.asarray(o, np.float64), np.asarray(want, np.float64),
                                            rtol=max(rtol, 1e-3), atol=max(atol, 1e-3),
                                            err_msg=f"{name}: numpy reference disagrees with ORT")
             return
-        import shutil
         shutil.rmtree(c.dir / name, ignore_errors=True)
         c.names.discard(name)
     c.node(name, op_type, inputs, n_outputs, initializers, opset, rtol, atol, expected=expected,
@@ -43,7 +45,7 @@ def case(name, op_type, inputs, ref=None, n_outputs=1, initializers=None, opset=
 
 
 def load_expected(name, n):
-    from onnx import TensorProto, numpy_helper
+    """The outputs onnxruntime wrote for case `name`."""
     out = []
     for i in range(n):
         t = TensorProto()
