@@ -1,6 +1,8 @@
 // Schemas of the smaller ops the misc family picked up from the conformance suite: BitCast,
 // TensorScatter, CausalConvWithState, the preview training optimisers (Adagrad, Adam,
 // Momentum) and the ai.onnx.ml Binarizer and ArrayFeatureExtractor.
+#include <algorithm>
+
 #include "core/op_schema.hpp"
 
 namespace quilt {
@@ -184,6 +186,32 @@ void infer_deform_conv(InferenceContext& ctx) {
   ctx.set_output(0, ctx.input_dtype(0), y);
 }
 
+void infer_tfidf(InferenceContext& ctx) {
+  const Node& n = ctx.node();
+  const std::string mode = n.attr_string("mode", "");
+  if (mode != "TF" && mode != "IDF" && mode != "TFIDF")
+    ctx.fail("attribute 'mode' is '" + mode + "', expected 'TF', 'IDF' or 'TFIDF'");
+  const auto indexes = n.attr_ints("ngram_indexes");
+  if (indexes.empty()) ctx.fail("attribute 'ngram_indexes' is required");
+  const int64_t min = n.attr_int("min_gram_length", 0), max = n.attr_int("max_gram_length", 0);
+  if (min < 1 || max < min)
+    ctx.fail("min_gram_length " + str(min) + " and max_gram_length " + str(max) +
+             " must satisfy 1 <= min <= max");
+  if (n.attr_int("max_skip_count", 0) < 0) ctx.fail("max_skip_count must be >= 0");
+  int64_t width = 0;
+  for (int64_t i : indexes) {
+    if (i < 0) ctx.fail("ngram_indexes has a negative entry");
+    width = std::max(width, i + 1);
+  }
+  const auto& x = ctx.input_shape(0);
+  if (x.size() == 1)
+    ctx.set_output(0, DType::Float32, {width});
+  else if (x.size() == 2)
+    ctx.set_output(0, DType::Float32, {x[0], width});
+  else
+    ctx.fail("input has shape " + to_string(x) + ", expected [C] or [N, C]");
+}
+
 }  // namespace
 
 void register_misc_extra_schemas(SchemaRegistry& r) {
@@ -212,6 +240,7 @@ void register_misc_extra_schemas(SchemaRegistry& r) {
          .min_inputs = 3,
          .max_inputs = 5,
          .infer = infer_deform_conv});
+  r.add({.op_type = "TfIdfVectorizer", .min_opset = 9, .infer = infer_tfidf});
   const std::string training = "ai.onnx.preview.training";
   r.add({.op_type = "Adagrad",
          .domain = training,
