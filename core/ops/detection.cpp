@@ -206,6 +206,9 @@ void infer_center_crop_pad(InferenceContext& ctx) {
             "number of values in shape and number of axes");
   std::vector<int64_t> dims = in;
   const auto shape = ctx.input_ints(1);
+  if (shape && shape->size() != axes.size())
+    ctx.fail("shape has " + std::to_string(shape->size()) + " values, expected " +
+             std::to_string(axes.size()) + " (one per axis)");
   for (size_t i = 0; i < axes.size(); ++i) {
     int64_t& d = dims[static_cast<size_t>(axes[i])];
     if (!shape) {

@@ -78,9 +78,9 @@ std::vector<std::array<int64_t, 3>> non_max_suppression(const float* boxes, cons
       for (int64_t i = 0; i < spatial; ++i) {
         // A NaN has no place in the score order (onnxruntime's answer is undefined there).
         if (std::isnan(s[i]) && !p.has_score_threshold)
-          throw Error(ErrorCode::InvalidArgument, "NonMaxSuppression: scores[" + std::to_string(b) +
-                                                      ", " + std::to_string(c) + ", " +
-                                                      std::to_string(i) + "] is NaN");
+          throw Error(ErrorCode::InvalidArgument, "scores[" + std::to_string(b) + ", " +
+                                                      std::to_string(c) + ", " + std::to_string(i) +
+                                                      "] is NaN");
         if (!p.has_score_threshold || s[i] > p.score_threshold) candidates.push_back(i);
       }
       // Highest score first; equal scores keep the lower box index first.

@@ -165,8 +165,7 @@ void grid_sample(const GridParams& p, const C* x, const std::vector<int64_t>& x_
         // The grid lists coordinates innermost axis first.
         const C coord = g[r - 1 - a];
         // Neither onnxruntime nor the reference defines a NaN position.
-        if (std::isnan(coord))
-          throw Error(ErrorCode::InvalidArgument, "GridSample: grid contains NaN");
+        if (std::isnan(coord)) throw Error(ErrorCode::InvalidArgument, "grid contains NaN");
         const int k_n = axes[a].taps(coord, idx, w);
         next_offs.clear();
         next_ws.clear();
@@ -216,8 +215,7 @@ void grid_sample_nearest_bytes(const GridParams& p, const Tensor& x, const std::
       int64_t off = 0;
       for (size_t a = 0; a < r && off >= 0; ++a) {
         const float coord = g[r - 1 - a];
-        if (std::isnan(coord))
-          throw Error(ErrorCode::InvalidArgument, "GridSample: grid contains NaN");
+        if (std::isnan(coord)) throw Error(ErrorCode::InvalidArgument, "grid contains NaN");
         axes[a].taps(coord, idx, w);
         off = idx[0] < 0 ? -1 : off + idx[0] * strides[a];
       }
