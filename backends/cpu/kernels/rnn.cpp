@@ -149,6 +149,30 @@ void gemm_nt(int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, cons
     }
 }
 
+void gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+             int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.f ? 0.f : beta * c[i * ldc + j];
+    return;
+  }
+  sgemm(false, false, m, n, k, 1.f, a, lda, b, ldb, beta, c, ldc);
+}
+
+void gemm_nn(int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b,
+             int64_t ldb, double beta, double* c, int64_t ldc) {
+  for (int64_t i = 0; i < m; ++i) {
+    double* ci = c + i * ldc;
+    for (int64_t j = 0; j < n; ++j) ci[j] = beta == 0.0 ? 0.0 : beta * ci[j];
+    for (int64_t p = 0; p < k; ++p) {
+      const double av = a[i * lda + p];
+      const double* bp = b + p * ldb;
+      for (int64_t j = 0; j < n; ++j) ci[j] += av * bp[j];
+    }
+  }
+}
+
 namespace {
 
 template <class T>
@@ -181,9 +205,9 @@ void rnn_impl(KernelContext& ctx, const RnnAttrs& a) {
       for (int64_t b = 0; b < batch; ++b)
         for (int64_t j = 0; j < hid; ++j)
           h[b * hid + j] = h0_t ? h0_t->data<T>()[lay.state_offset(d, b) + j] : T(0);
-      const T* rd = r.data<T>() + d * hid * hid;
+      const auto rt = transposed(r.data<T>() + d * hid * hid, hid, hid);
       for (int64_t s = 0; s < seq; ++s) {
-        gemm_nt(batch, hid, hid, h.data(), hid, rd, hid, T(0), hr.data(), hid);
+        gemm_nn(batch, hid, hid, h.data(), hid, rt.data(), hid, T(0), hr.data(), hid);
         for (int64_t b = 0; b < batch; ++b) {
           const int64_t len = lens[b];
           if (s >= len) continue;

@@ -116,6 +116,23 @@ void gemm_nt(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const
 void gemm_nt(int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b,
              int64_t ldb, double beta, double* c, int64_t ldc);
 
+// C[m, n] = A[m, k] * B[k, n] + beta * C.
+void gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+             int64_t ldb, float beta, float* c, int64_t ldc);
+void gemm_nn(int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b,
+             int64_t ldb, double beta, double* c, int64_t ldc);
+
+// The [cols, rows] transpose of a row-major [rows, cols] matrix. The recurrence multiplies by
+// the transposed R at every step; OpenBLAS repacks its operand on each call and packs a
+// transposed one much more slowly, so the kernels transpose R once per run.
+template <class T>
+std::vector<T> transposed(const T* m, int64_t rows, int64_t cols) {
+  std::vector<T> out(static_cast<size_t>(rows * cols));
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) out[static_cast<size_t>(j * rows + i)] = m[i * cols + j];
+  return out;
+}
+
 template <class T>
 T clip_value(T x, float clip) {
   if (clip <= 0.f) return x;

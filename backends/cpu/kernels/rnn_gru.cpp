@@ -45,11 +45,11 @@ void gru_impl(KernelContext& ctx, const RnnAttrs& a, bool linear_before_reset) {
       for (int64_t b = 0; b < batch; ++b)
         for (int64_t j = 0; j < hid; ++j)
           h[b * hid + j] = h0_t ? h0_t->data<T>()[lay.state_offset(d, b) + j] : T(0);
-      const T* rd = r.data<T>() + d * g3 * hid;
+      const auto rt = transposed(r.data<T>() + d * g3 * hid, g3, hid);
 
       for (int64_t s = 0; s < seq; ++s) {
         // H * [Rz Rr Rh]^T, or only the z and r blocks when Rh waits for r.
-        gemm_nt(batch, linear_before_reset ? g3 : 2 * hid, hid, h.data(), hid, rd, hid, T(0),
+        gemm_nn(batch, linear_before_reset ? g3 : 2 * hid, hid, h.data(), hid, rt.data(), g3, T(0),
                 hr.data(), g3);
         auto row = [&](int64_t b) {
           const int64_t len = lens[b];
@@ -74,7 +74,7 @@ void gru_impl(KernelContext& ctx, const RnnAttrs& a, bool linear_before_reset) {
           }
         }
         if (!linear_before_reset)
-          gemm_nt(batch, hid, hid, rh.data(), hid, rd + 2 * hid * hid, hid, T(0),
+          gemm_nn(batch, hid, hid, rh.data(), hid, rt.data() + 2 * hid, g3, T(0),
                   hr.data() + 2 * hid, g3);
         for (int64_t b = 0; b < batch; ++b) {
           const int64_t len = lens[b];

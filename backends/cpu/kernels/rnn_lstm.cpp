@@ -57,10 +57,10 @@ void lstm_impl(KernelContext& ctx, const RnnAttrs& a, bool input_forget) {
           h[b * hid + j] = h0_t ? h0_t->data<T>()[lay.state_offset(d, b) + j] : T(0);
           c[b * hid + j] = c0_t ? c0_t->data<T>()[lay.state_offset(d, b) + j] : T(0);
         }
-      const T* rd = r.data<T>() + d * g4 * hid;
+      const auto rt = transposed(r.data<T>() + d * g4 * hid, g4, hid);
 
       for (int64_t s = 0; s < seq; ++s) {
-        gemm_nt(batch, g4, hid, h.data(), hid, rd, hid, T(0), hr.data(), g4);
+        gemm_nn(batch, g4, hid, h.data(), hid, rt.data(), g4, T(0), hr.data(), g4);
         for (int64_t b = 0; b < batch; ++b) {
           const int64_t len = lens[b];
           if (s >= len) continue;
