@@ -140,3 +140,70 @@ const_model("bernoulli_int_out", helper.make_node(
 const_model("bernoulli_bool_out", helper.make_node(
     "Bernoulli", ["x"], ["y"], dtype=TensorProto.BOOL),
     {"x": p}, p.astype(bool), opset=15)
+
+
+# ---- ops from newer opsets (onnxruntime 1.23 lacks them): onnx's reference gives the answer ----
+def ref_node(name, op_type, inputs, opset, n_outputs=1, **attrs):
+    expected = reference(op_type, inputs, n_outputs, opset, **attrs)
+    c.node(name, op_type, inputs, n_outputs=n_outputs, opset=opset, expected=expected, **attrs)
+
+
+ref_node("bitcast_float_int32", "BitCast", {"x": rand(3, 4)}, 26, to=TensorProto.INT32)
+ref_node("bitcast_int64_double", "BitCast", {"x": randint(5, low=-100, high=100)}, 26,
+         to=TensorProto.DOUBLE)
+ref_node("bitcast_uint8_int8", "BitCast", {"x": randint(6, high=255, dtype=np.uint8)}, 26,
+         to=TensorProto.INT8)
+ref_node("bitcast_scalar", "BitCast", {"x": np.array(-1.5, dtype=np.float32)}, 26,
+         to=TensorProto.UINT32)
+
+cache = rand(2, 3, 6, 4)
+ref_node("tensor_scatter_linear", "TensorScatter",
+         {"cache": cache, "update": rand(2, 3, 2, 4), "idx": np.array([0, 3], dtype=np.int64)}, 24)
+ref_node("tensor_scatter_circular", "TensorScatter",
+         {"cache": cache, "update": rand(2, 3, 3, 4), "idx": np.array([5, 2], dtype=np.int64)}, 24,
+         mode="circular")
+ref_node("tensor_scatter_no_indices", "TensorScatter", {"cache": rand(2, 5, 3),
+                                                        "update": rand(2, 2, 3)}, 24, axis=1)
+ref_node("tensor_scatter_last_axis", "TensorScatter",
+         {"cache": randint(2, 3, 5), "update": randint(2, 3, 2),
+          "idx": np.array([1, 3], dtype=np.int64)}, 24, axis=-1)
+
+ref_node("causal_conv_basic", "CausalConvWithState", {"x": rand(2, 3, 7), "w": rand(3, 1, 4)},
+         27, n_outputs=2)
+ref_node("causal_conv_bias_past_silu", "CausalConvWithState",
+         {"x": rand(1, 4, 5), "w": rand(4, 1, 3), "b": rand(4), "past": rand(1, 4, 2)}, 27,
+         n_outputs=2, activation="silu")
+ref_node("causal_conv_k1", "CausalConvWithState", {"x": rand(2, 2, 3), "w": rand(2, 1, 1)}, 27,
+         n_outputs=2)
+ref_node("causal_conv_short", "CausalConvWithState", {"x": rand(1, 2, 2), "w": rand(2, 1, 5)},
+         27, n_outputs=2, activation="swish")
+
+ref_node("linear_attention_linear", "LinearAttention",
+         {"q": rand(2, 3, 8), "k": rand(2, 3, 8), "v": rand(2, 3, 6)}, 27, n_outputs=2,
+         q_num_heads=2, kv_num_heads=2, update_rule="linear")
+ref_node("linear_attention_gated_delta_gqa", "LinearAttention",
+         {"q": rand(1, 4, 16), "k": rand(1, 4, 8), "v": rand(1, 4, 4), "past": rand(1, 2, 4, 2),
+          "decay": rand(1, 4, 8, low=-0.5, high=0.0), "beta": rand(1, 4, 1, low=0.0)}, 27,
+         n_outputs=2, q_num_heads=4, kv_num_heads=2, scale=0.3)
+ref_node("linear_attention_gated_per_head", "LinearAttention",
+         {"q": rand(2, 2, 6), "k": rand(2, 2, 6), "v": rand(2, 2, 6), "past": rand(2, 3, 2, 2),
+          "decay": rand(2, 2, 3, low=-0.5, high=0.0)}, 27, n_outputs=2, q_num_heads=3,
+         kv_num_heads=3, update_rule="gated")
+
+ref_node("deform_conv_basic", "DeformConv", {"x": rand(1, 2, 5, 5), "w": rand(3, 2, 2, 2),
+                                             "offset": rand(1, 8, 4, 4, low=-1.5, high=1.5)}, 19)
+ref_node("deform_conv_full", "DeformConv",
+         {"x": rand(2, 4, 6, 5), "w": rand(4, 2, 3, 2),
+          "offset": rand(2, 2 * 2 * 6, 3, 2, low=-2, high=2), "b": rand(4),
+          "mask": rand(2, 2 * 6, 3, 2, low=0.0)}, 19,
+         group=2, offset_group=2, pads=[1, 0, 1, 1], strides=[2, 2], dilations=[1, 2])
+
+c.node("tfidf_tf", "TfIdfVectorizer", {"x": np.array([[1, 2, 3, 2, 3], [3, 1, 2, 2, 1]],
+                                                     dtype=np.int64)}, opset=9, mode="TF",
+       min_gram_length=1, max_gram_length=2, max_skip_count=1, ngram_counts=[0, 3],
+       ngram_indexes=[0, 1, 2, 3, 4], pool_int64s=[1, 2, 3, 2, 3, 3, 1])
+# onnxruntime aborts on this one (1-D int32 input): onnx's reference gives the answer.
+ref_node("tfidf_tfidf_int32", "TfIdfVectorizer", {"x": np.array([4, 5, 4, 6, 5, 4], dtype=np.int32)},
+       9, mode="TFIDF", min_gram_length=2, max_gram_length=2, max_skip_count=2,
+       ngram_counts=[0, 2], ngram_indexes=[1, 0, 2], pool_int64s=[4, 5, 4, 5, 4, 6],
+       weights=[0.5, 2.0, 3.0])
