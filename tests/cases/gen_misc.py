@@ -205,5 +205,5 @@ c.node("tfidf_tf", "TfIdfVectorizer", {"x": np.array([[1, 2, 3, 2, 3], [3, 1, 2,
 # onnxruntime aborts on this one (1-D int32 input): onnx's reference gives the answer.
 ref_node("tfidf_tfidf_int32", "TfIdfVectorizer", {"x": np.array([4, 5, 4, 6, 5, 4], dtype=np.int32)},
        9, mode="TFIDF", min_gram_length=2, max_gram_length=2, max_skip_count=2,
-       ngram_counts=[0, 2], ngram_indexes=[1, 0, 2], pool_int64s=[4, 5, 4, 5, 4, 6],
-       weights=[0.5, 2.0, 3.0])
+       ngram_counts=[0, 2], ngram_indexes=[1, 0, 3, 2], pool_int64s=[4, 5, 4, 5, 4, 6],
+       weights=[0.5, 2.0, 3.0, 1.5])
