@@ -237,6 +237,14 @@ case("attn_big_3d_mask", "Attention",
      with_opt(qkv(1, 8, 8, 70, 130, 16, dv=24, three_d=True), rand(70, 130)), q_num_heads=8,
      kv_num_heads=8, rtol=1e-3, atol=1e-5)
 
+# Heads above OpenBLAS's threading threshold take the one-head-at-a-time path; the second one
+# needs two blocks of query rows.
+case("attn_big_head_qk_mask", "Attention",
+     with_opt(qkv(1, 2, 2, 80, 120, 40), rand(2, 80, 120)), ("Y", "", "", "qk"), source="ref",
+     qk_matmul_output_mode=2, softcap=2.0, rtol=1e-3, atol=1e-5)
+case("attn_big_head_blocks_past", "Attention",
+     with_opt(qkv(1, 1, 1, 2100, 500, 8), None, rand(1, 1, 100, 8), rand(1, 1, 100, 8)),
+     ("Y", "present_key", "present_value"), is_causal=1, rtol=1e-3, atol=1e-5)
 
 # ---- RotaryEmbedding ----
 def caches(rows, half, batch=None, dtype=np.float32):
@@ -318,3 +326,23 @@ for dtype, tag, tol in ((np.float32, "f32", 1e-6), (F16, "f16", 1e-3)):
                 [helper.make_node("RMSNormalization", ["X", "scale"], ["Y"], axis=1, stash_type=11)],
                 {"X": x, "scale": w}, ["Y"], opset=23, rtol=tol, atol=tol,
                 expected={"Y": rms_numpy(x, w, 1)})
+
+
+# Copies of some cases whose inputs have symbolic dims, so that session creation infers with
+# unknown sizes and run time with the real ones.
+def make_dynamic(src):
+    import shutil
+    dst = f"{src}_dynamic"
+    shutil.copytree(cases.dir / src, cases.dir / dst)
+    m = onnx.load(cases.dir / dst / "model.onnx")
+    for vi in list(m.graph.input) + list(m.graph.output):
+        for i, dim in enumerate(vi.type.tensor_type.shape.dim):
+            dim.dim_param = f"{vi.name}_d{i}"
+    onnx.save(m, cases.dir / dst / "model.onnx")
+    cases.names.add(dst)
+
+
+for src in ("attn_past_3d_gqa_mask", "attn_past_4d_causal", "attn_qk_mode2", "attn24_nonpad_mask_short",
+            "attn_mask_key_axis_1", "rope_3d_interleaved_partial", "rope_no_positions",
+            "rms_2x3x5_axis1", "rms_scale_bcast_ref"):
+    make_dynamic(src)

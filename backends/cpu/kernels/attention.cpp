@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "backends/cpu/blas.hpp"
 #include "backends/cpu/kernel.hpp"
@@ -22,6 +23,10 @@ void register_cpu_rms_normalization(KernelRegistry& r);  // attention_rope_rms.c
 namespace {
 
 constexpr int64_t kRowBlock = 32;  // query rows per task
+// OpenBLAS 0.3.21 runs an sgemm of up to 4 * 65536 multiply-adds on one thread and threads
+// larger ones; calling those from several pool threads at once oversubscribes the cores.
+constexpr int64_t kBlasThreadedMacs = 4 * 65536;
+constexpr int64_t kScoresBudget = 1 << 20;  // score elements per block of a large head
 
 // Row-major C[m x n] = alpha * A[m x k] * op(B), op(B) = B^T (n x k) when trans_b else B (k x n).
 void gemm(bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
@@ -80,19 +85,25 @@ std::vector<A> concat_past(const Tensor* past, std::vector<A> cur, int64_t batch
   return out;
 }
 
-// In-place softmax of one row in precision P.
+// In-place softmax of one row, computed in precision P.
 template <class P, class A>
 void softmax_row(A* row, int64_t n) {
   P max = -std::numeric_limits<P>::infinity();
   for (int64_t j = 0; j < n; ++j) max = std::max<P>(max, static_cast<P>(row[j]));
   // A row masked everywhere has max = -inf and gives NaN, as the spec's Softmax does.
   P sum = 0;
-  std::vector<P> e(static_cast<size_t>(n));
-  for (int64_t j = 0; j < n; ++j) {
-    e[j] = std::exp(static_cast<P>(row[j]) - max);
-    sum += e[j];
+  if constexpr (std::is_same_v<P, A>) {
+    for (int64_t j = 0; j < n; ++j) {
+      row[j] = std::exp(row[j] - max);
+      sum += row[j];
+    }
+    const P inv = P(1) / sum;
+    for (int64_t j = 0; j < n; ++j) row[j] *= inv;
+  } else {  // wider than the row: exponentials recomputed rather than stored
+    for (int64_t j = 0; j < n; ++j) sum += std::exp(static_cast<P>(row[j]) - max);
+    for (int64_t j = 0; j < n; ++j)
+      row[j] = static_cast<A>(std::exp(static_cast<P>(row[j]) - max) / sum);
   }
-  for (int64_t j = 0; j < n; ++j) row[j] = static_cast<A>(e[j] / sum);
 }
 
 struct AttentionAttrs {
@@ -173,65 +184,90 @@ void run_attention(KernelContext& ctx) {
   const A softcap = static_cast<A>(at.softcap);
   const A neg_inf = -std::numeric_limits<A>::infinity();
   const int64_t group = hq / hkv;
+
+  // Scores of query row qi of (batch, head) bh: softcap, bias, softmax in place; the optional
+  // qk output taken at the stage its mode names.
+  auto finish_row = [&](int64_t bh, int64_t qi, A* row) {
+    const int64_t b = bh / hq, h = bh % hq;
+    const int64_t qk_off = (bh * sq + qi) * total;
+    if (qk && at.qk_mode == 0) store_as(row, *qk, qk_off, total);
+    if (at.softcap > 0)
+      for (int64_t j = 0; j < total; ++j) row[j] = softcap * std::tanh(row[j] / softcap);
+    if (qk && at.qk_mode == 1) store_as(row, *qk, qk_off, total);
+    if (mask) {
+      const A* m = bias.data() + b * mstride[0] + h * mstride[1] + qi * mstride[2];
+      const int64_t n = std::min(mask_len, total);
+      for (int64_t j = 0; j < n; ++j) row[j] += m[j * mstride[3]];
+      for (int64_t j = n; j < total; ++j) row[j] = neg_inf;
+    }
+    // Upper-left aligned causal mask, shifted by the cached keys.
+    if (at.causal)
+      for (int64_t j = std::max<int64_t>(0, qi + past + 1); j < total; ++j) row[j] = neg_inf;
+    if (nonpad)
+      for (int64_t j = std::max<int64_t>(0, valid_keys[b]); j < total; ++j) row[j] = neg_inf;
+    if (qk && at.qk_mode == 2) store_as(row, *qk, qk_off, total);
+    if (at.softmax_double)
+      softmax_row<double>(row, total);
+    else
+      softmax_row<A>(row, total);
+    if (qk && at.qk_mode == 3) store_as(row, *qk, qk_off, total);
+  };
+  // Query rows [r0, r0 + rows) of (batch, head) bh; scores and out are scratch buffers of
+  // rows * total and rows * v_head_size. The row work is split over the pool when `pool` is
+  // given (the products then run on one thread each, OpenBLAS threading them itself).
+  auto run_block = [&](int64_t bh, int64_t r0, int64_t rows, A* scores, A* out,
+                       const ThreadPool* pool) {
+    const int64_t b = bh / hq, h = bh % hq, kvh = h / group;
+    const A* qp = qa.data() + (bh * sq + r0) * hs;
+    const A* kp = ka.data() + (b * hkv + kvh) * total * hs;
+    const A* vp = va.data() + (b * hkv + kvh) * total * vhs;
+    if (hs > 0)
+      gemm(true, rows, total, hs, scale, qp, kp, hs, scores);
+    else
+      std::fill_n(scores, rows * total, A(0));
+    auto rows_fn = [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) finish_row(bh, r0 + r, scores + r * total);
+    };
+    if (pool)
+      pool->parallel_for(rows, std::max<int64_t>(1, 16384 / total), rows_fn);
+    else
+      rows_fn(0, rows);
+    if (vhs == 0) return;
+    gemm(false, rows, vhs, total, A(1), scores, vp, vhs, out);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t qi = r0 + r;
+      const int64_t y_off = d.three_d ? (b * sq + qi) * hq * vhs + h * vhs : (bh * sq + qi) * vhs;
+      store_as(out + r * vhs, y, y_off, vhs);
+    }
+  };
+
+  const int64_t head_macs = sq * total * std::max(hs, vhs);
+  if (std::is_same_v<A, float> && head_macs > kBlasThreadedMacs) {
+    // Large heads: one head at a time, blocks of rows as large as the scratch budget allows,
+    // so that OpenBLAS's threads get big products.
+    const int64_t block = std::clamp<int64_t>(kScoresBudget / total, 1, sq);
+    std::vector<A> scores(static_cast<size_t>(block * total)),
+        out(static_cast<size_t>(block * vhs));
+    for (int64_t bh = 0; bh < batch * hq; ++bh)
+      for (int64_t r0 = 0; r0 < sq; r0 += block)
+        run_block(bh, r0, std::min(block, sq - r0), scores.data(), out.data(), &ctx.pool);
+    return;
+  }
+  // Small heads: products below OpenBLAS's threading threshold, so tasks of a block of rows of
+  // one head run on the pool.
   const int64_t blocks = (sq + kRowBlock - 1) / kRowBlock;
   const int64_t cost = std::min(sq, kRowBlock) * total * (hs + vhs + 8);
-  ctx.pool.parallel_for(
-      batch * hq * blocks, std::max<int64_t>(1, 65536 / std::max<int64_t>(cost, 1)),
-      [&](int64_t begin, int64_t end) {
-        std::vector<A> scores(static_cast<size_t>(kRowBlock * total));
-        std::vector<A> out(static_cast<size_t>(kRowBlock * vhs));
-        for (int64_t task = begin; task < end; ++task) {
-          const int64_t blk = task % blocks, bh = task / blocks;
-          const int64_t b = bh / hq, h = bh % hq, kvh = h / group;
-          const int64_t r0 = blk * kRowBlock, rows = std::min(kRowBlock, sq - r0);
-          const A* qp = qa.data() + (bh * sq + r0) * hs;
-          const A* kp = ka.data() + (b * hkv + kvh) * total * hs;
-          const A* vp = va.data() + (b * hkv + kvh) * total * vhs;
-          A* s = scores.data();
-          if (hs > 0)
-            gemm(true, rows, total, hs, scale, qp, kp, hs, s);
-          else
-            std::fill_n(s, rows * total, A(0));
-          const int64_t qk_off = (bh * sq + r0) * total;
-          if (qk && at.qk_mode == 0) store_as(s, *qk, qk_off, rows * total);
-          if (at.softcap > 0)
-            for (int64_t i = 0; i < rows * total; ++i) s[i] = softcap * std::tanh(s[i] / softcap);
-          if (qk && at.qk_mode == 1) store_as(s, *qk, qk_off, rows * total);
-          for (int64_t r = 0; r < rows; ++r) {
-            const int64_t qi = r0 + r;
-            A* row = s + r * total;
-            if (mask) {
-              const A* m = bias.data() + b * mstride[0] + h * mstride[1] + qi * mstride[2];
-              const int64_t n = std::min(mask_len, total);
-              for (int64_t j = 0; j < n; ++j) row[j] += m[j * mstride[3]];
-              for (int64_t j = n; j < total; ++j) row[j] = neg_inf;
-            }
-            // Upper-left aligned causal mask, shifted by the cached keys.
-            if (at.causal)
-              for (int64_t j = std::max<int64_t>(0, qi + past + 1); j < total; ++j)
-                row[j] = neg_inf;
-            if (nonpad)
-              for (int64_t j = std::max<int64_t>(0, valid_keys[b]); j < total; ++j)
-                row[j] = neg_inf;
-          }
-          if (qk && at.qk_mode == 2) store_as(s, *qk, qk_off, rows * total);
-          for (int64_t r = 0; r < rows; ++r) {
-            if (at.softmax_double)
-              softmax_row<double>(s + r * total, total);
-            else
-              softmax_row<A>(s + r * total, total);
-          }
-          if (qk && at.qk_mode == 3) store_as(s, *qk, qk_off, rows * total);
-          if (vhs == 0) continue;
-          gemm(false, rows, vhs, total, A(1), s, vp, vhs, out.data());
-          for (int64_t r = 0; r < rows; ++r) {
-            const int64_t qi = r0 + r;
-            const int64_t y_off =
-                d.three_d ? (b * sq + qi) * hq * vhs + h * vhs : (bh * sq + qi) * vhs;
-            store_as(out.data() + r * vhs, y, y_off, vhs);
-          }
-        }
-      });
+  ctx.pool.parallel_for(batch * hq * blocks,
+                        std::max<int64_t>(1, 65536 / std::max<int64_t>(cost, 1)),
+                        [&](int64_t begin, int64_t end) {
+                          std::vector<A> scores(static_cast<size_t>(kRowBlock * total));
+                          std::vector<A> out(static_cast<size_t>(kRowBlock * vhs));
+                          for (int64_t task = begin; task < end; ++task) {
+                            const int64_t r0 = (task % blocks) * kRowBlock;
+                            run_block(task / blocks, r0, std::min(kRowBlock, sq - r0),
+                                      scores.data(), out.data(), nullptr);
+                          }
+                        });
 }
 
 bool is_attention_float(DType t) {
