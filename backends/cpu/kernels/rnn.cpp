@@ -17,6 +17,9 @@ namespace rnn {
 
 namespace {
 
+// Up to this many rows (the batch), the recurrence GEMM streams R instead of calling sgemm.
+constexpr int64_t kSmallM = 4;
+
 struct ActInfo {
   const char* name;  // lower case, as compared
   ActKind kind;
@@ -149,9 +152,45 @@ void gemm_nt(int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, cons
     }
 }
 
+namespace {
+
+// C = A * B (+ beta C) for a handful of rows of A. sgemm repacks B on every call, which for
+// the per-step recurrence of a small batch costs more than the product: stream B instead,
+// keeping a block of each C row in registers.
+void small_m_gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                     int64_t ldb, float beta, float* c, int64_t ldc) {
+  constexpr int64_t kBlock = 64;
+  for (int64_t i = 0; i < m; ++i) {
+    const float* ai = a + i * lda;
+    float* ci = c + i * ldc;
+    for (int64_t j0 = 0; j0 < n; j0 += kBlock) {
+      const int64_t nb = std::min(kBlock, n - j0);
+      float acc[kBlock];
+      for (int64_t j = 0; j < nb; ++j) acc[j] = beta == 0.f ? 0.f : beta * ci[j0 + j];
+      if (nb == kBlock) {
+        for (int64_t p = 0; p < k; ++p) {
+          const float av = ai[p];
+          const float* bp = b + p * ldb + j0;
+          for (int64_t j = 0; j < kBlock; ++j) acc[j] += av * bp[j];
+        }
+      } else {
+        for (int64_t p = 0; p < k; ++p) {
+          const float av = ai[p];
+          const float* bp = b + p * ldb + j0;
+          for (int64_t j = 0; j < nb; ++j) acc[j] += av * bp[j];
+        }
+      }
+      std::copy(acc, acc + nb, ci + j0);
+    }
+  }
+}
+
+}  // namespace
+
 void gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
              int64_t ldb, float beta, float* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
+  if (m <= kSmallM) return small_m_gemm_nn(m, n, k, a, lda, b, ldb, beta, c, ldc);
   if (k == 0) {
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.f ? 0.f : beta * c[i * ldc + j];
