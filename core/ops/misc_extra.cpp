@@ -212,6 +212,25 @@ void infer_tfidf(InferenceContext& ctx) {
     ctx.fail("input has shape " + to_string(x) + ", expected [C] or [N, C]");
 }
 
+void infer_flex_attention(InferenceContext& ctx) {
+  const auto& q = ctx.input_shape(0);
+  const auto& k = ctx.input_shape(1);
+  const auto& v = ctx.input_shape(2);
+  if (q.size() != 4 || k.size() != 4 || v.size() != 4)
+    ctx.fail("Q, K and V must have rank 4 [B, heads, seq, dim]; got " + to_string(q) + ", " +
+             to_string(k) + ", " + to_string(v));
+  auto differ = [](int64_t a, int64_t b) { return a >= 0 && b >= 0 && a != b; };
+  if (differ(k[1], v[1]) || differ(k[2], v[2]))
+    ctx.fail("K " + to_string(k) + " and V " + to_string(v) + " must share heads and length");
+  if (differ(q[3], k[3]) || differ(q[0], k[0]) || differ(q[0], v[0]))
+    ctx.fail("Q " + to_string(q) + " and K " + to_string(k) + " must share batch and head size");
+  if (q[1] > 0 && k[1] > 0 && q[1] % k[1] != 0)
+    ctx.fail("Q's " + str(q[1]) + " heads are not a multiple of K's " + str(k[1]));
+  for (size_t i = 1; i < 3; ++i)
+    if (ctx.input_dtype(i) != ctx.input_dtype(0)) ctx.fail("Q, K and V must have the same dtype");
+  ctx.set_output(0, ctx.input_dtype(0), {q[0], q[1], q[2], v[3]});
+}
+
 }  // namespace
 
 void register_misc_extra_schemas(SchemaRegistry& r) {
@@ -241,6 +260,11 @@ void register_misc_extra_schemas(SchemaRegistry& r) {
          .max_inputs = 5,
          .infer = infer_deform_conv});
   r.add({.op_type = "TfIdfVectorizer", .min_opset = 9, .infer = infer_tfidf});
+  r.add({.op_type = "FlexAttention",
+         .domain = "ai.onnx.preview",
+         .min_inputs = 3,
+         .max_inputs = 3,
+         .infer = infer_flex_attention});
   const std::string training = "ai.onnx.preview.training";
   r.add({.op_type = "Adagrad",
          .domain = training,
