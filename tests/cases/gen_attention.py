@@ -215,7 +215,8 @@ case("attn24_basic", "Attention", base, opset=24, source="ref")
 # all-zero mask with one, which changes nothing.
 case("attn24_nonpad", "Attention", with_opt(base, nonpad=np.array([6, 3], np.int64)), opset=24,
      source="ref",
-     ref_inputs=with_opt(base, np.zeros((2, 1, 4, 6), np.float32), nonpad=np.array([6, 3], np.int64)))
+     ref_inputs=with_opt(base, np.zeros((2, 1, 4, 6), np.float32),
+                         nonpad=np.array([6, 3], np.int64)))
 case("attn24_nonpad_mask_short", "Attention",
      with_opt(base, rand(2, 3, 4, 4), nonpad=np.array([4, 2], np.int64)), opset=24, source="ref")
 case("attn24_mask_short_bool", "Attention",
@@ -225,7 +226,8 @@ case("attn24_mask_short_causal", "Attention", with_opt(qkv(1, 2, 2, 6, 6, 4), ra
 base = qkv(2, 4, 2, 3, 7, 4, three_d=True)
 case("attn24_nonpad_gqa_3d", "Attention", with_opt(base, nonpad=np.array([7, 5], np.int64)),
      opset=24, source="ref", q_num_heads=4, kv_num_heads=2,
-     ref_inputs=with_opt(base, np.zeros((2, 1, 3, 7), np.float32), nonpad=np.array([7, 5], np.int64)))
+     ref_inputs=with_opt(base, np.zeros((2, 1, 3, 7), np.float32),
+                         nonpad=np.array([7, 5], np.int64)))
 case("attn24_past_softcap", "Attention",
      with_opt(qkv(1, 2, 2, 2, 2, 4), rand(2, 5), rand(1, 2, 3, 4), rand(1, 2, 3, 4)),
      ("Y", "present_key", "present_value"), opset=24, source="ref", softcap=1.0)
@@ -323,7 +325,8 @@ def rms_numpy(x, w, axis, eps=1e-5):
 for dtype, tag, tol in ((np.float32, "f32", 1e-6), (F16, "f16", 1e-3)):
     x, w = rand(3, 4, 10, dtype=dtype), rand(4, 10, dtype=dtype)
     cases.model(f"rms_stash_f64_{tag}",
-                [helper.make_node("RMSNormalization", ["X", "scale"], ["Y"], axis=1, stash_type=11)],
+                [helper.make_node("RMSNormalization", ["X", "scale"], ["Y"], axis=1,
+                                  stash_type=11)],
                 {"X": x, "scale": w}, ["Y"], opset=23, rtol=tol, atol=tol,
                 expected={"Y": rms_numpy(x, w, 1)})
 
@@ -342,7 +345,8 @@ def make_dynamic(src):
     cases.names.add(dst)
 
 
-for src in ("attn_past_3d_gqa_mask", "attn_past_4d_causal", "attn_qk_mode2", "attn24_nonpad_mask_short",
+for src in ("attn_past_3d_gqa_mask", "attn_past_4d_causal", "attn_qk_mode2",
+            "attn24_nonpad_mask_short",
             "attn_mask_key_axis_1", "rope_3d_interleaved_partial", "rope_no_positions",
             "rms_2x3x5_axis1", "rms_scale_bcast_ref"):
     make_dynamic(src)

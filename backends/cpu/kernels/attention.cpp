@@ -301,8 +301,9 @@ std::string attention_support(const NodeSignature& sig) {
     return "qk_matmul_output_mode " + std::to_string(mode) + " is not one of 0, 1, 2, 3";
   if (node.has_attr("softmax_precision")) {
     const int64_t p = node.attr_int("softmax_precision", 1);
-    // float32 and float64 are computed as asked; float16 only for float16 inputs, whose softmax
-    // the kernel already computes in at least that precision.
+    // The softmax runs in float (float32 and float16 inputs) or double (float64 inputs, or when
+    // float64 is asked): at least the precision asked for. float16 is accepted only for float16
+    // inputs, where it is the default anyway.
     const bool ok = p == static_cast<int64_t>(DType::Float32) ||
                     p == static_cast<int64_t>(DType::Float64) ||
                     (p == static_cast<int64_t>(DType::Float16) && t == DType::Float16);
