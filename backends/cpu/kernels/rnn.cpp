@@ -160,13 +160,14 @@ namespace {
 void small_m_gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
                      int64_t ldb, float beta, float* c, int64_t ldc) {
   constexpr int64_t kBlock = 64;
-  for (int64_t i = 0; i < m; ++i) {
-    const float* ai = a + i * lda;
-    float* ci = c + i * ldc;
-    for (int64_t j0 = 0; j0 < n; j0 += kBlock) {
-      const int64_t nb = std::min(kBlock, n - j0);
+  // Column stripes outside, rows inside: a stripe of B (k x 64) stays in cache for every row.
+  for (int64_t j0 = 0; j0 < n; j0 += kBlock) {
+    const int64_t nb = std::min(kBlock, n - j0);
+    for (int64_t i = 0; i < m; ++i) {
+      const float* ai = a + i * lda;
+      float* ci = c + i * ldc + j0;
       float acc[kBlock];
-      for (int64_t j = 0; j < nb; ++j) acc[j] = beta == 0.f ? 0.f : beta * ci[j0 + j];
+      for (int64_t j = 0; j < nb; ++j) acc[j] = beta == 0.f ? 0.f : beta * ci[j];
       if (nb == kBlock) {
         for (int64_t p = 0; p < k; ++p) {
           const float av = ai[p];
@@ -180,7 +181,7 @@ void small_m_gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, int64_t ld
           for (int64_t j = 0; j < nb; ++j) acc[j] += av * bp[j];
         }
       }
-      std::copy(acc, acc + nb, ci + j0);
+      std::copy(acc, acc + nb, ci);
     }
   }
 }
