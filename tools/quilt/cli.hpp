@@ -11,6 +11,7 @@ namespace quilt::cli {
 int cmd_run(const std::vector<std::string>& args);
 int cmd_devices(const std::vector<std::string>& args);
 int cmd_ops(const std::vector<std::string>& args);
+int cmd_test_onnx(const std::vector<std::string>& args);
 
 // Exit code for an Error: 2 for bad input (argument, model, file), 1 otherwise.
 int exit_code_for(const Error& e);

@@ -17,6 +17,7 @@ const char* kUsage =
     "  run MODEL      run a model on given or generated inputs; print outputs and latency\n"
     "  devices        list backends and devices\n"
     "  ops            list the ops Quilt knows and the backends that run them\n"
+    "  test-onnx PATH run the ONNX backend test suite (or cases in its layout)\n"
     "\n"
     "`quilt <command> --help` describes a command's options. Exit codes: 0 ok, 1 failure,\n"
     "2 bad usage or input.\n";
@@ -42,6 +43,7 @@ int main(int argc, char** argv) {
   if (cmd == "run") return quilt::cli::cmd_run(rest);
   if (cmd == "devices") return quilt::cli::cmd_devices(rest);
   if (cmd == "ops") return quilt::cli::cmd_ops(rest);
+  if (cmd == "test-onnx") return quilt::cli::cmd_test_onnx(rest);
   std::fprintf(stderr, "quilt: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
   return 2;
 }

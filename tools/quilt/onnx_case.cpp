@@ -1,0 +1,252 @@
+#include "tools/quilt/onnx_case.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "core/half.hpp"
+#include "core/onnx_import.hpp"
+
+namespace quilt::cli {
+namespace fs = std::filesystem;
+
+const char* case_status_name(CaseStatus s) {
+  switch (s) {
+    case CaseStatus::Pass: return "pass";
+    case CaseStatus::Fail: return "fail";
+    case CaseStatus::Unsupported: return "unsupported";
+    case CaseStatus::Error: return "error";
+    case CaseStatus::Crash: return "crash";
+    case CaseStatus::Timeout: return "timeout";
+  }
+  return "error";
+}
+
+namespace {
+
+bool is_case_dir(const fs::path& p) { return fs::exists(p / "model.onnx"); }
+
+void add_dir_cases(const fs::path& dir, std::vector<OnnxCase>& out) {
+  const std::string set = dir.filename().string();
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const fs::path p = e.path();
+    const std::string f = p.filename().string();
+    if (e.is_directory() && is_case_dir(p)) {
+      out.push_back({set + "/" + f, set, (p / "model.onnx").string(), ""});
+    } else if (e.is_regular_file() && f.rfind("light_", 0) == 0 && p.extension() == ".onnx") {
+      const std::string stem = p.stem().string();
+      const fs::path expected = dir / (stem + "_output_0.pb");
+      if (fs::exists(expected)) out.push_back({set + "/" + stem, set, p.string(), expected.string()});
+    }
+  }
+}
+
+double element(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DType::Float32: return t.data<float>()[i];
+    case DType::Float64: return t.data<double>()[i];
+    case DType::Float16: return half_to_float(t.data<uint16_t>()[i]);
+    case DType::Int64: return static_cast<double>(t.data<int64_t>()[i]);
+    case DType::Int32: return t.data<int32_t>()[i];
+    case DType::Int16: return t.data<int16_t>()[i];
+    case DType::Int8: return t.data<int8_t>()[i];
+    case DType::UInt8: return t.data<uint8_t>()[i];
+    case DType::UInt16: return t.data<uint16_t>()[i];
+    case DType::UInt32: return t.data<uint32_t>()[i];
+    case DType::UInt64: return static_cast<double>(t.data<uint64_t>()[i]);
+    case DType::Bool: return t.data<bool>()[i];
+    default: return NAN;
+  }
+}
+
+bool is_float(DType d) { return d == DType::Float32 || d == DType::Float64 || d == DType::Float16; }
+
+// Exact for integers and bool; |got - want| <= atol + rtol * |want| for floats, NaN == NaN.
+// Empty when equal, else the number of mismatches and the worst one with its index.
+std::string compare(const std::string& name, const Tensor& got, const Tensor& want, double rtol,
+                    double atol) {
+  if (got.dtype() != want.dtype())
+    return "output '" + name + "' has dtype " + dtype_name(got.dtype()) + ", expected " +
+           dtype_name(want.dtype());
+  if (got.shape() != want.shape())
+    return "output '" + name + "' has shape " + to_string(got.shape()) + ", expected " +
+           to_string(want.shape());
+  int64_t worst = -1, bad = 0;
+  double worst_excess = 0;
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    const double g = element(got, i), w = element(want, i);
+    if (g == w || (std::isnan(g) && std::isnan(w))) continue;
+    const double tol = is_float(want.dtype()) ? atol + rtol * std::fabs(w) : 0;
+    const double err = std::fabs(g - w);
+    if (err <= tol) continue;
+    ++bad;
+    const double excess = std::isfinite(err) ? err - tol : INFINITY;
+    if (worst < 0 || excess > worst_excess) {
+      worst = i;
+      worst_excess = excess;
+    }
+  }
+  if (bad == 0) return "";
+  std::vector<int64_t> idx(got.shape().size());
+  int64_t rem = worst;
+  for (size_t d = idx.size(); d-- > 0;) {
+    const int64_t n = got.shape()[d];
+    idx[d] = n ? rem % n : 0;
+    rem = n ? rem / n : 0;
+  }
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "%lld of %lld elements differ; worst at %s: got %.9g, expected %.9g",
+                static_cast<long long>(bad), static_cast<long long>(got.numel()),
+                to_string(idx).c_str(), element(got, worst), element(want, worst));
+  return "output '" + name + "': " + buf;
+}
+
+// Random-number ops cannot match the suite's values: such cases are checked by dtype, shape
+// and range only.
+bool uses_random_ops(const std::string& model_path) {
+  static const std::set<std::string> ops = {"RandomNormal", "RandomUniform", "RandomNormalLike",
+                                            "RandomUniformLike", "Multinomial", "Bernoulli"};
+  try {
+    Model m = load_model_file(model_path);
+    for (const auto& n : m.graph.nodes)
+      if (ops.count(n.op_type)) return true;
+  } catch (const Error&) {
+  }
+  return false;
+}
+
+std::string check_random_output(const std::string& name, const Tensor& got, const Tensor& want) {
+  if (got.dtype() != want.dtype() || got.shape() != want.shape())
+    return compare(name, got, want, 0, 0);  // reports the dtype/shape mismatch
+  for (int64_t i = 0; i < got.numel(); ++i)
+    if (!std::isfinite(element(got, i)))
+      return "output '" + name + "' of a random op has a non-finite value at " + std::to_string(i);
+  return "";
+}
+
+std::vector<fs::path> numbered(const fs::path& dir, const std::string& prefix) {
+  std::vector<std::pair<int, fs::path>> found;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string f = e.path().filename().string();
+    if (f.rfind(prefix, 0) == 0 && e.path().extension() == ".pb")
+      found.push_back({std::atoi(f.c_str() + prefix.size()), e.path()});
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<fs::path> out;
+  for (auto& [_, p] : found) out.push_back(p);
+  return out;
+}
+
+// Cases whose stored outputs need a looser tolerance than the suite's, and why.
+struct ToleranceOverride {
+  const char* name;
+  double rtol, atol;
+};
+constexpr ToleranceOverride kToleranceOverrides[] = {
+    // The expected output was computed by numpy's float32 FFT: where the exact inverse DFT of
+    // the stored input is 0 it holds 1.9e-7 of rounding noise, above the suite's atol of 1e-7.
+    // Quilt computes in double (3e-15 there). onnxruntime fails these two cases as well.
+    {"node/test_dft_inverse", 1e-3, 1e-6},
+    {"node/test_dft_inverse_opset19", 1e-3, 1e-6},
+};
+
+CaseResult judge(const OnnxCase& c, const SessionOptions& options, double rtol, double atol) {
+  const fs::path dir = fs::path(c.model).parent_path();
+  if (rtol < 0 || atol < 0) {
+    rtol = 1e-3;
+    atol = 1e-7;
+    if (std::ifstream tol(dir / "tolerance"); tol && c.light_output.empty()) tol >> rtol >> atol;
+    for (const auto& o : kToleranceOverrides)
+      if (c.name == o.name) {
+        rtol = o.rtol;
+        atol = o.atol;
+      }
+  }
+  const bool random = uses_random_ops(c.model);
+  Session session(c.model, options);
+  // (inputs, expected outputs) per data set.
+  std::vector<std::pair<std::vector<Tensor>, std::vector<Tensor>>> sets;
+  if (!c.light_output.empty()) {
+    Tensor x(DType::Float32, {1, 3, 224, 224});
+    for (int64_t i = 0; i < x.numel(); ++i)
+      x.data<float>()[i] = static_cast<float>(i) / static_cast<float>(x.numel());
+    sets.push_back({{x}, {load_tensor_file(c.light_output)}});
+  } else {
+    std::vector<fs::path> set_dirs;
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0)
+        set_dirs.push_back(e.path());
+    std::sort(set_dirs.begin(), set_dirs.end());
+    for (const auto& s : set_dirs) {
+      std::vector<Tensor> ins, outs;
+      for (const auto& f : numbered(s, "input_")) ins.push_back(load_tensor_file(f.string()));
+      for (const auto& f : numbered(s, "output_")) outs.push_back(load_tensor_file(f.string()));
+      sets.push_back({std::move(ins), std::move(outs)});
+    }
+  }
+  for (size_t k = 0; k < sets.size(); ++k) {
+    auto& [ins, want] = sets[k];
+    if (ins.size() > session.inputs().size())
+      return {CaseStatus::Error,
+              "data set " + std::to_string(k) + " has " + std::to_string(ins.size()) +
+                  " inputs but the model takes " + std::to_string(session.inputs().size())};
+    TensorMap feed;
+    for (size_t i = 0; i < ins.size(); ++i) feed[session.inputs()[i].name] = ins[i];
+    TensorMap got = session.run(feed);
+    for (size_t i = 0; i < want.size() && i < session.outputs().size(); ++i) {
+      const std::string& name = session.outputs()[i].name;
+      const std::string diff = random ? check_random_output(name, got.at(name), want[i])
+                                      : compare(name, got.at(name), want[i], rtol, atol);
+      if (!diff.empty())
+        return {CaseStatus::Fail, (sets.size() > 1 ? "data set " + std::to_string(k) + ": " : "") + diff};
+    }
+  }
+  return {CaseStatus::Pass, random ? "random op: checked dtype, shape and finiteness only" : ""};
+}
+
+}  // namespace
+
+std::vector<OnnxCase> find_cases(const std::vector<std::string>& paths) {
+  std::vector<OnnxCase> out;
+  for (const auto& path : paths) {
+    const fs::path p(path);
+    if (is_case_dir(p)) {
+      const fs::path abs = fs::absolute(p);
+      out.push_back({abs.parent_path().filename().string() + "/" + abs.filename().string(),
+                     abs.parent_path().filename().string(), (p / "model.onnx").string(), ""});
+      continue;
+    }
+    if (!fs::is_directory(p))
+      throw Error(ErrorCode::InvalidArgument, "'" + path + "' is not a test case or a directory of test cases");
+    const size_t before = out.size();
+    add_dir_cases(p, out);
+    if (out.size() == before)  // a directory of sets
+      for (const auto& e : fs::directory_iterator(p))
+        if (e.is_directory()) add_dir_cases(e.path(), out);
+    if (out.size() == before)
+      throw Error(ErrorCode::InvalidArgument, "no test cases found under '" + path + "'");
+  }
+  std::sort(out.begin(), out.end(), [](const OnnxCase& a, const OnnxCase& b) { return a.name < b.name; });
+  return out;
+}
+
+CaseResult run_case(const OnnxCase& c, const SessionOptions& options, double rtol, double atol) {
+  const auto start = std::chrono::steady_clock::now();
+  CaseResult r;
+  try {
+    r = judge(c, options, rtol, atol);
+  } catch (const Error& e) {
+    r = {e.code() == ErrorCode::NotImplemented ? CaseStatus::Unsupported : CaseStatus::Error,
+         e.what()};
+  } catch (const std::exception& e) {
+    r = {CaseStatus::Error, std::string("unexpected exception: ") + e.what()};
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+}  // namespace quilt::cli
