@@ -231,6 +231,16 @@ void infer_flex_attention(InferenceContext& ctx) {
   ctx.set_output(0, ctx.input_dtype(0), {q[0], q[1], q[2], v[3]});
 }
 
+void infer_tree_ensemble(InferenceContext& ctx) {
+  const auto& x = ctx.input_shape(0);
+  if (x.size() != 2) ctx.fail("X has shape " + to_string(x) + ", expected [N, features]");
+  const int64_t targets = ctx.node().attr_int("n_targets", -1);
+  if (targets < 1) ctx.fail("attribute 'n_targets' must be >= 1");
+  for (const char* a : {"nodes_splits", "nodes_modes", "leaf_weights"})
+    if (!ctx.node().attr_tensor(a)) ctx.fail(std::string("attribute '") + a + "' is required");
+  ctx.set_output(0, ctx.input_dtype(0), {x[0], targets});
+}
+
 }  // namespace
 
 void register_misc_extra_schemas(SchemaRegistry& r) {
@@ -265,6 +275,10 @@ void register_misc_extra_schemas(SchemaRegistry& r) {
          .min_inputs = 3,
          .max_inputs = 3,
          .infer = infer_flex_attention});
+  r.add({.op_type = "TreeEnsemble",
+         .domain = "ai.onnx.ml",
+         .min_opset = 5,
+         .infer = infer_tree_ensemble});
   const std::string training = "ai.onnx.preview.training";
   r.add({.op_type = "Adagrad",
          .domain = training,

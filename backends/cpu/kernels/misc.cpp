@@ -13,6 +13,7 @@ namespace quilt::cpu {
 
 void register_cpu_misc_einsum(KernelRegistry& r);
 void register_cpu_misc_extra(KernelRegistry& r);
+void register_cpu_misc_tree(KernelRegistry& r);
 void register_cpu_misc_flex_attention(KernelRegistry& r);
 void register_cpu_misc_tfidf(KernelRegistry& r);
 void register_cpu_misc_deform_conv(KernelRegistry& r);
@@ -240,6 +241,7 @@ void register_cpu_misc(KernelRegistry& r) {
       bernoulli);
   register_cpu_misc_einsum(r);
   register_cpu_misc_extra(r);
+  register_cpu_misc_tree(r);
   register_cpu_misc_flex_attention(r);
   register_cpu_misc_tfidf(r);
   register_cpu_misc_deform_conv(r);
