@@ -5,12 +5,70 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "backends/cpu/kernel.hpp"
 
 namespace quilt::cpu::rnn {
+
+// exp for float from its Taylor series on [-ln2/2, ln2/2] and a power of two: within ~2 ulp,
+// branch-free (so loops over it vectorise) and several times faster than libm's tanhf. Inputs
+// are clamped to the finite range of the result.
+inline float exp_taylor(float x) {
+  x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+  // Round x / ln2 to the nearest integer with the 1.5 * 2^23 trick (exact in float).
+  const float n = (x * 1.44269504f + 12582912.f) - 12582912.f;
+  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;  // ln2 split for exactness
+  float p = 1.f / 5040.f;
+  p = p * r + 1.f / 720.f;
+  p = p * r + 1.f / 120.f;
+  p = p * r + 1.f / 24.f;
+  p = p * r + 1.f / 6.f;
+  p = p * r + 0.5f;
+  p = p * r + 1.f;
+  p = p * r + 1.f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+
+inline float sigmoid_fast(float x) {
+  return 1.f / (1.f + exp_taylor(-x));
+}
+
+// tanh from its odd series near 0 (where (1 - t) / (1 + t) would cancel) and from
+// exp(-2|x|) elsewhere.
+inline float tanh_fast(float x) {
+  const float a = std::abs(x);
+  const float x2 = x * x;
+  float s = -1382.f / 155925.f;
+  s = s * x2 + 62.f / 2835.f;
+  s = s * x2 - 17.f / 315.f;
+  s = s * x2 + 2.f / 15.f;
+  s = s * x2 - 1.f / 3.f;
+  const float series = x + x * x2 * s;
+  const float t = exp_taylor(-2.f * a);
+  const float big = (1.f - t) / (1.f + t);
+  return a < 0.25f ? series : (x < 0.f ? -big : big);
+}
+
+inline float activation_tanh(float x) {
+  return tanh_fast(x);
+}
+inline double activation_tanh(double x) {
+  return std::tanh(x);
+}
+inline float activation_sigmoid(float x) {
+  return sigmoid_fast(x);
+}
+inline double activation_sigmoid(double x) {
+  // Split on the sign so exp never overflows.
+  if (x >= 0.0) return 1.0 / (1.0 + std::exp(-x));
+  return std::exp(x) / (1.0 + std::exp(x));
+}
 
 enum class ActKind {
   Relu,
@@ -38,11 +96,9 @@ struct Activation {
       case ActKind::Relu:
         return x > T(0) ? x : T(0);
       case ActKind::Tanh:
-        return std::tanh(x);
+        return activation_tanh(x);
       case ActKind::Sigmoid:
-        // Split on the sign so exp never overflows.
-        if (x >= T(0)) return T(1) / (T(1) + std::exp(-x));
-        return std::exp(x) / (T(1) + std::exp(x));
+        return activation_sigmoid(x);
       case ActKind::Affine:
         return a * x + b;
       case ActKind::LeakyRelu:
@@ -50,7 +106,7 @@ struct Activation {
       case ActKind::ThresholdedRelu:
         return x > a ? x : T(0);
       case ActKind::ScaledTanh:
-        return a * std::tanh(b * x);
+        return a * activation_tanh(b * x);
       case ActKind::HardSigmoid: {
         T v = a * x + b;
         return v < T(0) ? T(0) : (v > T(1) ? T(1) : v);
