@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/op_schema.hpp"
+#include "core/ops/misc_image.hpp"
 
 namespace quilt {
 
@@ -241,6 +242,22 @@ void infer_tree_ensemble(InferenceContext& ctx) {
   ctx.set_output(0, ctx.input_dtype(0), {x[0], targets});
 }
 
+void infer_image_decoder(InferenceContext& ctx) {
+  const std::string format = ctx.node().attr_string("pixel_format", "RGB");
+  if (format != "RGB" && format != "BGR" && format != "Grayscale")
+    ctx.fail("attribute 'pixel_format' is '" + format + "', expected RGB, BGR or Grayscale");
+  if (ctx.input_dtype(0) != DType::UInt8 || ctx.input_shape(0).size() != 1)
+    ctx.fail("input must be a 1-D uint8 tensor of encoded bytes");
+  const Tensor* bytes = ctx.input_value(0);
+  DecodedImage image;
+  bool unsupported = false;
+  const std::string err = decode_image(bytes->data<uint8_t>(), static_cast<size_t>(bytes->numel()),
+                                       image, &unsupported);
+  if (!err.empty())
+    ctx.node().fail(err, unsupported ? ErrorCode::NotImplemented : ErrorCode::InvalidArgument);
+  ctx.set_output(0, DType::UInt8, {image.height, image.width, image_channels(format)});
+}
+
 }  // namespace
 
 void register_misc_extra_schemas(SchemaRegistry& r) {
@@ -279,6 +296,10 @@ void register_misc_extra_schemas(SchemaRegistry& r) {
          .domain = "ai.onnx.ml",
          .min_opset = 5,
          .infer = infer_tree_ensemble});
+  r.add({.op_type = "ImageDecoder",
+         .min_opset = 20,
+         .value_inputs = {0},
+         .infer = infer_image_decoder});
   const std::string training = "ai.onnx.preview.training";
   r.add({.op_type = "Adagrad",
          .domain = training,

@@ -6,6 +6,7 @@
 #include "backends/cpu/kernel.hpp"
 #include "backends/cpu/kernels/broadcast.hpp"
 #include "core/half.hpp"
+#include "core/ops/misc_image.hpp"
 
 namespace quilt::cpu {
 
@@ -259,10 +260,41 @@ void array_feature_extractor(KernelContext& ctx) {
   }
 }
 
+void image_decoder(KernelContext& ctx) {
+  const Tensor& bytes = ctx.input(0);
+  DecodedImage image;
+  bool unsupported = false;
+  const std::string err =
+      decode_image(bytes.data<uint8_t>(), static_cast<size_t>(bytes.numel()), image, &unsupported);
+  if (!err.empty())
+    ctx.node.fail(err, unsupported ? ErrorCode::NotImplemented : ErrorCode::InvalidArgument);
+  const std::string format = ctx.node.attr_string("pixel_format", "RGB");
+  uint8_t* y = ctx.output(0).data<uint8_t>();
+  const int64_t pixels = image.height * image.width;
+  const uint8_t* src = image.pixels.data();
+  for (int64_t i = 0; i < pixels; ++i) {
+    const uint8_t* p = src + i * image.channels;
+    const uint8_t r = p[0], g = image.channels == 3 ? p[1] : p[0],
+                  b = image.channels == 3 ? p[2] : p[0];
+    if (format == "Grayscale") {
+      // ITU-R 601 luma in 16-bit fixed point, rounded (as Pillow's "L" conversion).
+      y[i] = image.channels == 1
+                 ? r
+                 : static_cast<uint8_t>((r * 19595u + g * 38470u + b * 7471u + 0x8000u) >> 16);
+    } else {
+      const bool bgr = format == "BGR";
+      y[i * 3 + 0] = bgr ? b : r;
+      y[i * 3 + 1] = g;
+      y[i * 3 + 2] = bgr ? r : b;
+    }
+  }
+}
+
 }  // namespace
 
 void register_cpu_misc_extra(KernelRegistry& r) {
   r.add("BitCast", any_dtype(), bitcast);
+  r.add("ImageDecoder", dtypes_of_input({DType::UInt8}), image_decoder);
   r.add(
       "TensorScatter",
       [](const NodeSignature& sig) -> std::string {
