@@ -120,6 +120,21 @@ struct Activation {
     }
     return x;
   }
+
+  // v[i] = act(v[i]) with the dispatch hoisted out of the loop.
+  template <class T>
+  void apply(T* v, int64_t n) const {
+    switch (kind) {
+      case ActKind::Tanh:
+        for (int64_t i = 0; i < n; ++i) v[i] = activation_tanh(v[i]);
+        return;
+      case ActKind::Sigmoid:
+        for (int64_t i = 0; i < n; ++i) v[i] = activation_sigmoid(v[i]);
+        return;
+      default:
+        for (int64_t i = 0; i < n; ++i) v[i] = (*this)(v[i]);
+    }
+  }
 };
 
 // Attributes common to RNN, GRU and LSTM, parsed once when the kernel is created.
@@ -194,6 +209,12 @@ T clip_value(T x, float clip) {
   if (clip <= 0.f) return x;
   const T c = static_cast<T>(clip);
   return x < -c ? -c : (x > c ? c : x);
+}
+
+template <class T>
+void clip_all(T* v, int64_t n, float clip) {
+  if (clip <= 0.f) return;
+  for (int64_t i = 0; i < n; ++i) v[i] = clip_value(v[i], clip);
 }
 
 // The kernels, one per file.

@@ -36,7 +36,8 @@ void lstm_impl(KernelContext& ctx, const RnnAttrs& a, bool input_forget) {
   ctx.pool.parallel_for(dirs, 1, [&](int64_t d_begin, int64_t d_end) {
     const size_t state = static_cast<size_t>(batch * hid);
     std::vector<T> xw(static_cast<size_t>(seq * batch * g4)), h(state), c(state), hr(state * 4),
-        bias(static_cast<size_t>(g4)), peep(static_cast<size_t>(3 * hid));
+        bias(static_cast<size_t>(g4)), peep(static_cast<size_t>(3 * hid)),
+        gates(static_cast<size_t>(g4)), hc(static_cast<size_t>(hid));
     for (int64_t d = d_begin; d < d_end; ++d) {
       const bool backward = a.reverse || d == 1;
       const Activation& f = a.act(d, 0);
@@ -69,19 +70,33 @@ void lstm_impl(KernelContext& ctx, const RnnAttrs& a, bool input_forget) {
           const T* hrb = hr.data() + b * g4;
           T* hb = h.data() + b * hid;
           T* cb = c.data() + b * hid;
-          for (int64_t j = 0; j < hid; ++j) {
-            auto pre = [&](int64_t gate) {
-              const int64_t k = gate * hid + j;
-              return xr[k] + hrb[k] + bias[k];
-            };
-            const T ig = f(clip_value(pre(0) + pi[j] * cb[j], a.clip));
-            const T fg = input_forget ? T(1) - ig : f(clip_value(pre(2) + pf[j] * cb[j], a.clip));
-            const T cg = g(clip_value(pre(3), a.clip));
-            const T cn = fg * cb[j] + ig * cg;
-            const T og = f(clip_value(pre(1) + po[j] * cn, a.clip));
-            cb[j] = cn;
-            hb[j] = og * ha(cn);
-          }
+          // Whole-gate passes (rather than one element at a time) so the activations vectorise.
+          T* gi = gates.data();
+          T* go = gi + hid;
+          T* gf = go + hid;
+          T* gc = gf + hid;
+          for (int64_t k = 0; k < g4; ++k) gi[k] = xr[k] + hrb[k] + bias[k];
+          if (p_t)
+            for (int64_t j = 0; j < hid; ++j) {
+              gi[j] += pi[j] * cb[j];
+              gf[j] += pf[j] * cb[j];
+            }
+          clip_all(gi, hid, a.clip);
+          clip_all(gf, 2 * hid, a.clip);  // f and c
+          f.apply(gi, hid);
+          if (input_forget)
+            for (int64_t j = 0; j < hid; ++j) gf[j] = T(1) - gi[j];
+          else
+            f.apply(gf, hid);
+          g.apply(gc, hid);
+          for (int64_t j = 0; j < hid; ++j) cb[j] = gf[j] * cb[j] + gi[j] * gc[j];
+          if (p_t)
+            for (int64_t j = 0; j < hid; ++j) go[j] += po[j] * cb[j];
+          clip_all(go, hid, a.clip);
+          f.apply(go, hid);
+          std::copy(cb, cb + hid, hc.data());
+          ha.apply(hc.data(), hid);
+          for (int64_t j = 0; j < hid; ++j) hb[j] = go[j] * hc[j];
           if (y) std::copy(hb, hb + hid, y + lay.y_offset(t, d, b));
         }
       }
