@@ -207,3 +207,32 @@ ref_node("tfidf_tfidf_int32", "TfIdfVectorizer", {"x": np.array([4, 5, 4, 6, 5, 
        9, mode="TFIDF", min_gram_length=2, max_gram_length=2, max_skip_count=2,
        ngram_counts=[0, 2], ngram_indexes=[1, 0, 3, 2], pool_int64s=[4, 5, 4, 5, 4, 6],
        weights=[0.5, 2.0, 3.0, 1.5])
+
+
+# ---- ImageDecoder: images encoded here, expected pixels known by construction ----
+def bmp_bytes(rgb, top_down=False):
+    h, w, _ = rgb.shape
+    stride = (w * 3 + 3) // 4 * 4
+    rows = rgb[:, :, ::-1] if top_down else rgb[::-1, :, ::-1]
+    body = b"".join(r.tobytes() + b"\0" * (stride - w * 3) for r in rows)
+    header = (b"BM" + (54 + len(body)).to_bytes(4, "little") + b"\0\0\0\0" +
+              (54).to_bytes(4, "little") + (40).to_bytes(4, "little") +
+              w.to_bytes(4, "little") + (-h if top_down else h).to_bytes(4, "little", signed=True) +
+              (1).to_bytes(2, "little") + (24).to_bytes(2, "little") + b"\0" * 24)
+    return np.frombuffer(header + body, dtype=np.uint8)
+
+
+img = randint(5, 7, 3, high=256, dtype=np.uint8)
+luma = ((img[..., 0].astype(np.uint32) * 19595 + img[..., 1].astype(np.uint32) * 38470 +
+         img[..., 2].astype(np.uint32) * 7471 + 0x8000) >> 16).astype(np.uint8)[..., None]
+c.node("image_bmp_rgb", "ImageDecoder", {"x": bmp_bytes(img)}, opset=20, expected={"y": img})
+c.node("image_bmp_top_down_bgr", "ImageDecoder", {"x": bmp_bytes(img, top_down=True)}, opset=20,
+       expected={"y": img[..., ::-1]}, pixel_format="BGR")
+c.node("image_bmp_grayscale", "ImageDecoder", {"x": bmp_bytes(img)}, opset=20,
+       expected={"y": luma}, pixel_format="Grayscale")
+ppm = np.frombuffer(b"P6\n# comment\n7 5\n255\n" + img.tobytes(), dtype=np.uint8)
+c.node("image_ppm_rgb", "ImageDecoder", {"x": ppm}, opset=20, expected={"y": img})
+pgm = np.frombuffer(b"P2 3 2 255\n0 10 20\n255 128 7\n", dtype=np.uint8)
+c.node("image_pgm_ascii_grayscale", "ImageDecoder", {"x": pgm}, opset=20,
+       expected={"y": np.array([[0, 10, 20], [255, 128, 7]], dtype=np.uint8)[..., None]},
+       pixel_format="Grayscale")
