@@ -255,7 +255,9 @@ void rnn_impl(KernelContext& ctx, const RnnAttrs& a) {
           const T* xr = xw.data() + lay.x_row(t, b) * hid;
           T* hb = h.data() + b * hid;
           const T* hrb = hr.data() + b * hid;
-          for (int64_t j = 0; j < hid; ++j) hb[j] = f(clip_value(xr[j] + hrb[j] + bias[j], a.clip));
+          for (int64_t j = 0; j < hid; ++j) hb[j] = xr[j] + hrb[j] + bias[j];
+          clip_all(hb, hid, a.clip);
+          f.apply(hb, hid);
           if (y) std::copy(hb, hb + hid, y + lay.y_offset(t, d, b));
         }
       }

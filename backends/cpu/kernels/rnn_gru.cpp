@@ -31,7 +31,8 @@ void gru_impl(KernelContext& ctx, const RnnAttrs& a, bool linear_before_reset) {
   ctx.pool.parallel_for(dirs, 1, [&](int64_t d_begin, int64_t d_end) {
     const size_t state = static_cast<size_t>(batch * hid);
     std::vector<T> xw(static_cast<size_t>(seq * batch * g3)), h(state), hr(state * 3), z(state),
-        rh(state), wb(static_cast<size_t>(g3)), rb(static_cast<size_t>(g3));
+        rh(state), wb(static_cast<size_t>(g3)), rb(static_cast<size_t>(g3)),
+        rg(static_cast<size_t>(hid));
     for (int64_t d = d_begin; d < d_end; ++d) {
       const bool backward = a.reverse || d == 1;
       const Activation& f = a.act(d, 0);
@@ -59,18 +60,27 @@ void gru_impl(KernelContext& ctx, const RnnAttrs& a, bool linear_before_reset) {
           if (s >= lens[b]) continue;
           const T* xr = row(b);
           const T* hrb = hr.data() + b * g3;
+          // Whole-gate passes so the activations vectorise.
+          T* zb = z.data() + b * hid;
+          T* rhb = rh.data() + b * hid;
           for (int64_t j = 0; j < hid; ++j) {
-            const int64_t i = b * hid + j;
-            z[i] = f(clip_value(xr[j] + hrb[j] + wb[j] + rb[j], a.clip));
-            const T rg =
-                f(clip_value(xr[hid + j] + hrb[hid + j] + wb[hid + j] + rb[hid + j], a.clip));
-            if (linear_before_reset) {
+            zb[j] = xr[j] + hrb[j] + wb[j] + rb[j];
+            rg[j] = xr[hid + j] + hrb[hid + j] + wb[hid + j] + rb[hid + j];
+          }
+          clip_all(zb, hid, a.clip);
+          clip_all(rg.data(), hid, a.clip);
+          f.apply(zb, hid);
+          f.apply(rg.data(), hid);
+          if (linear_before_reset) {
+            // The candidate state, combined below.
+            for (int64_t j = 0; j < hid; ++j) {
               const int64_t k = 2 * hid + j;
-              const T hg = g(clip_value(xr[k] + rg * (hrb[k] + rb[k]) + wb[k], a.clip));
-              rh[i] = hg;  // the candidate state, combined below
-            } else {
-              rh[i] = rg * h[i];
+              rhb[j] = xr[k] + rg[j] * (hrb[k] + rb[k]) + wb[k];
             }
+            clip_all(rhb, hid, a.clip);
+            g.apply(rhb, hid);
+          } else {
+            for (int64_t j = 0; j < hid; ++j) rhb[j] = rg[j] * h[b * hid + j];
           }
         }
         if (!linear_before_reset)
@@ -83,12 +93,17 @@ void gru_impl(KernelContext& ctx, const RnnAttrs& a, bool linear_before_reset) {
           const T* xr = row(b);
           const T* hrb = hr.data() + b * g3;
           T* hb = h.data() + b * hid;
-          for (int64_t j = 0; j < hid; ++j) {
-            const int64_t i = b * hid + j, k = 2 * hid + j;
-            const T hg =
-                linear_before_reset ? rh[i] : g(clip_value(xr[k] + hrb[k] + rb[k] + wb[k], a.clip));
-            hb[j] = (T(1) - z[i]) * hg + z[i] * hb[j];
+          const T* zb = z.data() + b * hid;
+          T* cand = rh.data() + b * hid;  // r . H was consumed by the GEMM above
+          if (!linear_before_reset) {
+            for (int64_t j = 0; j < hid; ++j) {
+              const int64_t k = 2 * hid + j;
+              cand[j] = xr[k] + hrb[k] + rb[k] + wb[k];
+            }
+            clip_all(cand, hid, a.clip);
+            g.apply(cand, hid);
           }
+          for (int64_t j = 0; j < hid; ++j) hb[j] = (T(1) - zb[j]) * cand[j] + zb[j] * hb[j];
           if (y) std::copy(hb, hb + hid, y + lay.y_offset(t, d, b));
         }
       }
