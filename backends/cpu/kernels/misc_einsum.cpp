@@ -20,8 +20,15 @@ void register_cpu_misc_einsum(KernelRegistry& r);
 
 namespace {
 
+// Move-only: `data` may point into `storage`, which a copy would not follow.
 template <class T>
 struct Operand {
+  Operand() = default;
+  Operand(Operand&&) noexcept = default;
+  Operand& operator=(Operand&&) noexcept = default;
+  Operand(const Operand&) = delete;
+  Operand& operator=(const Operand&) = delete;
+
   std::vector<T> storage;  // owned data, unless `data` points into an input
   const T* data = nullptr;
   std::vector<int> labels;  // one per dim; may repeat only before the first reduce
@@ -55,17 +62,12 @@ bool contains(const std::vector<int>& v, int l) {
 // out[target] = sum over the other subscripts of op (diagonals where subscripts repeat).
 // Every target label must be one of op's labels.
 template <class T>
-Operand<T> reduce_to(const Operand<T>& op, const std::vector<int>& target,
+Operand<T> reduce_to(Operand<T> op, const std::vector<int>& target,
                      const std::vector<int64_t>& sizes) {
   Operand<T> out;
   out.labels = target;
   for (int l : target) out.dims.push_back(sizes[static_cast<size_t>(l)]);
-  if (op.labels == target) {  // nothing to do: share the data
-    out.data = op.data;
-    out.storage = op.storage;
-    if (!op.storage.empty()) out.data = out.storage.data();
-    return out;
-  }
+  if (op.labels == target) return op;  // nothing to do: keep the data
   int64_t out_numel = 1;
   for (int64_t d : out.dims) out_numel *= d;
   out.storage.assign(static_cast<size_t>(out_numel), T(0));
@@ -190,10 +192,12 @@ void einsum(KernelContext& ctx, const EinsumEquation& eq, const std::vector<int6
   if (num == 1) {
     acc = std::move(ops[0]);
   } else {
-    acc = reduce_to(ops[0], distinct_in(ops[0], needed_after(0), ops[1].labels), sizes);
+    const std::vector<int> first = distinct_in(ops[0], needed_after(0), ops[1].labels);
+    acc = reduce_to(std::move(ops[0]), first, sizes);
     for (size_t t = 1; t < num; ++t) {
       const std::vector<int> keep = needed_after(t);
-      Operand<T> b = reduce_to(ops[t], distinct_in(ops[t], keep, acc.labels), sizes);
+      const std::vector<int> b_labels = distinct_in(ops[t], keep, acc.labels);
+      Operand<T> b = reduce_to(std::move(ops[t]), b_labels, sizes);
       std::vector<int> a_labels = distinct_in(acc, keep, b.labels);
       std::vector<int> batch, free_a, free_b, contracted;
       for (int l : a_labels) {
@@ -214,8 +218,8 @@ void einsum(KernelContext& ctx, const EinsumEquation& eq, const std::vector<int6
       a_order.insert(a_order.end(), contracted.begin(), contracted.end());
       b_order.insert(b_order.end(), contracted.begin(), contracted.end());
       b_order.insert(b_order.end(), free_b.begin(), free_b.end());
-      Operand<T> a = reduce_to(acc, a_order, sizes);
-      b = reduce_to(b, b_order, sizes);
+      Operand<T> a = reduce_to(std::move(acc), a_order, sizes);
+      b = reduce_to(std::move(b), b_order, sizes);
       const int64_t nb = product(batch), m = product(free_a), n = product(free_b),
                     k = product(contracted);
       Operand<T> c;
@@ -233,7 +237,7 @@ void einsum(KernelContext& ctx, const EinsumEquation& eq, const std::vector<int6
   std::vector<int> present;
   for (int l : eq.output)
     if (contains(acc.labels, l)) present.push_back(l);
-  Operand<T> result = reduce_to(acc, present, sizes);
+  Operand<T> result = reduce_to(std::move(acc), present, sizes);
   Tensor& y = ctx.output(0);
   std::copy_n(result.data, y.numel(), y.data<T>());
 }
