@@ -110,6 +110,7 @@ def main():
             path = ROOT / "tests" / "conformance" / f"{backend.replace(',', '_')}.txt"
             old = {l for l in path.read_text().splitlines() if l and not l.startswith("#")} if path.exists() else set()
             new = old | {c["name"] for c in rep["cases"] if c["status"] == "pass"}
+            path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(f"# Cases of the ONNX backend test suite (onnx {onnx.__version__}) expected to pass on\n"
                             f"# backend '{backend}'. Grown by `tools/conformance.py --update-manifests`; never shrink it.\n"
                             + "".join(n + "\n" for n in sorted(new)))
