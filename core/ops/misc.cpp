@@ -15,8 +15,8 @@ std::string str(int64_t v) {
 }
 
 void infer_einsum(InferenceContext& ctx) {
+  if (!ctx.node().has_attr("equation")) ctx.fail("attribute 'equation' is required");
   const std::string equation = ctx.node().attr_string("equation", "");
-  if (equation.empty()) ctx.fail("attribute 'equation' is required");
   std::vector<std::vector<int64_t>> shapes;
   std::vector<int64_t> ranks;
   DType dtype = DType::Undefined;

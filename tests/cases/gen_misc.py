@@ -68,6 +68,9 @@ einsum("einsum_double", "bij,bjk->bik", rand(2, 3, 4, dtype=np.float64),
 einsum("einsum_int64", "ij,jk->ik", randint(3, 4, low=-5), randint(4, 2, low=-5))
 einsum("einsum_int32_trace", "ii->", randint(3, 3, dtype=np.int32))
 einsum("einsum_int32_reduce", "ijk->j", randint(2, 3, 4, dtype=np.int32))
+einsum("einsum_empty_equation", "", np.array(3.0, dtype=np.float32), numpy=True)
+einsum("einsum_ellipsis_bcast_ones", "...i,...i->...", rand(2, 1, 4), rand(1, 3, 4), numpy=True)
+einsum("einsum_repeat_and_bcast", "iij,kj->ik", rand(3, 3, 1), rand(2, 5), numpy=True)
 einsum("einsum_opset17", "ij,jk->ik", rand(3, 4), rand(4, 5), opset=17)
 
 # ---- Unique ----
