@@ -157,11 +157,13 @@ namespace {
 // C = A * B (+ beta C) for a handful of rows of A. sgemm repacks B on every call, which for
 // the per-step recurrence of a small batch costs more than the product: stream B instead,
 // keeping a block of each C row in registers.
-void small_m_gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-                     int64_t ldb, float beta, float* c, int64_t ldc) {
-  constexpr int64_t kBlock = 64;
+constexpr int64_t kBlock = 64;
+
+// Columns [j_begin, j_end) of C; j_begin is a multiple of kBlock.
+void small_m_gemm_nn(int64_t m, int64_t j_begin, int64_t n, int64_t k, const float* a, int64_t lda,
+                     const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   // Column stripes outside, rows inside: a stripe of B (k x 64) stays in cache for every row.
-  for (int64_t j0 = 0; j0 < n; j0 += kBlock) {
+  for (int64_t j0 = j_begin; j0 < n; j0 += kBlock) {
     const int64_t nb = std::min(kBlock, n - j0);
     for (int64_t i = 0; i < m; ++i) {
       const float* ai = a + i * lda;
@@ -189,9 +191,20 @@ void small_m_gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, int64_t ld
 }  // namespace
 
 void gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-             int64_t ldb, float beta, float* c, int64_t ldc) {
+             int64_t ldb, float beta, float* c, int64_t ldc, const ThreadPool* pool) {
   if (m == 0 || n == 0) return;
-  if (m <= kSmallM) return small_m_gemm_nn(m, n, k, a, lda, b, ldb, beta, c, ldc);
+  if (m <= kSmallM) {
+    if (!pool) return small_m_gemm_nn(m, 0, n, k, a, lda, b, ldb, beta, c, ldc);
+    // Split the column stripes over the pool, each chunk worth at least ~256K multiply-adds
+    // (below that, waking the workers at every step costs more than it saves).
+    const int64_t stripes = (n + kBlock - 1) / kBlock;
+    const int64_t grain =
+        std::max<int64_t>(1, (int64_t{1} << 18) / std::max<int64_t>(1, m * k * kBlock));
+    pool->parallel_for(stripes, grain, [&](int64_t s0, int64_t s1) {
+      small_m_gemm_nn(m, s0 * kBlock, std::min(n, s1 * kBlock), k, a, lda, b, ldb, beta, c, ldc);
+    });
+    return;
+  }
   if (k == 0) {
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.f ? 0.f : beta * c[i * ldc + j];
@@ -201,7 +214,7 @@ void gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const
 }
 
 void gemm_nn(int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b,
-             int64_t ldb, double beta, double* c, int64_t ldc) {
+             int64_t ldb, double beta, double* c, int64_t ldc, const ThreadPool*) {
   for (int64_t i = 0; i < m; ++i) {
     double* ci = c + i * ldc;
     for (int64_t j = 0; j < n; ++j) ci[j] = beta == 0.0 ? 0.0 : beta * ci[j];
@@ -247,7 +260,7 @@ void rnn_impl(KernelContext& ctx, const RnnAttrs& a) {
           h[b * hid + j] = h0_t ? h0_t->data<T>()[lay.state_offset(d, b) + j] : T(0);
       const auto rt = transposed(r.data<T>() + d * hid * hid, hid, hid);
       for (int64_t s = 0; s < seq; ++s) {
-        gemm_nn(batch, hid, hid, h.data(), hid, rt.data(), hid, T(0), hr.data(), hid);
+        gemm_nn(batch, hid, hid, h.data(), hid, rt.data(), hid, T(0), hr.data(), hid, &ctx.pool);
         for (int64_t b = 0; b < batch; ++b) {
           const int64_t len = lens[b];
           if (s >= len) continue;

@@ -187,11 +187,12 @@ void gemm_nt(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const
 void gemm_nt(int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b,
              int64_t ldb, double beta, double* c, int64_t ldc);
 
-// C[m, n] = A[m, k] * B[k, n] + beta * C.
+// C[m, n] = A[m, k] * B[k, n] + beta * C. With a pool, a small-m product (the recurrence of
+// a small batch, which sgemm would not split) is split over it by columns.
 void gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-             int64_t ldb, float beta, float* c, int64_t ldc);
+             int64_t ldb, float beta, float* c, int64_t ldc, const ThreadPool* pool = nullptr);
 void gemm_nn(int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b,
-             int64_t ldb, double beta, double* c, int64_t ldc);
+             int64_t ldb, double beta, double* c, int64_t ldc, const ThreadPool* pool = nullptr);
 
 // The [cols, rows] transpose of a row-major [rows, cols] matrix. The recurrence multiplies by
 // the transposed R at every step; OpenBLAS repacks its operand on each call and packs a

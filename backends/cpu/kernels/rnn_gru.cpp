@@ -51,7 +51,7 @@ void gru_impl(KernelContext& ctx, const RnnAttrs& a, bool linear_before_reset) {
       for (int64_t s = 0; s < seq; ++s) {
         // H * [Rz Rr Rh]^T, or only the z and r blocks when Rh waits for r.
         gemm_nn(batch, linear_before_reset ? g3 : 2 * hid, hid, h.data(), hid, rt.data(), g3, T(0),
-                hr.data(), g3);
+                hr.data(), g3, &ctx.pool);
         auto row = [&](int64_t b) {
           const int64_t len = lens[b];
           return xw.data() + lay.x_row(backward ? len - 1 - s : s, b) * g3;
@@ -85,7 +85,7 @@ void gru_impl(KernelContext& ctx, const RnnAttrs& a, bool linear_before_reset) {
         }
         if (!linear_before_reset)
           gemm_nn(batch, hid, hid, rh.data(), hid, rt.data() + 2 * hid, g3, T(0),
-                  hr.data() + 2 * hid, g3);
+                  hr.data() + 2 * hid, g3, &ctx.pool);
         for (int64_t b = 0; b < batch; ++b) {
           const int64_t len = lens[b];
           if (s >= len) continue;

@@ -61,7 +61,7 @@ void lstm_impl(KernelContext& ctx, const RnnAttrs& a, bool input_forget) {
       const auto rt = transposed(r.data<T>() + d * g4 * hid, g4, hid);
 
       for (int64_t s = 0; s < seq; ++s) {
-        gemm_nn(batch, g4, hid, h.data(), hid, rt.data(), g4, T(0), hr.data(), g4);
+        gemm_nn(batch, g4, hid, h.data(), hid, rt.data(), g4, T(0), hr.data(), g4, &ctx.pool);
         for (int64_t b = 0; b < batch; ++b) {
           const int64_t len = lens[b];
           if (s >= len) continue;
