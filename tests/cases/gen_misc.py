@@ -1,25 +1,42 @@
 """Cases of the misc op family (Einsum, Unique, Det, random generators), checked against
 onnxruntime."""
 import numpy as np
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 from casegen import Cases, rand, randint
 
 c = Cases("misc")
 
 
-def reference(op_type, inputs, n_outputs, opset, **attrs):
+def reference(op_type, inputs, n_outputs, opset, domain="", domain_opset=1, **attrs):
     """Outputs of onnx's reference implementation, for dtypes onnxruntime has no kernel for."""
     from onnx.reference import ReferenceEvaluator
     outs = [f"y{i}" for i in range(n_outputs)] if n_outputs > 1 else ["y"]
-    node = helper.make_node(op_type, list(inputs), outs, **attrs)
+    node = helper.make_node(op_type, list(inputs), outs, domain=domain, **attrs)
     graph = helper.make_graph(
         [node], "ref",
         [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
          for k, v in inputs.items()],
         [helper.make_empty_tensor_value_info(o) for o in outs])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    imports = [helper.make_opsetid("", opset)]
+    if domain:
+        imports.append(helper.make_opsetid(domain, domain_opset))
+    model = helper.make_model(graph, opset_imports=imports)
     return dict(zip(outs, ReferenceEvaluator(model).run(None, inputs)))
+
+
+def domain_node(name, op_type, inputs, domain, domain_opset=1, n_outputs=1, opset=17, **attrs):
+    """A node of another domain (ai.onnx.ml, preview): casegen imports only the default domain,
+    so the domain's opset is added to the written model afterwards. Expected values come from
+    onnx's reference implementation."""
+    import onnx
+    expected = reference(op_type, inputs, n_outputs, opset, domain, domain_opset, **attrs)
+    c.node(name, op_type, inputs, n_outputs=n_outputs, opset=opset, expected=expected,
+           domain=domain, **attrs)
+    path = c.dir / name / "model.onnx"
+    model = onnx.load(path)
+    model.opset_import.append(helper.make_opsetid(domain, domain_opset))
+    onnx.save(model, path)
 
 
 def einsum(name, equation, *operands, opset=12, numpy=False, **kw):
@@ -239,3 +256,52 @@ pgm = np.frombuffer(b"P2 3 2 255\n0 10 20\n255 128 7\n", dtype=np.uint8)
 c.node("image_pgm_ascii_grayscale", "ImageDecoder", {"x": pgm}, opset=20,
        expected={"y": np.array([[0, 10, 20], [255, 128, 7]], dtype=np.uint8)[..., None]},
        pixel_format="Grayscale")
+
+
+# ---- other domains ----
+TRAINING = "ai.onnx.preview.training"
+r, t = np.array(0.1, dtype=np.float32), np.array(3, dtype=np.int64)
+domain_node("adagrad_two", "Adagrad",
+            {"r": r, "t": t, "x1": rand(3), "x2": rand(2, 2), "g1": rand(3), "g2": rand(2, 2),
+             "h1": rand(3, low=0.0), "h2": rand(2, 2, low=0.0)},
+            TRAINING, n_outputs=4, decay_factor=0.1, epsilon=1e-5, norm_coefficient=0.01)
+domain_node("momentum_standard", "Momentum",
+            {"r": r, "t": t, "x": rand(4), "g": rand(4), "v": rand(4)}, TRAINING, n_outputs=2,
+            alpha=0.9, beta=0.5, mode="standard", norm_coefficient=0.02)
+domain_node("momentum_nesterov_first", "Momentum",
+            {"r": r, "t": np.array(0, dtype=np.int64), "x": rand(2, 3), "g": rand(2, 3),
+             "v": rand(2, 3)}, TRAINING, n_outputs=2, alpha=0.8, beta=0.3, mode="nesterov",
+            norm_coefficient=0.0)
+domain_node("adam_two", "Adam",
+            {"r": r, "t": t, "x1": rand(3), "x2": rand(2), "g1": rand(3), "g2": rand(2),
+             "v1": rand(3), "v2": rand(2), "h1": rand(3, low=0.0), "h2": rand(2, low=0.0)},
+            TRAINING, n_outputs=6, alpha=0.85, beta=0.95, epsilon=1e-4, norm_coefficient=0.01,
+            norm_coefficient_post=0.02)
+
+ML = "ai.onnx.ml"
+domain_node("binarizer", "Binarizer", {"x": rand(3, 4)}, ML, threshold=0.25)
+domain_node("binarizer_int", "Binarizer", {"x": randint(6, low=-3, high=3)}, ML)
+domain_node("array_feature_extractor", "ArrayFeatureExtractor",
+            {"x": rand(2, 3, 5), "i": np.array([4, 0, 4], dtype=np.int64)}, ML)
+domain_node("array_feature_extractor_1d", "ArrayFeatureExtractor",
+            {"x": randint(6), "i": np.array([[2, 5]], dtype=np.int64)}, ML)
+tree = dict(tree_roots=[0], nodes_featureids=[0, 1, 0], nodes_truenodeids=[1, 0, 2],
+            nodes_falsenodeids=[2, 1, 3], nodes_trueleafs=[0, 1, 1], nodes_falseleafs=[0, 1, 1],
+            nodes_modes=numpy_helper.from_array(np.array([0, 3, 1], dtype=np.uint8), "modes"),
+            nodes_splits=numpy_helper.from_array(np.array([0.1, -0.2, 0.5], dtype=np.float32),
+                                                 "splits"),
+            leaf_targetids=[0, 1, 1, 0],
+            leaf_weights=numpy_helper.from_array(np.array([1.5, -2.0, 3.0, 0.25],
+                                                          dtype=np.float32), "weights"),
+            n_targets=2)
+domain_node("tree_ensemble_sum", "TreeEnsemble", {"x": rand(6, 2)}, ML, domain_opset=5,
+            aggregate_function=1, **tree)
+domain_node("tree_ensemble_max", "TreeEnsemble", {"x": rand(6, 2)}, ML, domain_opset=5,
+            aggregate_function=3, **tree)
+
+PREVIEW = "ai.onnx.preview"
+domain_node("flex_attention", "FlexAttention",
+            {"q": rand(1, 2, 3, 4), "k": rand(1, 2, 5, 4), "v": rand(1, 2, 5, 6)}, PREVIEW)
+domain_node("flex_attention_gqa_scaled", "FlexAttention",
+            {"q": rand(2, 4, 3, 4), "k": rand(2, 2, 2, 4), "v": rand(2, 2, 2, 4)}, PREVIEW,
+            scale=0.5)
