@@ -10,6 +10,7 @@
 
 #include "backends/cpu/blas.hpp"
 #include "backends/cpu/kernels/rnn_common.hpp"
+#include "core/half.hpp"
 
 namespace quilt::cpu {
 
@@ -109,8 +110,9 @@ std::string parse_rnn_attrs(const Node& node, const std::vector<std::string>& de
 SupportFn rnn_support(std::vector<std::string> defaults, bool positional_alpha) {
   return [defaults, positional_alpha](const NodeSignature& sig) -> std::string {
     DType d = sig.inputs.empty() ? DType::Undefined : sig.inputs[0].dtype;
-    if (d != DType::Float32 && d != DType::Float64 && d != DType::Undefined)
-      return std::string("X is ") + dtype_name(d) + "; the CPU kernel supports float32, float64";
+    if (d != DType::Float32 && d != DType::Float64 && d != DType::Float16 && d != DType::Undefined)
+      return std::string("X is ") + dtype_name(d) +
+             "; the CPU kernel supports float32, float64, float16";
     RnnAttrs attrs;
     return parse_rnn_attrs(sig.node, defaults, positional_alpha, attrs);
   };
@@ -307,6 +309,12 @@ class RnnKernel : public Kernel {
     input_forget_ = sig.node.attr_int("input_forget", 0) != 0;
   }
   void run(KernelContext& ctx) const override {
+    if (ctx.has_input(0) && ctx.input(0).dtype() == DType::Float16) return run_float16(ctx);
+    run_float(ctx);
+  }
+
+ private:
+  void run_float(KernelContext& ctx) const {
     switch (op_) {
       case Op::Rnn:
         return rnn::run_rnn(ctx, attrs_);
@@ -317,7 +325,37 @@ class RnnKernel : public Kernel {
     }
   }
 
- private:
+  // float16 runs in float32 (inputs widened exactly, outputs rounded once at the end).
+  void run_float16(KernelContext& ctx) const {
+    std::vector<Tensor> wide(ctx.num_inputs());
+    std::vector<const Tensor*> inputs(ctx.num_inputs(), nullptr);
+    for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+      const Tensor* t = ctx.optional_input(i);
+      if (!t) continue;
+      if (t->dtype() == DType::Float16) {
+        wide[i] = Tensor(DType::Float32, t->shape());
+        const uint16_t* src = t->data<uint16_t>();
+        float* dst = wide[i].data<float>();
+        for (int64_t k = 0; k < t->numel(); ++k) dst[k] = half_to_float(src[k]);
+        inputs[i] = &wide[i];
+      } else {
+        inputs[i] = t;  // sequence_lens
+      }
+    }
+    std::vector<TypeShape> types(ctx.num_outputs());
+    for (size_t i = 0; i < types.size(); ++i)
+      types[i] = {DType::Float32, true, ctx.output_shape(i)};
+    std::vector<Tensor> outputs(ctx.num_outputs());
+    KernelContext wide_ctx(ctx.node, inputs, types, outputs, ctx.pool);
+    run_float(wide_ctx);
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      if (!ctx.wants_output(i)) continue;
+      const float* src = outputs[i].data<float>();
+      uint16_t* dst = ctx.output(i).data<uint16_t>();
+      for (int64_t k = 0; k < outputs[i].numel(); ++k) dst[k] = float_to_half(src[k]);
+    }
+  }
+
   Op op_;
   rnn::RnnAttrs attrs_;
   bool linear_before_reset_ = false, input_forget_ = false;
