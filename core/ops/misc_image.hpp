@@ -1,8 +1,9 @@
 // ImageDecoder's decoding, shared by shape inference (the output shape is in the image header)
-// and the CPU kernel. Handles uncompressed 24-bit BMP and 8-bit PNM (P2, P3, P5, P6); any
-// other format is reported as not implemented.
+// and the CPU kernel. Handles uncompressed 24-bit BMP, 8-bit PNM (P2, P3, P5, P6) and
+// uncompressed 8-bit TIFF; any other format is reported as not implemented.
 #pragma once
 
+#include <algorithm>
 #include <cctype>
 #include <cstdint>
 #include <cstring>
@@ -15,6 +16,103 @@ struct DecodedImage {
   int64_t height = 0, width = 0, channels = 0;  // channels: 3 (RGB) or 1 (grey)
   std::vector<uint8_t> pixels;                  // row-major H x W x channels
 };
+
+// Baseline TIFF: the first image, uncompressed, 8-bit RGB or grey, chunky, in strips.
+inline std::string decode_tiff(const uint8_t* data, size_t size, DecodedImage& out,
+                               bool* unsupported) {
+  const bool little = data[0] == 'I';
+  auto get = [&](size_t at, int bytes) -> uint64_t {
+    uint64_t v = 0;
+    for (int i = 0; i < bytes; ++i)
+      v |= static_cast<uint64_t>(data[at + static_cast<size_t>(little ? i : bytes - 1 - i)])
+           << (8 * i);
+    return v;
+  };
+  const uint64_t ifd = get(4, 4);
+  if (ifd + 2 > size) return "TIFF directory offset is out of range";
+  const uint64_t entries = get(ifd, 2);
+  if (ifd + 2 + entries * 12 > size) return "TIFF directory is truncated";
+  int64_t width = 0, height = 0, compression = 1, photometric = -1, samples = 1, planar = 1;
+  int64_t rows_per_strip = -1;
+  std::vector<uint64_t> bits, offsets, counts;
+  // All values of one entry (inline when they fit in 4 bytes).
+  auto values = [&](size_t entry, std::vector<uint64_t>& v) {
+    const uint64_t type = get(entry + 2, 2), n = get(entry + 4, 4);
+    const int width_bytes = type == 3 ? 2 : type == 4 ? 4 : type == 1 ? 1 : 0;
+    if (width_bytes == 0 || n > (1u << 24)) return false;
+    const uint64_t at = n * static_cast<uint64_t>(width_bytes) <= 4 ? entry + 8 : get(entry + 8, 4);
+    if (at + n * static_cast<uint64_t>(width_bytes) > size) return false;
+    v.clear();
+    for (uint64_t i = 0; i < n; ++i)
+      v.push_back(get(at + i * static_cast<uint64_t>(width_bytes), width_bytes));
+    return true;
+  };
+  std::vector<uint64_t> v;
+  for (uint64_t e = 0; e < entries; ++e) {
+    const size_t entry = ifd + 2 + e * 12;
+    const uint64_t tag = get(entry, 2);
+    if (tag != 256 && tag != 257 && tag != 258 && tag != 259 && tag != 262 && tag != 273 &&
+        tag != 277 && tag != 278 && tag != 279 && tag != 284)
+      continue;
+    if (!values(entry, v) || v.empty()) return "TIFF tag " + std::to_string(tag) + " is malformed";
+    const auto first = static_cast<int64_t>(v[0]);
+    switch (tag) {
+      case 256:
+        width = first;
+        break;
+      case 257:
+        height = first;
+        break;
+      case 258:
+        bits = v;
+        break;
+      case 259:
+        compression = first;
+        break;
+      case 262:
+        photometric = first;
+        break;
+      case 273:
+        offsets = v;
+        break;
+      case 277:
+        samples = first;
+        break;
+      case 278:
+        rows_per_strip = first;
+        break;
+      case 279:
+        counts = v;
+        break;
+      default:
+        planar = first;
+        break;
+    }
+  }
+  const bool rgb = photometric == 2 && samples == 3, grey = photometric == 1 && samples == 1;
+  bool eight = !bits.empty();
+  for (uint64_t b : bits) eight = eight && b == 8;
+  if (compression != 1 || (!rgb && !grey) || !eight || planar != 1) {
+    *unsupported = true;
+    return "only uncompressed 8-bit RGB or grey TIFF is supported";
+  }
+  if (width <= 0 || height <= 0 || offsets.empty() || offsets.size() != counts.size())
+    return "TIFF image size or strips are malformed";
+  if (rows_per_strip <= 0 || rows_per_strip > height) rows_per_strip = height;
+  const int64_t row_bytes = width * samples;
+  out = {height, width, samples, std::vector<uint8_t>(static_cast<size_t>(height * row_bytes))};
+  int64_t row = 0;
+  for (size_t s = 0; s < offsets.size() && row < height; ++s) {
+    const int64_t rows = std::min(rows_per_strip, height - row);
+    if (offsets[s] + static_cast<uint64_t>(rows * row_bytes) > size)
+      return "TIFF strip " + std::to_string(s) + " is truncated";
+    std::memcpy(out.pixels.data() + row * row_bytes, data + offsets[s],
+                static_cast<size_t>(rows * row_bytes));
+    row += rows;
+  }
+  if (row < height) return "TIFF strips hold fewer rows than the image";
+  return "";
+}
 
 // Returns "" on success, else why the bytes cannot be decoded; *unsupported tells a valid but
 // unhandled format (JPEG, PNG, ...) from a malformed file.
@@ -97,8 +195,11 @@ inline std::string decode_image(const uint8_t* data, size_t size, DecodedImage& 
     }
     return "";
   }
+  if (size >= 8 && ((data[0] == 'I' && data[1] == 'I' && data[2] == 42 && data[3] == 0) ||
+                    (data[0] == 'M' && data[1] == 'M' && data[2] == 0 && data[3] == 42)))
+    return decode_tiff(data, size, out, unsupported);
   *unsupported = true;
-  return "the image format is not supported (Quilt decodes uncompressed BMP and PNM only)";
+  return "the image format is not supported (Quilt decodes uncompressed BMP, PNM and TIFF only)";
 }
 
 // The output's channel count for a pixel_format.

@@ -305,3 +305,50 @@ domain_node("flex_attention", "FlexAttention",
 domain_node("flex_attention_gqa_scaled", "FlexAttention",
             {"q": rand(2, 4, 3, 4), "k": rand(2, 2, 2, 4), "v": rand(2, 2, 2, 4)}, PREVIEW,
             scale=0.5)
+
+
+def tiff_bytes(pixels, rows_per_strip, big_endian=False):
+    """Baseline uncompressed TIFF of an H x W x C uint8 image (C = 3 RGB or 1 grey)."""
+    h, w, ch = pixels.shape
+    e = ">" if big_endian else "<"
+    import struct
+    data = pixels.tobytes()
+    strips = [(r, min(rows_per_strip, h - r)) for r in range(0, h, rows_per_strip)]
+    tags = 10
+    ifd_size = 2 + tags * 12 + 4
+    extra_at = 8 + ifd_size
+    bits_at = extra_at
+    offsets_at = bits_at + 2 * ch
+    counts_at = offsets_at + 4 * len(strips)
+    pixels_at = counts_at + 4 * len(strips)
+    offsets = [pixels_at + r * w * ch for r, _ in strips]
+    counts = [n * w * ch for _, n in strips]
+
+    def entry(tag, typ, n, value_or_offset, inline=None):
+        if inline is not None:
+            return struct.pack(e + "HHI", tag, typ, n) + inline.ljust(4, b"\0")
+        return struct.pack(e + "HHII", tag, typ, n, value_or_offset)
+    ent = [entry(256, 4, 1, w), entry(257, 4, 1, h),
+           entry(258, 3, ch, bits_at) if ch > 2 else
+           entry(258, 3, 1, 0, struct.pack(e + "H", 8)),
+           entry(259, 3, 1, 0, struct.pack(e + "H", 1)),
+           entry(262, 3, 1, 0, struct.pack(e + "H", 2 if ch == 3 else 1)),
+           entry(273, 4, len(strips), offsets_at) if len(strips) > 1 else
+           entry(273, 4, 1, offsets[0]),
+           entry(277, 3, 1, 0, struct.pack(e + "H", ch)),
+           entry(278, 4, 1, rows_per_strip),
+           entry(279, 4, len(strips), counts_at) if len(strips) > 1 else
+           entry(279, 4, 1, counts[0]),
+           entry(284, 3, 1, 0, struct.pack(e + "H", 1))]
+    out = (b"MM\0*" if big_endian else b"II*\0") + struct.pack(e + "I", 8)
+    out += struct.pack(e + "H", tags) + b"".join(ent) + struct.pack(e + "I", 0)
+    out += struct.pack(e + "H" * ch, *([8] * ch)) if ch > 2 else b"\0" * (2 * ch)
+    out += struct.pack(e + "I" * len(strips), *offsets) + struct.pack(e + "I" * len(strips), *counts)
+    return np.frombuffer(out + data, dtype=np.uint8)
+
+
+c.node("image_tiff_rgb_strips", "ImageDecoder", {"x": tiff_bytes(img, 2)}, opset=20,
+       expected={"y": img})
+grey = randint(4, 3, 1, high=256, dtype=np.uint8)
+c.node("image_tiff_grey_big_endian", "ImageDecoder", {"x": tiff_bytes(grey, 4, big_endian=True)},
+       opset=20, expected={"y": grey}, pixel_format="Grayscale")
