@@ -36,12 +36,8 @@ bool known_activation(std::string name) {
   return false;
 }
 
-std::string dims_text(const std::vector<int64_t>& dims) {
-  return to_string(dims);
-}
-
-// Fails when input `i` is present with a known rank other than `rank` or a known dim that differs
-// from a known expected one (-1 = anything).
+// Fails when input `i` is present with a known rank other than expected's or a known dim that
+// differs from a known expected one (-1 = anything).
 void check_input(const InferenceContext& ctx, size_t i, const char* name,
                  const std::vector<int64_t>& expected) {
   if (!ctx.has_input(i) || !ctx.input_has_shape(i)) return;
@@ -50,8 +46,8 @@ void check_input(const InferenceContext& ctx, size_t i, const char* name,
   for (size_t k = 0; ok && k < s.size(); ++k)
     if (s[k] >= 0 && expected[k] >= 0 && s[k] != expected[k]) ok = false;
   if (!ok)
-    ctx.fail(std::string(name) + " has shape " + dims_text(s) + ", expected " +
-             dims_text(expected) + " (-1 = any)");
+    ctx.fail(std::string(name) + " has shape " + to_string(s) + ", expected " +
+             to_string(expected) + " (-1 = any)");
 }
 
 // First known value of a list of candidates, else -1.
