@@ -1,14 +1,18 @@
 // ImageDecoder's decoding, shared by shape inference (the output shape is in the image header)
-// and the CPU kernel. Handles uncompressed 24-bit BMP, 8-bit PNM (P2, P3, P5, P6) and
-// uncompressed 8-bit TIFF; any other format is reported as not implemented.
+// and the CPU kernel. Handles uncompressed 24-bit BMP, 8-bit PNM (P2, P3, P5, P6),
+// uncompressed 8-bit TIFF and 8-bit grey/RGB PNG; any other format is reported as not
+// implemented.
 #pragma once
 
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include "core/ops/misc_inflate.hpp"
 
 namespace quilt {
 
@@ -114,6 +118,83 @@ inline std::string decode_tiff(const uint8_t* data, size_t size, DecodedImage& o
   return "";
 }
 
+// PNG: 8-bit grey or RGB, not interlaced.
+inline std::string decode_png(const uint8_t* data, size_t size, DecodedImage& out,
+                              bool* unsupported) {
+  auto be32 = [&](size_t at) {
+    return static_cast<uint32_t>(data[at]) << 24 | static_cast<uint32_t>(data[at + 1]) << 16 |
+           static_cast<uint32_t>(data[at + 2]) << 8 | static_cast<uint32_t>(data[at + 3]);
+  };
+  size_t pos = 8;
+  int64_t width = 0, height = 0;
+  int depth = 0, color = -1, interlace = 0;
+  std::vector<uint8_t> compressed;
+  while (pos + 8 <= size) {
+    const uint32_t len = be32(pos);
+    const std::string type(reinterpret_cast<const char*>(data + pos + 4), 4);
+    if (pos + 12 + static_cast<size_t>(len) > size) return "PNG chunk " + type + " is truncated";
+    const uint8_t* body = data + pos + 8;
+    if (type == "IHDR" && len >= 13) {
+      width = be32(pos + 8);
+      height = be32(pos + 12);
+      depth = body[8];
+      color = body[9];
+      interlace = body[12];
+    } else if (type == "IDAT") {
+      compressed.insert(compressed.end(), body, body + len);
+    } else if (type == "IEND") {
+      break;
+    }
+    pos += 12 + static_cast<size_t>(len);
+  }
+  if (color < 0 || width <= 0 || height <= 0) return "PNG has no valid IHDR";
+  if (depth != 8 || (color != 0 && color != 2) || interlace != 0) {
+    *unsupported = true;
+    return "only 8-bit grey or RGB PNG without interlacing is supported";
+  }
+  const int64_t channels = color == 2 ? 3 : 1, stride = width * channels;
+  std::vector<uint8_t> raw;
+  Inflater inflater(compressed.data(), compressed.size());
+  std::string err = inflater.zlib(raw);
+  if (!err.empty()) return "PNG data: " + err;
+  if (static_cast<int64_t>(raw.size()) < height * (stride + 1)) return "PNG data is truncated";
+  out = {height, width, channels, std::vector<uint8_t>(static_cast<size_t>(height * stride))};
+  for (int64_t y = 0; y < height; ++y) {
+    const uint8_t filter = raw[static_cast<size_t>(y * (stride + 1))];
+    const uint8_t* src = raw.data() + y * (stride + 1) + 1;
+    uint8_t* row = out.pixels.data() + y * stride;
+    const uint8_t* up = y > 0 ? row - stride : nullptr;
+    for (int64_t x = 0; x < stride; ++x) {
+      const int a = x >= channels ? row[x - channels] : 0, b = up ? up[x] : 0,
+                c = (up && x >= channels) ? up[x - channels] : 0;
+      int pred = 0;
+      switch (filter) {
+        case 0:
+          pred = 0;
+          break;
+        case 1:
+          pred = a;
+          break;
+        case 2:
+          pred = b;
+          break;
+        case 3:
+          pred = (a + b) / 2;
+          break;
+        case 4: {
+          const int p = a + b - c, pa = std::abs(p - a), pb = std::abs(p - b), pc = std::abs(p - c);
+          pred = (pa <= pb && pa <= pc) ? a : pb <= pc ? b : c;
+          break;
+        }
+        default:
+          return "PNG row filter " + std::to_string(filter) + " is invalid";
+      }
+      row[x] = static_cast<uint8_t>(src[x] + pred);
+    }
+  }
+  return "";
+}
+
 // Returns "" on success, else why the bytes cannot be decoded; *unsupported tells a valid but
 // unhandled format (JPEG, PNG, ...) from a malformed file.
 inline std::string decode_image(const uint8_t* data, size_t size, DecodedImage& out,
@@ -198,8 +279,11 @@ inline std::string decode_image(const uint8_t* data, size_t size, DecodedImage& 
   if (size >= 8 && ((data[0] == 'I' && data[1] == 'I' && data[2] == 42 && data[3] == 0) ||
                     (data[0] == 'M' && data[1] == 'M' && data[2] == 0 && data[3] == 42)))
     return decode_tiff(data, size, out, unsupported);
+  static const uint8_t png_signature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  if (size >= 8 && std::memcmp(data, png_signature, 8) == 0)
+    return decode_png(data, size, out, unsupported);
   *unsupported = true;
-  return "the image format is not supported (Quilt decodes uncompressed BMP, PNM and TIFF only)";
+  return "the image format is not supported (Quilt decodes BMP, PNM, TIFF and PNG only)";
 }
 
 // The output's channel count for a pixel_format.

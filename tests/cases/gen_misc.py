@@ -352,3 +352,49 @@ c.node("image_tiff_rgb_strips", "ImageDecoder", {"x": tiff_bytes(img, 2)}, opset
 grey = randint(4, 3, 1, high=256, dtype=np.uint8)
 c.node("image_tiff_grey_big_endian", "ImageDecoder", {"x": tiff_bytes(grey, 4, big_endian=True)},
        opset=20, expected={"y": grey}, pixel_format="Grayscale")
+
+
+def png_bytes(pixels, filters, level=6):
+    """8-bit grey or RGB PNG with the given per-row filter types (0-4), zlib at `level`."""
+    import struct
+    import zlib
+    h, w, ch = pixels.shape
+    stride = w * ch
+    rows = []
+    for y in range(h):
+        cur = pixels[y].reshape(-1).astype(np.int32)
+        up = pixels[y - 1].reshape(-1).astype(np.int32) if y else np.zeros(stride, np.int32)
+        left = np.concatenate([np.zeros(ch, np.int32), cur[:-ch]])
+        upleft = np.concatenate([np.zeros(ch, np.int32), up[:-ch]])
+        f = filters[y % len(filters)]
+        if f == 0:
+            pred = np.zeros(stride, np.int32)
+        elif f == 1:
+            pred = left
+        elif f == 2:
+            pred = up
+        elif f == 3:
+            pred = (left + up) // 2
+        else:
+            p = left + up - upleft
+            pa, pb, pc = abs(p - left), abs(p - up), abs(p - upleft)
+            pred = np.where((pa <= pb) & (pa <= pc), left, np.where(pb <= pc, up, upleft))
+        rows.append(bytes([f]) + ((cur - pred) % 256).astype(np.uint8).tobytes())
+
+    def chunk(kind, body):
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(
+            ">I", zlib.crc32(kind + body) & 0xffffffff)
+    ihdr = struct.pack(">IIBBBBB", w, h, 8, 2 if ch == 3 else 0, 0, 0, 0)
+    return np.frombuffer(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) +
+                         chunk(b"IDAT", zlib.compress(b"".join(rows), level)) +
+                         chunk(b"IEND", b""), dtype=np.uint8)
+
+
+big = randint(20, 33, 3, high=256, dtype=np.uint8)
+big[5:12] = big[4]  # repeats, so the compressor emits back-references
+c.node("image_png_rgb_all_filters", "ImageDecoder", {"x": png_bytes(big, [0, 1, 2, 3, 4])},
+       opset=20, expected={"y": big})
+c.node("image_png_stored_bgr", "ImageDecoder", {"x": png_bytes(img, [4, 3], level=0)}, opset=20,
+       expected={"y": img[..., ::-1]}, pixel_format="BGR")
+c.node("image_png_grey", "ImageDecoder", {"x": png_bytes(grey, [1, 2, 4])}, opset=20,
+       expected={"y": grey}, pixel_format="Grayscale")
