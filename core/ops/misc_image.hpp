@@ -16,6 +16,9 @@
 
 namespace quilt {
 
+// Larger sides are rejected as malformed, which also keeps every size product in range.
+inline constexpr int64_t kMaxImageSide = int64_t{1} << 20;
+
 struct DecodedImage {
   int64_t height = 0, width = 0, channels = 0;  // channels: 3 (RGB) or 1 (grey)
   std::vector<uint8_t> pixels;                  // row-major H x W x channels
@@ -100,7 +103,8 @@ inline std::string decode_tiff(const uint8_t* data, size_t size, DecodedImage& o
     *unsupported = true;
     return "only uncompressed 8-bit RGB or grey TIFF is supported";
   }
-  if (width <= 0 || height <= 0 || offsets.empty() || offsets.size() != counts.size())
+  if (width <= 0 || height <= 0 || width > kMaxImageSide || height > kMaxImageSide ||
+      offsets.empty() || offsets.size() != counts.size())
     return "TIFF image size or strips are malformed";
   if (rows_per_strip <= 0 || rows_per_strip > height) rows_per_strip = height;
   const int64_t row_bytes = width * samples;
@@ -147,7 +151,8 @@ inline std::string decode_png(const uint8_t* data, size_t size, DecodedImage& ou
     }
     pos += 12 + static_cast<size_t>(len);
   }
-  if (color < 0 || width <= 0 || height <= 0) return "PNG has no valid IHDR";
+  if (color < 0 || width <= 0 || height <= 0 || width > kMaxImageSide || height > kMaxImageSide)
+    return "PNG has no valid IHDR";
   if (depth != 8 || (color != 0 && color != 2) || interlace != 0) {
     *unsupported = true;
     return "only 8-bit grey or RGB PNG without interlacing is supported";
@@ -216,7 +221,9 @@ inline std::string decode_image(const uint8_t* data, size_t size, DecodedImage& 
       return "only uncompressed 24-bit BMP is supported (this one has " + std::to_string(bpp) +
              " bits per pixel, compression " + std::to_string(compression) + ")";
     }
-    if (width <= 0 || height == 0) return "BMP has an invalid size";
+    if (width <= 0 || height == 0 || width > kMaxImageSide || height > kMaxImageSide ||
+        height < -kMaxImageSide)
+      return "BMP has an invalid size";
     const int64_t h = height < 0 ? -static_cast<int64_t>(height) : height, w = width;
     const int64_t stride = (w * 3 + 3) / 4 * 4;
     if (static_cast<int64_t>(offset) + stride * h > static_cast<int64_t>(size))
@@ -254,7 +261,8 @@ inline std::string decode_image(const uint8_t* data, size_t size, DecodedImage& 
       return true;
     };
     int64_t w = 0, h = 0, maxval = 0;
-    if (!number(w) || !number(h) || !number(maxval) || w <= 0 || h <= 0)
+    if (!number(w) || !number(h) || !number(maxval) || w <= 0 || h <= 0 || w > kMaxImageSide ||
+        h > kMaxImageSide)
       return "PNM header is malformed";
     if (maxval != 255) {
       *unsupported = true;
