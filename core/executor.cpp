@@ -4,6 +4,8 @@
 #include <new>
 #include <set>
 
+#include "core/control_flow.hpp"
+
 namespace quilt {
 namespace {
 
@@ -72,10 +74,20 @@ int ExecutionPlan::value_id(const std::string& name) {
   return it->second;
 }
 
-ExecutionPlan::ExecutionPlan(const Model& model, std::vector<std::unique_ptr<Backend>> backends,
-                             const PlanOptions& options)
-    : model_(model), backends_(std::move(backends)), logger_(options.logger) {
-  const Graph& g = model.graph;
+ExecutionPlan::ExecutionPlan(const Model& model, BackendList backends, const PlanOptions& options)
+    : where_(model.path), backends_(std::move(backends)), logger_(options.logger) {
+  build(model.graph, options, nullptr);
+}
+
+ExecutionPlan::ExecutionPlan(const Graph& graph, std::string where, BackendList backends,
+                             const PlanOptions& options,
+                             const std::function<TypeShape(const std::string&)>& outer_type)
+    : where_(std::move(where)), backends_(std::move(backends)), logger_(options.logger) {
+  build(graph, options, &outer_type);
+}
+
+void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
+                          const std::function<TypeShape(const std::string&)>* outer_type) {
   const SchemaRegistry& schemas = SchemaRegistry::builtin();
   // Number every value first: constants_ and static_types_ must not reallocate while pointers
   // into them are handed to inference and to kernels.
@@ -84,22 +96,44 @@ ExecutionPlan::ExecutionPlan(const Model& model, std::vector<std::unique_ptr<Bac
   for (const auto& node : g.nodes) {
     for (const auto& name : node.inputs)
       if (!name.empty()) value_id(name);
+    for (const auto& name : node.implicit_inputs) value_id(name);
     for (const auto& name : node.outputs)
       if (!name.empty()) value_id(name);
   }
+  for (const auto& out : g.outputs) value_id(out.name);
   for (const auto& [name, t] : g.initializers) {
     int id = value_id(name);
     constants_[id] = t;
     static_types_[id] = TypeShape::of(t);
   }
   for (const auto& in : g.inputs) {
-    if (g.initializers.count(in.name)) {
+    if (g.initializers.count(in.name) && !outer_type) {
       overridable_.push_back(in.name);
       continue;
     }
     int id = value_id(in.name);
     static_types_[id] = type_of(in);
+    constants_[id] = Tensor();  // a formal input shadows an initializer of the same name
     inputs_.push_back(in);
+    formal_.push_back(in.name);
+  }
+  if (outer_type) {
+    // Values read but not defined here come from the enclosing graph.
+    std::set<std::string> defined(formal_.begin(), formal_.end());
+    for (const auto& [name, _] : g.initializers) defined.insert(name);
+    for (const auto& n : g.nodes)
+      for (const auto& o : n.outputs) defined.insert(o);
+    std::set<std::string> outer;
+    for (const auto& n : g.nodes) {
+      for (const auto& name : n.inputs)
+        if (!name.empty() && !defined.count(name)) outer.insert(name);
+      for (const auto& name : n.implicit_inputs)
+        if (!defined.count(name)) outer.insert(name);
+    }
+    for (const auto& out : g.outputs)
+      if (!defined.count(out.name)) outer.insert(out.name);
+    outer_.assign(outer.begin(), outer.end());
+    for (const auto& name : outer_) static_types_[value_id(name)] = (*outer_type)(name);
   }
 
   std::vector<std::string> unsupported;
@@ -109,7 +143,9 @@ ExecutionPlan::ExecutionPlan(const Model& model, std::vector<std::unique_ptr<Bac
     const OpSchema* schema = schemas.find(node.op_type, node.domain, node.opset);
     if (!schema)
       node.fail("no schema at opset " + std::to_string(node.opset), ErrorCode::NotImplemented);
-    Step step{&node, schema, 0, nullptr, {}, {}};
+    Step step;
+    step.node = &node;
+    step.schema = schema;
     std::vector<TypeShape> in_types;
     std::vector<const Tensor*> in_values;
     bool all_constant = true;
@@ -126,11 +162,37 @@ ExecutionPlan::ExecutionPlan(const Model& model, std::vector<std::unique_ptr<Bac
       in_values.push_back(constants_[id].defined() ? &constants_[id] : nullptr);
       if (!constants_[id].defined()) all_constant = false;
     }
+    for (const auto& name : node.implicit_inputs) step.inputs.push_back(value_id(name));
     for (const auto& name : node.outputs)
       step.outputs.push_back(name.empty() ? -1 : value_id(name));
-    std::vector<TypeShape> out_types = infer_node(*schema, node, in_types, in_values, false);
+    std::vector<TypeShape> out_types(node.outputs.size());
+    try {
+      out_types = infer_node(*schema, node, in_types, in_values, false);
+    } catch (const Error&) {
+      // A branch that these shapes never take (e.g. the 2-D branch of an If when the input is
+      // 3-D) may not type-check; in a subgraph, leave its shapes to run time.
+      if (!outer_type) throw;
+    }
     for (size_t i = 0; i < step.outputs.size(); ++i)
       if (step.outputs[i] >= 0) static_types_[step.outputs[i]] = out_types[i];
+
+    if (node.domain.empty() &&
+        (node.op_type == "If" || node.op_type == "Loop" || node.op_type == "Scan")) {
+      step.kind = node.op_type == "If"     ? StepKind::If
+                  : node.op_type == "Loop" ? StepKind::Loop
+                                           : StepKind::Scan;
+      auto type_here = [this](const std::string& name) {
+        auto it = ids_.find(name);
+        return it == ids_.end() ? TypeShape{} : static_types_[it->second];
+      };
+      for (const auto& [attr_name, a] : node.attributes)
+        if (a.kind == Attribute::Kind::Graph && a.g)
+          step.subplans[attr_name] = std::make_unique<ExecutionPlan>(
+              *a.g, where_ + " [" + node.display() + " subgraph '" + attr_name + "']", backends_,
+              options, type_here);
+      steps_.push_back(std::move(step));
+      continue;
+    }
 
     NodeSignature sig{node, in_types, out_types, in_values};
     // Constant folding: run nodes whose inputs are all known now, once.
@@ -176,7 +238,7 @@ ExecutionPlan::ExecutionPlan(const Model& model, std::vector<std::unique_ptr<Bac
     steps_.push_back(std::move(step));
   }
   if (!unsupported.empty()) {
-    std::string msg = "model '" + model.path + "': " + std::to_string(unsupported.size()) +
+    std::string msg = "model '" + where_ + "': " + std::to_string(unsupported.size()) +
                       (unsupported.size() == 1 ? " node is" : " nodes are") +
                       " not supported by any backend:";
     for (const auto& u : unsupported) msg += "\n  - " + u;
@@ -196,7 +258,7 @@ ExecutionPlan::ExecutionPlan(const Model& model, std::vector<std::unique_ptr<Bac
     outputs_.push_back(info);
   }
   if (logger_)
-    logger_->debug("plan for '" + model.path + "': " + std::to_string(steps_.size()) + " steps, " +
+    logger_->debug("plan for '" + where_ + "': " + std::to_string(steps_.size()) + " steps, " +
                    std::to_string(folded_) + " nodes folded into constants");
 }
 
@@ -221,10 +283,88 @@ void ExecutionPlan::check_input(const ValueInfo& info, const Tensor& t) const {
                                                   std::to_string(info.shape[i].value));
 }
 
+Tensor ExecutionPlan::detach(const Tensor& t, const std::vector<const Tensor*>& inputs) const {
+  for (const auto& c : constants_)
+    if (c.defined() && t.shares_storage_with(c)) return t.clone();
+  for (const Tensor* in : inputs)
+    if (in && t.shares_storage_with(*in)) return t.clone();
+  return t;
+}
+
+void ExecutionPlan::execute(std::vector<Tensor>& values, const std::vector<int>& wanted) const {
+  std::vector<char> needed_value(names_.size(), 0);
+  for (int id : wanted) needed_value[id] = 1;
+  std::vector<char> run_step(steps_.size(), 0);
+  for (size_t s = steps_.size(); s-- > 0;) {
+    for (int o : steps_[s].outputs)
+      if (o >= 0 && needed_value[o]) run_step[s] = 1;
+    if (run_step[s])
+      for (int i : steps_[s].inputs)
+        if (i >= 0) needed_value[i] = 1;
+  }
+  // Reference counts so intermediate buffers are released after their last use.
+  std::vector<int> uses(names_.size(), 0);
+  for (size_t s = 0; s < steps_.size(); ++s)
+    if (run_step[s])
+      for (int i : steps_[s].inputs)
+        if (i >= 0) ++uses[i];
+  std::vector<char> keep(names_.size(), 0);
+  for (int id : wanted) keep[id] = 1;
+
+  std::vector<const Tensor*> in_ptrs;
+  std::vector<TypeShape> in_types;
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    if (!run_step[s]) continue;
+    const Step& step = steps_[s];
+    try {
+      if (step.kind != StepKind::Kernel) {
+        run_control_flow(step, values);
+      } else {
+        const size_t explicit_inputs = step.node->inputs.size();
+        in_ptrs.assign(explicit_inputs, nullptr);
+        in_types.assign(explicit_inputs, TypeShape{});
+        for (size_t i = 0; i < explicit_inputs; ++i) {
+          if (step.inputs[i] < 0) continue;
+          const Tensor& t = values[step.inputs[i]];
+          if (!t.defined())
+            step.node->fail("input '" + names_[step.inputs[i]] + "' has no value",
+                            ErrorCode::Runtime);
+          in_ptrs[i] = &t;
+          in_types[i] = TypeShape::of(t);
+        }
+        std::vector<TypeShape> out_types;
+        try {
+          out_types = infer_node(*step.schema, *step.node, in_types, in_ptrs, true);
+        } catch (const Error& e) {
+          // Creation-time inference accepted the graph: what fails now is the actual inputs.
+          if (e.code() != ErrorCode::InvalidModel) throw;
+          throw Error(ErrorCode::InvalidArgument, e.what());
+        }
+        for (size_t i = 0; i < out_types.size(); ++i)
+          if (step.outputs[i] >= 0 && !out_types[i].is_static())
+            step.node->fail("could not infer the shape of output '" + names_[step.outputs[i]] + "'",
+                            ErrorCode::Runtime);
+        std::vector<Tensor> outs(step.outputs.size());
+        step.compiled->run(in_ptrs, out_types, outs);
+        for (size_t i = 0; i < step.outputs.size(); ++i) {
+          if (step.outputs[i] < 0) continue;
+          if (!outs[i].defined())
+            step.node->fail("kernel did not produce output '" + names_[step.outputs[i]] + "'",
+                            ErrorCode::Runtime);
+          values[step.outputs[i]] = std::move(outs[i]);
+        }
+      }
+    } catch (...) {
+      rethrow_for(*step.node);
+    }
+    for (int i : step.inputs)
+      if (i >= 0 && --uses[i] == 0 && !keep[i]) values[i] = Tensor();
+  }
+}
+
 TensorMap ExecutionPlan::run(const TensorMap& inputs,
                              const std::vector<std::string>& output_names) const {
   std::vector<Tensor> values = constants_;
-  // Inputs.
   for (const auto& [name, tensor] : inputs) {
     auto in = std::find_if(inputs_.begin(), inputs_.end(),
                            [&](const ValueInfo& v) { return v.name == name; });
@@ -253,11 +393,10 @@ TensorMap ExecutionPlan::run(const TensorMap& inputs,
                                                   dtype_name(in.dtype) + " " + to_string(in.shape) +
                                                   ")");
 
-  // Which outputs, and which steps they need.
   std::vector<std::string> wanted = output_names;
   if (wanted.empty())
     for (const auto& o : outputs_) wanted.push_back(o.name);
-  std::vector<char> needed_value(names_.size(), 0);
+  std::vector<int> wanted_ids;
   for (const auto& name : wanted) {
     bool is_output = std::any_of(outputs_.begin(), outputs_.end(),
                                  [&](const ValueInfo& v) { return v.name == name; });
@@ -267,76 +406,39 @@ TensorMap ExecutionPlan::run(const TensorMap& inputs,
       throw Error(ErrorCode::InvalidArgument,
                   "unknown output '" + name + "'; the model's outputs are: " + known);
     }
-    needed_value[ids_.at(name)] = 1;
+    wanted_ids.push_back(ids_.at(name));
   }
-  std::vector<char> run_step(steps_.size(), 0);
-  for (size_t s = steps_.size(); s-- > 0;) {
-    for (int o : steps_[s].outputs)
-      if (o >= 0 && needed_value[o]) run_step[s] = 1;
-    if (run_step[s])
-      for (int i : steps_[s].inputs)
-        if (i >= 0) needed_value[i] = 1;
-  }
-  // Reference counts so intermediate buffers are released after their last use.
-  std::vector<int> uses(names_.size(), 0);
-  for (size_t s = 0; s < steps_.size(); ++s)
-    if (run_step[s])
-      for (int i : steps_[s].inputs)
-        if (i >= 0) ++uses[i];
-  std::vector<char> keep(names_.size(), 0);
-  for (const auto& name : wanted) keep[ids_.at(name)] = 1;
+  execute(values, wanted_ids);
 
-  std::vector<const Tensor*> in_ptrs;
-  std::vector<TypeShape> in_types;
-  for (size_t s = 0; s < steps_.size(); ++s) {
-    if (!run_step[s]) continue;
-    const Step& step = steps_[s];
-    try {
-      in_ptrs.assign(step.inputs.size(), nullptr);
-      in_types.assign(step.inputs.size(), TypeShape{});
-      for (size_t i = 0; i < step.inputs.size(); ++i) {
-        if (step.inputs[i] < 0) continue;
-        const Tensor& t = values[step.inputs[i]];
-        if (!t.defined())
-          step.node->fail("input '" + names_[step.inputs[i]] + "' has no value",
-                          ErrorCode::Runtime);
-        in_ptrs[i] = &t;
-        in_types[i] = TypeShape::of(t);
-      }
-      std::vector<TypeShape> out_types =
-          infer_node(*step.schema, *step.node, in_types, in_ptrs, true);
-      for (size_t i = 0; i < out_types.size(); ++i)
-        if (step.outputs[i] >= 0 && !out_types[i].is_static())
-          step.node->fail("could not infer the shape of output '" + names_[step.outputs[i]] + "'",
-                          ErrorCode::Runtime);
-      std::vector<Tensor> outs(step.outputs.size());
-      step.compiled->run(in_ptrs, out_types, outs);
-      for (size_t i = 0; i < step.outputs.size(); ++i) {
-        if (step.outputs[i] < 0) continue;
-        if (!outs[i].defined())
-          step.node->fail("kernel did not produce output '" + names_[step.outputs[i]] + "'",
-                          ErrorCode::Runtime);
-        values[step.outputs[i]] = std::move(outs[i]);
-      }
-    } catch (...) {
-      rethrow_for(*step.node);
-    }
-    for (int i : step.inputs)
-      if (i >= 0 && --uses[i] == 0 && !keep[i]) values[i] = Tensor();
-  }
-
+  std::vector<const Tensor*> caller;
+  for (const auto& [_, in] : inputs) caller.push_back(&in);
   TensorMap result;
-  for (const auto& name : wanted) {
-    Tensor t = values[ids_.at(name)];
-    // Never hand out storage the session or the caller still owns.
-    bool shared = false;
-    for (const auto& c : constants_)
-      if (c.defined() && t.shares_storage_with(c)) shared = true;
-    for (const auto& [_, in] : inputs)
-      if (t.shares_storage_with(in)) shared = true;
-    result[name] = shared ? t.clone() : t;
-  }
+  for (const auto& name : wanted) result[name] = detach(values[ids_.at(name)], caller);
   return result;
+}
+
+std::vector<Tensor> ExecutionPlan::run_subgraph(const std::vector<Tensor>& formal,
+                                                const std::map<std::string, Tensor>& outer) const {
+  std::vector<Tensor> values = constants_;
+  for (size_t i = 0; i < formal_.size(); ++i)
+    if (i < formal.size()) values[ids_.at(formal_[i])] = formal[i];
+  for (const auto& name : outer_) {
+    auto it = outer.find(name);
+    if (it == outer.end())
+      throw Error(ErrorCode::Runtime,
+                  where_ + ": outer-scope value '" + name + "' is not available");
+    values[ids_.at(name)] = it->second;
+  }
+  std::vector<int> wanted;
+  for (const auto& o : outputs_) wanted.push_back(ids_.at(o.name));
+  execute(values, wanted);
+  std::vector<Tensor> out;
+  for (int id : wanted) {
+    if (!values[id].defined())
+      throw Error(ErrorCode::Runtime, where_ + ": output '" + names_[id] + "' has no value");
+    out.push_back(detach(values[id], {}));
+  }
+  return out;
 }
 
 }  // namespace quilt

@@ -98,7 +98,9 @@ std::vector<size_t> Graph::topological_order() const {
   std::vector<size_t> pending(nodes.size(), 0);
   for (size_t i = 0; i < nodes.size(); ++i) {
     std::set<size_t> deps;
-    for (const auto& in : nodes[i].inputs) {
+    std::vector<std::string> reads = nodes[i].inputs;
+    reads.insert(reads.end(), nodes[i].implicit_inputs.begin(), nodes[i].implicit_inputs.end());
+    for (const auto& in : reads) {
       auto it = producer.find(in);
       if (!in.empty() && it != producer.end() && it->second != i) deps.insert(it->second);
       if (!in.empty() && it != producer.end() && it->second == i) deps.insert(i);
@@ -132,6 +134,30 @@ std::vector<size_t> Graph::topological_order() const {
                 "graph \"" + name + "\" has a cycle; nodes on or after it: " + names);
   }
   return order;
+}
+
+std::vector<std::string> resolve_implicit_inputs(Graph& graph) {
+  std::set<std::string> defined;
+  for (const auto& [name, _] : graph.initializers) defined.insert(name);
+  for (const auto& in : graph.inputs) defined.insert(in.name);
+  for (const auto& n : graph.nodes)
+    for (const auto& o : n.outputs) defined.insert(o);
+  std::set<std::string> free;
+  for (auto& n : graph.nodes) {
+    std::set<std::string> implicit;
+    for (auto& [_, a] : n.attributes) {
+      std::vector<std::shared_ptr<Graph>> subs = a.graphs;
+      if (a.g) subs.push_back(a.g);
+      for (auto& sub : subs)
+        for (auto& name : resolve_implicit_inputs(*sub)) implicit.insert(name);
+    }
+    n.implicit_inputs.assign(implicit.begin(), implicit.end());
+    for (const auto& name : n.inputs)
+      if (!name.empty() && !defined.count(name)) free.insert(name);
+    for (const auto& name : n.implicit_inputs)
+      if (!defined.count(name)) free.insert(name);
+  }
+  return {free.begin(), free.end()};
 }
 
 }  // namespace quilt

@@ -55,6 +55,9 @@ struct Node {
   std::vector<std::string> inputs;
   std::vector<std::string> outputs;
   std::map<std::string, Attribute> attributes;
+  // Outer-scope values its subgraphs read (If/Loop/Scan bodies), computed at import. They are
+  // inputs for ordering and lifetimes, but not ONNX inputs: schemas and arity never see them.
+  std::vector<std::string> implicit_inputs;
 
   // `Conv node "conv1"`, or `Conv node #3` when the node has no name; used to start messages.
   std::string display() const;
@@ -95,6 +98,10 @@ struct Graph {
   // Throws Error(InvalidModel) listing the nodes on a cycle.
   std::vector<size_t> topological_order() const;
 };
+
+// Fills Node::implicit_inputs for every node with subgraphs, recursively, and returns the names
+// the graph reads without defining them (its own outer-scope values; empty for a model's graph).
+std::vector<std::string> resolve_implicit_inputs(Graph& graph);
 
 struct Model {
   Graph graph;

@@ -335,6 +335,7 @@ Model load_model_bytes(std::span<const std::byte> bytes, const std::string& exte
   model.producer = proto.producer_name();
   model.path = display_name;
   model.graph = std::move(*graph_from_proto(proto.graph(), ctx));
+  resolve_implicit_inputs(model.graph);
   return model;
 }
 

@@ -105,6 +105,7 @@ const SchemaRegistry& SchemaRegistry::builtin() {
     register_signal_schemas(r);
     register_detection_schemas(r);
     register_misc_schemas(r);
+    register_control_flow_schemas(r);
     return r;
   }();
   return registry;

@@ -136,5 +136,6 @@ void register_loss_schemas(SchemaRegistry& r);
 void register_signal_schemas(SchemaRegistry& r);
 void register_detection_schemas(SchemaRegistry& r);
 void register_misc_schemas(SchemaRegistry& r);
+void register_control_flow_schemas(SchemaRegistry& r);
 
 }  // namespace quilt

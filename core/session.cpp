@@ -42,7 +42,7 @@ std::shared_ptr<Session::Impl> make_impl(std::unique_ptr<Model> model,
       throw Error(ErrorCode::InvalidArgument,
                   "unknown backend '" + b + "' in SessionOptions.backends; available: " + known);
     }
-  std::vector<std::unique_ptr<Backend>> backends;
+  BackendList backends;
   backends.push_back(create_cpu_backend({options.threads, &impl->logger}));
   impl->plan = std::make_unique<ExecutionPlan>(
       *impl->model, std::move(backends), PlanOptions{options.optimization_level, &impl->logger});

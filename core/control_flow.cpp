@@ -1,0 +1,185 @@
+// If, Loop and Scan: the executor runs their subgraph plans (see core/executor.hpp).
+#include "core/control_flow.hpp"
+
+#include <cstring>
+
+#include "core/executor.hpp"
+
+namespace quilt {
+
+Tensor slice_along(const Tensor& t, int64_t axis, int64_t index) {
+  std::vector<int64_t> shape = t.shape();
+  const int64_t n = shape[static_cast<size_t>(axis)];
+  shape.erase(shape.begin() + axis);
+  Tensor out(t.dtype(), shape);
+  int64_t outer = 1, inner = static_cast<int64_t>(dtype_size(t.dtype()));
+  for (int64_t d = 0; d < axis; ++d) outer *= t.dim(d);
+  for (int64_t d = axis + 1; d < t.rank(); ++d) inner *= t.dim(d);
+  const auto* src = static_cast<const char*>(t.raw_data());
+  auto* dst = static_cast<char*>(out.raw_data());
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(dst + o * inner, src + (o * n + index) * inner, static_cast<size_t>(inner));
+  return out;
+}
+
+Tensor stack_along(const std::vector<Tensor>& pieces, int64_t axis) {
+  std::vector<int64_t> shape = pieces.at(0).shape();
+  const auto n = static_cast<int64_t>(pieces.size());
+  for (const auto& p : pieces)
+    if (p.shape() != pieces[0].shape() || p.dtype() != pieces[0].dtype())
+      throw Error(ErrorCode::InvalidArgument,
+                  "scan outputs of different iterations differ: " + to_string(pieces[0].shape()) +
+                      " " + dtype_name(pieces[0].dtype()) + " and " + to_string(p.shape()) + " " +
+                      dtype_name(p.dtype()));
+  int64_t outer = 1, inner = static_cast<int64_t>(dtype_size(pieces[0].dtype()));
+  for (int64_t d = 0; d < axis; ++d) outer *= shape[static_cast<size_t>(d)];
+  for (size_t d = static_cast<size_t>(axis); d < shape.size(); ++d) inner *= shape[d];
+  shape.insert(shape.begin() + axis, n);
+  Tensor out(pieces[0].dtype(), shape);
+  auto* dst = static_cast<char*>(out.raw_data());
+  for (int64_t k = 0; k < n; ++k) {
+    const auto* src = static_cast<const char*>(pieces[static_cast<size_t>(k)].raw_data());
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(dst + (o * n + k) * inner, src + o * inner, static_cast<size_t>(inner));
+  }
+  return out;
+}
+
+namespace {
+
+bool scalar_bool(const Node& node, const Tensor& t, const char* what) {
+  if (t.dtype() != DType::Bool || t.numel() != 1)
+    node.fail(std::string(what) + " must be a bool tensor of one element, got " +
+                  dtype_name(t.dtype()) + " " + to_string(t.shape()),
+              ErrorCode::InvalidArgument);
+  return t.data<bool>()[0];
+}
+
+int64_t normalized(const Node& node, int64_t axis, int64_t rank, const char* what) {
+  if (axis < -rank || axis >= rank)
+    node.fail(std::string(what) + " " + std::to_string(axis) + " is out of range for rank " +
+                  std::to_string(rank),
+              ErrorCode::InvalidArgument);
+  return axis < 0 ? axis + rank : axis;
+}
+
+}  // namespace
+
+void ExecutionPlan::run_control_flow(const Step& step, std::vector<Tensor>& values) const {
+  const Node& node = *step.node;
+  const size_t n_explicit = node.inputs.size();
+  std::vector<Tensor> in(n_explicit);
+  for (size_t i = 0; i < n_explicit; ++i)
+    if (step.inputs[i] >= 0) in[i] = values[step.inputs[i]];
+  std::map<std::string, Tensor> outer;
+  for (size_t i = n_explicit; i < step.inputs.size(); ++i)
+    outer[names_[step.inputs[i]]] = values[step.inputs[i]];
+  auto subplan = [&](const char* name) -> const ExecutionPlan& {
+    auto it = step.subplans.find(name);
+    if (it == step.subplans.end()) node.fail(std::string("attribute '") + name + "' is missing");
+    return *it->second;
+  };
+  std::vector<Tensor> results;
+
+  if (step.kind == StepKind::If) {
+    const bool cond = scalar_bool(node, in.at(0), "cond");
+    results = subplan(cond ? "then_branch" : "else_branch").run_subgraph({}, outer);
+  } else if (step.kind == StepKind::Loop) {
+    const ExecutionPlan& body = subplan("body");
+    const size_t n_carried = n_explicit > 2 ? n_explicit - 2 : 0;
+    if (body.outputs().size() < 1 + n_carried)
+      node.fail("body has " + std::to_string(body.outputs().size()) +
+                " outputs, expected at least " + std::to_string(1 + n_carried));
+    const size_t n_scan = body.outputs().size() - 1 - n_carried;
+    int64_t max_trips = -1;
+    if (n_explicit > 0 && in[0].defined()) {
+      if (in[0].numel() != 1 || in[0].dtype() != DType::Int64)
+        node.fail("M must be an int64 tensor of one element", ErrorCode::InvalidArgument);
+      max_trips = in[0].data<int64_t>()[0];
+    }
+    const bool has_cond = n_explicit > 1 && in[1].defined();
+    bool cond = has_cond ? scalar_bool(node, in[1], "cond") : true;
+    std::vector<Tensor> carried(in.begin() + std::min<size_t>(2, n_explicit), in.end());
+    std::vector<std::vector<Tensor>> scans(n_scan);
+    int64_t it = 0;
+    while (cond && (max_trips < 0 || it < max_trips)) {
+      std::vector<Tensor> formal = {Tensor::from_vector<int64_t>({}, {it}),
+                                    Tensor::from_vector<bool>({}, {cond})};
+      formal.insert(formal.end(), carried.begin(), carried.end());
+      std::vector<Tensor> out = body.run_subgraph(formal, outer);
+      if (has_cond) cond = scalar_bool(node, out[0], "the body's condition output");
+      std::copy(out.begin() + 1, out.begin() + 1 + static_cast<long>(n_carried), carried.begin());
+      for (size_t k = 0; k < n_scan; ++k) scans[k].push_back(out[1 + n_carried + k]);
+      ++it;
+    }
+    results = carried;
+    for (size_t k = 0; k < n_scan; ++k) {
+      if (!scans[k].empty()) {
+        results.push_back(stack_along(scans[k], 0));
+      } else {  // no iteration: an empty stack of the body output's declared type
+        const ValueInfo& info = body.outputs()[1 + n_carried + k];
+        std::vector<int64_t> shape = {0};
+        for (const auto& d : info.shape) shape.push_back(d.is_fixed() ? d.value : 0);
+        results.push_back(
+            Tensor(info.dtype == DType::Undefined ? DType::Float32 : info.dtype, shape));
+      }
+    }
+  } else {  // Scan (opset 9+)
+    const ExecutionPlan& body = subplan("body");
+    const auto n_scan_in = static_cast<size_t>(node.attr_int("num_scan_inputs", 0));
+    if (n_scan_in == 0 || n_scan_in > n_explicit)
+      node.fail("num_scan_inputs must be between 1 and the number of inputs (" +
+                std::to_string(n_explicit) + ")");
+    const size_t n_state = n_explicit - n_scan_in;
+    if (body.outputs().size() < n_state) node.fail("body has fewer outputs than state variables");
+    const size_t n_scan_out = body.outputs().size() - n_state;
+    const auto in_dirs =
+        node.attr_ints("scan_input_directions", std::vector<int64_t>(n_scan_in, 0));
+    const auto in_axes = node.attr_ints("scan_input_axes", std::vector<int64_t>(n_scan_in, 0));
+    const auto out_dirs =
+        node.attr_ints("scan_output_directions", std::vector<int64_t>(n_scan_out, 0));
+    const auto out_axes = node.attr_ints("scan_output_axes", std::vector<int64_t>(n_scan_out, 0));
+    if (in_dirs.size() != n_scan_in || in_axes.size() != n_scan_in ||
+        out_dirs.size() != n_scan_out || out_axes.size() != n_scan_out)
+      node.fail("scan direction/axis attributes must have one entry per scan input/output");
+    std::vector<int64_t> axes(n_scan_in);
+    int64_t length = -1;
+    for (size_t j = 0; j < n_scan_in; ++j) {
+      const Tensor& x = in[n_state + j];
+      axes[j] = normalized(node, in_axes[j], x.rank(), "scan_input_axes entry");
+      const int64_t len = x.dim(axes[j]);
+      if (length >= 0 && len != length)
+        node.fail("scan inputs have different lengths along their scan axes: " +
+                      std::to_string(length) + " and " + std::to_string(len),
+                  ErrorCode::InvalidArgument);
+      length = len;
+    }
+    std::vector<Tensor> state(in.begin(), in.begin() + static_cast<long>(n_state));
+    std::vector<std::vector<Tensor>> scans(n_scan_out);
+    for (int64_t t = 0; t < length; ++t) {
+      std::vector<Tensor> formal = state;
+      for (size_t j = 0; j < n_scan_in; ++j)
+        formal.push_back(slice_along(in[n_state + j], axes[j], in_dirs[j] ? length - 1 - t : t));
+      std::vector<Tensor> out = body.run_subgraph(formal, outer);
+      std::copy(out.begin(), out.begin() + static_cast<long>(n_state), state.begin());
+      for (size_t k = 0; k < n_scan_out; ++k) scans[k].push_back(out[n_state + k]);
+    }
+    results = state;
+    for (size_t k = 0; k < n_scan_out; ++k) {
+      if (out_dirs[k]) std::reverse(scans[k].begin(), scans[k].end());
+      if (scans[k].empty())
+        node.fail("Scan over a sequence of length 0 is not supported", ErrorCode::NotImplemented);
+      const int64_t rank = scans[k][0].rank() + 1;
+      results.push_back(
+          stack_along(scans[k], normalized(node, out_axes[k], rank, "scan_output_axes entry")));
+    }
+  }
+
+  if (results.size() < step.outputs.size())
+    node.fail("produced " + std::to_string(results.size()) + " outputs, the node has " +
+              std::to_string(step.outputs.size()));
+  for (size_t i = 0; i < step.outputs.size(); ++i)
+    if (step.outputs[i] >= 0) values[step.outputs[i]] = results[i];
+}
+
+}  // namespace quilt
