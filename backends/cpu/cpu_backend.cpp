@@ -12,10 +12,20 @@ namespace {
 
 class CpuCompiledNode : public CompiledNode {
  public:
-  CpuCompiledNode(const Node& node, std::unique_ptr<Kernel> kernel, const ThreadPool& pool)
-      : node_(node), kernel_(std::move(kernel)), pool_(pool) {}
+  CpuCompiledNode(const Node& node, std::unique_ptr<Kernel> kernel, const ThreadPool& pool,
+                  const KernelEntry* recheck)
+      : node_(node), kernel_(std::move(kernel)), pool_(pool), recheck_(recheck) {}
   void run(std::span<const Tensor* const> inputs, std::span<const TypeShape> output_types,
            std::span<Tensor> outputs) const override {
+    if (recheck_) {
+      // Some input dtypes were unknown at session creation (e.g. inside a subgraph): ask the
+      // kernel table again with the real ones, so an unsupported dtype is refused, not misread.
+      NodeSignature sig{node_, {}, {output_types.begin(), output_types.end()}, {}};
+      for (const Tensor* t : inputs) sig.inputs.push_back(t ? TypeShape::of(*t) : TypeShape{});
+      sig.constants.assign(inputs.size(), nullptr);
+      if (std::string reason = recheck_->support(sig); !reason.empty())
+        node_.fail(reason, ErrorCode::NotImplemented);
+    }
     KernelContext ctx(node_, inputs, output_types, outputs, pool_);
     kernel_->run(ctx);
   }
@@ -24,6 +34,7 @@ class CpuCompiledNode : public CompiledNode {
   const Node& node_;
   std::unique_ptr<Kernel> kernel_;
   const ThreadPool& pool_;
+  const KernelEntry* recheck_;  // set when creation-time dtypes were incomplete
 };
 
 class CpuBackend : public Backend {
@@ -52,7 +63,11 @@ class CpuBackend : public Backend {
   std::unique_ptr<CompiledNode> compile(const NodeSignature& sig) const override {
     const KernelEntry* e = KernelRegistry::builtin().find(sig.node.op_type, sig.node.domain);
     if (!e) sig.node.fail("no CPU kernel for " + sig.node.op_type, ErrorCode::NotImplemented);
-    return std::make_unique<CpuCompiledNode>(sig.node, e->create(sig), pool_);
+    bool complete = true;
+    for (size_t i = 0; i < sig.inputs.size(); ++i)
+      if (sig.node.has_input(i) && sig.inputs[i].dtype == DType::Undefined) complete = false;
+    return std::make_unique<CpuCompiledNode>(sig.node, e->create(sig), pool_,
+                                             complete ? nullptr : e);
   }
 
  private:
