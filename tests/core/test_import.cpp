@@ -6,24 +6,14 @@
 #include "core/half.hpp"
 #include "core/onnx_import.hpp"
 #include "core/validate.hpp"
+#include "tests/expect_error.hpp"
 
 using namespace quilt;
 
 namespace {
 const std::string kDir = QUILT_TEST_MODELS_DIR;
 
-// Runs f, expects an Error of `code` whose message contains every one of `parts`.
-template <class F>
-void expect_error(F f, ErrorCode code, std::vector<std::string> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    for (const auto& p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
-  }
-}
+using quilt::testing::expect_error;
 }  // namespace
 
 TEST(Import, ReadsGraphInputsOutputsInitializersAndOpsets) {

@@ -6,23 +6,14 @@
 #include <thread>
 
 #include "quilt/quilt.hpp"
+#include "tests/expect_error.hpp"
 
 using namespace quilt;
 
 namespace {
 const std::string kDir = QUILT_TEST_MODELS_DIR;
 
-template <class F>
-void expect_error(F f, ErrorCode code, std::vector<std::string> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    for (const auto& p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
-  }
-}
+using quilt::testing::expect_error;
 
 Tensor x_input() {
   std::vector<float> v(8);
