@@ -29,8 +29,10 @@ std::string pick_core_type() {
   if (std::getenv("OPENBLAS_CORETYPE")) return "";
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl"))
-    return "SkylakeX";
+      __builtin_cpu_supports("avx512vl")) {
+    // What OpenBLAS itself picks on CPUs it recognises: Cooperlake adds bf16 kernels to SkylakeX.
+    return __builtin_cpu_supports("avx512bf16") ? "Cooperlake" : "SkylakeX";
+  }
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
   return "";
 }
