@@ -156,12 +156,13 @@ void max_pool(KernelContext& ctx) {
   const T* xp = x.data<T>();
   T* yp = y.data<T>();
   const int64_t planes = x.dim(0) * x.dim(1);
+  const bool fast_2x2 = pool_2x2_stride_2(g);
   ctx.pool.parallel_for(
       planes, std::max<int64_t>(1, 16384 / (ovol * kvol)), [&](int64_t b, int64_t e) {
         for (int64_t p = b; p < e; ++p) {
           const T* xc = xp + p * ivol;
           T* yc = yp + p * ovol;
-          if (!ip && pool_2x2_stride_2(g)) {  // the common CNN downsampling, branch-free
+          if (!ip && fast_2x2) {  // the common CNN downsampling, branch-free
             for (int64_t oh = 0; oh < g.out[1]; ++oh) {
               const T* r0 = xc + 2 * oh * g.in[2];
               const T* r1 = r0 + g.in[2];
