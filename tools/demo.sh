@@ -4,12 +4,13 @@
 # outputs, the latency, and the accuracy next to onnxruntime's on the same model and data.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
-MODELS="$QUILT_ROOT/tools/models"
-OUT="$QUILT_BUILD/demo"
+cd "$QUILT_ROOT"
+MODELS=tools/models
+OUT="${QUILT_BUILD#"$QUILT_ROOT"/}/demo"  # relative to the repository when build/ is inside it
 echo "== quilt run tools/models/digits_cnn.onnx (360 held-out digits, batch of 360, 50 runs)"
 "$QUILT_BUILD/quilt" run "$MODELS/digits_cnn.onnx" \
   --input image="$MODELS/digits_test_images.npy" \
   --output-dir "$OUT" --iterations 50 "$@"
 echo
 echo "== accuracy"
-"$QUILT_PYTHON" "$QUILT_ROOT/tools/demo_accuracy.py" "$MODELS" "$OUT/probabilities.npy"
+"$QUILT_PYTHON" tools/demo_accuracy.py "$MODELS" "$OUT/probabilities.npy"

@@ -232,7 +232,8 @@ int cmd_run(const std::vector<std::string>& args) {
         std::replace(safe.begin(), safe.end(), '/', '_');
         write_npy(t, (std::filesystem::path(r.output_dir) / (safe + ".npy")).string());
       }
-      std::printf("wrote %zu outputs to %s\n", outputs.size(), r.output_dir.c_str());
+      std::printf("wrote %zu output file%s to %s\n", outputs.size(), outputs.size() == 1 ? "" : "s",
+                  r.output_dir.c_str());
     }
     std::vector<double> sorted = ms;
     std::sort(sorted.begin(), sorted.end());
