@@ -89,6 +89,8 @@ expect("generated inputs", ["run", MODELS / "add_relu.onnx", "--dim", "batch=3"]
        stream="stdout")
 expect("unknown dim", ["run", MODELS / "add_relu.onnx", "--dim", "seq=3"], 2,
        "no input has a symbolic dim named 'seq' (symbolic dims: batch)")
+expect("huge generated input", ["run", MODELS / "add_relu.onnx", "--dim", "batch=100000000000"], 1,
+       "generating input 'x'", "more than this machine")
 expect("devices", ["devices"], 0, "backend cpu", "OpenBLAS, core", stream="stdout")
 
 # The embedded default model

@@ -213,7 +213,13 @@ int cmd_run(const std::vector<std::string>& args) {
       }
     for (const auto& [name, file] : r.input_files) inputs[name] = read_npy(file);
     for (const auto& info : session.inputs())
-      if (!inputs.count(info.name)) inputs[info.name] = generate(info, r.dims, rng);
+      if (!inputs.count(info.name)) {
+        try {
+          inputs[info.name] = generate(info, r.dims, rng);
+        } catch (const Error& e) {
+          throw Error(e.code(), "generating input '" + info.name + "': " + e.what());
+        }
+      }
     std::vector<double> ms;
     TensorMap outputs;
     for (int64_t i = 0; i < r.iterations; ++i) {
