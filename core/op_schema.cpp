@@ -106,6 +106,7 @@ const SchemaRegistry& SchemaRegistry::builtin() {
     register_detection_schemas(r);
     register_misc_schemas(r);
     register_control_flow_schemas(r);
+    register_legacy_schemas(r);
     return r;
   }();
   return registry;

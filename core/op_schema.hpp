@@ -137,5 +137,7 @@ void register_signal_schemas(SchemaRegistry& r);
 void register_detection_schemas(SchemaRegistry& r);
 void register_misc_schemas(SchemaRegistry& r);
 void register_control_flow_schemas(SchemaRegistry& r);
+// Opset 1-6 versions of ops whose broadcasting/attributes changed at opset 7 (core/ops/legacy.cpp).
+void register_legacy_schemas(SchemaRegistry& r);
 
 }  // namespace quilt

@@ -356,6 +356,63 @@ void where_kernel(KernelContext& ctx) {
   }
 }
 
+// ---- legacy broadcasting (opsets before 7) ----
+
+// Runs fn with input 1 replaced by `b` (a reshaped view of it); the output is input 0's dtype.
+void run_with_input1(KernelContext& ctx, const KernelFn& fn, const Tensor& b) {
+  const Tensor* inputs[] = {&ctx.input(0), &b};
+  const TypeShape types[] = {{ctx.input(0).dtype(), true, ctx.output_shape(0)}};
+  Tensor outputs[1];
+  KernelContext inner(ctx.node, inputs, types, outputs, ctx.pool);
+  fn(inner);
+  ctx.set_output(0, outputs[0]);
+}
+
+// Add, Sub, Mul, Div, Pow before opset 7: with broadcast = 1, B broadcasts to A aligned at
+// `axis` (default: the trailing dims), or everywhere when it has one element. Shape inference
+// (core/ops/legacy.cpp) checked the shapes; appending 1s to B's shape makes numpy broadcasting
+// align it at `axis`. With broadcast = 0 the shapes are equal and fn runs as is.
+KernelFn with_legacy_broadcast(KernelFn fn) {
+  return [fn](KernelContext& ctx) {
+    if (ctx.node.opset >= 7 || ctx.node.attr_int("broadcast", 0) == 0) return fn(ctx);
+    const Tensor& a = ctx.input(0);
+    const Tensor& b = ctx.input(1);
+    std::vector<int64_t> shape;  // one element: a scalar
+    if (b.numel() != 1) {
+      const int64_t ra = a.rank(), rb = b.rank();
+      const int64_t axis = ctx.node.has_attr("axis") ? ctx.node.attr_int("axis", 0) : ra - rb;
+      if (axis < 0 || axis > ra - rb)
+        ctx.node.fail("axis " + std::to_string(axis) + " does not fit B of shape " +
+                          to_string(b.shape()) + " inside A of shape " + to_string(a.shape()),
+                      ErrorCode::InvalidArgument);
+      shape = b.shape();
+      shape.resize(static_cast<size_t>(ra - axis), 1);
+    }
+    run_with_input1(ctx, fn, b.reshaped(std::move(shape)));
+  };
+}
+
+// PRelu before opset 7: a one-element slope applies everywhere, otherwise there is one slope
+// per channel (shape [C] against X of shape [N, C, ...]; checked by shape inference).
+KernelFn with_legacy_prelu(KernelFn fn) {
+  return [fn](KernelContext& ctx) {
+    if (ctx.node.opset >= 7) return fn(ctx);
+    const Tensor& x = ctx.input(0);
+    const Tensor& slope = ctx.input(1);
+    std::vector<int64_t> shape;  // one element: a scalar
+    if (slope.numel() != 1) {
+      if (x.rank() < 2 || slope.rank() != 1 || slope.dim(0) != x.dim(1))
+        ctx.node.fail("slope of shape " + to_string(slope.shape()) +
+                          " is neither one element nor one per channel of X " +
+                          to_string(x.shape()),
+                      ErrorCode::InvalidArgument);
+      shape.assign(static_cast<size_t>(x.rank() - 1), 1);
+      shape[0] = x.dim(1);
+    }
+    run_with_input1(ctx, fn, slope.reshaped(std::move(shape)));
+  };
+}
+
 SupportFn all_of(std::vector<SupportFn> fns) {
   return [fns](const NodeSignature& sig) {
     for (const auto& f : fns)
@@ -371,10 +428,15 @@ void register_cpu_elementwise(KernelRegistry& r) {
   auto arith = [&](const char* op, KernelFn fn) {
     r.add(op, dtypes_or_float16(dtypes_of(NumericTypes{})), via_float32(std::move(fn), true));
   };
-  arith("Add", same_type_binary<AddOp>(NumericTypes{}));
-  arith("Sub", same_type_binary<SubOp>(NumericTypes{}));
-  arith("Mul", same_type_binary<MulOp>(NumericTypes{}));
-  arith("Div", same_type_binary<DivOp>(NumericTypes{}));
+  // Opsets before 7 broadcast B to A by the legacy `broadcast`/`axis` rules.
+  auto legacy_arith = [&](const char* op, KernelFn fn) {
+    r.add(op, dtypes_or_float16(dtypes_of(NumericTypes{})),
+          with_legacy_broadcast(via_float32(std::move(fn), true)));
+  };
+  legacy_arith("Add", same_type_binary<AddOp>(NumericTypes{}));
+  legacy_arith("Sub", same_type_binary<SubOp>(NumericTypes{}));
+  legacy_arith("Mul", same_type_binary<MulOp>(NumericTypes{}));
+  legacy_arith("Div", same_type_binary<DivOp>(NumericTypes{}));
   arith("Mod", [](KernelContext& ctx) {
     if (ctx.node.attr_int("fmod", 0))
       same_type_binary<ModOp<true>>(NumericTypes{})(ctx);
@@ -384,7 +446,7 @@ void register_cpu_elementwise(KernelRegistry& r) {
   r.add("Pow",
         all_of({dtypes_or_float16(dtypes_of(PowTypes{}), 0),
                 dtypes_or_float16(dtypes_of(NumericTypes{}), 1)}),
-        via_float32(pow_kernel, true));
+        with_legacy_broadcast(via_float32(pow_kernel, true)));
 
   auto compare = [&](const char* op, auto types, KernelFn fn) {
     r.add(op, dtypes_or_float16(dtypes_of(types)), via_float32(std::move(fn), false));
@@ -414,7 +476,8 @@ void register_cpu_elementwise(KernelRegistry& r) {
   };
   float_op("Sum", FloatTypes{}, variadic_kernel<AddOp, false>(FloatTypes{}));
   float_op("Mean", FloatTypes{}, variadic_kernel<AddOp, true>(FloatTypes{}));
-  float_op("PRelu", SignedTypes{}, prelu_kernel);
+  r.add("PRelu", dtypes_or_float16(dtypes_of(SignedTypes{})),
+        with_legacy_prelu(via_float32(prelu_kernel, true)));
   r.add("Where", dtypes_of_input({DType::Bool}), where_kernel);
 
   const SupportFn ints = dtypes_of_input(dtypes_of(IntTypes{}));

@@ -84,6 +84,12 @@ std::string batch_norm_support(const NodeSignature& sig) {
   if (std::string r = all_inputs_float(sig); !r.empty()) return r;
   if (sig.node.opset >= 14 && sig.node.attr_int("training_mode", 0) != 0)
     return "training_mode = 1 is not supported (inference only)";
+  // Before opset 7, is_test (default 0) chooses between training and inference.
+  if (sig.node.opset < 7 && sig.node.attr_int("is_test", 0) == 0)
+    return "is_test = 0 (training mode, the default before opset 7) is not supported "
+           "(inference only: set is_test = 1)";
+  if (sig.node.opset < 7 && sig.node.attr_int("spatial", 1) == 0)
+    return "spatial = 0 before opset 7 is not supported (only per-channel statistics)";
   for (size_t i = 1; i < sig.node.outputs.size(); ++i)
     if (!sig.node.outputs[i].empty())
       return "the running/saved statistics outputs exist only in training mode, which is not "
