@@ -169,8 +169,15 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const ImportContext& ctx,
       copy_field<uint8_t>(t, p.int32_data(), where);
       break;
     case DType::Float16:
+    case DType::BFloat16:
       copy_field<uint16_t>(t, p.int32_data(), where);
-      break;  // raw bits
+      break;  // raw bits, one per int32
+    case DType::Float8E4M3FN:
+    case DType::Float8E4M3FNUZ:
+    case DType::Float8E5M2:
+    case DType::Float8E5M2FNUZ:
+      copy_field<uint8_t>(t, p.int32_data(), where);
+      break;  // raw bits, one per int32
     case DType::Bool:
       copy_field<uint8_t>(t, p.int32_data(), where);
       break;

@@ -35,6 +35,13 @@ size_t dtype_size(DType dtype) {
       return 4;
     case DType::UInt64:
       return 8;
+    case DType::BFloat16:
+      return 2;
+    case DType::Float8E4M3FN:
+    case DType::Float8E4M3FNUZ:
+    case DType::Float8E5M2:
+    case DType::Float8E5M2FNUZ:
+      return 1;
     default:
       return 0;
   }
@@ -68,6 +75,16 @@ const char* dtype_name(DType dtype) {
       return "uint32";
     case DType::UInt64:
       return "uint64";
+    case DType::BFloat16:
+      return "bfloat16";
+    case DType::Float8E4M3FN:
+      return "float8e4m3fn";
+    case DType::Float8E4M3FNUZ:
+      return "float8e4m3fnuz";
+    case DType::Float8E5M2:
+      return "float8e5m2";
+    case DType::Float8E5M2FNUZ:
+      return "float8e5m2fnuz";
     default:
       return "undefined";
   }
@@ -190,7 +207,13 @@ Tensor Tensor::reshaped(std::vector<int64_t> shape) const {
 }
 
 void Tensor::check_type(DType requested) const {
-  if (requested != dtype_ && !(requested == DType::UInt16 && dtype_ == DType::Float16))
+  // float16 and bfloat16 are accessed as uint16_t bits, the float8 types as uint8_t bits.
+  const bool bits16 =
+      requested == DType::UInt16 && (dtype_ == DType::Float16 || dtype_ == DType::BFloat16);
+  const bool bits8 = requested == DType::UInt8 &&
+                     (dtype_ == DType::Float8E4M3FN || dtype_ == DType::Float8E4M3FNUZ ||
+                      dtype_ == DType::Float8E5M2 || dtype_ == DType::Float8E5M2FNUZ);
+  if (requested != dtype_ && !bits16 && !bits8)
     throw Error(ErrorCode::InvalidArgument, std::string("tensor holds ") + dtype_name(dtype_) +
                                                 " but was accessed as " + dtype_name(requested));
 }

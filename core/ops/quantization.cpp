@@ -1,9 +1,10 @@
 // Schemas and shape inference of the quantization op family: QuantizeLinear, DequantizeLinear,
 // DynamicQuantizeLinear, QLinearMatMul and QLinearConv.
 //
-// Element types the spec allows but Quilt's Tensor cannot hold (float8, 4-bit, 2-bit, bfloat16)
-// arrive as Undefined; inference then leaves the output dtype Undefined and the kernels' support
+// Element types the spec allows but Quilt's Tensor cannot hold (float8e8m0, 4-bit, 2-bit) arrive
+// as Undefined; inference then leaves the output dtype Undefined and the kernels' support
 // functions refuse the node, so such models are reported as not implemented, not as invalid.
+// float8 (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz) and bfloat16 are held.
 #include <algorithm>
 #include <string>
 
@@ -63,7 +64,8 @@ void infer_quantize(InferenceContext& ctx) {
   const int64_t output_dtype = ctx.opset() >= 21 ? ctx.node().attr_int("output_dtype", 0) : 0;
   if (output_dtype != 0 && !is_unholdable_quant_type(output_dtype) &&
       !is_one_of(static_cast<DType>(output_dtype),
-                 {DType::Int8, DType::UInt8, DType::Int16, DType::UInt16}))
+                 {DType::Int8, DType::UInt8, DType::Int16, DType::UInt16, DType::Float8E4M3FN,
+                  DType::Float8E4M3FNUZ, DType::Float8E5M2, DType::Float8E5M2FNUZ}))
     ctx.fail("output_dtype " + std::to_string(output_dtype) +
              " is not a quantized type (int8, uint8, int16, uint16, float8, int4, uint4, ...)");
   DType out = DType::UInt8;
@@ -72,7 +74,10 @@ void infer_quantize(InferenceContext& ctx) {
     if (out != DType::Undefined && output_dtype != 0 && static_cast<int64_t>(out) != output_dtype)
       ctx.fail(std::string("output_dtype ") + std::to_string(output_dtype) +
                " does not match y_zero_point's dtype " + dtype_name(out));
-    check_dtype(ctx, 2, {DType::Int8, DType::UInt8, DType::Int16, DType::UInt16}, "y_zero_point");
+    check_dtype(ctx, 2,
+                {DType::Int8, DType::UInt8, DType::Int16, DType::UInt16, DType::Float8E4M3FN,
+                 DType::Float8E4M3FNUZ, DType::Float8E5M2, DType::Float8E5M2FNUZ},
+                "y_zero_point");
   } else if (output_dtype != 0) {
     out = is_unholdable_quant_type(output_dtype) ? DType::Undefined
                                                  : static_cast<DType>(output_dtype);
@@ -90,7 +95,11 @@ void infer_quantize(InferenceContext& ctx) {
 // y = (x - x_zero_point) * x_scale, of the output_dtype attribute's type (opset 23+) or the
 // scale's.
 void infer_dequantize(InferenceContext& ctx) {
-  check_dtype(ctx, 0, {DType::Int8, DType::UInt8, DType::Int16, DType::UInt16, DType::Int32}, "x");
+  check_dtype(
+      ctx, 0,
+      {DType::Int8, DType::UInt8, DType::Int16, DType::UInt16, DType::Int32, DType::Float8E4M3FN,
+       DType::Float8E4M3FNUZ, DType::Float8E5M2, DType::Float8E5M2FNUZ},
+      "x");
   check_dtype(ctx, 1, {DType::Float32, DType::Float16}, "x_scale");
   if (ctx.has_input(2)) {
     const DType x = ctx.input_dtype(0), z = ctx.input_dtype(2);

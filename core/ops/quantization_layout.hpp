@@ -72,10 +72,10 @@ inline std::string quant_layout(const std::vector<int64_t>& x, const std::vector
   return "";
 }
 
-// True for the quantized element types of the spec that Quilt's Tensor cannot hold (float8,
-// float8e8m0, 4-bit and 2-bit types); the TensorProto codes.
+// True for the quantized element types of the spec that Quilt's Tensor cannot hold
+// (float8e8m0, 4-bit and 2-bit types); the TensorProto codes. The float8 types (17..20) are held.
 inline bool is_unholdable_quant_type(int64_t onnx_type) {
-  return onnx_type >= 17 && onnx_type <= 26;
+  return onnx_type >= 21 && onnx_type <= 26;
 }
 
 }  // namespace quilt

@@ -40,6 +40,12 @@ enum class DType : int32_t {
   Float64 = 11,
   UInt32 = 12,
   UInt64 = 13,
+  // Held as raw bits (access as uint16_t / uint8_t); core/float8.hpp converts them.
+  BFloat16 = 16,
+  Float8E4M3FN = 17,
+  Float8E4M3FNUZ = 18,
+  Float8E5M2 = 19,
+  Float8E5M2FNUZ = 20,
 };
 
 // Size of one element in bytes; 0 for Undefined and String.

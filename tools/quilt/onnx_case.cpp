@@ -8,6 +8,7 @@
 #include <fstream>
 #include <set>
 
+#include "core/float8.hpp"
 #include "core/half.hpp"
 #include "core/onnx_import.hpp"
 
@@ -59,6 +60,12 @@ double element(const Tensor& t, int64_t i) {
     case DType::UInt32: return t.data<uint32_t>()[i];
     case DType::UInt64: return static_cast<double>(t.data<uint64_t>()[i]);
     case DType::Bool: return t.data<bool>()[i];
+    case DType::BFloat16: return minifloat_to_double(kBFloat16, t.data<uint16_t>()[i]);
+    case DType::Float8E4M3FN:
+    case DType::Float8E4M3FNUZ:
+    case DType::Float8E5M2:
+    case DType::Float8E5M2FNUZ:
+      return minifloat_to_double(*minifloat_format(t.dtype()), t.data<uint8_t>()[i]);
     default: return NAN;
   }
 }

@@ -1,12 +1,16 @@
-// CPU kernels of Cast and CastLike: every pair among float32/64, float16, int8..int64,
-// uint8..uint64 and bool.
+// CPU kernels of Cast and CastLike: every pair among float32/64, float16, bfloat16, the four
+// float8 types, int8..int64, uint8..uint64 and bool.
 //
 // Float to integer truncates toward zero (C conversion); anything to bool is "!= 0"; float16
 // goes through float32 (exact for every float16 value, and one rounding on the way in).
+// bfloat16 and float8 values are read exactly and written with one rounding to nearest even
+// from the exact source value (core/float8.hpp); the `saturate` attribute (Cast-19+, default 1)
+// applies to float8 targets only.
 #include <type_traits>
 
 #include "backends/cpu/kernel.hpp"
 #include "backends/cpu/kernels/broadcast.hpp"
+#include "core/float8.hpp"
 #include "core/half.hpp"
 
 namespace quilt::cpu {
@@ -17,13 +21,32 @@ struct Half {
   uint16_t bits;
 };
 
+// bfloat16 and float8 bits, tagged with their dtype.
+template <DType D, class Bits>
+struct Mini {
+  Bits bits;
+  static constexpr DType dtype = D;
+};
+using BF16 = Mini<DType::BFloat16, uint16_t>;
+using E4M3FN = Mini<DType::Float8E4M3FN, uint8_t>;
+using E4M3FNUZ = Mini<DType::Float8E4M3FNUZ, uint8_t>;
+using E5M2 = Mini<DType::Float8E5M2, uint8_t>;
+using E5M2FNUZ = Mini<DType::Float8E5M2FNUZ, uint8_t>;
+
+template <class T>
+struct is_mini : std::false_type {};
+template <DType D, class Bits>
+struct is_mini<Mini<D, Bits>> : std::true_type {};
+
 using CastTypes = TypeList<float, double, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t,
-                           uint32_t, uint64_t, bool, Half>;
+                           uint32_t, uint64_t, bool, Half, BF16, E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ>;
 
 template <class T>
 constexpr DType cast_dtype() {
   if constexpr (std::is_same_v<T, Half>)
     return DType::Float16;
+  else if constexpr (is_mini<T>::value)
+    return T::dtype;
   else
     return dtype_of<T>();
 }
@@ -34,9 +57,15 @@ bool visit_cast_dtype(DType d, TypeList<Ts...>, Fn&& fn) {
 }
 
 template <class S, class D>
-D convert(S v) {
-  if constexpr (std::is_same_v<S, Half>) {
-    return convert<float, D>(half_to_float(v.bits));
+D convert(S v, bool saturate) {
+  if constexpr (is_mini<S>::value) {  // every value is a float exactly
+    return convert<float, D>(minifloat_to_float(*minifloat_format(S::dtype), v.bits), saturate);
+  } else if constexpr (std::is_same_v<S, Half>) {
+    return convert<float, D>(half_to_float(v.bits), saturate);
+  } else if constexpr (is_mini<D>::value) {
+    const bool sat = saturate && D::dtype != DType::BFloat16;
+    return D{static_cast<decltype(D::bits)>(
+        minifloat_from(*minifloat_format(D::dtype), static_cast<long double>(v), sat))};
   } else if constexpr (std::is_same_v<D, Half>) {
     return Half{float_to_half(static_cast<float>(v))};
   } else if constexpr (std::is_same_v<D, bool>) {
@@ -47,8 +76,8 @@ D convert(S v) {
 }
 
 template <class S, class D>
-void convert_range(const S* src, D* dst, int64_t begin, int64_t end) {
-  for (int64_t i = begin; i < end; ++i) dst[i] = convert<S, D>(src[i]);
+void convert_range(const S* src, D* dst, int64_t begin, int64_t end, bool saturate) {
+  for (int64_t i = begin; i < end; ++i) dst[i] = convert<S, D>(src[i], saturate);
 }
 
 SupportFn cast_support(bool like) {
@@ -75,6 +104,8 @@ void cast_kernel(KernelContext& ctx) {
     ctx.set_output(0, x);
     return;
   }
+  // saturate (Cast-19+, default 1) only matters for float8 targets; CastLike has it too.
+  const bool saturate = ctx.node.attr_int("saturate", 1) != 0;
   Tensor& y = ctx.output(0);
   bool ok = visit_cast_dtype(x.dtype(), CastTypes{}, [&](auto from) {
     using S = decltype(from);
@@ -83,7 +114,7 @@ void cast_kernel(KernelContext& ctx) {
       const S* src = static_cast<const S*>(x.raw_data());
       D* dst = static_cast<D*>(y.raw_data());
       ctx.pool.parallel_for(x.numel(), kElementwiseGrain,
-                            [&](int64_t b, int64_t e) { convert_range(src, dst, b, e); });
+                            [&](int64_t b, int64_t e) { convert_range(src, dst, b, e, saturate); });
     });
   });
   if (!ok)

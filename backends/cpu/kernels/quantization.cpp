@@ -3,14 +3,18 @@
 //
 // QuantizeLinear divides in the precision the spec names (the `precision` attribute, else the
 // scale's type; float16 division is a float32 division rounded to float16, which is correctly
-// rounded) and rounds half to even with saturation. Integer outputs only: float8 and 4/2-bit
-// types cannot be held by a Tensor and are refused.
+// rounded) and rounds half to even with saturation. float8 outputs take the quotient's one
+// rounding to float8 (nearest even, the `saturate` attribute deciding overflow, like Cast), as
+// onnx's reference does; float8 zero points must be 0 (nonzero ones are refused). 4/2-bit types
+// cannot be held by a Tensor and are refused.
 #include <algorithm>
 #include <limits>
+#include <type_traits>
 
 #include "backends/cpu/kernel.hpp"
 #include "backends/cpu/kernels/broadcast.hpp"
 #include "backends/cpu/kernels/quantization_common.hpp"
+#include "core/float8.hpp"
 #include "core/ops/quantization_layout.hpp"
 
 namespace quilt::cpu {
@@ -81,8 +85,8 @@ std::string quantize_support(const NodeSignature& sig) {
   if (unholdable_input(sig, 0) || unholdable_input(sig, 1))
     return "x or y_scale has an element type Quilt cannot hold (bfloat16?)";
   if (unholdable_input(sig, 2) || is_unholdable_quant_type(n.attr_int("output_dtype", 0)))
-    return "quantizing to float8, 4-bit or 2-bit types is not supported (Quilt's tensors cannot "
-           "hold them); int8, uint8, int16 and uint16 are";
+    return "quantizing to float8e8m0, 4-bit or 2-bit types is not supported (Quilt's tensors "
+           "cannot hold them); int8, uint8, int16, uint16 and float8 are";
   const DType x = sig.inputs[0].dtype, s = sig.inputs[1].dtype;
   if (!dtype_in(x, {DType::Float32, DType::Float16}))
     return std::string("x is ") + dtype_name(x) + "; the CPU kernel supports float32, float16";
@@ -123,6 +127,40 @@ void quantize(KernelContext& ctx) {
   });
 }
 
+// A float8 zero point must be all zeros (the only value the spec's float8 quantization uses).
+void require_zero_float8_zero_point(const KernelContext& ctx) {
+  const Tensor* z = ctx.optional_input(2);
+  if (!z) return;
+  const MiniFloatFormat& f = *minifloat_format(z->dtype());
+  const uint8_t* zb = z->data<uint8_t>();
+  for (int64_t i = 0; i < z->numel(); ++i)
+    if (minifloat_to_double(f, zb[i]) != 0)
+      ctx.node.fail("a nonzero float8 zero point is not supported", ErrorCode::NotImplemented);
+}
+
+void quantize_float8(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& s = ctx.input(1);
+  std::string reason;
+  const DType prec = quantize_precision(ctx.node, x.dtype(), s.dtype(), &reason);
+  if (!reason.empty()) ctx.node.fail(reason, ErrorCode::NotImplemented);
+  require_zero_float8_zero_point(ctx);
+  const QuantLayout l = layout_of(ctx);
+  const std::vector<float> scale = float_values(s);
+  const MiniFloatFormat& f = *minifloat_format(ctx.output(0).dtype());
+  const bool saturate = ctx.node.attr_int("saturate", 1) != 0;
+  uint8_t* y = ctx.output(0).data<uint8_t>();
+  const bool half_div = prec == DType::Float16;
+  for_each_param_run(ctx.pool, l, x.numel(), [&](int64_t e, int64_t n, int64_t p, int64_t step) {
+    for (int64_t i = 0; i < n; ++i) {
+      const auto k = static_cast<size_t>(p + i * step);
+      const float v = load_float(x, e + i);
+      const float q = half_div ? round_to_half(round_to_half(v) / scale[k]) : v / scale[k];
+      y[e + i] = static_cast<uint8_t>(minifloat_from(f, q, saturate));
+    }
+  });
+}
+
 void run_quantize(KernelContext& ctx) {
   const DType x = ctx.input(0).dtype(), s = ctx.input(1).dtype();
   if ((x != DType::Float32 && x != DType::Float16) || (s != DType::Float32 && s != DType::Float16))
@@ -138,6 +176,11 @@ void run_quantize(KernelContext& ctx) {
       return quantize<int16_t>(ctx);
     case DType::UInt16:
       return quantize<uint16_t>(ctx);
+    case DType::Float8E4M3FN:
+    case DType::Float8E4M3FNUZ:
+    case DType::Float8E5M2:
+    case DType::Float8E5M2FNUZ:
+      return quantize_float8(ctx);
     default:
       ctx.node.fail(
           std::string("quantizing to ") + dtype_name(ctx.output(0).dtype()) + " is not supported",
@@ -149,15 +192,17 @@ void run_quantize(KernelContext& ctx) {
 
 std::string dequantize_support(const NodeSignature& sig) {
   if (unholdable_input(sig, 0) || unholdable_input(sig, 2))
-    return "dequantizing float8, 4-bit or 2-bit types is not supported (Quilt's tensors cannot "
-           "hold them); int8, uint8, int16, uint16 and int32 are";
+    return "dequantizing float8e8m0, 4-bit or 2-bit types is not supported (Quilt's tensors "
+           "cannot hold them); int8, uint8, int16, uint16, int32 and float8 are";
   if (unholdable_input(sig, 1)) return "x_scale has an element type Quilt cannot hold (bfloat16?)";
   if (sig.node.opset >= 23 && sig.node.attr_int("output_dtype", 0) == 16)
     return "output_dtype bfloat16 is not supported (float32 and float16 are)";
   const DType x = sig.inputs[0].dtype;
-  if (!dtype_in(x, {DType::Int8, DType::UInt8, DType::Int16, DType::UInt16, DType::Int32}))
+  if (!dtype_in(x, {DType::Int8, DType::UInt8, DType::Int16, DType::UInt16, DType::Int32,
+                    DType::Float8E4M3FN, DType::Float8E4M3FNUZ, DType::Float8E5M2,
+                    DType::Float8E5M2FNUZ}))
     return std::string("x is ") + dtype_name(x) +
-           "; the CPU kernel supports int8, uint8, int16, uint16, int32";
+           "; the CPU kernel supports int8, uint8, int16, uint16, int32, float8";
   if (!dtype_in(sig.inputs[1].dtype, {DType::Float32, DType::Float16}))
     return std::string("x_scale is ") + dtype_name(sig.inputs[1].dtype) +
            "; the CPU kernel supports float32, float16";
@@ -194,6 +239,30 @@ void dequantize(KernelContext& ctx) {
   });
 }
 
+// float8 x: its exact value times the scale in float32, rounded once (a float16 output is then
+// rounded again, as for the integer types above).
+template <class O>
+void dequantize_float8(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& s = ctx.input(1);
+  require_zero_float8_zero_point(ctx);
+  const QuantLayout l = layout_of(ctx);
+  const std::vector<float> scale = float_values(s);
+  const MiniFloatFormat& f = *minifloat_format(x.dtype());
+  const uint8_t* xp = x.data<uint8_t>();
+  O* y = ctx.output(0).data<O>();
+  for_each_param_run(ctx.pool, l, x.numel(), [&](int64_t e, int64_t n, int64_t p, int64_t step) {
+    for (int64_t i = 0; i < n; ++i) {
+      const auto k = static_cast<size_t>(p + i * step);
+      const float v = minifloat_to_float(f, xp[e + i]) * scale[k];
+      if constexpr (std::is_same_v<O, float>)
+        y[e + i] = v;
+      else
+        y[e + i] = float_to_half(v);
+    }
+  });
+}
+
 template <class X>
 void dequantize_to(KernelContext& ctx) {
   const DType out = ctx.output(0).dtype();
@@ -219,6 +288,16 @@ void run_dequantize(KernelContext& ctx) {
       return dequantize_to<uint16_t>(ctx);
     case DType::Int32:
       return dequantize_to<int32_t>(ctx);
+    case DType::Float8E4M3FN:
+    case DType::Float8E4M3FNUZ:
+    case DType::Float8E5M2:
+    case DType::Float8E5M2FNUZ: {
+      const DType out = ctx.output(0).dtype();
+      if (out == DType::Float32) return dequantize_float8<float>(ctx);
+      if (out == DType::Float16) return dequantize_float8<uint16_t>(ctx);
+      ctx.node.fail(std::string("dequantizing to ") + dtype_name(out) + " is not supported",
+                    ErrorCode::NotImplemented);
+    }
     default:
       ctx.node.fail(std::string("x is ") + dtype_name(ctx.input(0).dtype()) +
                         "; the CPU kernel supports int8, uint8, int16, uint16, int32",
