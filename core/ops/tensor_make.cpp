@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/float8.hpp"
 #include "core/half.hpp"
 #include "core/op_schema.hpp"
 
@@ -102,6 +103,18 @@ void infer_range(InferenceContext& ctx) {
       n = count > 0 ? static_cast<int64_t>(count) : 0;
       break;
     }
+    case DType::BFloat16: {
+      // Range-27 added bfloat16; like onnx's reference (numpy arange on the values as double),
+      // the count is computed from the exact values in double.
+      const double ds = bfloat16_to_float(s->data<uint16_t>()[0]);
+      const double dl = bfloat16_to_float(l->data<uint16_t>()[0]);
+      const double dd = bfloat16_to_float(d->data<uint16_t>()[0]);
+      if (dd == 0) ctx.fail("delta is 0");
+      const double count = std::ceil((dl - ds) / dd);
+      if (count > 9.0e18) ctx.fail("the range has more than 2^63 elements");
+      n = count > 0 ? static_cast<int64_t>(count) : 0;
+      break;
+    }
     case DType::Int16:
       n = range_count<int16_t>(*s, *l, *d, ctx);
       break;
@@ -113,7 +126,7 @@ void infer_range(InferenceContext& ctx) {
       break;
     default:
       ctx.fail(std::string("dtype ") + dtype_name(dtype) +
-               " is not one of float32, float64, float16, int16, int32, int64");
+               " is not one of float32, float64, float16, bfloat16, int16, int32, int64");
   }
   ctx.set_output(0, dtype, {n});
 }

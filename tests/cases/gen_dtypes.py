@@ -110,3 +110,12 @@ for tname in ("e4m3fn", "e4m3fnuz", "e5m2", "e5m2fnuz"):
                    initializers={"z": np.zeros((), dtype=npt)})
     cases.ref_node(f"dequantize_{tname}_per_axis_float16", "DequantizeLinear",
                    {"x": q, "s": np.linspace(0.5, 2.0, 16).astype(np.float16)}, axis=1)
+
+# Range of bfloat16 (Range-27): start + i * delta rounded once to bfloat16.
+bf = ml_dtypes.bfloat16
+cases.ref_node("range_bfloat16", "Range", {}, opset=27,
+               initializers={"start": np.array(1.0, dtype=bf), "limit": np.array(300.5, dtype=bf),
+                             "delta": np.array(2.3, dtype=bf)})
+cases.ref_node("range_bfloat16_negative", "Range", {}, opset=27,
+               initializers={"start": np.array(10.0, dtype=bf), "limit": np.array(-7, dtype=bf),
+                             "delta": np.array(-0.7, dtype=bf)})

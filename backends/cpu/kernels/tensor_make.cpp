@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "backends/cpu/kernel.hpp"
+#include "core/float8.hpp"
 #include "core/half.hpp"
 
 namespace quilt::cpu {
@@ -79,6 +80,21 @@ void range(KernelContext& ctx) {
         o[i] = float_to_half(start + static_cast<float>(i) * delta);
       return;
     }
+    case DType::BFloat16: {
+      // As onnx's reference: start + i * delta in double, rounded once to bfloat16. With
+      // stash_type the reference computes in that type instead: not implemented.
+      if (ctx.node.has_attr("stash_type"))
+        ctx.node.fail("Range of bfloat16 with stash_type is not supported",
+                      ErrorCode::NotImplemented);
+      const double start = bfloat16_to_float(ctx.input(0).data<uint16_t>()[0]);
+      const double delta = bfloat16_to_float(ctx.input(2).data<uint16_t>()[0]);
+      Tensor& out = ctx.output(0);
+      uint16_t* o = out.data<uint16_t>();
+      for (int64_t i = 0; i < out.numel(); ++i)
+        o[i] = static_cast<uint16_t>(
+            minifloat_from(kBFloat16, start + static_cast<double>(i) * delta, false));
+      return;
+    }
     case DType::Int16:
       return range_as<int16_t>(ctx);
     case DType::Int32:
@@ -124,8 +140,8 @@ void register_cpu_tensor_make(KernelRegistry& r) {
   r.add("Constant", constant_support, KernelFn(constant));
   r.add("ConstantOfShape", dtypes_of_input({DType::Int64}), KernelFn(constant_of_shape));
   r.add("Range",
-        dtypes_of_input({DType::Float32, DType::Float64, DType::Float16, DType::Int16, DType::Int32,
-                         DType::Int64}),
+        dtypes_of_input({DType::Float32, DType::Float64, DType::Float16, DType::BFloat16,
+                         DType::Int16, DType::Int32, DType::Int64}),
         KernelFn(range));
   r.add("Trilu", any_dtype(), KernelFn(trilu));
 }
