@@ -5,8 +5,8 @@ float8.
 
 Expected values come from onnx's ReferenceEvaluator (ml_dtypes conversions: round to nearest
 even; saturate clips to the finite range first), the implementation the official backend-test
-cases were generated with; onnxruntime's Python API cannot feed or return these element types
-as numpy arrays, so it is not used here. Values are float32-representable, so float64 sources
+cases were generated with; onnxruntime is not used for these cases (its numpy interface does
+not take the ml_dtypes arrays these cases feed). Values are float32-representable, so float64 sources
 need one rounding only (no double-rounding ambiguity between implementations)."""
 import ml_dtypes
 import numpy as np
