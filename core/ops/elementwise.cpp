@@ -1,8 +1,8 @@
 // Schemas and shape inference of the elementwise op family: numpy-broadcasting binary and
 // variadic ops, comparisons, logic, unary activations and math, Clip, Where, Cast, CastLike.
 //
-// Opsets before 6/7 (the `consumed_inputs` and legacy `broadcast`/`axis` attributes) are not
-// registered: models using them fail with "no schema at opset N" instead of running wrongly.
+// The opset 1-6 forms of Add/Sub/Mul/Div/Pow/PRelu (legacy `broadcast`/`axis`) are in
+// core/ops/legacy.cpp.
 #include <initializer_list>
 #include <string>
 
@@ -18,6 +18,10 @@ void require_dtype(InferenceContext& ctx, size_t i, std::initializer_list<DType>
   if (d == DType::Undefined) return;
   for (DType a : allowed)
     if (a == d) return;
+  if (d >= DType::BFloat16 && d <= DType::Float8E5M2FNUZ)  // valid ONNX types, no math kernels yet
+    ctx.node().fail("input " + std::to_string(i) + " ('" + ctx.node().inputs[i] + "') is " +
+                        dtype_name(d) + "; this op computes on " + what + " only",
+                    ErrorCode::NotImplemented);
   ctx.fail("input " + std::to_string(i) + " ('" + ctx.node().inputs[i] + "') is " + dtype_name(d) +
            ", expected " + what);
 }
