@@ -9,13 +9,6 @@
 namespace quilt {
 namespace {
 
-bool is_nondeterministic(const Node& n) {
-  static const std::set<std::string> ops = {"RandomNormal",     "RandomUniform",
-                                            "RandomNormalLike", "RandomUniformLike",
-                                            "Multinomial",      "Bernoulli"};
-  return ops.count(n.op_type) != 0;
-}
-
 bool has_subgraph(const Node& n) {
   for (const auto& [_, a] : n.attributes)
     if (a.g || !a.graphs.empty()) return true;
@@ -196,13 +189,15 @@ void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
 
     NodeSignature sig{node, in_types, out_types, in_values};
     // Constant folding: run nodes whose inputs are all known now, once.
-    bool foldable = options.optimization_level >= 1 && all_constant && !is_nondeterministic(node) &&
-                    !has_subgraph(node) && cpu.unsupported_reason(sig).empty();
-    // Shape and Size of a statically shaped value are constants too.
-    if (options.optimization_level >= 1 && (node.op_type == "Shape" || node.op_type == "Size") &&
-        node.domain.empty() && !in_types.empty() && in_types[0].is_static() &&
-        cpu.unsupported_reason(sig).empty())
-      foldable = true;
+    const std::string reason = cpu.unsupported_reason(sig);
+    // Constant folding: run nodes whose inputs are all known now, once. Shape and Size of a
+    // statically shaped value are constants too.
+    const bool shape_of_static = (node.op_type == "Shape" || node.op_type == "Size") &&
+                                 node.domain.empty() && !in_types.empty() &&
+                                 in_types[0].is_static();
+    const bool foldable =
+        options.optimization_level >= 1 && reason.empty() &&
+        ((all_constant && !is_random_op(node) && !has_subgraph(node)) || shape_of_static);
     if (foldable) {
       try {
         std::vector<Tensor> outs(node.outputs.size());
@@ -224,7 +219,6 @@ void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
         rethrow_for(node);
       }
     }
-    std::string reason = cpu.unsupported_reason(sig);
     if (!reason.empty()) {
       unsupported.push_back("[" + node.display() + "] " + reason);
       continue;

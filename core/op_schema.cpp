@@ -148,6 +148,15 @@ std::vector<TypeShape> infer_node(const OpSchema& schema, const Node& node,
   return ctx.outputs();
 }
 
+bool is_random_op(const Node& node) {
+  static const char* const kOps[] = {"RandomNormal",      "RandomUniform", "RandomNormalLike",
+                                     "RandomUniformLike", "Multinomial",   "Bernoulli"};
+  if (!node.domain.empty()) return false;
+  for (const char* op : kOps)
+    if (node.op_type == op) return true;
+  return false;
+}
+
 std::vector<int64_t> broadcast_shapes(const InferenceContext& ctx, const std::vector<int64_t>& a,
                                       const std::vector<int64_t>& b) {
   size_t rank = std::max(a.size(), b.size());

@@ -114,6 +114,9 @@ std::vector<TypeShape> infer_node(const OpSchema& schema, const Node& node,
 
 // ---- helpers for inference functions ----
 
+// Random-number ops: never constant-folded; their outputs can only be checked by distribution.
+bool is_random_op(const Node& node);
+
 // Numpy-style multidirectional broadcast; unknown dims (-1) propagate. Fails naming the node.
 std::vector<int64_t> broadcast_shapes(const InferenceContext& ctx, const std::vector<int64_t>& a,
                                       const std::vector<int64_t>& b);

@@ -23,9 +23,10 @@ std::shared_ptr<Session::Impl> make_impl(std::unique_ptr<Model> model,
     throw Error(ErrorCode::InvalidArgument,
                 "SessionOptions.threads is " + std::to_string(options.threads) + ", expected >= 0");
   if (options.optimization_level < 0 || options.optimization_level > 1)
-    throw Error(ErrorCode::InvalidArgument, "SessionOptions.optimization_level is " +
-                                                std::to_string(options.optimization_level) +
-                                                ", expected 0 (as written) or 1 (constant folding)");
+    throw Error(ErrorCode::InvalidArgument,
+                "SessionOptions.optimization_level is " +
+                    std::to_string(options.optimization_level) +
+                    ", expected 0 (as written) or 1 (constant folding)");
   auto impl = std::make_shared<Session::Impl>();
   impl->model = std::move(model);
   impl->logger = Logger(options.log_level);

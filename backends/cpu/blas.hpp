@@ -1,9 +1,9 @@
 // OpenBLAS, loaded at run time so that Quilt can pick its kernels before it initialises.
 //
 // OpenBLAS 0.3.21 (Debian 12) identifies recent Xeons as "Prescott" and runs its generic
-// kernels, ~6x slower than its AVX-512 ones. OpenBLAS reads OPENBLAS_CORETYPE once, when the library
-// initialises; linking it normally would initialise it before any of our code runs. So we set
-// OPENBLAS_CORETYPE from the CPU's features (unless the user already set it) and dlopen it.
+// kernels, ~6x slower than its AVX-512 ones. OpenBLAS reads OPENBLAS_CORETYPE once, when the
+// library initialises; linking it normally would initialise it before any of our code runs. So we
+// set OPENBLAS_CORETYPE from the CPU's features (unless the user already set it) and dlopen it.
 #pragma once
 
 #include <cstdint>

@@ -11,6 +11,7 @@
 #include "core/half.hpp"
 #include "tools/quilt/cli.hpp"
 #include "tools/quilt/npy.hpp"
+#include "tools/quilt/onnx_case.hpp"
 
 namespace quilt::cli {
 namespace {
@@ -135,43 +136,12 @@ Tensor generate(const ValueInfo& info, const std::map<std::string, int64_t>& dim
   return t;
 }
 
-double as_double(const Tensor& t, int64_t i) {
-  switch (t.dtype()) {
-    case DType::Float32:
-      return t.data<float>()[i];
-    case DType::Float64:
-      return t.data<double>()[i];
-    case DType::Float16:
-      return half_to_float(t.data<uint16_t>()[i]);
-    case DType::Int64:
-      return static_cast<double>(t.data<int64_t>()[i]);
-    case DType::Int32:
-      return t.data<int32_t>()[i];
-    case DType::Int16:
-      return t.data<int16_t>()[i];
-    case DType::Int8:
-      return t.data<int8_t>()[i];
-    case DType::UInt8:
-      return t.data<uint8_t>()[i];
-    case DType::UInt16:
-      return t.data<uint16_t>()[i];
-    case DType::UInt32:
-      return t.data<uint32_t>()[i];
-    case DType::UInt64:
-      return static_cast<double>(t.data<uint64_t>()[i]);
-    case DType::Bool:
-      return t.data<bool>()[i];
-    default:
-      return 0;
-  }
-}
-
 void summarise(const std::string& name, const Tensor& t) {
   std::printf("  %s: %s %s", name.c_str(), dtype_name(t.dtype()), to_string(t.shape()).c_str());
   if (t.numel() > 0) {
     double lo = INFINITY, hi = -INFINITY, sum = 0;
     for (int64_t i = 0; i < t.numel(); ++i) {
-      double v = as_double(t, i);
+      double v = element_as_double(t, i);
       lo = std::min(lo, v);
       hi = std::max(hi, v);
       sum += v;
@@ -179,7 +149,7 @@ void summarise(const std::string& name, const Tensor& t) {
     std::printf("  min %.6g  max %.6g  mean %.6g\n    [", lo, hi,
                 sum / static_cast<double>(t.numel()));
     for (int64_t i = 0; i < std::min<int64_t>(t.numel(), 8); ++i)
-      std::printf("%s%.6g", i ? ", " : "", as_double(t, i));
+      std::printf("%s%.6g", i ? ", " : "", element_as_double(t, i));
     std::printf("%s]\n", t.numel() > 8 ? ", ..." : "");
   } else {
     std::printf("  (empty)\n");

@@ -65,20 +65,31 @@ Args parse(const std::vector<std::string>& args) {
       if (i + 1 >= args.size()) throw Error(ErrorCode::InvalidArgument, a + " needs a value");
       return args[++i];
     };
-    if (a == "--backend") r.backends = split(value(), ',');
-    else if (a == "--filter") r.filter = value();
-    else if (a == "--json") r.json = value();
-    else if (a == "--expect") r.expect = value();
-    else if (a == "--write-manifest") r.write_manifest = value();
-    else if (a == "--timeout") r.timeout = static_cast<double>(parse_int(a, value()));
-    else if (a == "--jobs") r.jobs = static_cast<int>(parse_int(a, value()));
-    else if (a == "--threads") r.threads = static_cast<int>(parse_int(a, value()));
-    else if (a == "--verbose") r.verbose = true;
+    if (a == "--backend")
+      r.backends = split(value(), ',');
+    else if (a == "--filter")
+      r.filter = value();
+    else if (a == "--json")
+      r.json = value();
+    else if (a == "--expect")
+      r.expect = value();
+    else if (a == "--write-manifest")
+      r.write_manifest = value();
+    else if (a == "--timeout")
+      r.timeout = static_cast<double>(parse_int(a, value()));
+    else if (a == "--jobs")
+      r.jobs = static_cast<int>(parse_int(a, value()));
+    else if (a == "--threads")
+      r.threads = static_cast<int>(parse_int(a, value()));
+    else if (a == "--verbose")
+      r.verbose = true;
     else if (!a.empty() && a[0] == '-')
       throw Error(ErrorCode::InvalidArgument, "unknown option '" + a + "' for quilt test-onnx");
-    else r.paths.push_back(a);
+    else
+      r.paths.push_back(a);
   }
-  if (r.paths.empty()) throw Error(ErrorCode::InvalidArgument, "quilt test-onnx needs at least one PATH");
+  if (r.paths.empty())
+    throw Error(ErrorCode::InvalidArgument, "quilt test-onnx needs at least one PATH");
   if (r.jobs <= 0) r.jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return r;
 }
@@ -87,10 +98,18 @@ std::string json_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char buf[8];
@@ -130,7 +149,8 @@ CaseResult parse_child(const std::string& text, int wait_status, double seconds)
     return r;
   }
   const std::string status = text.substr(0, tab);
-  for (CaseStatus s : {CaseStatus::Pass, CaseStatus::Fail, CaseStatus::Unsupported, CaseStatus::Error})
+  for (CaseStatus s :
+       {CaseStatus::Pass, CaseStatus::Fail, CaseStatus::Unsupported, CaseStatus::Error})
     if (status == case_status_name(s)) r.status = s;
   r.message = text.substr(tab + 1);
   return r;
@@ -187,9 +207,10 @@ std::vector<CaseResult> run_isolated(const std::vector<OnnxCase>& cases, const A
       } else if (elapsed > args.timeout) {
         kill(r.pid, SIGKILL);
         waitpid(r.pid, nullptr, 0);
-        results[r.index] = {CaseStatus::Timeout,
-                            "did not finish within " + std::to_string(static_cast<int>(args.timeout)) + " s",
-                            elapsed};
+        results[r.index] = {
+            CaseStatus::Timeout,
+            "did not finish within " + std::to_string(static_cast<int>(args.timeout)) + " s",
+            elapsed};
         finished = true;
       }
       if (finished) {
@@ -238,7 +259,8 @@ int cmd_test_onnx(const std::vector<std::string>& argv) {
       try {
         re = std::regex(args.filter);
       } catch (const std::regex_error&) {
-        throw Error(ErrorCode::InvalidArgument, "--filter '" + args.filter + "' is not a valid regex");
+        throw Error(ErrorCode::InvalidArgument,
+                    "--filter '" + args.filter + "' is not a valid regex");
       }
       std::erase_if(cases, [&](const OnnxCase& c) { return !std::regex_search(c.name, re); });
     }
@@ -273,7 +295,8 @@ int cmd_test_onnx(const std::vector<std::string>& argv) {
     if (!args.json.empty()) {
       std::ofstream f(args.json);
       if (!f) throw Error(ErrorCode::Io, "cannot write '" + args.json + "'");
-      f << "{\"summary\": {\"backend\": \"" << json_escape(backend) << "\", \"cases\": " << cases.size();
+      f << "{\"summary\": {\"backend\": \"" << json_escape(backend)
+        << "\", \"cases\": " << cases.size();
       for (const char* k : kinds) f << ", \"" << k << "\": " << total[k];
       f << ", \"sets\": {";
       bool first_set = true;
@@ -317,7 +340,8 @@ int cmd_test_onnx(const std::vector<std::string>& argv) {
         if (listed && results[i].status != CaseStatus::Pass) {
           ++regressions;
           std::printf("REGRESSION %s: %s: %s\n", cases[i].name.c_str(),
-                      case_status_name(results[i].status), results[i].message.substr(0, 400).c_str());
+                      case_status_name(results[i].status),
+                      results[i].message.substr(0, 400).c_str());
         } else if (!listed && results[i].status == CaseStatus::Pass) {
           ++fresh;
           std::printf("NEW PASS %s (add it to %s)\n", cases[i].name.c_str(), args.expect.c_str());
@@ -335,7 +359,8 @@ int cmd_test_onnx(const std::vector<std::string>& argv) {
       exit_code = (total["fail"] + total["error"] + total["crash"] + total["timeout"]) ? 1 : 0;
     }
     std::printf("%d passed, %d failed, %d skipped\n", total["pass"],
-                total["fail"] + total["error"] + total["crash"] + total["timeout"], total["unsupported"]);
+                total["fail"] + total["error"] + total["crash"] + total["timeout"],
+                total["unsupported"]);
     return exit_code;
   } catch (const Error& e) {
     return report(e);

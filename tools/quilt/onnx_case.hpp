@@ -17,10 +17,13 @@ namespace quilt::cli {
 enum class CaseStatus { Pass, Fail, Unsupported, Error, Crash, Timeout };
 const char* case_status_name(CaseStatus s);
 
+// Element i of t as a double, whatever its dtype (float16/bfloat16/float8 decoded).
+double element_as_double(const Tensor& t, int64_t i);
+
 struct OnnxCase {
-  std::string name;   // "<set>/<case>", e.g. "node/test_abs"
-  std::string set;    // "node", "simple", "light", ...
-  std::string model;  // path of the .onnx file
+  std::string name;          // "<set>/<case>", e.g. "node/test_abs"
+  std::string set;           // "node", "simple", "light", ...
+  std::string model;         // path of the .onnx file
   std::string light_output;  // light models: path of the expected output, else ""
 };
 
