@@ -212,11 +212,77 @@ enum class LogLevel { Error = 0, Warning = 1, Info = 2, Debug = 3 };
 struct SessionOptions {
   // Worker threads for the CPU backend; 0 = one per core.
   int threads = 0;
-  // Backends to use, in priority order. The CPU backend is always the last fallback.
+  // Backends to use, in priority order: a backend name ("cpu", "example", "opencl") optionally
+  // followed by a device index ("opencl:1"). The first backend that claims a node runs it.
   std::vector<std::string> backends = {"cpu"};
+  // true: the CPU runs every node no listed backend claims. false (strict): session creation
+  // fails, listing every such node and why each backend refused it.
+  bool cpu_fallback = true;
+  // Pins nodes (by node name) to a backend, overriding the priority list; for debugging.
+  // Creation fails if the pinned backend does not claim the node.
+  std::map<std::string, std::string> pinned_nodes;
+  // Keeps tiny device islands (shape arithmetic, scalars, a lone cheap op between CPU nodes)
+  // on the CPU rather than paying a copy in and a copy out. false: every claim is honoured.
+  bool partition_cost_rule = true;
+  // Backend plugin libraries to load (paths to shared libraries), in addition to those found
+  // in the directories of the QUILT_PLUGIN_PATH environment variable (':'-separated).
+  std::vector<std::string> plugins;
+  // Options for a backend's devices, by backend name: {"example": {{"memory_limit", "1048576"}}}.
+  std::map<std::string, std::map<std::string, std::string>> backend_options;
   // 0 = run the graph as written; 1 = constant folding and other exact rewrites.
   int optimization_level = 1;
   LogLevel log_level = LogLevel::Warning;
+};
+
+// Where each node of a session runs and where the copies are (quilt plan).
+struct PlanReport {
+  struct Node {
+    std::string name;     // node name ("" if unnamed)
+    std::string op_type;  // with "domain." prefix outside the default domain
+    int patch = -1;       // index into patches; -1 when folded into a constant
+    std::string backend;  // backend that runs it ("" when folded)
+    // Why it does not run on a higher-priority backend ("example: Softmax is not supported"),
+    // or "pinned", or the cost rule's reason. Empty when on the first listed backend.
+    std::string reason;
+  };
+  struct Patch {
+    int id = 0;           // issue order
+    std::string backend;  // "cpu", "example:0"; "host" for control flow run by the core
+    std::string device;   // device name
+    std::vector<int> nodes;  // indices into PlanReport::nodes, in execution order
+    std::vector<std::string> inputs, outputs;  // values crossing the patch boundary
+    std::vector<int> depends_on;  // patches whose results it consumes
+    int64_t constant_bytes = 0;   // weights handed to the backend at session creation
+  };
+  struct Transfer {
+    std::string value;
+    std::string from, to;  // memory spaces: "host" or a device backend ("example:0")
+    int64_t bytes = -1;    // -1 when the shape is only known at run time
+    int producer_patch = -1;  // -1: a graph input or constant
+    std::vector<int> consumer_patches;
+  };
+  std::string model;
+  std::vector<std::string> backends;  // the priority list, CPU fallback included when allowed
+  std::vector<Node> nodes;            // in topological order
+  std::vector<Patch> patches;
+  std::vector<Transfer> transfers;
+  int folded_nodes = 0;
+
+  std::string to_text() const;
+  std::string to_json() const;
+  // Graphviz: nodes coloured by backend, clusters per patch, transfers as distinct edges.
+  std::string to_dot() const;
+};
+
+// What one run did, step by step, with host-clock timestamps (Session::run with a profile).
+struct RunProfile {
+  struct Span {
+    std::string name;  // "patch 2 (example:0, 3 nodes)", "transfer x -> example:0"
+    std::string lane;  // backend / device that did the work
+    std::string kind;  // "patch", "transfer", "host"
+    uint64_t start_ns = 0, end_ns = 0;  // same clock as quilt_host_api_t::now_ns
+  };
+  std::vector<Span> spans;
 };
 
 using TensorMap = std::map<std::string, Tensor>;
@@ -240,6 +306,12 @@ class Session {
   // Runs the model. Every graph input without an initializer must be given. output_names
   // selects outputs (empty = all). Safe to call from several threads at once.
   TensorMap run(const TensorMap& inputs, const std::vector<std::string>& output_names = {}) const;
+  // Same, recording a span per patch and transfer into *profile.
+  TensorMap run(const TensorMap& inputs, const std::vector<std::string>& output_names,
+                RunProfile* profile) const;
+
+  // Which node runs where, the patches and the transfers.
+  const PlanReport& plan() const;
 
   struct Impl;
 

@@ -1,0 +1,337 @@
+/* Quilt backend ABI: the plain-C interface every backend implements, the built-in CPU backend
+ * and third-party plugins alike.
+ *
+ * A plugin is a shared library that exports one symbol, quilt_backend_init (QUILT_BACKEND_ENTRY).
+ * Quilt loads it (SessionOptions::plugins, or a directory listed in QUILT_PLUGIN_PATH), calls the
+ * entry with the host's services, and gets back a quilt_backend_t: a table of function pointers
+ * plus a context pointer. Nothing C++ crosses this boundary: no exceptions, no STL types, no
+ * ownership of memory across the line except where a slot says so.
+ *
+ * The model, in the order the host uses it:
+ *
+ *   1. describe    device_count / device_info: what `quilt devices` lists.
+ *   2. open        device_open: one quilt_device_t per session that uses the device, configured
+ *                  by the session's options for this backend (key/value strings).
+ *   3. claim       supports: asked once per node, with the node as a one-node graph (op type,
+ *                  domain, opset, attributes, input/output dtypes and shapes, constant inputs).
+ *                  Shapes may be partly unknown (-1) or of unknown rank (-1).
+ *   4. compile     compile: a patch (a connected, acyclic set of claimed nodes) becomes an
+ *                  executable. Constant inputs (weights) come with host data, valid for the
+ *                  executable's lifetime: upload them here, once per session.
+ *   5. run         alloc / copy_to_device / execute / copy_to_host, all asynchronous: each takes
+ *                  events to wait for and one event to signal. The host gives every value's
+ *                  concrete shape at execute (shape inference is the host's job, never the
+ *                  backend's) and allocates the patch's outputs before execute.
+ *   6. release     event_release, free, executable_release, device_close, then release.
+ *
+ * Versioning. QUILT_BACKEND_ABI_VERSION is (major << 16) | minor. Every struct starts with
+ * struct_size (and the top-level ones with abi_version) and only grows at its end. The host
+ * refuses a plugin whose major version differs from its own, with a message naming both; within
+ * a major version, a slot is used only if struct_size shows the other side has it.
+ *
+ * Errors. Every fallible slot returns a quilt_status_t: NULL means success; otherwise a status
+ * made with host->status_create(code, message), which the host reads and frees. Messages should
+ * name what failed ("[example] MatMul: device out of memory (asked 64 MiB, 12 MiB free)").
+ * A backend never aborts the process and never throws.
+ *
+ * Threads. Every slot of an open device may be called from several threads at once (a session
+ * may run on several threads, and the host issues work from one thread per device).
+ *
+ * A minimal plugin (see tests/plugins/example/ for a complete one):
+ *
+ *   static quilt_backend_t backend = {sizeof(quilt_backend_t), QUILT_BACKEND_ABI_VERSION,
+ *                                     "mydev", "1.0", ...};
+ *   QUILT_BACKEND_EXPORT quilt_status_t quilt_backend_init(const quilt_host_api_t* host,
+ *                                                          const quilt_backend_t** out) {
+ *     *out = &backend;
+ *     return NULL;
+ *   }
+ */
+#ifndef QUILT_BACKEND_H_
+#define QUILT_BACKEND_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define QUILT_BACKEND_ABI_MAJOR 1
+#define QUILT_BACKEND_ABI_MINOR 0
+#define QUILT_BACKEND_ABI_VERSION ((QUILT_BACKEND_ABI_MAJOR << 16) | QUILT_BACKEND_ABI_MINOR)
+
+/* The one symbol a plugin exports. */
+#define QUILT_BACKEND_ENTRY "quilt_backend_init"
+#if defined(_WIN32)
+#define QUILT_BACKEND_EXPORT __declspec(dllexport)
+#else
+#define QUILT_BACKEND_EXPORT __attribute__((visibility("default")))
+#endif
+
+/* ---- status ------------------------------------------------------------------------------ */
+
+typedef enum quilt_status_code {
+  QUILT_STATUS_OK = 0,
+  QUILT_STATUS_INVALID_ARGUMENT = 1, /* the host passed something the backend cannot accept */
+  QUILT_STATUS_NOT_IMPLEMENTED = 2,  /* a node or option the backend does not support */
+  QUILT_STATUS_OUT_OF_MEMORY = 3,    /* device or host memory exhausted */
+  QUILT_STATUS_DEVICE_ERROR = 4,     /* the device or its driver failed */
+  QUILT_STATUS_RUNTIME_ERROR = 5     /* anything else */
+} quilt_status_code_t;
+
+/* Opaque; NULL = success. Created by quilt_host_api_t.status_create, freed by the host. */
+typedef struct quilt_status_s* quilt_status_t;
+
+/* ---- the host's services, given to the plugin at init ------------------------------------ */
+
+typedef enum quilt_log_level {
+  QUILT_LOG_DEBUG = 0,
+  QUILT_LOG_INFO = 1,
+  QUILT_LOG_WARNING = 2,
+  QUILT_LOG_ERROR = 3
+} quilt_log_level_t;
+
+typedef struct quilt_host_api {
+  uint32_t struct_size; /* sizeof(quilt_host_api_t) as the host knows it */
+  uint32_t abi_version; /* the host's QUILT_BACKEND_ABI_VERSION */
+  /* Makes an error status; message is copied. Never returns NULL (OK is NULL itself). */
+  quilt_status_t (*status_create)(quilt_status_code_t code, const char* message);
+  /* Writes to the session log (shown according to SessionOptions::log_level). */
+  void (*log)(quilt_log_level_t level, const char* message);
+  /* A monotonic clock in nanoseconds, shared by the host and every backend so that event
+   * timestamps of different devices can be compared. */
+  uint64_t (*now_ns)(void);
+} quilt_host_api_t;
+
+/* ---- data description -------------------------------------------------------------------- */
+
+/* Element types; the values are those of onnx.TensorProto.DataType. */
+typedef enum quilt_dtype {
+  QUILT_DTYPE_UNDEFINED = 0,
+  QUILT_DTYPE_FLOAT32 = 1,
+  QUILT_DTYPE_UINT8 = 2,
+  QUILT_DTYPE_INT8 = 3,
+  QUILT_DTYPE_UINT16 = 4,
+  QUILT_DTYPE_INT16 = 5,
+  QUILT_DTYPE_INT32 = 6,
+  QUILT_DTYPE_INT64 = 7,
+  QUILT_DTYPE_BOOL = 9,
+  QUILT_DTYPE_FLOAT16 = 10,
+  QUILT_DTYPE_FLOAT64 = 11,
+  QUILT_DTYPE_UINT32 = 12,
+  QUILT_DTYPE_UINT64 = 13,
+  QUILT_DTYPE_BFLOAT16 = 16,
+  QUILT_DTYPE_FLOAT8E4M3FN = 17,
+  QUILT_DTYPE_FLOAT8E4M3FNUZ = 18,
+  QUILT_DTYPE_FLOAT8E5M2 = 19,
+  QUILT_DTYPE_FLOAT8E5M2FNUZ = 20
+} quilt_dtype_t;
+
+/* A dense row-major tensor's type and shape. In supports() and compile(), rank may be -1
+ * (unknown) and dims may be -1 (unknown); in execute() everything is concrete. */
+typedef struct quilt_tensor_info {
+  int32_t dtype; /* quilt_dtype_t */
+  int32_t rank;
+  const int64_t* dims; /* rank entries */
+} quilt_tensor_info_t;
+
+/* Host data of a constant (initializer, folded value, or tensor attribute). */
+typedef struct quilt_constant {
+  quilt_tensor_info_t info;
+  const void* data; /* nbytes = product(dims) * element size; NULL when empty */
+} quilt_constant_t;
+
+typedef enum quilt_attribute_kind {
+  QUILT_ATTRIBUTE_FLOAT = 1,
+  QUILT_ATTRIBUTE_INT = 2,
+  QUILT_ATTRIBUTE_STRING = 3,
+  QUILT_ATTRIBUTE_TENSOR = 4,
+  QUILT_ATTRIBUTE_FLOATS = 6,
+  QUILT_ATTRIBUTE_INTS = 7,
+  QUILT_ATTRIBUTE_STRINGS = 8,
+  QUILT_ATTRIBUTE_TENSORS = 9
+} quilt_attribute_kind_t; /* values as onnx.AttributeProto.AttributeType */
+
+/* A node attribute, with the ONNX name. Nodes with graph attributes (If, Loop, Scan) are run by
+ * the host and never reach a backend. */
+typedef struct quilt_attribute {
+  const char* name;
+  int32_t kind; /* quilt_attribute_kind_t */
+  float f;
+  int64_t i;
+  const char* s; /* STRING: s_size bytes (not necessarily NUL-free), NUL-terminated */
+  size_t s_size;
+  size_t count; /* FLOATS / INTS / STRINGS / TENSORS: number of elements */
+  const float* floats;
+  const int64_t* ints;
+  const char* const* strings; /* NUL-terminated */
+  const quilt_constant_t* tensors; /* TENSOR: one; TENSORS: count */
+} quilt_attribute_t;
+
+/* One value (edge) of a graph given to a backend. */
+typedef struct quilt_value {
+  const char* name;         /* the ONNX value name, for messages */
+  quilt_tensor_info_t info; /* as inferred at session creation */
+  /* Non-NULL when the value is a constant: its host data, valid until the executable compiled
+   * from this graph is released (or, in supports(), until the call returns). */
+  const void* constant;
+} quilt_value_t;
+
+typedef struct quilt_node {
+  const char* name; /* may be "" */
+  const char* op_type;
+  const char* domain; /* "" for the default ONNX domain */
+  int64_t opset;      /* the model's opset for this domain */
+  size_t num_inputs;
+  const int32_t* inputs; /* indices into the graph's values; -1 = optional input absent */
+  size_t num_outputs;
+  const int32_t* outputs; /* indices into the graph's values; -1 = optional output not wanted */
+  size_t num_attributes;
+  const quilt_attribute_t* attributes;
+} quilt_node_t;
+
+/* A patch: nodes in an order where producers come first, over a table of values. */
+typedef struct quilt_graph {
+  uint32_t struct_size;
+  size_t num_values;
+  const quilt_value_t* values;
+  size_t num_nodes;
+  const quilt_node_t* nodes;
+  size_t num_inputs;
+  const int32_t* inputs; /* non-constant values the host provides at execute, in this order */
+  size_t num_outputs;
+  const int32_t* outputs; /* values the host reads after execute, in this order */
+} quilt_graph_t;
+
+/* ---- devices ----------------------------------------------------------------------------- */
+
+typedef enum quilt_device_flags {
+  /* Device pointers are host pointers: the host passes its own memory to execute() and never
+   * calls the copy slots. */
+  QUILT_DEVICE_HOST_MEMORY = 1u << 0,
+  /* execute() and the copies complete before they return (signal events are already
+   * signalled). The host then runs this device's work on its own thread. */
+  QUILT_DEVICE_SYNCHRONOUS = 1u << 1
+} quilt_device_flags_t;
+
+typedef struct quilt_device_info {
+  uint32_t struct_size; /* set by the host; the plugin fills only what fits */
+  const char* name;     /* e.g. "Simulated accelerator 0"; owned by the plugin */
+  uint32_t flags;       /* quilt_device_flags_t */
+  uint64_t memory_bytes; /* 0 = unknown */
+  size_t num_properties; /* extra lines for `quilt devices`, e.g. {"driver", "3.1"} */
+  const char* const* property_keys;
+  const char* const* property_values;
+} quilt_device_info_t;
+
+typedef struct quilt_option {
+  const char* key;
+  const char* value;
+} quilt_option_t;
+
+/* Opaque handles, defined by each backend. */
+typedef struct quilt_device_s* quilt_device_t;
+typedef struct quilt_executable_s* quilt_executable_t;
+typedef struct quilt_event_s* quilt_event_t;
+
+typedef struct quilt_execute_args {
+  uint32_t struct_size;
+  /* Every value of the compiled graph (graph.num_values entries), with this run's concrete
+   * dtype and dims. Constants are as at compile. */
+  const quilt_tensor_info_t* values;
+  /* Device pointers of the graph's inputs (graph.num_inputs) and of its outputs
+   * (graph.num_outputs), the outputs allocated by the host with alloc(). A pointer is NULL
+   * when the tensor is empty. */
+  void* const* inputs;
+  void* const* outputs;
+  /* Events of this device to wait for before reading the inputs. */
+  const quilt_event_t* wait_events;
+  size_t num_wait_events;
+  /* Signalled when every output is written, or when the execution failed (event_wait then
+   * returns the failure). */
+  quilt_event_t signal_event;
+} quilt_execute_args_t;
+
+/* ---- the backend ------------------------------------------------------------------------- */
+
+typedef struct quilt_backend {
+  uint32_t struct_size; /* sizeof(quilt_backend_t) as the plugin knows it */
+  uint32_t abi_version; /* QUILT_BACKEND_ABI_VERSION the plugin was built with */
+  const char* name;     /* what users write in the backend list, e.g. "example": [a-z0-9_]+ */
+  const char* version;  /* the plugin's own version, e.g. "1.2.0" */
+  void* context;        /* passed back as the first argument of the backend-level slots */
+
+  /* Unload-time cleanup. Optional (NULL: nothing to do). */
+  void (*release)(void* context);
+
+  /* -- description -- */
+  int32_t (*device_count)(void* context);
+  /* Fills info for device index (0 <= index < device_count). */
+  quilt_status_t (*device_info)(void* context, int32_t index, quilt_device_info_t* info);
+
+  /* -- per-session device -- */
+  /* Opens device index for a session, configured by options (unknown keys are an error that
+   * names them). */
+  quilt_status_t (*device_open)(void* context, int32_t index, const quilt_option_t* options,
+                                size_t num_options, quilt_device_t* device);
+  /* Releases the device; every executable, buffer and event of it is released before. */
+  void (*device_close)(quilt_device_t device);
+
+  /* -- capability -- */
+  /* Decides whether the device runs `node`, a graph of one node. Sets *claimed to 1 or 0; when
+   * 0, writes why into reason (NUL-terminated, at most reason_size bytes), e.g. "Conv: groups
+   * > 1 not supported". A non-NULL status is an error of the query itself, not a refusal. */
+  quilt_status_t (*supports)(quilt_device_t device, const quilt_graph_t* node, int32_t* claimed,
+                             char* reason, size_t reason_size);
+
+  /* -- executables -- */
+  /* Compiles a patch of claimed nodes. The graph (and its strings and arrays) is valid only
+   * during the call, except constant data, which lives as long as the executable. */
+  quilt_status_t (*compile)(quilt_device_t device, const quilt_graph_t* graph,
+                            quilt_executable_t* executable);
+  void (*executable_release)(quilt_device_t device, quilt_executable_t executable);
+  /* Enqueues one execution and returns without waiting for it. The same executable may be
+   * executed by several runs at once, with different buffers. */
+  quilt_status_t (*execute)(quilt_device_t device, quilt_executable_t executable,
+                            const quilt_execute_args_t* args);
+
+  /* -- memory -- */
+  /* Allocates bytes (> 0) of device memory. Returns QUILT_STATUS_OUT_OF_MEMORY when it can't. */
+  quilt_status_t (*alloc)(quilt_device_t device, size_t bytes, void** ptr);
+  /* Frees memory from alloc(); the host calls it only once every operation on it is done. */
+  void (*free)(quilt_device_t device, void* ptr);
+  /* Asynchronous copies. Host memory stays valid and untouched until signal_event. */
+  quilt_status_t (*copy_to_device)(quilt_device_t device, void* dst, const void* src_host,
+                                   size_t bytes, const quilt_event_t* wait_events,
+                                   size_t num_wait_events, quilt_event_t signal_event);
+  quilt_status_t (*copy_to_host)(quilt_device_t device, void* dst_host, const void* src,
+                                 size_t bytes, const quilt_event_t* wait_events,
+                                 size_t num_wait_events, quilt_event_t signal_event);
+
+  /* -- events: single-use completion markers, each signalled by one operation -- */
+  quilt_status_t (*event_create)(quilt_device_t device, quilt_event_t* event);
+  /* Blocks until the event is signalled; returns the failure of the operation that signalled
+   * it, if it failed (a fresh status each call). */
+  quilt_status_t (*event_wait)(quilt_device_t device, quilt_event_t event);
+  /* Sets *done to 1 if signalled, else 0, without blocking. */
+  quilt_status_t (*event_query)(quilt_device_t device, quilt_event_t event, int32_t* done);
+  void (*event_release)(quilt_device_t device, quilt_event_t event);
+  /* When the operation that signalled the event started and ended on the device, in
+   * host->now_ns() time; used by profiles and plan reports. Optional (NULL: the host uses its
+   * own issue and completion times). Valid after the event is signalled. */
+  quilt_status_t (*event_timestamps)(quilt_device_t device, quilt_event_t event,
+                                     uint64_t* start_ns, uint64_t* end_ns);
+} quilt_backend_t;
+
+/* The entry point a plugin exports. The plugin may refuse a host whose major ABI version is
+ * not its own by returning a status (host->status_create and host->abi_version are at the same
+ * place in every version). On success *backend stays valid until backend->release. */
+typedef quilt_status_t (*quilt_backend_init_fn)(const quilt_host_api_t* host,
+                                                const quilt_backend_t** backend);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* QUILT_BACKEND_H_ */
