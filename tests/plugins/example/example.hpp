@@ -1,0 +1,153 @@
+// The example plugin's internals, shared by its three files:
+//   example_backend.cpp  the quilt_backend_t table: entry point, options, supports, compile,
+//   execute example_device.cpp   the simulated device: memory arena, events, in-order worker queue
+//   example_kernels.cpp  the op table: what each op accepts (supports) and its float32 kernel
+// Like any third-party backend it is built only on include/quilt/backend.h.
+#pragma once
+
+#include <quilt/backend.h>
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace quilt::example {
+
+// ---- errors: one internal status type, turned into a host status at the ABI boundary ----
+
+struct Status {
+  quilt_status_code_t code = QUILT_STATUS_OK;
+  std::string message;
+  bool ok() const { return code == QUILT_STATUS_OK; }
+};
+
+// An error whose message starts with "[example] ".
+Status fail(quilt_status_code_t code, const std::string& message);
+// NULL for OK, else host->status_create(code, message).
+quilt_status_t to_c(const Status& status);
+
+// The host's services, set by quilt_backend_init.
+const quilt_host_api_t& host();
+void set_host(const quilt_host_api_t* host);
+
+std::string format_bytes(uint64_t bytes);                // "64.0 MiB"
+std::string format_dims(std::span<const int64_t> dims);  // "[2, 3]"
+const char* dtype_name(int32_t dtype);                   // "float32", "int64", ...
+int64_t element_count(std::span<const int64_t> dims);
+
+// ---- device memory ----
+
+// A first-fit allocator over one host block standing in for device memory, reserved on the
+// first alloc. Offsets are what the device sees; the backend turns them into fake addresses.
+class Arena {
+ public:
+  explicit Arena(uint64_t capacity);
+  uint64_t capacity() const { return capacity_; }
+  Status alloc(uint64_t bytes, uint64_t* offset);
+  // False when offset is not the start of a live allocation.
+  bool free(uint64_t offset);
+  // OK when [offset, offset + bytes) lies inside one live allocation.
+  Status check(uint64_t offset, uint64_t bytes) const;
+  std::byte* at(uint64_t offset) const { return storage_.get() + offset; }
+  uint64_t free_bytes() const;
+
+ private:
+  mutable std::mutex mutex_;
+  uint64_t capacity_;
+  std::unique_ptr<std::byte[]> storage_;
+  std::map<uint64_t, uint64_t> free_;  // offset -> size, coalesced: never two adjacent blocks
+  std::map<uint64_t, uint64_t> used_;  // offset -> size asked (the block is rounded up)
+};
+
+// ---- events and the worker queue ----
+
+// What an event handle refers to; shared with the command that signals it, so a handle
+// released early cannot leave the worker writing freed memory.
+struct EventState {
+  std::mutex mutex;
+  std::condition_variable signalled_cv;
+  bool armed = false;  // some command will signal it (events are single-use)
+  bool signalled = false;
+  Status status;
+  uint64_t start_ns = 0, end_ns = 0;
+
+  void signal(Status result, uint64_t start, uint64_t end);
+  Status wait();  // blocks until signalled; returns the operation's status
+};
+
+struct Command {
+  std::vector<std::shared_ptr<EventState>> wait_events;
+  std::shared_ptr<EventState> signal_event;  // may be null
+  std::function<Status()> run;
+};
+
+// One worker thread running commands in submission order, as a device's stream does.
+class Queue {
+ public:
+  Queue();
+  ~Queue();  // drains and joins
+  Queue(const Queue&) = delete;
+  Queue& operator=(const Queue&) = delete;
+  void push(Command command);
+  void drain_and_join();
+
+ private:
+  void loop();
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<Command> commands_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+// ---- ops ----
+
+struct ConvParams {
+  enum class AutoPad { NotSet, Valid, SameUpper, SameLower } auto_pad = AutoPad::NotSet;
+  int64_t group = 1;
+  std::vector<int64_t> strides{1, 1}, dilations{1, 1}, pads{0, 0, 0, 0}, kernel_shape;
+};
+
+struct TensorView {
+  float* data;  // null when empty
+  std::span<const int64_t> dims;
+};
+
+struct OpDef;
+
+// A node as compiled: everything copied out of the host's graph.
+struct NodeDesc {
+  std::string name;
+  const OpDef* op = nullptr;
+  std::vector<int32_t> inputs, outputs;  // indices into the executable's values; -1 = absent
+  ConvParams conv;
+};
+
+struct OpDef {
+  const char* op_type;
+  size_t min_inputs, max_inputs;
+  // Checks what the generic rules (float32, known rank) do not and fills the node's parameters;
+  // returns why the op is refused, or "" when it is claimed.
+  std::string (*prepare)(const quilt_graph_t& graph, const quilt_node_t& node, NodeDesc* desc);
+  // Runs on concrete shapes; absent optional inputs have data == null and empty dims.
+  Status (*run)(const NodeDesc& desc, std::span<const TensorView> inputs,
+                std::span<const TensorView> outputs);
+};
+
+// The op table: supports() and compile() both read it. Null when op_type is not in it.
+const OpDef* find_op(const char* op_type);
+
+// Why the device cannot run `node` of `graph`, or "" when it can (and then *desc is filled).
+std::string check_node(const quilt_graph_t& graph, const quilt_node_t& node, NodeDesc* desc);
+
+}  // namespace quilt::example

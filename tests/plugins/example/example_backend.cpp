@@ -1,0 +1,556 @@
+// The example backend: a simulated two-device accelerator behind the plain-C plugin ABI
+// (include/quilt/backend.h). Each open device has its own memory arena, handed to the host as
+// fake addresses that crash if dereferenced, and its own worker thread running an in-order
+// queue, so the host's asynchronous paths (events, copies, overlap) are exercised for real.
+//
+// Options (device_open): memory_limit (bytes, default 256 MiB), execute_delay_ms (simulated
+// device time per execute, default 0), fail_execute_on / fail_compile_on (a node name: inject a
+// failure into executes / compiles of patches containing it).
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <cstddef>
+#include <cstring>
+#include <exception>
+#include <new>
+
+#include "example.hpp"
+
+using namespace quilt::example;
+
+namespace {
+
+constexpr uint64_t kMiB = 1024 * 1024;
+constexpr uint64_t kDefaultMemoryLimit = 256 * kMiB;
+// Device addresses are kAddressBase + slot * kAddressWindow + offset: not host memory, so a
+// host that dereferences one crashes at once instead of reading plausible garbage.
+constexpr uint64_t kAddressBase = 0x100000000000ull;
+constexpr uint64_t kAddressWindow = 1ull << 38;
+constexpr uint64_t kAddressSlots = 64;
+
+struct Options {
+  uint64_t memory_limit = kDefaultMemoryLimit;
+  uint64_t execute_delay_ms = 0;
+  std::string fail_execute_on, fail_compile_on;
+};
+
+constexpr const char* kKnownOptions =
+    "memory_limit, execute_delay_ms, fail_execute_on, fail_compile_on";
+
+Status parse_options(const quilt_option_t* options, size_t count, Options* out) {
+  auto number = [](const char* key, const char* text, uint64_t* value) -> Status {
+    const char* end = text + std::strlen(text);
+    auto [ptr, ec] = std::from_chars(text, end, *value);
+    if (ec != std::errc() || ptr != end || ptr == text)
+      return fail(QUILT_STATUS_INVALID_ARGUMENT,
+                  std::string("option ") + key + ": '" + text + "' is not a non-negative integer");
+    return {};
+  };
+  for (size_t i = 0; i < count; ++i) {
+    std::string key = options[i].key;
+    const char* value = options[i].value;
+    Status status;
+    if (key == "memory_limit") {
+      status = number("memory_limit", value, &out->memory_limit);
+      if (status.ok() && (out->memory_limit == 0 || out->memory_limit > kAddressWindow))
+        status = fail(QUILT_STATUS_INVALID_ARGUMENT, "option memory_limit: must be between 1 and " +
+                                                         std::to_string(kAddressWindow));
+    } else if (key == "execute_delay_ms") {
+      status = number("execute_delay_ms", value, &out->execute_delay_ms);
+    } else if (key == "fail_execute_on") {
+      out->fail_execute_on = value;
+    } else if (key == "fail_compile_on") {
+      out->fail_compile_on = value;
+    } else {
+      status = fail(QUILT_STATUS_INVALID_ARGUMENT,
+                    "unknown option '" + key + "' (known: " + kKnownOptions + ")");
+    }
+    if (!status.ok()) return status;
+  }
+  return {};
+}
+
+// Turns C++ exceptions (bad_alloc from a vector, say) into a status: nothing crosses the ABI.
+template <class F>
+quilt_status_t guarded(F body) {
+  try {
+    return to_c(body());
+  } catch (const std::bad_alloc&) {
+    return to_c(fail(QUILT_STATUS_OUT_OF_MEMORY, "host memory exhausted"));
+  } catch (const std::exception& e) {
+    return to_c(fail(QUILT_STATUS_RUNTIME_ERROR, e.what()));
+  }
+}
+
+}  // namespace
+
+// ---- the opaque handles ----
+
+struct quilt_device_s {
+  quilt_device_s(int32_t device_index, Options opts, uint64_t address_base)
+      : index(device_index),
+        options(std::move(opts)),
+        base(address_base),
+        arena(options.memory_limit) {}
+
+  void* address(uint64_t offset) const { return reinterpret_cast<void*>(base + offset); }
+  // The arena offset of a device address, checked to span `bytes` of one allocation.
+  Status offset_of(const void* ptr, uint64_t bytes, uint64_t* offset) const {
+    uint64_t a = reinterpret_cast<uint64_t>(ptr);
+    if (a < base || a - base >= arena.capacity())
+      return fail(QUILT_STATUS_INVALID_ARGUMENT,
+                  "pointer " + std::to_string(a) + " is not memory of this device");
+    *offset = a - base;
+    return arena.check(*offset, bytes);
+  }
+
+  int32_t index;
+  Options options;
+  uint64_t base;
+  Arena arena;
+  Queue queue;  // last: destroyed (drained and joined) first
+};
+
+namespace {
+
+// A compiled patch: immutable, shared by the executable handle and its queued executions.
+struct Program {
+  explicit Program(Arena* a) : arena(a) {}
+  ~Program() {
+    for (int64_t offset : constant_offsets)
+      if (offset >= 0) arena->free(static_cast<uint64_t>(offset));
+  }
+  Arena* arena;
+  std::vector<std::string> value_names;
+  std::vector<int64_t> constant_offsets;  // per value: arena offset, -1 = not an uploaded constant
+  std::vector<char> is_constant;
+  std::vector<NodeDesc> nodes;
+  std::vector<int32_t> inputs, outputs, intermediates;
+  std::string failing_node;  // fail_execute_on matched a node of this patch
+};
+
+}  // namespace
+
+struct quilt_executable_s {
+  std::shared_ptr<const Program> program;
+};
+
+struct quilt_event_s {
+  std::shared_ptr<EventState> state = std::make_shared<EventState>();
+};
+
+namespace {
+
+// ---- description and devices ----
+
+const char* const kDeviceNames[] = {"Simulated accelerator 0", "Simulated accelerator 1"};
+const char* const kPropertyKeys[] = {"kind", "memory"};
+const char* const kPropertyValues[] = {"simulated (quilt example plugin)",
+                                       "an arena per session, option memory_limit"};
+
+int32_t device_count(void*) {
+  return 2;
+}
+
+quilt_status_t device_info(void*, int32_t index, quilt_device_info_t* info) {
+  if (index < 0 || index >= 2)
+    return to_c(fail(QUILT_STATUS_INVALID_ARGUMENT, "no device " + std::to_string(index)));
+#define QUILT_EXAMPLE_FITS(field) \
+  (info->struct_size >= offsetof(quilt_device_info_t, field) + sizeof(info->field))
+  if (QUILT_EXAMPLE_FITS(name)) info->name = kDeviceNames[index];
+  if (QUILT_EXAMPLE_FITS(flags)) info->flags = 0;  // own memory, asynchronous
+  if (QUILT_EXAMPLE_FITS(memory_bytes)) info->memory_bytes = kDefaultMemoryLimit;
+  if (QUILT_EXAMPLE_FITS(property_values)) {
+    info->num_properties = 2;
+    info->property_keys = kPropertyKeys;
+    info->property_values = kPropertyValues;
+  }
+#undef QUILT_EXAMPLE_FITS
+  return nullptr;
+}
+
+quilt_status_t device_open(void*, int32_t index, const quilt_option_t* options, size_t num_options,
+                           quilt_device_t* device) {
+  return guarded([&]() -> Status {
+    if (index < 0 || index >= 2)
+      return fail(QUILT_STATUS_INVALID_ARGUMENT, "no device " + std::to_string(index));
+    Options parsed;
+    if (Status s = parse_options(options, num_options, &parsed); !s.ok()) return s;
+    static std::atomic<uint64_t> opened{0};
+    uint64_t slot = opened++ % kAddressSlots;
+    *device = new quilt_device_s(index, std::move(parsed), kAddressBase + slot * kAddressWindow);
+    return {};
+  });
+}
+
+void device_close(quilt_device_t device) {
+  device->queue.drain_and_join();
+  delete device;
+}
+
+// ---- capability and compilation ----
+
+bool graph_fits(const quilt_graph_t* graph) {
+  return graph && graph->struct_size >= offsetof(quilt_graph_t, outputs) + sizeof(graph->outputs);
+}
+
+quilt_status_t supports(quilt_device_t, const quilt_graph_t* graph, int32_t* claimed, char* reason,
+                        size_t reason_size) {
+  return guarded([&]() -> Status {
+    if (!graph_fits(graph) || graph->num_nodes != 1)
+      return fail(QUILT_STATUS_INVALID_ARGUMENT, "supports: expected a graph of one node");
+    NodeDesc desc;
+    std::string why = check_node(*graph, graph->nodes[0], &desc);
+    *claimed = why.empty() ? 1 : 0;
+    if (reason && reason_size > 0) {
+      size_t n = std::min(why.size(), reason_size - 1);
+      std::memcpy(reason, why.data(), n);
+      reason[n] = '\0';
+    }
+    return {};
+  });
+}
+
+Status compile_program(quilt_device_s& device, const quilt_graph_t& graph, Program* program) {
+  auto in_range = [&](int32_t v) { return v >= 0 && static_cast<size_t>(v) < graph.num_values; };
+  for (size_t i = 0; i < graph.num_nodes; ++i) {
+    const quilt_node_t& node = graph.nodes[i];
+    NodeDesc desc;
+    if (std::string why = check_node(graph, node, &desc); !why.empty())
+      return fail(QUILT_STATUS_NOT_IMPLEMENTED,
+                  "compile: node '" + std::string(node.name) + "': " + why);
+    if (!device.options.fail_compile_on.empty() && desc.name == device.options.fail_compile_on)
+      return fail(QUILT_STATUS_RUNTIME_ERROR,
+                  "injected compile failure in node '" + desc.name + "'");
+    if (!device.options.fail_execute_on.empty() && desc.name == device.options.fail_execute_on)
+      program->failing_node = desc.name;
+    program->nodes.push_back(std::move(desc));
+  }
+
+  size_t n = graph.num_values;
+  program->constant_offsets.assign(n, -1);
+  program->is_constant.assign(n, 0);
+  std::vector<char> available(n, 0);  // a graph input, a constant, or produced by a node
+  for (size_t v = 0; v < n; ++v) {
+    const quilt_value_t& value = graph.values[v];
+    program->value_names.emplace_back(value.name ? value.name : "");
+    if (!value.constant) continue;
+    program->is_constant[v] = available[v] = 1;
+    const quilt_tensor_info_t& info = value.info;
+    if (info.rank < 0 ||
+        std::any_of(info.dims, info.dims + info.rank, [](int64_t d) { return d < 0; }))
+      return fail(QUILT_STATUS_INVALID_ARGUMENT,
+                  "compile: constant '" + program->value_names[v] + "' has an unknown shape");
+    uint64_t bytes = element_count({info.dims, static_cast<size_t>(info.rank)}) * sizeof(float);
+    if (bytes == 0) continue;
+    uint64_t offset;
+    Status s = device.arena.alloc(bytes, &offset);
+    if (!s.ok()) return {s.code, s.message + " (constant '" + program->value_names[v] + "')"};
+    program->constant_offsets[v] = static_cast<int64_t>(offset);
+    std::memcpy(device.arena.at(offset), value.constant, bytes);  // the upload, once
+  }
+  for (size_t i = 0; i < graph.num_inputs; ++i) {
+    if (!in_range(graph.inputs[i]))
+      return fail(QUILT_STATUS_INVALID_ARGUMENT, "compile: graph input index out of range");
+    program->inputs.push_back(graph.inputs[i]);
+    available[graph.inputs[i]] = 1;
+  }
+  std::vector<char> produced(n, 0);
+  for (const NodeDesc& node : program->nodes) {
+    for (int32_t v : node.inputs)
+      if (v >= 0 && !available[v])
+        return fail(QUILT_STATUS_INVALID_ARGUMENT, "compile: node '" + node.name + "' reads '" +
+                                                       program->value_names[v] +
+                                                       "', which nothing before it provides");
+    for (int32_t v : node.outputs)
+      if (v >= 0) available[v] = produced[v] = 1;
+  }
+  for (size_t i = 0; i < graph.num_outputs; ++i) {
+    int32_t v = graph.outputs[i];
+    if (!in_range(v) || !produced[v])
+      return fail(QUILT_STATUS_INVALID_ARGUMENT,
+                  "compile: graph output " + std::to_string(i) + " is not produced by a node");
+    program->outputs.push_back(v);
+    produced[v] = 0;  // written into the host's buffer, not an intermediate
+  }
+  for (size_t v = 0; v < n; ++v)
+    if (produced[v]) program->intermediates.push_back(static_cast<int32_t>(v));
+  return {};
+}
+
+quilt_status_t compile(quilt_device_t device, const quilt_graph_t* graph,
+                       quilt_executable_t* executable) {
+  return guarded([&]() -> Status {
+    if (!graph_fits(graph))
+      return fail(QUILT_STATUS_INVALID_ARGUMENT, "compile: graph struct too small");
+    auto program = std::make_shared<Program>(&device->arena);
+    if (Status s = compile_program(*device, *graph, program.get()); !s.ok()) return s;
+    *executable = new quilt_executable_s{std::move(program)};
+    return {};
+  });
+}
+
+void executable_release(quilt_device_t, quilt_executable_t executable) {
+  delete executable;
+}
+
+// ---- asynchronous work ----
+
+// Queues `run` behind wait_events; it signals signal_event. Callers validate everything first,
+// so a refused call leaves no trace.
+Status enqueue(quilt_device_s& device, const quilt_event_t* wait_events, size_t num_wait_events,
+               quilt_event_t signal_event, std::function<Status()> run) {
+  Command command;
+  for (size_t i = 0; i < num_wait_events; ++i) {
+    if (!wait_events[i]) return fail(QUILT_STATUS_INVALID_ARGUMENT, "wait event is NULL");
+    command.wait_events.push_back(wait_events[i]->state);
+  }
+  if (signal_event) {
+    std::lock_guard lock(signal_event->state->mutex);
+    if (signal_event->state->armed)
+      return fail(QUILT_STATUS_INVALID_ARGUMENT,
+                  "signal event already used (events are single-use)");
+    signal_event->state->armed = true;
+    command.signal_event = signal_event->state;
+  }
+  command.run = std::move(run);
+  device.queue.push(std::move(command));
+  return {};
+}
+
+using Dims = std::vector<int64_t>;
+
+Status run_program(quilt_device_s& device, const Program& program, const std::vector<Dims>& shapes,
+                   const std::vector<int64_t>& input_offsets,
+                   const std::vector<int64_t>& output_offsets) {
+  if (device.options.execute_delay_ms > 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(device.options.execute_delay_ms));
+  if (!program.failing_node.empty())
+    return fail(QUILT_STATUS_DEVICE_ERROR,
+                "injected failure in node '" + program.failing_node + "'");
+
+  Arena& arena = device.arena;
+  std::vector<float*> data(shapes.size(), nullptr);
+  auto at = [&](int64_t offset) {
+    return offset < 0 ? nullptr : reinterpret_cast<float*>(arena.at(static_cast<uint64_t>(offset)));
+  };
+  for (size_t v = 0; v < shapes.size(); ++v) data[v] = at(program.constant_offsets[v]);
+  for (size_t i = 0; i < program.inputs.size(); ++i) data[program.inputs[i]] = at(input_offsets[i]);
+  for (size_t i = 0; i < program.outputs.size(); ++i)
+    data[program.outputs[i]] = at(output_offsets[i]);
+
+  // Intermediates live in device memory for this execution only.
+  std::vector<uint64_t> scratch;
+  struct FreeScratch {
+    Arena& arena;
+    std::vector<uint64_t>& offsets;
+    ~FreeScratch() {
+      for (uint64_t o : offsets) arena.free(o);
+    }
+  } free_scratch{arena, scratch};
+  for (int32_t v : program.intermediates) {
+    uint64_t bytes = element_count(shapes[v]) * sizeof(float);
+    if (bytes == 0) continue;
+    uint64_t offset;
+    Status s = arena.alloc(bytes, &offset);
+    if (!s.ok()) return {s.code, s.message + " (intermediate '" + program.value_names[v] + "')"};
+    scratch.push_back(offset);
+    data[v] = at(static_cast<int64_t>(offset));
+  }
+
+  for (const NodeDesc& node : program.nodes) {
+    std::vector<TensorView> in, out;
+    for (int32_t v : node.inputs)
+      in.push_back(v < 0 ? TensorView{nullptr, {}} : TensorView{data[v], shapes[v]});
+    for (int32_t v : node.outputs)
+      out.push_back(v < 0 ? TensorView{nullptr, {}} : TensorView{data[v], shapes[v]});
+    if (Status s = node.op->run(node, in, out); !s.ok()) return s;
+  }
+  return {};
+}
+
+quilt_status_t execute(quilt_device_t device, quilt_executable_t executable,
+                       const quilt_execute_args_t* args) {
+  return guarded([&]() -> Status {
+    if (!args || args->struct_size <
+                     offsetof(quilt_execute_args_t, signal_event) + sizeof(args->signal_event))
+      return fail(QUILT_STATUS_INVALID_ARGUMENT, "execute: args struct too small");
+    std::shared_ptr<const Program> program = executable->program;
+    // The host's arrays are valid only during this call: copy shapes and pointers now.
+    std::vector<Dims> shapes;
+    for (size_t v = 0; v < program->value_names.size(); ++v) {
+      const quilt_tensor_info_t& info = args->values[v];
+      if (info.dtype != QUILT_DTYPE_FLOAT32 || info.rank < 0)
+        return fail(QUILT_STATUS_INVALID_ARGUMENT, "execute: value '" + program->value_names[v] +
+                                                       "' is " + dtype_name(info.dtype) +
+                                                       " of rank " + std::to_string(info.rank) +
+                                                       ", expected float32 of known rank");
+      shapes.emplace_back(info.dims, info.dims + info.rank);
+    }
+    auto offsets = [&](const std::vector<int32_t>& values, void* const* pointers,
+                       std::vector<int64_t>* out) -> Status {
+      for (size_t i = 0; i < values.size(); ++i) {
+        uint64_t bytes = element_count(shapes[values[i]]) * sizeof(float), offset = 0;
+        if (bytes == 0) {
+          out->push_back(-1);
+          continue;
+        }
+        Status s = device->offset_of(pointers[i], bytes, &offset);
+        if (!s.ok())
+          return {s.code,
+                  s.message + " (execute: buffer of '" + program->value_names[values[i]] + "')"};
+        out->push_back(static_cast<int64_t>(offset));
+      }
+      return {};
+    };
+    std::vector<int64_t> input_offsets, output_offsets;
+    if (Status s = offsets(program->inputs, args->inputs, &input_offsets); !s.ok()) return s;
+    if (Status s = offsets(program->outputs, args->outputs, &output_offsets); !s.ok()) return s;
+    return enqueue(
+        *device, args->wait_events, args->num_wait_events, args->signal_event,
+        [device, program, shapes = std::move(shapes), input_offsets = std::move(input_offsets),
+         output_offsets = std::move(output_offsets)] {
+          return run_program(*device, *program, shapes, input_offsets, output_offsets);
+        });
+  });
+}
+
+// ---- memory ----
+
+quilt_status_t alloc(quilt_device_t device, size_t bytes, void** ptr) {
+  return guarded([&]() -> Status {
+    uint64_t offset;
+    if (Status s = device->arena.alloc(bytes, &offset); !s.ok()) return s;
+    *ptr = device->address(offset);
+    return {};
+  });
+}
+
+void free_memory(quilt_device_t device, void* ptr) {
+  uint64_t a = reinterpret_cast<uint64_t>(ptr);
+  if (a < device->base || !device->arena.free(a - device->base))
+    host().log(QUILT_LOG_WARNING, "[example] free: pointer is not an allocation of this device");
+}
+
+quilt_status_t copy_to_device(quilt_device_t device, void* dst, const void* src_host, size_t bytes,
+                              const quilt_event_t* wait_events, size_t num_wait_events,
+                              quilt_event_t signal_event) {
+  return guarded([&]() -> Status {
+    uint64_t offset = 0;
+    if (bytes > 0)
+      if (Status s = device->offset_of(dst, bytes, &offset); !s.ok()) return s;
+    return enqueue(*device, wait_events, num_wait_events, signal_event, [=]() -> Status {
+      if (bytes > 0) std::memcpy(device->arena.at(offset), src_host, bytes);
+      return {};
+    });
+  });
+}
+
+quilt_status_t copy_to_host(quilt_device_t device, void* dst_host, const void* src, size_t bytes,
+                            const quilt_event_t* wait_events, size_t num_wait_events,
+                            quilt_event_t signal_event) {
+  return guarded([&]() -> Status {
+    uint64_t offset = 0;
+    if (bytes > 0)
+      if (Status s = device->offset_of(src, bytes, &offset); !s.ok()) return s;
+    return enqueue(*device, wait_events, num_wait_events, signal_event, [=]() -> Status {
+      if (bytes > 0) std::memcpy(dst_host, device->arena.at(offset), bytes);
+      return {};
+    });
+  });
+}
+
+// ---- events ----
+
+quilt_status_t event_create(quilt_device_t, quilt_event_t* event) {
+  return guarded([&]() -> Status {
+    *event = new quilt_event_s;
+    return {};
+  });
+}
+
+quilt_status_t event_wait(quilt_device_t, quilt_event_t event) {
+  return guarded([&] { return event->state->wait(); });
+}
+
+quilt_status_t event_query(quilt_device_t, quilt_event_t event, int32_t* done) {
+  std::lock_guard lock(event->state->mutex);
+  *done = event->state->signalled ? 1 : 0;
+  return nullptr;
+}
+
+void event_release(quilt_device_t, quilt_event_t event) {
+  delete event;
+}
+
+quilt_status_t event_timestamps(quilt_device_t, quilt_event_t event, uint64_t* start_ns,
+                                uint64_t* end_ns) {
+  std::lock_guard lock(event->state->mutex);
+  if (!event->state->signalled)
+    return to_c(fail(QUILT_STATUS_INVALID_ARGUMENT, "event_timestamps: event not signalled yet"));
+  *start_ns = event->state->start_ns;
+  *end_ns = event->state->end_ns;
+  return nullptr;
+}
+
+void release(void*) {
+  set_host(nullptr);
+}
+
+#ifdef QUILT_EXAMPLE_BAD_ABI  // a variant for the host's version check
+constexpr uint32_t kReportedAbi = 99u << 16;
+#else
+constexpr uint32_t kReportedAbi = QUILT_BACKEND_ABI_VERSION;
+#endif
+
+const quilt_backend_t kBackend = {
+    .struct_size = sizeof(quilt_backend_t),
+    .abi_version = kReportedAbi,
+    .name = "example",
+    .version = "1.0.0",
+    .context = nullptr,
+    .release = release,
+    .device_count = device_count,
+    .device_info = device_info,
+    .device_open = device_open,
+    .device_close = device_close,
+    .supports = supports,
+    .compile = compile,
+    .executable_release = executable_release,
+    .execute = execute,
+    .alloc = alloc,
+    .free = free_memory,
+    .copy_to_device = copy_to_device,
+    .copy_to_host = copy_to_host,
+    .event_create = event_create,
+    .event_wait = event_wait,
+    .event_query = event_query,
+    .event_release = event_release,
+    .event_timestamps = event_timestamps,
+};
+
+}  // namespace
+
+extern "C" QUILT_BACKEND_EXPORT quilt_status_t quilt_backend_init(const quilt_host_api_t* host,
+                                                                  const quilt_backend_t** backend) {
+  // status_create and abi_version sit at the same place in every version of the host api.
+  if (host->abi_version >> 16 != QUILT_BACKEND_ABI_MAJOR) {
+    std::string message =
+        "[example] the host speaks ABI " + std::to_string(host->abi_version >> 16) + "." +
+        std::to_string(host->abi_version & 0xffff) + ", this plugin was built for " +
+        std::to_string(QUILT_BACKEND_ABI_MAJOR) + "." + std::to_string(QUILT_BACKEND_ABI_MINOR);
+    return host->status_create(QUILT_STATUS_INVALID_ARGUMENT, message.c_str());
+  }
+  if (host->struct_size < offsetof(quilt_host_api_t, now_ns) + sizeof(host->now_ns))
+    return host->status_create(QUILT_STATUS_INVALID_ARGUMENT,
+                               "[example] the host api has no now_ns");
+  set_host(host);
+#ifdef QUILT_EXAMPLE_INIT_FAIL  // a variant for the host's handling of a failing entry point
+  (void)backend;
+  return host->status_create(QUILT_STATUS_RUNTIME_ERROR, "example: simulated driver not found");
+#else
+  *backend = &kBackend;
+  return nullptr;
+#endif
+}
