@@ -11,10 +11,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <span>
 #include <string>
 #include <thread>
@@ -150,4 +152,85 @@ const OpDef* find_op(const char* op_type);
 // Why the device cannot run `node` of `graph`, or "" when it can (and then *desc is filled).
 std::string check_node(const quilt_graph_t& graph, const quilt_node_t& node, NodeDesc* desc);
 
+// ---- the device as opened ----
+
+inline constexpr uint64_t kMiB = 1024 * 1024;
+inline constexpr uint64_t kDefaultMemoryLimit = 256 * kMiB;
+// Device addresses are kAddressBase + slot * kAddressWindow + offset: not host memory, so a
+// host that dereferences one crashes at once instead of reading plausible garbage.
+inline constexpr uint64_t kAddressBase = 0x100000000000ull;
+inline constexpr uint64_t kAddressWindow = 1ull << 38;
+inline constexpr uint64_t kAddressSlots = 64;
+
+struct Options {
+  uint64_t memory_limit = kDefaultMemoryLimit;
+  uint64_t execute_delay_ms = 0;
+  std::string fail_execute_on, fail_compile_on;
+};
+
+// Turns C++ exceptions (bad_alloc from a vector, say) into a status: nothing crosses the ABI.
+template <class F>
+quilt_status_t guarded(F body) {
+  try {
+    return to_c(body());
+  } catch (const std::bad_alloc&) {
+    return to_c(fail(QUILT_STATUS_OUT_OF_MEMORY, "host memory exhausted"));
+  } catch (const std::exception& e) {
+    return to_c(fail(QUILT_STATUS_RUNTIME_ERROR, e.what()));
+  }
+}
+
+// Queues `run` on the device's worker behind wait_events, to signal signal_event. Callers
+// validate everything first, so a refused call leaves no trace.
+Status enqueue(quilt_device_s& device, const quilt_event_t* wait_events, size_t num_wait_events,
+               quilt_event_t signal_event, std::function<Status()> run);
+
+// The memory and event slots of quilt_backend_t (example_device.cpp).
+quilt_status_t alloc(quilt_device_t device, size_t bytes, void** ptr);
+void free_memory(quilt_device_t device, void* ptr);
+quilt_status_t copy_to_device(quilt_device_t device, void* dst, const void* src_host, size_t bytes,
+                              const quilt_event_t* wait_events, size_t num_wait_events,
+                              quilt_event_t signal_event);
+quilt_status_t copy_to_host(quilt_device_t device, void* dst_host, const void* src, size_t bytes,
+                            const quilt_event_t* wait_events, size_t num_wait_events,
+                            quilt_event_t signal_event);
+quilt_status_t event_create(quilt_device_t device, quilt_event_t* event);
+quilt_status_t event_wait(quilt_device_t device, quilt_event_t event);
+quilt_status_t event_query(quilt_device_t device, quilt_event_t event, int32_t* done);
+void event_release(quilt_device_t device, quilt_event_t event);
+quilt_status_t event_timestamps(quilt_device_t device, quilt_event_t event, uint64_t* start_ns,
+                                uint64_t* end_ns);
+
 }  // namespace quilt::example
+
+// ---- the opaque handles (the ABI leaves their definition to each backend) ----
+
+struct quilt_device_s {
+  quilt_device_s(int32_t device_index, quilt::example::Options opts, uint64_t address_base)
+      : index(device_index),
+        options(std::move(opts)),
+        base(address_base),
+        arena(options.memory_limit) {}
+
+  void* address(uint64_t offset) const { return reinterpret_cast<void*>(base + offset); }
+  // The arena offset of a device address, checked to span `bytes` of one allocation.
+  quilt::example::Status offset_of(const void* ptr, uint64_t bytes, uint64_t* offset) const {
+    uint64_t a = reinterpret_cast<uint64_t>(ptr);
+    if (a < base || a - base >= arena.capacity())
+      return quilt::example::fail(QUILT_STATUS_INVALID_ARGUMENT,
+                                  "pointer " + std::to_string(a) + " is not memory of this device");
+    *offset = a - base;
+    return arena.check(*offset, bytes);
+  }
+
+  int32_t index;
+  quilt::example::Options options;
+  uint64_t base;
+  quilt::example::Arena arena;
+  quilt::example::Queue queue;  // last: destroyed (drained and joined) first
+};
+
+struct quilt_event_s {
+  std::shared_ptr<quilt::example::EventState> state =
+      std::make_shared<quilt::example::EventState>();
+};

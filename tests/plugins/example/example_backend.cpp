@@ -21,20 +21,6 @@ using namespace quilt::example;
 
 namespace {
 
-constexpr uint64_t kMiB = 1024 * 1024;
-constexpr uint64_t kDefaultMemoryLimit = 256 * kMiB;
-// Device addresses are kAddressBase + slot * kAddressWindow + offset: not host memory, so a
-// host that dereferences one crashes at once instead of reading plausible garbage.
-constexpr uint64_t kAddressBase = 0x100000000000ull;
-constexpr uint64_t kAddressWindow = 1ull << 38;
-constexpr uint64_t kAddressSlots = 64;
-
-struct Options {
-  uint64_t memory_limit = kDefaultMemoryLimit;
-  uint64_t execute_delay_ms = 0;
-  std::string fail_execute_on, fail_compile_on;
-};
-
 constexpr const char* kKnownOptions =
     "memory_limit, execute_delay_ms, fail_execute_on, fail_compile_on";
 
@@ -71,49 +57,6 @@ Status parse_options(const quilt_option_t* options, size_t count, Options* out) 
   return {};
 }
 
-// Turns C++ exceptions (bad_alloc from a vector, say) into a status: nothing crosses the ABI.
-template <class F>
-quilt_status_t guarded(F body) {
-  try {
-    return to_c(body());
-  } catch (const std::bad_alloc&) {
-    return to_c(fail(QUILT_STATUS_OUT_OF_MEMORY, "host memory exhausted"));
-  } catch (const std::exception& e) {
-    return to_c(fail(QUILT_STATUS_RUNTIME_ERROR, e.what()));
-  }
-}
-
-}  // namespace
-
-// ---- the opaque handles ----
-
-struct quilt_device_s {
-  quilt_device_s(int32_t device_index, Options opts, uint64_t address_base)
-      : index(device_index),
-        options(std::move(opts)),
-        base(address_base),
-        arena(options.memory_limit) {}
-
-  void* address(uint64_t offset) const { return reinterpret_cast<void*>(base + offset); }
-  // The arena offset of a device address, checked to span `bytes` of one allocation.
-  Status offset_of(const void* ptr, uint64_t bytes, uint64_t* offset) const {
-    uint64_t a = reinterpret_cast<uint64_t>(ptr);
-    if (a < base || a - base >= arena.capacity())
-      return fail(QUILT_STATUS_INVALID_ARGUMENT,
-                  "pointer " + std::to_string(a) + " is not memory of this device");
-    *offset = a - base;
-    return arena.check(*offset, bytes);
-  }
-
-  int32_t index;
-  Options options;
-  uint64_t base;
-  Arena arena;
-  Queue queue;  // last: destroyed (drained and joined) first
-};
-
-namespace {
-
 // A compiled patch: immutable, shared by the executable handle and its queued executions.
 struct Program {
   explicit Program(Arena* a) : arena(a) {}
@@ -134,10 +77,6 @@ struct Program {
 
 struct quilt_executable_s {
   std::shared_ptr<const Program> program;
-};
-
-struct quilt_event_s {
-  std::shared_ptr<EventState> state = std::make_shared<EventState>();
 };
 
 namespace {
@@ -295,29 +234,7 @@ void executable_release(quilt_device_t, quilt_executable_t executable) {
   delete executable;
 }
 
-// ---- asynchronous work ----
-
-// Queues `run` behind wait_events; it signals signal_event. Callers validate everything first,
-// so a refused call leaves no trace.
-Status enqueue(quilt_device_s& device, const quilt_event_t* wait_events, size_t num_wait_events,
-               quilt_event_t signal_event, std::function<Status()> run) {
-  Command command;
-  for (size_t i = 0; i < num_wait_events; ++i) {
-    if (!wait_events[i]) return fail(QUILT_STATUS_INVALID_ARGUMENT, "wait event is NULL");
-    command.wait_events.push_back(wait_events[i]->state);
-  }
-  if (signal_event) {
-    std::lock_guard lock(signal_event->state->mutex);
-    if (signal_event->state->armed)
-      return fail(QUILT_STATUS_INVALID_ARGUMENT,
-                  "signal event already used (events are single-use)");
-    signal_event->state->armed = true;
-    command.signal_event = signal_event->state;
-  }
-  command.run = std::move(run);
-  device.queue.push(std::move(command));
-  return {};
-}
+// ---- execution ----
 
 using Dims = std::vector<int64_t>;
 
@@ -414,84 +331,6 @@ quilt_status_t execute(quilt_device_t device, quilt_executable_t executable,
           return run_program(*device, *program, shapes, input_offsets, output_offsets);
         });
   });
-}
-
-// ---- memory ----
-
-quilt_status_t alloc(quilt_device_t device, size_t bytes, void** ptr) {
-  return guarded([&]() -> Status {
-    uint64_t offset;
-    if (Status s = device->arena.alloc(bytes, &offset); !s.ok()) return s;
-    *ptr = device->address(offset);
-    return {};
-  });
-}
-
-void free_memory(quilt_device_t device, void* ptr) {
-  uint64_t a = reinterpret_cast<uint64_t>(ptr);
-  if (a < device->base || !device->arena.free(a - device->base))
-    host().log(QUILT_LOG_WARNING, "[example] free: pointer is not an allocation of this device");
-}
-
-quilt_status_t copy_to_device(quilt_device_t device, void* dst, const void* src_host, size_t bytes,
-                              const quilt_event_t* wait_events, size_t num_wait_events,
-                              quilt_event_t signal_event) {
-  return guarded([&]() -> Status {
-    uint64_t offset = 0;
-    if (bytes > 0)
-      if (Status s = device->offset_of(dst, bytes, &offset); !s.ok()) return s;
-    return enqueue(*device, wait_events, num_wait_events, signal_event, [=]() -> Status {
-      if (bytes > 0) std::memcpy(device->arena.at(offset), src_host, bytes);
-      return {};
-    });
-  });
-}
-
-quilt_status_t copy_to_host(quilt_device_t device, void* dst_host, const void* src, size_t bytes,
-                            const quilt_event_t* wait_events, size_t num_wait_events,
-                            quilt_event_t signal_event) {
-  return guarded([&]() -> Status {
-    uint64_t offset = 0;
-    if (bytes > 0)
-      if (Status s = device->offset_of(src, bytes, &offset); !s.ok()) return s;
-    return enqueue(*device, wait_events, num_wait_events, signal_event, [=]() -> Status {
-      if (bytes > 0) std::memcpy(dst_host, device->arena.at(offset), bytes);
-      return {};
-    });
-  });
-}
-
-// ---- events ----
-
-quilt_status_t event_create(quilt_device_t, quilt_event_t* event) {
-  return guarded([&]() -> Status {
-    *event = new quilt_event_s;
-    return {};
-  });
-}
-
-quilt_status_t event_wait(quilt_device_t, quilt_event_t event) {
-  return guarded([&] { return event->state->wait(); });
-}
-
-quilt_status_t event_query(quilt_device_t, quilt_event_t event, int32_t* done) {
-  std::lock_guard lock(event->state->mutex);
-  *done = event->state->signalled ? 1 : 0;
-  return nullptr;
-}
-
-void event_release(quilt_device_t, quilt_event_t event) {
-  delete event;
-}
-
-quilt_status_t event_timestamps(quilt_device_t, quilt_event_t event, uint64_t* start_ns,
-                                uint64_t* end_ns) {
-  std::lock_guard lock(event->state->mutex);
-  if (!event->state->signalled)
-    return to_c(fail(QUILT_STATUS_INVALID_ARGUMENT, "event_timestamps: event not signalled yet"));
-  *start_ns = event->state->start_ns;
-  *end_ns = event->state->end_ns;
-  return nullptr;
 }
 
 void release(void*) {

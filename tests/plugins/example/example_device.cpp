@@ -1,6 +1,8 @@
-// The simulated device: error helpers, the memory arena, events and the worker queue.
+// The simulated device: error helpers, the memory arena, events, the worker queue, and the
+// backend slots for memory, copies and events.
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <new>
 
@@ -240,6 +242,108 @@ void Queue::loop() {
     uint64_t end = host().now_ns();
     if (command.signal_event) command.signal_event->signal(std::move(status), start, end);
   }
+}
+
+// ---- asynchronous work and the memory and event slots ----
+
+// Queues `run` behind wait_events; it signals signal_event. Callers validate everything first,
+// so a refused call leaves no trace.
+Status enqueue(quilt_device_s& device, const quilt_event_t* wait_events, size_t num_wait_events,
+               quilt_event_t signal_event, std::function<Status()> run) {
+  Command command;
+  for (size_t i = 0; i < num_wait_events; ++i) {
+    if (!wait_events[i]) return fail(QUILT_STATUS_INVALID_ARGUMENT, "wait event is NULL");
+    command.wait_events.push_back(wait_events[i]->state);
+  }
+  if (signal_event) {
+    std::lock_guard lock(signal_event->state->mutex);
+    if (signal_event->state->armed)
+      return fail(QUILT_STATUS_INVALID_ARGUMENT,
+                  "signal event already used (events are single-use)");
+    signal_event->state->armed = true;
+    command.signal_event = signal_event->state;
+  }
+  command.run = std::move(run);
+  device.queue.push(std::move(command));
+  return {};
+}
+
+// ---- memory ----
+
+quilt_status_t alloc(quilt_device_t device, size_t bytes, void** ptr) {
+  return guarded([&]() -> Status {
+    uint64_t offset;
+    if (Status s = device->arena.alloc(bytes, &offset); !s.ok()) return s;
+    *ptr = device->address(offset);
+    return {};
+  });
+}
+
+void free_memory(quilt_device_t device, void* ptr) {
+  uint64_t a = reinterpret_cast<uint64_t>(ptr);
+  if (a < device->base || !device->arena.free(a - device->base))
+    host().log(QUILT_LOG_WARNING, "[example] free: pointer is not an allocation of this device");
+}
+
+quilt_status_t copy_to_device(quilt_device_t device, void* dst, const void* src_host, size_t bytes,
+                              const quilt_event_t* wait_events, size_t num_wait_events,
+                              quilt_event_t signal_event) {
+  return guarded([&]() -> Status {
+    uint64_t offset = 0;
+    if (bytes > 0)
+      if (Status s = device->offset_of(dst, bytes, &offset); !s.ok()) return s;
+    return enqueue(*device, wait_events, num_wait_events, signal_event, [=]() -> Status {
+      if (bytes > 0) std::memcpy(device->arena.at(offset), src_host, bytes);
+      return {};
+    });
+  });
+}
+
+quilt_status_t copy_to_host(quilt_device_t device, void* dst_host, const void* src, size_t bytes,
+                            const quilt_event_t* wait_events, size_t num_wait_events,
+                            quilt_event_t signal_event) {
+  return guarded([&]() -> Status {
+    uint64_t offset = 0;
+    if (bytes > 0)
+      if (Status s = device->offset_of(src, bytes, &offset); !s.ok()) return s;
+    return enqueue(*device, wait_events, num_wait_events, signal_event, [=]() -> Status {
+      if (bytes > 0) std::memcpy(dst_host, device->arena.at(offset), bytes);
+      return {};
+    });
+  });
+}
+
+// ---- events ----
+
+quilt_status_t event_create(quilt_device_t, quilt_event_t* event) {
+  return guarded([&]() -> Status {
+    *event = new quilt_event_s;
+    return {};
+  });
+}
+
+quilt_status_t event_wait(quilt_device_t, quilt_event_t event) {
+  return guarded([&] { return event->state->wait(); });
+}
+
+quilt_status_t event_query(quilt_device_t, quilt_event_t event, int32_t* done) {
+  std::lock_guard lock(event->state->mutex);
+  *done = event->state->signalled ? 1 : 0;
+  return nullptr;
+}
+
+void event_release(quilt_device_t, quilt_event_t event) {
+  delete event;
+}
+
+quilt_status_t event_timestamps(quilt_device_t, quilt_event_t event, uint64_t* start_ns,
+                                uint64_t* end_ns) {
+  std::lock_guard lock(event->state->mutex);
+  if (!event->state->signalled)
+    return to_c(fail(QUILT_STATUS_INVALID_ARGUMENT, "event_timestamps: event not signalled yet"));
+  *start_ns = event->state->start_ns;
+  *end_ns = event->state->end_ns;
+  return nullptr;
 }
 
 }  // namespace quilt::example
