@@ -328,6 +328,32 @@ class ExamplePlugin : public ::testing::Test {
     return backend_->execute(d, exe, &args);
   }
 
+  // Runs a one-node patch over inputs given as (dims, data); returns its one output.
+  std::vector<float> run_one_node(quilt_device_t d, const std::string& op,
+                                  const std::vector<std::pair<Dims, std::vector<float>>>& inputs,
+                                  const Dims& out_dims) {
+    GraphBuilder g;
+    std::vector<int32_t> ins;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      ins.push_back(g.value("in" + std::to_string(i), inputs[i].first));
+    int32_t y = g.value("y", out_dims);
+    g.node(op, ins, {y}, {}, op + "1");
+    quilt_executable_t exe = compile(d, g.build({y}));
+    std::vector<void*> pointers;
+    for (auto& [dims, data] : inputs) pointers.push_back(upload(d, data));
+    size_t count = 1;
+    for (int64_t dim : out_dims) count *= dim;
+    void* out = alloc(d, count * 4);
+    quilt_event_t done = event(d);
+    EXPECT_OK(execute(d, exe, g, pointers, {out}, done));
+    EXPECT_OK(backend_->event_wait(d, done));
+    std::vector<float> result = download(d, out, count);
+    for (void* p : pointers) backend_->free(d, p);
+    backend_->free(d, out);
+    backend_->executable_release(d, exe);
+    return result;
+  }
+
   // Asks supports() about a one-node graph; returns "" when claimed, else the reason.
   std::string refusal(quilt_device_t d, GraphBuilder& g, std::vector<int32_t> outputs) {
     char reason[256] = "untouched";
@@ -575,6 +601,30 @@ TEST_F(ExamplePlugin, RunsMatMulAddReluPatch) {
   release_events();
   for (void* p : {x1, x2, y1, y2}) backend_->free(d, p);
   backend_->executable_release(d, exe);
+}
+
+TEST_F(ExamplePlugin, MatMulBroadcastsBatchesAndTakesVectors) {
+  quilt_device_t d = open();
+  std::vector<float> a = iota_values(2 * 3 * 4), b = iota_values(4 * 5, 0.5f, 3);
+  // [2, 3, 4] x [4, 5]: the 2-D operand is broadcast over the batch.
+  expect_near(run_one_node(d, "MatMul", {{{2, 3, 4}, a}, {{4, 5}, b}}, {2, 3, 5}),
+              reference_matmul(a, b, 2, 3, 4, 5));
+  // [4] x [4, 5] -> [5] and [3, 4] x [4] -> [3]: a vector is promoted, then its dim dropped.
+  std::vector<float> v = iota_values(4, 1.0f, 2);
+  expect_near(run_one_node(d, "MatMul", {{{4}, v}, {{4, 5}, b}}, {5}),
+              reference_matmul(v, b, 1, 1, 4, 5));
+  expect_near(run_one_node(d, "MatMul", {{{3, 4}, a}, {{4}, v}}, {3}),
+              reference_matmul(a, v, 1, 3, 4, 1));
+}
+
+TEST_F(ExamplePlugin, AddBroadcastsAcrossRanks) {
+  quilt_device_t d = open();
+  std::vector<float> a = iota_values(2 * 1 * 3), b = iota_values(4 * 1, 1.0f, 5);
+  std::vector<float> want;
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 4; ++j)
+      for (int k = 0; k < 3; ++k) want.push_back(a[i * 3 + k] + b[j]);
+  expect_near(run_one_node(d, "Add", {{{2, 1, 3}, a}, {{4, 1}, b}}, {2, 4, 3}), want);
 }
 
 struct ConvCase {

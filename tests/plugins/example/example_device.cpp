@@ -272,6 +272,7 @@ Status enqueue(quilt_device_s& device, const quilt_event_t* wait_events, size_t 
 
 quilt_status_t alloc(quilt_device_t device, size_t bytes, void** ptr) {
   return guarded([&]() -> Status {
+    if (bytes == 0) return fail(QUILT_STATUS_INVALID_ARGUMENT, "alloc: 0 bytes");
     uint64_t offset;
     if (Status s = device->arena.alloc(bytes, &offset); !s.ok()) return s;
     *ptr = device->address(offset);
