@@ -180,9 +180,14 @@ std::string PlanReport::to_text() const {
   out += "  nodes: " + (per_backend.empty() ? std::string("none") : join(per_backend, ", ")) +
          "; folded " + std::to_string(folded_nodes) + "\n";
   out += "  patches: " + std::to_string(patches.size()) + "\n";
-  out += "  transfers: " + std::to_string(transfers.size()) + ", " + format_bytes(t.transfer_bytes);
-  if (t.unknown_transfers > 0)
-    out += " + " + std::to_string(t.unknown_transfers) + " of size known only at run time";
+  out += "  transfers: " + std::to_string(transfers.size());
+  if (t.unknown_transfers == 0)
+    out += ", " + format_bytes(t.transfer_bytes);
+  else if (static_cast<size_t>(t.unknown_transfers) == transfers.size())
+    out += ", sizes known only at run time";
+  else
+    out += ", " + format_bytes(t.transfer_bytes) + " + " + std::to_string(t.unknown_transfers) +
+           " of size known only at run time";
   out += "\n";
   return out;
 }
@@ -542,6 +547,13 @@ std::string PlanReport::to_dot() const {
   for (const auto& b : backends_in_order(*this)) {
     const std::string id = "legend" + std::to_string(k++);
     out += "    " + id + " [label=" + dq(b) + ", fillcolor=" + dq(colour(b)) + "];\n";
+    if (!prev.empty()) out += "    " + prev + " -> " + id + " [style=invis];\n";
+    prev = id;
+  }
+  if (std::any_of(nodes.begin(), nodes.end(), [](const Node& n) { return !n.reason.empty(); })) {
+    const std::string id = "legend" + std::to_string(k++);
+    out += "    " + id +
+           " [label=\"fell back\\n(reason as tooltip)\", fillcolor=white, peripheries=2];\n";
     if (!prev.empty()) out += "    " + prev + " -> " + id + " [style=invis];\n";
     prev = id;
   }

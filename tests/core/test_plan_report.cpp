@@ -97,6 +97,14 @@ TEST(PlanReportText, NoFallbacksSaysSo) {
   PlanReport r = two_backend_report();
   r.nodes[3].reason.clear();
   EXPECT_TRUE(contains(r.to_text(), "fallbacks: none\n"));
+  EXPECT_FALSE(contains(r.to_dot(), "fell back"));
+}
+
+TEST(PlanReportText, AllSizesUnknown) {
+  PlanReport r = two_backend_report();
+  r.transfers[0].bytes = -1;
+  EXPECT_TRUE(contains(r.to_text(), "  transfers: 2, sizes known only at run time\n"))
+      << r.to_text();
 }
 
 TEST(PlanReportText, LongNodeListsAreShortened) {
@@ -231,6 +239,8 @@ TEST(PlanReportDot, ClustersColoursAndEdges) {
   EXPECT_TRUE(contains(dot, "subgraph cluster_legend {"));
   EXPECT_TRUE(contains(dot, "legend0 [label=\"example:0\", fillcolor=\"#fdae6b\"]")) << dot;
   EXPECT_TRUE(contains(dot, "legend1 [label=\"cpu\", fillcolor=\"#9ecae1\"]")) << dot;
+  EXPECT_TRUE(contains(dot, "legend2 [label=\"fell back\\n(reason as tooltip)\"")) << dot;
+  EXPECT_TRUE(contains(dot, "tooltip=\"example: Softmax is not supported\", peripheries=2"));
   EXPECT_EQ(count(dot, "{"), count(dot, "}"));
 }
 
