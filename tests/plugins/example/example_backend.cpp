@@ -67,7 +67,6 @@ struct Program {
   Arena* arena;
   std::vector<std::string> value_names;
   std::vector<int64_t> constant_offsets;  // per value: arena offset, -1 = not an uploaded constant
-  std::vector<char> is_constant;
   std::vector<NodeDesc> nodes;
   std::vector<int32_t> inputs, outputs, intermediates;
   std::string failing_node;  // fail_execute_on matched a node of this patch
@@ -169,13 +168,12 @@ Status compile_program(quilt_device_s& device, const quilt_graph_t& graph, Progr
 
   size_t n = graph.num_values;
   program->constant_offsets.assign(n, -1);
-  program->is_constant.assign(n, 0);
   std::vector<char> available(n, 0);  // a graph input, a constant, or produced by a node
   for (size_t v = 0; v < n; ++v) {
     const quilt_value_t& value = graph.values[v];
     program->value_names.emplace_back(value.name ? value.name : "");
     if (!value.constant) continue;
-    program->is_constant[v] = available[v] = 1;
+    available[v] = 1;
     const quilt_tensor_info_t& info = value.info;
     if (info.rank < 0 ||
         std::any_of(info.dims, info.dims + info.rank, [](int64_t d) { return d < 0; }))
