@@ -65,15 +65,14 @@ int64_t normalized(const Node& node, int64_t axis, int64_t rank, const char* wha
 
 }  // namespace
 
-void ExecutionPlan::run_control_flow(const Step& step, std::vector<Tensor>& values) const {
-  const Node& node = *step.node;
+std::vector<Tensor> ExecutionPlan::run_control_flow(const Step& step,
+                                                    const std::vector<Tensor>& inputs) const {
+  const Node& node = *step.nodes[0].node;
   const size_t n_explicit = node.inputs.size();
-  std::vector<Tensor> in(n_explicit);
-  for (size_t i = 0; i < n_explicit; ++i)
-    if (step.inputs[i] >= 0) in[i] = values[step.inputs[i]];
+  std::vector<Tensor> in(inputs.begin(), inputs.begin() + static_cast<long>(n_explicit));
   std::map<std::string, Tensor> outer;
-  for (size_t i = n_explicit; i < step.inputs.size(); ++i)
-    outer[names_[step.inputs[i]]] = values[step.inputs[i]];
+  for (size_t i = n_explicit; i < inputs.size(); ++i)
+    outer[node.implicit_inputs[i - n_explicit]] = inputs[i];
   auto subplan = [&](const char* name) -> const ExecutionPlan& {
     auto it = step.subplans.find(name);
     if (it == step.subplans.end()) node.fail(std::string("attribute '") + name + "' is missing");
@@ -81,10 +80,10 @@ void ExecutionPlan::run_control_flow(const Step& step, std::vector<Tensor>& valu
   };
   std::vector<Tensor> results;
 
-  if (step.kind == StepKind::If) {
+  if (step.host_kind == HostKind::If) {
     const bool cond = scalar_bool(node, in.at(0), "cond");
     results = subplan(cond ? "then_branch" : "else_branch").run_subgraph({}, outer);
-  } else if (step.kind == StepKind::Loop) {
+  } else if (step.host_kind == HostKind::Loop) {
     const ExecutionPlan& body = subplan("body");
     const size_t n_carried = n_explicit > 2 ? n_explicit - 2 : 0;
     if (body.outputs().size() < 1 + n_carried)
@@ -175,11 +174,10 @@ void ExecutionPlan::run_control_flow(const Step& step, std::vector<Tensor>& valu
     }
   }
 
-  if (results.size() < step.outputs.size())
+  if (results.size() < node.outputs.size())
     node.fail("produced " + std::to_string(results.size()) + " outputs, the node has " +
-              std::to_string(step.outputs.size()));
-  for (size_t i = 0; i < step.outputs.size(); ++i)
-    if (step.outputs[i] >= 0) values[step.outputs[i]] = results[i];
+              std::to_string(node.outputs.size()));
+  return results;
 }
 
 }  // namespace quilt

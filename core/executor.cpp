@@ -1,259 +1,382 @@
+// ExecutionPlan::run: per-run shape inference on the calling thread, steps issued to one lane
+// per device, events between them.
 #include "core/executor.hpp"
 
 #include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
 #include <new>
-#include <set>
-
-#include "core/control_flow.hpp"
+#include <thread>
 
 namespace quilt {
 namespace {
 
-bool has_subgraph(const Node& n) {
-  for (const auto& [_, a] : n.attributes)
-    if (a.g || !a.graphs.empty()) return true;
-  return false;
-}
-
-TypeShape type_of(const ValueInfo& info) {
-  TypeShape t;
-  t.dtype = info.dtype;
-  t.has_shape = info.has_shape;
-  for (const auto& d : info.shape) t.dims.push_back(d.is_fixed() ? d.value : -1);
-  return t;
-}
-
-// Shape / Size of a value whose shape is static at session creation.
-Tensor shape_or_size_of(const Node& node, const std::vector<int64_t>& dims) {
-  const auto rank = static_cast<int64_t>(dims.size());
-  if (node.op_type == "Size") {
-    int64_t n = 1;
-    for (int64_t d : dims) n *= d;
-    return Tensor::from_vector<int64_t>({}, {n});
-  }
-  int64_t start = node.attr_int("start", 0), end = node.attr_int("end", rank);
-  if (start < 0) start += rank;
-  if (end < 0) end += rank;
-  start = std::clamp<int64_t>(start, 0, rank);
-  end = std::clamp<int64_t>(end, start, rank);
-  std::vector<int64_t> out(dims.begin() + start, dims.begin() + end);
-  return Tensor::from_vector<int64_t>({static_cast<int64_t>(out.size())}, out);
-}
-
-// Wraps any failure inside a step so that its message names the node.
-[[noreturn]] void rethrow_for(const Node& node) {
+// Wraps a failure so that its message names where it happened.
+[[noreturn]] void rethrow_with(const std::string& where) {
   try {
     throw;
   } catch (const Error& e) {
     std::string what = e.what();
-    if (what.rfind("[", 0) == 0) throw;
-    throw Error(e.code(), "[" + node.display() + "] " + what);
+    if (what.rfind("[", 0) == 0 || where.empty()) throw;
+    throw Error(e.code(), "[" + where + "] " + what);
   } catch (const std::bad_alloc&) {
-    throw Error(ErrorCode::OutOfMemory, "[" + node.display() + "] out of memory");
+    throw Error(ErrorCode::OutOfMemory, "[" + where + "] out of memory");
   } catch (const std::exception& e) {
-    throw Error(ErrorCode::Runtime, "[" + node.display() + "] " + e.what());
+    throw Error(ErrorCode::Runtime, "[" + where + "] " + e.what());
   }
 }
+
+size_t bytes_of(const TypeShape& t) {
+  size_t n = dtype_size(t.dtype);
+  for (int64_t d : t.dims) n *= static_cast<size_t>(d);
+  return n;
+}
+
+// One thread issuing the work of one device, in step order.
+class Lane {
+ public:
+  Lane() : thread_([this] { loop(); }) {}
+  ~Lane() { close(); }
+  void push(std::function<void()> task) {
+    std::lock_guard lock(mutex_);
+    tasks_.push_back(std::move(task));
+    cv_.notify_one();
+  }
+  void close() {
+    {
+      std::lock_guard lock(mutex_);
+      if (closing_) return;
+      closing_ = true;
+      cv_.notify_one();
+    }
+    thread_.join();
+  }
+
+ private:
+  void loop() {
+    for (;;) {
+      std::function<void()> task;
+      {
+        std::unique_lock lock(mutex_);
+        cv_.wait(lock, [&] { return closing_ || !tasks_.empty(); });
+        if (tasks_.empty()) return;
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      task();
+    }
+  }
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;
+  bool closing_ = false;
+  std::thread thread_;
+};
 
 }  // namespace
 
-int ExecutionPlan::value_id(const std::string& name) {
-  auto [it, fresh] = ids_.emplace(name, static_cast<int>(names_.size()));
-  if (fresh) {
-    names_.push_back(name);
-    static_types_.emplace_back();
-    constants_.emplace_back();
-  }
-  return it->second;
-}
+// Everything one run owns.
+struct RunState {
+  struct SlotState {
+    Tensor host;          // host-memory slots
+    void* dev = nullptr;  // device slots
+    const Device* owner = nullptr;
+    std::shared_ptr<Event> event;  // null: ready once issued
+    bool issued = false;
+  };
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::vector<SlotState> slots;
+  std::vector<TypeShape> types;  // per value, for this run
+  std::exception_ptr error;
+  bool failed = false;
+  struct SpanRecord {
+    RunProfile::Span span;
+    std::shared_ptr<Event> event;
+  };
+  std::vector<SpanRecord> spans;
+  bool profiling = false;
+  bool inline_run = false;  // no other thread can issue a slot
 
-ExecutionPlan::ExecutionPlan(const Model& model, BackendList backends, const PlanOptions& options)
-    : where_(model.path), backends_(std::move(backends)), logger_(options.logger) {
-  build(model.graph, options, nullptr);
-}
-
-ExecutionPlan::ExecutionPlan(const Graph& graph, std::string where, BackendList backends,
-                             const PlanOptions& options,
-                             const std::function<TypeShape(const std::string&)>& outer_type)
-    : where_(std::move(where)), backends_(std::move(backends)), logger_(options.logger) {
-  build(graph, options, &outer_type);
-}
-
-void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
-                          const std::function<TypeShape(const std::string&)>* outer_type) {
-  const SchemaRegistry& schemas = SchemaRegistry::builtin();
-  // Number every value first: constants_ and static_types_ must not reallocate while pointers
-  // into them are handed to inference and to kernels.
-  for (const auto& [name, _] : g.initializers) value_id(name);
-  for (const auto& in : g.inputs) value_id(in.name);
-  for (const auto& node : g.nodes) {
-    for (const auto& name : node.inputs)
-      if (!name.empty()) value_id(name);
-    for (const auto& name : node.implicit_inputs) value_id(name);
-    for (const auto& name : node.outputs)
-      if (!name.empty()) value_id(name);
+  void fail(std::exception_ptr e) {
+    std::lock_guard lock(mutex);
+    if (!error) error = e;
+    failed = true;
+    cv.notify_all();
   }
-  for (const auto& out : g.outputs) value_id(out.name);
-  for (const auto& [name, t] : g.initializers) {
-    int id = value_id(name);
-    constants_[id] = t;
-    static_types_[id] = TypeShape::of(t);
+  // Waits until slot s is issued (or the run failed) and returns its event.
+  std::shared_ptr<Event> wait_issued(int s) {
+    std::unique_lock lock(mutex);
+    if (inline_run && !slots[s].issued && !failed)
+      throw Error(ErrorCode::Runtime, "internal error: a value is read before it is produced");
+    cv.wait(lock, [&] { return slots[s].issued || failed; });
+    if (!slots[s].issued) throw Error(ErrorCode::Runtime, "run cancelled after a failure");
+    return slots[s].event;
   }
-  for (const auto& in : g.inputs) {
-    if (g.initializers.count(in.name) && !outer_type) {
-      overridable_.push_back(in.name);
-      continue;
-    }
-    int id = value_id(in.name);
-    static_types_[id] = type_of(in);
-    constants_[id] = Tensor();  // a formal input shadows an initializer of the same name
-    inputs_.push_back(in);
-    formal_.push_back(in.name);
+  void wait_ready(int s, const std::string& where) {
+    if (auto e = wait_issued(s)) e->wait(where);
   }
-  if (outer_type) {
-    // Values read but not defined here come from the enclosing graph.
-    std::set<std::string> defined(formal_.begin(), formal_.end());
-    for (const auto& [name, _] : g.initializers) defined.insert(name);
-    for (const auto& n : g.nodes)
-      for (const auto& o : n.outputs) defined.insert(o);
-    std::set<std::string> outer;
-    for (const auto& n : g.nodes) {
-      for (const auto& name : n.inputs)
-        if (!name.empty() && !defined.count(name)) outer.insert(name);
-      for (const auto& name : n.implicit_inputs)
-        if (!defined.count(name)) outer.insert(name);
-    }
-    for (const auto& out : g.outputs)
-      if (!defined.count(out.name)) outer.insert(out.name);
-    outer_.assign(outer.begin(), outer.end());
-    for (const auto& name : outer_) static_types_[value_id(name)] = (*outer_type)(name);
-  }
-
-  std::vector<std::string> unsupported;
-  const Backend& cpu = *backends_.back();
-  for (size_t index : g.topological_order()) {
-    const Node& node = g.nodes[index];
-    const OpSchema* schema = schemas.find(node.op_type, node.domain, node.opset);
-    if (!schema)
-      node.fail("no schema at opset " + std::to_string(node.opset), ErrorCode::NotImplemented);
-    Step step;
-    step.node = &node;
-    step.schema = schema;
-    std::vector<TypeShape> in_types;
-    std::vector<const Tensor*> in_values;
-    bool all_constant = true;
-    for (const auto& name : node.inputs) {
-      if (name.empty()) {
-        step.inputs.push_back(-1);
-        in_types.emplace_back();
-        in_values.push_back(nullptr);
-        continue;
+  void publish(const std::vector<int>& out_slots, const std::shared_ptr<Event>& event) {
+    std::lock_guard lock(mutex);
+    for (int s : out_slots)
+      if (s >= 0) {
+        slots[s].issued = true;
+        slots[s].event = event;
       }
-      int id = value_id(name);
-      step.inputs.push_back(id);
-      in_types.push_back(static_types_[id]);
-      in_values.push_back(constants_[id].defined() ? &constants_[id] : nullptr);
-      if (!constants_[id].defined()) all_constant = false;
-    }
-    for (const auto& name : node.implicit_inputs) step.inputs.push_back(value_id(name));
-    for (const auto& name : node.outputs)
-      step.outputs.push_back(name.empty() ? -1 : value_id(name));
-    std::vector<TypeShape> out_types(node.outputs.size());
-    try {
-      out_types = infer_node(*schema, node, in_types, in_values, false);
-    } catch (const Error&) {
-      // A branch that these shapes never take (e.g. the 2-D branch of an If when the input is
-      // 3-D) may not type-check; in a subgraph, leave its shapes to run time.
-      if (!outer_type) throw;
-    }
-    for (size_t i = 0; i < step.outputs.size(); ++i)
-      if (step.outputs[i] >= 0) static_types_[step.outputs[i]] = out_types[i];
+    cv.notify_all();
+  }
+};
 
-    if (node.domain.empty() &&
-        (node.op_type == "If" || node.op_type == "Loop" || node.op_type == "Scan")) {
-      step.kind = node.op_type == "If"     ? StepKind::If
-                  : node.op_type == "Loop" ? StepKind::Loop
-                                           : StepKind::Scan;
-      auto type_here = [this](const std::string& name) {
-        auto it = ids_.find(name);
-        return it == ids_.end() ? TypeShape{} : static_types_[it->second];
-      };
-      for (const auto& [attr_name, a] : node.attributes)
-        if (a.kind == Attribute::Kind::Graph && a.g)
-          step.subplans[attr_name] = std::make_unique<ExecutionPlan>(
-              *a.g, where_ + " [" + node.display() + " subgraph '" + attr_name + "']", backends_,
-              options, type_here);
-      steps_.push_back(std::move(step));
-      continue;
-    }
-
-    NodeSignature sig{node, in_types, out_types, in_values};
-    // Constant folding: run nodes whose inputs are all known now, once.
-    const std::string reason = cpu.unsupported_reason(sig);
-    // Constant folding: run nodes whose inputs are all known now, once. Shape and Size of a
-    // statically shaped value are constants too.
-    const bool shape_of_static = (node.op_type == "Shape" || node.op_type == "Size") &&
-                                 node.domain.empty() && !in_types.empty() &&
-                                 in_types[0].is_static();
-    const bool foldable =
-        options.optimization_level >= 1 && reason.empty() &&
-        ((all_constant && !is_random_op(node) && !has_subgraph(node)) || shape_of_static);
-    if (foldable) {
-      try {
-        std::vector<Tensor> outs(node.outputs.size());
-        if (all_constant) {
-          auto compiled = cpu.compile(sig);
-          std::vector<TypeShape> run_types = infer_node(*schema, node, in_types, in_values, true);
-          compiled->run(in_values, run_types, outs);
-        } else {
-          outs[0] = shape_or_size_of(node, in_types[0].dims);
-        }
-        for (size_t i = 0; i < step.outputs.size(); ++i) {
-          if (step.outputs[i] < 0) continue;
-          constants_[step.outputs[i]] = outs[i];
-          static_types_[step.outputs[i]] = TypeShape::of(outs[i]);
-        }
-        ++folded_;
-        continue;
-      } catch (...) {
-        rethrow_for(node);
+void ExecutionPlan::infer_patch(const Step& step, RunState& st) const {
+  std::vector<TypeShape> in_types;
+  std::vector<const Tensor*> in_values;
+  for (int v : step.value_inputs) st.wait_ready(v, step.label);
+  for (const PatchNode& pn : step.nodes) {
+    in_types.assign(pn.inputs.size(), TypeShape{});
+    in_values.assign(pn.inputs.size(), nullptr);
+    for (size_t i = 0; i < pn.inputs.size(); ++i) {
+      const int v = pn.inputs[i];
+      if (v < 0) continue;
+      in_types[i] = st.types[v];
+      if (constants_[v].defined()) {
+        in_values[i] = &constants_[v];
+      } else if (std::count(step.value_inputs.begin(), step.value_inputs.end(), v)) {
+        in_values[i] = &st.slots[v].host;
       }
     }
-    if (!reason.empty()) {
-      unsupported.push_back("[" + node.display() + "] " + reason);
-      continue;
-    }
-    step.backend = backends_.size() - 1;
+    std::vector<TypeShape> out_types;
     try {
-      step.compiled = cpu.compile(sig);
+      out_types = infer_node(*pn.schema, *pn.node, in_types, in_values, true);
+    } catch (const Error& e) {
+      // Creation-time inference accepted the graph: what fails now is the actual inputs.
+      if (e.code() != ErrorCode::InvalidModel) throw;
+      throw Error(ErrorCode::InvalidArgument, e.what());
+    }
+    for (size_t i = 0; i < pn.outputs.size(); ++i) {
+      if (pn.outputs[i] < 0) continue;
+      if (!out_types[i].is_static())
+        pn.node->fail("could not infer the shape of output '" + names_[pn.outputs[i]] + "'",
+                      ErrorCode::Runtime);
+      st.types[pn.outputs[i]] = out_types[i];
+    }
+  }
+}
+
+void ExecutionPlan::issue(const Step& step, RunState& st) const {
+  if (st.failed) return;
+  const Device& device = *devices_[step.device];
+  const std::string where = device.name() == "cpu" ? "" : step.label;
+  try {
+    std::vector<quilt_event_t> waits;
+    auto input_ptr = [&](int s) -> void* {
+      std::shared_ptr<Event> e = st.wait_issued(s);
+      if (e) {
+        if (&e->device() == &device)
+          waits.push_back(e->handle());
+        else
+          e->wait(step.label);
+      }
+      RunState::SlotState& slot = st.slots[s];
+      if (slots_[s].space == 0)
+        return slot.host.nbytes() ? const_cast<void*>(slot.host.raw_data()) : nullptr;
+      return slot.dev;
+    };
+    auto allocate = [&](int s) -> void* {
+      const TypeShape& t = st.types[slots_[s].value];
+      RunState::SlotState& slot = st.slots[s];
+      if (slots_[s].space == 0) {
+        slot.host = Tensor(t.dtype, t.dims);
+        return slot.host.nbytes() ? slot.host.raw_data() : nullptr;
+      }
+      const size_t bytes = bytes_of(t);
+      if (bytes) {
+        void* p = device.alloc(bytes, step.label);
+        std::lock_guard lock(st.mutex);
+        slot.dev = p;
+        slot.owner = &device;
+      }
+      return slot.dev;
+    };
+    std::shared_ptr<Event> event;
+    if (!device.synchronous()) event = device.create_event();
+    const uint64_t start = host_now_ns();
+    if (step.kind == StepKind::Patch) {
+      std::vector<void*> ins, outs;
+      for (int s : step.in_slots) ins.push_back(input_ptr(s));
+      for (int s : step.out_slots) outs.push_back(allocate(s));
+      std::vector<std::vector<int64_t>> dims(step.abi_values.size());
+      std::vector<quilt_tensor_info_t> infos(step.abi_values.size());
+      for (size_t a = 0; a < step.abi_values.size(); ++a) {
+        const int v = step.abi_values[a];
+        infos[a] = tensor_info(constants_[v].defined() ? TypeShape::of(constants_[v]) : st.types[v],
+                               dims[a]);
+      }
+      quilt_execute_args_t args{};
+      args.struct_size = sizeof(args);
+      args.values = infos.data();
+      args.inputs = ins.data();
+      args.outputs = outs.data();
+      args.wait_events = waits.data();
+      args.num_wait_events = waits.size();
+      args.signal_event = event ? event->handle() : nullptr;
+      device.execute(*step.exe, args, where);
+    } else if (step.kind == StepKind::Upload) {
+      const int src = step.in_slots[0];
+      st.wait_ready(src, step.label);
+      const Tensor& host = st.slots[src].host;
+      void* dst = allocate(step.out_slots[0]);
+      device.copy_to_device(dst, host.raw_data(), host.nbytes(), {}, event.get(), step.label);
+    } else {  // Download
+      const void* src = input_ptr(step.in_slots[0]);
+      void* dst = allocate(step.out_slots[0]);
+      device.copy_to_host(dst, src, bytes_of(st.types[slots_[step.out_slots[0]].value]), waits,
+                          event.get(), step.label);
+    }
+    const uint64_t end = host_now_ns();
+    if (st.profiling) {
+      std::lock_guard lock(st.mutex);
+      const char* kind = step.kind == StepKind::Patch ? "patch" : "transfer";
+      st.spans.push_back({{step.label, device.name(), kind, start, end}, event});
+    }
+    st.publish(step.out_slots, device.synchronous() ? nullptr : event);
+  } catch (...) {
+    try {
+      rethrow_with(where);
     } catch (...) {
-      rethrow_for(node);
+      st.fail(std::current_exception());
     }
-    steps_.push_back(std::move(step));
   }
-  if (!unsupported.empty()) {
-    std::string msg = "model '" + where_ + "': " + std::to_string(unsupported.size()) +
-                      (unsupported.size() == 1 ? " node is" : " nodes are") +
-                      " not supported by any backend:";
-    for (const auto& u : unsupported) msg += "\n  - " + u;
-    throw Error(ErrorCode::NotImplemented, msg);
+}
+
+void ExecutionPlan::run_host_step(const Step& step, RunState& st) const {
+  const uint64_t start = host_now_ns();
+  std::vector<Tensor> in;
+  for (int s : step.in_slots) {
+    if (s < 0) {
+      in.emplace_back();
+      continue;
+    }
+    st.wait_ready(s, step.label);
+    in.push_back(st.slots[s].host);
   }
-  for (const auto& out : g.outputs) {
-    ValueInfo info = out;
-    auto it = ids_.find(out.name);
-    if (it != ids_.end()) {
-      const TypeShape& t = static_types_[it->second];
-      if (info.dtype == DType::Undefined) info.dtype = t.dtype;
-      if (!info.has_shape && t.has_shape) {
-        info.has_shape = true;
-        for (int64_t d : t.dims) info.shape.push_back(Dim{d, ""});
+  std::vector<Tensor> results;
+  try {
+    results = run_control_flow(step, in);
+  } catch (...) {
+    rethrow_with(step.nodes[0].node->display());
+  }
+  for (size_t i = 0; i < step.out_slots.size(); ++i) {
+    const int s = step.out_slots[i];
+    if (s < 0) continue;
+    st.slots[s].host = results[i];
+    st.types[slots_[s].value] = TypeShape::of(results[i]);
+  }
+  if (st.profiling) {
+    std::lock_guard lock(st.mutex);
+    st.spans.push_back({{step.label, "host", "host", start, host_now_ns()}, nullptr});
+  }
+  st.publish(step.out_slots, nullptr);
+}
+
+void ExecutionPlan::execute(RunState& st, const std::vector<int>& wanted,
+                            RunProfile* profile) const {
+  st.profiling = profile != nullptr;
+  st.inline_run = inline_;
+  // The steps the wanted values need.
+  std::vector<char> needed_slot(slots_.size(), 0);
+  for (int s : wanted) needed_slot[s] = 1;
+  std::vector<char> run_step(steps_.size(), 0);
+  for (size_t s = steps_.size(); s-- > 0;) {
+    for (int o : steps_[s].out_slots)
+      if (o >= 0 && needed_slot[o]) run_step[s] = 1;
+    if (!run_step[s]) continue;
+    for (int i : steps_[s].in_slots)
+      if (i >= 0) needed_slot[i] = 1;
+    for (int v : steps_[s].value_inputs) needed_slot[v] = 1;
+  }
+  // Inline runs release host buffers after their last use.
+  std::vector<int> uses(slots_.size(), 0);
+  std::vector<char> keep(slots_.size(), 0);
+  for (int s : wanted) keep[s] = 1;
+  if (inline_)
+    for (size_t s = 0; s < steps_.size(); ++s)
+      if (run_step[s])
+        for (int i : steps_[s].in_slots)
+          if (i >= 0) ++uses[i];
+
+  std::vector<std::unique_ptr<Lane>> lanes(devices_.size());
+  auto lane = [&](int d) -> Lane& {
+    if (!lanes[d]) lanes[d] = std::make_unique<Lane>();
+    return *lanes[d];
+  };
+  for (size_t s = 0; s < steps_.size() && !st.failed; ++s) {
+    if (!run_step[s]) continue;
+    const Step& step = steps_[s];
+    try {
+      switch (step.kind) {
+        case StepKind::Patch:
+          try {
+            infer_patch(step, st);
+          } catch (...) {
+            rethrow_with(step.label);
+          }
+          [[fallthrough]];
+        case StepKind::Upload:
+        case StepKind::Download:
+          if (inline_) {
+            issue(step, st);
+          } else {
+            lane(step.device).push([this, &step, &st] { issue(step, st); });
+          }
+          break;
+        case StepKind::Host:
+          run_host_step(step, st);
+          break;
+      }
+    } catch (...) {
+      st.fail(std::current_exception());
+      break;
+    }
+    if (inline_)
+      for (int i : step.in_slots)
+        if (i >= 0 && --uses[i] == 0 && !keep[i]) st.slots[i].host = Tensor();
+  }
+  if (!st.failed) {
+    try {
+      for (int s : wanted) st.wait_ready(s, "output '" + names_[slots_[s].value] + "'");
+    } catch (...) {
+      st.fail(std::current_exception());
+    }
+  }
+  for (auto& l : lanes)
+    if (l) l->close();
+  // Nothing may still run on memory about to be freed.
+  for (auto& slot : st.slots)
+    if (slot.event) {
+      try {
+        slot.event->wait("");
+      } catch (...) {
       }
     }
-    outputs_.push_back(info);
+  if (profile) {
+    for (auto& rec : st.spans) {
+      uint64_t a = 0, b = 0;
+      if (rec.event && !rec.event->device().synchronous() && rec.event->timestamps(&a, &b)) {
+        rec.span.start_ns = a;
+        rec.span.end_ns = b;
+      }
+      profile->spans.push_back(rec.span);
+    }
   }
-  if (logger_)
-    logger_->debug("plan for '" + where_ + "': " + std::to_string(steps_.size()) + " steps, " +
-                   std::to_string(folded_) + " nodes folded into constants");
+  for (auto& slot : st.slots) {
+    slot.event.reset();
+    if (slot.dev) slot.owner->free(slot.dev);
+    slot.dev = nullptr;
+  }
+  st.spans.clear();
+  if (st.error) std::rethrow_exception(st.error);
 }
 
 void ExecutionPlan::check_input(const ValueInfo& info, const Tensor& t) const {
@@ -280,97 +403,48 @@ void ExecutionPlan::check_input(const ValueInfo& info, const Tensor& t) const {
 Tensor ExecutionPlan::detach(const Tensor& t, const std::vector<const Tensor*>& inputs) const {
   for (const auto& c : constants_)
     if (c.defined() && t.shares_storage_with(c)) return t.clone();
+  for (const auto& c : defaults_)
+    if (c.defined() && t.shares_storage_with(c)) return t.clone();
   for (const Tensor* in : inputs)
     if (in && t.shares_storage_with(*in)) return t.clone();
   return t;
 }
 
-void ExecutionPlan::execute(std::vector<Tensor>& values, const std::vector<int>& wanted) const {
-  std::vector<char> needed_value(names_.size(), 0);
-  for (int id : wanted) needed_value[id] = 1;
-  std::vector<char> run_step(steps_.size(), 0);
-  for (size_t s = steps_.size(); s-- > 0;) {
-    for (int o : steps_[s].outputs)
-      if (o >= 0 && needed_value[o]) run_step[s] = 1;
-    if (run_step[s])
-      for (int i : steps_[s].inputs)
-        if (i >= 0) needed_value[i] = 1;
-  }
-  // Reference counts so intermediate buffers are released after their last use.
-  std::vector<int> uses(names_.size(), 0);
-  for (size_t s = 0; s < steps_.size(); ++s)
-    if (run_step[s])
-      for (int i : steps_[s].inputs)
-        if (i >= 0) ++uses[i];
-  std::vector<char> keep(names_.size(), 0);
-  for (int id : wanted) keep[id] = 1;
-
-  std::vector<const Tensor*> in_ptrs;
-  std::vector<TypeShape> in_types;
-  for (size_t s = 0; s < steps_.size(); ++s) {
-    if (!run_step[s]) continue;
-    const Step& step = steps_[s];
-    try {
-      if (step.kind != StepKind::Kernel) {
-        run_control_flow(step, values);
-      } else {
-        const size_t explicit_inputs = step.node->inputs.size();
-        in_ptrs.assign(explicit_inputs, nullptr);
-        in_types.assign(explicit_inputs, TypeShape{});
-        for (size_t i = 0; i < explicit_inputs; ++i) {
-          if (step.inputs[i] < 0) continue;
-          const Tensor& t = values[step.inputs[i]];
-          if (!t.defined())
-            step.node->fail("input '" + names_[step.inputs[i]] + "' has no value",
-                            ErrorCode::Runtime);
-          in_ptrs[i] = &t;
-          in_types[i] = TypeShape::of(t);
-        }
-        std::vector<TypeShape> out_types;
-        try {
-          out_types = infer_node(*step.schema, *step.node, in_types, in_ptrs, true);
-        } catch (const Error& e) {
-          // Creation-time inference accepted the graph: what fails now is the actual inputs.
-          if (e.code() != ErrorCode::InvalidModel) throw;
-          throw Error(ErrorCode::InvalidArgument, e.what());
-        }
-        for (size_t i = 0; i < out_types.size(); ++i)
-          if (step.outputs[i] >= 0 && !out_types[i].is_static())
-            step.node->fail("could not infer the shape of output '" + names_[step.outputs[i]] + "'",
-                            ErrorCode::Runtime);
-        std::vector<Tensor> outs(step.outputs.size());
-        step.compiled->run(in_ptrs, out_types, outs);
-        for (size_t i = 0; i < step.outputs.size(); ++i) {
-          if (step.outputs[i] < 0) continue;
-          if (!outs[i].defined())
-            step.node->fail("kernel did not produce output '" + names_[step.outputs[i]] + "'",
-                            ErrorCode::Runtime);
-          values[step.outputs[i]] = std::move(outs[i]);
-        }
-      }
-    } catch (...) {
-      rethrow_for(*step.node);
-    }
-    for (int i : step.inputs)
-      if (i >= 0 && --uses[i] == 0 && !keep[i]) values[i] = Tensor();
-  }
+namespace {
+void set_host(RunState& st, int v, const Tensor& t) {
+  st.slots[v].host = t;
+  st.slots[v].issued = true;
+  if (t.defined()) st.types[v] = TypeShape::of(t);
 }
+}  // namespace
 
-TensorMap ExecutionPlan::run(const TensorMap& inputs,
-                             const std::vector<std::string>& output_names) const {
-  std::vector<Tensor> values = constants_;
+TensorMap ExecutionPlan::run(const TensorMap& inputs, const std::vector<std::string>& output_names,
+                             RunProfile* profile) const {
+  RunState st;
+  st.slots.resize(slots_.size());
+  st.types = static_types_;
+  for (size_t v = 0; v < names_.size(); ++v) {
+    if (constants_[v].defined()) set_host(st, static_cast<int>(v), constants_[v]);
+    if (defaults_[v].defined()) set_host(st, static_cast<int>(v), defaults_[v]);
+  }
   for (const auto& [name, tensor] : inputs) {
     auto in = std::find_if(inputs_.begin(), inputs_.end(),
                            [&](const ValueInfo& v) { return v.name == name; });
     if (in == inputs_.end()) {
       if (std::find(overridable_.begin(), overridable_.end(), name) != overridable_.end()) {
-        const Tensor& init = constants_[ids_.at(name)];
+        const int id = ids_.at(name);
+        if (!defaults_[id].defined())
+          throw Error(ErrorCode::InvalidArgument,
+                      "input '" + name +
+                          "' is an initializer of a model of IR version < 4, where every "
+                          "initializer is listed as an input; it cannot be overridden");
+        const Tensor& init = defaults_[id];
         if (tensor.dtype() != init.dtype() || tensor.shape() != init.shape())
           throw Error(ErrorCode::InvalidArgument,
                       "input '" + name + "' overrides an initializer of " +
                           dtype_name(init.dtype()) + to_string(init.shape()) + " but has " +
                           dtype_name(tensor.dtype()) + to_string(tensor.shape()));
-        values[ids_.at(name)] = tensor;
+        set_host(st, id, tensor);
         continue;
       }
       std::string known;
@@ -379,7 +453,7 @@ TensorMap ExecutionPlan::run(const TensorMap& inputs,
                   "unknown input '" + name + "'; the model's inputs are: " + known);
     }
     check_input(*in, tensor);
-    values[ids_.at(name)] = tensor;
+    set_host(st, ids_.at(name), tensor);
   }
   for (const auto& in : inputs_)
     if (!inputs.count(in.name))
@@ -402,35 +476,39 @@ TensorMap ExecutionPlan::run(const TensorMap& inputs,
     }
     wanted_ids.push_back(ids_.at(name));
   }
-  execute(values, wanted_ids);
+  execute(st, wanted_ids, profile);
 
   std::vector<const Tensor*> caller;
   for (const auto& [_, in] : inputs) caller.push_back(&in);
   TensorMap result;
-  for (const auto& name : wanted) result[name] = detach(values[ids_.at(name)], caller);
+  for (const auto& name : wanted) result[name] = detach(st.slots[ids_.at(name)].host, caller);
   return result;
 }
 
 std::vector<Tensor> ExecutionPlan::run_subgraph(const std::vector<Tensor>& formal,
                                                 const std::map<std::string, Tensor>& outer) const {
-  std::vector<Tensor> values = constants_;
+  RunState st;
+  st.slots.resize(slots_.size());
+  st.types = static_types_;
+  for (size_t v = 0; v < names_.size(); ++v)
+    if (constants_[v].defined()) set_host(st, static_cast<int>(v), constants_[v]);
   for (size_t i = 0; i < formal_.size(); ++i)
-    if (i < formal.size()) values[ids_.at(formal_[i])] = formal[i];
+    set_host(st, ids_.at(formal_[i]), i < formal.size() ? formal[i] : Tensor());
   for (const auto& name : outer_) {
     auto it = outer.find(name);
     if (it == outer.end())
       throw Error(ErrorCode::Runtime,
                   where_ + ": outer-scope value '" + name + "' is not available");
-    values[ids_.at(name)] = it->second;
+    set_host(st, ids_.at(name), it->second);
   }
   std::vector<int> wanted;
   for (const auto& o : outputs_) wanted.push_back(ids_.at(o.name));
-  execute(values, wanted);
+  execute(st, wanted, nullptr);
   std::vector<Tensor> out;
   for (int id : wanted) {
-    if (!values[id].defined())
+    if (!st.slots[id].host.defined())
       throw Error(ErrorCode::Runtime, where_ + ": output '" + names_[id] + "' has no value");
-    out.push_back(detach(values[id], {}));
+    out.push_back(detach(st.slots[id].host, {}));
   }
   return out;
 }

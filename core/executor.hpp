@@ -1,10 +1,18 @@
-// Builds an execution plan from a validated graph (inference, constant folding, backend
-// assignment, compilation) and runs it. Sequential on the host for now; the partitioner and
-// asynchronous queues replace the step list without changing Session.
+// Builds an execution plan from a validated graph and runs it.
 //
-// Control flow (If, Loop, Scan) is core semantics, not a kernel: such a node's subgraphs get
-// plans of their own, run by the executor (core/control_flow.cpp), and read outer-scope values
-// through the node's implicit inputs.
+// Build: creation-time shape inference and constant folding (on the CPU device), then the
+// partitioner (partitioner/) assigns nodes to devices and groups them into patches, each
+// compiled by its device through the backend ABI; transfers are steps of their own.
+//
+// Run: the calling thread walks the steps in order, infers every value's shape for this run
+// (waiting only for values whose contents shape inference needs) and hands each step to the
+// lane of its device: one thread per device, so work on different devices overlaps. A lane
+// waits on events of its own device through the backend and on other devices' events on the
+// host. A plan whose devices are all synchronous host-memory devices (the CPU alone) runs
+// inline on the calling thread, releasing each buffer after its last use.
+//
+// Control flow (If, Loop, Scan) is core semantics: such a node is a host step whose subgraphs
+// get plans of their own (core/control_flow.cpp).
 #pragma once
 
 #include <functional>
@@ -13,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "core/backend.hpp"
+#include "core/device.hpp"
 #include "core/graph.hpp"
 #include "core/log.hpp"
 #include "core/op_schema.hpp"
@@ -23,68 +31,103 @@ namespace quilt {
 struct PlanOptions {
   int optimization_level = 1;
   const Logger* logger = nullptr;
+  bool cpu_fallback = true;
+  bool cost_rule = true;
+  std::map<std::string, int> pinned;  // node name -> index into the device list
+  std::vector<bool> requested;        // per device: in the user's list
+  int cpu_index = -1;                 // the CPU in the device list (-1: the last)
 };
 
-using BackendList = std::vector<std::shared_ptr<const Backend>>;
+struct RunState;
 
 class ExecutionPlan {
  public:
-  // The plan of a model's graph. model must outlive the plan; backends are in priority order,
+  // The plan of a model's graph. model must outlive the plan; devices are in priority order,
   // the CPU last.
-  ExecutionPlan(const Model& model, BackendList backends, const PlanOptions& options);
+  ExecutionPlan(const Model& model, DeviceList devices, const PlanOptions& options);
   // The plan of a subgraph (where = e.g. `[If node "x" subgraph 'then_branch']`, for messages).
   // outer_type gives the static type of each outer-scope value the subgraph reads.
-  ExecutionPlan(const Graph& graph, std::string where, BackendList backends,
+  ExecutionPlan(const Graph& graph, std::string where, DeviceList devices,
                 const PlanOptions& options,
                 const std::function<TypeShape(const std::string&)>& outer_type);
+  ~ExecutionPlan();
 
   const std::vector<ValueInfo>& inputs() const { return inputs_; }
   const std::vector<ValueInfo>& outputs() const { return outputs_; }
-  TensorMap run(const TensorMap& inputs, const std::vector<std::string>& output_names) const;
+  TensorMap run(const TensorMap& inputs, const std::vector<std::string>& output_names,
+                RunProfile* profile = nullptr) const;
   // Runs a subgraph: formal inputs in the order of the graph's inputs, outer-scope values by
   // name. Returns the graph's outputs in order.
   std::vector<Tensor> run_subgraph(const std::vector<Tensor>& formal,
                                    const std::map<std::string, Tensor>& outer) const;
 
+  const PlanReport& report() const { return report_; }
   size_t num_steps() const { return steps_.size(); }
   size_t num_folded() const { return folded_; }
 
  private:
-  enum class StepKind { Kernel, If, Loop, Scan };
-  struct Step {
+  enum class StepKind { Patch, Host, Upload, Download };
+  enum class HostKind { If, Loop, Scan };
+  struct PatchNode {
     const Node* node = nullptr;
     const OpSchema* schema = nullptr;
-    StepKind kind = StepKind::Kernel;
-    size_t backend = 0;
-    std::unique_ptr<CompiledNode> compiled;
+    std::vector<int> inputs;   // value ids of the explicit inputs (-1 = absent)
+    std::vector<int> outputs;  // value ids (-1 = not wanted)
+  };
+  struct Step {
+    StepKind kind = StepKind::Patch;
+    int device = -1;  // Patch: its device; Upload: destination; Download: source
+    int patch = -1;   // index in the report
+    std::string label;
+    // Patch
+    std::vector<PatchNode> nodes;
+    std::shared_ptr<Executable> exe;
+    std::vector<int> abi_values;  // value id of each value of the compiled graph
+    std::vector<int> in_slots, out_slots;
+    std::vector<int> value_inputs;  // value ids whose host copies inference reads
+    // Host (control flow): nodes[0] is the node; in_slots explicit then implicit inputs
+    HostKind host_kind = HostKind::If;
     std::map<std::string, std::unique_ptr<ExecutionPlan>> subplans;  // by attribute name
-    std::vector<int> inputs;   // value ids of the explicit inputs (-1 = absent), then implicit
-    std::vector<int> outputs;  // value ids, -1 = not wanted
+  };
+  struct Slot {
+    int value = -1;
+    int space = 0;
   };
 
   void build(const Graph& g, const PlanOptions& options,
-             const std::function<TypeShape(const std::string&)>* outer_type);
+             const std::function<TypeShape(const std::string&)>* outer_type, int64_t ir_version);
   int value_id(const std::string& name);
+  int slot_id(int value, int space);
   void check_input(const ValueInfo& info, const Tensor& t) const;
-  // Runs the steps needed for `wanted` on `values` (inputs and constants already set).
-  void execute(std::vector<Tensor>& values, const std::vector<int>& wanted) const;
-  void run_control_flow(const Step& step, std::vector<Tensor>& values) const;
+  // Runs the steps needed for `wanted` (host slots); st holds inputs and constants.
+  void execute(RunState& st, const std::vector<int>& wanted, RunProfile* profile) const;
+  void issue(const Step& step, RunState& st) const;
+  void run_host_step(const Step& step, RunState& st) const;
+  std::vector<Tensor> run_control_flow(const Step& step, const std::vector<Tensor>& in) const;
+  void infer_patch(const Step& step, RunState& st) const;
   // Returns t, or a copy when it shares storage with a constant of this plan or with `inputs`.
   Tensor detach(const Tensor& t, const std::vector<const Tensor*>& inputs) const;
+  int space_of(int device) const;
 
   std::string where_;  // the model's path, or the subgraph's location
-  BackendList backends_;
+  DeviceList devices_;
+  int cpu_index_ = 0;
   const Logger* logger_;
+  bool inline_ = true;  // every device used is synchronous with host memory
   std::map<std::string, int> ids_;
   std::vector<std::string> names_;
   std::vector<TypeShape> static_types_;  // per value, from creation-time inference
   std::vector<Tensor> constants_;        // per value; defined for initializers and folded values
+  std::vector<Tensor> defaults_;         // overridable initializers (IR >= 4): default values
+  std::vector<Slot> slots_;
+  std::map<std::pair<int, int>, int> slot_ids_;
   std::vector<Step> steps_;
   std::vector<ValueInfo> inputs_, outputs_;
   std::vector<std::string> overridable_;  // initializers that are also graph inputs
   std::vector<std::string> formal_;       // subgraph: its inputs, in order
   std::vector<std::string> outer_;        // subgraph: the outer-scope values it reads
   size_t folded_ = 0;
+  PlanReport report_;
 };
 
 }  // namespace quilt

@@ -1,6 +1,9 @@
-// Session: load, validate, plan, run.
+// Session: load, validate, choose devices, plan, run.
 #include <algorithm>
+#include <set>
 
+#include "core/backend_registry.hpp"
+#include "core/device.hpp"
 #include "core/executor.hpp"
 #include "core/log.hpp"
 #include "core/onnx_import.hpp"
@@ -12,10 +15,48 @@ namespace quilt {
 struct Session::Impl {
   std::unique_ptr<Model> model;
   Logger logger;
+  DeviceList devices;
   std::unique_ptr<ExecutionPlan> plan;
+  ~Impl() { plan.reset(); }  // executables go before their devices
 };
 
 namespace {
+
+struct BackendSpec {
+  std::string backend;
+  int32_t index = 0;
+  std::string text;
+};
+
+BackendSpec parse_spec(const std::string& text) {
+  BackendSpec s{text, 0, text};
+  if (auto colon = text.find(':'); colon != std::string::npos) {
+    s.backend = text.substr(0, colon);
+    const std::string idx = text.substr(colon + 1);
+    char* end = nullptr;
+    long i = std::strtol(idx.c_str(), &end, 10);
+    if (idx.empty() || *end || i < 0 || i > 1 << 20)
+      throw Error(ErrorCode::InvalidArgument, "backend '" + text +
+                                                  "' in SessionOptions.backends: expected NAME or "
+                                                  "NAME:DEVICE_INDEX");
+    s.index = static_cast<int32_t>(i);
+  }
+  if (s.backend.empty())
+    throw Error(ErrorCode::InvalidArgument, "empty backend name in SessionOptions.backends");
+  return s;
+}
+
+std::string available(const BackendInventory& inv) {
+  std::string out;
+  for (const auto& b : inv.backends) out += (out.empty() ? "" : ", ") + b.name;
+  for (const auto& f : inv.failures) out += "; could not load " + f.library + ": " + f.reason;
+  return out;
+}
+
+void collect_node_names(const Graph& g, std::set<std::string>& names) {
+  for (const auto& n : g.nodes)
+    if (!n.name.empty()) names.insert(n.name);
+}
 
 std::shared_ptr<Session::Impl> make_impl(std::unique_ptr<Model> model,
                                          const SessionOptions& options) {
@@ -30,23 +71,68 @@ std::shared_ptr<Session::Impl> make_impl(std::unique_ptr<Model> model,
   auto impl = std::make_shared<Session::Impl>();
   impl->model = std::move(model);
   impl->logger = Logger(options.log_level);
+  set_plugin_log_level(options.log_level);
   validate_model(*impl->model, SchemaRegistry::builtin());
 
-  static const std::vector<std::string> kKnown = {"cpu"};
-  for (const auto& b : options.backends)
-    if (std::find(kKnown.begin(), kKnown.end(), b) == kKnown.end()) {
-      std::string known;
-      for (const auto& k : kKnown) {
-        if (!known.empty()) known += ", ";
-        known += k;
-      }
+  const BackendInventory inventory = discover_backends(options.plugins);
+  for (const auto& f : inventory.failures)
+    impl->logger.info("backend library " + f.library + " not loaded: " + f.reason);
+  std::vector<BackendSpec> specs;
+  for (const auto& text : options.backends) {
+    BackendSpec s = parse_spec(text);
+    if (!inventory.find(s.backend))
       throw Error(ErrorCode::InvalidArgument,
-                  "unknown backend '" + b + "' in SessionOptions.backends; available: " + known);
-    }
-  BackendList backends;
-  backends.push_back(create_cpu_backend({options.threads, &impl->logger}));
-  impl->plan = std::make_unique<ExecutionPlan>(
-      *impl->model, std::move(backends), PlanOptions{options.optimization_level, &impl->logger});
+                  "unknown backend '" + s.backend +
+                      "' in SessionOptions.backends; available: " + available(inventory));
+    for (const auto& other : specs)
+      if (other.backend == s.backend && other.index == s.index)
+        throw Error(ErrorCode::InvalidArgument,
+                    "backend '" + text + "' is listed twice in SessionOptions.backends");
+    specs.push_back(s);
+  }
+  for (const auto& [name, _] : options.backend_options)
+    if (!inventory.find(name))
+      throw Error(ErrorCode::InvalidArgument, "SessionOptions.backend_options names backend '" +
+                                                  name + "', which is not available (" +
+                                                  available(inventory) + ")");
+  const bool cpu_listed = std::any_of(specs.begin(), specs.end(),
+                                      [](const BackendSpec& s) { return s.backend == "cpu"; });
+  if (!cpu_listed) specs.push_back({"cpu", 0, "cpu"});
+
+  PlanOptions plan_options;
+  plan_options.optimization_level = options.optimization_level;
+  plan_options.logger = &impl->logger;
+  plan_options.cpu_fallback = options.cpu_fallback;
+  plan_options.cost_rule = options.partition_cost_rule;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const BackendSpec& s = specs[i];
+    std::map<std::string, std::string> device_options;
+    if (auto it = options.backend_options.find(s.backend); it != options.backend_options.end())
+      device_options = it->second;
+    if (s.backend == "cpu" && options.threads > 0 && !device_options.count("threads"))
+      device_options["threads"] = std::to_string(options.threads);
+    impl->devices.push_back(
+        std::make_shared<Device>(*inventory.find(s.backend), s.index, device_options));
+    plan_options.requested.push_back(s.backend != "cpu" || cpu_listed);
+    if (s.backend == "cpu") plan_options.cpu_index = static_cast<int>(i);
+  }
+  std::set<std::string> node_names;
+  collect_node_names(impl->model->graph, node_names);
+  for (const auto& [node, backend] : options.pinned_nodes) {
+    if (!node_names.count(node))
+      throw Error(ErrorCode::InvalidArgument, "SessionOptions.pinned_nodes names node '" + node +
+                                                  "', which is not in the model's graph");
+    int found = -1;
+    for (size_t i = 0; i < impl->devices.size(); ++i)
+      if (impl->devices[i]->name() == backend ||
+          (specs[i].backend == backend && specs[i].index == 0) || specs[i].text == backend)
+        found = static_cast<int>(i);
+    if (found < 0)
+      throw Error(ErrorCode::InvalidArgument, "node '" + node + "' is pinned to '" + backend +
+                                                  "', which is not in SessionOptions.backends");
+    plan_options.pinned[node] = found;
+  }
+  impl->plan = std::make_unique<ExecutionPlan>(*impl->model, impl->devices, plan_options);
   return impl;
 }
 
@@ -77,6 +163,15 @@ const std::vector<ValueInfo>& Session::outputs() const {
 TensorMap Session::run(const TensorMap& inputs,
                        const std::vector<std::string>& output_names) const {
   return impl_->plan->run(inputs, output_names);
+}
+
+TensorMap Session::run(const TensorMap& inputs, const std::vector<std::string>& output_names,
+                       RunProfile* profile) const {
+  return impl_->plan->run(inputs, output_names, profile);
+}
+
+const PlanReport& Session::plan() const {
+  return impl_->plan->report();
 }
 
 }  // namespace quilt

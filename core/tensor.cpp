@@ -189,6 +189,29 @@ Tensor Tensor::from_data(DType dtype, std::vector<int64_t> shape, const void* da
   return t;
 }
 
+Tensor Tensor::wrap(DType dtype, std::vector<int64_t> shape, void* data,
+                    std::shared_ptr<void> owner) {
+  if (!dtype_supported(dtype))
+    throw Error(ErrorCode::NotImplemented,
+                std::string("tensors of dtype ") + dtype_name(dtype) + " are not supported");
+  Tensor t;
+  int64_t count = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || __builtin_mul_overflow(count, d, &count))
+      throw Error(ErrorCode::InvalidArgument,
+                  "Tensor::wrap: shape " + quilt::to_string(shape) + " is not a valid shape");
+  }
+  if (count > 0 && !data)
+    throw Error(ErrorCode::InvalidArgument, "Tensor::wrap: null data for a non-empty tensor");
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.numel_ = count;
+  // Aliasing: storage identity is the data pointer, so shares_storage_with() stays meaningful.
+  t.storage_ = std::shared_ptr<void>(std::move(owner), data);
+  t.data_ = data;
+  return t;
+}
+
 Tensor Tensor::clone() const {
   if (!defined()) return Tensor();
   return from_data(dtype_, shape_, data_);

@@ -15,9 +15,20 @@
 #include <vector>
 
 #include "backends/cpu/thread_pool.hpp"
-#include "core/backend.hpp"
+#include "core/graph.hpp"
+#include "core/op_schema.hpp"
 
 namespace quilt::cpu {
+
+// Everything a kernel may look at when deciding whether it can run a node and when it is
+// created for one.
+struct NodeSignature {
+  const Node& node;
+  std::vector<TypeShape> inputs;  // as inferred at session creation (dims may be -1)
+  std::vector<TypeShape> outputs;
+  // Per input: its value if constant, else nullptr. Valid while the kernel lives.
+  std::vector<const Tensor*> constants;
+};
 
 class KernelContext {
  public:

@@ -97,7 +97,8 @@ typedef struct quilt_host_api {
   uint32_t abi_version; /* the host's QUILT_BACKEND_ABI_VERSION */
   /* Makes an error status; message is copied. Never returns NULL (OK is NULL itself). */
   quilt_status_t (*status_create)(quilt_status_code_t code, const char* message);
-  /* Writes to the session log (shown according to SessionOptions::log_level). */
+  /* Writes to Quilt's log on stderr (shown up to the most verbose SessionOptions::log_level of
+   * the sessions created so far). */
   void (*log)(quilt_log_level_t level, const char* message);
   /* A monotonic clock in nanoseconds, shared by the host and every backend so that event
    * timestamps of different devices can be compared. */
@@ -174,7 +175,8 @@ typedef struct quilt_value {
   const char* name;         /* the ONNX value name, for messages */
   quilt_tensor_info_t info; /* as inferred at session creation */
   /* Non-NULL when the value is a constant: its host data, valid until the executable compiled
-   * from this graph is released (or, in supports(), until the call returns). */
+   * from this graph is released (or, in supports(), until the call returns). For an empty
+   * constant it is non-NULL but must not be read. */
   const void* constant;
 } quilt_value_t;
 
@@ -183,6 +185,7 @@ typedef struct quilt_node {
   const char* op_type;
   const char* domain; /* "" for the default ONNX domain */
   int64_t opset;      /* the model's opset for this domain */
+  int64_t index;      /* position in the model file; names unnamed nodes in messages ("Add node #5") */
   size_t num_inputs;
   const int32_t* inputs; /* indices into the graph's values; -1 = optional input absent */
   size_t num_outputs;
@@ -287,7 +290,8 @@ typedef struct quilt_backend {
 
   /* -- executables -- */
   /* Compiles a patch of claimed nodes. The graph (and its strings and arrays) is valid only
-   * during the call, except constant data, which lives as long as the executable. */
+   * during the call, except constant data (values' constant, attributes' tensors' data), which
+   * lives as long as the executable. */
   quilt_status_t (*compile)(quilt_device_t device, const quilt_graph_t* graph,
                             quilt_executable_t* executable);
   void (*executable_release)(quilt_device_t device, quilt_executable_t executable);

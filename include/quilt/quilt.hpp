@@ -87,6 +87,10 @@ class Tensor {
   static Tensor from_data(DType dtype, std::vector<int64_t> shape, const void* data);
   template <class T>
   static Tensor from_vector(std::vector<int64_t> shape, const std::vector<T>& values);
+  // Uses memory owned elsewhere, without copying: data must hold nbytes() bytes and stay valid
+  // while owner (or, with no owner, the caller) keeps it alive.
+  static Tensor wrap(DType dtype, std::vector<int64_t> shape, void* data,
+                     std::shared_ptr<void> owner = nullptr);
 
   DType dtype() const { return dtype_; }
   const std::vector<int64_t>& shape() const { return shape_; }

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/backend.hpp"
+#include "backends/cpu/kernel.hpp"
 #include "core/half.hpp"
 
 namespace quilt::cpu {

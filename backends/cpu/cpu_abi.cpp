@@ -1,0 +1,484 @@
+// The built-in CPU backend behind the same C ABI as every plugin (include/quilt/backend.h).
+// Its memory is host memory and it completes work before returning (QUILT_DEVICE_HOST_MEMORY |
+// QUILT_DEVICE_SYNCHRONOUS): the host runs it on a thread of its own next to asynchronous
+// devices. Kernels come from the table in backends/cpu/kernel.hpp.
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "backends/cpu/blas.hpp"
+#include "backends/cpu/kernel.hpp"
+#include "core/backend_registry.hpp"
+#include "core/device.hpp"
+
+struct quilt_device_s {
+  explicit quilt_device_s(int threads) : pool(threads) {}
+  quilt::cpu::ThreadPool pool;
+};
+
+struct quilt_event_s {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool signalled = false;
+  std::string error;  // empty = success
+  quilt_status_code_t code = QUILT_STATUS_OK;
+  uint64_t start_ns = 0, end_ns = 0;
+
+  void signal(uint64_t start, const std::string& err = "",
+              quilt_status_code_t c = QUILT_STATUS_OK) {
+    std::lock_guard lock(mutex);
+    signalled = true;
+    error = err;
+    code = c;
+    start_ns = start;
+    end_ns = quilt::host_now_ns();
+    cv.notify_all();
+  }
+};
+
+namespace quilt::cpu {
+namespace {
+
+// A core Node rebuilt from the ABI's description; constants are wrapped, not copied.
+Tensor wrap_constant(const quilt_constant_t& c) {
+  std::vector<int64_t> dims(c.info.dims, c.info.dims + c.info.rank);
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return Tensor::wrap(static_cast<DType>(c.info.dtype), std::move(dims),
+                      n ? const_cast<void*>(c.data) : nullptr);
+}
+
+TypeShape type_of(const quilt_tensor_info_t& info) {
+  TypeShape t;
+  t.dtype = static_cast<DType>(info.dtype);
+  t.has_shape = info.rank >= 0;
+  if (t.has_shape) t.dims.assign(info.dims, info.dims + info.rank);
+  return t;
+}
+
+Node node_of(const quilt_graph_t& g, const quilt_node_t& q) {
+  Node n;
+  n.name = q.name ? q.name : "";
+  n.op_type = q.op_type;
+  n.domain = q.domain ? q.domain : "";
+  n.opset = q.opset;
+  n.index = static_cast<size_t>(q.index);
+  auto value_name = [&](int32_t v) { return v < 0 ? std::string() : g.values[v].name; };
+  for (size_t i = 0; i < q.num_inputs; ++i) n.inputs.push_back(value_name(q.inputs[i]));
+  for (size_t i = 0; i < q.num_outputs; ++i) n.outputs.push_back(value_name(q.outputs[i]));
+  for (size_t k = 0; k < q.num_attributes; ++k) {
+    const quilt_attribute_t& qa = q.attributes[k];
+    Attribute a;
+    a.name = qa.name;
+    switch (qa.kind) {
+      case QUILT_ATTRIBUTE_FLOAT:
+        a.kind = Attribute::Kind::Float;
+        a.f = qa.f;
+        break;
+      case QUILT_ATTRIBUTE_INT:
+        a.kind = Attribute::Kind::Int;
+        a.i = qa.i;
+        break;
+      case QUILT_ATTRIBUTE_STRING:
+        a.kind = Attribute::Kind::String;
+        a.s.assign(qa.s, qa.s_size);
+        break;
+      case QUILT_ATTRIBUTE_FLOATS:
+        a.kind = Attribute::Kind::Floats;
+        a.floats.assign(qa.floats, qa.floats + qa.count);
+        break;
+      case QUILT_ATTRIBUTE_INTS:
+        a.kind = Attribute::Kind::Ints;
+        a.ints.assign(qa.ints, qa.ints + qa.count);
+        break;
+      case QUILT_ATTRIBUTE_STRINGS:
+        a.kind = Attribute::Kind::Strings;
+        a.strings.assign(qa.strings, qa.strings + qa.count);
+        break;
+      case QUILT_ATTRIBUTE_TENSOR:
+        a.kind = Attribute::Kind::Tensor;
+        a.t = wrap_constant(qa.tensors[0]);
+        break;
+      case QUILT_ATTRIBUTE_TENSORS:
+        a.kind = Attribute::Kind::Tensors;
+        for (size_t i = 0; i < qa.count; ++i) a.tensors.push_back(wrap_constant(qa.tensors[i]));
+        break;
+      default:
+        continue;
+    }
+    n.attributes[a.name] = std::move(a);
+  }
+  return n;
+}
+
+// The graph's values as core types and wrapped constants.
+struct ValueTable {
+  std::vector<TypeShape> types;
+  std::vector<Tensor> constants;  // undefined for non-constants
+  ValueTable(const quilt_graph_t& g) : types(g.num_values), constants(g.num_values) {
+    for (size_t v = 0; v < g.num_values; ++v) {
+      types[v] = type_of(g.values[v].info);
+      if (g.values[v].constant) {
+        quilt_constant_t c{g.values[v].info, g.values[v].constant};
+        constants[v] = wrap_constant(c);
+      }
+    }
+  }
+};
+
+struct CompiledNode {
+  Node node;
+  const KernelEntry* entry = nullptr;
+  std::unique_ptr<Kernel> kernel;
+  std::vector<int32_t> inputs, outputs;
+  bool recheck = false;  // some input dtype was unknown at compile time
+};
+
+NodeSignature signature_of(const CompiledNode& cn, const ValueTable& table) {
+  NodeSignature sig{cn.node, {}, {}, {}};
+  for (int32_t v : cn.inputs) {
+    sig.inputs.push_back(v < 0 ? TypeShape{} : table.types[v]);
+    sig.constants.push_back(v >= 0 && table.constants[v].defined() ? &table.constants[v] : nullptr);
+  }
+  for (int32_t v : cn.outputs) sig.outputs.push_back(v < 0 ? TypeShape{} : table.types[v]);
+  return sig;
+}
+
+}  // namespace
+}  // namespace quilt::cpu
+
+struct quilt_executable_s {
+  explicit quilt_executable_s(const quilt_graph_t& g) : table(g) {}
+  quilt::cpu::ValueTable table;
+  std::vector<quilt::cpu::CompiledNode> nodes;
+  std::vector<int32_t> inputs, outputs;
+  std::vector<int> last_use;  // per value: the last node reading it (-1: none)
+};
+
+namespace quilt::cpu {
+namespace {
+
+int32_t device_count(void*) {
+  return 1;
+}
+
+quilt_status_t device_info(void*, int32_t, quilt_device_info_t* info) {
+  try {
+    static const auto strings = [] {
+      std::vector<std::string> out;
+      std::ifstream cpuinfo("/proc/cpuinfo");
+      std::string line, model = "cpu";
+      while (std::getline(cpuinfo, line))
+        if (line.rfind("model name", 0) == 0) {
+          model = line.substr(line.find(':') + 2);
+          break;
+        }
+      std::string over = blas_core_override();
+      out.push_back(model);
+      out.push_back(std::to_string(std::thread::hardware_concurrency()));
+      out.push_back("OpenBLAS, core " + blas_core_name() +
+                    (over.empty() ? "" : " (OPENBLAS_CORETYPE set by Quilt)"));
+      out.push_back(std::to_string(KernelRegistry::builtin().op_types().size()));
+      return out;
+    }();
+    static const char* keys[] = {"cores", "blas", "ops"};
+    static const char* values[] = {strings[1].c_str(), strings[2].c_str(), strings[3].c_str()};
+    info->name = strings[0].c_str();
+    info->flags = QUILT_DEVICE_HOST_MEMORY | QUILT_DEVICE_SYNCHRONOUS;
+    info->memory_bytes = 0;
+    info->num_properties = 3;
+    info->property_keys = keys;
+    info->property_values = values;
+    return nullptr;
+  } catch (...) {
+    return status_from_current_exception();
+  }
+}
+
+quilt_status_t device_open(void*, int32_t, const quilt_option_t* options, size_t num_options,
+                           quilt_device_t* device) {
+  try {
+    int threads = 0;
+    for (size_t i = 0; i < num_options; ++i) {
+      const std::string key = options[i].key, value = options[i].value;
+      if (key == "threads") {
+        char* end = nullptr;
+        long t = std::strtol(value.c_str(), &end, 10);
+        if (*end || t < 0 || t > 4096)
+          return make_status(QUILT_STATUS_INVALID_ARGUMENT,
+                             "[cpu] option threads is '" + value + "', expected an integer >= 0");
+        threads = static_cast<int>(t);
+      } else {
+        return make_status(QUILT_STATUS_INVALID_ARGUMENT,
+                           "[cpu] unknown option '" + key + "'; known options: threads");
+      }
+    }
+    if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    auto* d = new quilt_device_s(threads);
+    blas_set_threads(threads);
+    std::string over = blas_core_override();
+    host_api()->log(
+        QUILT_LOG_DEBUG,
+        ("cpu backend: " + std::to_string(threads) + " threads; OpenBLAS core " + blas_core_name() +
+         (over.empty() ? " (OPENBLAS_CORETYPE from the environment or detected)"
+                       : " (OPENBLAS_CORETYPE=" + over + " set by Quilt)"))
+            .c_str());
+    *device = d;
+    return nullptr;
+  } catch (...) {
+    return status_from_current_exception();
+  }
+}
+
+void device_close(quilt_device_t device) {
+  delete device;
+}
+
+quilt_status_t supports(quilt_device_t, const quilt_graph_t* g, int32_t* claimed, char* reason,
+                        size_t reason_size) {
+  try {
+    const quilt_node_t& q = g->nodes[0];
+    CompiledNode cn;
+    cn.node = node_of(*g, q);
+    cn.inputs.assign(q.inputs, q.inputs + q.num_inputs);
+    cn.outputs.assign(q.outputs, q.outputs + q.num_outputs);
+    ValueTable table(*g);
+    std::string why;
+    const KernelEntry* e = KernelRegistry::builtin().find(cn.node.op_type, cn.node.domain);
+    if (!e)
+      why = "no CPU kernel for " + cn.node.op_type;
+    else
+      why = e->support(signature_of(cn, table));
+    *claimed = why.empty() ? 1 : 0;
+    if (reason_size) {
+      std::strncpy(reason, why.c_str(), reason_size - 1);
+      reason[reason_size - 1] = 0;
+    }
+    return nullptr;
+  } catch (...) {
+    return status_from_current_exception();
+  }
+}
+
+quilt_status_t compile(quilt_device_t, const quilt_graph_t* g, quilt_executable_t* out) {
+  try {
+    auto exe = std::make_unique<quilt_executable_s>(*g);
+    exe->inputs.assign(g->inputs, g->inputs + g->num_inputs);
+    exe->outputs.assign(g->outputs, g->outputs + g->num_outputs);
+    exe->last_use.assign(g->num_values, -1);
+    exe->nodes.reserve(g->num_nodes);
+    for (size_t k = 0; k < g->num_nodes; ++k) {
+      const quilt_node_t& q = g->nodes[k];
+      exe->nodes.emplace_back();
+      CompiledNode& cn = exe->nodes.back();
+      cn.node = node_of(*g, q);
+      cn.inputs.assign(q.inputs, q.inputs + q.num_inputs);
+      cn.outputs.assign(q.outputs, q.outputs + q.num_outputs);
+      cn.entry = KernelRegistry::builtin().find(cn.node.op_type, cn.node.domain);
+      if (!cn.entry)
+        cn.node.fail("no CPU kernel for " + cn.node.op_type, ErrorCode::NotImplemented);
+      for (int32_t v : cn.inputs) {
+        if (v < 0) continue;
+        if (exe->table.types[v].dtype == DType::Undefined) cn.recheck = true;
+        exe->last_use[v] = static_cast<int>(k);
+      }
+      cn.kernel = cn.entry->create(signature_of(cn, exe->table));
+    }
+    *out = exe.release();
+    return nullptr;
+  } catch (...) {
+    return status_from_current_exception();
+  }
+}
+
+void executable_release(quilt_device_t, quilt_executable_t exe) {
+  delete exe;
+}
+
+void run(const quilt_device_s& device, const quilt_executable_s& exe,
+         const quilt_execute_args_t& args) {
+  const size_t n = exe.table.types.size();
+  auto type_at = [&](int32_t v) {
+    const quilt_tensor_info_t& info = args.values[v];
+    return TypeShape{static_cast<DType>(info.dtype), true,
+                     std::vector<int64_t>(info.dims, info.dims + info.rank)};
+  };
+  auto wrap = [&](int32_t v, void* data) {
+    TypeShape t = type_at(v);
+    return Tensor::wrap(t.dtype, t.dims, data);
+  };
+  std::vector<Tensor> values = exe.table.constants;
+  std::vector<Tensor> boundary(n);  // the host's output buffers, by value
+  std::vector<char> keep(n, 0);
+  for (size_t i = 0; i < exe.inputs.size(); ++i)
+    values[exe.inputs[i]] = wrap(exe.inputs[i], args.inputs[i]);
+  for (size_t i = 0; i < exe.outputs.size(); ++i) {
+    boundary[exe.outputs[i]] = wrap(exe.outputs[i], args.outputs[i]);
+    keep[exe.outputs[i]] = 1;
+  }
+  std::vector<const Tensor*> in_ptrs;
+  std::vector<TypeShape> out_types;
+  std::vector<Tensor> outs;
+  for (size_t k = 0; k < exe.nodes.size(); ++k) {
+    const CompiledNode& cn = exe.nodes[k];
+    in_ptrs.assign(cn.inputs.size(), nullptr);
+    for (size_t i = 0; i < cn.inputs.size(); ++i)
+      if (cn.inputs[i] >= 0) {
+        const Tensor& t = values[cn.inputs[i]];
+        if (!t.defined())
+          cn.node.fail("input '" + cn.node.inputs[i] + "' has no value", ErrorCode::Runtime);
+        in_ptrs[i] = &t;
+      }
+    out_types.assign(cn.outputs.size(), TypeShape{});
+    outs.assign(cn.outputs.size(), Tensor());
+    for (size_t i = 0; i < cn.outputs.size(); ++i)
+      if (cn.outputs[i] >= 0) {
+        out_types[i] = type_at(cn.outputs[i]);
+        outs[i] = boundary[cn.outputs[i]];
+      }
+    if (cn.recheck) {
+      // Some input dtypes were unknown at compile time (e.g. inside a subgraph): ask the kernel
+      // table again with the real ones, so an unsupported dtype is refused, not misread.
+      NodeSignature sig{cn.node, {}, out_types, {}};
+      for (const Tensor* t : in_ptrs) sig.inputs.push_back(t ? TypeShape::of(*t) : TypeShape{});
+      sig.constants.assign(in_ptrs.size(), nullptr);
+      if (std::string reason = cn.entry->support(sig); !reason.empty())
+        cn.node.fail(reason, ErrorCode::NotImplemented);
+    }
+    KernelContext ctx(cn.node, in_ptrs, out_types, outs, device.pool);
+    cn.kernel->run(ctx);
+    for (size_t i = 0; i < cn.outputs.size(); ++i) {
+      const int32_t v = cn.outputs[i];
+      if (v < 0) continue;
+      if (!outs[i].defined())
+        cn.node.fail("kernel did not produce output '" + cn.node.outputs[i] + "'",
+                     ErrorCode::Runtime);
+      const Tensor& b = boundary[v];
+      if (b.defined() && !outs[i].shares_storage_with(b) && b.nbytes())
+        std::memcpy(const_cast<void*>(b.raw_data()), outs[i].raw_data(), b.nbytes());
+      values[v] = std::move(outs[i]);
+    }
+    for (int32_t v : cn.inputs)
+      if (v >= 0 && exe.last_use[v] == static_cast<int>(k) && !keep[v]) values[v] = Tensor();
+  }
+}
+
+quilt_status_t execute(quilt_device_t device, quilt_executable_t exe,
+                       const quilt_execute_args_t* args) {
+  const uint64_t start = host_now_ns();
+  try {
+    run(*device, *exe, *args);
+    if (args->signal_event) args->signal_event->signal(start);
+    return nullptr;
+  } catch (...) {
+    quilt_status_t s = status_from_current_exception();
+    if (args->signal_event) {
+      // The event carries the failure too, for a host that waits on it.
+      quilt_status_t copy = status_from_current_exception();
+      std::string message = take_status_message(copy);
+      args->signal_event->signal(start, message, QUILT_STATUS_RUNTIME_ERROR);
+    }
+    return s;
+  }
+}
+
+quilt_status_t alloc(quilt_device_t, size_t bytes, void** ptr) {
+  const size_t rounded = (bytes + 63) / 64 * 64;
+  *ptr = std::aligned_alloc(64, rounded ? rounded : 64);
+  if (!*ptr)
+    return make_status(QUILT_STATUS_OUT_OF_MEMORY,
+                       "[cpu] out of memory allocating " + std::to_string(bytes) + " bytes");
+  return nullptr;
+}
+
+void free_memory(quilt_device_t, void* ptr) {
+  std::free(ptr);
+}
+
+quilt_status_t copy(void* dst, const void* src, size_t bytes, quilt_event_t signal) {
+  const uint64_t start = host_now_ns();
+  if (bytes) std::memcpy(dst, src, bytes);
+  if (signal) signal->signal(start);
+  return nullptr;
+}
+
+quilt_status_t copy_to_device(quilt_device_t, void* dst, const void* src, size_t bytes,
+                              const quilt_event_t*, size_t, quilt_event_t signal) {
+  return copy(dst, src, bytes, signal);
+}
+
+quilt_status_t copy_to_host(quilt_device_t, void* dst, const void* src, size_t bytes,
+                            const quilt_event_t*, size_t, quilt_event_t signal) {
+  return copy(dst, src, bytes, signal);
+}
+
+quilt_status_t event_create(quilt_device_t, quilt_event_t* event) {
+  try {
+    *event = new quilt_event_s;
+    return nullptr;
+  } catch (...) {
+    return status_from_current_exception();
+  }
+}
+
+quilt_status_t event_wait(quilt_device_t, quilt_event_t e) {
+  std::unique_lock lock(e->mutex);
+  e->cv.wait(lock, [&] { return e->signalled; });
+  return e->error.empty() ? nullptr : make_status(e->code, e->error);
+}
+
+quilt_status_t event_query(quilt_device_t, quilt_event_t e, int32_t* done) {
+  std::lock_guard lock(e->mutex);
+  *done = e->signalled ? 1 : 0;
+  return nullptr;
+}
+
+void event_release(quilt_device_t, quilt_event_t e) {
+  delete e;
+}
+
+quilt_status_t event_timestamps(quilt_device_t, quilt_event_t e, uint64_t* start, uint64_t* end) {
+  std::lock_guard lock(e->mutex);
+  if (!e->signalled) return make_status(QUILT_STATUS_INVALID_ARGUMENT, "[cpu] event not signalled");
+  *start = e->start_ns;
+  *end = e->end_ns;
+  return nullptr;
+}
+
+const quilt_backend_t kCpuBackend = {
+    sizeof(quilt_backend_t),
+    QUILT_BACKEND_ABI_VERSION,
+    "cpu",
+    "built-in",
+    nullptr,
+    nullptr,
+    device_count,
+    device_info,
+    device_open,
+    device_close,
+    supports,
+    compile,
+    executable_release,
+    execute,
+    alloc,
+    free_memory,
+    copy_to_device,
+    copy_to_host,
+    event_create,
+    event_wait,
+    event_query,
+    event_release,
+    event_timestamps,
+};
+
+}  // namespace
+}  // namespace quilt::cpu
+
+namespace quilt {
+const quilt_backend_t* cpu_backend_api() {
+  return &cpu::kCpuBackend;
+}
+}  // namespace quilt

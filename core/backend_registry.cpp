@@ -1,0 +1,194 @@
+// Backend discovery: the built-in CPU backend, plugin libraries, ABI negotiation, host services.
+#include "core/backend_registry.hpp"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <mutex>
+
+#include "core/device.hpp"
+#include "core/log.hpp"
+
+namespace quilt {
+namespace {
+
+std::atomic<int> g_plugin_log_level{static_cast<int>(LogLevel::Warning)};
+
+quilt_status_t status_create(quilt_status_code_t code, const char* message) {
+  return make_status(code, message ? message : "");
+}
+
+void host_log(quilt_log_level_t level, const char* message) {
+  static const LogLevel map[] = {LogLevel::Debug, LogLevel::Info, LogLevel::Warning,
+                                 LogLevel::Error};
+  const int i = std::clamp(static_cast<int>(level), 0, 3);
+  Logger(static_cast<LogLevel>(g_plugin_log_level.load())).log(map[i], message ? message : "");
+}
+
+uint64_t now_ns() {
+  return host_now_ns();
+}
+
+const quilt_host_api_t kHostApi = {sizeof(quilt_host_api_t), QUILT_BACKEND_ABI_VERSION,
+                                   status_create, host_log, now_ns};
+
+// Loaded libraries, by canonical path; never unloaded (a plugin's threads may outlive a session).
+struct LibraryCache {
+  std::mutex mutex;
+  std::map<std::string, std::pair<const quilt_backend_t*, std::string>> by_path;
+};
+LibraryCache& cache() {
+  static LibraryCache c;
+  return c;
+}
+
+// Loads one library; returns the backend or sets *failure.
+const quilt_backend_t* load_library(const std::string& path, std::string* failure) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    *failure = "file not found";
+    return nullptr;
+  }
+  const std::string key = std::filesystem::canonical(path, ec).string();
+  auto& c = cache();
+  std::lock_guard lock(c.mutex);
+  if (auto it = c.by_path.find(key); it != c.by_path.end()) {
+    *failure = it->second.second;
+    return it->second.first;
+  }
+  auto remember = [&](const quilt_backend_t* b, std::string why) {
+    c.by_path[key] = {b, why};
+    *failure = std::move(why);
+    return b;
+  };
+  void* handle = dlopen(key.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char* e = dlerror();
+    return remember(nullptr, std::string("cannot load: ") + (e ? e : "unknown dlopen error"));
+  }
+  auto entry = reinterpret_cast<quilt_backend_init_fn>(dlsym(handle, QUILT_BACKEND_ENTRY));
+  if (!entry)
+    return remember(
+        nullptr, "no symbol " + std::string(QUILT_BACKEND_ENTRY) + ": not a Quilt backend plugin");
+  const quilt_backend_t* backend = nullptr;
+  if (quilt_status_t s = entry(&kHostApi, &backend)) {
+    return remember(nullptr, "initialisation failed: " + take_status_message(s));
+  }
+  if (!backend) return remember(nullptr, "initialisation returned no backend");
+  const uint32_t theirs = backend->abi_version;
+  if ((theirs >> 16) != QUILT_BACKEND_ABI_MAJOR ||
+      backend->struct_size < offsetof(quilt_backend_t, event_timestamps))
+    return remember(nullptr, "ABI mismatch: the plugin was built for backend ABI " +
+                                 abi_version_string(theirs) + ", this Quilt speaks " +
+                                 abi_version_string(QUILT_BACKEND_ABI_VERSION));
+  std::string name = backend->name ? backend->name : "";
+  bool valid = !name.empty() && std::all_of(name.begin(), name.end(), [](char ch) {
+    return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_';
+  });
+  if (!valid) return remember(nullptr, "invalid backend name '" + name + "': expected [a-z0-9_]+");
+  return remember(backend, "");
+}
+
+}  // namespace
+
+void set_plugin_log_level(LogLevel level) {
+  int want = static_cast<int>(level), cur = g_plugin_log_level.load();
+  while (want > cur && !g_plugin_log_level.compare_exchange_weak(cur, want)) {
+  }
+}
+
+const quilt_host_api_t* host_api() {
+  return &kHostApi;
+}
+
+uint64_t host_now_ns() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+std::string abi_version_string(uint32_t version) {
+  return std::to_string(version >> 16) + "." + std::to_string(version & 0xffff);
+}
+
+const LoadedBackend* BackendInventory::find(const std::string& name) const {
+  for (const auto& b : backends)
+    if (b.name == name) return &b;
+  return nullptr;
+}
+
+BackendInventory discover_backends(const std::vector<std::string>& plugin_paths) {
+  BackendInventory inv;
+  const quilt_backend_t* cpu = cpu_backend_api();
+  inv.backends.push_back({cpu->name, cpu->version, cpu->abi_version, "built-in", cpu});
+  std::vector<std::string> paths = plugin_paths;
+  if (const char* env = std::getenv("QUILT_PLUGIN_PATH")) {
+    std::string list = env;
+    size_t start = 0;
+    while (start <= list.size()) {
+      size_t end = list.find(':', start);
+      if (end == std::string::npos) end = list.size();
+      std::string dir = list.substr(start, end - start);
+      start = end + 1;
+      if (dir.empty()) continue;
+      std::error_code ec;
+      std::vector<std::string> found;
+      for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+        if (e.path().extension() == ".so") found.push_back(e.path().string());
+      if (ec) {
+        inv.failures.push_back(
+            {dir, "QUILT_PLUGIN_PATH directory cannot be read: " + ec.message()});
+        continue;
+      }
+      std::sort(found.begin(), found.end());
+      paths.insert(paths.end(), found.begin(), found.end());
+    }
+  }
+  std::vector<std::string> seen;
+  for (const auto& path : paths) {
+    std::error_code ec;
+    std::string canon = std::filesystem::weakly_canonical(path, ec).string();
+    if (std::find(seen.begin(), seen.end(), canon) != seen.end()) continue;
+    seen.push_back(canon);
+    std::string failure;
+    const quilt_backend_t* b = load_library(path, &failure);
+    if (!b) {
+      inv.failures.push_back({path, failure});
+      continue;
+    }
+    if (const LoadedBackend* other = inv.find(b->name)) {
+      inv.failures.push_back({path, "duplicate backend name '" + std::string(b->name) +
+                                        "' (already provided by " + other->library + ")"});
+      continue;
+    }
+    inv.backends.push_back({b->name, b->version ? b->version : "", b->abi_version, path, b});
+  }
+  return inv;
+}
+
+std::vector<DeviceDescription> describe_devices(const LoadedBackend& backend) {
+  const quilt_backend_t* api = backend.api;
+  std::vector<DeviceDescription> out;
+  const int32_t n = api->device_count(api->context);
+  for (int32_t i = 0; i < n; ++i) {
+    quilt_device_info_t info{};
+    info.struct_size = sizeof(info);
+    check_status(api->device_info(api->context, i, &info),
+                 "backend '" + backend.name + "' device " + std::to_string(i));
+    DeviceDescription d;
+    d.name = info.name ? info.name : "";
+    d.flags = info.flags;
+    d.memory_bytes = info.memory_bytes;
+    for (size_t k = 0; k < info.num_properties; ++k)
+      d.properties.push_back({info.property_keys[k], info.property_values[k]});
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+}  // namespace quilt

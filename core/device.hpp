@@ -1,0 +1,150 @@
+// The core's side of the backend ABI: RAII wrappers that turn statuses into quilt::Error, and
+// AbiGraph, which lays a set of core nodes out as a quilt_graph_t. Every backend, the built-in
+// CPU included, is reached only through these.
+//
+//   auto dev = std::make_shared<Device>(*inventory.find("example"), 0, options);
+//   AbiGraph g;  ... g.add_node(node, inputs, outputs) ...
+//   std::string why = dev->supports(g);          // "" = claimed
+//   auto exe = dev->compile(g);
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/backend_registry.hpp"
+#include "core/graph.hpp"
+#include "core/op_schema.hpp"
+#include "quilt/backend.h"
+
+namespace quilt {
+
+// ---- statuses ----
+void status_release(quilt_status_t status);
+// Throws Error("<where>: <message>") with the status's code, freeing it; no-op for NULL.
+void check_status(quilt_status_t status, const std::string& where);
+// Converts a caught exception into a status (for the built-in backend's side of the ABI).
+quilt_status_t status_from_current_exception();
+quilt_status_t make_status(quilt_status_code_t code, const std::string& message);
+// The message of a non-NULL status, which is freed.
+std::string take_status_message(quilt_status_t status);
+void set_plugin_log_level(LogLevel level);
+
+// ---- a quilt_graph_t built from core nodes, owning every array it points to ----
+class AbiGraph {
+ public:
+  AbiGraph() = default;
+  AbiGraph(const AbiGraph&) = delete;
+  AbiGraph& operator=(const AbiGraph&) = delete;
+
+  // constant, if given, must outlive every executable compiled from this graph.
+  int add_value(const std::string& name, const TypeShape& type, const Tensor* constant);
+  // inputs/outputs: value indices (-1 = absent). The node must outlive the graph.
+  void add_node(const Node& node, std::vector<int32_t> inputs, std::vector<int32_t> outputs);
+  void set_inputs(std::vector<int32_t> inputs) { inputs_ = std::move(inputs); }
+  void set_outputs(std::vector<int32_t> outputs) { outputs_ = std::move(outputs); }
+  const quilt_graph_t* get();
+  size_t num_values() const { return names_.size(); }
+
+ private:
+  struct NodeArrays {
+    std::vector<int32_t> inputs, outputs;
+    std::vector<quilt_attribute_t> attributes;
+  };
+  std::vector<std::string> names_;
+  std::vector<std::vector<int64_t>> dims_;
+  std::vector<quilt_value_t> values_;
+  std::vector<const Node*> nodes_;
+  std::vector<NodeArrays> node_arrays_;
+  std::vector<quilt_node_t> abi_nodes_;
+  std::vector<std::vector<const char*>> strings_;
+  std::vector<std::vector<quilt_constant_t>> tensors_;
+  std::vector<std::vector<int64_t>> tensor_dims_;
+  std::vector<int32_t> inputs_, outputs_;
+  quilt_graph_t graph_{};
+};
+
+quilt_tensor_info_t tensor_info(const TypeShape& type, std::vector<int64_t>& dims_storage);
+
+class Device;
+
+// A single-use completion marker of one device.
+class Event {
+ public:
+  Event(std::shared_ptr<const Device> device, quilt_event_t handle);
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  quilt_event_t handle() const { return handle_; }
+  const Device& device() const { return *device_; }
+  // Blocks until signalled; throws the failure of the operation that signalled it.
+  void wait(const std::string& where) const;
+  // Device-side start/end if the backend reports them.
+  bool timestamps(uint64_t* start_ns, uint64_t* end_ns) const;
+
+ private:
+  std::shared_ptr<const Device> device_;
+  quilt_event_t handle_;
+};
+
+class Executable {
+ public:
+  Executable(std::shared_ptr<const Device> device, quilt_executable_t handle)
+      : device_(std::move(device)), handle_(handle) {}
+  ~Executable();
+  Executable(const Executable&) = delete;
+  Executable& operator=(const Executable&) = delete;
+  quilt_executable_t handle() const { return handle_; }
+
+ private:
+  std::shared_ptr<const Device> device_;
+  quilt_executable_t handle_;
+};
+
+// An open device of a backend, for one session.
+class Device : public std::enable_shared_from_this<Device> {
+ public:
+  Device(const LoadedBackend& backend, int32_t index,
+         const std::map<std::string, std::string>& options);
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  // "cpu" for the CPU, else "<backend>:<index>".
+  const std::string& name() const { return name_; }
+  const std::string& backend_name() const { return backend_.name; }
+  const std::string& description() const { return description_; }
+  bool host_memory() const { return flags_ & QUILT_DEVICE_HOST_MEMORY; }
+  bool synchronous() const { return flags_ & QUILT_DEVICE_SYNCHRONOUS; }
+
+  // "" when the device claims the one-node graph, else the backend's reason.
+  std::string supports(AbiGraph& node) const;
+  std::shared_ptr<Executable> compile(AbiGraph& graph, const std::string& where) const;
+  // Throws on a synchronous failure; asynchronous ones arrive through the signal event.
+  void execute(const Executable& exe, const quilt_execute_args_t& args,
+               const std::string& where) const;
+  void* alloc(size_t bytes, const std::string& where) const;
+  void free(void* ptr) const;
+  std::unique_ptr<Event> create_event() const;
+  void copy_to_device(void* dst, const void* src, size_t bytes,
+                      const std::vector<quilt_event_t>& waits, const Event* signal,
+                      const std::string& where) const;
+  void copy_to_host(void* dst, const void* src, size_t bytes,
+                    const std::vector<quilt_event_t>& waits, const Event* signal,
+                    const std::string& where) const;
+
+  const quilt_backend_t& api() const { return *api_; }
+  quilt_device_t handle() const { return handle_; }
+
+ private:
+  LoadedBackend backend_;
+  const quilt_backend_t* api_;
+  quilt_device_t handle_ = nullptr;
+  std::string name_, description_;
+  uint32_t flags_ = 0;
+};
+
+using DeviceList = std::vector<std::shared_ptr<const Device>>;
+
+}  // namespace quilt
