@@ -72,7 +72,8 @@ void check_status(quilt_status_t status, const std::string& where) {
   const ErrorCode code = error_code_of(status->code);
   std::string message = take_status_message(status);
   if (message.empty()) message = "failed without a message";
-  throw Error(code, where.empty() ? message : where + ": " + message);
+  if (where.empty()) throw Error(code, message);
+  throw Error(code, where + (where.back() == ']' ? " " : ": ") + message);
 }
 
 quilt_status_t status_from_current_exception() {

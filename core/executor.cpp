@@ -116,7 +116,7 @@ struct RunState {
     return slots[s].event;
   }
   void wait_ready(int s, const std::string& where) {
-    if (auto e = wait_issued(s)) e->wait(where);
+    if (auto e = wait_issued(s)) e->wait("[" + where + "]");
   }
   void publish(const std::vector<int>& out_slots, const std::shared_ptr<Event>& event) {
     std::lock_guard lock(mutex);
@@ -167,7 +167,9 @@ void ExecutionPlan::infer_patch(const Step& step, RunState& st) const {
 void ExecutionPlan::issue(const Step& step, RunState& st) const {
   if (st.failed) return;
   const Device& device = *devices_[step.device];
-  const std::string where = device.name() == "cpu" ? "" : step.label;
+  const std::string tag = "[" + step.label + "]";
+  // The CPU names the failing node itself; a plugin's message gets the patch it failed in.
+  const std::string where = device.name() == "cpu" ? "" : tag;
   try {
     std::vector<quilt_event_t> waits;
     auto input_ptr = [&](int s) -> void* {
@@ -176,7 +178,7 @@ void ExecutionPlan::issue(const Step& step, RunState& st) const {
         if (&e->device() == &device)
           waits.push_back(e->handle());
         else
-          e->wait(step.label);
+          e->wait("[" + step.label + "]");
       }
       RunState::SlotState& slot = st.slots[s];
       if (slots_[s].space == 0)
@@ -192,7 +194,7 @@ void ExecutionPlan::issue(const Step& step, RunState& st) const {
       }
       const size_t bytes = bytes_of(t);
       if (bytes) {
-        void* p = device.alloc(bytes, step.label);
+        void* p = device.alloc(bytes, tag);
         std::lock_guard lock(st.mutex);
         slot.dev = p;
         slot.owner = &device;
@@ -227,15 +229,15 @@ void ExecutionPlan::issue(const Step& step, RunState& st) const {
       st.wait_ready(src, step.label);
       const Tensor& host = st.slots[src].host;
       void* dst = allocate(step.out_slots[0]);
-      device.copy_to_device(dst, host.raw_data(), host.nbytes(), {}, event.get(), step.label);
+      device.copy_to_device(dst, host.raw_data(), host.nbytes(), {}, event.get(), tag);
     } else {  // Download
       const void* src = input_ptr(step.in_slots[0]);
       void* dst = allocate(step.out_slots[0]);
       device.copy_to_host(dst, src, bytes_of(st.types[slots_[step.out_slots[0]].value]), waits,
-                          event.get(), step.label);
+                          event.get(), tag);
     }
     const uint64_t end = host_now_ns();
-    if (st.profiling) {
+    if (st.profiling || event) {
       std::lock_guard lock(st.mutex);
       const char* kind = step.kind == StepKind::Patch ? "patch" : "transfer";
       st.spans.push_back({{step.label, device.name(), kind, start, end}, event});
@@ -352,14 +354,18 @@ void ExecutionPlan::execute(RunState& st, const std::vector<int>& wanted,
   }
   for (auto& l : lanes)
     if (l) l->close();
-  // Nothing may still run on memory about to be freed.
-  for (auto& slot : st.slots)
-    if (slot.event) {
+  // Nothing may still run on memory about to be freed. Every event is in st.spans, in issue
+  // order: the first that failed is the root cause (later ones fail as its dependents).
+  std::exception_ptr root;
+  for (auto& rec : st.spans)
+    if (rec.event) {
       try {
-        slot.event->wait("");
+        rec.event->wait("[" + rec.span.name + "]");
       } catch (...) {
+        if (!root) root = std::current_exception();
       }
     }
+  if (root) st.error = root;
   if (profile) {
     for (auto& rec : st.spans) {
       uint64_t a = 0, b = 0;

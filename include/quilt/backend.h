@@ -24,10 +24,15 @@
  *                  backend's) and allocates the patch's outputs before execute.
  *   6. release     event_release, free, executable_release, device_close, then release.
  *
- * Versioning. QUILT_BACKEND_ABI_VERSION is (major << 16) | minor. Every struct starts with
- * struct_size (and the top-level ones with abi_version) and only grows at its end. The host
- * refuses a plugin whose major version differs from its own, with a message naming both; within
- * a major version, a slot is used only if struct_size shows the other side has it.
+ * Versioning. QUILT_BACKEND_ABI_VERSION is (major << 16) | minor. The structs passed one at a
+ * time (quilt_host_api_t, quilt_backend_t, quilt_graph_t, quilt_device_info_t,
+ * quilt_execute_args_t) start with struct_size (the top-level ones also with abi_version) and
+ * only grow at their end; within a major version, a field is used only if struct_size shows the
+ * other side has it. The structs passed as array elements (quilt_node_t, quilt_value_t,
+ * quilt_attribute_t, quilt_tensor_info_t, quilt_constant_t, quilt_option_t) are frozen for a
+ * major version: new per-node or per-value information arrives as new arrays at the end of
+ * quilt_graph_t. The host refuses a plugin whose major version differs from its own, with a
+ * message naming both.
  *
  * Errors. Every fallible slot returns a quilt_status_t: NULL means success; otherwise a status
  * made with host->status_create(code, message), which the host reads and frees. Messages should
@@ -240,8 +245,8 @@ typedef struct quilt_event_s* quilt_event_t;
 
 typedef struct quilt_execute_args {
   uint32_t struct_size;
-  /* Every value of the compiled graph (graph.num_values entries), with this run's concrete
-   * dtype and dims. Constants are as at compile. */
+  /* Every value of the compiled graph (exactly graph.num_values entries, same order), with
+   * this run's concrete dtype and dims. Constants are as at compile. */
   const quilt_tensor_info_t* values;
   /* Device pointers of the graph's inputs (graph.num_inputs) and of its outputs
    * (graph.num_outputs), the outputs allocated by the host with alloc(). A pointer is NULL
@@ -257,6 +262,13 @@ typedef struct quilt_execute_args {
 } quilt_execute_args_t;
 
 /* ---- the backend ------------------------------------------------------------------------- */
+
+/* Events, precisely: the host creates an event, hands it as signal_event to exactly one
+ * operation, may pass it in wait_events of later operations of the same device (never of
+ * another device, even of the same backend: the host waits across devices itself), may wait on
+ * or query it any number of times, and releases it only after it was signalled. Device memory
+ * pointers are opaque to the host (it never dereferences or offsets them) and need no particular
+ * alignment on its behalf. */
 
 typedef struct quilt_backend {
   uint32_t struct_size; /* sizeof(quilt_backend_t) as the plugin knows it */
@@ -284,7 +296,9 @@ typedef struct quilt_backend {
   /* -- capability -- */
   /* Decides whether the device runs `node`, a graph of one node. Sets *claimed to 1 or 0; when
    * 0, writes why into reason (NUL-terminated, at most reason_size bytes), e.g. "Conv: groups
-   * > 1 not supported". A non-NULL status is an error of the query itself, not a refusal. */
+   * > 1 not supported"; when 1, reason is ignored. A non-NULL status is an error of the query
+   * itself, not a refusal. Output values never alias inputs: a patch output is always produced
+   * by one of its nodes. */
   quilt_status_t (*supports)(quilt_device_t device, const quilt_graph_t* node, int32_t* claimed,
                              char* reason, size_t reason_size);
 
