@@ -159,11 +159,24 @@ class Grouper {
     anc_.emplace_back(device_.size(), 0);
     return id;
   }
-  // True if node-with-producer-patches `preds` may join patch p without creating a cycle.
+  // True if a node whose inputs come from patches `preds` may join patch p. Joining must not
+  // make p wait for anything it did not already wait for: that would create a cycle, or
+  // serialise p's earlier nodes behind another branch (two independent branches on two devices
+  // must stay two patches to overlap). And the node must not wait less than p: an independent
+  // node joins only a patch whose dependencies it has anyway.
   bool can_join(int p, const std::set<int>& preds, const std::set<int>& forbidden) const {
     if (forbidden.count(p)) return false;
-    for (int q : preds)
-      if (q != p && anc_[q][p]) return false;
+    std::vector<char> closure(device_.size(), 0);
+    for (int q : preds) {
+      if (q == p) continue;
+      if (!anc_[p][q]) return false;
+      closure[q] = 1;
+      for (size_t k = 0; k < anc_[q].size(); ++k)
+        if (anc_[q][k]) closure[k] = 1;
+    }
+    if (!preds.count(p))
+      for (size_t k = 0; k < device_.size(); ++k)
+        if (anc_[p][k] && !closure[k]) return false;
     return true;
   }
   void add_deps(int p, const std::set<int>& preds) {

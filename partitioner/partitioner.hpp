@@ -7,9 +7,10 @@
 //               every node nobody claims, with each device's reason.
 //   2. cost     device islands without a heavy op (at most kIslandMax nodes), or whose values are
 //               all tiny, go back to the CPU: two copies cost more than they save.
-//   3. group    nodes, in topological order, join a patch of their device when that keeps the
-//               patch graph acyclic (checked on patch ancestor sets, whatever the claims), and
-//               never the patch of a value whose contents their shape inference needs.
+//   3. group    nodes, in topological order, join a patch of their device when that adds no
+//               dependency to the patch: so the patch graph stays acyclic whatever the claims
+//               (checked on patch ancestor sets), and independent branches stay apart and
+//               overlap. Never the patch of a value whose contents their inference needs.
 //   4. order    patches in topological order of the patch graph.
 //   5. copy     one transfer per (value, destination memory space), shared by its consumers.
 #pragma once

@@ -163,3 +163,48 @@ strings = helper.make_model(helper.make_graph(
     [helper.make_node("Identity", ["s"], ["t"], name="id")], "strings",
     [vi("s", TensorProto.STRING, [2])], [vi("t", TensorProto.STRING, [2])]), opset_imports=OPSET)
 save(strings, "string_io.onnx")
+
+# ---- heterogeneous models: the example plugin claims MatMul, Add, Relu and Conv (float32) ----
+rng = np.random.default_rng(7)
+
+
+def weight(name, *shape):
+    return numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32) * 0.2, name)
+
+
+def hetero(name, nodes, inputs, outputs, inits):
+    g = helper.make_graph(nodes, name, [vi(n, TensorProto.FLOAT, s) for n, s in inputs],
+                          [vi(n, TensorProto.FLOAT, s) for n, s in outputs], inits)
+    save(helper.make_model(g, opset_imports=OPSET), name + ".onnx")
+
+
+N = helper.make_node
+# MatMul -> Add -> Relu on the plugin, Softmax on the CPU, MatMul on the plugin again.
+hetero("hetero_mlp", [N("MatMul", ["x", "W1"], ["a"], name="mm1"), N("Add", ["a", "B1"], ["b"], name="add1"),
+                      N("Relu", ["b"], ["c"], name="relu1"), N("Softmax", ["c"], ["d"], name="sm"),
+                      N("MatMul", ["d", "W2"], ["y"], name="mm2")],
+       [("x", [8, 64])], [("y", [8, 32])], [weight("W1", 64, 64), weight("B1", 64), weight("W2", 64, 32)])
+# The diamond: grouping mm, relu, add and mm_out into one plugin patch would need the CPU's
+# softmax both before and after it.
+hetero("hetero_diamond", [N("MatMul", ["x", "W"], ["a"], name="mm"), N("Relu", ["a"], ["b"], name="relu"),
+                          N("Softmax", ["a"], ["c"], name="softmax"), N("Add", ["b", "c"], ["d"], name="add"),
+                          N("MatMul", ["d", "W2"], ["y"], name="mm_out")],
+       [("x", [16, 32])], [("y", [16, 8])], [weight("W", 32, 32), weight("W2", 32, 8)])
+# A lone cheap op between CPU nodes: the cost rule keeps it on the CPU.
+hetero("hetero_island", [N("Softmax", ["x"], ["a"], name="sm1"), N("Relu", ["a"], ["b"], name="relu"),
+                         N("Softmax", ["b"], ["y"], name="sm2")],
+       [("x", [4, 16])], [("y", [4, 16])], [])
+# Two independent branches, one per backend, joined on the CPU.
+hetero("hetero_branches", [N("MatMul", ["x", "WA"], ["a"], name="mm_a"), N("Relu", ["a"], ["ya"], name="relu_a"),
+                           N("Sigmoid", ["x"], ["s"], name="sig_b"), N("Tanh", ["s"], ["yb"], name="tanh_b"),
+                           N("Mul", ["ya", "yb"], ["y"], name="join")],
+       [("x", [64, 256])], [("y", [64, 256])], [weight("WA", 256, 256)])
+# One download of `a` shared by two CPU patches; one upload of `x` shared by two plugin patches.
+hetero("hetero_shared", [N("MatMul", ["x", "W1"], ["a"], name="mm1"), N("Softmax", ["a"], ["s"], name="sm"),
+                         N("MatMul", ["s", "W2"], ["z"], name="mm2"), N("Add", ["z", "x"], ["zx"], name="add_x"),
+                         N("Mul", ["a", "zx"], ["y"], name="mul")],
+       [("x", [8, 32])], [("y", [8, 32])], [weight("W1", 32, 32), weight("W2", 32, 32)])
+# Everything claimed by the plugin (strict mode succeeds); a Conv for good measure.
+hetero("hetero_all_claimed", [N("Conv", ["x", "K", "KB"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+                              N("Relu", ["c"], ["r"], name="relu"), N("Add", ["r", "x"], ["y"], name="residual")],
+       [("x", [1, 4, 8, 8])], [("y", [1, 4, 8, 8])], [weight("K", 4, 4, 3, 3), weight("KB", 4)])

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <quilt/backend.h>
+#include <atomic>
 
 #include <condition_variable>
 #include <cstddef>
@@ -166,6 +167,7 @@ struct Options {
   uint64_t memory_limit = kDefaultMemoryLimit;
   uint64_t execute_delay_ms = 0;
   std::string fail_execute_on, fail_compile_on;
+  uint64_t fail_execute_count = 0;  // with fail_execute_on: fail only this many times (0 = always)
 };
 
 // Turns C++ exceptions (bad_alloc from a vector, say) into a status: nothing crosses the ABI.
@@ -211,6 +213,8 @@ struct quilt_device_s {
         options(std::move(opts)),
         base(address_base),
         arena(options.memory_limit) {}
+
+  std::atomic<uint64_t> injected_failures{0};
 
   void* address(uint64_t offset) const { return reinterpret_cast<void*>(base + offset); }
   // The arena offset of a device address, checked to span `bytes` of one allocation.

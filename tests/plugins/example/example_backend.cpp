@@ -22,7 +22,7 @@ using namespace quilt::example;
 namespace {
 
 constexpr const char* kKnownOptions =
-    "memory_limit, execute_delay_ms, fail_execute_on, fail_compile_on";
+    "memory_limit, execute_delay_ms, fail_execute_on, fail_execute_count, fail_compile_on";
 
 Status parse_options(const quilt_option_t* options, size_t count, Options* out) {
   auto number = [](const char* key, const char* text, uint64_t* value) -> Status {
@@ -46,6 +46,8 @@ Status parse_options(const quilt_option_t* options, size_t count, Options* out) 
       status = number("execute_delay_ms", value, &out->execute_delay_ms);
     } else if (key == "fail_execute_on") {
       out->fail_execute_on = value;
+    } else if (key == "fail_execute_count") {
+      status = number("fail_execute_count", value, &out->fail_execute_count);
     } else if (key == "fail_compile_on") {
       out->fail_compile_on = value;
     } else {
@@ -241,7 +243,9 @@ Status run_program(quilt_device_s& device, const Program& program, const std::ve
                    const std::vector<int64_t>& output_offsets) {
   if (device.options.execute_delay_ms > 0)
     std::this_thread::sleep_for(std::chrono::milliseconds(device.options.execute_delay_ms));
-  if (!program.failing_node.empty())
+  if (!program.failing_node.empty() &&
+      (device.options.fail_execute_count == 0 ||
+       device.injected_failures.fetch_add(1) < device.options.fail_execute_count))
     return fail(QUILT_STATUS_DEVICE_ERROR,
                 "injected failure in node '" + program.failing_node + "'");
 
