@@ -194,11 +194,15 @@ hetero("hetero_diamond", [N("MatMul", ["x", "W"], ["a"], name="mm"), N("Relu", [
 hetero("hetero_island", [N("Softmax", ["x"], ["a"], name="sm1"), N("Relu", ["a"], ["b"], name="relu"),
                          N("Softmax", ["b"], ["y"], name="sm2")],
        [("x", [4, 16])], [("y", [4, 16])], [])
-# Two independent branches, one per backend, joined on the CPU.
-hetero("hetero_branches", [N("MatMul", ["x", "WA"], ["a"], name="mm_a"), N("Relu", ["a"], ["ya"], name="relu_a"),
-                           N("Sigmoid", ["x"], ["s"], name="sig_b"), N("Tanh", ["s"], ["yb"], name="tanh_b"),
-                           N("Mul", ["ya", "yb"], ["y"], name="join")],
-       [("x", [64, 256])], [("y", [64, 256])], [weight("WA", 256, 256)])
+# Two independent branches, one per backend, joined on the CPU: the plugin's MatMul/Relu on x,
+# and enough CPU work on x2 (six element-wise ops on 1M elements) to overlap with it.
+cpu_chain = [N("Sigmoid", ["x2"], ["s0"], name="sig_b")]
+for i, op in enumerate(["Tanh", "Sigmoid", "Tanh", "Sigmoid", "Tanh"]):
+    cpu_chain.append(N(op, [f"s{i}"], [f"s{i + 1}"], name=f"b{i}"))
+hetero("hetero_branches", [N("MatMul", ["x", "WA"], ["a"], name="mm_a"), N("Relu", ["a"], ["ya"], name="relu_a")]
+       + cpu_chain + [N("ReduceMean", ["s5"], ["yb"], name="mean_b", keepdims=0),
+                      N("Mul", ["ya", "yb"], ["y"], name="join")],
+       [("x", [64, 256]), ("x2", [1024, 1024])], [("y", [64, 256])], [weight("WA", 256, 256)])
 # One download of `a` shared by two CPU patches; one upload of `x` shared by two plugin patches.
 hetero("hetero_shared", [N("MatMul", ["x", "W1"], ["a"], name="mm1"), N("Softmax", ["a"], ["s"], name="sm"),
                          N("MatMul", ["s", "W2"], ["z"], name="mm2"), N("Add", ["z", "x"], ["zx"], name="add_x"),

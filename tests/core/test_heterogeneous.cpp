@@ -1,0 +1,326 @@
+// Sessions split across the example plugin (tests/plugins: its own memory, its own worker
+// thread) and the CPU: same answers as the CPU alone, the expected patches and transfers, strict
+// mode, pinning, overlap of independent branches, concurrent runs, and every plugin failure.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <thread>
+
+#include "quilt/quilt.hpp"
+#include "tests/expect_error.hpp"
+
+using namespace quilt;
+using quilt::testing::expect_error;
+
+namespace {
+
+const std::string kDir = QUILT_TEST_MODELS_DIR;
+const std::string kPlugin = QUILT_EXAMPLE_PLUGIN_PATH;
+
+SessionOptions with_example(std::map<std::string, std::string> example_options = {}) {
+  SessionOptions o;
+  o.threads = 2;
+  o.plugins = {kPlugin};
+  o.backends = {"example", "cpu"};
+  if (!example_options.empty()) o.backend_options["example"] = example_options;
+  return o;
+}
+
+Tensor random_input(std::vector<int64_t> shape, unsigned seed) {
+  Tensor t(DType::Float32, shape);
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> dist;
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(gen);
+  return t;
+}
+
+void expect_close(const Tensor& a, const Tensor& b) {
+  ASSERT_EQ(a.shape(), b.shape());
+  ASSERT_EQ(a.dtype(), DType::Float32);
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    const float x = a.data<float>()[i], y = b.data<float>()[i];
+    ASSERT_NEAR(x, y, 1e-5f + 1e-4f * std::fabs(y)) << "element " << i;
+  }
+}
+
+// Runs a model on the CPU alone and split with the example plugin; outputs must agree.
+void expect_same_as_cpu(const std::string& model, std::vector<int64_t> shape,
+                        const SessionOptions& options, TensorMap extra = {}) {
+  SessionOptions cpu_only;
+  cpu_only.threads = 2;
+  Session cpu(kDir + "/" + model, cpu_only);
+  Session split(kDir + "/" + model, options);
+  Tensor x = random_input(shape, 1);
+  Tensor before = x.clone();
+  TensorMap inputs = extra;
+  inputs["x"] = x;
+  auto want = cpu.run(inputs);
+  auto got = split.run(inputs);
+  for (const auto& [name, t] : want) expect_close(got.at(name), t);
+  expect_close(x, before);  // the caller's input is untouched
+}
+
+const PlanReport::Patch& patch(const PlanReport& r, int i) {
+  return r.patches.at(i);
+}
+
+std::vector<std::string> node_names(const PlanReport& r, const PlanReport::Patch& p) {
+  std::vector<std::string> out;
+  for (int n : p.nodes) out.push_back(r.nodes[n].name);
+  return out;
+}
+
+int count_transfers(const PlanReport& r, const std::string& value, const std::string& to) {
+  int n = 0;
+  for (const auto& t : r.transfers) n += t.value == value && t.to == to;
+  return n;
+}
+
+}  // namespace
+
+TEST(Heterogeneous, MlpSplitsIntoThreePatchesWithFourTransfersAndMatchesCpu) {
+  Session s(kDir + "/hetero_mlp.onnx", with_example());
+  const PlanReport& r = s.plan();
+  ASSERT_EQ(r.patches.size(), 3u);
+  EXPECT_EQ(patch(r, 0).backend, "example:0");
+  EXPECT_EQ(node_names(r, patch(r, 0)), (std::vector<std::string>{"mm1", "add1", "relu1"}));
+  EXPECT_EQ(patch(r, 1).backend, "cpu");
+  EXPECT_EQ(node_names(r, patch(r, 1)), (std::vector<std::string>{"sm"}));
+  EXPECT_EQ(patch(r, 2).backend, "example:0");
+  EXPECT_EQ(patch(r, 2).depends_on, (std::vector<int>{1}));
+  // x up, c down, d up, y down; weights go with compile, not as transfers.
+  ASSERT_EQ(r.transfers.size(), 4u);
+  EXPECT_EQ(count_transfers(r, "x", "example:0"), 1);
+  EXPECT_EQ(count_transfers(r, "c", "host"), 1);
+  EXPECT_EQ(count_transfers(r, "d", "example:0"), 1);
+  EXPECT_EQ(count_transfers(r, "y", "host"), 1);
+  for (const auto& t : r.transfers) EXPECT_EQ(t.bytes, t.value == "y" ? 8 * 32 * 4 : 8 * 64 * 4);
+  EXPECT_EQ(patch(r, 0).constant_bytes, (64 * 64 + 64) * 4);
+  // The Softmax fell back, with the plugin's reason.
+  for (const auto& n : r.nodes) {
+    if (n.name == "sm") {
+      EXPECT_NE(n.reason.find("example:0: Softmax is not supported"), std::string::npos);
+    }
+  }
+  expect_same_as_cpu("hetero_mlp.onnx", {8, 64}, with_example());
+}
+
+TEST(Heterogeneous, DiamondGetsThreeAcyclicPatches) {
+  // mm, relu, add, mm_out are all claimed, but one patch of them would need the CPU's softmax
+  // both before and after it.
+  Session s(kDir + "/hetero_diamond.onnx", with_example());
+  const PlanReport& r = s.plan();
+  ASSERT_EQ(r.patches.size(), 3u);
+  EXPECT_EQ(node_names(r, patch(r, 0)), (std::vector<std::string>{"mm", "relu"}));
+  EXPECT_EQ(node_names(r, patch(r, 1)), (std::vector<std::string>{"softmax"}));
+  EXPECT_EQ(node_names(r, patch(r, 2)), (std::vector<std::string>{"add", "mm_out"}));
+  for (const auto& p : r.patches)
+    for (int d : p.depends_on) EXPECT_LT(d, p.id);
+  expect_same_as_cpu("hetero_diamond.onnx", {16, 32}, with_example());
+}
+
+TEST(Heterogeneous, OneTransferPerValueAndDeviceSharedByItsConsumers) {
+  Session s(kDir + "/hetero_shared.onnx", with_example());
+  const PlanReport& r = s.plan();
+  // x feeds two plugin patches, a feeds two CPU patches: one copy each.
+  EXPECT_EQ(count_transfers(r, "x", "example:0"), 1);
+  EXPECT_EQ(count_transfers(r, "a", "host"), 1);
+  for (const auto& t : r.transfers) {
+    if (t.value == "x" || t.value == "a") {
+      EXPECT_EQ(t.consumer_patches.size(), 2u) << t.value;
+    }
+    EXPECT_NE(t.value, "W1");  // initializers are never transferred
+    EXPECT_NE(t.value, "W2");
+  }
+  expect_same_as_cpu("hetero_shared.onnx", {8, 32}, with_example());
+}
+
+TEST(Heterogeneous, CostRuleKeepsALoneCheapOpOnTheCpuAndCanBeSwitchedOff) {
+  Session kept(kDir + "/hetero_island.onnx", with_example());
+  ASSERT_EQ(kept.plan().patches.size(), 1u);
+  EXPECT_TRUE(kept.plan().transfers.empty());
+  for (const auto& n : kept.plan().nodes)
+    if (n.name == "relu") {
+      EXPECT_EQ(n.backend, "cpu");
+      EXPECT_NE(n.reason.find("cost rule"), std::string::npos) << n.reason;
+    }
+  SessionOptions off = with_example();
+  off.partition_cost_rule = false;
+  Session island(kDir + "/hetero_island.onnx", off);
+  ASSERT_EQ(island.plan().patches.size(), 3u);
+  EXPECT_EQ(island.plan().patches[1].backend, "example:0");
+  EXPECT_EQ(island.plan().transfers.size(), 2u);
+  expect_same_as_cpu("hetero_island.onnx", {4, 16}, off);
+}
+
+TEST(Heterogeneous, StrictModeListsEveryUnclaimedNodeWithTheReason) {
+  SessionOptions strict = with_example();
+  strict.backends = {"example"};
+  strict.cpu_fallback = false;
+  expect_error(
+      [&] { Session(kDir + "/hetero_mlp.onnx", strict); }, ErrorCode::NotImplemented,
+      {"1 node is not supported by the requested backends (example:0)", "CPU fallback is off",
+       "[Softmax node \"sm\"] example:0: Softmax is not supported"});
+  // Everything claimed: strict mode runs, with no CPU patch at all.
+  Session all(kDir + "/hetero_all_claimed.onnx", strict);
+  ASSERT_EQ(all.plan().patches.size(), 1u);
+  EXPECT_EQ(all.plan().patches[0].backend, "example:0");
+  expect_same_as_cpu("hetero_all_claimed.onnx", {1, 4, 8, 8}, strict);
+}
+
+TEST(Heterogeneous, PinningOverridesThePriorityList) {
+  SessionOptions pinned = with_example();
+  pinned.pinned_nodes = {{"add1", "cpu"}};
+  Session s(kDir + "/hetero_mlp.onnx", pinned);
+  for (const auto& n : s.plan().nodes)
+    if (n.name == "add1") {
+      EXPECT_EQ(n.backend, "cpu");
+      EXPECT_NE(n.reason.find("pinned"), std::string::npos);
+    }
+  expect_same_as_cpu("hetero_mlp.onnx", {8, 64}, pinned);
+  pinned.pinned_nodes = {{"sm", "example"}};
+  expect_error([&] { Session(kDir + "/hetero_mlp.onnx", pinned); }, ErrorCode::InvalidArgument,
+               {"[Softmax node \"sm\"] is pinned to example:0", "Softmax is not supported"});
+  pinned.pinned_nodes = {{"no_such_node", "cpu"}};
+  expect_error([&] { Session(kDir + "/hetero_mlp.onnx", pinned); }, ErrorCode::InvalidArgument,
+               {"no_such_node", "not in the model's graph"});
+  pinned.pinned_nodes = {{"sm", "opencl"}};
+  expect_error([&] { Session(kDir + "/hetero_mlp.onnx", pinned); }, ErrorCode::InvalidArgument,
+               {"'opencl'", "not in SessionOptions.backends"});
+}
+
+TEST(Heterogeneous, IndependentBranchesOnTwoBackendsOverlapInTime) {
+  // Branch A (MatMul, Relu) runs on the plugin, which takes 150 ms of simulated device time;
+  // branch B (six element-wise ops on 1M elements) runs on the CPU meanwhile. Asserted on the
+  // recorded spans: the plugin's from its own event timestamps, the CPU's from the host clock.
+  Session s(kDir + "/hetero_branches.onnx", with_example({{"execute_delay_ms", "150"}}));
+  const PlanReport& r = s.plan();
+  ASSERT_EQ(r.patches.size(), 3u);
+  EXPECT_EQ(patch(r, 0).backend, "example:0");
+  EXPECT_EQ(patch(r, 1).backend, "cpu");
+  EXPECT_TRUE(patch(r, 1).depends_on.empty());
+  EXPECT_EQ(patch(r, 2).depends_on, (std::vector<int>{0, 1}));
+  RunProfile profile;
+  TensorMap inputs = {{"x", random_input({64, 256}, 3)}, {"x2", random_input({1024, 1024}, 4)}};
+  s.run(inputs, {}, &profile);
+  const RunProfile::Span* a = nullptr;
+  const RunProfile::Span* b = nullptr;
+  for (const auto& span : profile.spans) {
+    if (span.name.rfind("patch 0 ", 0) == 0) a = &span;
+    if (span.name.rfind("patch 1 ", 0) == 0) b = &span;
+  }
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(a->lane, "example:0");
+  EXPECT_EQ(b->lane, "cpu");
+  EXPECT_GE(a->end_ns - a->start_ns, 150'000'000u);  // the device's own timestamps
+  EXPECT_LT(b->start_ns, a->end_ns) << "the CPU branch waited for the plugin";
+  EXPECT_LT(a->start_ns, b->end_ns) << "the plugin's patch started after the CPU branch ended";
+  expect_same_as_cpu("hetero_branches.onnx", {64, 256}, with_example(),
+                     {{"x2", random_input({1024, 1024}, 4)}});
+}
+
+TEST(Heterogeneous, ConcurrentRunsFromSeveralThreads) {
+  Session split(kDir + "/hetero_shared.onnx", with_example());
+  SessionOptions cpu_only;
+  Session cpu(kDir + "/hetero_shared.onnx", cpu_only);
+  std::vector<std::thread> threads;
+  std::vector<std::string> failures(4);
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      try {
+        for (int i = 0; i < 20; ++i) {
+          Tensor x = random_input({8, 32}, static_cast<unsigned>(100 * t + i));
+          Tensor got = split.run({{"x", x}}).at("y");
+          Tensor want = cpu.run({{"x", x}}).at("y");
+          for (int64_t k = 0; k < got.numel(); ++k)
+            if (std::fabs(got.data<float>()[k] - want.data<float>()[k]) >
+                1e-5f + 1e-4f * std::fabs(want.data<float>()[k]))
+              throw std::runtime_error("mismatch at " + std::to_string(k));
+        }
+      } catch (const std::exception& e) {
+        failures[t] = e.what();
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (const auto& f : failures) EXPECT_EQ(f, "");
+}
+
+TEST(Heterogeneous, AFailingExecuteFailsTheRunWithThePluginsMessageAndTheNextRunWorks) {
+  Session s(kDir + "/hetero_mlp.onnx",
+            with_example({{"fail_execute_on", "mm2"}, {"fail_execute_count", "1"}}));
+  Tensor x = random_input({8, 64}, 5);
+  expect_error(
+      [&] {
+        s.run({{"x", x}});
+      },
+      ErrorCode::Runtime,
+      {"[patch 2 on example:0 (MatMul node \"mm2\")]", "[example] injected failure in node 'mm2'"});
+  SessionOptions cpu_only;
+  Tensor want = Session(kDir + "/hetero_mlp.onnx", cpu_only).run({{"x", x}}).at("y");
+  expect_close(s.run({{"x", x}}).at("y"), want);
+}
+
+TEST(Heterogeneous, DeviceOutOfMemoryIsAnErrorNotACrash) {
+  // The weights (24 KiB) fit; the run's buffers do not.
+  Session s(kDir + "/hetero_mlp.onnx", with_example({{"memory_limit", "26000"}}));
+  Tensor x = random_input({8, 64}, 6);
+  expect_error(
+      [&] {
+        s.run({{"x", x}});
+      },
+      ErrorCode::OutOfMemory, {"[example] out of device memory"});
+  expect_error([&] { s.run({{"x", x}}); }, ErrorCode::OutOfMemory, {"out of device memory"});
+  // Weights that do not fit fail session creation, naming the constant.
+  expect_error(
+      [&] {
+        Session(kDir + "/hetero_mlp.onnx", with_example({{"memory_limit", "8192"}}));
+      },
+      ErrorCode::OutOfMemory, {"compile", "out of device memory", "constant 'W1'"});
+}
+
+TEST(Heterogeneous, PluginLoadFailuresNameTheLibraryAndTheReason) {
+  auto fails_with = [](const std::string& library, const std::vector<std::string>& parts) {
+    SessionOptions o;
+    o.plugins = {library};
+    o.backends = {"example", "cpu"};
+    std::vector<std::string> all = {"unknown backend 'example'", library};
+    all.insert(all.end(), parts.begin(), parts.end());
+    expect_error([&] { Session(kDir + "/hetero_mlp.onnx", o); }, ErrorCode::InvalidArgument, all);
+  };
+  fails_with("/no/such/libquilt_missing.so", {"file not found"});
+  fails_with(QUILT_NO_ENTRY_PLUGIN_PATH, {"no symbol quilt_backend_init"});
+  fails_with(QUILT_BAD_ABI_PLUGIN_PATH,
+             {"ABI mismatch", "built for backend ABI 99.0", "this Quilt speaks 1.0"});
+  fails_with(QUILT_INIT_FAIL_PLUGIN_PATH,
+             {"initialisation failed", "example: simulated driver not found"});
+}
+
+TEST(Heterogeneous, BadBackendOptionsAndDeviceIndicesAreRefused) {
+  expect_error(
+      [&] {
+        Session(kDir + "/hetero_mlp.onnx", with_example({{"colour", "red"}}));
+      },
+      ErrorCode::InvalidArgument, {"example:0", "unknown option 'colour'"});
+  SessionOptions o = with_example();
+  o.backends = {"example:7", "cpu"};
+  expect_error([&] { Session(kDir + "/hetero_mlp.onnx", o); }, ErrorCode::InvalidArgument,
+               {"backend 'example' has no device 7", "it has 2 devices"});
+  o.backends = {"example:1", "cpu"};
+  Session second(kDir + "/hetero_mlp.onnx", o);
+  EXPECT_EQ(second.plan().patches[0].backend, "example:1");
+  o.backends = {"example", "example"};
+  expect_error([&] { Session(kDir + "/hetero_mlp.onnx", o); }, ErrorCode::InvalidArgument,
+               {"listed twice"});
+}
+
+TEST(Heterogeneous, PluginPathEnvironmentVariableIsSearched) {
+  const std::string path = kPlugin;
+  const std::string dir = path.substr(0, path.rfind('/'));
+  ASSERT_EQ(setenv("QUILT_PLUGIN_PATH", ("/no/such/dir:" + dir).c_str(), 1), 0);
+  SessionOptions o;
+  o.backends = {"example", "cpu"};
+  Session s(kDir + "/hetero_mlp.onnx", o);
+  unsetenv("QUILT_PLUGIN_PATH");
+  EXPECT_EQ(s.plan().patches[0].backend, "example:0");
+}
