@@ -127,27 +127,35 @@ BackendInventory discover_backends(const std::vector<std::string>& plugin_paths)
   const quilt_backend_t* cpu = cpu_backend_api();
   inv.backends.push_back({cpu->name, cpu->version, cpu->abi_version, "built-in", cpu});
   std::vector<std::string> paths = plugin_paths;
+  // Backends that ship with Quilt (the OpenCL plugin) live next to the library.
+  std::vector<std::string> dirs;
+  Dl_info self{};
+  if (dladdr(reinterpret_cast<void*>(&discover_backends), &self) && self.dli_fname) {
+    auto dir = std::filesystem::path(self.dli_fname).parent_path() / "quilt-backends";
+    std::error_code ec;
+    if (std::filesystem::is_directory(dir, ec)) dirs.push_back(dir.string());
+  }
   if (const char* env = std::getenv("QUILT_PLUGIN_PATH")) {
     std::string list = env;
     size_t start = 0;
     while (start <= list.size()) {
       size_t end = list.find(':', start);
       if (end == std::string::npos) end = list.size();
-      std::string dir = list.substr(start, end - start);
+      if (end > start) dirs.push_back(list.substr(start, end - start));
       start = end + 1;
-      if (dir.empty()) continue;
-      std::error_code ec;
-      std::vector<std::string> found;
-      for (const auto& e : std::filesystem::directory_iterator(dir, ec))
-        if (e.path().extension() == ".so") found.push_back(e.path().string());
-      if (ec) {
-        inv.failures.push_back(
-            {dir, "QUILT_PLUGIN_PATH directory cannot be read: " + ec.message()});
-        continue;
-      }
-      std::sort(found.begin(), found.end());
-      paths.insert(paths.end(), found.begin(), found.end());
     }
+  }
+  for (const auto& dir : dirs) {
+    std::error_code ec;
+    std::vector<std::string> found;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+      if (e.path().extension() == ".so") found.push_back(e.path().string());
+    if (ec) {
+      inv.failures.push_back({dir, "plugin directory cannot be read: " + ec.message()});
+      continue;
+    }
+    std::sort(found.begin(), found.end());
+    paths.insert(paths.end(), found.begin(), found.end());
   }
   std::vector<std::string> seen;
   for (const auto& path : paths) {

@@ -35,9 +35,10 @@ struct BackendInventory {
   const LoadedBackend* find(const std::string& name) const;
 };
 
-// The CPU backend, the given plugin libraries, and every *.so in the directories listed in the
-// QUILT_PLUGIN_PATH environment variable. Two libraries offering the same backend name: the
-// first wins, the second is a failure ("duplicate backend name").
+// The CPU backend, the given plugin libraries, every *.so in the `quilt-backends` directory next
+// to libquilt (backends that ship with Quilt, e.g. OpenCL), and every *.so in the directories
+// listed in the QUILT_PLUGIN_PATH environment variable (':'-separated). Two libraries offering
+// the same backend name: the first wins, the second is a failure ("duplicate backend name").
 BackendInventory discover_backends(const std::vector<std::string>& plugin_paths);
 
 // What `quilt devices` shows for one device of a backend.

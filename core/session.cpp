@@ -28,21 +28,40 @@ struct BackendSpec {
   std::string text;
 };
 
-BackendSpec parse_spec(const std::string& text) {
+// "name", "name:INDEX" or "name:name=SUBSTRING" (the first device whose name contains it).
+BackendSpec parse_spec(const std::string& text, const BackendInventory& inventory) {
   BackendSpec s{text, 0, text};
-  if (auto colon = text.find(':'); colon != std::string::npos) {
-    s.backend = text.substr(0, colon);
-    const std::string idx = text.substr(colon + 1);
-    char* end = nullptr;
-    long i = std::strtol(idx.c_str(), &end, 10);
-    if (idx.empty() || *end || i < 0 || i > 1 << 20)
-      throw Error(ErrorCode::InvalidArgument, "backend '" + text +
-                                                  "' in SessionOptions.backends: expected NAME or "
-                                                  "NAME:DEVICE_INDEX");
-    s.index = static_cast<int32_t>(i);
-  }
+  const size_t colon = text.find(':');
+  s.backend = text.substr(0, colon);
   if (s.backend.empty())
     throw Error(ErrorCode::InvalidArgument, "empty backend name in SessionOptions.backends");
+  const LoadedBackend* backend = inventory.find(s.backend);
+  if (!backend) return s;  // reported by the caller, with what is available
+  if (colon == std::string::npos) return s;
+  const std::string sel = text.substr(colon + 1);
+  if (sel.rfind("name=", 0) == 0) {
+    const std::string want = sel.substr(5);
+    const auto devices = describe_devices(*backend);
+    std::string names;
+    for (size_t i = 0; i < devices.size(); ++i) {
+      if (!want.empty() && devices[i].name.find(want) != std::string::npos) {
+        s.index = static_cast<int32_t>(i);
+        return s;
+      }
+      names += (names.empty() ? "" : ", ") + std::to_string(i) + ": " + devices[i].name;
+    }
+    throw Error(ErrorCode::InvalidArgument,
+                "backend '" + text + "': no " + s.backend + " device name contains '" + want +
+                    "' (devices: " + (names.empty() ? "none" : names) + ")");
+  }
+  char* end = nullptr;
+  long i = std::strtol(sel.c_str(), &end, 10);
+  if (sel.empty() || *end || i < 0 || i > 1 << 20)
+    throw Error(ErrorCode::InvalidArgument,
+                "backend '" + text +
+                    "' in SessionOptions.backends: expected NAME, NAME:DEVICE_INDEX or "
+                    "NAME:name=DEVICE_NAME_PART");
+  s.index = static_cast<int32_t>(i);
   return s;
 }
 
@@ -79,7 +98,7 @@ std::shared_ptr<Session::Impl> make_impl(std::unique_ptr<Model> model,
     impl->logger.info("backend library " + f.library + " not loaded: " + f.reason);
   std::vector<BackendSpec> specs;
   for (const auto& text : options.backends) {
-    BackendSpec s = parse_spec(text);
+    BackendSpec s = parse_spec(text, inventory);
     if (!inventory.find(s.backend))
       throw Error(ErrorCode::InvalidArgument,
                   "unknown backend '" + s.backend +

@@ -309,6 +309,11 @@ TEST(Heterogeneous, BadBackendOptionsAndDeviceIndicesAreRefused) {
   o.backends = {"example:1", "cpu"};
   Session second(kDir + "/hetero_mlp.onnx", o);
   EXPECT_EQ(second.plan().patches[0].backend, "example:1");
+  o.backends = {"example:name=accelerator 1", "cpu"};
+  EXPECT_EQ(Session(kDir + "/hetero_mlp.onnx", o).plan().patches[0].backend, "example:1");
+  o.backends = {"example:name=tpu", "cpu"};
+  expect_error([&] { Session(kDir + "/hetero_mlp.onnx", o); }, ErrorCode::InvalidArgument,
+               {"no example device name contains 'tpu'", "0: Simulated accelerator 0"});
   o.backends = {"example", "example"};
   expect_error([&] { Session(kDir + "/hetero_mlp.onnx", o); }, ErrorCode::InvalidArgument,
                {"listed twice"});
