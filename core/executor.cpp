@@ -201,8 +201,12 @@ void ExecutionPlan::issue(const Step& step, RunState& st) const {
       }
       return slot.dev;
     };
+    // Empty transfers copy nothing: no device call, no event (an event must be signalled).
+    const size_t transfer_bytes =
+        step.kind == StepKind::Patch ? 0 : bytes_of(st.types[slots_[step.out_slots[0]].value]);
     std::shared_ptr<Event> event;
-    if (!device.synchronous()) event = device.create_event();
+    if (!device.synchronous() && (step.kind == StepKind::Patch || transfer_bytes))
+      event = device.create_event();
     const uint64_t start = host_now_ns();
     if (step.kind == StepKind::Patch) {
       std::vector<void*> ins, outs;
@@ -229,12 +233,12 @@ void ExecutionPlan::issue(const Step& step, RunState& st) const {
       st.wait_ready(src, step.label);
       const Tensor& host = st.slots[src].host;
       void* dst = allocate(step.out_slots[0]);
-      device.copy_to_device(dst, host.raw_data(), host.nbytes(), {}, event.get(), tag);
+      if (transfer_bytes)
+        device.copy_to_device(dst, host.raw_data(), transfer_bytes, {}, event.get(), tag);
     } else {  // Download
       const void* src = input_ptr(step.in_slots[0]);
       void* dst = allocate(step.out_slots[0]);
-      device.copy_to_host(dst, src, bytes_of(st.types[slots_[step.out_slots[0]].value]), waits,
-                          event.get(), tag);
+      if (transfer_bytes) device.copy_to_host(dst, src, transfer_bytes, waits, event.get(), tag);
     }
     const uint64_t end = host_now_ns();
     if (st.profiling || event) {

@@ -266,7 +266,9 @@ typedef struct quilt_execute_args {
 /* Events, precisely: the host creates an event, hands it as signal_event to exactly one
  * operation, may pass it in wait_events of later operations of the same device (never of
  * another device, even of the same backend: the host waits across devices itself), may wait on
- * or query it any number of times, and releases it only after it was signalled. Device memory
+ * or query it any number of times, and releases it only after it was signalled (or after the
+ * operation it was given to returned an error status, in which case it is never signalled).
+ * Empty tensors are never copied (no call, no event) and have NULL device pointers. Device memory
  * pointers are opaque to the host (it never dereferences or offsets them) and need no particular
  * alignment on its behalf. */
 

@@ -329,3 +329,12 @@ TEST(Heterogeneous, PluginPathEnvironmentVariableIsSearched) {
   unsetenv("QUILT_PLUGIN_PATH");
   EXPECT_EQ(s.plan().patches[0].backend, "example:0");
 }
+
+TEST(Heterogeneous, SymbolicBatchIncludingEmptyTensors) {
+  Session s(kDir + "/hetero_dynamic.onnx", with_example());
+  for (const auto& t : s.plan().transfers) EXPECT_EQ(t.bytes, -1) << t.value;  // run-time sizes
+  for (int64_t n : {3, 0, 5}) expect_same_as_cpu("hetero_dynamic.onnx", {n, 64}, with_example());
+  Tensor empty(DType::Float32, {0, 64});
+  Tensor y = s.run({{"x", empty}}).at("y");
+  EXPECT_EQ(y.shape(), (std::vector<int64_t>{0, 16}));
+}

@@ -212,3 +212,9 @@ hetero("hetero_shared", [N("MatMul", ["x", "W1"], ["a"], name="mm1"), N("Softmax
 hetero("hetero_all_claimed", [N("Conv", ["x", "K", "KB"], ["c"], name="conv", pads=[1, 1, 1, 1]),
                               N("Relu", ["c"], ["r"], name="relu"), N("Add", ["r", "x"], ["y"], name="residual")],
        [("x", [1, 4, 8, 8])], [("y", [1, 4, 8, 8])], [weight("K", 4, 4, 3, 3), weight("KB", 4)])
+# A symbolic batch: transfer sizes are known only at run time; batch 0 means empty copies.
+g = helper.make_graph([N("MatMul", ["x", "W"], ["a"], name="mm"), N("Softmax", ["a"], ["b"], name="sm"),
+                       N("Relu", ["b"], ["c"], name="relu"), N("MatMul", ["c", "W2"], ["y"], name="mm2")],
+                      "hetero_dynamic", [vi("x", TensorProto.FLOAT, ["n", 64])], [vi("y", TensorProto.FLOAT, ["n", 16])],
+                      [weight("W", 64, 16), weight("W2", 16, 16)])
+save(helper.make_model(g, opset_imports=OPSET), "hetero_dynamic.onnx")
