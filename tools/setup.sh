@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what Quilt needs and builds it in build/. Idempotent, and quick when nothing is missing:
-#   - Debian packages (apt-get) for the compiler, protobuf + libonnx-dev, OpenBLAS, GoogleTest;
+#   - Debian packages (apt-get) for the compiler, protobuf + libonnx-dev, OpenBLAS, GoogleTest,
+#     Graphviz (tests render `quilt plan --format dot`);
 #   - a project venv (.venv) with the pinned Python packages of tools/requirements.txt;
 #   - an incremental CMake build (Release) in build/.
 # Sourced by tools/test.sh and tools/demo.sh; defines QUILT_ROOT, QUILT_BUILD, QUILT_PYTHON.
@@ -20,6 +21,7 @@ APT_PACKAGES=(
   cmake g++ make
   protobuf-compiler libprotobuf-dev libonnx-dev
   libopenblas-dev libgtest-dev
+  graphviz
 )
 
 missing=()

@@ -27,11 +27,12 @@ const char* kRunHelp =
     "  --dim NAME=VALUE        size of symbolic dim NAME for generated inputs (default 1)\n"
     "  --output-dir DIR        write each output to DIR/<output name>.npy\n"
     "  --iterations N          run N times and report latency (default 1)\n"
-    "  --backend LIST          backends in priority order, comma-separated (default cpu)\n"
     "  --threads N             CPU worker threads (default: one per core)\n"
     "  --optimization-level N  0 = as written, 1 = constant folding (default 1)\n"
     "  --log-level LEVEL       error, warning, info or debug (default warning)\n"
-    "  --help                  show this help\n";
+    "  --help                  show this help\n"
+    "\n"
+    "backend selection:\n";
 
 struct RunArgs {
   std::string model;
@@ -68,8 +69,8 @@ RunArgs parse(const std::vector<std::string>& args) {
     } else if (a == "--iterations") {
       r.iterations = parse_int(a, value());
       if (r.iterations < 1) throw Error(ErrorCode::InvalidArgument, "--iterations must be >= 1");
-    } else if (a == "--backend") {
-      r.options.backends = split(value(), ',');
+    } else if (parse_backend_option(args, i, r.options)) {
+      continue;
     } else if (a == "--threads") {
       r.options.threads = static_cast<int>(parse_int(a, value()));
     } else if (a == "--optimization-level") {
@@ -161,10 +162,12 @@ void summarise(const std::string& name, const Tensor& t) {
 int cmd_run(const std::vector<std::string>& args) {
   if (std::find(args.begin(), args.end(), "--help") != args.end()) {
     std::fputs(kRunHelp, stdout);
+    std::fputs(kBackendOptionsHelp, stdout);
     return 0;
   }
   try {
     RunArgs r = parse(args);
+    check_backends(r.options);
     Session session(r.model, r.options);
     TensorMap inputs;
     std::mt19937 rng(0);

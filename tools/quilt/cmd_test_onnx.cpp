@@ -31,7 +31,6 @@ const char* kHelp =
     "or a directory of such directories (e.g. .../onnx/backend/test/data).\n"
     "\n"
     "options:\n"
-    "  --backend LIST        backends in priority order (default cpu)\n"
     "  --filter REGEX        only cases whose name (<set>/<case>) matches\n"
     "  --json FILE           write {\"summary\": ..., \"cases\": [...]} to FILE\n"
     "  --expect FILE         a manifest of cases expected to pass: exit 1 if one of them does not\n"
@@ -46,12 +45,14 @@ const char* kHelp =
     "atol 1e-7 (a case directory may carry its own in a `tolerance` file); integers and bools\n"
     "exactly. Cases with random-number ops are checked by dtype, shape and finiteness.\n"
     "Exit code: 0 when no case fails, errors, crashes or times out (or, with --expect, when\n"
-    "every listed case passes); 1 otherwise; 2 on bad usage.\n";
+    "every listed case passes); 1 otherwise; 2 on bad usage.\n"
+    "\n"
+    "backend selection:\n";
 
 struct Args {
   std::vector<std::string> paths;
   std::string filter, json, expect, write_manifest;
-  std::vector<std::string> backends = {"cpu"};
+  SessionOptions options;  // backend selection (parse_backend_option)
   double timeout = 120;
   int jobs = 0, threads = 1;
   bool verbose = false;
@@ -65,8 +66,8 @@ Args parse(const std::vector<std::string>& args) {
       if (i + 1 >= args.size()) throw Error(ErrorCode::InvalidArgument, a + " needs a value");
       return args[++i];
     };
-    if (a == "--backend")
-      r.backends = split(value(), ',');
+    if (parse_backend_option(args, i, r.options))
+      continue;
     else if (a == "--filter")
       r.filter = value();
     else if (a == "--json")
@@ -249,6 +250,7 @@ std::set<std::string> read_manifest(const std::string& path) {
 int cmd_test_onnx(const std::vector<std::string>& argv) {
   if (std::find(argv.begin(), argv.end(), "--help") != argv.end()) {
     std::fputs(kHelp, stdout);
+    std::fputs(kBackendOptionsHelp, stdout);
     return 0;
   }
   try {
@@ -266,14 +268,11 @@ int cmd_test_onnx(const std::vector<std::string>& argv) {
     }
     std::set<std::string> expected;
     if (!args.expect.empty()) expected = read_manifest(args.expect);
-    SessionOptions options;
-    options.backends = args.backends;
+    // Backends are not looked up here (check_backends): loading a plugin before fork() would
+    // hand every case a copy of a driver initialised in another process.
+    SessionOptions options = args.options;
     options.threads = args.threads;
-    const std::string backend = [&] {
-      std::string s;
-      for (const auto& b : args.backends) s += (s.empty() ? "" : ",") + b;
-      return s;
-    }();
+    const std::string backend = join(args.options.backends, ",");
     const auto results = run_isolated(cases, args, options);
 
     std::map<std::string, std::map<std::string, int>> by_set;
