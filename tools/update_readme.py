@@ -4,10 +4,14 @@ usage: .venv/bin/python tools/update_readme.py [--check]
 
 Sections are delimited by <!-- NAME --> ... <!-- /NAME --> markers:
   ops-table       `quilt ops --markdown`
-  devices-output  `quilt devices`
+  devices-output  `quilt devices --plugin <example plugin>`
+  plan-output     `quilt plan` of the digits CNN on the example plugin, then the CPU
   demo-output     `tools/demo.sh` (accuracy and latency lines)
+The example plugin is <build>/plugins/libquilt_example.so next to the quilt binary; without it
+devices-output lists the CPU alone and plan-output is left as it is.
 --check only verifies the ops table (machine-independent) and exits 1 if it is stale.
 """
+import os
 import re
 import subprocess
 import sys
@@ -48,7 +52,18 @@ def main():
         print("1 passed, 0 failed")
         return 0
     text = replace(text, "ops-table", ops)
-    text = replace(text, "devices-output", "```\n$ quilt devices\n" + run([str(quilt), "devices"]) + "\n```")
+    # Paths relative to the repository, as a reader would type them.
+    plugin = (quilt.resolve().parent / "plugins" / "libquilt_example.so")
+    plugin_arg = ["--plugin", os.path.relpath(plugin, ROOT)] if plugin.exists() else []
+    devices = run([str(quilt), "devices", *plugin_arg])
+    text = replace(text, "devices-output", "```\n$ " + " ".join(["quilt", "devices", *plugin_arg]) + "\n"
+                   + devices + "\n```")
+    if plugin_arg:
+        plan_cmd = ["plan", "tools/models/digits_cnn.onnx", *plugin_arg, "--backend", "example,cpu"]
+        plan = run([str(quilt), *plan_cmd])
+        text = replace(text, "plan-output", "```\n$ " + " ".join(["quilt", *plan_cmd]) + "\n" + plan + "\n```")
+    else:
+        print(f"warning: {plugin} is not built: the plan-output section is left as it is", file=sys.stderr)
     demo = run(["tools/demo.sh"])
     text = replace(text, "demo-output", "```\n$ tools/demo.sh\n" + demo + "\n```")
     readme.write_text(text)

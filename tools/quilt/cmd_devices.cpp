@@ -84,9 +84,11 @@ int cmd_devices(const std::vector<std::string>& args) {
     for (size_t b = 0; b < inv.backends.size(); ++b) {
       const LoadedBackend& backend = inv.backends[b];
       if (b) std::fputc('\n', stdout);
-      std::printf("backend %s (version %s, ABI %s, %s)\n", backend.name.c_str(),
-                  backend.version.c_str(), abi_version_string(backend.abi_version).c_str(),
-                  backend.library.c_str());
+      // The CPU backend's version is "built-in", which the library column already says.
+      const bool versioned = !backend.version.empty() && backend.version != backend.library;
+      std::printf("backend %s (%s%sABI %s, %s)\n", backend.name.c_str(),
+                  versioned ? ("version " + backend.version).c_str() : "", versioned ? ", " : "",
+                  abi_version_string(backend.abi_version).c_str(), backend.library.c_str());
       std::vector<DeviceDescription> devices;
       try {
         devices = describe_devices(backend);
