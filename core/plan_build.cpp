@@ -320,8 +320,13 @@ void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
   popts.pinned = options.pinned;
   popts.where = where_;
   popts.cpu_index = cpu_index_;
-  auto ask = [&](int n, int d) {
+  auto ask = [&](int n, int d) -> std::string {
     const LiveNode& ln = live[n];
+    // Subgraphs do not cross the ABI: only If, Loop and Scan run them, in the core.
+    for (const auto& [name, a] : ln.node->attributes)
+      if (a.kind == Attribute::Kind::Graph || a.kind == Attribute::Kind::Graphs)
+        return "graph attribute '" + name + "' is not supported (subgraphs run only in If, " +
+               "Loop and Scan)";
     AbiGraph ag;
     node_graph(ag, *ln.node, ln.inputs, ln.in_types, ln.outputs, ln.out_types);
     return devices_[d]->supports(ag);

@@ -52,6 +52,7 @@ class Assigner {
                              ", which does not run it: " + why);
         r.device_of[n] = pin->second;
         r.reason[n] = "pinned to " + devices_[pin->second].name;
+        pinned_[n] = 1;
         continue;
       }
       std::vector<std::string> refusals;
@@ -99,9 +100,11 @@ class Assigner {
     std::function<int(int)> find = [&](int x) {
       return parent[x] == x ? x : parent[x] = find(parent[x]);
     };
+    // Pinned nodes belong to islands (their neighbours pay no copy to reach them) but are
+    // never moved: an island with a pinned node stays.
     auto on_device = [&](int n) {
       int d = r.device_of[n];
-      return d >= 0 && devices_[d].space != 0 && r.reason[n].rfind("pinned", 0) != 0;
+      return d >= 0 && devices_[d].space != 0;
     };
     for (int n = 0; n < n_nodes; ++n) {
       if (!on_device(n)) continue;
@@ -114,12 +117,22 @@ class Assigner {
     for (int n = 0; n < n_nodes; ++n)
       if (on_device(n)) components[find(n)].push_back(n);
     for (const auto& [_, members] : components) {
-      bool heavy = false, tiny = true;
+      bool heavy = false, tiny = true, pinned = false;
       for (int n : members) {
         heavy = heavy || is_heavy_op(nodes_[n].op_type);
+        pinned = pinned || pinned_[n];
+        // Tiny: everything it produces, and everything it reads from outside, is small.
         for (int v : nodes_[n].outputs)
           if (values[v].bytes < 0 || values[v].bytes > kTinyBytes) tiny = false;
+        for (int v : nodes_[n].inputs) {
+          const int p = producer[v];
+          const bool outside = p < 0 || find(p) != find(n) || !on_device(p);
+          if (outside && !values[v].constant &&
+              (values[v].bytes < 0 || values[v].bytes > kTinyBytes))
+            tiny = false;
+        }
       }
+      if (pinned) continue;
       std::string rule;
       if (tiny)
         rule = "cost rule: its values are tiny (at most " + std::to_string(kTinyBytes) +
@@ -145,6 +158,7 @@ class Assigner {
   const Options& options_;
   const AskFn& ask_;
   std::vector<std::vector<std::optional<std::string>>> cache_;
+  std::vector<char> pinned_ = std::vector<char>(nodes_.size(), 0);
 };
 
 // Grows patches node by node, keeping the patch graph acyclic by construction.
@@ -234,7 +248,7 @@ Result partition(const std::vector<Node>& nodes, const std::vector<Value>& value
 
   // Group.
   Grouper g(nodes.size());
-  std::vector<int> last_of_device(devices.size(), -1);
+  std::vector<std::vector<int>> of_device(devices.size());
   for (int n = 0; n < n_nodes; ++n) {
     std::set<int> preds, forbidden;
     std::vector<int> same_device_preds;
@@ -251,7 +265,11 @@ Result partition(const std::vector<Node>& nodes, const std::vector<Value>& value
       std::vector<int> candidates;
       for (auto it = preds.rbegin(); it != preds.rend(); ++it)
         if (g.device(*it) == d) candidates.push_back(*it);
-      if (last_of_device[d] >= 0) candidates.push_back(last_of_device[d]);
+      // Then every other patch of the device, most recent first: an independent node may
+      // join an older patch whose dependencies it has.
+      for (auto it = of_device[d].rbegin(); it != of_device[d].rend(); ++it)
+        if (std::find(candidates.begin(), candidates.end(), *it) == candidates.end())
+          candidates.push_back(*it);
       for (int p : candidates)
         if (g.can_join(p, preds, forbidden)) {
           chosen = p;
@@ -260,7 +278,7 @@ Result partition(const std::vector<Node>& nodes, const std::vector<Value>& value
     }
     if (chosen < 0) {
       chosen = g.create(d);
-      if (d >= 0) last_of_device[d] = chosen;
+      if (d >= 0) of_device[d].push_back(chosen);
     }
     g.add_deps(chosen, preds);
     r.patch_of[n] = chosen;

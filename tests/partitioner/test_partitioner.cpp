@@ -594,9 +594,6 @@ TEST(PartitionCostRule, PinnedNodesAreNeverMoved) {
 }
 
 TEST(PartitionCostRule, CheapNodeBetweenPinnedNodesOfItsDeviceStays) {
-  GTEST_SKIP() << "bug: the cost rule leaves pinned nodes out of islands, so a cheap node "
-                  "between two nodes pinned to its device is a 'lone island' and goes to the "
-                  "CPU, adding the two copies the rule is meant to save";
   Rig rig = acc_and_cpu();
   rig.options.pinned = {{"n0", 0}, {"n2", 0}};
   Graph g;
@@ -729,10 +726,6 @@ TEST(PartitionGroup, JoiningAddsNoDependencyToThePatch) {
 }
 
 TEST(PartitionGroup, IndependentNodeJoinsAnEarlierPatchWithoutDependencies) {
-  GTEST_SKIP() << "bug: grouping tries only the producers' patches and the last patch created "
-                  "for the device; when that last patch has dependencies, an independent node "
-                  "starts a new patch although an earlier patch of its device without "
-                  "dependencies could take it";
   // m1 -> P0 (no dependencies); m2 waits for the CPU's Softmax -> P2; m3 reads only x: joining
   // P0 adds nothing to P0 and m3 waits for no less than P0.
   Rig rig = acc_and_cpu();

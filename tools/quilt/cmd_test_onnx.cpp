@@ -34,6 +34,7 @@ const char* kHelp =
     "  --filter REGEX        only cases whose name (<set>/<case>) matches\n"
     "  --json FILE           write {\"summary\": ..., \"cases\": [...]} to FILE\n"
     "  --expect FILE         a manifest of cases expected to pass: exit 1 if one of them does not\n"
+    "                        (or if any case fails, errs or crashes)\n"
     "                        pass; print the cases that pass but are not listed\n"
     "  --write-manifest FILE write the names of the passing cases to FILE\n"
     "  --timeout SECONDS     time limit per case (default 120)\n"
@@ -353,7 +354,9 @@ int cmd_test_onnx(const std::vector<std::string>& argv) {
         }
       std::printf("%d expected cases, %d regressions, %d new passes\n",
                   static_cast<int>(expected.size()), regressions, fresh);
-      exit_code = regressions ? 1 : 0;
+      // A wrong answer, an error or a crash fails the run even in a case not yet listed.
+      const int bad = total["fail"] + total["error"] + total["crash"] + total["timeout"];
+      exit_code = regressions || bad ? 1 : 0;
     } else {
       exit_code = (total["fail"] + total["error"] + total["crash"] + total["timeout"]) ? 1 : 0;
     }
