@@ -3,7 +3,9 @@
 // mode, pinning, overlap of independent branches, concurrent runs, and every plugin failure.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <thread>
 
@@ -213,6 +215,13 @@ TEST(Heterogeneous, IndependentBranchesOnTwoBackendsOverlapInTime) {
   ASSERT_TRUE(a && b);
   EXPECT_EQ(a->lane, "example:0");
   EXPECT_EQ(b->lane, "cpu");
+  const uint64_t t0 = std::min(a->start_ns, b->start_ns);
+  const double overlap_ms = (static_cast<double>(std::min(a->end_ns, b->end_ns)) -
+                             static_cast<double>(std::max(a->start_ns, b->start_ns))) /
+                            1e6;
+  std::printf("plugin patch %.2f..%.2f ms, CPU patch %.2f..%.2f ms, overlap %.2f ms\n",
+              (a->start_ns - t0) / 1e6, (a->end_ns - t0) / 1e6, (b->start_ns - t0) / 1e6,
+              (b->end_ns - t0) / 1e6, overlap_ms);
   EXPECT_GE(a->end_ns - a->start_ns, 150'000'000u);  // the device's own timestamps
   EXPECT_LT(b->start_ns, a->end_ns) << "the CPU branch waited for the plugin";
   EXPECT_LT(a->start_ns, b->end_ns) << "the plugin's patch started after the CPU branch ended";
