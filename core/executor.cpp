@@ -98,6 +98,13 @@ struct RunState {
   };
   std::vector<SpanRecord> spans;
   bool profiling = false;
+  // What a backend's node_timing callback needs; kept until the run ends.
+  struct NodeTimingContext {
+    RunState* st;
+    const std::vector<std::string>* names;
+    std::string lane;
+  };
+  std::vector<std::unique_ptr<NodeTimingContext>> timing_contexts;
   bool inline_run = false;  // no other thread can issue a slot
 
   void fail(std::exception_ptr e) {
@@ -207,7 +214,7 @@ void ExecutionPlan::issue(const Step& step, RunState& st) const {
     std::shared_ptr<Event> event;
     if (!device.synchronous() && (step.kind == StepKind::Patch || transfer_bytes))
       event = device.create_event();
-    const uint64_t start = host_now_ns();
+    uint64_t start = host_now_ns();
     if (step.kind == StepKind::Patch) {
       std::vector<void*> ins, outs;
       for (int s : step.in_slots) ins.push_back(input_ptr(s));
@@ -219,6 +226,7 @@ void ExecutionPlan::issue(const Step& step, RunState& st) const {
         infos[a] = tensor_info(constants_[v].defined() ? TypeShape::of(constants_[v]) : st.types[v],
                                dims[a]);
       }
+      start = host_now_ns();  // after the host-side waits for inputs of other devices
       quilt_execute_args_t args{};
       args.struct_size = sizeof(args);
       args.values = infos.data();
@@ -227,6 +235,18 @@ void ExecutionPlan::issue(const Step& step, RunState& st) const {
       args.wait_events = waits.data();
       args.num_wait_events = waits.size();
       args.signal_event = event ? event->handle() : nullptr;
+      if (st.profiling) {
+        std::lock_guard lock(st.mutex);
+        st.timing_contexts.push_back(std::make_unique<RunState::NodeTimingContext>(
+            RunState::NodeTimingContext{&st, &step.node_labels, device.name()}));
+        args.node_timing_context = st.timing_contexts.back().get();
+        args.node_timing = [](void* context, size_t node, uint64_t start, uint64_t end) {
+          auto* c = static_cast<RunState::NodeTimingContext*>(context);
+          if (node >= c->names->size()) return;
+          std::lock_guard lock(c->st->mutex);
+          c->st->spans.push_back({{(*c->names)[node], c->lane, "node", start, end}, nullptr});
+        };
+      }
       device.execute(*step.exe, args, where);
     } else if (step.kind == StepKind::Upload) {
       const int src = step.in_slots[0];

@@ -84,7 +84,8 @@ class ExecutionPlan {
     std::shared_ptr<Executable> exe;
     std::vector<int> abi_values;  // value id of each value of the compiled graph
     std::vector<int> in_slots, out_slots;
-    std::vector<int> value_inputs;  // value ids whose host copies inference reads
+    std::vector<int> value_inputs;         // value ids whose host copies inference reads
+    std::vector<std::string> node_labels;  // display of each node, for profiles
     // Host (control flow): nodes[0] is the node; in_slots explicit then implicit inputs
     HostKind host_kind = HostKind::If;
     std::map<std::string, std::unique_ptr<ExecutionPlan>> subplans;  // by attribute name

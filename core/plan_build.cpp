@@ -436,6 +436,7 @@ void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
         for (int v : ln.outputs) ao.push_back(abi(v));
         ag.add_node(*ln.node, ai, ao);
         step.nodes.push_back({ln.node, ln.schema, ln.inputs, ln.outputs});
+        step.node_labels.push_back(ln.node->display());
         for (int i : ln.schema->value_inputs)
           if (static_cast<size_t>(i) < ln.inputs.size() && ln.inputs[i] >= 0 &&
               !constants_[ln.inputs[i]].defined())

@@ -3,6 +3,7 @@
 // QUILT_DEVICE_SYNCHRONOUS): the host runs it on a thread of its own next to asynchronous
 // devices. Kernels come from the table in backends/cpu/kernel.hpp.
 #include <condition_variable>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -301,6 +302,9 @@ void executable_release(quilt_device_t, quilt_executable_t exe) {
 void run(const quilt_device_s& device, const quilt_executable_s& exe,
          const quilt_execute_args_t& args) {
   const size_t n = exe.table.types.size();
+  const bool timing =
+      args.struct_size >= offsetof(quilt_execute_args_t, node_timing_context) + sizeof(void*) &&
+      args.node_timing;
   auto type_at = [&](int32_t v) {
     const quilt_tensor_info_t& info = args.values[v];
     return TypeShape{static_cast<DType>(info.dtype), true,
@@ -349,7 +353,9 @@ void run(const quilt_device_s& device, const quilt_executable_s& exe,
         cn.node.fail(reason, ErrorCode::NotImplemented);
     }
     KernelContext ctx(cn.node, in_ptrs, out_types, outs, device.pool);
+    const uint64_t start = timing ? host_now_ns() : 0;
     cn.kernel->run(ctx);
+    if (timing) args.node_timing(args.node_timing_context, k, start, host_now_ns());
     for (size_t i = 0; i < cn.outputs.size(); ++i) {
       const int32_t v = cn.outputs[i];
       if (v < 0) continue;

@@ -259,6 +259,12 @@ typedef struct quilt_execute_args {
   /* Signalled when every output is written, or when the execution failed (event_wait then
    * returns the failure). */
   quilt_event_t signal_event;
+  /* Profiling, optional on both sides. When non-NULL, the host wants one call per node of the
+   * graph as it runs (node = index into graph.nodes; times from host->now_ns(), or the device's
+   * clock converted to it). May be called from any thread, up to when signal_event is
+   * signalled. A backend that cannot time nodes ignores it. */
+  void (*node_timing)(void* context, size_t node, uint64_t start_ns, uint64_t end_ns);
+  void* node_timing_context;
 } quilt_execute_args_t;
 
 /* ---- the backend ------------------------------------------------------------------------- */

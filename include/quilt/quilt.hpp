@@ -281,9 +281,9 @@ struct PlanReport {
 // What one run did, step by step, with host-clock timestamps (Session::run with a profile).
 struct RunProfile {
   struct Span {
-    std::string name;  // "patch 2 (example:0, 3 nodes)", "transfer x -> example:0"
+    std::string name;  // `patch 2 on example:0 (...)`, `Conv node "c1"`, `transfer 'x' host -> example:0`
     std::string lane;  // backend / device that did the work
-    std::string kind;  // "patch", "transfer", "host"
+    std::string kind;  // "patch", "node" (when the backend times nodes), "transfer", "host"
     uint64_t start_ns = 0, end_ns = 0;  // same clock as quilt_host_api_t::now_ns
   };
   std::vector<Span> spans;

@@ -76,7 +76,11 @@ check("new pass announced", "NEW PASS mini/test_relu_ok" in run.stdout, run.stdo
 (WORK / "expect.txt").write_text("mini/test_relu_ok\n")
 run = subprocess.run([str(QUILT), "test-onnx", str(cases), "--expect", str(WORK / "expect.txt")],
                      capture_output=True, text=True, timeout=120)
-check("no regression passes", run.returncode == 0 and "0 regressions" in run.stdout, run.stdout)
+# No regression, but an unlisted case gives a wrong answer (and one errs): still a failure.
+check("unlisted wrong answer fails", run.returncode == 1 and "0 regressions" in run.stdout, run.stdout)
+run = subprocess.run([str(QUILT), "test-onnx", str(cases), "--expect", str(WORK / "expect.txt"),
+                      "--filter", "relu_ok"], capture_output=True, text=True, timeout=120)
+check("no regression and no failure passes", run.returncode == 0 and "0 regressions" in run.stdout, run.stdout)
 
 # A crash and a hang in a case do not stop the run: a tiny timeout turns a slow case into
 # "timeout", and the other cases still run.

@@ -106,6 +106,24 @@ TEST(Heterogeneous, MlpSplitsIntoThreePatchesWithFourTransfersAndMatchesCpu) {
     }
   }
   expect_same_as_cpu("hetero_mlp.onnx", {8, 64}, with_example());
+  // A profile has a span per patch and transfer on its device's lane, and per node where the
+  // backend times nodes (the CPU does).
+  RunProfile profile;
+  s.run({{"x", random_input({8, 64}, 2)}}, {}, &profile);
+  int patches = 0, transfers = 0, cpu_nodes = 0;
+  for (const auto& span : profile.spans) {
+    EXPECT_LE(span.start_ns, span.end_ns) << span.name;
+    patches += span.kind == "patch";
+    transfers += span.kind == "transfer";
+    if (span.kind == "node") {
+      ++cpu_nodes;
+      EXPECT_EQ(span.name, "Softmax node \"sm\"");
+      EXPECT_EQ(span.lane, "cpu");
+    }
+  }
+  EXPECT_EQ(patches, 3);
+  EXPECT_EQ(transfers, 4);
+  EXPECT_EQ(cpu_nodes, 1);
 }
 
 TEST(Heterogeneous, DiamondGetsThreeAcyclicPatches) {

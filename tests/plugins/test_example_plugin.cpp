@@ -318,13 +318,14 @@ class ExamplePlugin : public ::testing::Test {
                          std::vector<void*> inputs, std::vector<void*> outputs,
                          quilt_event_t signal, std::vector<quilt_event_t> waits = {}) {
     std::vector<quilt_tensor_info_t> shapes = g.shapes();
-    quilt_execute_args_t args{sizeof(quilt_execute_args_t),
-                              shapes.data(),
-                              inputs.data(),
-                              outputs.data(),
-                              waits.data(),
-                              waits.size(),
-                              signal};
+    quilt_execute_args_t args{};
+    args.struct_size = sizeof(quilt_execute_args_t);
+    args.values = shapes.data();
+    args.inputs = inputs.data();
+    args.outputs = outputs.data();
+    args.wait_events = waits.data();
+    args.num_wait_events = waits.size();
+    args.signal_event = signal;
     return backend_->execute(d, exe, &args);
   }
 
