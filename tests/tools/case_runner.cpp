@@ -2,7 +2,11 @@
 // prints one line per failing case, then "N passed, N failed". Exits 1 if any case failed.
 // (`quilt test-onnx` runs the same cases with process isolation and the suite's classification.)
 //
-//   case_runner [--filter REGEX] [--opt-levels 0,1] PATH...
+//   case_runner [--filter REGEX] [--opt-levels 0,1] [--backend LIST] PATH...
+//
+// --backend opencl,cpu runs each case with that backend priority list (plugins next to libquilt
+// are found by the library itself); nodes no listed backend claims run on the CPU.
+#include <algorithm>
 #include <cstdio>
 #include <regex>
 #include <string>
@@ -16,7 +20,7 @@ using namespace quilt::cli;
 int main(int argc, char** argv) {
   std::regex filter(".*");
   std::vector<int> levels = {0, 1};
-  std::vector<std::string> paths;
+  std::vector<std::string> paths, backends = {"cpu"};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--filter" && i + 1 < argc) {
@@ -25,6 +29,14 @@ int main(int argc, char** argv) {
       levels.clear();
       for (char c : std::string(argv[++i]))
         if (c >= '0' && c <= '9') levels.push_back(c - '0');
+    } else if (a == "--backend" && i + 1 < argc) {
+      backends.clear();
+      std::string list = argv[++i];
+      for (size_t start = 0; start <= list.size();) {
+        size_t end = std::min(list.find(',', start), list.size());
+        if (end > start) backends.push_back(list.substr(start, end - start));
+        start = end + 1;
+      }
     } else {
       paths.push_back(a);
     }
@@ -36,7 +48,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "case_runner: %s\n", e.what());
     return 2;
   }
-  int passed = 0, failed = 0;
+  // With a device backend listed, single-node cases must really run there: no cost rule.
+  const bool device_backends = backends != std::vector<std::string>{"cpu"};
+  int passed = 0, failed = 0, on_device = 0;
   for (const auto& c : cases) {
     if (!std::regex_search(c.name, filter)) continue;
     std::string problem;
@@ -44,11 +58,26 @@ int main(int argc, char** argv) {
       SessionOptions options;
       options.optimization_level = level;
       options.threads = 2;
+      options.backends = backends;
+      options.partition_cost_rule = !device_backends;
       const CaseResult r = run_case(c, options);
       if (r.status != CaseStatus::Pass) {
         problem = "(opt level " + std::to_string(level) + ") " + case_status_name(r.status) + ": " +
                   r.message;
         break;
+      }
+    }
+    if (device_backends && problem.empty()) {
+      SessionOptions options;
+      options.backends = backends;
+      options.partition_cost_rule = false;
+      try {
+        const Session session(c.model, options);
+        const PlanReport& plan = session.plan();
+        on_device +=
+            std::any_of(plan.patches.begin(), plan.patches.end(),
+                        [](const PlanReport::Patch& p) { return p.backend.rfind("cpu", 0) != 0; });
+      } catch (const Error&) {
       }
     }
     if (problem.empty()) {
@@ -58,6 +87,8 @@ int main(int argc, char** argv) {
       std::printf("FAIL %s: %s\n", c.name.c_str(), problem.c_str());
     }
   }
+  if (device_backends)
+    std::printf("%d passing cases ran nodes on a backend other than the CPU\n", on_device);
   std::printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }

@@ -1,0 +1,441 @@
+// The OpenCL backend: every device of every OpenCL platform behind the plain-C plugin ABI
+// (include/quilt/backend.h). An open device has its own context and one in-order, profiling
+// command queue; device pointers are cl_mem handles; an ABI event wraps the cl_events of the
+// operation that signals it.
+//
+// Options (device_open):
+//   cache_dir            program binary cache ("" or "none": off). Default $QUILT_OPENCL_CACHE_DIR,
+//                        else $XDG_CACHE_HOME/quilt/opencl, else ~/.cache/quilt/opencl.
+//   extra_build_options  appended to the OpenCL build options of every program.
+//   max_alloc_bytes      the largest buffer alloc() hands out (default: the device's limit).
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+
+#include "opencl.hpp"
+
+using namespace quilt::opencl;
+
+namespace quilt::opencl {
+
+namespace {
+std::vector<DeviceEntry> g_devices;
+
+std::string device_string(cl_device_id id, cl_device_info what) {
+  size_t size = 0;
+  if (clGetDeviceInfo(id, what, 0, nullptr, &size) != CL_SUCCESS || size == 0) return "";
+  std::string s(size, '\0');
+  clGetDeviceInfo(id, what, size, s.data(), nullptr);
+  while (!s.empty() && s.back() == '\0') s.pop_back();
+  return s;
+}
+
+std::string platform_string(cl_platform_id id, cl_platform_info what) {
+  size_t size = 0;
+  if (clGetPlatformInfo(id, what, 0, nullptr, &size) != CL_SUCCESS || size == 0) return "";
+  std::string s(size, '\0');
+  clGetPlatformInfo(id, what, size, s.data(), nullptr);
+  while (!s.empty() && s.back() == '\0') s.pop_back();
+  return s;
+}
+
+// Once per process: open devices point into the list.
+void enumerate_devices() {
+  static bool done = false;
+  if (done) return;
+  done = true;
+  cl_uint num_platforms = 0;
+  if (clGetPlatformIDs(0, nullptr, &num_platforms) != CL_SUCCESS || num_platforms == 0) return;
+  std::vector<cl_platform_id> platforms(num_platforms);
+  clGetPlatformIDs(num_platforms, platforms.data(), nullptr);
+  for (cl_platform_id platform : platforms) {
+    cl_uint num_devices = 0;
+    if (clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 0, nullptr, &num_devices) != CL_SUCCESS)
+      continue;
+    std::vector<cl_device_id> ids(num_devices);
+    clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, num_devices, ids.data(), nullptr);
+    for (cl_device_id id : ids) {
+      DeviceEntry d;
+      d.platform = platform;
+      d.id = id;
+      d.name = device_string(id, CL_DEVICE_NAME);
+      d.platform_name = platform_string(platform, CL_PLATFORM_NAME);
+      d.driver_version = device_string(id, CL_DRIVER_VERSION);
+      d.cl_version = device_string(id, CL_DEVICE_VERSION);
+      cl_ulong mem = 0, max_alloc = 0;
+      clGetDeviceInfo(id, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof mem, &mem, nullptr);
+      clGetDeviceInfo(id, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof max_alloc, &max_alloc, nullptr);
+      d.memory_bytes = mem;
+      d.max_alloc_bytes = max_alloc;
+      cl_uint units = 0;
+      clGetDeviceInfo(id, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof units, &units, nullptr);
+      d.compute_units = units;
+      d.fp16 = device_string(id, CL_DEVICE_EXTENSIONS).find("cl_khr_fp16") != std::string::npos;
+      cl_device_fp_config fp = 0;
+      clGetDeviceInfo(id, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, nullptr);
+      d.correctly_rounded_divide_sqrt = (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
+      d.keys = {"platform", "driver version", "OpenCL version", "compute units", "fp16"};
+      d.values = {d.platform_name, d.driver_version, d.cl_version, std::to_string(units),
+                  d.fp16 ? "yes (cl_khr_fp16)" : "no"};
+      g_devices.push_back(std::move(d));
+    }
+  }
+  for (DeviceEntry& d : g_devices) {
+    for (const std::string& k : d.keys) d.key_ptrs.push_back(k.c_str());
+    for (const std::string& v : d.values) d.value_ptrs.push_back(v.c_str());
+  }
+}
+}  // namespace
+
+const std::vector<DeviceEntry>& devices() {
+  return g_devices;
+}
+
+}  // namespace quilt::opencl
+
+namespace {
+
+constexpr const char* kKnownOptions = "cache_dir, extra_build_options, max_alloc_bytes";
+
+Status parse_options(const quilt_option_t* options, size_t count, Options* out) {
+  out->cache_dir = default_cache_dir();
+  for (size_t i = 0; i < count; ++i) {
+    std::string key = options[i].key, value = options[i].value ? options[i].value : "";
+    if (key == "cache_dir") {
+      out->cache_dir = value == "none" ? "" : value;
+    } else if (key == "extra_build_options") {
+      out->extra_build_options = value;
+    } else if (key == "max_alloc_bytes") {
+      const char* end = value.data() + value.size();
+      auto [ptr, ec] = std::from_chars(value.data(), end, out->max_alloc_bytes);
+      if (ec != std::errc() || ptr != end || value.empty() || out->max_alloc_bytes == 0)
+        return fail(QUILT_STATUS_INVALID_ARGUMENT,
+                    "option max_alloc_bytes: '" + value + "' is not a positive integer");
+    } else {
+      return fail(QUILT_STATUS_INVALID_ARGUMENT,
+                  "unknown option '" + key + "' (known: " + kKnownOptions + ")");
+    }
+  }
+  return {};
+}
+
+// A compiled patch: immutable, shared by the executable handle and its executions.
+struct Patch {
+  std::vector<std::string> value_names;
+  std::vector<NodeDesc> nodes;
+  std::vector<int32_t> root;   // per value: the value whose buffer holds it (views alias)
+  std::vector<Mem> constants;  // per value: the uploaded constant, or empty
+  std::vector<char> produced;  // per value: written by a kernel of this patch
+  std::vector<int32_t> inputs, outputs;
+};
+
+}  // namespace
+
+struct quilt_executable_s {
+  std::shared_ptr<const Patch> patch;
+};
+
+namespace {
+
+int32_t device_count(void*) {
+  return static_cast<int32_t>(devices().size());
+}
+
+Status check_index(int32_t index) {
+  if (index < 0 || static_cast<size_t>(index) >= devices().size())
+    return fail(QUILT_STATUS_INVALID_ARGUMENT,
+                "no device " + std::to_string(index) + " (" + std::to_string(devices().size()) +
+                    " OpenCL device" + (devices().size() == 1 ? "" : "s") + " found)");
+  return {};
+}
+
+quilt_status_t device_info(void*, int32_t index, quilt_device_info_t* info) {
+  return guarded([&]() -> Status {
+    if (Status s = check_index(index); !s.ok()) return s;
+    const DeviceEntry& d = devices()[index];
+#define QUILT_OPENCL_FITS(field) \
+  (info->struct_size >= offsetof(quilt_device_info_t, field) + sizeof(info->field))
+    if (QUILT_OPENCL_FITS(name)) info->name = d.name.c_str();
+    if (QUILT_OPENCL_FITS(flags)) info->flags = 0;  // own memory space, asynchronous
+    if (QUILT_OPENCL_FITS(memory_bytes)) info->memory_bytes = d.memory_bytes;
+    if (QUILT_OPENCL_FITS(property_values)) {
+      info->num_properties = d.keys.size();
+      info->property_keys = d.key_ptrs.data();
+      info->property_values = d.value_ptrs.data();
+    }
+#undef QUILT_OPENCL_FITS
+    return {};
+  });
+}
+
+quilt_status_t device_open(void*, int32_t index, const quilt_option_t* options, size_t num_options,
+                           quilt_device_t* out) {
+  return guarded([&]() -> Status {
+    if (Status s = check_index(index); !s.ok()) return s;
+    auto device = std::make_unique<quilt_device_s>();
+    device->index = index;
+    device->entry = &devices()[index];
+    if (Status s = parse_options(options, num_options, &device->options); !s.ok()) return s;
+    cl_int err = CL_SUCCESS;
+    cl_device_id id = device->entry->id;
+    cl_context_properties props[] = {
+        CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(device->entry->platform), 0};
+    *device->context.out() = clCreateContext(props, 1, &id, nullptr, nullptr, &err);
+    if (err != CL_SUCCESS) return cl_fail(err, "create a context on '" + device->entry->name + "'");
+    *device->queue.out() =
+        clCreateCommandQueue(device->context.get(), id, CL_QUEUE_PROFILING_ENABLE, &err);
+    if (err != CL_SUCCESS)
+      return cl_fail(err, "create a command queue on '" + device->entry->name + "'");
+    device->clock_offset_ns = measure_clock_offset(device->queue.get());
+    *out = device.release();
+    return {};
+  });
+}
+
+void device_close(quilt_device_t device) {
+  delete device;
+}
+
+bool graph_fits(const quilt_graph_t* graph) {
+  return graph && graph->struct_size >= offsetof(quilt_graph_t, outputs) + sizeof(graph->outputs);
+}
+
+quilt_status_t supports(quilt_device_t, const quilt_graph_t* graph, int32_t* claimed, char* reason,
+                        size_t reason_size) {
+  return guarded([&]() -> Status {
+    if (!graph_fits(graph) || graph->num_nodes != 1)
+      return fail(QUILT_STATUS_INVALID_ARGUMENT, "supports: expected a graph of one node");
+    NodeDesc desc;
+    std::string why = check_node(*graph, graph->nodes[0], &desc);
+    *claimed = why.empty() ? 1 : 0;
+    if (reason && reason_size > 0) {
+      size_t n = std::min(why.size(), reason_size - 1);
+      std::memcpy(reason, why.data(), n);
+      reason[n] = '\0';
+    }
+    return {};
+  });
+}
+
+Status compile_patch(quilt_device_s& device, const quilt_graph_t& graph, Patch* patch) {
+  const size_t n = graph.num_values;
+  auto in_range = [&](int32_t v) { return v >= 0 && static_cast<size_t>(v) < n; };
+  patch->root.resize(n);
+  patch->constants.resize(n);
+  patch->produced.assign(n, 0);
+  std::vector<char> available(n, 0);
+  for (size_t v = 0; v < n; ++v) {
+    patch->root[v] = static_cast<int32_t>(v);
+    const quilt_value_t& value = graph.values[v];
+    patch->value_names.emplace_back(value.name ? value.name : "");
+    if (!value.constant) continue;
+    available[v] = 1;
+    const quilt_tensor_info_t& info = value.info;
+    if (info.dtype != QUILT_DTYPE_FLOAT32) continue;  // shapes and axes: read at compile only
+    if (info.rank < 0 ||
+        std::any_of(info.dims, info.dims + info.rank, [](int64_t d) { return d < 0; }))
+      return fail(QUILT_STATUS_INVALID_ARGUMENT,
+                  "compile: constant '" + patch->value_names[v] + "' has an unknown shape");
+    size_t bytes = element_count({info.dims, static_cast<size_t>(info.rank)}) * sizeof(float);
+    if (bytes == 0) continue;
+    cl_int err = CL_SUCCESS;
+    *patch->constants[v].out() =
+        clCreateBuffer(device.context.get(), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, bytes,
+                       const_cast<void*>(value.constant), &err);
+    if (err != CL_SUCCESS)
+      return cl_fail(
+          err, "upload of constant '" + patch->value_names[v] + "' (" + format_bytes(bytes) + ")");
+  }
+  for (size_t i = 0; i < graph.num_inputs; ++i) {
+    if (!in_range(graph.inputs[i]))
+      return fail(QUILT_STATUS_INVALID_ARGUMENT, "compile: graph input index out of range");
+    patch->inputs.push_back(graph.inputs[i]);
+    available[graph.inputs[i]] = 1;
+  }
+  for (size_t i = 0; i < graph.num_nodes; ++i) {
+    const quilt_node_t& node = graph.nodes[i];
+    NodeDesc desc;
+    if (std::string why = check_node(graph, node, &desc); !why.empty())
+      return fail(QUILT_STATUS_NOT_IMPLEMENTED, "compile: " + desc.name + ": " + why);
+    for (int32_t v : desc.inputs)
+      if (v >= 0 && !available[v])
+        return fail(QUILT_STATUS_INVALID_ARGUMENT, "compile: " + desc.name + " reads '" +
+                                                       patch->value_names[v] +
+                                                       "', which nothing before it provides");
+    for (int32_t v : desc.outputs)
+      if (v >= 0) available[v] = 1;
+    if (desc.op->program) {
+      // Build the program now, so a build failure fails the session's creation.
+      cl_program program = nullptr;
+      if (Status s = device.program(desc.op->program, &program); !s.ok()) return s;
+      for (int32_t v : desc.outputs)
+        if (v >= 0) patch->produced[v] = 1;
+    } else {
+      patch->root[desc.outputs[0]] = patch->root[desc.inputs[0]];  // a view: no kernel
+    }
+    patch->nodes.push_back(std::move(desc));
+  }
+  for (size_t i = 0; i < graph.num_outputs; ++i) {
+    int32_t v = graph.outputs[i];
+    if (!in_range(v) || !available[v])
+      return fail(QUILT_STATUS_INVALID_ARGUMENT,
+                  "compile: graph output " + std::to_string(i) + " is not produced by a node");
+    patch->outputs.push_back(v);
+  }
+  return {};
+}
+
+quilt_status_t compile(quilt_device_t device, const quilt_graph_t* graph,
+                       quilt_executable_t* executable) {
+  return guarded([&]() -> Status {
+    if (!graph_fits(graph))
+      return fail(QUILT_STATUS_INVALID_ARGUMENT, "compile: graph struct too small");
+    auto patch = std::make_shared<Patch>();
+    if (Status s = compile_patch(*device, *graph, patch.get()); !s.ok()) return s;
+    *executable = new quilt_executable_s{std::move(patch)};
+    return {};
+  });
+}
+
+void executable_release(quilt_device_t, quilt_executable_t executable) {
+  delete executable;
+}
+
+// Enqueues one execution of the patch; the caller holds the device's enqueue lock.
+Status enqueue_patch(quilt_device_s& device, const Patch& patch, const quilt_execute_args_t& args,
+                     std::vector<cl_event> waits, cl_event* first, cl_event* last) {
+  const size_t n = patch.value_names.size();
+  std::vector<std::vector<int64_t>> shapes(n);
+  for (size_t v = 0; v < n; ++v) {
+    const quilt_tensor_info_t& info = args.values[v];
+    if (info.rank < 0)
+      return fail(QUILT_STATUS_INVALID_ARGUMENT,
+                  "execute: value '" + patch.value_names[v] + "' has unknown rank");
+    shapes[v].assign(info.dims, info.dims + info.rank);
+    if (element_count(shapes[v]) >= (int64_t{1} << 31))
+      return fail(QUILT_STATUS_NOT_IMPLEMENTED, "execute: value '" + patch.value_names[v] + "' " +
+                                                    format_dims(shapes[v]) +
+                                                    " has 2^31 or more elements");
+  }
+  std::vector<cl_mem> buffers(n, nullptr);
+  std::vector<char> assigned(n, 0);
+  for (size_t v = 0; v < n; ++v)
+    if (patch.constants[v]) buffers[v] = patch.constants[v].get(), assigned[v] = 1;
+  for (size_t i = 0; i < patch.inputs.size(); ++i)
+    buffers[patch.inputs[i]] = static_cast<cl_mem>(args.inputs[i]), assigned[patch.inputs[i]] = 1;
+  // An output a kernel writes gets the host's buffer; so does the value an output is a view of,
+  // unless that value already has a buffer (then the output is a copy at the boundary).
+  for (size_t i = 0; i < patch.outputs.size(); ++i) {
+    int32_t v = patch.outputs[i];
+    if (patch.root[v] == v && !assigned[v])
+      buffers[v] = static_cast<cl_mem>(args.outputs[i]), assigned[v] = 1;
+  }
+  for (size_t i = 0; i < patch.outputs.size(); ++i) {
+    int32_t r = patch.root[patch.outputs[i]];
+    if (!assigned[r] && patch.produced[r])
+      buffers[r] = static_cast<cl_mem>(args.outputs[i]), assigned[r] = 1;
+  }
+  Launch launch(device, std::move(shapes), buffers, std::move(waits));
+  for (size_t v = 0; v < n; ++v) {
+    if (assigned[v] || !patch.produced[v] || patch.root[v] != static_cast<int32_t>(v)) continue;
+    size_t bytes = element_count(launch.dims(static_cast<int32_t>(v))) * sizeof(float);
+    if (bytes == 0) continue;
+    cl_mem mem = nullptr;
+    if (Status s = launch.scratch(bytes, &mem); !s.ok())
+      return {s.code, s.message + " '" + patch.value_names[v] + "'"};
+    launch.set_buffer(static_cast<int32_t>(v), mem);
+  }
+  for (size_t v = 0; v < n; ++v)
+    if (patch.root[v] != static_cast<int32_t>(v))
+      launch.set_buffer(static_cast<int32_t>(v), launch.buffer(patch.root[v]));
+  for (const NodeDesc& node : patch.nodes) {
+    if (!node.op->enqueue) continue;
+    if (Status s = node.op->enqueue(launch, node); !s.ok())
+      return {s.code, s.message + " (" + node.name + ")"};
+  }
+  for (size_t i = 0; i < patch.outputs.size(); ++i) {
+    int32_t v = patch.outputs[i];
+    cl_mem dst = static_cast<cl_mem>(args.outputs[i]), src = launch.buffer(v);
+    if (dst && src != dst)
+      if (Status s = launch.copy(src, dst, element_count(launch.dims(v)) * sizeof(float)); !s.ok())
+        return s;
+  }
+  return launch.finish(first, last);
+}
+
+quilt_status_t execute(quilt_device_t device, quilt_executable_t executable,
+                       const quilt_execute_args_t* args) {
+  return guarded([&]() -> Status {
+    if (!args || args->struct_size <
+                     offsetof(quilt_execute_args_t, signal_event) + sizeof(args->signal_event))
+      return fail(QUILT_STATUS_INVALID_ARGUMENT, "execute: args struct too small");
+    std::vector<cl_event> waits;
+    if (Status s =
+            prepare_events(args->wait_events, args->num_wait_events, args->signal_event, &waits);
+        !s.ok())
+      return s;
+    cl_event first = nullptr, last = nullptr;
+    Status status;
+    {
+      std::lock_guard lock(device->enqueue_mutex);
+      status = enqueue_patch(*device, *executable->patch, *args, std::move(waits), &first, &last);
+    }
+    signal(args->signal_event, first, last, status);
+    return status;
+  });
+}
+
+void release(void*) {
+  set_host(nullptr);
+}
+
+const quilt_backend_t kBackend = {
+    .struct_size = sizeof(quilt_backend_t),
+    .abi_version = QUILT_BACKEND_ABI_VERSION,
+    .name = "opencl",
+    .version = "0.1.0",
+    .context = nullptr,
+    .release = release,
+    .device_count = device_count,
+    .device_info = device_info,
+    .device_open = device_open,
+    .device_close = device_close,
+    .supports = supports,
+    .compile = compile,
+    .executable_release = executable_release,
+    .execute = execute,
+    .alloc = alloc,
+    .free = free_memory,
+    .copy_to_device = copy_to_device,
+    .copy_to_host = copy_to_host,
+    .event_create = event_create,
+    .event_wait = event_wait,
+    .event_query = event_query,
+    .event_release = event_release,
+    .event_timestamps = event_timestamps,
+};
+
+}  // namespace
+
+extern "C" QUILT_BACKEND_EXPORT quilt_status_t quilt_backend_init(const quilt_host_api_t* host,
+                                                                  const quilt_backend_t** backend) {
+  // status_create and abi_version sit at the same place in every version of the host api.
+  if (host->abi_version >> 16 != QUILT_BACKEND_ABI_MAJOR) {
+    std::string message =
+        "[opencl] the host speaks ABI " + std::to_string(host->abi_version >> 16) + "." +
+        std::to_string(host->abi_version & 0xffff) + ", this plugin was built for " +
+        std::to_string(QUILT_BACKEND_ABI_MAJOR) + "." + std::to_string(QUILT_BACKEND_ABI_MINOR);
+    return host->status_create(QUILT_STATUS_INVALID_ARGUMENT, message.c_str());
+  }
+  if (host->struct_size < offsetof(quilt_host_api_t, now_ns) + sizeof(host->now_ns))
+    return host->status_create(QUILT_STATUS_INVALID_ARGUMENT,
+                               "[opencl] the host api has no now_ns");
+  set_host(host);
+  try {
+    enumerate_devices();
+  } catch (const std::exception& e) {
+    return host->status_create(QUILT_STATUS_RUNTIME_ERROR, e.what());
+  }
+  *backend = &kBackend;
+  return nullptr;
+}

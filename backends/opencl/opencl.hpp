@@ -1,0 +1,354 @@
+// The OpenCL backend's internals, shared by its files:
+//   ocl_backend.cpp   the quilt_backend_t table: entry point, devices, options, supports, compile,
+//                     execute
+//   ocl_device.cpp    memory (buffers, the intermediate pool), copies, events, timestamps
+//   ocl_program.cpp   building the kernels_cl programs per device, and their on-disk binary cache
+//   ops_*.cpp         one op family each: what an op accepts (prepare) and its launch (enqueue)
+//   op_table.cpp      the op table that supports() and compile() both read
+// Built only on include/quilt/backend.h and OpenCL; one in-order queue per open device.
+#pragma once
+
+#define CL_TARGET_OPENCL_VERSION 120
+#include <CL/cl.h>
+#include <quilt/backend.h>
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace quilt::opencl {
+
+// ---- errors: one internal status type, turned into a host status at the ABI boundary ----
+
+struct Status {
+  quilt_status_code_t code = QUILT_STATUS_OK;
+  std::string message;
+  bool ok() const { return code == QUILT_STATUS_OK; }
+};
+
+// An error whose message starts with "[opencl] ".
+Status fail(quilt_status_code_t code, const std::string& message);
+// A failed OpenCL call: "[opencl] <what>: CL_OUT_OF_RESOURCES (-5)"; the code follows the error.
+Status cl_fail(cl_int err, const std::string& what);
+const char* cl_error_name(cl_int err);
+// NULL for OK, else host->status_create(code, message).
+quilt_status_t to_c(const Status& status);
+
+const quilt_host_api_t& host();
+void set_host(const quilt_host_api_t* host);
+void log(quilt_log_level_t level, const std::string& message);
+
+std::string format_bytes(uint64_t bytes);                // "64.0 MiB"
+std::string format_dims(std::span<const int64_t> dims);  // "[2, 3]"
+const char* dtype_name(int32_t dtype);
+int64_t element_count(std::span<const int64_t> dims);
+
+// Turns C++ exceptions into a status: nothing crosses the ABI.
+template <class F>
+quilt_status_t guarded(F body) {
+  try {
+    return to_c(body());
+  } catch (const std::bad_alloc&) {
+    return to_c(fail(QUILT_STATUS_OUT_OF_MEMORY, "host memory exhausted"));
+  } catch (const std::exception& e) {
+    return to_c(fail(QUILT_STATUS_RUNTIME_ERROR, e.what()));
+  }
+}
+
+// ---- the devices of every platform, found once at init ----
+
+struct DeviceEntry {
+  cl_platform_id platform = nullptr;
+  cl_device_id id = nullptr;
+  std::string name, platform_name, driver_version, cl_version;
+  uint64_t memory_bytes = 0, max_alloc_bytes = 0;
+  uint32_t compute_units = 0;
+  bool fp16 = false, correctly_rounded_divide_sqrt = false;
+  // device_info's properties; the pointer arrays point into the strings.
+  std::vector<std::string> keys, values;
+  std::vector<const char*> key_ptrs, value_ptrs;
+};
+
+const std::vector<DeviceEntry>& devices();
+
+// ---- programs (ocl_program.cpp) ----
+
+struct Options {
+  std::string cache_dir;            // "" = no on-disk cache
+  std::string extra_build_options;  // appended to every program's build options
+  uint64_t max_alloc_bytes = 0;     // 0 = the device's CL_DEVICE_MAX_MEM_ALLOC_SIZE
+};
+
+// The default cache directory: $QUILT_OPENCL_CACHE_DIR, $XDG_CACHE_HOME/quilt/opencl, or
+// ~/.cache/quilt/opencl ("" when none can be formed).
+std::string default_cache_dir();
+
+// Builds (or loads from the cache) the program of one kernels_cl family for a device.
+Status build_program(cl_context context, const DeviceEntry& device, const Options& options,
+                     const std::string& family, cl_program* program);
+
+// The embedded kernels_cl sources (generated at build time): name -> source.
+struct EmbeddedSource {
+  const char* name;
+  const char* source;
+};
+std::span<const EmbeddedSource> embedded_sources();
+
+// ---- RAII for OpenCL handles ----
+
+template <class T, cl_int (*Release)(T)>
+class ClHandle {
+ public:
+  ClHandle() = default;
+  explicit ClHandle(T h) : h_(h) {}
+  ~ClHandle() { reset(); }
+  ClHandle(ClHandle&& o) noexcept : h_(o.h_) { o.h_ = nullptr; }
+  ClHandle& operator=(ClHandle&& o) noexcept {
+    if (this != &o) reset(), h_ = o.h_, o.h_ = nullptr;
+    return *this;
+  }
+  ClHandle(const ClHandle&) = delete;
+  ClHandle& operator=(const ClHandle&) = delete;
+  T get() const { return h_; }
+  T* out() { return reset(), &h_; }
+  T release() {
+    T h = h_;
+    h_ = nullptr;
+    return h;
+  }
+  void reset() {
+    if (h_) Release(h_);
+    h_ = nullptr;
+  }
+  explicit operator bool() const { return h_ != nullptr; }
+
+ private:
+  T h_ = nullptr;
+};
+using Context = ClHandle<cl_context, clReleaseContext>;
+using CommandQueue = ClHandle<cl_command_queue, clReleaseCommandQueue>;
+using Program = ClHandle<cl_program, clReleaseProgram>;
+using Kernel = ClHandle<cl_kernel, clReleaseKernel>;
+using Mem = ClHandle<cl_mem, clReleaseMemObject>;
+using ClEvent = ClHandle<cl_event, clReleaseEvent>;
+
+// ---- ops ----
+
+struct OpDef;
+
+// A node as compiled: everything copied out of the host's graph.
+struct NodeDesc {
+  std::string name;  // for messages: the node's name, or "<Op> node #<index>"
+  const OpDef* op = nullptr;
+  std::vector<int32_t> inputs, outputs;  // indices into the executable's values; -1 = absent
+  std::string kernel;                    // the kernel (or kernel stem) this node launches
+  std::array<float, 2> f{};              // float parameters (alpha, beta, clip bounds, ...)
+  std::array<int64_t, 4> i{};            // integer parameters (axis, transA, transB, ...)
+};
+
+class Launch;
+
+// The graph seen by prepare(): the node and its values as supports() or compile() got them.
+struct NodeView {
+  const quilt_graph_t& graph;
+  const quilt_node_t& node;
+  const quilt_value_t* input(size_t i) const {
+    return i < node.num_inputs && node.inputs[i] >= 0 ? &graph.values[node.inputs[i]] : nullptr;
+  }
+  const quilt_value_t* output(size_t i) const {
+    return i < node.num_outputs && node.outputs[i] >= 0 ? &graph.values[node.outputs[i]] : nullptr;
+  }
+  const quilt_attribute_t* attribute(const char* name) const;
+  int64_t int_attribute(const char* name, int64_t fallback) const;
+  float float_attribute(const char* name, float fallback) const;
+};
+
+struct OpDef {
+  const char* op_type;
+  size_t min_inputs, max_inputs;
+  // The kernels_cl family its kernels live in; nullptr for reshape-like ops, which launch
+  // nothing: their output is a view of input 0 (a copy only where it leaves the patch).
+  const char* program;
+  // Inputs that are int64 constants (shape, axes) rather than float32 data: bit i = input i.
+  uint32_t int64_constant_inputs;
+  // Checks what the generic rules (float32, known rank, input count) do not and fills the
+  // node's parameters; returns why the op is refused, or "" when it is claimed.
+  std::string (*prepare)(const NodeView& view, NodeDesc* desc);
+  // Enqueues the node's kernels for one execution (concrete shapes and buffers in launch).
+  Status (*enqueue)(Launch& launch, const NodeDesc& desc);
+};
+
+// The op table: supports() and compile() both read it. Null when op_type is not in it.
+const OpDef* find_op(const char* op_type);
+
+// Why the device cannot run `node` of `graph`, or "" when it can (and then *desc is filled).
+std::string check_node(const quilt_graph_t& graph, const quilt_node_t& node, NodeDesc* desc);
+
+// numpy broadcasting of two shapes; false when they are incompatible.
+bool broadcast_shape(std::span<const int64_t> a, std::span<const int64_t> b,
+                     std::vector<int64_t>* out);
+
+// The per-family prepare/enqueue pairs (ops_*.cpp), listed in op_table.cpp.
+#define QUILT_OPENCL_OP(fn)                                       \
+  std::string prepare_##fn(const NodeView& view, NodeDesc* desc); \
+  Status enqueue_##fn(Launch& launch, const NodeDesc& desc);
+QUILT_OPENCL_OP(binary)
+QUILT_OPENCL_OP(unary)
+QUILT_OPENCL_OP(matmul)
+QUILT_OPENCL_OP(gemm)
+QUILT_OPENCL_OP(softmax)
+#undef QUILT_OPENCL_OP
+std::string prepare_view(const NodeView& view, NodeDesc* desc);
+
+// ---- events ----
+
+// What an event handle refers to: the OpenCL events of the first and the last command of the
+// operation that signals it (the same for a single command), or the failure of that operation.
+struct EventState {
+  std::mutex mutex;
+  bool armed = false;                        // handed to an operation (events are single-use)
+  cl_event first = nullptr, last = nullptr;  // retained; released with the handle
+  Status failure;                            // set when the operation failed on the host side
+};
+
+}  // namespace quilt::opencl
+
+// ---- the opaque handles (the ABI leaves their definition to each backend) ----
+
+struct quilt_event_s {
+  quilt::opencl::EventState state;
+  ~quilt_event_s();
+};
+
+struct quilt_device_s {
+  int32_t index = 0;
+  const quilt::opencl::DeviceEntry* entry = nullptr;
+  quilt::opencl::Options options;
+  quilt::opencl::Context context;
+  quilt::opencl::CommandQueue queue;
+  int64_t clock_offset_ns = 0;  // host now_ns() minus the device's profiling clock
+
+  // Programs and kernels, built lazily (at the first compile that needs them).
+  std::mutex programs_mutex;
+  std::map<std::string, quilt::opencl::Program> programs;
+  quilt::opencl::Status program(const std::string& family, cl_program* out);
+
+  // Enqueues of one execution run under this lock, so kernels' arguments are set and enqueued
+  // without interleaving, and pool buffers are handed out in queue order.
+  std::mutex enqueue_mutex;
+  std::map<std::pair<std::string, std::string>, quilt::opencl::Kernel> kernels;
+  quilt::opencl::Status kernel(const std::string& family, const std::string& name, cl_kernel* out);
+
+  // Intermediates: buffers reused across executions, by size. Safe to hand out again as soon
+  // as the execution that used one is enqueued, since the queue runs in order.
+  std::multimap<size_t, cl_mem> pool;  // guarded by enqueue_mutex
+  ~quilt_device_s();
+};
+
+namespace quilt::opencl {
+
+// One execution being enqueued: the values' shapes and buffers, and the events it chains.
+class Launch {
+ public:
+  Launch(quilt_device_s& device, std::vector<std::vector<int64_t>> shapes,
+         std::vector<cl_mem> buffers, std::vector<cl_event> waits)
+      : device_(device),
+        shapes_(std::move(shapes)),
+        buffers_(std::move(buffers)),
+        waits_(std::move(waits)) {}
+  ~Launch();
+  Launch(const Launch&) = delete;
+  Launch& operator=(const Launch&) = delete;
+
+  quilt_device_s& device() { return device_; }
+  std::span<const int64_t> dims(int32_t value) const { return shapes_[value]; }
+  cl_mem buffer(int32_t value) const { return buffers_[value]; }
+  void set_buffer(int32_t value, cl_mem buffer) { buffers_[value] = buffer; }
+  // A pool buffer for this execution, back in the pool when the launch ends.
+  Status scratch(size_t bytes, cl_mem* out);
+
+  // Sets the kernel's arguments and enqueues it with a global size rounded up to the local
+  // size; the first command of the launch waits for the execution's wait events.
+  template <class... Args>
+  Status run(const std::string& family, const std::string& kernel_name,
+             std::array<size_t, 3> global, std::array<size_t, 3> local, const Args&... args);
+  Status copy(cl_mem src, cl_mem dst, size_t bytes);
+  // Ends the launch: a marker when nothing was enqueued; returns the first and last events
+  // (retained for the caller).
+  Status finish(cl_event* first, cl_event* last);
+
+ private:
+  Status set_arg(cl_kernel k, cl_uint index, size_t size, const void* value);
+  Status enqueued(cl_int err, cl_event event, const std::string& what);
+
+  quilt_device_s& device_;
+  std::vector<std::vector<int64_t>> shapes_;
+  std::vector<cl_mem> buffers_;
+  std::vector<cl_event> waits_;  // for the first command only
+  cl_event first_ = nullptr, last_ = nullptr;
+  std::vector<std::pair<size_t, cl_mem>> scratch_;
+};
+
+template <class... Args>
+Status Launch::run(const std::string& family, const std::string& kernel_name,
+                   std::array<size_t, 3> global, std::array<size_t, 3> local, const Args&... args) {
+  cl_kernel k = nullptr;
+  if (Status s = device_.kernel(family, kernel_name, &k); !s.ok()) return s;
+  cl_uint index = 0;
+  Status status;
+  ((status.ok() ? (void)(status = set_arg(k, index++, sizeof(Args), &args)) : void()), ...);
+  if (!status.ok()) return status;
+  size_t dims = 1;
+  for (size_t d = 0; d < 3; ++d) {
+    if (global[d] == 0) return {};  // nothing to do
+    global[d] = (global[d] + local[d] - 1) / local[d] * local[d];
+    if (global[d] > 1 || local[d] > 1) dims = d + 1;
+  }
+  cl_event event = nullptr;
+  cl_int err = clEnqueueNDRangeKernel(device_.queue.get(), k, static_cast<cl_uint>(dims), nullptr,
+                                      global.data(), local.data(),
+                                      first_ ? 0 : static_cast<cl_uint>(waits_.size()),
+                                      first_ || waits_.empty() ? nullptr : waits_.data(), &event);
+  return enqueued(err, event, "enqueue kernel " + kernel_name);
+}
+
+// The fixed local sizes: each new local size is one more compile on PoCL.
+inline constexpr size_t kLocal1d = 64;
+
+// The memory, copy and event slots of quilt_backend_t (ocl_device.cpp).
+// A buffer of bytes (> 0) within the device's (or max_alloc_bytes') single-buffer limit.
+Status alloc_buffer(quilt_device_s& device, size_t bytes, cl_mem* out);
+quilt_status_t alloc(quilt_device_t device, size_t bytes, void** ptr);
+void free_memory(quilt_device_t device, void* ptr);
+quilt_status_t copy_to_device(quilt_device_t device, void* dst, const void* src_host, size_t bytes,
+                              const quilt_event_t* wait_events, size_t num_wait_events,
+                              quilt_event_t signal_event);
+quilt_status_t copy_to_host(quilt_device_t device, void* dst_host, const void* src, size_t bytes,
+                            const quilt_event_t* wait_events, size_t num_wait_events,
+                            quilt_event_t signal_event);
+quilt_status_t event_create(quilt_device_t device, quilt_event_t* event);
+quilt_status_t event_wait(quilt_device_t device, quilt_event_t event);
+quilt_status_t event_query(quilt_device_t device, quilt_event_t event, int32_t* done);
+void event_release(quilt_device_t device, quilt_event_t event);
+quilt_status_t event_timestamps(quilt_device_t device, quilt_event_t event, uint64_t* start_ns,
+                                uint64_t* end_ns);
+
+// Checks wait events and the signal event before an operation: collects the wait events'
+// OpenCL events (a failed one fails the operation) and arms the signal event.
+Status prepare_events(const quilt_event_t* wait_events, size_t num_wait_events,
+                      quilt_event_t signal_event, std::vector<cl_event>* waits);
+// Stores the operation's events (retained) into the signal event, or its failure.
+void signal(quilt_event_t signal_event, cl_event first, cl_event last, const Status& failure);
+// The offset between host now_ns() and the device's profiling clock, measured with markers.
+int64_t measure_clock_offset(cl_command_queue queue);
+
+}  // namespace quilt::opencl
