@@ -238,9 +238,15 @@ void executable_release(quilt_device_t, quilt_executable_t executable) {
 
 using Dims = std::vector<int64_t>;
 
+// The host's optional per-node timing callback (quilt_execute_args_t::node_timing).
+struct NodeTiming {
+  void (*callback)(void*, size_t, uint64_t, uint64_t) = nullptr;
+  void* context = nullptr;
+};
+
 Status run_program(quilt_device_s& device, const Program& program, const std::vector<Dims>& shapes,
                    const std::vector<int64_t>& input_offsets,
-                   const std::vector<int64_t>& output_offsets) {
+                   const std::vector<int64_t>& output_offsets, NodeTiming timing) {
   if (device.options.execute_delay_ms > 0)
     std::this_thread::sleep_for(std::chrono::milliseconds(device.options.execute_delay_ms));
   if (!program.failing_node.empty() &&
@@ -278,13 +284,16 @@ Status run_program(quilt_device_s& device, const Program& program, const std::ve
     data[v] = at(static_cast<int64_t>(offset));
   }
 
-  for (const NodeDesc& node : program.nodes) {
+  for (size_t k = 0; k < program.nodes.size(); ++k) {
+    const NodeDesc& node = program.nodes[k];
+    const uint64_t start = timing.callback ? host().now_ns() : 0;
     std::vector<TensorView> in, out;
     for (int32_t v : node.inputs)
       in.push_back(v < 0 ? TensorView{nullptr, {}} : TensorView{data[v], shapes[v]});
     for (int32_t v : node.outputs)
       out.push_back(v < 0 ? TensorView{nullptr, {}} : TensorView{data[v], shapes[v]});
     if (Status s = node.op->run(node, in, out); !s.ok()) return s;
+    if (timing.callback) timing.callback(timing.context, k, start, host().now_ns());
   }
   return {};
 }
@@ -323,14 +332,17 @@ quilt_status_t execute(quilt_device_t device, quilt_executable_t executable,
       }
       return {};
     };
+    NodeTiming timing;  // a field newer hosts add at the end: read it only if present
+    if (args->struct_size >= offsetof(quilt_execute_args_t, node_timing_context) + sizeof(void*))
+      timing = {args->node_timing, args->node_timing_context};
     std::vector<int64_t> input_offsets, output_offsets;
     if (Status s = offsets(program->inputs, args->inputs, &input_offsets); !s.ok()) return s;
     if (Status s = offsets(program->outputs, args->outputs, &output_offsets); !s.ok()) return s;
     return enqueue(
         *device, args->wait_events, args->num_wait_events, args->signal_event,
         [device, program, shapes = std::move(shapes), input_offsets = std::move(input_offsets),
-         output_offsets = std::move(output_offsets)] {
-          return run_program(*device, *program, shapes, input_offsets, output_offsets);
+         output_offsets = std::move(output_offsets), timing] {
+          return run_program(*device, *program, shapes, input_offsets, output_offsets, timing);
         });
   });
 }
