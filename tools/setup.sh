@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what Quilt needs and builds it in build/. Idempotent, and quick when nothing is missing:
 #   - Debian packages (apt-get) for the compiler, protobuf + libonnx-dev, OpenBLAS, GoogleTest,
-#     Graphviz (tests render `quilt plan --format dot`);
+#     Graphviz (tests render `quilt plan --format dot`), OpenCL (headers, the ICD loader, PoCL as
+#     the CPU device CI tests on, clinfo, CLBlast);
 #   - a project venv (.venv) with the pinned Python packages of tools/requirements.txt;
 #   - an incremental CMake build (Release) in build/.
 # Sourced by tools/test.sh and tools/demo.sh; defines QUILT_ROOT, QUILT_BUILD, QUILT_PYTHON.
@@ -22,6 +23,7 @@ APT_PACKAGES=(
   protobuf-compiler libprotobuf-dev libonnx-dev
   libopenblas-dev libgtest-dev
   graphviz
+  ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo libclblast-dev
 )
 
 missing=()

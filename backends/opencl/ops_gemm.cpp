@@ -10,12 +10,13 @@ namespace quilt::opencl {
 namespace {
 
 // Each work-item computes kTileRows x 8 outputs; work-groups are kLocalX x kLocalY work-items.
-constexpr size_t kTileRows = 8, kTileCols = 8, kLocalX = 8, kLocalY = 2;
+constexpr size_t kTileRows = 8, kTileCols = 8, kLocalX = 4, kLocalY = 4;
 
 struct GemmArgs {
   int64_t m, n, k;
   cl_mem a, b, c;
-  int64_t lda, ldb;
+  int64_t lda;
+  int64_t b_batches = 1;  // B's own batch count (contiguous K x N matrices), packed before gemm
   float alpha = 1, beta = 0;
   cl_mem bias = nullptr;
   int64_t bias_rs = 0, bias_cs = 0;
@@ -25,15 +26,30 @@ struct GemmArgs {
 
 Status run_gemm(Launch& launch, const GemmArgs& g) {
   if (g.m == 0 || g.n == 0 || g.batch == 0) return {};
+  // B packed in panels of 8 columns: each work-item then streams its K x 8 panel contiguously.
+  const int64_t padded = (g.n + 7) / 8 * 8;
+  cl_mem packed = nullptr;
+  cl_int4 b_bstride = g.b_bstride;
+  if (g.k > 0) {
+    if (Status s = launch.scratch(g.b_batches * g.k * padded * sizeof(float), &packed); !s.ok())
+      return s;
+    Status s = launch.run(
+        "gemm", "pack_b",
+        {static_cast<size_t>(padded), static_cast<size_t>(g.k), static_cast<size_t>(g.b_batches)},
+        {8, 8, 1}, g.b, packed, static_cast<cl_int>(g.k), static_cast<cl_int>(g.n));
+    if (!s.ok()) return s;
+    for (int d = 0; d < 4; ++d)
+      b_bstride.s[d] = static_cast<cl_int>(b_bstride.s[d] / (g.k * g.n) * (g.k * padded));
+  }
   const std::array<size_t, 3> global{static_cast<size_t>((g.n + kTileCols - 1) / kTileCols),
                                      static_cast<size_t>((g.m + kTileRows - 1) / kTileRows),
                                      static_cast<size_t>(g.batch)};
   const cl_int use_bias = g.bias ? 1 : 0;
   return launch.run("gemm", "gemm", global, {kLocalX, kLocalY, 1}, static_cast<cl_int>(g.m),
                     static_cast<cl_int>(g.n), static_cast<cl_int>(g.k), g.a,
-                    static_cast<cl_int>(g.lda), g.b, static_cast<cl_int>(g.ldb), g.c, g.alpha,
-                    g.beta, g.bias, static_cast<cl_int>(g.bias_rs), static_cast<cl_int>(g.bias_cs),
-                    use_bias, g.bdims, g.a_bstride, g.b_bstride);
+                    static_cast<cl_int>(g.lda), packed, g.c, g.alpha, g.beta, g.bias,
+                    static_cast<cl_int>(g.bias_rs), static_cast<cl_int>(g.bias_cs), use_bias,
+                    g.bdims, g.a_bstride, b_bstride);
 }
 
 // Transposes a rows x cols matrix into a pool buffer.
@@ -79,7 +95,7 @@ Status enqueue_matmul(Launch& launch, const NodeDesc& desc) {
   g.b = launch.buffer(desc.inputs[1]);
   g.c = launch.buffer(desc.outputs[0]);
   g.lda = g.k;
-  g.ldb = g.n;
+  g.b_batches = element_count(std::span<const int64_t>(b.data(), b.size() - 2));
   // Batch dims: broadcast, strides in elements (0 where broadcast), merged where contiguous.
   std::span<const int64_t> ba(a.data(), a.size() - 2), bb(b.data(), b.size() - 2);
   std::vector<int64_t> batch;
@@ -154,7 +170,6 @@ Status enqueue_gemm(Launch& launch, const NodeDesc& desc) {
   g.alpha = desc.f[0];
   g.beta = desc.f[1];
   g.lda = g.k;
-  g.ldb = g.n;
   if (desc.inputs.size() > 2 && desc.inputs[2] >= 0 && g.beta != 0.0f) {
     auto c = launch.dims(desc.inputs[2]);
     if (element_count(c) > 0) {

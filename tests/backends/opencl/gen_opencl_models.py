@@ -1,0 +1,81 @@
+"""Builds the models of the OpenCL backend's tests (tests/backends/opencl/test_opencl.cpp).
+
+usage: gen_opencl_models.py OUT_DIR
+Built with onnx.helper from fixed seeds; nothing is downloaded.
+"""
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+out = Path(sys.argv[1])
+out.mkdir(parents=True, exist_ok=True)
+rng = np.random.default_rng(7)
+F = TensorProto.FLOAT
+
+
+def save(name, nodes, inputs, outputs, inits=(), opset=17):
+    graph = helper.make_graph(nodes, name, inputs, outputs, list(inits))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, out / f"{name}.onnx")
+
+
+def vi(name, shape):
+    return helper.make_tensor_value_info(name, F, shape)
+
+
+def weight(name, *shape):
+    return numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32) * 0.2, name)
+
+
+def ints(name, values):
+    return numpy_helper.from_array(np.array(values, dtype=np.int64), name)
+
+
+N = helper.make_node
+
+# A small MLP: MatMul-Add-Relu-Softmax-MatMul, odd sizes (37, 19 and 11 divide no tile or group).
+save("mlp", [N("MatMul", ["x", "W1"], ["a"], name="mm1"), N("Add", ["a", "B1"], ["b"], name="add"),
+             N("Relu", ["b"], ["c"], name="relu"), N("Softmax", ["c"], ["d"], name="softmax"),
+             N("MatMul", ["d", "W2"], ["y"], name="mm2")],
+     [vi("x", ["n", 37])], [vi("y", ["n", 11])], [weight("W1", 37, 19), weight("B1", 19), weight("W2", 19, 11)])
+
+# Broadcasting in every direction, views inside the patch and at its boundary.
+save("broadcast", [N("Add", ["x", "y"], ["s"], name="add"),              # [3,1,5] + [4,1] -> [3,4,5]
+                   N("Mul", ["s", "k"], ["m"], name="mul"),              # * scalar
+                   N("PRelu", ["m", "slope"], ["p"], name="prelu"),      # slope [5]
+                   N("Reshape", ["p", "shape"], ["r"], name="reshape"),  # view inside: [12, 5]
+                   N("Sub", ["r", "row"], ["z"], name="sub"),            # [12,5] - [12,1]
+                   N("Flatten", ["z"], ["flat"], name="flatten", axis=0),  # view at the boundary
+                   N("Div", ["x", "y2"], ["q"], name="div")],            # [3,1,5] / [1,7,1]
+     [vi("x", [3, 1, 5]), vi("y", [4, 1])], [vi("flat", [1, 60]), vi("q", [3, 7, 5])],
+     [numpy_helper.from_array(np.array(1.5, np.float32), "k"), weight("slope", 5), ints("shape", [12, 5]),
+      weight("row", 12, 1), numpy_helper.from_array(np.linspace(1, 2, 7, dtype=np.float32).reshape(1, 7, 1), "y2")])
+
+# Gemm with transA, transB, alpha, beta and a broadcast C; sizes that divide no tile.
+save("gemm", [N("Gemm", ["a", "B", "C"], ["y"], name="gemm", transA=1, transB=1, alpha=0.5, beta=2.0)],
+     [vi("a", [67, 33])], [vi("y", [33, 129])], [weight("B", 129, 67), weight("C", 129)])
+
+# Batched MatMul with broadcast batch dims and a rank-1 operand.
+save("batched", [N("MatMul", ["x", "W"], ["y"], name="mm"), N("MatMul", ["y", "v"], ["z"], name="mv")],
+     [vi("x", [2, 3, 9, 17])], [vi("z", [2, 3, 9])], [weight("W", 3, 17, 13), weight("v", 13)])
+
+# A node OpenCL does not claim (Cos) in the middle: opencl, cpu, opencl patches and transfers.
+save("fallback", [N("MatMul", ["x", "W"], ["a"], name="mm"), N("Cos", ["a"], ["b"], name="cos"),
+                  N("Relu", ["b"], ["y"], name="relu")],
+     [vi("x", [4, 8])], [vi("y", [4, 8])], [weight("W", 8, 8)])
+
+# Unary activations chained, with attributes.
+save("activations", [N("LeakyRelu", ["x"], ["a"], alpha=0.2), N("Elu", ["a"], ["b"], alpha=0.7),
+                     N("HardSigmoid", ["b"], ["c"], alpha=0.3, beta=0.4), N("Tanh", ["c"], ["d"]),
+                     N("Clip", ["x", "lo", "hi"], ["e"]), N("Add", ["d", "e"], ["y"])],
+     [vi("x", [1000])], [vi("y", [1000])],
+     [numpy_helper.from_array(np.array(-0.5, np.float32), "lo"), numpy_helper.from_array(np.array(0.5, np.float32), "hi")])
+
+# A big intermediate, for the allocation-failure test (max_alloc_bytes).
+save("big", [N("Relu", ["x"], ["a"], name="relu"), N("Neg", ["a"], ["y"], name="neg")],
+     [vi("x", ["n", 1024])], [vi("y", ["n", 1024])])

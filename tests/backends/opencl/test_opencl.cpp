@@ -1,0 +1,274 @@
+// The OpenCL backend through Sessions (`opencl,cpu` against the CPU alone): broadcasting, odd
+// sizes, empty tensors, views at patch boundaries, a whole small model, the plan, CPU fallback in
+// the middle, timestamps, the program cache (hits, a corrupt entry) and errors (unknown device,
+// allocation failure, build failure with its log, unknown option). Models come from
+// gen_opencl_models.py. Without an OpenCL device it prints "skipped: no OpenCL device" and exits
+// 77, CTest's skip code here.
+#define CL_TARGET_OPENCL_VERSION 120
+#include <CL/cl.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "quilt/quilt.hpp"
+#include "tests/expect_error.hpp"
+
+using namespace quilt;
+using quilt::testing::expect_error;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kDir = QUILT_OPENCL_TEST_MODELS_DIR;
+
+SessionOptions opencl_options(std::map<std::string, std::string> opencl = {}) {
+  SessionOptions o;
+  o.threads = 2;
+  o.backends = {"opencl", "cpu"};
+  o.partition_cost_rule = false;
+  if (!opencl.empty()) o.backend_options["opencl"] = opencl;
+  return o;
+}
+
+Tensor random_input(std::vector<int64_t> shape, unsigned seed) {
+  Tensor t(DType::Float32, shape);
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> dist;
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(gen);
+  return t;
+}
+
+void expect_close(const Tensor& got, const Tensor& want) {
+  ASSERT_EQ(got.shape(), want.shape());
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    const float x = got.data<float>()[i], y = want.data<float>()[i];
+    ASSERT_NEAR(x, y, 1e-5f + 1e-4f * std::fabs(y)) << "element " << i;
+  }
+}
+
+// Runs `model` on the CPU alone and with opencl,cpu; every output must agree.
+Session expect_same_as_cpu(const std::string& model, const TensorMap& inputs,
+                           const SessionOptions& options = opencl_options()) {
+  SessionOptions cpu_only;
+  cpu_only.threads = 2;
+  Session cpu(kDir + "/" + model, cpu_only);
+  Session split(kDir + "/" + model, options);
+  auto want = cpu.run(inputs);
+  auto got = split.run(inputs);
+  for (const auto& [name, t] : want) {
+    SCOPED_TRACE(name);
+    expect_close(got.at(name), t);
+  }
+  return split;
+}
+
+std::vector<std::string> patch_backends(const PlanReport& plan) {
+  std::vector<std::string> out;
+  for (const auto& p : plan.patches) out.push_back(p.backend);
+  return out;
+}
+
+TEST(OpenCL, WholeModelEqualsCpuAndRunsInOnePatch) {
+  Session s = expect_same_as_cpu("mlp.onnx", {{"x", random_input({5, 37}, 1)}});
+  const PlanReport& plan = s.plan();
+  EXPECT_EQ(patch_backends(plan), std::vector<std::string>{"opencl:0"}) << plan.to_text();
+  EXPECT_EQ(plan.patches[0].nodes.size(), 5u);
+  for (const auto& n : plan.nodes) EXPECT_EQ(n.backend, "opencl:0") << n.name;
+  // The same session again, and with another batch size (shapes are given at each run).
+  auto again = s.run({{"x", random_input({3, 37}, 2)}});
+  EXPECT_EQ(again.at("y").shape(), (std::vector<int64_t>{3, 11}));
+}
+
+TEST(OpenCL, EmptyTensors) {
+  Session s = expect_same_as_cpu("mlp.onnx", {{"x", random_input({0, 37}, 1)}});
+  EXPECT_EQ(s.run({{"x", random_input({0, 37}, 1)}}).at("y").shape(),
+            (std::vector<int64_t>{0, 11}));
+}
+
+TEST(OpenCL, BroadcastingAndViewsAtThePatchBoundary) {
+  Session s = expect_same_as_cpu(
+      "broadcast.onnx", {{"x", random_input({3, 1, 5}, 3)}, {"y", random_input({4, 1}, 4)}});
+  EXPECT_EQ(patch_backends(s.plan()), std::vector<std::string>{"opencl:0"}) << s.plan().to_text();
+}
+
+TEST(OpenCL, GemmTransposedWithBroadcastBias) {
+  expect_same_as_cpu("gemm.onnx", {{"a", random_input({67, 33}, 5)}});
+}
+
+TEST(OpenCL, BatchedMatMulWithBroadcastAndRank1) {
+  expect_same_as_cpu("batched.onnx", {{"x", random_input({2, 3, 9, 17}, 6)}});
+}
+
+TEST(OpenCL, ActivationsWithAttributes) {
+  Tensor x = random_input({1000}, 7);  // 1000 does not divide the work-group size (64)
+  expect_same_as_cpu("activations.onnx", {{"x", x}});
+}
+
+TEST(OpenCL, CpuFallbackInTheMiddle) {
+  Session s = expect_same_as_cpu("fallback.onnx", {{"x", random_input({4, 8}, 8)}});
+  const PlanReport& plan = s.plan();
+  EXPECT_EQ(patch_backends(plan), (std::vector<std::string>{"opencl:0", "cpu", "opencl:0"}))
+      << plan.to_text();
+  for (const auto& n : plan.nodes)
+    if (n.name == "cos") {
+      EXPECT_NE(n.reason.find("Cos is not supported"), std::string::npos);
+    }
+  int to_host = 0, to_device = 0;
+  for (const auto& t : plan.transfers) (t.to == "host" ? to_host : to_device) += 1;
+  EXPECT_GE(to_host, 2);    // a and y come back
+  EXPECT_GE(to_device, 2);  // x and b go out
+}
+
+TEST(OpenCL, ProfileHasDeviceTimestamps) {
+  Session s(kDir + "/mlp.onnx", opencl_options());
+  RunProfile profile;
+  s.run({{"x", random_input({64, 37}, 9)}}, {}, &profile);
+  int device_spans = 0;
+  for (const auto& span : profile.spans)
+    if (span.lane.find("opencl") != std::string::npos) {
+      ++device_spans;
+      EXPECT_LE(span.start_ns, span.end_ns) << span.name;
+    }
+  EXPECT_GE(device_spans, 1);
+}
+
+TEST(OpenCL, ConcurrentRunsOfOneSession) {
+  Session s(kDir + "/mlp.onnx", opencl_options());
+  SessionOptions cpu_only;
+  Session cpu(kDir + "/mlp.onnx", cpu_only);
+  Tensor x = random_input({16, 37}, 10);
+  auto want = cpu.run({{"x", x}});
+  std::vector<std::thread> threads;
+  std::vector<Tensor> got(4);
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 5; ++i) got[t] = s.run({{"x", x}}).at("y");
+    });
+  for (auto& t : threads) t.join();
+  for (const auto& g : got) expect_close(g, want.at("y"));
+}
+
+// ---- the program cache ----
+
+std::string capture_session_log(const std::string& model, const std::string& cache_dir) {
+  SessionOptions o = opencl_options({{"cache_dir", cache_dir}});
+  o.log_level = LogLevel::Debug;
+  ::testing::internal::CaptureStderr();
+  {
+    Session s(kDir + "/" + model, o);
+    s.run({{"x", random_input({2, 37}, 11)}});
+  }
+  return ::testing::internal::GetCapturedStderr();
+}
+
+int count(const std::string& text, const std::string& part) {
+  int n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+TEST(OpenCLCache, SecondSessionIsServedFromTheCacheAndACorruptEntryIsRebuilt) {
+  const fs::path dir = fs::path(QUILT_OPENCL_TEST_WORK_DIR) / "cache-test";
+  fs::remove_all(dir);
+  // mlp needs three programs: gemm, elementwise, softmax.
+  std::string first = capture_session_log("mlp.onnx", dir.string());
+  EXPECT_EQ(count(first, "built from source"), 3) << first;
+  EXPECT_EQ(count(first, "loaded from the cache"), 0) << first;
+  std::vector<fs::path> entries;
+  for (const auto& e : fs::directory_iterator(dir)) entries.push_back(e.path());
+  ASSERT_EQ(entries.size(), 3u);
+  for (const auto& e : entries) EXPECT_EQ(e.extension(), ".bin") << e;  // no temporary left
+
+  std::string second = capture_session_log("mlp.onnx", dir.string());
+  EXPECT_EQ(count(second, "loaded from the cache"), 3) << second;
+  EXPECT_EQ(count(second, "built from source"), 0) << second;
+
+  // Corrupt one entry (same size, flipped bytes) and truncate another.
+  {
+    std::fstream f(entries[0], std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(entries[0]) / 2));
+    f.write("garbage!", 8);
+  }
+  fs::resize_file(entries[1], 10);
+  std::string third = capture_session_log("mlp.onnx", dir.string());
+  EXPECT_EQ(count(third, "is corrupt; rebuilding it"), 2) << third;
+  EXPECT_EQ(count(third, "rebuilt from source"), 2) << third;
+  EXPECT_EQ(count(third, "loaded from the cache"), 1) << third;
+  // ...and the rebuilt entries serve the next session.
+  std::string fourth = capture_session_log("mlp.onnx", dir.string());
+  EXPECT_EQ(count(fourth, "loaded from the cache"), 3) << fourth;
+  // The results with programs from the cache are still right.
+  expect_same_as_cpu("mlp.onnx", {{"x", random_input({5, 37}, 12)}},
+                     opencl_options({{"cache_dir", dir.string()}}));
+}
+
+// ---- errors ----
+
+TEST(OpenCLErrors, UnknownDeviceIndexAndName) {
+  SessionOptions o = opencl_options();
+  o.backends = {"opencl:7", "cpu"};
+  expect_error([&] { Session(kDir + "/mlp.onnx", o); }, ErrorCode::InvalidArgument,
+               {"no device 7"});
+  o.backends = {"opencl:name=no-such-device", "cpu"};
+  expect_error([&] { Session(kDir + "/mlp.onnx", o); }, ErrorCode::InvalidArgument,
+               {"no-such-device"});
+}
+
+TEST(OpenCLErrors, UnknownOption) {
+  expect_error(
+      [&] {
+        Session(kDir + "/mlp.onnx", opencl_options({{"tile", "8"}}));
+      },
+      ErrorCode::InvalidArgument, {"unknown option 'tile'", "max_alloc_bytes"});
+}
+
+TEST(OpenCLErrors, AllocationFailureThenRecovery) {
+  Session s(kDir + "/big.onnx", opencl_options({{"max_alloc_bytes", "1048576"}}));
+  expect_error(
+      [&] {
+        s.run({{"x", random_input({1024, 1024}, 13)}});
+      },
+      ErrorCode::OutOfMemory, {"out of memory", "max_alloc_bytes"});
+  // Smaller inputs fit; the session works after the failed run.
+  auto y = s.run({{"x", random_input({16, 1024}, 14)}}).at("y");
+  for (int64_t i = 0; i < y.numel(); ++i) EXPECT_LE(y.data<float>()[i], 0.0f);
+}
+
+TEST(OpenCLErrors, BuildFailureCarriesTheBuildLog) {
+  const fs::path dir = fs::path(QUILT_OPENCL_TEST_WORK_DIR) / "cache-build-error";
+  expect_error(
+      [&] {
+        Session(kDir + "/mlp.onnx", opencl_options({{"extra_build_options", "-DQUILT_FORCE_ERROR"},
+                                                    {"cache_dir", dir.string()}}));
+      },
+      ErrorCode::Runtime,
+      {"build of kernels_cl/", "QUILT_FORCE_ERROR", "a build failure on purpose"});
+}
+
+bool opencl_device_present() {
+  cl_uint platforms = 0;
+  if (clGetPlatformIDs(0, nullptr, &platforms) != CL_SUCCESS || platforms == 0) return false;
+  std::vector<cl_platform_id> ids(platforms);
+  clGetPlatformIDs(platforms, ids.data(), nullptr);
+  for (cl_platform_id p : ids) {
+    cl_uint devices = 0;
+    if (clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 0, nullptr, &devices) == CL_SUCCESS && devices > 0)
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (!opencl_device_present()) {
+    std::printf("skipped: no OpenCL device\n");
+    return 77;
+  }
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
