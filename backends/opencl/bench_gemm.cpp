@@ -3,7 +3,9 @@
 // time (profiling events) over a few runs, with OpenBLAS's cblas_sgemm beside it. Also prints
 // device_open + compile time, i.e. the program build: cold (empty cache dir) and warm.
 //
-//   opencl_bench_gemm [DEVICE_INDEX]      (POCL_CACHE_DIR is worth pointing at a scratch dir)
+//   opencl_bench_gemm [DEVICE_INDEX [CACHE_DIR|none [keep]]]
+// The cache dir (default: a temporary one) is emptied first unless "keep"; "none" turns the
+// program cache off. Point POCL_CACHE_DIR at a scratch dir to see PoCL's own cache at work.
 #include <dlfcn.h>
 #include <quilt/backend.h>
 
