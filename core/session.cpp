@@ -77,6 +77,35 @@ void collect_node_names(const Graph& g, std::set<std::string>& names) {
     if (!n.name.empty()) names.insert(n.name);
 }
 
+// Applies SessionOptions::fixed_dims to the graph's declared inputs, outputs and value infos.
+void fix_dims(Graph& g, const std::map<std::string, int64_t>& fixed) {
+  if (fixed.empty()) return;
+  std::set<std::string> symbols;
+  auto apply = [&](ValueInfo& info) {
+    for (auto& d : info.shape) {
+      if (d.symbol.empty()) continue;
+      symbols.insert(d.symbol);
+      if (auto it = fixed.find(d.symbol); it != fixed.end()) d.value = it->second;
+    }
+  };
+  for (auto& in : g.inputs) apply(in);
+  for (auto& out : g.outputs) apply(out);
+  for (auto& [_, info] : g.value_info) apply(info);
+  for (const auto& [name, value] : fixed) {
+    if (value < 0)
+      throw Error(ErrorCode::InvalidArgument, "SessionOptions.fixed_dims: '" + name + "' is " +
+                                                  std::to_string(value) + ", expected >= 0");
+    if (!symbols.count(name)) {
+      std::string known;
+      for (const auto& s : symbols) known += (known.empty() ? "" : ", ") + s;
+      throw Error(ErrorCode::InvalidArgument,
+                  "SessionOptions.fixed_dims names '" + name +
+                      "', which is not a symbolic dim of the model (its symbolic dims: " +
+                      (known.empty() ? "none" : known) + ")");
+    }
+  }
+}
+
 std::shared_ptr<Session::Impl> make_impl(std::unique_ptr<Model> model,
                                          const SessionOptions& options) {
   if (options.threads < 0)
@@ -92,6 +121,7 @@ std::shared_ptr<Session::Impl> make_impl(std::unique_ptr<Model> model,
   impl->logger = Logger(options.log_level);
   set_plugin_log_level(options.log_level);
   validate_model(*impl->model, SchemaRegistry::builtin());
+  fix_dims(impl->model->graph, options.fixed_dims);
 
   const BackendInventory inventory = discover_backends(options.plugins);
   for (const auto& f : inventory.failures)

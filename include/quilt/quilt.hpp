@@ -233,6 +233,9 @@ struct SessionOptions {
   std::vector<std::string> plugins;
   // Options for a backend's devices, by backend name: {"example": {{"memory_limit", "1048576"}}}.
   std::map<std::string, std::map<std::string, std::string>> backend_options;
+  // Fixes named symbolic dims of the model's inputs and outputs ({"batch", 1}): shapes become
+  // static, so more folds at creation and plans know every copy's size. Inputs must then match.
+  std::map<std::string, int64_t> fixed_dims;
   // 0 = run the graph as written; 1 = constant folding and other exact rewrites.
   int optimization_level = 1;
   LogLevel log_level = LogLevel::Warning;

@@ -199,3 +199,24 @@ TEST(Session, ConcurrentRunsOfACnnMatchSequentialRuns) {
   for (auto& th : threads) th.join();
   EXPECT_EQ(wrong.load(), 0);
 }
+
+TEST(Session, FixedDimsMakeSymbolicShapesStatic) {
+  SessionOptions o;
+  o.fixed_dims = {{"batch", 2}};
+  Session s(kDir + "/add_relu.onnx", o);
+  EXPECT_EQ(to_string(s.inputs()[0].shape), "[2, 4]");
+  EXPECT_EQ(to_string(s.outputs()[0].shape), "[2, 4]");
+  Tensor y = s.run({{"x", x_input()}}).at("y");
+  EXPECT_EQ(std::vector<float>(y.data<float>(), y.data<float>() + 8), add_relu_expected(x_input()));
+  expect_error(
+      [&] {
+        s.run({{"x", Tensor(DType::Float32, {3, 4})}});
+      },
+      ErrorCode::InvalidArgument, {"input 'x' has shape [3, 4], expected [2, 4]"});
+  o.fixed_dims = {{"batchh", 2}};
+  expect_error([&] { Session(kDir + "/add_relu.onnx", o); }, ErrorCode::InvalidArgument,
+               {"fixed_dims names 'batchh'", "its symbolic dims: batch"});
+  o.fixed_dims = {{"batch", -1}};
+  expect_error([&] { Session(kDir + "/add_relu.onnx", o); }, ErrorCode::InvalidArgument,
+               {"'batch' is -1, expected >= 0"});
+}
