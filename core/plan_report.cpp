@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/json.hpp"
 #include "quilt/quilt.hpp"
 
 namespace quilt {
@@ -196,69 +197,9 @@ std::string PlanReport::to_text() const {
 
 namespace {
 
-// A JSON string literal. Control characters are escaped; bytes that are not valid UTF-8 (ONNX
-// names are not checked) become U+FFFD so the document always parses.
-std::string json_str(const std::string& s) {
-  std::string out = "\"";
-  const auto* b = reinterpret_cast<const unsigned char*>(s.data());
-  const size_t n = s.size();
-  for (size_t i = 0; i < n;) {
-    unsigned char c = b[i];
-    if (c < 0x80) {
-      switch (c) {
-        case '"':
-          out += "\\\"";
-          break;
-        case '\\':
-          out += "\\\\";
-          break;
-        case '\n':
-          out += "\\n";
-          break;
-        case '\r':
-          out += "\\r";
-          break;
-        case '\t':
-          out += "\\t";
-          break;
-        default:
-          if (c < 0x20) {
-            char buf[8];
-            std::snprintf(buf, sizeof buf, "\\u%04x", c);
-            out += buf;
-          } else {
-            out += static_cast<char>(c);
-          }
-      }
-      ++i;
-      continue;
-    }
-    // Multi-byte sequence: check its length, continuation bytes, and overlong/surrogate forms.
-    size_t len = (c >= 0xC2 && c <= 0xDF)   ? 2
-                 : (c >= 0xE0 && c <= 0xEF) ? 3
-                 : (c >= 0xF0 && c <= 0xF4) ? 4
-                                            : 0;
-    bool ok = len > 0 && i + len <= n;
-    for (size_t k = 1; ok && k < len; ++k) ok = (b[i + k] & 0xC0) == 0x80;
-    if (ok && len == 3) {
-      ok = !(c == 0xE0 && b[i + 1] < 0xA0) && !(c == 0xED && b[i + 1] >= 0xA0);
-    } else if (ok && len == 4) {
-      ok = !(c == 0xF0 && b[i + 1] < 0x90) && !(c == 0xF4 && b[i + 1] >= 0x90);
-    }
-    if (ok) {
-      out.append(s, i, len);
-      i += len;
-    } else {
-      out += "\\ufffd";
-      ++i;
-    }
-  }
-  return out + "\"";
-}
-
 std::string json_strs(const std::vector<std::string>& v) {
   std::vector<std::string> items;
-  for (const auto& s : v) items.push_back(json_str(s));
+  for (const auto& s : v) items.push_back(json_string(s));
   return "[" + join(items, ", ") + "]";
 }
 
@@ -276,18 +217,18 @@ std::string json_ints(const std::vector<int>& v) {
 std::string PlanReport::to_json() const {
   std::string out = "{\n";
   out += "  \"format\": \"quilt-plan/1\",\n";
-  out += "  \"model\": " + json_str(model) + ",\n";
+  out += "  \"model\": " + json_string(model) + ",\n";
   out += "  \"backends\": " + json_strs(backends) + ",\n";
 
   out += "  \"nodes\": [";
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
     out += std::string(i ? "," : "") + "\n    {\"index\": " + std::to_string(i) +
-           ", \"name\": " + json_str(n.name) + ", \"op_type\": " + json_str(n.op_type) +
+           ", \"name\": " + json_string(n.name) + ", \"op_type\": " + json_string(n.op_type) +
            ", \"patch\": " + (n.patch >= 0 ? std::to_string(n.patch) : "null") +
-           ", \"backend\": " + json_str(n.backend) +
+           ", \"backend\": " + json_string(n.backend) +
            ", \"folded\": " + (n.patch < 0 ? "true" : "false") +
-           ", \"reason\": " + json_str(n.reason) + "}";
+           ", \"reason\": " + json_string(n.reason) + "}";
   }
   out += nodes.empty() ? "],\n" : "\n  ],\n";
 
@@ -295,7 +236,7 @@ std::string PlanReport::to_json() const {
   for (size_t i = 0; i < patches.size(); ++i) {
     const Patch& p = patches[i];
     out += std::string(i ? "," : "") + "\n    {\"id\": " + std::to_string(p.id) +
-           ", \"backend\": " + json_str(p.backend) + ", \"device\": " + json_str(p.device) +
+           ", \"backend\": " + json_string(p.backend) + ", \"device\": " + json_string(p.device) +
            ", \"nodes\": " + json_ints(p.nodes) + ", \"inputs\": " + json_strs(p.inputs) +
            ", \"outputs\": " + json_strs(p.outputs) +
            ", \"depends_on\": " + json_ints(p.depends_on) +
@@ -306,8 +247,8 @@ std::string PlanReport::to_json() const {
   out += "  \"transfers\": [";
   for (size_t i = 0; i < transfers.size(); ++i) {
     const Transfer& t = transfers[i];
-    out += std::string(i ? "," : "") + "\n    {\"value\": " + json_str(t.value) +
-           ", \"from\": " + json_str(t.from) + ", \"to\": " + json_str(t.to) +
+    out += std::string(i ? "," : "") + "\n    {\"value\": " + json_string(t.value) +
+           ", \"from\": " + json_string(t.from) + ", \"to\": " + json_string(t.to) +
            ", \"bytes\": " + (t.bytes >= 0 ? std::to_string(t.bytes) : "null") +
            ", \"producer_patch\": " +
            (t.producer_patch >= 0 ? std::to_string(t.producer_patch) : "null") +
@@ -318,7 +259,7 @@ std::string PlanReport::to_json() const {
   const Totals t = totals(*this);
   std::vector<std::string> per_backend;
   for (const auto& [b, n] : t.nodes_per_backend)
-    per_backend.push_back(json_str(b) + ": " + std::to_string(n));
+    per_backend.push_back(json_string(b) + ": " + std::to_string(n));
   int fallbacks = 0;
   for (const auto& n : nodes)
     if (!n.reason.empty()) ++fallbacks;

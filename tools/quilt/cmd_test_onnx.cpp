@@ -15,6 +15,7 @@
 #include <set>
 #include <thread>
 
+#include "core/json.hpp"
 #include "tools/quilt/cli.hpp"
 #include "tools/quilt/onnx_case.hpp"
 
@@ -94,35 +95,6 @@ Args parse(const std::vector<std::string>& args) {
     throw Error(ErrorCode::InvalidArgument, "quilt test-onnx needs at least one PATH");
   if (r.jobs <= 0) r.jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return r;
-}
-
-std::string json_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out;
 }
 
 // A case running in a child process.
@@ -295,13 +267,13 @@ int cmd_test_onnx(const std::vector<std::string>& argv) {
     if (!args.json.empty()) {
       std::ofstream f(args.json);
       if (!f) throw Error(ErrorCode::Io, "cannot write '" + args.json + "'");
-      f << "{\"summary\": {\"backend\": \"" << json_escape(backend)
-        << "\", \"cases\": " << cases.size();
+      f << "{\"summary\": {\"backend\": " << json_string(backend)
+        << ", \"cases\": " << cases.size();
       for (const char* k : kinds) f << ", \"" << k << "\": " << total[k];
       f << ", \"sets\": {";
       bool first_set = true;
       for (auto& [set, counts] : by_set) {
-        f << (first_set ? "" : ", ") << "\"" << json_escape(set) << "\": {";
+        f << (first_set ? "" : ", ") << json_string(set) << ": {";
         first_set = false;
         bool first = true;
         for (const char* k : kinds) {
@@ -314,11 +286,11 @@ int cmd_test_onnx(const std::vector<std::string>& argv) {
       for (size_t i = 0; i < cases.size(); ++i) {
         char secs[32];
         std::snprintf(secs, sizeof secs, "%.3f", results[i].seconds);
-        f << "  {\"name\": \"" << json_escape(cases[i].name) << "\", \"set\": \""
-          << json_escape(cases[i].set) << "\", \"backend\": \"" << json_escape(backend)
-          << "\", \"status\": \"" << case_status_name(results[i].status) << "\", \"message\": \""
-          << json_escape(results[i].message) << "\", \"seconds\": " << secs << "}"
-          << (i + 1 < cases.size() ? ",\n" : "\n");
+        f << "  {\"name\": " << json_string(cases[i].name)
+          << ", \"set\": " << json_string(cases[i].set) << ", \"backend\": " << json_string(backend)
+          << ", \"status\": \"" << case_status_name(results[i].status)
+          << "\", \"message\": " << json_string(results[i].message) << ", \"seconds\": " << secs
+          << "}" << (i + 1 < cases.size() ? ",\n" : "\n");
       }
       f << " ]}\n";
     }
