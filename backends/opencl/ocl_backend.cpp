@@ -264,6 +264,8 @@ Status compile_patch(quilt_device_s& device, const quilt_graph_t& graph, Patch* 
                                                        "', which nothing before it provides");
     for (int32_t v : desc.outputs)
       if (v >= 0) available[v] = 1;
+    if (desc.op->upload)
+      if (Status s = desc.op->upload(device, NodeView{graph, node}, &desc); !s.ok()) return s;
     if (desc.op->program) {
       // Build the program now, so a build failure fails the session's creation.
       cl_program program = nullptr;

@@ -42,8 +42,8 @@ const OpDef kOps[] = {
     {"Elu", 1, 1, "elementwise", 0, prepare_unary, enqueue_unary},
     {"Selu", 1, 1, "elementwise", 0, prepare_unary, enqueue_unary},
     // GEMM-shaped (ops_gemm.cpp)
-    {"MatMul", 2, 2, "gemm", 0, prepare_matmul, enqueue_matmul},
-    {"Gemm", 2, 3, "gemm", 0, prepare_gemm, enqueue_gemm},
+    {"MatMul", 2, 2, "gemm", 0, prepare_matmul, enqueue_matmul, upload_gemm},
+    {"Gemm", 2, 3, "gemm", 0, prepare_gemm, enqueue_gemm, upload_gemm},
     // normalisation (ops_softmax.cpp)
     {"Softmax", 1, 1, "softmax", 0, prepare_softmax, enqueue_softmax},
     {"LogSoftmax", 1, 1, "softmax", 0, prepare_softmax, enqueue_softmax},

@@ -153,6 +153,7 @@ struct NodeDesc {
   std::string kernel;                    // the kernel (or kernel stem) this node launches
   std::array<float, 2> f{};              // float parameters (alpha, beta, clip bounds, ...)
   std::array<int64_t, 4> i{};            // integer parameters (axis, transA, transB, ...)
+  std::shared_ptr<Mem> packed;           // a constant operand prepared at compile (upload)
 };
 
 class Launch;
@@ -185,6 +186,9 @@ struct OpDef {
   std::string (*prepare)(const NodeView& view, NodeDesc* desc);
   // Enqueues the node's kernels for one execution (concrete shapes and buffers in launch).
   Status (*enqueue)(Launch& launch, const NodeDesc& desc);
+  // Optional (nullptr: nothing): at compile, prepares constant operands on the device once,
+  // e.g. weights in the kernel's layout (desc->packed).
+  Status (*upload)(quilt_device_s& device, const NodeView& view, NodeDesc* desc) = nullptr;
 };
 
 // The op table: supports() and compile() both read it. Null when op_type is not in it.
@@ -208,6 +212,7 @@ QUILT_OPENCL_OP(gemm)
 QUILT_OPENCL_OP(softmax)
 #undef QUILT_OPENCL_OP
 std::string prepare_view(const NodeView& view, NodeDesc* desc);
+Status upload_gemm(quilt_device_s& device, const NodeView& view, NodeDesc* desc);
 
 // ---- events ----
 
