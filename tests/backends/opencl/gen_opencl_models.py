@@ -79,3 +79,9 @@ save("activations", [N("LeakyRelu", ["x"], ["a"], alpha=0.2), N("Elu", ["a"], ["
 # A big intermediate, for the allocation-failure test (max_alloc_bytes).
 save("big", [N("Relu", ["x"], ["a"], name="relu"), N("Neg", ["a"], ["y"], name="neg")],
      [vi("x", ["n", 1024])], [vi("y", ["n", 1024])])
+
+# B computed at run time (packed by the pack_b kernel at each run, not at compile).
+save("runtime_b", [N("MatMul", ["x", "y"], ["z"], name="mm"),                    # [2,1,5,7] @ [3,7,18]
+                   N("Gemm", ["a", "b"], ["g"], name="gemm", transB=1, alpha=1.5)],  # [5,7] x [9,7]^T
+     [vi("x", [2, 1, 5, 7]), vi("y", [3, 7, 18]), vi("a", [5, 7]), vi("b", [9, 7])],
+     [vi("z", [2, 3, 5, 18]), vi("g", [5, 9])])

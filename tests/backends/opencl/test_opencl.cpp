@@ -103,6 +103,14 @@ TEST(OpenCL, BatchedMatMulWithBroadcastAndRank1) {
   expect_same_as_cpu("batched.onnx", {{"x", random_input({2, 3, 9, 17}, 6)}});
 }
 
+TEST(OpenCL, MatMulAndGemmWithBComputedAtRunTime) {
+  Session s = expect_same_as_cpu("runtime_b.onnx", {{"x", random_input({2, 1, 5, 7}, 15)},
+                                                    {"y", random_input({3, 7, 18}, 16)},
+                                                    {"a", random_input({5, 7}, 17)},
+                                                    {"b", random_input({9, 7}, 18)}});
+  for (const auto& n : s.plan().nodes) EXPECT_EQ(n.backend, "opencl:0") << n.name;
+}
+
 TEST(OpenCL, ActivationsWithAttributes) {
   Tensor x = random_input({1000}, 7);  // 1000 does not divide the work-group size (64)
   expect_same_as_cpu("activations.onnx", {{"x", x}});
