@@ -305,7 +305,8 @@ void executable_release(quilt_device_t, quilt_executable_t executable) {
 
 // Enqueues one execution of the patch; the caller holds the device's enqueue lock.
 Status enqueue_patch(quilt_device_s& device, const Patch& patch, const quilt_execute_args_t& args,
-                     std::vector<cl_event> waits, cl_event* first, cl_event* last) {
+                     std::vector<cl_event> waits, cl_event* first, cl_event* last,
+                     std::vector<NodeEvents>* node_events) {
   const size_t n = patch.value_names.size();
   std::vector<std::vector<int64_t>> shapes(n);
   for (size_t v = 0; v < n; ++v) {
@@ -350,8 +351,11 @@ Status enqueue_patch(quilt_device_s& device, const Patch& patch, const quilt_exe
   for (size_t v = 0; v < n; ++v)
     if (patch.root[v] != static_cast<int32_t>(v))
       launch.set_buffer(static_cast<int32_t>(v), launch.buffer(patch.root[v]));
-  for (const NodeDesc& node : patch.nodes) {
-    if (!node.op->enqueue) continue;
+  if (node_events) launch.time_nodes();
+  for (size_t i = 0; i < patch.nodes.size(); ++i) {
+    const NodeDesc& node = patch.nodes[i];
+    if (!node.op->enqueue) continue;  // a view: nothing runs
+    launch.begin_node(i);
     if (Status s = node.op->enqueue(launch, node); !s.ok())
       return {s.code, s.message + " (" + node.name + ")"};
   }
@@ -362,7 +366,9 @@ Status enqueue_patch(quilt_device_s& device, const Patch& patch, const quilt_exe
       if (Status s = launch.copy(src, dst, element_count(launch.dims(v)) * sizeof(float)); !s.ok())
         return s;
   }
-  return launch.finish(first, last);
+  if (Status s = launch.finish(first, last); !s.ok()) return s;
+  if (node_events) *node_events = launch.take_node_events();
+  return {};
 }
 
 quilt_status_t execute(quilt_device_t device, quilt_executable_t executable,
@@ -376,11 +382,25 @@ quilt_status_t execute(quilt_device_t device, quilt_executable_t executable,
             prepare_events(args->wait_events, args->num_wait_events, args->signal_event, &waits);
         !s.ok())
       return s;
+    // node_timing is at the end of the struct: used only if the host's struct has it.
+    const bool timing = args->struct_size >= offsetof(quilt_execute_args_t, node_timing_context) +
+                                                 sizeof(args->node_timing_context) &&
+                        args->node_timing && args->signal_event;
     cl_event first = nullptr, last = nullptr;
+    std::vector<NodeEvents> node_events;
     Status status;
     {
       std::lock_guard lock(device->enqueue_mutex);
-      status = enqueue_patch(*device, *executable->patch, *args, std::move(waits), &first, &last);
+      status = enqueue_patch(*device, *executable->patch, *args, std::move(waits), &first, &last,
+                             timing ? &node_events : nullptr);
+    }
+    if (timing && status.ok()) {
+      EventState& e = args->signal_event->state;
+      std::lock_guard lock(e.mutex);
+      e.nodes = std::move(node_events);
+      e.node_timing = args->node_timing;
+      e.node_timing_context = args->node_timing_context;
+      e.clock_offset_ns = device->clock_offset_ns;
     }
     signal(args->signal_event, first, last, status);
     return status;

@@ -189,6 +189,23 @@ int64_t measure_clock_offset(cl_command_queue queue) {
   return best_offset;
 }
 
+void EventState::deliver_node_timings() {
+  for (NodeEvents& n : nodes) {
+    cl_ulong start = 0, end = 0;
+    if (node_timing &&
+        clGetEventProfilingInfo(n.first, CL_PROFILING_COMMAND_START, sizeof start, &start,
+                                nullptr) == CL_SUCCESS &&
+        clGetEventProfilingInfo(n.last, CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr) ==
+            CL_SUCCESS)
+      node_timing(node_timing_context, n.node,
+                  static_cast<uint64_t>(static_cast<int64_t>(start) + clock_offset_ns),
+                  static_cast<uint64_t>(static_cast<int64_t>(end) + clock_offset_ns));
+    clReleaseEvent(n.first);
+    clReleaseEvent(n.last);
+  }
+  nodes.clear();
+}
+
 quilt_status_t event_create(quilt_device_t, quilt_event_t* event) {
   return guarded([&]() -> Status {
     *event = new quilt_event_s;
@@ -212,6 +229,8 @@ quilt_status_t event_wait(quilt_device_t, quilt_event_t event) {
     if (qerr != CL_SUCCESS) return cl_fail(qerr, "event_wait: query the command's status");
     if (status < 0) return cl_fail(status, "the device failed the command");
     if (err != CL_SUCCESS) return cl_fail(err, "event_wait");
+    std::lock_guard lock(event->state.mutex);
+    event->state.deliver_node_timings();
     return {};
   });
 }
@@ -230,6 +249,7 @@ quilt_status_t event_query(quilt_device_t, quilt_event_t event, int32_t* done) {
                                 &status, nullptr);
     if (err != CL_SUCCESS) return cl_fail(err, "event_query");
     *done = status == CL_COMPLETE || status < 0 ? 1 : 0;
+    if (status == CL_COMPLETE) event->state.deliver_node_timings();
     return {};
   });
 }
@@ -351,6 +371,10 @@ quilt_status_t copy_to_host(quilt_device_t device, void* dst_host, const void* s
 // ---- Launch ----
 
 Launch::~Launch() {
+  for (NodeEvents& n : nodes_) {
+    if (n.first) clReleaseEvent(n.first);
+    if (n.last) clReleaseEvent(n.last);
+  }
   if (first_) clReleaseEvent(first_);
   if (last_ && last_ != first_) clReleaseEvent(last_);
   for (auto& [bytes, mem] : scratch_) device_.pool.emplace(bytes, mem);
@@ -382,6 +406,16 @@ Status Launch::set_arg(cl_kernel k, cl_uint index, size_t size, const void* valu
 
 Status Launch::enqueued(cl_int err, cl_event event, const std::string& what) {
   if (err != CL_SUCCESS) return cl_fail(err, what);
+  if (timing_ && !nodes_.empty()) {
+    NodeEvents& n = nodes_.back();
+    clRetainEvent(event);
+    if (!n.first) {
+      n.first = event;
+      clRetainEvent(event);
+    }
+    if (n.last) clReleaseEvent(n.last);
+    n.last = event;
+  }
   if (!first_) {
     first_ = last_ = event;
   } else {
@@ -420,6 +454,8 @@ Status Launch::finish(cl_event* first, cl_event* last) {
 using namespace quilt::opencl;
 
 quilt_event_s::~quilt_event_s() {
+  state.node_timing = nullptr;  // never delivered now: the host has moved on
+  state.deliver_node_timings();
   if (state.first) clReleaseEvent(state.first);
   if (state.last) clReleaseEvent(state.last);
 }

@@ -218,11 +218,24 @@ Status upload_gemm(quilt_device_s& device, const NodeView& view, NodeDesc* desc)
 
 // What an event handle refers to: the OpenCL events of the first and the last command of the
 // operation that signals it (the same for a single command), or the failure of that operation.
+// The first and last command of one node of an execution (retained), for node_timing.
+struct NodeEvents {
+  size_t node = 0;
+  cl_event first = nullptr, last = nullptr;
+};
+
 struct EventState {
   std::mutex mutex;
   bool armed = false;                        // handed to an operation (events are single-use)
   cl_event first = nullptr, last = nullptr;  // retained; released with the handle
   Status failure;                            // set when the operation failed on the host side
+  // An execute's per-node timings, delivered to the host's node_timing the first time the
+  // event is seen complete (event_wait or event_query), so before the host sees it signalled.
+  std::vector<NodeEvents> nodes;
+  void (*node_timing)(void*, size_t, uint64_t, uint64_t) = nullptr;
+  void* node_timing_context = nullptr;
+  int64_t clock_offset_ns = 0;
+  void deliver_node_timings();  // under mutex, once the commands completed
 };
 
 }  // namespace quilt::opencl
@@ -275,6 +288,12 @@ class Launch {
   Launch& operator=(const Launch&) = delete;
 
   quilt_device_s& device() { return device_; }
+  // With node timing on, commands enqueued after begin_node(i) belong to node i.
+  void time_nodes() { timing_ = true; }
+  void begin_node(size_t node) {
+    if (timing_) nodes_.push_back({node, nullptr, nullptr});
+  }
+  std::vector<NodeEvents> take_node_events() { return std::move(nodes_); }
   std::span<const int64_t> dims(int32_t value) const { return shapes_[value]; }
   cl_mem buffer(int32_t value) const { return buffers_[value]; }
   void set_buffer(int32_t value, cl_mem buffer) { buffers_[value] = buffer; }
@@ -301,6 +320,8 @@ class Launch {
   std::vector<cl_event> waits_;  // for the first command only
   cl_event first_ = nullptr, last_ = nullptr;
   std::vector<std::pair<size_t, cl_mem>> scratch_;
+  bool timing_ = false;
+  std::vector<NodeEvents> nodes_;
 };
 
 template <class... Args>

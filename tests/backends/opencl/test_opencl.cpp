@@ -131,17 +131,33 @@ TEST(OpenCL, CpuFallbackInTheMiddle) {
   EXPECT_GE(to_device, 2);  // x and b go out
 }
 
-TEST(OpenCL, ProfileHasDeviceTimestamps) {
+TEST(OpenCL, ProfileHasDeviceTimestampsPerPatchAndNode) {
   Session s(kDir + "/mlp.onnx", opencl_options());
   RunProfile profile;
   s.run({{"x", random_input({64, 37}, 9)}}, {}, &profile);
-  int device_spans = 0;
-  for (const auto& span : profile.spans)
-    if (span.lane.find("opencl") != std::string::npos) {
-      ++device_spans;
-      EXPECT_LE(span.start_ns, span.end_ns) << span.name;
+  std::map<std::string, std::pair<uint64_t, uint64_t>> nodes;
+  const RunProfile::Span* patch = nullptr;
+  for (const auto& span : profile.spans) {
+    if (span.lane.find("opencl") == std::string::npos) continue;
+    EXPECT_LE(span.start_ns, span.end_ns) << span.name;
+    if (span.kind == "patch") patch = &span;
+    if (span.kind == "node") nodes[span.name] = {span.start_ns, span.end_ns};
+  }
+  ASSERT_NE(patch, nullptr);
+  // Every node that runs a kernel has a span, in order, inside the patch's device time.
+  const std::vector<std::string> order = {"mm1", "add", "relu", "softmax", "mm2"};
+  ASSERT_EQ(nodes.size(), order.size());
+  std::vector<std::pair<uint64_t, uint64_t>> times;
+  for (const std::string& name : order)
+    for (const auto& [label, t] : nodes)
+      if (label.find(name) != std::string::npos) times.push_back(t);
+  ASSERT_EQ(times.size(), order.size());
+  for (size_t i = 0; i < times.size(); ++i) {
+    EXPECT_LE(patch->start_ns, times[i].first + 1000000) << order[i];  // 1 ms: clock offset
+    if (i > 0) {
+      EXPECT_LE(times[i - 1].second, times[i].first) << order[i];
     }
-  EXPECT_GE(device_spans, 1);
+  }
 }
 
 TEST(OpenCL, ConcurrentRunsOfOneSession) {
