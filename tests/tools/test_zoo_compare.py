@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""Tests of tools/zoo.py's pure parts (needs numpy only; no torch, no Quilt build).
+
+    .venv/bin/python tests/tools/test_zoo_compare.py
+"""
+import sys
+import unittest
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+import zoo  # noqa: E402
+
+
+class CompareTest(unittest.TestCase):
+    def setUp(self):
+        self.ref = np.random.default_rng(0).standard_normal((4, 1000)).astype(np.float32) * 50
+
+    def test_identical_passes(self):
+        ok, diff, cosine, why = zoo.compare(self.ref.copy(), self.ref)
+        self.assertTrue(ok, why)
+        self.assertEqual(diff, 0.0)
+        self.assertAlmostEqual(cosine, 1.0)
+
+    def test_rounding_noise_relative_to_scale_passes(self):
+        # Errors of 1e-5 of the output's scale, also on elements near zero.
+        noise = np.random.default_rng(1).standard_normal(self.ref.shape) * 1e-5 * np.abs(self.ref).max()
+        ok, _, cosine, why = zoo.compare((self.ref + noise).astype(np.float32), self.ref)
+        self.assertTrue(ok, why)
+        self.assertGreater(cosine, 0.9999)
+
+    def test_one_wrong_element_fails(self):
+        bad = self.ref.copy()
+        bad[2, 7] += 0.01 * np.abs(self.ref).max()
+        ok, diff, _, why = zoo.compare(bad, self.ref)
+        self.assertFalse(ok)
+        self.assertIn("allclose", why)
+        self.assertGreater(diff, 0.0)
+
+    def test_scaled_output_fails_on_allclose(self):
+        ok, _, cosine, why = zoo.compare(self.ref * 1.01, self.ref)
+        self.assertFalse(ok)  # cosine is 1 for a scaled copy: allclose must catch it
+        self.assertAlmostEqual(cosine, 1.0)
+
+    def test_low_cosine_fails(self):
+        other = np.random.default_rng(2).standard_normal(self.ref.shape).astype(np.float32)
+        ok, _, cosine, why = zoo.compare(other, self.ref)
+        self.assertFalse(ok)
+        self.assertLess(cosine, 0.9999)
+        self.assertIn("cosine", why)
+
+    def test_shape_and_dtype_mismatch(self):
+        self.assertFalse(zoo.compare(self.ref[:2], self.ref)[0])
+        self.assertIn("dtype", zoo.compare(self.ref.astype(np.float64), self.ref)[3])
+
+    def test_nan_where_reference_is_finite_fails(self):
+        bad = self.ref.copy()
+        bad[0, 0] = np.nan
+        self.assertFalse(zoo.compare(bad, self.ref)[0])
+
+    def test_matching_infinities_pass(self):
+        ref = self.ref.copy()
+        ref[1, 1] = -np.inf
+        self.assertTrue(zoo.compare(ref.copy(), ref)[0])
+
+    def test_all_zero(self):
+        z = np.zeros((3, 3), np.float32)
+        self.assertTrue(zoo.compare(z, z)[0])
+        self.assertFalse(zoo.compare(z + 1, z)[0])
+
+    def test_integers_exact(self):
+        ids = np.arange(10, dtype=np.int64)
+        self.assertTrue(zoo.compare(ids.copy(), ids)[0])
+        other = ids.copy()
+        other[3] = 4
+        self.assertFalse(zoo.compare(other, ids)[0])
+
+
+class HelpersTest(unittest.TestCase):
+    def test_inputs_are_deterministic(self):
+        specs = zoo.MODELS["bert_base"][1]
+        a, b = zoo.make_inputs(specs), zoo.make_inputs(specs)
+        self.assertEqual(sorted(a), ["attention_mask", "input_ids"])
+        np.testing.assert_array_equal(a["input_ids"], b["input_ids"])
+        self.assertEqual(a["input_ids"].dtype, np.int64)
+        self.assertTrue(0 <= a["input_ids"].min() and a["input_ids"].max() < 30522)
+        self.assertTrue(np.all(a["attention_mask"] == 1))
+        image = zoo.make_inputs(zoo.MODELS["resnet50"][1])["input"]
+        self.assertEqual((image.shape, image.dtype), ((1, 3, 224, 224), np.float32))
+
+    def test_error_line_picks_the_error(self):
+        text = "loading model\n[Conv node \"c1\"] kernel_shape has rank 3, expected 2\nmore\n"
+        self.assertEqual(zoo.error_line(text), '[Conv node "c1"] kernel_shape has rank 3, expected 2')
+        self.assertEqual(zoo.error_line(""), "no message")
+
+    def test_table(self):
+        table = zoo.format_table(["a", "bb"], [["xyz", 1]]).splitlines()
+        self.assertEqual(table[0], "| a   | bb |")
+        self.assertEqual(table[2], "| xyz | 1  |")
+
+    def test_select(self):
+        self.assertEqual(zoo.select("gpt2, mnist"), ["gpt2", "mnist"])
+        self.assertEqual(len(zoo.select(None)), 11)
+        with self.assertRaises(SystemExit):
+            zoo.select("nope")
+
+
+if __name__ == "__main__":
+    unittest.main()

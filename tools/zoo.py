@@ -1,0 +1,695 @@
+#!/usr/bin/env python3
+"""The classic models: export them offline, run them with Quilt, compare with onnxruntime.
+
+    tools/zoo.py export [--only NAME,...] [--opset N]
+    tools/zoo.py check  [--only NAME,...] [--backends "cpu;opencl,cpu"] [--threads 2]
+
+`export` builds each model with random weights from a fixed seed (nothing comes from a model hub),
+exports it to ONNX in $QUILT_ZOO_DIR (default ~/.cache/quilt/zoo) at the exporter's default opset
+(`<model>.onnx`) and at opset 17 (`<model>-op17.onnx`), checks both with onnx.checker and writes
+the inputs (`<model>.inputs/NAME.npy`). `check` runs every exported model with `quilt run` on
+each backend list and with onnxruntime on the same inputs and thread count, compares every output
+(see `compare`), prints a table and exits 1 on any mismatch or failure.
+
+On first use the script installs what it needs into the project venv (.venv), the way
+tools/setup.sh does: tools/requirements.txt, and for `export` tools/requirements-zoo.txt (torch,
+torchvision, transformers — gigabytes, which is why neither setup.sh nor test.sh installs them).
+Then it re-runs itself with the venv's Python. docs/ZOO.md describes the models and the tolerance.
+"""
+import argparse
+import hashlib
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+try:  # the one dependency of the pure parts (compare, tables); main() re-runs in .venv first
+    import numpy as np
+except ImportError:
+    np = None
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV = ROOT / ".venv"
+VENV_PYTHON = VENV / "bin" / "python"
+REQUIREMENTS = ROOT / "tools" / "requirements.txt"
+REQUIREMENTS_ZOO = ROOT / "tools" / "requirements-zoo.txt"
+
+SEED = 0
+THREADS = 2
+SEQ_LEN = 128
+EXTRA_OPSET = 17
+
+# Tolerance of `compare` (docs/ZOO.md says why).
+ATOL_SCALE = 1e-4  # atol = ATOL_SCALE * max|reference|
+RTOL = 1e-3
+MIN_COSINE = 0.9999
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+# ------------------------------------------------------------------ environment ----
+def _install(requirement_files, stamp):
+    """pip-installs requirement_files into .venv unless stamp already holds their text."""
+    text = "".join(f.read_text() for f in requirement_files)
+    if stamp.exists() and stamp.read_text() == text:
+        return
+    names = ", ".join(str(f.relative_to(ROOT)) for f in requirement_files)
+    log(f"[zoo] installing Python packages from {names} into .venv")
+    cmd = [str(VENV_PYTHON), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    for f in requirement_files:
+        cmd += ["-r", str(f)]
+    subprocess.run(cmd, check=True)
+    stamp.write_text(text)
+
+
+def ensure_environment(need_torch):
+    """Creates/updates .venv as needed, then re-executes this script with its Python."""
+    if not VENV_PYTHON.exists():
+        log("[zoo] creating the Python venv in .venv")
+        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+    # The same stamp as tools/setup.sh, so the two never install requirements.txt twice.
+    _install([REQUIREMENTS], VENV / ".quilt-requirements")
+    if need_torch:
+        # Installed together with requirements.txt so pip keeps the onnx/numpy pins.
+        _install([REQUIREMENTS, REQUIREMENTS_ZOO], VENV / ".quilt-requirements-zoo")
+    if Path(sys.prefix).resolve() != VENV.resolve():
+        os.execv(str(VENV_PYTHON), [str(VENV_PYTHON), str(Path(__file__).resolve())] + sys.argv[1:])
+
+
+def zoo_dir():
+    return Path(os.environ.get("QUILT_ZOO_DIR", Path.home() / ".cache" / "quilt" / "zoo")).expanduser()
+
+
+# ------------------------------------------------------------------------ models ----
+# name -> (builder, inputs, output names); inputs are (name, shape, kind) with kind "image", a vocabulary size
+# for token ids, or "ones" for an attention mask. Builders import torch lazily so that `check`
+# and the tests need numpy only.
+IMAGE224 = [("input", (1, 3, 224, 224), "image")]
+
+
+def _tokens(vocab):
+    return [("input_ids", (1, SEQ_LEN), vocab), ("attention_mask", (1, SEQ_LEN), "ones")]
+
+
+def build_mnist():
+    import torch.nn as nn
+
+    # The mnist-8 architecture (ONNX model zoo): two 5x5 "same" convolutions with ReLU and max
+    # pooling (2x2, then 3x3 stride 3), then a 256 -> 10 fully-connected layer.
+    return nn.Sequential(
+        nn.Conv2d(1, 8, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2, 2),
+        nn.Conv2d(8, 16, 5, padding=2), nn.ReLU(), nn.MaxPool2d(3, 3),
+        nn.Flatten(), nn.Linear(16 * 4 * 4, 10))
+
+
+def _torchvision(name):
+    def build():
+        import torch
+        import torchvision
+
+        model = getattr(torchvision.models, name)(weights=None)
+        if name.startswith("vit_"):
+            # torchvision initialises ViT's classification head to zeros: the logits would be all
+            # zero whatever the rest computes, and every comparison would pass trivially.
+            torch.nn.init.normal_(model.heads.head.weight, std=0.02)
+        return model
+    return build
+
+
+def _segmentation(name):
+    def build():
+        import torch.nn as nn
+        import torchvision
+
+        class OutOnly(nn.Module):
+            def __init__(self, model):
+                super().__init__()
+                self.model = model
+
+            def forward(self, x):
+                return self.model(x)["out"]
+
+        return OutOnly(getattr(torchvision.models.segmentation, name)(
+            weights=None, weights_backbone=None, aux_loss=False))
+    return build
+
+
+def build_bert():
+    from transformers import BertConfig, BertForMaskedLM
+
+    return _LogitsOnly(BertForMaskedLM(BertConfig(attn_implementation="eager")))
+
+
+def build_gpt2():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    return _LogitsOnly(GPT2LMHeadModel(GPT2Config(use_cache=False, attn_implementation="eager")))
+
+
+def _LogitsOnly(model):
+    import torch.nn as nn
+
+    class LogitsOnly(nn.Module):
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids, attention_mask):
+            return self.model(input_ids=input_ids, attention_mask=attention_mask,
+                              return_dict=False)[0]
+    return LogitsOnly(model)
+
+
+def build_yolov5s(depth=0.33, width=0.50, num_classes=80):
+    """YOLOv5s (v6 layout): CSP backbone of C3 blocks, SPPF, the PANet neck and the Detect head with
+    the standard COCO anchors, in inference mode: one [1, 25200, 85] tensor of decoded boxes
+    (xywh in pixels, objectness, 80 class scores) for a 640x640 image."""
+    import math
+
+    import torch
+    import torch.nn as nn
+
+    def ch(c):  # width multiple, rounded up to a multiple of 8 as YOLOv5 does
+        return int(math.ceil(c * width / 8) * 8)
+
+    def n(count):  # depth multiple
+        return max(round(count * depth), 1)
+
+    class Conv(nn.Module):  # Conv2d (no bias) + BatchNorm + SiLU, "same" padding
+        def __init__(self, c1, c2, k=1, s=1, p=None):
+            super().__init__()
+            self.conv = nn.Conv2d(c1, c2, k, s, k // 2 if p is None else p, bias=False)
+            self.bn = nn.BatchNorm2d(c2, eps=1e-3, momentum=0.03)
+            self.act = nn.SiLU()
+
+        def forward(self, x):
+            return self.act(self.bn(self.conv(x)))
+
+    class Bottleneck(nn.Module):
+        def __init__(self, c1, c2, shortcut=True):
+            super().__init__()
+            self.cv1, self.cv2 = Conv(c1, c2, 1), Conv(c2, c2, 3)
+            self.add = shortcut and c1 == c2
+
+        def forward(self, x):
+            y = self.cv2(self.cv1(x))
+            return x + y if self.add else y
+
+    class C3(nn.Module):  # CSP bottleneck with 3 convolutions
+        def __init__(self, c1, c2, count=1, shortcut=True):
+            super().__init__()
+            c_ = c2 // 2
+            self.cv1, self.cv2, self.cv3 = Conv(c1, c_, 1), Conv(c1, c_, 1), Conv(2 * c_, c2, 1)
+            self.m = nn.Sequential(*(Bottleneck(c_, c_, shortcut) for _ in range(count)))
+
+        def forward(self, x):
+            return self.cv3(torch.cat((self.m(self.cv1(x)), self.cv2(x)), 1))
+
+    class SPPF(nn.Module):  # spatial pyramid pooling, fast: three chained 5x5 max pools
+        def __init__(self, c1, c2, k=5):
+            super().__init__()
+            c_ = c1 // 2
+            self.cv1, self.cv2 = Conv(c1, c_, 1), Conv(c_ * 4, c2, 1)
+            self.m = nn.MaxPool2d(k, 1, k // 2)
+
+        def forward(self, x):
+            x = self.cv1(x)
+            y1 = self.m(x)
+            y2 = self.m(y1)
+            return self.cv2(torch.cat((x, y1, y2, self.m(y2)), 1))
+
+    class Detect(nn.Module):
+        anchors = [[10, 13, 16, 30, 33, 23], [30, 61, 62, 45, 59, 119], [116, 90, 156, 198, 373, 326]]
+        strides = [8, 16, 32]
+
+        def __init__(self, nc, chs, image=640):
+            super().__init__()
+            self.nc, self.no, self.na = nc, nc + 5, 3
+            self.m = nn.ModuleList(nn.Conv2d(c, self.no * self.na, 1) for c in chs)
+            for i, s in enumerate(self.strides):  # constant grids for a fixed image size
+                ny = nx = image // s
+                yv, xv = torch.meshgrid(torch.arange(ny), torch.arange(nx), indexing="ij")
+                grid = torch.stack((xv, yv), 2).view(1, 1, ny, nx, 2).expand(1, self.na, ny, nx, 2)
+                anchor = torch.tensor(self.anchors[i], dtype=torch.float32).view(1, self.na, 1, 1, 2)
+                self.register_buffer(f"grid{i}", grid.float() - 0.5)
+                self.register_buffer(f"anchor_grid{i}", anchor.expand(1, self.na, ny, nx, 2).clone())
+
+        def forward(self, xs):
+            z = []
+            for i, x in enumerate(xs):
+                x = self.m[i](x)
+                bs, _, ny, nx = x.shape
+                x = x.view(bs, self.na, self.no, ny, nx).permute(0, 1, 3, 4, 2).contiguous()
+                xy, wh, conf = x.sigmoid().split((2, 2, self.nc + 1), 4)
+                xy = (xy * 2 + getattr(self, f"grid{i}")) * self.strides[i]
+                wh = (wh * 2) ** 2 * getattr(self, f"anchor_grid{i}")
+                z.append(torch.cat((xy, wh, conf), 4).view(bs, self.na * nx * ny, self.no))
+            return torch.cat(z, 1)
+
+    class YOLOv5(nn.Module):
+        def __init__(self):
+            super().__init__()
+            c64, c128, c256, c512, c1024 = ch(64), ch(128), ch(256), ch(512), ch(1024)
+            self.b0 = Conv(3, c64, 6, 2, 2)                                    # P1/2
+            self.b1 = Conv(c64, c128, 3, 2)                                    # P2/4
+            self.b2 = C3(c128, c128, n(3))
+            self.b3 = Conv(c128, c256, 3, 2)                                   # P3/8
+            self.b4 = C3(c256, c256, n(6))
+            self.b5 = Conv(c256, c512, 3, 2)                                   # P4/16
+            self.b6 = C3(c512, c512, n(9))
+            self.b7 = Conv(c512, c1024, 3, 2)                                  # P5/32
+            self.b8 = C3(c1024, c1024, n(3))
+            self.b9 = SPPF(c1024, c1024, 5)
+            self.h10 = Conv(c1024, c512, 1, 1)
+            self.up = nn.Upsample(scale_factor=2, mode="nearest")
+            self.h13 = C3(c1024, c512, n(3), shortcut=False)
+            self.h14 = Conv(c512, c256, 1, 1)
+            self.h17 = C3(c512, c256, n(3), shortcut=False)                    # P3 out
+            self.h18 = Conv(c256, c256, 3, 2)
+            self.h20 = C3(c512, c512, n(3), shortcut=False)                    # P4 out
+            self.h21 = Conv(c512, c512, 3, 2)
+            self.h23 = C3(c1024, c1024, n(3), shortcut=False)                  # P5 out
+            self.detect = Detect(num_classes, (c256, c512, c1024))
+
+        def forward(self, x):
+            p3 = self.b4(self.b3(self.b2(self.b1(self.b0(x)))))
+            p4 = self.b6(self.b5(p3))
+            h10 = self.h10(self.b9(self.b8(self.b7(p4))))
+            h14 = self.h14(self.h13(torch.cat((self.up(h10), p4), 1)))
+            o3 = self.h17(torch.cat((self.up(h14), p3), 1))
+            o4 = self.h20(torch.cat((self.h18(o3), h14), 1))
+            o5 = self.h23(torch.cat((self.h21(o4), h10), 1))
+            return self.detect([o3, o4, o5])
+
+    return YOLOv5()
+
+
+def build_realesrgan(num_feat=64, num_block=23, num_grow_ch=32):
+    """Real-ESRGAN x4's generator, RRDBNet: 23 residual-in-residual dense blocks (64 features,
+    growth 32, residuals scaled by 0.2), then two nearest-neighbour x2 upsamplings, each followed
+    by a 3x3 convolution and LeakyReLU(0.2). Weights: Kaiming normal scaled by 0.1, as published."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    def init(*convs, scale=0.1):
+        for conv in convs:
+            nn.init.kaiming_normal_(conv.weight)
+            conv.weight.data *= scale
+            nn.init.zeros_(conv.bias)
+
+    class ResidualDenseBlock(nn.Module):
+        def __init__(self):
+            super().__init__()
+            f, g = num_feat, num_grow_ch
+            self.convs = nn.ModuleList(nn.Conv2d(f + i * g, g if i < 4 else f, 3, 1, 1) for i in range(5))
+            self.lrelu = nn.LeakyReLU(0.2)
+            init(*self.convs)
+
+        def forward(self, x):
+            features = [x]
+            for conv in self.convs[:4]:
+                features.append(self.lrelu(conv(torch.cat(features, 1))))
+            return self.convs[4](torch.cat(features, 1)) * 0.2 + x
+
+    class RRDB(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rdbs = nn.Sequential(ResidualDenseBlock(), ResidualDenseBlock(), ResidualDenseBlock())
+
+        def forward(self, x):
+            return self.rdbs(x) * 0.2 + x
+
+    class RRDBNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            f = num_feat
+            self.conv_first = nn.Conv2d(3, f, 3, 1, 1)
+            self.body = nn.Sequential(*(RRDB() for _ in range(num_block)))
+            self.conv_body = nn.Conv2d(f, f, 3, 1, 1)
+            self.conv_up1 = nn.Conv2d(f, f, 3, 1, 1)
+            self.conv_up2 = nn.Conv2d(f, f, 3, 1, 1)
+            self.conv_hr = nn.Conv2d(f, f, 3, 1, 1)
+            self.conv_last = nn.Conv2d(f, 3, 3, 1, 1)
+            self.lrelu = nn.LeakyReLU(0.2)
+
+        def forward(self, x):
+            feat = self.conv_first(x)
+            feat = feat + self.conv_body(self.body(feat))
+            feat = self.lrelu(self.conv_up1(F.interpolate(feat, scale_factor=2, mode="nearest")))
+            feat = self.lrelu(self.conv_up2(F.interpolate(feat, scale_factor=2, mode="nearest")))
+            return self.conv_last(self.lrelu(self.conv_hr(feat)))
+
+    return RRDBNet()
+
+
+MODELS = {
+    "mnist": (build_mnist, [("input", (1, 1, 28, 28), "image")], ["output"]),
+    "resnet50": (_torchvision("resnet50"), IMAGE224, ["logits"]),
+    "mobilenet_v3_large": (_torchvision("mobilenet_v3_large"), IMAGE224, ["logits"]),
+    "efficientnet_b0": (_torchvision("efficientnet_b0"), IMAGE224, ["logits"]),
+    "vit_b_16": (_torchvision("vit_b_16"), IMAGE224, ["logits"]),
+    "deeplabv3_mobilenet_v3_large": (_segmentation("deeplabv3_mobilenet_v3_large"), IMAGE224, ["out"]),
+    "fcn_resnet50": (_segmentation("fcn_resnet50"), IMAGE224, ["out"]),
+    "yolov5s": (build_yolov5s, [("images", (1, 3, 640, 640), "image")], ["output0"]),
+    "realesrgan_x4": (build_realesrgan, [("input", (1, 3, 64, 64), "image")], ["output"]),
+    "bert_base": (build_bert, _tokens(30522), ["logits"]),
+    "gpt2": (build_gpt2, _tokens(50257), ["logits"]),
+}
+
+
+def make_inputs(specs):
+    """The inputs of a model, deterministic: images ~ N(0,1), token ids in [0, vocab), seed 0."""
+    values = {}
+    for name, shape, kind in specs:
+        rng = np.random.default_rng(SEED)
+        if kind == "image":
+            values[name] = rng.standard_normal(shape, dtype=np.float32)
+        elif kind == "ones":
+            values[name] = np.ones(shape, dtype=np.int64)
+        else:
+            values[name] = rng.integers(0, kind, size=shape, dtype=np.int64)
+    return values
+
+
+def randomize_norms(model, torch):
+    """Random affine parameters and running statistics for every normalization layer.
+
+    Freshly built BatchNorm/LayerNorm layers are identities (weight 1, bias 0, mean 0, var 1), which
+    would hide bugs in their kernels and in Conv+BatchNorm folding; values near 1 and 0 keep the
+    activations' scale."""
+    norms = (torch.nn.modules.batchnorm._NormBase, torch.nn.LayerNorm, torch.nn.GroupNorm)
+    with torch.no_grad():
+        for m in model.modules():
+            if not isinstance(m, norms):
+                continue
+            if getattr(m, "weight", None) is not None:
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.normal_(0.0, 0.1)
+            if getattr(m, "running_mean", None) is not None:
+                m.running_mean.normal_(0.0, 0.1)
+                m.running_var.uniform_(0.5, 1.5)
+
+
+def model_files(directory, name):
+    """The exported files of model `name` in directory, `<name>.onnx` first."""
+    files = [directory / f"{name}.onnx"] if (directory / f"{name}.onnx").exists() else []
+    files += sorted(directory.glob(f"{name}-op*.onnx"))
+    return files
+
+
+def select(only):
+    if not only:
+        return list(MODELS)
+    names = [n.strip() for n in only.split(",") if n.strip()]
+    unknown = [n for n in names if n not in MODELS]
+    if unknown:
+        sys.exit(f"zoo: unknown model(s) {', '.join(unknown)}; known: {', '.join(MODELS)}")
+    return names
+
+
+# ------------------------------------------------------------------------ export ----
+def export(args):
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    import warnings
+
+    import onnx
+    import torch
+
+    import transformers
+
+    warnings.filterwarnings("ignore")  # tracer warnings from transformers' shape checks
+    transformers.logging.set_verbosity_error()
+    torch.set_num_threads(THREADS)
+    from torch.onnx import _constants
+
+    default_opset = _constants.ONNX_DEFAULT_OPSET
+    out = zoo_dir()
+    out.mkdir(parents=True, exist_ok=True)
+    log(f"zoo: exporting to {out} with torch {torch.__version__}, onnx {onnx.__version__} "
+        f"(exporter's default opset {default_opset})")
+    if args.opset:
+        opsets = [(args.opset, f"-op{args.opset}")]
+    else:
+        opsets = [(None, ""), (EXTRA_OPSET, f"-op{EXTRA_OPSET}")]
+    failures = 0
+    for name in select(args.only):
+        builder, specs, output_names = MODELS[name]
+        torch.manual_seed(SEED)
+        t0 = time.perf_counter()
+        model = builder()
+        randomize_norms(model, torch)
+        model.eval()
+        build_s = time.perf_counter() - t0
+        inputs = make_inputs(specs)
+        inputs_dir = out / f"{name}.inputs"
+        inputs_dir.mkdir(exist_ok=True)
+        for input_name, value in inputs.items():
+            np.save(inputs_dir / f"{input_name}.npy", value)
+        example = tuple(torch.from_numpy(inputs[s[0]]) for s in specs)
+        for opset, suffix in opsets:
+            path = out / f"{name}{suffix}.onnx"
+            t0 = time.perf_counter()
+            try:
+                torch.onnx.export(model, example, str(path), input_names=[s[0] for s in specs],
+                                  output_names=output_names, opset_version=opset,
+                                  do_constant_folding=True, dynamo=False)
+                onnx.checker.check_model(str(path))
+            except Exception as e:  # report and go on with the other models
+                failures += 1
+                first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+                log(f"{path.name:<40} FAILED: {type(e).__name__}: {first}")
+                continue
+            seconds = time.perf_counter() - t0
+            opset_read = next(o.version for o in onnx.load(str(path), load_external_data=False)
+                              .opset_import if o.domain in ("", "ai.onnx"))
+            log(f"{path.name:<40} opset {opset_read:>2}  {path.stat().st_size / 2**20:8.1f} MiB  "
+                f"export {seconds:6.1f} s (build {build_s:.1f} s)  checker ok")
+    return 1 if failures else 0
+
+
+# ------------------------------------------------------------------------- check ----
+def compare(actual, reference, atol_scale=ATOL_SCALE, rtol=RTOL, min_cosine=MIN_COSINE):
+    """Compares one output with its reference; returns (ok, max_abs_diff, cosine, why).
+
+    allclose with atol = atol_scale * max|reference| (an absolute tolerance relative to the
+    output's scale, since deep random-weight networks end with values of any magnitude and
+    near-zero elements that are differences of large ones) and rtol, and the cosine similarity
+    of the flattened tensors at least min_cosine. Integer and bool outputs must match exactly."""
+    actual, reference = np.asarray(actual), np.asarray(reference)
+    if actual.shape != reference.shape:
+        return False, float("nan"), float("nan"), f"shape {list(actual.shape)} != {list(reference.shape)}"
+    if actual.dtype != reference.dtype:
+        return False, float("nan"), float("nan"), f"dtype {actual.dtype} != {reference.dtype}"
+    if actual.size == 0:
+        return True, 0.0, 1.0, ""
+    if not np.issubdtype(reference.dtype, np.floating):
+        diff = np.abs(actual.astype(np.float64) - reference.astype(np.float64))
+        same = bool(np.array_equal(actual, reference))
+        return same, float(diff.max()), 1.0 if same else 0.0, "" if same else "values differ"
+    a, r = actual.astype(np.float64).ravel(), reference.astype(np.float64).ravel()
+    if not np.all(np.isfinite(a) == np.isfinite(r)):
+        return False, float("nan"), float("nan"), "non-finite values where the reference has none"
+    finite = np.isfinite(r)
+    if not np.array_equal(a[~finite], r[~finite]):
+        return False, float("nan"), float("nan"), "non-finite values differ"
+    a, r = a[finite], r[finite]
+    if a.size == 0:
+        return True, 0.0, 1.0, ""
+    diff = np.abs(a - r)
+    max_diff = float(diff.max())
+    atol = atol_scale * float(np.abs(r).max())
+    close = bool(np.all(diff <= atol + rtol * np.abs(r)))
+    na, nr = float(np.linalg.norm(a)), float(np.linalg.norm(r))
+    if na == 0.0 and nr == 0.0:
+        cosine = 1.0
+    elif na == 0.0 or nr == 0.0:
+        cosine = 0.0
+    else:
+        cosine = float(np.dot(a, r) / (na * nr))
+    why = []
+    if not close:
+        why.append(f"not allclose (atol {atol:.3g}, rtol {rtol:g})")
+    if cosine < min_cosine:
+        why.append(f"cosine {cosine:.6f} < {min_cosine}")
+    return close and cosine >= min_cosine, max_diff, cosine, "; ".join(why)
+
+
+def format_table(header, rows):
+    """A Markdown table with columns padded to their widest cell."""
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+    line = lambda cells: "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |"
+    return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
+                     + [line(r) for r in rows])
+
+
+def available_backends(quilt):
+    """Backend names that `quilt devices` lists with at least one device."""
+    text = subprocess.run([quilt, "devices"], capture_output=True, text=True).stdout
+    names, current = set(), None
+    for line in text.splitlines():
+        m = re.match(r"backend (\S+)", line)
+        if m:
+            current = m.group(1)
+        elif current and re.match(r"\s+device \d+", line):
+            names.add(current)
+    return names
+
+
+def error_line(stderr, stdout=""):
+    """The first line of Quilt's error message."""
+    lines = [l.strip() for l in (stderr + "\n" + stdout).splitlines() if l.strip()]
+    for l in lines:
+        if re.search(r"error|unsupported|not supported|failed|\[", l, re.IGNORECASE):
+            return l
+    return lines[0] if lines else "no message"
+
+
+def run_ort(path, inputs, iterations):
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = THREADS
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    outputs = session.run(None, inputs)
+    times = []
+    for _ in range(iterations):
+        t0 = time.perf_counter()
+        session.run(None, inputs)
+        times.append((time.perf_counter() - t0) * 1e3)
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, outputs)), float(np.median(times))
+
+
+def run_quilt(quilt, path, input_files, backend, iterations, timeout):
+    """Returns (outputs or None, median ms or None, error line)."""
+    with tempfile.TemporaryDirectory(prefix="quilt-zoo-") as tmp:
+        # One run more than ORT's timed ones: Quilt's median counts its first run too.
+        cmd = [quilt, "run", str(path), "--output-dir", tmp, "--backend", backend,
+               "--threads", str(THREADS), "--iterations", str(iterations + 1)]
+        for name, file in input_files.items():
+            cmd += ["--input", f"{name}={file}"]
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None, None, f"timed out after {timeout} s"
+        if p.returncode != 0:
+            return None, None, f"exit {p.returncode}: {error_line(p.stderr, p.stdout)}"
+        m = re.search(r"latency: (?:median )?([\d.]+) ms", p.stdout)
+        outputs = {f.stem: np.load(f) for f in Path(tmp).glob("*.npy")}
+        return outputs, float(m.group(1)) if m else None, ""
+
+
+def check(args):
+    import onnx
+
+    quilt = args.quilt or os.environ.get("QUILT_BIN") or str(ROOT / "build" / "quilt")
+    if not Path(quilt).exists():
+        log(f"[zoo] {quilt} is missing: building Quilt with tools/setup.sh")
+        subprocess.run(["bash", str(ROOT / "tools" / "setup.sh")], check=True)
+    directory = zoo_dir()
+    available = available_backends(quilt)
+    backend_lists = [b.strip() for b in args.backends.split(";") if b.strip()]
+    header = ["model", "opset", "backend", "status", "max abs diff", "max abs ref", "cosine",
+              "quilt ms", "ort ms", "note"]
+    rows, bad = [], 0
+    for name in select(args.only):
+        files = model_files(directory, name)
+        if not files:
+            rows.append([name, "", "", "MISSING", "", "", "", "", "", f"not exported: tools/zoo.py export --only {name}"])
+            bad += 1
+            continue
+        specs = MODELS[name][1]
+        input_files = {s[0]: directory / f"{name}.inputs" / f"{s[0]}.npy" for s in specs}
+        inputs = {k: np.load(v) for k, v in input_files.items()}
+        digests = {}
+        for path in files:
+            model = onnx.load(str(path), load_external_data=False)
+            opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+            del model
+            label = path.stem
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            if digest in digests:  # e.g. <model>-op17.onnx when the exporter's default is 17
+                rows.append([label, opset, "", "same", "", "", "", "", "",
+                             f"byte-identical to {digests[digest]}: not run again"])
+                continue
+            digests[digest] = path.name
+            try:
+                reference, ort_ms = run_ort(path, inputs, args.iterations)
+            except Exception as e:
+                rows.append([label, opset, "ort", "FAIL", "", "", "", "", "", f"onnxruntime: {str(e).splitlines()[0]}"])
+                bad += 1
+                continue
+            for backend in backend_lists:
+                missing = [b.split(":")[0] for b in backend.split(",") if b.split(":")[0] not in available]
+                if missing:
+                    rows.append([label, opset, backend, "skipped", "", "", "", "", f"{ort_ms:.1f}",
+                                 f"backend {', '.join(missing)} not available (quilt devices)"])
+                    continue
+                outputs, quilt_ms, err = run_quilt(quilt, path, input_files, backend,
+                                                   args.iterations, args.timeout)
+                q_ms = f"{quilt_ms:.1f}" if quilt_ms is not None else ""
+                if outputs is None:
+                    rows.append([label, opset, backend, "FAIL", "", "", "", q_ms, f"{ort_ms:.1f}", err])
+                    bad += 1
+                    log(f"  {label} {backend}: FAIL {err}")
+                    continue
+                ok, max_diff, min_cos, notes = True, 0.0, 1.0, []
+                scale = max(float(np.abs(r).max()) if r.size else 0.0 for r in reference.values())
+                for out_name, ref in reference.items():
+                    if out_name not in outputs:
+                        ok, notes = False, notes + [f"{out_name}: no output file"]
+                        continue
+                    good, d, c, why = compare(outputs[out_name], ref)
+                    ok &= good
+                    max_diff, min_cos = max(max_diff, d), min(min_cos, c)
+                    if why:
+                        notes.append(f"{out_name}: {why}")
+                bad += 0 if ok else 1
+                rows.append([label, opset, backend, "ok" if ok else "MISMATCH", f"{max_diff:.3g}",
+                             f"{scale:.3g}", f"{min_cos:.7f}", q_ms, f"{ort_ms:.1f}", "; ".join(notes)])
+                log(f"  {label} {backend}: {rows[-1][3]} max diff {max_diff:.3g} cosine {min_cos:.7f} (max abs ref {scale:.3g})")
+    log("")
+    log(format_table(header, rows))
+    counts = {s: sum(r[3] == s for r in rows)
+              for s in ("ok", "MISMATCH", "FAIL", "MISSING", "skipped", "same")}
+    log("\ncheck: " + ", ".join(f"{v} {k.lower()}" for k, v in counts.items())
+        + f"  (threads {THREADS}; times: ORT median of {args.iterations} runs after a warm-up, "
+        f"Quilt's median of {args.iterations + 1} runs)")
+    return 1 if bad else 0
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("export", help="build the models with random weights and export ONNX")
+    p.add_argument("--only", help="comma-separated model names (default: all)")
+    p.add_argument("--opset", type=int,
+                   help=f"export only at this opset, as <model>-opN.onnx (default: the exporter's "
+                        f"default as <model>.onnx and {EXTRA_OPSET} as <model>-op{EXTRA_OPSET}.onnx)")
+    p = sub.add_parser("check", help="run the exported models with Quilt and onnxruntime, compare")
+    p.add_argument("--only", help="comma-separated model names (default: all)")
+    p.add_argument("--backends", default="cpu;opencl,cpu",
+                   help='backend lists separated by ";" (default "cpu;opencl,cpu")')
+    p.add_argument("--iterations", type=int, default=3, help="timed runs per model (default 3)")
+    p.add_argument("--timeout", type=int, default=1800, help="seconds per quilt run (default 1800)")
+    p.add_argument("--quilt", help="the quilt binary (default $QUILT_BIN or build/quilt)")
+    sub.add_parser("list", help="list the models")
+    args = parser.parse_args(argv)
+    if args.command == "list":
+        for name, (_, specs, outputs) in MODELS.items():
+            log(f"{name:<30} " + ", ".join(f"{n} {list(s)}" for n, s, _ in specs) + f" -> {', '.join(outputs)}")
+        return 0
+    ensure_environment(need_torch=args.command == "export")
+    return export(args) if args.command == "export" else check(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
