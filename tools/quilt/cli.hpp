@@ -1,7 +1,9 @@
 // Subcommands of the quilt CLI and their shared helpers.
 #pragma once
 
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "quilt/quilt.hpp"
@@ -13,6 +15,7 @@ int cmd_devices(const std::vector<std::string>& args);
 int cmd_ops(const std::vector<std::string>& args);
 int cmd_test_onnx(const std::vector<std::string>& args);
 int cmd_plan(const std::vector<std::string>& args);
+int cmd_bench(const std::vector<std::string>& args);
 
 // Exit code for an Error: 2 for bad input (argument, model, file), 1 otherwise.
 int exit_code_for(const Error& e);
@@ -26,6 +29,31 @@ int64_t parse_int(const std::string& option, const std::string& value);
 LogLevel parse_log_level(const std::string& value);
 // "a, b" from {"a", "b"} with sep ", ".
 std::string join(const std::vector<std::string>& items, const std::string& sep);
+// "NAME=VALUE" -> {NAME, VALUE}, split at the first '='; throws Error(InvalidArgument) naming
+// option when either side is empty.
+std::pair<std::string, std::string> key_value(const std::string& option, const std::string& v);
+
+// Where a command's model inputs come from, the same for run and bench: --input NAME=FILE.npy
+// and --dim NAME=VALUE. kInputOptionsHelp is their part of a command's --help.
+struct InputOptions {
+  std::map<std::string, std::string> files;  // input name -> .npy path
+  std::map<std::string, int64_t> dims;       // symbolic dim -> size for generated inputs
+};
+extern const char* const kInputOptionsHelp;
+// If args[i] is --input or --dim, applies it to inputs (consuming its value) and returns true;
+// false for any other argument. Throws Error(InvalidArgument) on a malformed value.
+bool parse_input_option(const std::vector<std::string>& args, size_t& i, InputOptions& inputs);
+// A value for every input of session: read from the given files, the rest generated (floats
+// ~ N(0,1), integers in [0,10), seed 0; symbolic dims from inputs.dims, else 1). Throws
+// Error(InvalidArgument) for a --dim no input has, naming the symbolic dims there are.
+TensorMap make_inputs(const Session& session, const InputOptions& inputs);
+
+// Latency over repeated runs, in the unit given. median is the upper median (sorted[n/2]), p90
+// the nearest rank (sorted[ceil(0.9 n) - 1]), so min <= median <= p90.
+struct LatencyStats {
+  double median = 0, p90 = 0, min = 0, mean = 0;
+};
+LatencyStats latency_stats(std::vector<double> samples);
 
 // The options that choose and configure backends, the same for run, plan and test-onnx:
 // --backend, --plugin, --strict, --pin, --no-cost-rule, --backend-option. kBackendOptionsHelp is

@@ -4,11 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <map>
-#include <random>
-#include <set>
 
-#include "core/half.hpp"
 #include "tools/quilt/cli.hpp"
 #include "tools/quilt/npy.hpp"
 #include "tools/quilt/onnx_case.hpp"
@@ -21,10 +17,9 @@ const char* kRunHelp =
     "\n"
     "Runs MODEL (an .onnx file) and prints a summary of every output.\n"
     "\n"
-    "options:\n"
-    "  --input NAME=FILE.npy   value of input NAME (repeatable); inputs not given are\n"
-    "                          generated: floats ~ N(0,1), integers in [0,10), seed 0\n"
-    "  --dim NAME=VALUE        size of symbolic dim NAME for generated inputs (default 1)\n"
+    "options:\n";
+
+const char* kRunOptionsHelp =
     "  --output-dir DIR        write each output to DIR/<output name>.npy\n"
     "  --iterations N          run N times and report latency (default 1)\n"
     "  --threads N             CPU worker threads (default: one per core)\n"
@@ -36,19 +31,11 @@ const char* kRunHelp =
 
 struct RunArgs {
   std::string model;
-  std::map<std::string, std::string> input_files;
-  std::map<std::string, int64_t> dims;
+  InputOptions inputs;
   std::string output_dir;
   int64_t iterations = 1;
   SessionOptions options;
 };
-
-std::pair<std::string, std::string> key_value(const std::string& option, const std::string& v) {
-  size_t eq = v.find('=');
-  if (eq == std::string::npos || eq == 0 || eq + 1 == v.size())
-    throw Error(ErrorCode::InvalidArgument, option + " expects NAME=VALUE, got '" + v + "'");
-  return {v.substr(0, eq), v.substr(eq + 1)};
-}
 
 RunArgs parse(const std::vector<std::string>& args) {
   RunArgs r;
@@ -58,19 +45,13 @@ RunArgs parse(const std::vector<std::string>& args) {
       if (i + 1 >= args.size()) throw Error(ErrorCode::InvalidArgument, a + " needs a value");
       return args[++i];
     };
-    if (a == "--input") {
-      auto [k, v] = key_value(a, value());
-      r.input_files[k] = v;
-    } else if (a == "--dim") {
-      auto [k, v] = key_value(a, value());
-      r.dims[k] = parse_int("--dim " + k, v);
+    if (parse_input_option(args, i, r.inputs) || parse_backend_option(args, i, r.options)) {
+      continue;
     } else if (a == "--output-dir") {
       r.output_dir = value();
     } else if (a == "--iterations") {
       r.iterations = parse_int(a, value());
       if (r.iterations < 1) throw Error(ErrorCode::InvalidArgument, "--iterations must be >= 1");
-    } else if (parse_backend_option(args, i, r.options)) {
-      continue;
     } else if (a == "--threads") {
       r.options.threads = static_cast<int>(parse_int(a, value()));
     } else if (a == "--optimization-level") {
@@ -88,53 +69,6 @@ RunArgs parse(const std::vector<std::string>& args) {
   }
   if (r.model.empty()) throw Error(ErrorCode::InvalidArgument, "quilt run needs a MODEL");
   return r;
-}
-
-Tensor generate(const ValueInfo& info, const std::map<std::string, int64_t>& dims,
-                std::mt19937& rng) {
-  std::vector<int64_t> shape;
-  for (const auto& d : info.shape) {
-    if (d.is_fixed()) {
-      shape.push_back(d.value);
-    } else {
-      auto it = dims.find(d.symbol);
-      shape.push_back(it == dims.end() ? 1 : it->second);
-    }
-  }
-  Tensor t(info.dtype == DType::Undefined ? DType::Float32 : info.dtype, shape);
-  std::normal_distribution<float> normal(0.f, 1.f);
-  std::uniform_int_distribution<int> small(0, 9);
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    switch (t.dtype()) {
-      case DType::Float32:
-        t.data<float>()[i] = normal(rng);
-        break;
-      case DType::Float64:
-        t.data<double>()[i] = normal(rng);
-        break;
-      case DType::Float16:
-        t.data<uint16_t>()[i] = float_to_half(normal(rng));
-        break;
-      case DType::Int64:
-        t.data<int64_t>()[i] = small(rng);
-        break;
-      case DType::Int32:
-        t.data<int32_t>()[i] = small(rng);
-        break;
-      case DType::Bool:
-        t.data<bool>()[i] = small(rng) < 5;
-        break;
-      case DType::UInt8:
-        t.data<uint8_t>()[i] = static_cast<uint8_t>(small(rng));
-        break;
-      case DType::Int8:
-        t.data<int8_t>()[i] = static_cast<int8_t>(small(rng));
-        break;
-      default:
-        break;  // other integer types: zeros
-    }
-  }
-  return t;
 }
 
 void summarise(const std::string& name, const Tensor& t) {
@@ -162,6 +96,8 @@ void summarise(const std::string& name, const Tensor& t) {
 int cmd_run(const std::vector<std::string>& args) {
   if (std::find(args.begin(), args.end(), "--help") != args.end()) {
     std::fputs(kRunHelp, stdout);
+    std::fputs(kInputOptionsHelp, stdout);
+    std::fputs(kRunOptionsHelp, stdout);
     std::fputs(kBackendOptionsHelp, stdout);
     return 0;
   }
@@ -169,30 +105,7 @@ int cmd_run(const std::vector<std::string>& args) {
     RunArgs r = parse(args);
     check_backends(r.options);
     Session session(r.model, r.options);
-    TensorMap inputs;
-    std::mt19937 rng(0);
-    std::set<std::string> symbols;
-    for (const auto& info : session.inputs())
-      for (const auto& d : info.shape)
-        if (!d.is_fixed() && !d.symbol.empty()) symbols.insert(d.symbol);
-    for (const auto& [name, _] : r.dims)
-      if (!symbols.count(name)) {
-        std::string known;
-        for (const auto& s : symbols) known += (known.empty() ? "" : ", ") + s;
-        throw Error(ErrorCode::InvalidArgument,
-                    "--dim " + name + ": no input has a symbolic dim named '" + name + "'" +
-                        (known.empty() ? " (the model's inputs have none)"
-                                       : " (symbolic dims: " + known + ")"));
-      }
-    for (const auto& [name, file] : r.input_files) inputs[name] = read_npy(file);
-    for (const auto& info : session.inputs())
-      if (!inputs.count(info.name)) {
-        try {
-          inputs[info.name] = generate(info, r.dims, rng);
-        } catch (const Error& e) {
-          throw Error(e.code(), "generating input '" + info.name + "': " + e.what());
-        }
-      }
+    const TensorMap inputs = make_inputs(session, r.inputs);
     std::vector<double> ms;
     TensorMap outputs;
     for (int64_t i = 0; i < r.iterations; ++i) {
@@ -214,17 +127,13 @@ int cmd_run(const std::vector<std::string>& args) {
       std::printf("wrote %zu output file%s to %s\n", outputs.size(), outputs.size() == 1 ? "" : "s",
                   r.output_dir.c_str());
     }
-    std::vector<double> sorted = ms;
-    std::sort(sorted.begin(), sorted.end());
-    double mean = 0;
-    for (double v : ms) mean += v;
-    mean /= static_cast<double>(ms.size());
+    const LatencyStats stats = latency_stats(ms);
     if (ms.size() == 1)
       std::printf("latency: %.3f ms (1 run)\n", ms[0]);
     else
       std::printf(
           "latency: median %.3f ms, min %.3f ms, mean %.3f ms over %zu runs (first %.3f ms)\n",
-          sorted[sorted.size() / 2], sorted.front(), mean, ms.size(), ms[0]);
+          stats.median, stats.min, stats.mean, ms.size(), ms[0]);
     return 0;
   } catch (const Error& e) {
     return report(e);

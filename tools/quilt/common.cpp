@@ -1,8 +1,12 @@
 #include <algorithm>
 #include <cstdio>
+#include <random>
+#include <set>
 
 #include "core/backend_registry.hpp"
+#include "core/half.hpp"
 #include "tools/quilt/cli.hpp"
+#include "tools/quilt/npy.hpp"
 
 namespace quilt::cli {
 
@@ -61,6 +65,121 @@ std::string join(const std::vector<std::string>& items, const std::string& sep) 
   std::string out;
   for (size_t i = 0; i < items.size(); ++i) out += (i ? sep : "") + items[i];
   return out;
+}
+
+std::pair<std::string, std::string> key_value(const std::string& option, const std::string& v) {
+  size_t eq = v.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == v.size())
+    throw Error(ErrorCode::InvalidArgument, option + " expects NAME=VALUE, got '" + v + "'");
+  return {v.substr(0, eq), v.substr(eq + 1)};
+}
+
+const char* const kInputOptionsHelp =
+    "  --input NAME=FILE.npy   value of input NAME (repeatable); inputs not given are\n"
+    "                          generated: floats ~ N(0,1), integers in [0,10), seed 0\n"
+    "  --dim NAME=VALUE        size of symbolic dim NAME for generated inputs (default 1)\n";
+
+bool parse_input_option(const std::vector<std::string>& args, size_t& i, InputOptions& inputs) {
+  const std::string& a = args[i];
+  if (a != "--input" && a != "--dim") return false;
+  if (i + 1 >= args.size()) throw Error(ErrorCode::InvalidArgument, a + " needs a value");
+  auto [k, v] = key_value(a, args[++i]);
+  if (a == "--input")
+    inputs.files[k] = v;
+  else
+    inputs.dims[k] = parse_int("--dim " + k, v);
+  return true;
+}
+
+namespace {
+
+Tensor generate(const ValueInfo& info, const std::map<std::string, int64_t>& dims,
+                std::mt19937& rng) {
+  std::vector<int64_t> shape;
+  for (const auto& d : info.shape) {
+    if (d.is_fixed()) {
+      shape.push_back(d.value);
+    } else {
+      auto it = dims.find(d.symbol);
+      shape.push_back(it == dims.end() ? 1 : it->second);
+    }
+  }
+  Tensor t(info.dtype == DType::Undefined ? DType::Float32 : info.dtype, shape);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::uniform_int_distribution<int> small(0, 9);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    switch (t.dtype()) {
+      case DType::Float32:
+        t.data<float>()[i] = normal(rng);
+        break;
+      case DType::Float64:
+        t.data<double>()[i] = normal(rng);
+        break;
+      case DType::Float16:
+        t.data<uint16_t>()[i] = float_to_half(normal(rng));
+        break;
+      case DType::Int64:
+        t.data<int64_t>()[i] = small(rng);
+        break;
+      case DType::Int32:
+        t.data<int32_t>()[i] = small(rng);
+        break;
+      case DType::Bool:
+        t.data<bool>()[i] = small(rng) < 5;
+        break;
+      case DType::UInt8:
+        t.data<uint8_t>()[i] = static_cast<uint8_t>(small(rng));
+        break;
+      case DType::Int8:
+        t.data<int8_t>()[i] = static_cast<int8_t>(small(rng));
+        break;
+      default:
+        break;  // other integer types: zeros
+    }
+  }
+  return t;
+}
+
+}  // namespace
+
+TensorMap make_inputs(const Session& session, const InputOptions& options) {
+  std::set<std::string> symbols;
+  for (const auto& info : session.inputs())
+    for (const auto& d : info.shape)
+      if (!d.is_fixed() && !d.symbol.empty()) symbols.insert(d.symbol);
+  for (const auto& [name, _] : options.dims)
+    if (!symbols.count(name)) {
+      const std::vector<std::string> known(symbols.begin(), symbols.end());
+      throw Error(ErrorCode::InvalidArgument,
+                  "--dim " + name + ": no input has a symbolic dim named '" + name + "'" +
+                      (known.empty() ? " (the model's inputs have none)"
+                                     : " (symbolic dims: " + join(known, ", ") + ")"));
+    }
+  TensorMap inputs;
+  for (const auto& [name, file] : options.files) inputs[name] = read_npy(file);
+  std::mt19937 rng(0);
+  for (const auto& info : session.inputs())
+    if (!inputs.count(info.name)) {
+      try {
+        inputs[info.name] = generate(info, options.dims, rng);
+      } catch (const Error& e) {
+        throw Error(e.code(), "generating input '" + info.name + "': " + e.what());
+      }
+    }
+  return inputs;
+}
+
+LatencyStats latency_stats(std::vector<double> samples) {
+  LatencyStats s;
+  if (samples.empty()) return s;
+  std::sort(samples.begin(), samples.end());
+  const size_t n = samples.size();
+  s.min = samples.front();
+  s.median = samples[n / 2];
+  s.p90 = samples[(9 * n + 9) / 10 - 1];  // ceil(0.9 n) - 1
+  for (double v : samples) s.mean += v;
+  s.mean /= static_cast<double>(n);
+  return s;
 }
 
 const char* const kBackendOptionsHelp =

@@ -16,6 +16,7 @@ const char* kUsage =
     "commands:\n"
     "  run MODEL      run a model on given or generated inputs; print outputs and latency\n"
     "  plan MODEL     show which backend runs each node and the copies (text, JSON, DOT)\n"
+    "  bench MODEL    time session creation and runs, peak memory; --profile writes a trace\n"
     "  devices        list backends, their devices and plugins that failed to load\n"
     "  ops            list the ops Quilt knows and the backends that run them\n"
     "  test-onnx PATH run the ONNX backend test suite (or cases in its layout)\n"
@@ -43,6 +44,7 @@ int main(int argc, char** argv) {
   }
   if (cmd == "run") return quilt::cli::cmd_run(rest);
   if (cmd == "plan") return quilt::cli::cmd_plan(rest);
+  if (cmd == "bench") return quilt::cli::cmd_bench(rest);
   if (cmd == "devices") return quilt::cli::cmd_devices(rest);
   if (cmd == "ops") return quilt::cli::cmd_ops(rest);
   if (cmd == "test-onnx") return quilt::cli::cmd_test_onnx(rest);
