@@ -304,5 +304,21 @@ else:
     check("run with the plugin equals the cpu", a.exists() and b.exists() and np.allclose(np.load(a), np.load(b), atol=1e-5),
           f"{a.exists()} {b.exists()}")
 
+# --dim fixes a symbolic dim: the digits CNN's batch, so the plan knows its sizes.
+digits = ROOT / "tools" / "models" / "digits_cnn.onnx"
+plugin = find_example_plugin()
+if plugin:
+    args = ["plan", digits, "--backend", "example,cpu", "--plugin", plugin, "--format", "json"]
+    unknown = json.loads(quilt(*args).stdout)["transfers"]
+    check("plan without --dim: copy sizes unknown", unknown and all(t["bytes"] is None for t in unknown),
+          unknown)
+    r = expect("plan --dim batch=360", args + ["--dim", "batch=360"], 0, stream="stdout")
+    known = json.loads(r.stdout)["transfers"] if r.returncode == 0 else []
+    check("plan --dim: every copy has its size", known and all(t["bytes"] for t in known), known)
+    check("plan --dim: the image copy is 360x1x8x8 floats",
+          any(t["value"] == "image" and t["bytes"] == 360 * 64 * 4 for t in known), known)
+expect("plan --dim of an unknown dim", ["plan", digits, "--dim", "nope=3"], 2,
+       "fixed_dims names 'nope'", "its symbolic dims: batch")
+
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

@@ -19,6 +19,8 @@ const char* kPlanHelp =
     "options:\n"
     "  --format FORMAT         text (default), json or dot (Graphviz: `dot -Tsvg plan.dot`)\n"
     "  --output FILE           write the plan to FILE instead of standard output\n"
+    "  --dim NAME=VALUE        fix symbolic dim NAME of the model (repeatable): copies then\n"
+    "                          have known sizes and more folds at creation\n"
     "  --optimization-level N  0 = as written, 1 = constant folding (default 1)\n"
     "  --log-level LEVEL       error, warning, info or debug (default warning)\n"
     "  --help                  show this help\n"
@@ -54,6 +56,9 @@ PlanArgs parse(const std::vector<std::string>& args) {
     } else if (a == "--output") {
       r.output = value();
       if (r.output.empty()) throw Error(ErrorCode::InvalidArgument, "--output needs a file name");
+    } else if (a == "--dim") {
+      auto [k, v] = key_value(a, value());
+      r.options.fixed_dims[k] = parse_int("--dim " + k, v);
     } else if (a == "--optimization-level") {
       r.options.optimization_level = static_cast<int>(parse_int(a, value()));
     } else if (a == "--log-level") {
