@@ -53,6 +53,10 @@ const OpDef kOps[] = {
     {"Squeeze", 1, 2, nullptr, kInput1, prepare_view, nullptr},
     {"Unsqueeze", 1, 2, nullptr, kInput1, prepare_view, nullptr},
     {"Identity", 1, 1, nullptr, 0, prepare_view, nullptr},
+    // part 2 ops: conv (ops_conv.cpp)
+    {"Conv", 2, 3, "conv", 0, prepare_conv, enqueue_conv, upload_conv},
+    {"ConvTranspose", 2, 3, "conv", 0, prepare_conv_transpose, enqueue_conv_transpose},
+    // end of part 2 ops
 };
 
 }  // namespace

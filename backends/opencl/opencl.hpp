@@ -214,6 +214,38 @@ QUILT_OPENCL_OP(softmax)
 std::string prepare_view(const NodeView& view, NodeDesc* desc);
 Status upload_gemm(quilt_device_s& device, const NodeView& view, NodeDesc* desc);
 
+// part 2 ops: conv, pool, norm, reduce, tensor (ops_conv/pool/norm/reduce/tensor.cpp).
+// Parameters that NodeDesc::i/f cannot hold (pads, permutations, slice starts, ...) live in an
+// OpParams that prepare() puts in desc->packed; its Mem base is the node's constant prepared at
+// upload (packed weights, folded scale and shift), empty when there is none.
+struct OpParams : Mem {
+  std::vector<int64_t> v;
+};
+OpParams& make_params(NodeDesc* desc);         // a fresh OpParams in desc->packed
+const OpParams& params(const NodeDesc& desc);  // the one make_params() made
+#define QUILT_OPENCL_OP(fn)                                       \
+  std::string prepare_##fn(const NodeView& view, NodeDesc* desc); \
+  Status enqueue_##fn(Launch& launch, const NodeDesc& desc);
+QUILT_OPENCL_OP(conv)
+QUILT_OPENCL_OP(conv_transpose)
+QUILT_OPENCL_OP(pool)
+QUILT_OPENCL_OP(global_pool)
+QUILT_OPENCL_OP(batchnorm)
+QUILT_OPENCL_OP(instancenorm)
+QUILT_OPENCL_OP(layernorm)
+QUILT_OPENCL_OP(reduce)
+QUILT_OPENCL_OP(transpose)
+QUILT_OPENCL_OP(concat)
+QUILT_OPENCL_OP(split)
+QUILT_OPENCL_OP(slice)
+QUILT_OPENCL_OP(gather)
+QUILT_OPENCL_OP(pad)
+QUILT_OPENCL_OP(resize)
+#undef QUILT_OPENCL_OP
+Status upload_conv(quilt_device_s& device, const NodeView& view, NodeDesc* desc);
+Status upload_batchnorm(quilt_device_s& device, const NodeView& view, NodeDesc* desc);
+// end of part 2 ops
+
 // ---- events ----
 
 // What an event handle refers to: the OpenCL events of the first and the last command of the

@@ -1,0 +1,246 @@
+// Conv and ConvTranspose, 2-D NCHW (ops_conv.cpp). No local memory and no barriers: each
+// work-item keeps its outputs in registers and accumulates with fma.
+//
+// Weights of conv_direct and conv1x1 are packed (by the host at compile) in blocks of CONV_OCB
+// output channels: element (g, m, c, kh, kw) at
+//   w[((((g * MB + m / OCB) * Cg + c) * KH + kh) * KW + kw) * OCB + m % OCB]
+// (zeros past the group's last channel), so one vector load gives OCB channels' weights.
+// Geometry arguments: g0 = (C, H, W, M, OH, OW, KH, KW), g1 = (sh, sw, dh, dw, ph, pw, G, Cg).
+
+#define CONV_OCB 16
+#define CONV_PX 8
+
+// Accumulators of CONV_PX pixels x CONV_OCB channels: a0..a7 are pixels, each float16.
+#define CONV_ACC_INIT(b) float16 a0 = b, a1 = b, a2 = b, a3 = b, a4 = b, a5 = b, a6 = b, a7 = b;
+#define CONV_FMA8(xv, wv)               \
+  a0 = fma((float16)((xv).s0), wv, a0); \
+  a1 = fma((float16)((xv).s1), wv, a1); \
+  a2 = fma((float16)((xv).s2), wv, a2); \
+  a3 = fma((float16)((xv).s3), wv, a3); \
+  a4 = fma((float16)((xv).s4), wv, a4); \
+  a5 = fma((float16)((xv).s5), wv, a5); \
+  a6 = fma((float16)((xv).s6), wv, a6); \
+  a7 = fma((float16)((xv).s7), wv, a7);
+
+inline float16 conv_bias(global const float* bias, int has_bias, int m0, int count) {
+  float b[CONV_OCB];
+  for (int j = 0; j < CONV_OCB; ++j) b[j] = has_bias && j < count ? bias[m0 + j] : 0.0f;
+  return vload16(0, b);
+}
+
+// Writes the tile: pixel p of channel j goes to out[j * cstride + p], for j < mcount, p < pcount.
+inline void conv_store(global float* out, long cstride, int mcount, int pcount, float16 a0,
+                       float16 a1, float16 a2, float16 a3, float16 a4, float16 a5, float16 a6,
+                       float16 a7) {
+  float t[CONV_PX * CONV_OCB];
+  vstore16(a0, 0, t);
+  vstore16(a1, 1, t);
+  vstore16(a2, 2, t);
+  vstore16(a3, 3, t);
+  vstore16(a4, 4, t);
+  vstore16(a5, 5, t);
+  vstore16(a6, 6, t);
+  vstore16(a7, 7, t);
+  for (int j = 0; j < mcount; ++j) {
+    global float* o = out + j * cstride;
+    if (pcount == CONV_PX) {
+      vstore8((float8)(t[j], t[CONV_OCB + j], t[2 * CONV_OCB + j], t[3 * CONV_OCB + j],
+                       t[4 * CONV_OCB + j], t[5 * CONV_OCB + j], t[6 * CONV_OCB + j],
+                       t[7 * CONV_OCB + j]),
+              0, o);
+    } else {
+      for (int p = 0; p < pcount; ++p) o[p] = t[p * CONV_OCB + j];
+    }
+  }
+}
+
+// Direct convolution: a work-item computes CONV_OCB output channels of one group x CONV_PX
+// neighbouring output pixels of one row. g2 = (Mg, MB, OWB, N).
+kernel void conv_direct(global const float* x, global const float* w, global const float* bias,
+                        int has_bias, global float* y, int8 g0, int8 g1, int4 g2) {
+  const int C = g0.s0, H = g0.s1, W = g0.s2, M = g0.s3, OH = g0.s4, OW = g0.s5, KH = g0.s6,
+            KW = g0.s7;
+  const int sh = g1.s0, sw = g1.s1, dh = g1.s2, dw = g1.s3, ph = g1.s4, pw = g1.s5, G = g1.s6,
+            Cg = g1.s7;
+  const int Mg = g2.s0, MB = g2.s1, OWB = g2.s2, N = g2.s3;
+  int id = get_global_id(0);
+  const int owb = id % OWB;
+  id /= OWB;
+  const int oh = id % OH;
+  id /= OH;
+  const int mb = id % MB;
+  id /= MB;
+  const int grp = id % G;
+  const int n = id / G;
+  if (n >= N) return;
+  const int ow0 = owb * CONV_PX;
+  const int m0 = mb * CONV_OCB;
+  const int mcount = min(CONV_OCB, Mg - m0);
+  CONV_ACC_INIT(conv_bias(bias, has_bias, grp * Mg + m0, mcount))
+  const int KK = KH * KW;
+  global const float* xg = x + ((long)n * C + (long)grp * Cg) * H * W;
+  global const float* wg = w + ((long)(grp * MB + mb) * Cg) * KK * CONV_OCB;
+  const int iw_base = ow0 * sw - pw;
+  for (int c = 0; c < Cg; ++c) {
+    global const float* xc = xg + (long)c * H * W;
+    global const float* wc = wg + (long)c * KK * CONV_OCB;
+    for (int kh = 0; kh < KH; ++kh) {
+      const int ih = oh * sh - ph + kh * dh;
+      if (ih < 0 || ih >= H) continue;
+      global const float* row = xc + (long)ih * W;
+      for (int kw = 0; kw < KW; ++kw) {
+        const float16 wv = vload16(kh * KW + kw, wc);
+        const int iw0 = iw_base + kw * dw;
+        float8 xv;
+        if (iw0 >= 0 && iw0 + (CONV_PX - 1) * sw < W) {
+          if (sw == 1)
+            xv = vload8(0, row + iw0);
+          else
+            xv = (float8)(row[iw0], row[iw0 + sw], row[iw0 + 2 * sw], row[iw0 + 3 * sw],
+                          row[iw0 + 4 * sw], row[iw0 + 5 * sw], row[iw0 + 6 * sw],
+                          row[iw0 + 7 * sw]);
+        } else {
+          float t[CONV_PX];
+          for (int p = 0; p < CONV_PX; ++p) {
+            const int iw = iw0 + p * sw;
+            t[p] = iw >= 0 && iw < W ? row[iw] : 0.0f;
+          }
+          xv = vload8(0, t);
+        }
+        CONV_FMA8(xv, wv)
+      }
+    }
+  }
+  const long plane = (long)OH * OW;
+  global float* out = y + ((long)n * M + grp * Mg + m0) * plane + (long)oh * OW + ow0;
+  conv_store(out, plane, mcount, min(CONV_PX, OW - ow0), a0, a1, a2, a3, a4, a5, a6, a7);
+}
+
+// 1x1, stride 1, no padding, one group: a GEMM over the flattened pixels P = H * W,
+// Y[n][m][p] = bias[m] + sum_c W[m][c] X[n][c][p]; CONV_OCB channels x CONV_PX pixels each.
+kernel void conv1x1(global const float* x, global const float* w, global const float* bias,
+                    int has_bias, global float* y, int C, int M, int P, int MB, int N) {
+  const int PB = (P + CONV_PX - 1) / CONV_PX;
+  int id = get_global_id(0);
+  const int pb = id % PB;
+  id /= PB;
+  const int mb = id % MB;
+  const int n = id / MB;
+  if (n >= N) return;
+  const int p0 = pb * CONV_PX, m0 = mb * CONV_OCB;
+  const int mcount = min(CONV_OCB, M - m0), pcount = min(CONV_PX, P - p0);
+  CONV_ACC_INIT(conv_bias(bias, has_bias, m0, mcount))
+  global const float* xp = x + (long)n * C * P + p0;
+  global const float* wp = w + (long)mb * C * CONV_OCB;
+  if (pcount == CONV_PX) {
+    for (int c = 0; c < C; ++c) {
+      const float8 xv = vload8(0, xp + (long)c * P);
+      const float16 wv = vload16(c, wp);
+      CONV_FMA8(xv, wv)
+    }
+  } else {
+    for (int c = 0; c < C; ++c) {
+      float t[CONV_PX];
+      for (int p = 0; p < CONV_PX; ++p) t[p] = p < pcount ? xp[(long)c * P + p] : 0.0f;
+      const float8 xv = vload8(0, t);
+      const float16 wv = vload16(c, wp);
+      CONV_FMA8(xv, wv)
+    }
+  }
+  conv_store(y + ((long)n * M + m0) * P + p0, P, mcount, pcount, a0, a1, a2, a3, a4, a5, a6, a7);
+}
+
+// Depthwise (C == M == groups): one channel x CONV_PX pixels of a row per work-item, weights in
+// the ONNX layout [C, 1, KH, KW]. g2 = (OWB, N).
+kernel void conv_depthwise(global const float* x, global const float* w, global const float* bias,
+                           int has_bias, global float* y, int8 g0, int8 g1, int2 g2) {
+  const int C = g0.s0, H = g0.s1, W = g0.s2, OH = g0.s4, OW = g0.s5, KH = g0.s6, KW = g0.s7;
+  const int sh = g1.s0, sw = g1.s1, dh = g1.s2, dw = g1.s3, ph = g1.s4, pw = g1.s5;
+  const int OWB = g2.s0, N = g2.s1;
+  int id = get_global_id(0);
+  const int owb = id % OWB;
+  id /= OWB;
+  const int oh = id % OH;
+  id /= OH;
+  const int c = id % C;
+  const int n = id / C;
+  if (n >= N) return;
+  const int ow0 = owb * CONV_PX;
+  float8 acc = (float8)(has_bias ? bias[c] : 0.0f);
+  global const float* xc = x + ((long)n * C + c) * H * W;
+  global const float* wc = w + (long)c * KH * KW;
+  const int iw_base = ow0 * sw - pw;
+  for (int kh = 0; kh < KH; ++kh) {
+    const int ih = oh * sh - ph + kh * dh;
+    if (ih < 0 || ih >= H) continue;
+    global const float* row = xc + (long)ih * W;
+    for (int kw = 0; kw < KW; ++kw) {
+      const float wv = wc[kh * KW + kw];
+      const int iw0 = iw_base + kw * dw;
+      float8 xv;
+      if (iw0 >= 0 && iw0 + (CONV_PX - 1) * sw < W) {
+        if (sw == 1)
+          xv = vload8(0, row + iw0);
+        else
+          xv = (float8)(row[iw0], row[iw0 + sw], row[iw0 + 2 * sw], row[iw0 + 3 * sw],
+                        row[iw0 + 4 * sw], row[iw0 + 5 * sw], row[iw0 + 6 * sw], row[iw0 + 7 * sw]);
+      } else {
+        float t[CONV_PX];
+        for (int p = 0; p < CONV_PX; ++p) {
+          const int iw = iw0 + p * sw;
+          t[p] = iw >= 0 && iw < W ? row[iw] : 0.0f;
+        }
+        xv = vload8(0, t);
+      }
+      acc = fma((float8)wv, xv, acc);
+    }
+  }
+  global float* out = y + ((long)n * C + c) * OH * OW + (long)oh * OW + ow0;
+  const int pcount = min(CONV_PX, OW - ow0);
+  if (pcount == CONV_PX) {
+    vstore8(acc, 0, out);
+  } else {
+    float t[CONV_PX];
+    vstore8(acc, 0, t);
+    for (int p = 0; p < pcount; ++p) out[p] = t[p];
+  }
+}
+
+// ConvTranspose: one output element per work-item, gathering the inputs that reach it.
+// Weights in the ONNX layout [C, M / G, KH, KW]; g0/g1 as above with C, H, W the input's.
+kernel void conv_transpose(global const float* x, global const float* w, global const float* bias,
+                           int has_bias, global float* y, int8 g0, int8 g1, int total) {
+  const int C = g0.s0, H = g0.s1, W = g0.s2, M = g0.s3, OH = g0.s4, OW = g0.s5, KH = g0.s6,
+            KW = g0.s7;
+  const int sh = g1.s0, sw = g1.s1, dh = g1.s2, dw = g1.s3, ph = g1.s4, pw = g1.s5, G = g1.s6,
+            Cg = g1.s7;
+  int id = get_global_id(0);
+  if (id >= total) return;
+  const int ow = id % OW;
+  id /= OW;
+  const int oh = id % OH;
+  id /= OH;
+  const int m = id % M;
+  const int n = id / M;
+  const int Mg = M / G, grp = m / Mg, mm = m - grp * Mg;
+  float acc = has_bias ? bias[m] : 0.0f;
+  for (int c = 0; c < Cg; ++c) {
+    const int ci = grp * Cg + c;
+    global const float* xc = x + ((long)n * C + ci) * H * W;
+    global const float* wc = w + ((long)ci * Mg + mm) * KH * KW;
+    for (int kh = 0; kh < KH; ++kh) {
+      const int th = oh + ph - kh * dh;
+      if (th < 0 || th % sh != 0) continue;
+      const int ih = th / sh;
+      if (ih >= H) continue;
+      for (int kw = 0; kw < KW; ++kw) {
+        const int tw = ow + pw - kw * dw;
+        if (tw < 0 || tw % sw != 0) continue;
+        const int iw = tw / sw;
+        if (iw >= W) continue;
+        acc = fma(xc[(long)ih * W + iw], wc[kh * KW + kw], acc);
+      }
+    }
+  }
+  y[(((long)n * M + m) * OH + oh) * OW + ow] = acc;
+}

