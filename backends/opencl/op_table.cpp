@@ -56,6 +56,11 @@ const OpDef kOps[] = {
     // part 2 ops: conv (ops_conv.cpp)
     {"Conv", 2, 3, "conv", 0, prepare_conv, enqueue_conv, upload_conv},
     {"ConvTranspose", 2, 3, "conv", 0, prepare_conv_transpose, enqueue_conv_transpose},
+    // pooling (ops_pool.cpp)
+    {"MaxPool", 1, 1, "pool", 0, prepare_pool, enqueue_pool},
+    {"AveragePool", 1, 1, "pool", 0, prepare_pool, enqueue_pool},
+    {"GlobalAveragePool", 1, 1, "pool", 0, prepare_global_pool, enqueue_global_pool},
+    {"GlobalMaxPool", 1, 1, "pool", 0, prepare_global_pool, enqueue_global_pool},
     // end of part 2 ops
 };
 

@@ -86,6 +86,11 @@ TEST(OpenCLOps2, Conv) {
                      x_runs({{2, 8, 11, 13}, {1, 8, 7, 9}, {1, 8, 30, 17}, {0, 8, 11, 13}}));
 }
 
+TEST(OpenCLOps2, Pooling) {
+  expect_same_as_cpu("pool",
+                     x_runs({{2, 8, 11, 13}, {1, 8, 5, 6}, {1, 8, 30, 17}, {0, 8, 11, 13}}));
+}
+
 }  // namespace
 
 namespace {

@@ -1,0 +1,72 @@
+// MaxPool / AveragePool (2-D NCHW) and the global pools (ops_pool.cpp): one output element per
+// work-item; no local memory.
+// g0 = (H, W, OH, OW, KH, KW, sh, sw), g1 = (dh, dw, ph, pw, peh, pew, average, count_mode):
+// ph/pw lead pads, peh/pew trailing pads; count_mode 0 divides by the window's elements inside
+// the input, 1 by those inside the padded input, 2 by the whole kernel.
+
+// Kernel offsets k in [0, K) whose position o * s - p + k * d lies in [lo, hi).
+inline int pool_count(int o, int s, int p, int K, int d, int lo, int hi) {
+  int n = 0;
+  for (int k = 0; k < K; ++k) {
+    const int i = o * s - p + k * d;
+    n += i >= lo && i < hi;
+  }
+  return n;
+}
+
+kernel void pool2d(global const float* x, global float* y, int8 g0, int8 g1, int total) {
+  const int H = g0.s0, W = g0.s1, OH = g0.s2, OW = g0.s3, KH = g0.s4, KW = g0.s5, sh = g0.s6,
+            sw = g0.s7;
+  const int dh = g1.s0, dw = g1.s1, ph = g1.s2, pw = g1.s3, peh = g1.s4, pew = g1.s5,
+            average = g1.s6, count_mode = g1.s7;
+  int id = get_global_id(0);
+  if (id >= total) return;
+  const int ow = id % OW;
+  id /= OW;
+  const int oh = id % OH;
+  const int plane = id / OH;
+  global const float* xp = x + (long)plane * H * W;
+  const int h0 = oh * sh - ph, w0 = ow * sw - pw;
+  float acc = average ? 0.0f : -FLT_MAX;
+  for (int kh = 0; kh < KH; ++kh) {
+    const int ih = h0 + kh * dh;
+    if (ih < 0 || ih >= H) continue;
+    for (int kw = 0; kw < KW; ++kw) {
+      const int iw = w0 + kw * dw;
+      if (iw < 0 || iw >= W) continue;
+      const float v = xp[(long)ih * W + iw];
+      acc = average ? acc + v : (acc < v ? v : acc);
+    }
+  }
+  if (average) {
+    int count;
+    if (count_mode == 2) {
+      count = KH * KW;
+    } else {
+      const int lh = count_mode ? -ph : 0, lw = count_mode ? -pw : 0;
+      const int hh = count_mode ? H + peh : H, hw = count_mode ? W + pew : W;
+      count = pool_count(oh, sh, ph, KH, dh, lh, hh) * pool_count(ow, sw, pw, KW, dw, lw, hw);
+    }
+    acc /= (float)count;
+  }
+  y[(long)plane * OH * OW + (long)oh * OW + ow] = acc;
+}
+
+// GlobalAveragePool / GlobalMaxPool: one work-item per (n, c) plane of `size` elements.
+kernel void global_pool(global const float* x, global float* y, int planes, int size, int average) {
+  const int id = get_global_id(0);
+  if (id >= planes) return;
+  global const float* xp = x + (long)id * size;
+  float acc;
+  if (average) {
+    acc = 0.0f;
+    for (int i = 0; i < size; ++i) acc += xp[i];
+  } else {  // NaN wins, as on the CPU
+    acc = size ? xp[0] : -FLT_MAX;
+    for (int i = 1; i < size; ++i) {
+      const float v = xp[i];
+      if (v > acc || isnan(v)) acc = v;
+    }
+  }
+  y[id] = average ? acc / (float)size : acc;
+}
