@@ -91,6 +91,20 @@ TEST(OpenCLOps2, Pooling) {
                      x_runs({{2, 8, 11, 13}, {1, 8, 5, 6}, {1, 8, 30, 17}, {0, 8, 11, 13}}));
 }
 
+TEST(OpenCLOps2, Normalization) {
+  expect_same_as_cpu("norm", x_runs({{2, 8, 7, 13}, {1, 8, 7, 13}, {5, 8, 7, 13}, {0, 8, 7, 13}}));
+}
+
+// Conv-BN-Relu-MaxPool-Conv-GlobalAveragePool-Flatten-Gemm: one OpenCL patch.
+TEST(OpenCLOps2, SmallCnnRunsInOneOpenCLPatch) {
+  expect_same_as_cpu("cnn", {{{"img", random_input({2, 3, 28, 28}, 3)}},
+                             {{"img", random_input({1, 3, 28, 28}, 4)}}});
+  Session s(kDir + "/cnn.onnx", opencl_options());
+  ASSERT_EQ(s.plan().patches.size(), 1u) << s.plan().to_text();
+  EXPECT_EQ(s.plan().patches[0].backend, "opencl:0");
+  EXPECT_EQ(s.plan().patches[0].nodes.size(), 8u);
+}
+
 }  // namespace
 
 namespace {

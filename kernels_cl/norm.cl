@@ -1,0 +1,52 @@
+// BatchNormalization (inference, folded to y = x * a[c] + b[c]), InstanceNormalization and
+// LayerNormalization (ops_norm.cpp). Statistics: one work-item per normalised row or plane, two
+// passes (mean, then the variance of x - mean); no local memory.
+
+// ab holds a[0..C) then b[0..C); channel of flat element i is (i / inner) % C.
+kernel void batchnorm(global const float* x, global const float* ab, global float* y, int C,
+                      int inner, int total) {
+  const int i = get_global_id(0);
+  if (i >= total) return;
+  const int c = (i / inner) % C;
+  y[i] = fma(x[i], ab[c], ab[C + c]);
+}
+
+// Mean and 1 / sqrt(var + eps) of n elements.
+inline float2 moments(global const float* x, int n, float eps) {
+  float sum = 0.0f;
+  for (int i = 0; i < n; ++i) sum += x[i];
+  const float mean = sum / (float)n;
+  float sq = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const float d = x[i] - mean;
+    sq = fma(d, d, sq);
+  }
+  return (float2)(mean, rsqrt(sq / (float)n + eps));
+}
+
+// One work-item per (n, c) plane of `size` elements.
+kernel void instancenorm(global const float* x, global const float* scale, global const float* bias,
+                         global float* y, int planes, int C, int size, float eps) {
+  const int p = get_global_id(0);
+  if (p >= planes) return;
+  global const float* in = x + (long)p * size;
+  global float* out = y + (long)p * size;
+  const float2 m = moments(in, size, eps);
+  const int c = p % C;
+  const float a = scale[c] * m.y, b = bias[c] - m.x * a;
+  for (int i = 0; i < size; ++i) out[i] = fma(in[i], a, b);
+}
+
+// One work-item per row of n elements; scale/bias element j of the row (has_bias 0: no bias).
+kernel void layernorm(global const float* x, global const float* scale, global const float* bias,
+                      int has_bias, global float* y, int rows, int n, float eps) {
+  const int r = get_global_id(0);
+  if (r >= rows) return;
+  global const float* in = x + (long)r * n;
+  global float* out = y + (long)r * n;
+  const float2 m = moments(in, n, eps);
+  for (int j = 0; j < n; ++j) {
+    const float v = (in[j] - m.x) * m.y;
+    out[j] = has_bias ? fma(v, scale[j], bias[j]) : v * scale[j];
+  }
+}
