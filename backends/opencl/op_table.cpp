@@ -66,6 +66,12 @@ const OpDef kOps[] = {
      upload_batchnorm},
     {"InstanceNormalization", 3, 3, "norm", 0, prepare_instancenorm, enqueue_instancenorm},
     {"LayerNormalization", 2, 3, "norm", 0, prepare_layernorm, enqueue_layernorm},
+    // reductions (ops_reduce.cpp)
+    {"ReduceSum", 1, 2, "reduce", kInput1, prepare_reduce, enqueue_reduce},
+    {"ReduceMean", 1, 2, "reduce", kInput1, prepare_reduce, enqueue_reduce},
+    {"ReduceMax", 1, 2, "reduce", kInput1, prepare_reduce, enqueue_reduce},
+    {"ReduceMin", 1, 2, "reduce", kInput1, prepare_reduce, enqueue_reduce},
+    {"ReduceL2", 1, 2, "reduce", kInput1, prepare_reduce, enqueue_reduce},
     // end of part 2 ops
 };
 

@@ -39,6 +39,7 @@ void expect_close(const Tensor& got, const Tensor& want) {
   ASSERT_EQ(got.shape(), want.shape());
   for (int64_t i = 0; i < got.numel(); ++i) {
     const float x = got.data<float>()[i], y = want.data<float>()[i];
+    if ((std::isnan(x) && std::isnan(y)) || x == y) continue;  // NaN and infinities too
     ASSERT_NEAR(x, y, 1e-4f + 1e-4f * std::fabs(y)) << "element " << i;
   }
 }
@@ -93,6 +94,12 @@ TEST(OpenCLOps2, Pooling) {
 
 TEST(OpenCLOps2, Normalization) {
   expect_same_as_cpu("norm", x_runs({{2, 8, 7, 13}, {1, 8, 7, 13}, {5, 8, 7, 13}, {0, 8, 7, 13}}));
+}
+
+TEST(OpenCLOps2, Reductions) {
+  const auto runs = x_runs({{2, 8, 11, 13}, {1, 8, 1, 70}, {3, 8, 5, 1}, {0, 8, 11, 13}});
+  expect_same_as_cpu("reduce", runs);
+  expect_same_as_cpu("reduce13", runs);
 }
 
 // Conv-BN-Relu-MaxPool-Conv-GlobalAveragePool-Flatten-Gemm: one OpenCL patch.
