@@ -72,6 +72,14 @@ const OpDef kOps[] = {
     {"ReduceMax", 1, 2, "reduce", kInput1, prepare_reduce, enqueue_reduce},
     {"ReduceMin", 1, 2, "reduce", kInput1, prepare_reduce, enqueue_reduce},
     {"ReduceL2", 1, 2, "reduce", kInput1, prepare_reduce, enqueue_reduce},
+    // tensor ops (ops_tensor.cpp); Split is the one op with several outputs (check_node)
+    {"Transpose", 1, 1, "tensor", 0, prepare_transpose, enqueue_transpose},
+    {"Concat", 1, 1u << 20, "tensor", 0, prepare_concat, enqueue_concat},
+    {"Split", 1, 2, "tensor", kInput1, prepare_split, enqueue_split},
+    {"Slice", 1, 5, "tensor", kInput1 | 1u << 2 | 1u << 3 | 1u << 4, prepare_slice, enqueue_slice},
+    {"Gather", 2, 2, "tensor", kInput1, prepare_gather, enqueue_gather, upload_gather},
+    {"Pad", 1, 4, "tensor", kInput1 | 1u << 3, prepare_pad, enqueue_pad},
+    {"Resize", 1, 4, "tensor", 1u << 3, prepare_resize, enqueue_resize},
     // end of part 2 ops
 };
 
@@ -152,7 +160,8 @@ std::string check_node(const quilt_graph_t& graph, const quilt_node_t& node, Nod
       return why;
   if (node.num_outputs < 1 || node.outputs[0] < 0) return op_type + ": output absent";
   for (size_t i = 1; i < node.num_outputs; ++i)
-    if (node.outputs[i] >= 0) return op_type + ": optional outputs not supported";
+    if (node.outputs[i] >= 0 && op_type != "Split")  // Split: prepare_split checks its outputs
+      return op_type + ": optional outputs not supported";
   if (std::string why = check_value(node.outputs[0], "output", false); !why.empty()) return why;
   desc->op = op;
   desc->inputs.assign(node.inputs, node.inputs + node.num_inputs);

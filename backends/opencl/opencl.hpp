@@ -244,6 +244,7 @@ QUILT_OPENCL_OP(resize)
 #undef QUILT_OPENCL_OP
 Status upload_conv(quilt_device_s& device, const NodeView& view, NodeDesc* desc);
 Status upload_batchnorm(quilt_device_s& device, const NodeView& view, NodeDesc* desc);
+Status upload_gather(quilt_device_s& device, const NodeView& view, NodeDesc* desc);
 // end of part 2 ops
 
 // ---- events ----

@@ -163,9 +163,9 @@ save("tensor", [
     N("Resize", ["x", "", "scales_up"], ["up_nearest"], name="up_nearest", mode="nearest"),
     N("Resize", ["x", "", "scales_up"], ["up_linear"], name="up_linear", mode="linear"),
     N("Resize", ["x", "", "", "sizes"], ["rs_align"], name="rs_align", mode="linear",
-      coordinate_transformation_mode="align_corners"),
+      coordinate_transformation_mode="align_corners", axes=[2, 3]),
     N("Resize", ["x", "", "", "sizes"], ["rs_asym"], name="rs_asym", mode="nearest",
-      coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
+      coordinate_transformation_mode="asymmetric", nearest_mode="floor", axes=[-2, -1]),
     N("Resize", ["x", "", "scales_down"], ["rs_pt"], name="rs_pt", mode="linear",
       coordinate_transformation_mode="pytorch_half_pixel"),
     N("Resize", ["x", "", "scales_down"], ["rs_near_ceil"], name="rs_near_ceil", mode="nearest",
@@ -180,7 +180,7 @@ save("tensor", [
      numpy_helper.from_array(np.array(1, dtype=np.int64), "idx_scalar"),
      ints("pads", [0, 1, 2, 3, 1, 0, 4, 2]), ints("pads_neg", [0, 0, -1, 2, 0, 0, 3, -2]),
      floats("pad_value", 1.5), floats("scales_up", [1, 1, 2, 1.5]),
-     floats("scales_down", [1, 1, 0.6, 0.5]), ints("sizes", [1, 8, 9, 4])], opset=18)
+     floats("scales_down", [1, 1, 0.6, 0.5]), ints("sizes", [9, 4])], opset=18)
 
 # ---- a small CNN: Conv-BN-Relu-MaxPool-Conv-GlobalAveragePool-Flatten-Gemm ----
 save("cnn", [

@@ -102,6 +102,18 @@ TEST(OpenCLOps2, Reductions) {
   expect_same_as_cpu("reduce13", runs);
 }
 
+TEST(OpenCLOps2, TensorOps) {
+  std::vector<TensorMap> runs;
+  unsigned seed = 20;
+  for (std::vector<int64_t> s : std::vector<std::vector<int64_t>>{
+           {2, 8, 11, 13}, {1, 8, 5, 3}, {3, 8, 4, 70}, {0, 8, 11, 13}}) {
+    std::vector<int64_t> s2 = s;
+    s2[1] = 3;
+    runs.push_back({{"x", random_input(s, seed++)}, {"x2", random_input(s2, seed++)}});
+  }
+  expect_same_as_cpu("tensor", runs);
+}
+
 // Conv-BN-Relu-MaxPool-Conv-GlobalAveragePool-Flatten-Gemm: one OpenCL patch.
 TEST(OpenCLOps2, SmallCnnRunsInOneOpenCLPatch) {
   expect_same_as_cpu("cnn", {{{"img", random_input({2, 3, 28, 28}, 3)}},

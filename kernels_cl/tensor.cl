@@ -1,0 +1,136 @@
+// Tensor ops (ops_tensor.cpp): Transpose, Slice, Split and Concat are strided copies; Gather,
+// Pad and Resize have their own kernels. One output element per work-item; dims and strides of
+// at most 8 dims come as int8 (outermost first, unused dims 1).
+
+// Flat index i over dims -> the offsets given by two stride sets.
+inline int2 strided_offsets(int i, int rank, int8 dims, int8 sa, int8 sb) {
+  int d[8], a[8], b[8];
+  vstore8(dims, 0, d);
+  vstore8(sa, 0, a);
+  vstore8(sb, 0, b);
+  int oa = 0, ob = 0;
+  for (int k = rank - 1; k >= 0; --k) {
+    const int q = i / d[k];
+    const int r = i - q * d[k];
+    oa += r * a[k];
+    ob += r * b[k];
+    i = q;
+  }
+  return (int2)(oa, ob);
+}
+
+// dst[dst_base + idx . dst_strides] = src[src_base + idx . src_strides] for every idx in dims.
+kernel void strided_copy(global const float* src, global float* dst, int n, int rank, int8 dims,
+                         int8 src_strides, int src_base, int8 dst_strides, int dst_base) {
+  const int i = get_global_id(0);
+  if (i >= n) return;
+  const int2 o = strided_offsets(i, rank, dims, src_strides, dst_strides);
+  dst[dst_base + o.y] = src[src_base + o.x];
+}
+
+// Gather along an axis of length A: out[o][k][i] = in[o][idx[k]][i], negative indices from the
+// end (the host checked the range).
+kernel void gather(global const float* in, global const int* idx, global float* out, int n, int K,
+                   int inner, int A) {
+  const int i = get_global_id(0);
+  if (i >= n) return;
+  const int r = i % inner;
+  const int t = i / inner;
+  const int k = t % K;
+  const int o = t / K;
+  int j = idx[k];
+  if (j < 0) j += A;
+  out[i] = in[((long)o * A + j) * inner + r];
+}
+
+// Constant-mode Pad: output index minus the leading pad per dim (negative pads crop).
+kernel void pad_constant(global const float* in, global float* out, int n, int rank, int8 out_dims,
+                         int8 in_dims, int8 begins, float value) {
+  int i = get_global_id(0);
+  if (i >= n) return;
+  int od[8], id[8], b[8];
+  vstore8(out_dims, 0, od);
+  vstore8(in_dims, 0, id);
+  vstore8(begins, 0, b);
+  int src = 0, stride = 1, inside = 1;
+  const int flat = i;
+  for (int k = rank - 1; k >= 0; --k) {
+    const int q = i / od[k];
+    const int j = i - q * od[k] - b[k];
+    inside &= j >= 0 && j < id[k];
+    src += j * stride;
+    stride *= id[k];
+    i = q;
+  }
+  out[flat] = inside ? in[src] : value;
+}
+
+// Source coordinate of output position x (as the CPU backend computes it, in float).
+// coord: 0 half_pixel, 1 asymmetric, 2 align_corners, 3 pytorch_half_pixel.
+inline float resize_coord(int coord, float x, float scale, float out_len, float in_len) {
+  switch (coord) {
+    case 0:
+      return (x + 0.5f) / scale - 0.5f;
+    case 1:
+      return x / scale;
+    case 2:
+      return out_len == 1.0f ? 0.0f : x * (in_len - 1.0f) / (out_len - 1.0f);
+    default:
+      return out_len > 1.0f ? (x + 0.5f) / scale - 0.5f : 0.0f;
+  }
+}
+
+// nearest: 0 round_prefer_floor, 1 round_prefer_ceil, 2 floor, 3 ceil.
+inline int resize_nearest(int mode, float x) {
+  switch (mode) {
+    case 0:
+      return x == (float)(int)x + 0.5f ? (int)floor(x) : (int)round(x);
+    case 1:
+      return (int)round(x);
+    case 2:
+      return (int)floor(x);
+    default:
+      return (int)ceil(x);
+  }
+}
+
+// Taps of one axis: i0, i1 and the weight of i1 (nearest: i1 = i0, weight 0).
+inline float3 resize_taps(int o, int in, int out, float scale, float fout, int coord, int linear,
+                          int nearest) {
+  if (scale == 1.0f && in == out) return (float3)(o, o, 0.0f);
+  const float x = resize_coord(coord, (float)o, scale, fout, (float)in);
+  if (!linear) {
+    const int i = clamp(resize_nearest(nearest, x), 0, in - 1);
+    return (float3)(i, i, 0.0f);
+  }
+  const float xc = clamp(x, 0.0f, (float)in - 1.0f);
+  const int i0 = (int)xc;
+  return (float3)(i0, min(i0 + 1, in - 1), xc - (float)i0);
+}
+
+// Resize of H and W of NCHW planes. geo = (H, W, OH, OW, coord, nearest, linear, total);
+// scales = (scale_h, scale_w, fout_h, fout_w): fout is the output length the coordinate
+// transform uses.
+kernel void resize2d(global const float* x, global float* y, int8 geo, float4 scales) {
+  const int H = geo.s0, W = geo.s1, OH = geo.s2, OW = geo.s3, coord = geo.s4, nearest = geo.s5,
+            linear = geo.s6, total = geo.s7;
+  int id = get_global_id(0);
+  if (id >= total) return;
+  const int ow = id % OW;
+  id /= OW;
+  const int oh = id % OH;
+  const int plane = id / OH;
+  const float3 th = resize_taps(oh, H, OH, scales.s0, scales.s2, coord, linear, nearest);
+  const float3 tw = resize_taps(ow, W, OW, scales.s1, scales.s3, coord, linear, nearest);
+  global const float* xp = x + (long)plane * H * W;
+  const int h0 = (int)th.x, h1 = (int)th.y, w0 = (int)tw.x, w1 = (int)tw.y;
+  float v;
+  if (!linear) {
+    v = xp[(long)h0 * W + w0];
+  } else {
+    const float a = xp[(long)h0 * W + w0] * (1.0f - tw.z) + xp[(long)h0 * W + w1] * tw.z;
+    const float b = xp[(long)h1 * W + w0] * (1.0f - tw.z) + xp[(long)h1 * W + w1] * tw.z;
+    v = a * (1.0f - th.z) + b * th.z;
+  }
+  y[(long)plane * OH * OW + (long)oh * OW + ow] = v;
+}
