@@ -62,8 +62,7 @@ const OpDef kOps[] = {
     {"GlobalAveragePool", 1, 1, "pool", 0, prepare_global_pool, enqueue_global_pool},
     {"GlobalMaxPool", 1, 1, "pool", 0, prepare_global_pool, enqueue_global_pool},
     // normalisation (ops_norm.cpp)
-    {"BatchNormalization", 5, 5, "norm", 0, prepare_batchnorm, enqueue_batchnorm,
-     upload_batchnorm},
+    {"BatchNormalization", 5, 5, "norm", 0, prepare_batchnorm, enqueue_batchnorm, upload_batchnorm},
     {"InstanceNormalization", 3, 3, "norm", 0, prepare_instancenorm, enqueue_instancenorm},
     {"LayerNormalization", 2, 3, "norm", 0, prepare_layernorm, enqueue_layernorm},
     // reductions (ops_reduce.cpp)

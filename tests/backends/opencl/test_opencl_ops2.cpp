@@ -124,6 +124,16 @@ TEST(OpenCLOps2, SmallCnnRunsInOneOpenCLPatch) {
   EXPECT_EQ(s.plan().patches[0].nodes.size(), 8u);
 }
 
+// LayerNormalization, attention (MatMul, Reshape, Transpose, Softmax) and an MLP with residual
+// Adds: one OpenCL patch, at a sequence length that divides no tile.
+TEST(OpenCLOps2, TransformerBlockRunsInOneOpenCLPatch) {
+  expect_same_as_cpu("transformer",
+                     {{{"x", random_input({2, 37, 32}, 5)}}, {{"x", random_input({1, 1, 32}, 6)}}});
+  Session s(kDir + "/transformer.onnx", opencl_options());
+  ASSERT_EQ(s.plan().patches.size(), 1u) << s.plan().to_text();
+  EXPECT_EQ(s.plan().patches[0].backend, "opencl:0");
+}
+
 }  // namespace
 
 namespace {
