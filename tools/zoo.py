@@ -2,18 +2,21 @@
 """The classic models: export them offline, run them with Quilt, compare with onnxruntime.
 
     tools/zoo.py export [--only NAME,...] [--opset N]
-    tools/zoo.py check  [--only NAME,...] [--backends "cpu;opencl,cpu"] [--threads 2]
+    tools/zoo.py check  [--only NAME,...] [--backends "cpu;opencl,cpu"] [--iterations N]
+    tools/zoo.py list
 
 `export` builds each model with random weights from a fixed seed (nothing comes from a model hub),
-exports it to ONNX in $QUILT_ZOO_DIR (default ~/.cache/quilt/zoo) at the exporter's default opset
-(`<model>.onnx`) and at opset 17 (`<model>-op17.onnx`), checks both with onnx.checker and writes
-the inputs (`<model>.inputs/NAME.npy`). `check` runs every exported model with `quilt run` on
-each backend list and with onnxruntime on the same inputs and thread count, compares every output
-(see `compare`), prints a table and exits 1 on any mismatch or failure.
+exports it to ONNX in $QUILT_ZOO_DIR (default ~/.cache/quilt/zoo) with torch.onnx.export's
+defaults (`<model>.onnx`: the dynamo exporter, opset 20) and at opset 17 (`<model>-op17.onnx`:
+the TorchScript exporter), checks both with onnx.checker and writes the inputs
+(`<model>.inputs/NAME.npy`). `check` runs every exported model with `quilt run` on each backend
+list and with onnxruntime on the same inputs and thread count (2), compares every output (see
+`compare`), prints a table and exits 1 on any mismatch, failure or missing file.
 
 On first use the script installs what it needs into the project venv (.venv), the way
 tools/setup.sh does: tools/requirements.txt, and for `export` tools/requirements-zoo.txt (torch,
-torchvision, transformers — gigabytes, which is why neither setup.sh nor test.sh installs them).
+torchvision, transformers, onnxscript — gigabytes, which is why neither setup.sh nor test.sh
+installs them).
 Then it re-runs itself with the venv's Python. docs/ZOO.md describes the models and the tolerance.
 """
 import argparse
@@ -142,16 +145,16 @@ def _segmentation(name):
 def build_bert():
     from transformers import BertConfig, BertForMaskedLM
 
-    return _LogitsOnly(BertForMaskedLM(BertConfig(attn_implementation="eager")))
+    return _logits_only(BertForMaskedLM(BertConfig(attn_implementation="eager")))
 
 
 def build_gpt2():
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    return _LogitsOnly(GPT2LMHeadModel(GPT2Config(use_cache=False, attn_implementation="eager")))
+    return _logits_only(GPT2LMHeadModel(GPT2Config(use_cache=False, attn_implementation="eager")))
 
 
-def _LogitsOnly(model):
+def _logits_only(model):
     import torch.nn as nn
 
     class LogitsOnly(nn.Module):
@@ -397,10 +400,10 @@ def randomize_norms(model, torch):
 
 
 def model_files(directory, name):
-    """The exported files of model `name` in directory, `<name>.onnx` first."""
-    files = [directory / f"{name}.onnx"] if (directory / f"{name}.onnx").exists() else []
-    files += sorted(directory.glob(f"{name}-op*.onnx"))
-    return files
+    """The files of model `name` to check: `<name>.onnx`, `<name>-op17.onnx`, then any other
+    `<name>-opN.onnx` (from `export --opset N`); the first two whether they exist or not."""
+    files = [directory / f"{name}.onnx", directory / f"{name}-op{EXTRA_OPSET}.onnx"]
+    return files + sorted(set(directory.glob(f"{name}-op*.onnx")) - set(files))
 
 
 def select(only):
@@ -414,26 +417,86 @@ def select(only):
 
 
 # ------------------------------------------------------------------------ export ----
+def _first_line(e):
+    return f"{type(e).__name__}: " + (str(e).strip().splitlines() or [""])[0]
+
+
+def export_file(torch, model, example, path, input_names, output_names, opset):
+    """Exports model to path and returns the exporter used.
+
+    opset None: torch.onnx.export as it comes (torch 2.9's default is the dynamo exporter, whose
+    default opset is newer than 17). An explicit opset: the TorchScript exporter (dynamo=False),
+    which writes the graphs most published ONNX files have, and the dynamo exporter at that opset
+    when the TorchScript exporter fails on the model."""
+    names = dict(input_names=input_names, output_names=output_names)
+    if opset is None:
+        torch.onnx.export(model, example, str(path), external_data=False, verbose=False, **names)
+        return "dynamo (default)"
+    try:
+        torch.onnx.export(model, example, str(path), opset_version=opset, dynamo=False,
+                          do_constant_folding=True, **names)
+        return "torchscript"
+    except Exception as e:
+        torch.onnx.export(model, example, str(path), opset_version=opset, dynamo=True,
+                          external_data=False, verbose=False, **names)
+        fixed = _split_sizes_as_input(path) if opset < 18 else 0
+        return (f"dynamo (torchscript failed: {_first_line(e)})"
+                + (f"; {fixed} Split num_outputs -> split input" if fixed else ""))
+
+
+def _split_sizes_as_input(path):
+    """Rewrites Split nodes that carry opset 18's num_outputs attribute into opset 13's form (the
+    sizes as the `split` input): onnx's version converter, which the dynamo exporter uses below
+    its own opset, leaves the attribute in place and the checker rejects the model."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(path))
+    splits = [n for n in model.graph.node
+              if n.op_type == "Split" and any(a.name == "num_outputs" for a in n.attribute)]
+    if not splits:
+        return 0
+    inferred = onnx.shape_inference.infer_shapes(model).graph
+    shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
+              for v in list(inferred.value_info) + list(inferred.input) + list(inferred.output)}
+    shapes.update({t.name: list(t.dims) for t in model.graph.initializer})
+    for i, node in enumerate(splits):
+        attrs = {a.name: a for a in node.attribute}
+        count, axis = attrs["num_outputs"].i, attrs["axis"].i if "axis" in attrs else 0
+        dim = shapes[node.input[0]][axis]
+        chunk = -(-dim // count)  # as opset 18 splits: equal chunks, the last one smaller
+        sizes = np.array([chunk] * (count - 1) + [dim - chunk * (count - 1)], dtype=np.int64)
+        name = f"zoo_split_sizes_{i}"
+        model.graph.initializer.append(numpy_helper.from_array(sizes, name))
+        del node.input[1:]
+        node.input.append(name)
+        kept = [a for a in node.attribute if a.name != "num_outputs"]
+        del node.attribute[:]
+        node.attribute.extend(kept)
+    onnx.save(model, str(path))
+    return len(splits)
+
+
 def export(args):
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    import logging
     import warnings
 
     import onnx
     import torch
-
     import transformers
 
-    warnings.filterwarnings("ignore")  # tracer warnings from transformers' shape checks
+    warnings.filterwarnings("ignore")  # tracer and deprecation warnings
+    for logger in ("torch.onnx", "onnxscript"):  # torchvision op schemas, version conversion
+        logging.getLogger(logger).setLevel(logging.ERROR)
     transformers.logging.set_verbosity_error()
     torch.set_num_threads(THREADS)
-    from torch.onnx import _constants
-
-    default_opset = _constants.ONNX_DEFAULT_OPSET
     out = zoo_dir()
     out.mkdir(parents=True, exist_ok=True)
-    log(f"zoo: exporting to {out} with torch {torch.__version__}, onnx {onnx.__version__} "
-        f"(exporter's default opset {default_opset})")
+    log(f"zoo: exporting to {out} with torch {torch.__version__}, torchvision "
+        f"{__import__('torchvision').__version__}, transformers {transformers.__version__}, "
+        f"onnx {onnx.__version__}")
     if args.opset:
         opsets = [(args.opset, f"-op{args.opset}")]
     else:
@@ -457,20 +520,18 @@ def export(args):
             path = out / f"{name}{suffix}.onnx"
             t0 = time.perf_counter()
             try:
-                torch.onnx.export(model, example, str(path), input_names=[s[0] for s in specs],
-                                  output_names=output_names, opset_version=opset,
-                                  do_constant_folding=True, dynamo=False)
+                exporter = export_file(torch, model, example, path, [s[0] for s in specs],
+                                       output_names, opset)
                 onnx.checker.check_model(str(path))
             except Exception as e:  # report and go on with the other models
                 failures += 1
-                first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-                log(f"{path.name:<40} FAILED: {type(e).__name__}: {first}")
+                log(f"{path.name:<40} FAILED: {_first_line(e)}")
                 continue
             seconds = time.perf_counter() - t0
             opset_read = next(o.version for o in onnx.load(str(path), load_external_data=False)
                               .opset_import if o.domain in ("", "ai.onnx"))
-            log(f"{path.name:<40} opset {opset_read:>2}  {path.stat().st_size / 2**20:8.1f} MiB  "
-                f"export {seconds:6.1f} s (build {build_s:.1f} s)  checker ok")
+            log(f"{path.name:<40} opset {opset_read:>2}  {path.stat().st_size / 2**20:6.1f} MiB  "
+                f"export {seconds:5.1f} s (build {build_s:.1f} s)  checker ok  {exporter}")
     return 1 if failures else 0
 
 
@@ -545,10 +606,14 @@ def available_backends(quilt):
 def error_line(stderr, stdout=""):
     """The first line of Quilt's error message."""
     lines = [l.strip() for l in (stderr + "\n" + stdout).splitlines() if l.strip()]
-    for l in lines:
-        if re.search(r"error|unsupported|not supported|failed|\[", l, re.IGNORECASE):
-            return l
-    return lines[0] if lines else "no message"
+    if not lines:
+        return "no message"
+    i = next((i for i, l in enumerate(lines)
+              if re.search(r"error|unsupported|not (supported|implement)|fail|\[", l, re.IGNORECASE)), 0)
+    line = lines[i]
+    if line.endswith(":"):  # "uses ops Quilt does not implement:" and the list below it
+        line += " " + "; ".join(l.lstrip("- ") for l in lines[i + 1:i + 4])
+    return line
 
 
 def run_ort(path, inputs, iterations):
@@ -601,16 +666,18 @@ def check(args):
               "quilt ms", "ort ms", "note"]
     rows, bad = [], 0
     for name in select(args.only):
-        files = model_files(directory, name)
-        if not files:
-            rows.append([name, "", "", "MISSING", "", "", "", "", "", f"not exported: tools/zoo.py export --only {name}"])
-            bad += 1
-            continue
         specs = MODELS[name][1]
         input_files = {s[0]: directory / f"{name}.inputs" / f"{s[0]}.npy" for s in specs}
-        inputs = {k: np.load(v) for k, v in input_files.items()}
+        missing_inputs = [str(f) for f in input_files.values() if not f.exists()]
         digests = {}
-        for path in files:
+        for path in model_files(directory, name):
+            if not path.exists() or missing_inputs:
+                what = path if not path.exists() else missing_inputs[0]
+                rows.append([path.stem, "", "", "MISSING", "", "", "", "", "",
+                             f"{what} missing: tools/zoo.py export --only {name}"])
+                bad += 1
+                continue
+            inputs = {k: np.load(v) for k, v in input_files.items()}
             model = onnx.load(str(path), load_external_data=False)
             opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
             del model

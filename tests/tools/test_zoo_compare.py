@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Tests of tools/zoo.py's pure parts (needs numpy only; no torch, no Quilt build).
+"""Tests of tools/zoo.py's pure parts: numpy only, plus onnx and onnxruntime (from
+tools/requirements.txt) for the Split rewrite; no torch, no Quilt build.
 
     .venv/bin/python tests/tools/test_zoo_compare.py
 """
@@ -93,6 +94,9 @@ class HelpersTest(unittest.TestCase):
         text = "loading model\n[Conv node \"c1\"] kernel_shape has rank 3, expected 2\nmore\n"
         self.assertEqual(zoo.error_line(text), '[Conv node "c1"] kernel_shape has rank 3, expected 2')
         self.assertEqual(zoo.error_line(""), "no message")
+        listed = "quilt: model 'm.onnx' uses ops Quilt does not implement:\n  - Foo (opset 1) at node \"n\"\n"
+        self.assertEqual(zoo.error_line(listed),
+                         "quilt: model 'm.onnx' uses ops Quilt does not implement: Foo (opset 1) at node \"n\"")
 
     def test_table(self):
         table = zoo.format_table(["a", "bb"], [["xyz", 1]]).splitlines()
@@ -104,6 +108,35 @@ class HelpersTest(unittest.TestCase):
         self.assertEqual(len(zoo.select(None)), 11)
         with self.assertRaises(SystemExit):
             zoo.select("nope")
+
+
+class SplitRewriteTest(unittest.TestCase):
+    def test_num_outputs_becomes_split_input(self):
+        import tempfile
+
+        import onnx
+        import onnxruntime as ort
+        from onnx import TensorProto, helper
+
+        # What onnx's version converter leaves when it takes a dynamo export from 18 to 17.
+        node = helper.make_node("Split", ["x"], ["a", "b", "c"], axis=1, num_outputs=3)
+        graph = helper.make_graph(
+            [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 7])],
+            [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, None]) for n in "abc"])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "split.onnx"
+            onnx.save(model, path)
+            with self.assertRaises(onnx.checker.ValidationError):
+                onnx.checker.check_model(str(path))
+            self.assertEqual(zoo._split_sizes_as_input(path), 1)
+            onnx.checker.check_model(str(path))
+            x = np.arange(14, dtype=np.float32).reshape(2, 7)
+            a, b, c = ort.InferenceSession(str(path)).run(None, {"x": x})
+            np.testing.assert_array_equal(a, x[:, :3])  # opset 18: ceil(7/3) = 3, 3, then 1
+            np.testing.assert_array_equal(b, x[:, 3:6])
+            np.testing.assert_array_equal(c, x[:, 6:])
+            self.assertEqual(zoo._split_sizes_as_input(path), 0)
 
 
 if __name__ == "__main__":
