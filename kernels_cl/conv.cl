@@ -2,8 +2,8 @@
 // work-item keeps its outputs in registers and accumulates with fma.
 //
 // Weights of conv_direct and conv1x1 are packed (by the host at compile) in blocks of CONV_OCB
-// output channels: element (g, m, c, kh, kw) at
-//   w[((((g * MB + m / OCB) * Cg + c) * KH + kh) * KW + kw) * OCB + m % OCB]
+// output channels, channels innermost: element (g, m, c, kh, kw) at
+//   w[((((g * MB + m / OCB) * KH + kh) * KW + kw) * Cg + c) * OCB + m % OCB]
 // (zeros past the group's last channel), so one vector load gives OCB channels' weights.
 // Geometry arguments: g0 = (C, H, W, M, OH, OW, KH, KW), g1 = (sh, sw, dh, dw, ph, pw, G, Cg).
 
@@ -77,37 +77,50 @@ kernel void conv_direct(global const float* x, global const float* w, global con
   const int m0 = mb * CONV_OCB;
   const int mcount = min(CONV_OCB, Mg - m0);
   CONV_ACC_INIT(conv_bias(bias, has_bias, grp * Mg + m0, mcount))
-  const int KK = KH * KW;
-  global const float* xg = x + ((long)n * C + (long)grp * Cg) * H * W;
-  global const float* wg = w + ((long)(grp * MB + mb) * Cg) * KK * CONV_OCB;
+  const long HW = (long)H * W;
+  global const float* xg = x + ((long)n * C + (long)grp * Cg) * HW;
+  global const float* wg = w + ((long)(grp * MB + mb) * KH * KW) * Cg * CONV_OCB;
   const int iw_base = ow0 * sw - pw;
-  for (int c = 0; c < Cg; ++c) {
-    global const float* xc = xg + (long)c * H * W;
-    global const float* wc = wg + (long)c * KK * CONV_OCB;
-    for (int kh = 0; kh < KH; ++kh) {
-      const int ih = oh * sh - ph + kh * dh;
-      if (ih < 0 || ih >= H) continue;
-      global const float* row = xc + (long)ih * W;
-      for (int kw = 0; kw < KW; ++kw) {
-        const float16 wv = vload16(kh * KW + kw, wc);
-        const int iw0 = iw_base + kw * dw;
-        float8 xv;
-        if (iw0 >= 0 && iw0 + (CONV_PX - 1) * sw < W) {
-          if (sw == 1)
-            xv = vload8(0, row + iw0);
-          else
-            xv = (float8)(row[iw0], row[iw0 + sw], row[iw0 + 2 * sw], row[iw0 + 3 * sw],
-                          row[iw0 + 4 * sw], row[iw0 + 5 * sw], row[iw0 + 6 * sw],
-                          row[iw0 + 7 * sw]);
-        } else {
-          float t[CONV_PX];
-          for (int p = 0; p < CONV_PX; ++p) {
-            const int iw = iw0 + p * sw;
-            t[p] = iw >= 0 && iw < W ? row[iw] : 0.0f;
+  // Channels innermost: each (kh, kw) decides once whether its 8 pixels are inside the row,
+  // then streams the channels without branches.
+  for (int kh = 0; kh < KH; ++kh) {
+    const int ih = oh * sh - ph + kh * dh;
+    if (ih < 0 || ih >= H) continue;
+    global const float* row = xg + (long)ih * W;
+    for (int kw = 0; kw < KW; ++kw) {
+      const int iw0 = iw_base + kw * dw;
+      global const float* wk = wg + (long)(kh * KW + kw) * Cg * CONV_OCB;
+      if (iw0 >= 0 && iw0 + (CONV_PX - 1) * sw < W) {
+        global const float* xr = row + iw0;
+        if (sw == 1) {
+          for (int c = 0; c < Cg; ++c) {
+            const float8 xv = vload8(0, xr + c * HW);
+            const float16 wv = vload16(c, wk);
+            CONV_FMA8(xv, wv)
           }
-          xv = vload8(0, t);
+        } else {
+          for (int c = 0; c < Cg; ++c) {
+            global const float* r = xr + c * HW;
+            const float8 xv = (float8)(r[0], r[sw], r[2 * sw], r[3 * sw], r[4 * sw], r[5 * sw],
+                                       r[6 * sw], r[7 * sw]);
+            const float16 wv = vload16(c, wk);
+            CONV_FMA8(xv, wv)
+          }
         }
-        CONV_FMA8(xv, wv)
+      } else {
+        int cols[CONV_PX];
+        for (int p = 0; p < CONV_PX; ++p) {
+          const int iw = iw0 + p * sw;
+          cols[p] = iw >= 0 && iw < W ? iw : -1;
+        }
+        for (int c = 0; c < Cg; ++c) {
+          global const float* r = row + c * HW;
+          float t[CONV_PX];
+          for (int p = 0; p < CONV_PX; ++p) t[p] = cols[p] >= 0 ? r[cols[p]] : 0.0f;
+          const float8 xv = vload8(0, t);
+          const float16 wv = vload16(c, wk);
+          CONV_FMA8(xv, wv)
+        }
       }
     }
   }

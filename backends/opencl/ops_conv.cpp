@@ -152,7 +152,7 @@ Status upload_conv(quilt_device_s& device, const NodeView& view, NodeDesc* desc)
     for (int64_t j = 0; j < mg; ++j)
       for (int64_t c = 0; c < cg; ++c)
         for (int64_t k = 0; k < kk; ++k)
-          packed[(((g * mb + j / kOcb) * cg + c) * kk + k) * kOcb + j % kOcb] =
+          packed[(((g * mb + j / kOcb) * kk + k) * cg + c) * kOcb + j % kOcb] =
               src[((g * mg + j) * cg + c) * kk + k];
   cl_int err = CL_SUCCESS;
   cl_mem mem = clCreateBuffer(device.context.get(), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
