@@ -63,13 +63,14 @@ kernel void conv_direct(global const float* x, global const float* w, global con
   const int sh = g1.s0, sw = g1.s1, dh = g1.s2, dw = g1.s3, ph = g1.s4, pw = g1.s5, G = g1.s6,
             Cg = g1.s7;
   const int Mg = g2.s0, MB = g2.s1, OWB = g2.s2, N = g2.s3;
+  // Channel blocks vary fastest: neighbouring work-items read the same input pixels.
   int id = get_global_id(0);
+  const int mb = id % MB;
+  id /= MB;
   const int owb = id % OWB;
   id /= OWB;
   const int oh = id % OH;
   id /= OH;
-  const int mb = id % MB;
-  id /= MB;
   const int grp = id % G;
   const int n = id / G;
   if (n >= N) return;
@@ -135,10 +136,10 @@ kernel void conv1x1(global const float* x, global const float* w, global const f
                     int has_bias, global float* y, int C, int M, int P, int MB, int N) {
   const int PB = (P + CONV_PX - 1) / CONV_PX;
   int id = get_global_id(0);
-  const int pb = id % PB;
-  id /= PB;
   const int mb = id % MB;
-  const int n = id / MB;
+  id /= MB;
+  const int pb = id % PB;
+  const int n = id / PB;
   if (n >= N) return;
   const int p0 = pb * CONV_PX, m0 = mb * CONV_OCB;
   const int mcount = min(CONV_OCB, M - m0), pcount = min(CONV_PX, P - p0);
