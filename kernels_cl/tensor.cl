@@ -108,29 +108,38 @@ inline float3 resize_taps(int o, int in, int out, float scale, float fout, int c
   return (float3)(i0, min(i0 + 1, in - 1), xc - (float)i0);
 }
 
-// Resize of H and W of NCHW planes. geo = (H, W, OH, OW, coord, nearest, linear, total);
-// scales = (scale_h, scale_w, fout_h, fout_w): fout is the output length the coordinate
-// transform uses.
-kernel void resize2d(global const float* x, global float* y, int8 geo, float4 scales) {
-  const int H = geo.s0, W = geo.s1, OH = geo.s2, OW = geo.s3, coord = geo.s4, nearest = geo.s5,
-            linear = geo.s6, total = geo.s7;
-  int id = get_global_id(0);
-  if (id >= total) return;
-  const int ow = id % OW;
-  id /= OW;
+// The taps of one resized axis, once per run: taps[3 * (first + o) ...] = (i0, i1, weight of i1)
+// for output position o. scale: the transform's; fout: the output length it uses.
+kernel void resize_axis(global float* taps, int first, int in, int out, float scale, float fout,
+                        int4 mode) {
+  const int o = get_global_id(0);
+  if (o >= out) return;
+  vstore3(resize_taps(o, in, out, scale, fout, mode.s0, mode.s2, mode.s1), first + o, taps);
+}
+
+// Resize of H and W of NCHW planes from the axes' taps (rows 0..OH, then columns 0..OW): one
+// output row per work-item. geo = (H, W, OH, OW), linear: bilinear, else nearest.
+kernel void resize2d(global const float* x, global float* y, global const float* taps, int4 geo,
+                     int linear, int rows) {
+  const int H = geo.s0, W = geo.s1, OH = geo.s2, OW = geo.s3;
+  const int id = get_global_id(0);
+  if (id >= rows) return;
   const int oh = id % OH;
   const int plane = id / OH;
-  const float3 th = resize_taps(oh, H, OH, scales.s0, scales.s2, coord, linear, nearest);
-  const float3 tw = resize_taps(ow, W, OW, scales.s1, scales.s3, coord, linear, nearest);
-  global const float* xp = x + (long)plane * H * W;
-  const int h0 = (int)th.x, h1 = (int)th.y, w0 = (int)tw.x, w1 = (int)tw.y;
-  float v;
+  const float3 th = vload3(oh, taps);
+  global const float* r0 = x + (long)plane * H * W + (long)(int)th.x * W;
+  global const float* r1 = x + (long)plane * H * W + (long)(int)th.y * W;
+  global float* out = y + (long)id * OW;
+  global const float* tw = taps + 3 * OH;
   if (!linear) {
-    v = xp[(long)h0 * W + w0];
-  } else {
-    const float a = xp[(long)h0 * W + w0] * (1.0f - tw.z) + xp[(long)h0 * W + w1] * tw.z;
-    const float b = xp[(long)h1 * W + w0] * (1.0f - tw.z) + xp[(long)h1 * W + w1] * tw.z;
-    v = a * (1.0f - th.z) + b * th.z;
+    for (int ow = 0; ow < OW; ++ow) out[ow] = r0[(int)tw[3 * ow]];
+    return;
   }
-  y[(long)plane * OH * OW + (long)oh * OW + ow] = v;
+  for (int ow = 0; ow < OW; ++ow) {
+    const int w0 = (int)tw[3 * ow], w1 = (int)tw[3 * ow + 1];
+    const float f = tw[3 * ow + 2];
+    const float a = r0[w0] * (1.0f - f) + r0[w1] * f;
+    const float b = r1[w0] * (1.0f - f) + r1[w1] * f;
+    out[ow] = a * (1.0f - th.z) + b * th.z;
+  }
 }

@@ -418,12 +418,26 @@ Status enqueue_resize(Launch& launch, const NodeDesc& desc) {
     // align_corners maps the corners of the unrounded output (in * scale) when from scales.
     fout[d] = desc.i[0] == 2 && desc.i[3] ? scale[d] * fin : static_cast<float>(out[2 + d]);
   }
-  cl_int8 geo{};
-  const int64_t g[8] = {in[2], in[3], out[2], out[3], desc.i[0], desc.i[1], desc.i[2], total};
-  for (int k = 0; k < 8; ++k) geo.s[k] = static_cast<cl_int>(g[k]);
-  const cl_float4 scales{{scale[0], scale[1], fout[0], fout[1]}};
-  return launch.run("tensor", "resize2d", {static_cast<size_t>(total), 1, 1}, {kLocal1d, 1, 1},
-                    launch.buffer(desc.inputs[0]), launch.buffer(desc.outputs[0]), geo, scales);
+  // The axes' taps into a scratch buffer (rows, then columns), then the planes.
+  cl_mem taps = nullptr;
+  if (Status s = launch.scratch(static_cast<size_t>(3 * (out[2] + out[3])) * sizeof(float), &taps);
+      !s.ok())
+    return s;
+  const cl_int4 mode{{static_cast<cl_int>(desc.i[0]), static_cast<cl_int>(desc.i[1]),
+                      static_cast<cl_int>(desc.i[2]), 0}};
+  for (int d = 0; d < 2; ++d)
+    if (Status s = launch.run("tensor", "resize_axis", {static_cast<size_t>(out[2 + d]), 1, 1},
+                              {kLocal1d, 1, 1}, taps, static_cast<cl_int>(d ? out[2] : 0),
+                              static_cast<cl_int>(in[2 + d]), static_cast<cl_int>(out[2 + d]),
+                              scale[d], fout[d], mode);
+        !s.ok())
+      return s;
+  const cl_int4 geo{{static_cast<cl_int>(in[2]), static_cast<cl_int>(in[3]),
+                     static_cast<cl_int>(out[2]), static_cast<cl_int>(out[3])}};
+  const int64_t rows = out[0] * out[1] * out[2];
+  return launch.run("tensor", "resize2d", {static_cast<size_t>(rows), 1, 1}, {kLocal1d, 1, 1},
+                    launch.buffer(desc.inputs[0]), launch.buffer(desc.outputs[0]), taps, geo,
+                    static_cast<cl_int>(desc.i[2]), static_cast<cl_int>(rows));
 }
 
 }  // namespace quilt::opencl
