@@ -28,6 +28,19 @@ kernel void strided_copy(global const float* src, global float* dst, int n, int 
   dst[dst_base + o.y] = src[src_base + o.x];
 }
 
+// The same when the innermost dim (of length len) is contiguous on both sides: one row per
+// work-item, so the index arithmetic is per row; dims and strides are those of the rows.
+kernel void strided_copy_rows(global const float* src, global float* dst, int rows, int len,
+                              int rank, int8 dims, int8 src_strides, int src_base, int8 dst_strides,
+                              int dst_base) {
+  const int i = get_global_id(0);
+  if (i >= rows) return;
+  const int2 o = strided_offsets(i, rank, dims, src_strides, dst_strides);
+  global const float* s = src + src_base + o.x;
+  global float* d = dst + dst_base + o.y;
+  for (int k = 0; k < len; ++k) d[k] = s[k];
+}
+
 // Gather along an axis of length A: out[o][k][i] = in[o][idx[k]][i], negative indices from the
 // end (the host checked the range).
 kernel void gather(global const float* in, global const int* idx, global float* out, int n, int K,

@@ -73,6 +73,12 @@ Status strided_copy(Launch& launch, cl_mem src, cl_mem dst, std::vector<int64_t>
     b.push_back(dst_strides[k]);
   }
   if (d.size() > 8) return fail(QUILT_STATUS_NOT_IMPLEMENTED, "a copy over more than 8 dims");
+  // Rows of at least 8 contiguous elements on both sides: one row per work-item.
+  int64_t len = 1;
+  if (!d.empty() && a.back() == 1 && b.back() == 1 && d.back() >= 8) {
+    len = d.back();
+    d.pop_back(), a.pop_back(), b.pop_back();
+  }
   cl_int8 vd{}, va{}, vb{};
   for (size_t k = 0; k < 8; ++k) vd.s[k] = 1;
   for (size_t k = 0; k < d.size(); ++k) {
@@ -80,6 +86,11 @@ Status strided_copy(Launch& launch, cl_mem src, cl_mem dst, std::vector<int64_t>
     va.s[k] = static_cast<cl_int>(a[k]);
     vb.s[k] = static_cast<cl_int>(b[k]);
   }
+  if (len > 1)
+    return launch.run("tensor", "strided_copy_rows", {static_cast<size_t>(n / len), 1, 1},
+                      {kLocal1d, 1, 1}, src, dst, static_cast<cl_int>(n / len),
+                      static_cast<cl_int>(len), static_cast<cl_int>(d.size()), vd, va,
+                      static_cast<cl_int>(src_base), vb, static_cast<cl_int>(dst_base));
   return launch.run("tensor", "strided_copy", {static_cast<size_t>(n), 1, 1}, {kLocal1d, 1, 1}, src,
                     dst, static_cast<cl_int>(n), static_cast<cl_int>(d.size()), vd, va,
                     static_cast<cl_int>(src_base), vb, static_cast<cl_int>(dst_base));
