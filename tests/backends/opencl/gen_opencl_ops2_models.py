@@ -28,6 +28,9 @@ def save(name, nodes, inputs, outputs, inits=(), opset=17):
     for o in model.graph.output:
         if not o.type.tensor_type.HasField("shape") and o.name in inferred:
             o.type.CopyFrom(inferred[o.name].type)
+        if not o.type.tensor_type.HasField("shape"):  # not inferred: rank 4, dims unnamed
+            for _ in range(4):
+                o.type.tensor_type.shape.dim.add()
     onnx.checker.check_model(model)
     onnx.save(model, out / f"{name}.onnx")
 
@@ -181,6 +184,21 @@ save("tensor", [
      ints("pads", [0, 1, 2, 3, 1, 0, 4, 2]), ints("pads_neg", [0, 0, -1, 2, 0, 0, 3, -2]),
      floats("pad_value", 1.5), floats("scales_up", [1, 1, 2, 1.5]),
      floats("scales_down", [1, 1, 0.6, 0.5]), ints("sizes", [9, 4])], opset=18)
+
+# ---- what OpenCL refuses (each node runs on the CPU, with the reason in the plan) ----
+save("refused", [
+    N("Resize", ["x", "", "scales_up"], ["cubic"], name="cubic", mode="cubic"),
+    N("Pad", ["x", "pads"], ["reflect"], name="reflect", mode="reflect"),
+    N("Conv", ["x", "w"], ["conv_w_input"], name="conv_w_input"),
+    N("MaxPool", ["x"], ["maxpool", "indices"], name="maxpool_indices", kernel_shape=[2, 2]),
+    N("Gather", ["x", "idx"], ["gather_runtime"], name="gather_runtime", axis=1),
+    N("LayerNormalization", ["x", "one"], ["ln_broadcast"], name="ln_broadcast", axis=2),
+    N("Relu", ["cubic"], ["after"], name="relu"),  # back on OpenCL after a refused node
+], [X4, vi("w", [3, 8, 3, 3]), helper.make_tensor_value_info("idx", TensorProto.INT64, [2])],
+    [vi(n, None) for n in ["reflect", "conv_w_input", "maxpool", "gather_runtime", "ln_broadcast",
+                           "after"]] + [helper.make_tensor_value_info("indices", TensorProto.INT64, None)],
+    [floats("scales_up", [1, 1, 2, 1.5]), ints("pads", [0, 0, 1, 2, 0, 0, 2, 1]),
+     floats("one", [1.0])])
 
 # ---- a small CNN: Conv-BN-Relu-MaxPool-Conv-GlobalAveragePool-Flatten-Gemm ----
 save("cnn", [

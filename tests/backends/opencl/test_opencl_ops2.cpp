@@ -37,6 +37,12 @@ Tensor random_input(std::vector<int64_t> shape, unsigned seed) {
 
 void expect_close(const Tensor& got, const Tensor& want) {
   ASSERT_EQ(got.shape(), want.shape());
+  ASSERT_EQ(got.dtype(), want.dtype());
+  if (want.dtype() == DType::Int64) {  // MaxPool's indices (on the CPU)
+    for (int64_t i = 0; i < got.numel(); ++i)
+      ASSERT_EQ(got.data<int64_t>()[i], want.data<int64_t>()[i]) << "element " << i;
+    return;
+  }
   for (int64_t i = 0; i < got.numel(); ++i) {
     const float x = got.data<float>()[i], y = want.data<float>()[i];
     if ((std::isnan(x) && std::isnan(y)) || x == y) continue;  // NaN and infinities too
@@ -51,12 +57,14 @@ void expect_all_on_opencl(const Session& s) {
 }
 
 // Runs `model` on the CPU alone and with opencl,cpu for each set of inputs; all outputs agree.
-void expect_same_as_cpu(const std::string& model, const std::vector<TensorMap>& runs) {
+// Every node must be on OpenCL unless `all_on_opencl` is false.
+void expect_same_as_cpu(const std::string& model, const std::vector<TensorMap>& runs,
+                        bool all_on_opencl = true) {
   SessionOptions cpu_only;
   cpu_only.threads = 2;
   Session cpu(kDir + "/" + model + ".onnx", cpu_only);
   Session split(kDir + "/" + model + ".onnx", opencl_options());
-  expect_all_on_opencl(split);
+  if (all_on_opencl) expect_all_on_opencl(split);
   for (const TensorMap& inputs : runs) {
     std::string shapes;
     for (const auto& [name, t] : inputs) {
@@ -112,6 +120,37 @@ TEST(OpenCLOps2, TensorOps) {
     runs.push_back({{"x", random_input(s, seed++)}, {"x2", random_input(s2, seed++)}});
   }
   expect_same_as_cpu("tensor", runs);
+}
+
+// What OpenCL cannot do exactly goes to the CPU with the reason in the plan, and the results
+// still equal the CPU's.
+TEST(OpenCLOps2, RefusedNodesRunOnTheCpuWithTheirReason) {
+  Tensor idx(DType::Int64, {2});
+  idx.data<int64_t>()[0] = 3;
+  idx.data<int64_t>()[1] = -1;
+  expect_same_as_cpu("refused",
+                     {{{"x", random_input({2, 8, 5, 6}, 30)},
+                       {"w", random_input({3, 8, 3, 3}, 31)},
+                       {"idx", idx}}},
+                     false);
+  Session s(kDir + "/refused.onnx", opencl_options());
+  const std::map<std::string, std::string> expected = {
+      {"cubic", "Resize: mode 'cubic' not supported"},
+      {"reflect", "Pad: mode 'reflect' not supported"},
+      {"conv_w_input", "Conv: weights computed at run time"},
+      {"maxpool_indices", "MaxPool: optional outputs not supported"},
+      {"gather_runtime", "Gather: input 'idx' must be an int64 constant"},
+      {"ln_broadcast", "LayerNormalization: scale/B broadcast"},
+  };
+  for (const auto& n : s.plan().nodes) {
+    auto it = expected.find(n.name);
+    if (it == expected.end()) {
+      EXPECT_EQ(n.backend, "opencl:0") << n.name << ": " << n.reason;
+      continue;
+    }
+    EXPECT_EQ(n.backend, "cpu") << n.name;
+    EXPECT_NE(n.reason.find(it->second), std::string::npos) << n.name << ": " << n.reason;
+  }
 }
 
 // Conv-BN-Relu-MaxPool-Conv-GlobalAveragePool-Flatten-Gemm: one OpenCL patch.
