@@ -28,10 +28,11 @@ inline float16 conv_bias(global const float* bias, int has_bias, int m0, int cou
   return vload16(0, b);
 }
 
-// Writes the tile: pixel p of channel j goes to out[j * cstride + p], for j < mcount, p < pcount.
-inline void conv_store(global float* out, long cstride, int mcount, int pcount, float16 a0,
-                       float16 a1, float16 a2, float16 a3, float16 a4, float16 a5, float16 a6,
-                       float16 a7) {
+// Writes the tile: pixel p of channel j goes to out[j * cstride + p * pstride], for j < mcount,
+// p < pcount.
+inline void conv_store(global float* out, long cstride, int pstride, int mcount, int pcount,
+                       float16 a0, float16 a1, float16 a2, float16 a3, float16 a4, float16 a5,
+                       float16 a6, float16 a7) {
   float t[CONV_PX * CONV_OCB];
   vstore16(a0, 0, t);
   vstore16(a1, 1, t);
@@ -43,13 +44,13 @@ inline void conv_store(global float* out, long cstride, int mcount, int pcount, 
   vstore16(a7, 7, t);
   for (int j = 0; j < mcount; ++j) {
     global float* o = out + j * cstride;
-    if (pcount == CONV_PX) {
+    if (pcount == CONV_PX && pstride == 1) {
       vstore8((float8)(t[j], t[CONV_OCB + j], t[2 * CONV_OCB + j], t[3 * CONV_OCB + j],
                        t[4 * CONV_OCB + j], t[5 * CONV_OCB + j], t[6 * CONV_OCB + j],
                        t[7 * CONV_OCB + j]),
               0, o);
     } else {
-      for (int p = 0; p < pcount; ++p) o[p] = t[p * CONV_OCB + j];
+      for (int p = 0; p < pcount; ++p) o[p * pstride] = t[p * CONV_OCB + j];
     }
   }
 }
@@ -127,7 +128,7 @@ kernel void conv_direct(global const float* x, global const float* w, global con
   }
   const long plane = (long)OH * OW;
   global float* out = y + ((long)n * M + grp * Mg + m0) * plane + (long)oh * OW + ow0;
-  conv_store(out, plane, mcount, min(CONV_PX, OW - ow0), a0, a1, a2, a3, a4, a5, a6, a7);
+  conv_store(out, plane, 1, mcount, min(CONV_PX, OW - ow0), a0, a1, a2, a3, a4, a5, a6, a7);
 }
 
 // 1x1, stride 1, no padding, one group: a GEMM over the flattened pixels P = H * W,
@@ -161,7 +162,7 @@ kernel void conv1x1(global const float* x, global const float* w, global const f
       CONV_FMA8(xv, wv)
     }
   }
-  conv_store(y + ((long)n * M + m0) * P + p0, P, mcount, pcount, a0, a1, a2, a3, a4, a5, a6, a7);
+  conv_store(y + ((long)n * M + m0) * P + p0, P, 1, mcount, pcount, a0, a1, a2, a3, a4, a5, a6, a7);
 }
 
 // Depthwise (C == M == groups): one channel x CONV_PX pixels of a row per work-item, weights in
@@ -220,41 +221,72 @@ kernel void conv_depthwise(global const float* x, global const float* w, global 
   }
 }
 
-// ConvTranspose: one output element per work-item, gathering the inputs that reach it.
-// Weights in the ONNX layout [C, M / G, KH, KW]; g0/g1 as above with C, H, W the input's.
+// ConvTranspose: a work-item computes CONV_OCB output channels of one group x CONV_PX output
+// pixels of a row that are sw apart (ow = r + (b * CONV_PX + p) * sw), so for each kernel
+// column they read CONV_PX neighbouring input pixels. Weights packed as conv_direct's
+// (element (g, m, c, kh, kw) of the [C, M / G, KH, KW] tensor). g2 = (Mg, MB, OWB, N); OWB
+// blocks per residue r.
 kernel void conv_transpose(global const float* x, global const float* w, global const float* bias,
-                           int has_bias, global float* y, int8 g0, int8 g1, int total) {
+                           int has_bias, global float* y, int8 g0, int8 g1, int4 g2) {
   const int C = g0.s0, H = g0.s1, W = g0.s2, M = g0.s3, OH = g0.s4, OW = g0.s5, KH = g0.s6,
             KW = g0.s7;
   const int sh = g1.s0, sw = g1.s1, dh = g1.s2, dw = g1.s3, ph = g1.s4, pw = g1.s5, G = g1.s6,
             Cg = g1.s7;
+  const int Mg = g2.s0, MB = g2.s1, OWB = g2.s2, N = g2.s3;
   int id = get_global_id(0);
-  if (id >= total) return;
-  const int ow = id % OW;
-  id /= OW;
+  const int mb = id % MB;
+  id /= MB;
+  const int b = id % OWB;
+  id /= OWB;
+  const int r = id % sw;
+  id /= sw;
   const int oh = id % OH;
   id /= OH;
-  const int m = id % M;
-  const int n = id / M;
-  const int Mg = M / G, grp = m / Mg, mm = m - grp * Mg;
-  float acc = has_bias ? bias[m] : 0.0f;
-  for (int c = 0; c < Cg; ++c) {
-    const int ci = grp * Cg + c;
-    global const float* xc = x + ((long)n * C + ci) * H * W;
-    global const float* wc = w + ((long)ci * Mg + mm) * KH * KW;
-    for (int kh = 0; kh < KH; ++kh) {
-      const int th = oh + ph - kh * dh;
-      if (th < 0 || th % sh != 0) continue;
-      const int ih = th / sh;
-      if (ih >= H) continue;
-      for (int kw = 0; kw < KW; ++kw) {
-        const int tw = ow + pw - kw * dw;
-        if (tw < 0 || tw % sw != 0) continue;
-        const int iw = tw / sw;
-        if (iw >= W) continue;
-        acc = fma(xc[(long)ih * W + iw], wc[kh * KW + kw], acc);
+  const int grp = id % G;
+  const int n = id / G;
+  if (n >= N) return;
+  const int ow0 = r + b * CONV_PX * sw;
+  if (ow0 >= OW) return;
+  const int pcount = min(CONV_PX, (OW - ow0 + sw - 1) / sw);
+  const int m0 = mb * CONV_OCB;
+  const int mcount = min(CONV_OCB, Mg - m0);
+  CONV_ACC_INIT(conv_bias(bias, has_bias, grp * Mg + m0, mcount))
+  const long HW = (long)H * W;
+  global const float* xg = x + ((long)n * C + (long)grp * Cg) * HW;
+  global const float* wg = w + ((long)(grp * MB + mb) * KH * KW) * Cg * CONV_OCB;
+  for (int kh = 0; kh < KH; ++kh) {
+    const int th = oh + ph - kh * dh;
+    if (th < 0 || th % sh != 0) continue;
+    const int ih = th / sh;
+    if (ih >= H) continue;
+    global const float* row = xg + (long)ih * W;
+    for (int kw = 0; kw < KW; ++kw) {
+      const int tw = ow0 + pw - kw * dw;
+      if (tw % sw != 0) continue;
+      const int iw0 = tw / sw;  // pixel p reads iw0 + p
+      global const float* wk = wg + (long)(kh * KW + kw) * Cg * CONV_OCB;
+      if (iw0 >= 0 && iw0 + CONV_PX - 1 < W) {
+        for (int c = 0; c < Cg; ++c) {
+          const float8 xv = vload8(0, row + c * HW + iw0);
+          const float16 wv = vload16(c, wk);
+          CONV_FMA8(xv, wv)
+        }
+      } else {
+        for (int c = 0; c < Cg; ++c) {
+          global const float* rc = row + c * HW;
+          float t[CONV_PX];
+          for (int p = 0; p < CONV_PX; ++p) {
+            const int iw = iw0 + p;
+            t[p] = iw >= 0 && iw < W ? rc[iw] : 0.0f;
+          }
+          const float8 xv = vload8(0, t);
+          const float16 wv = vload16(c, wk);
+          CONV_FMA8(xv, wv)
+        }
       }
     }
   }
-  y[(((long)n * M + m) * OH + oh) * OW + ow] = acc;
+  const long plane = (long)OH * OW;
+  global float* out = y + ((long)n * M + grp * Mg + m0) * plane + (long)oh * OW + ow0;
+  conv_store(out, plane, sw, mcount, pcount, a0, a1, a2, a3, a4, a5, a6, a7);
 }

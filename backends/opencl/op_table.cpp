@@ -55,7 +55,7 @@ const OpDef kOps[] = {
     {"Identity", 1, 1, nullptr, 0, prepare_view, nullptr},
     // part 2 ops: conv (ops_conv.cpp)
     {"Conv", 2, 3, "conv", 0, prepare_conv, enqueue_conv, upload_conv},
-    {"ConvTranspose", 2, 3, "conv", 0, prepare_conv_transpose, enqueue_conv_transpose},
+    {"ConvTranspose", 2, 3, "conv", 0, prepare_conv_transpose, enqueue_conv_transpose, upload_conv},
     // pooling (ops_pool.cpp)
     {"MaxPool", 1, 1, "pool", 0, prepare_pool, enqueue_pool},
     {"AveragePool", 1, 1, "pool", 0, prepare_pool, enqueue_pool},

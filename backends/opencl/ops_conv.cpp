@@ -142,7 +142,11 @@ Status upload_conv(quilt_device_s& device, const NodeView& view, NodeDesc* desc)
   if (desc->kernel == "conv_depthwise") return {};  // reads the weights as they are
   const quilt_value_t& w = *view.input(1);
   const int64_t group = params(*desc).v[kGroup];
-  const int64_t m = w.info.dims[0], cg = w.info.dims[1], kk = w.info.dims[2] * w.info.dims[3];
+  // Conv's weights are [M, C / G, KH, KW]; ConvTranspose's [C, M / G, KH, KW].
+  const bool transpose = desc->kernel == "conv_transpose";
+  const int64_t kk = w.info.dims[2] * w.info.dims[3];
+  const int64_t m = transpose ? w.info.dims[1] * group : w.info.dims[0];
+  const int64_t cg = transpose ? w.info.dims[0] / group : w.info.dims[1];
   const int64_t mg = m / group, mb = (mg + kOcb - 1) / kOcb;
   const size_t count = static_cast<size_t>(group * mb * cg * kk * kOcb);
   if (count == 0) return {};
@@ -153,7 +157,8 @@ Status upload_conv(quilt_device_s& device, const NodeView& view, NodeDesc* desc)
       for (int64_t c = 0; c < cg; ++c)
         for (int64_t k = 0; k < kk; ++k)
           packed[(((g * mb + j / kOcb) * kk + k) * cg + c) * kOcb + j % kOcb] =
-              src[((g * mg + j) * cg + c) * kk + k];
+              transpose ? src[((g * cg + c) * mg + j) * kk + k]
+                        : src[((g * mg + j) * cg + c) * kk + k];
   cl_int err = CL_SUCCESS;
   cl_mem mem = clCreateBuffer(device.context.get(), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
                               count * sizeof(float), packed.data(), &err);
@@ -217,7 +222,9 @@ std::string prepare_conv_transpose(const NodeView& view, NodeDesc* desc) {
   if (view.attribute("output_shape"))
     return "ConvTranspose: output_shape not supported (give pads and output_padding)";
   const quilt_value_t& w = *view.input(1);
-  if (w.info.dims[1] < 0 || w.info.dims[0] < 0) return "ConvTranspose: weights of unknown shape";
+  if (!w.constant) return "ConvTranspose: weights computed at run time (only constant weights)";
+  for (int i = 0; i < 4; ++i)
+    if (w.info.dims[i] < 0) return "ConvTranspose: weights of unknown shape";
   const quilt_value_t& x = *view.input(0);
   const int64_t group = p.v[kGroup];
   if (w.info.dims[0] % group != 0) return "ConvTranspose: C is not a multiple of group";
@@ -231,19 +238,23 @@ Status enqueue_conv_transpose(Launch& launch, const NodeDesc& desc) {
   const OpParams& p = params(desc);
   auto xd = launch.dims(desc.inputs[0]), wd = launch.dims(desc.inputs[1]);
   auto yd = launch.dims(desc.outputs[0]);
-  const int64_t total = element_count(yd);
-  if (total == 0) return {};
+  if (element_count(yd) == 0) return {};
   const int64_t group = p.v[kGroup];
-  const int64_t c = xd[1], cg = c / group, m = yd[1];
+  const int64_t n = yd[0], c = xd[1], cg = c / group, m = yd[1], mg = m / group;
+  const int64_t mb = (mg + kOcb - 1) / kOcb, sw = p.v[kSw];
+  const int64_t owb = ((yd[3] + sw - 1) / sw + kPx - 1) / kPx;  // blocks per residue
   const cl_int8 g0 = int8_of({c, xd[2], xd[3], m, yd[2], yd[3], wd[2], wd[3]});
-  const cl_int8 g1 =
-      int8_of({p.v[kSh], p.v[kSw], p.v[kDh], p.v[kDw], p.v[kPt], p.v[kPl], group, cg});
+  const cl_int8 g1 = int8_of({p.v[kSh], sw, p.v[kDh], p.v[kDw], p.v[kPt], p.v[kPl], group, cg});
+  const cl_int4 g2{{static_cast<cl_int>(mg), static_cast<cl_int>(mb), static_cast<cl_int>(owb),
+                    static_cast<cl_int>(n)}};
   const bool has_bias = desc.inputs.size() > 2 && desc.inputs[2] >= 0;
   cl_mem x = launch.buffer(desc.inputs[0]);
-  return launch.run("conv", "conv_transpose", {static_cast<size_t>(total), 1, 1}, {kLocal1d, 1, 1},
-                    x, launch.buffer(desc.inputs[1]), has_bias ? launch.buffer(desc.inputs[2]) : x,
-                    cl_int{has_bias ? 1 : 0}, launch.buffer(desc.outputs[0]), g0, g1,
-                    static_cast<cl_int>(total));
+  cl_mem packed = p.get();
+  if (!packed) packed = x;  // no weights (C == 0 or an empty kernel): only the bias is written
+  return launch.run("conv", "conv_transpose",
+                    {static_cast<size_t>(n * group * yd[2] * sw * owb * mb), 1, 1},
+                    {kLocal1d, 1, 1}, x, packed, has_bias ? launch.buffer(desc.inputs[2]) : x,
+                    cl_int{has_bias ? 1 : 0}, launch.buffer(desc.outputs[0]), g0, g1, g2);
 }
 
 }  // namespace quilt::opencl
