@@ -98,6 +98,14 @@ Status enqueue_matmul(Launch& launch, const NodeDesc& desc) {
   if (b[b.size() - 2] != g.k)
     return fail(QUILT_STATUS_INVALID_ARGUMENT, "MatMul: inner dims of " + format_dims(in_a) +
                                                    " and " + format_dims(in_b) + " differ");
+  // One B for every batch (2-D, or batch dims all 1): A's batch dims fold into M, so
+  // [197, 1, 768] x [768, 2304] is one 197-row GEMM, not 197 one-row GEMMs. Row-major A and C
+  // are laid out the same either way.
+  if (a.size() > 2 && element_count(std::span<const int64_t>(b.data(), b.size() - 2)) == 1) {
+    g.m = element_count(std::span<const int64_t>(a.data(), a.size() - 1));
+    a = {g.m, g.k};
+    b = {g.k, g.n};
+  }
   g.a = launch.buffer(desc.inputs[0]);
   g.b = launch.buffer(desc.inputs[1]);
   g.c = launch.buffer(desc.outputs[0]);
