@@ -290,3 +290,27 @@ kernel void conv_transpose(global const float* x, global const float* w, global 
   global float* out = y + ((long)n * M + grp * Mg + m0) * plane + (long)oh * OW + ow0;
   conv_store(out, plane, sw, mcount, pcount, a0, a1, a2, a3, a4, a5, a6, a7);
 }
+
+// Packs weights computed at run time into the conv_direct layout (the host packs constant ones
+// at compile): one packed element per work-item, zeros past the group's last channel.
+// geo = (G, MB, Mg, Cg, KK, transpose: the weights are ConvTranspose's [C, M / G, KH, KW]).
+kernel void conv_pack(global const float* w, global float* packed, int total, int8 geo) {
+  int e = get_global_id(0);
+  if (e >= total) return;
+  const int MB = geo.s1, Mg = geo.s2, Cg = geo.s3, KK = geo.s4, transpose = geo.s5;
+  const int out = e;
+  const int jj = e % CONV_OCB;
+  e /= CONV_OCB;
+  const int c = e % Cg;
+  e /= Cg;
+  const int k = e % KK;
+  e /= KK;
+  const int mb = e % MB;
+  const int g = e / MB;
+  const int j = mb * CONV_OCB + jj;
+  float v = 0.0f;
+  if (j < Mg)
+    v = transpose ? w[(((long)g * Cg + c) * Mg + j) * KK + k]
+                  : w[(((long)g * Mg + j) * Cg + c) * KK + k];
+  packed[out] = v;
+}

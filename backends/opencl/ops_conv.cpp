@@ -1,9 +1,10 @@
 // Conv and ConvTranspose, 2-D NCHW float32 (kernels_cl/conv.cl). Conv: strides, pads,
-// dilations, groups, bias and every auto_pad; constant weights, packed at compile in blocks of
-// 16 output channels. 1x1 convolutions with stride 1 and no padding run as a GEMM over the
+// dilations, groups, bias and every auto_pad; weights of known shape, packed in blocks of 16
+// output channels. 1x1 convolutions with stride 1 and no padding run as a GEMM over the
 // pixels (conv1x1), depthwise ones (groups == C == M) on their own kernel, the rest on a direct
 // register-blocked kernel (16 channels x 8 pixels per work-item). ConvTranspose: explicit pads
-// (auto_pad NOTSET, no output_shape), any group, one output element per work-item.
+// (auto_pad NOTSET, no output_shape), any group, blocked the same way. Weights computed at run
+// time are packed by a kernel at each run.
 // Also the helpers every part-2 op file uses (make_params, attributes).
 #include <cstring>
 
@@ -107,6 +108,21 @@ cl_int8 int8_of(std::initializer_list<int64_t> values) {
   return v;
 }
 
+// The weights in the conv_direct layout: packed at compile when constant, else by conv_pack into
+// a scratch buffer at each run. Null when there are none (no channels or an empty kernel).
+Status packed_weights(Launch& launch, const NodeDesc& desc, bool transpose, int64_t group,
+                      int64_t mg, int64_t cg, cl_mem* out) {
+  *out = params(desc).get();
+  auto wd = launch.dims(desc.inputs[1]);
+  const int64_t kk = wd[2] * wd[3], mb = (mg + kOcb - 1) / kOcb;
+  const int64_t total = group * mb * kk * cg * kOcb;
+  if (*out || total == 0) return {};
+  if (Status s = launch.scratch(static_cast<size_t>(total) * sizeof(float), out); !s.ok()) return s;
+  const cl_int8 geo = int8_of({group, mb, mg, cg, kk, transpose ? 1 : 0});
+  return launch.run("conv", "conv_pack", {static_cast<size_t>(total), 1, 1}, {kLocal1d, 1, 1},
+                    launch.buffer(desc.inputs[1]), *out, static_cast<cl_int>(total), geo);
+}
+
 }  // namespace
 
 std::string prepare_conv(const NodeView& view, NodeDesc* desc) {
@@ -114,7 +130,6 @@ std::string prepare_conv(const NodeView& view, NodeDesc* desc) {
   if (std::string why = conv_attributes(view, p); !why.empty()) return why;
   const quilt_value_t& x = *view.input(0);
   const quilt_value_t& w = *view.input(1);
-  if (!w.constant) return "Conv: weights computed at run time (only constant weights)";
   for (int i = 0; i < 4; ++i)
     if (w.info.dims[i] < 0) return "Conv: weights of unknown shape";
   const int64_t group = p.v[kGroup];
@@ -141,6 +156,7 @@ std::string prepare_conv(const NodeView& view, NodeDesc* desc) {
 Status upload_conv(quilt_device_s& device, const NodeView& view, NodeDesc* desc) {
   if (desc->kernel == "conv_depthwise") return {};  // reads the weights as they are
   const quilt_value_t& w = *view.input(1);
+  if (!w.constant) return {};  // packed at each run (packed_weights)
   const int64_t group = params(*desc).v[kGroup];
   // Conv's weights are [M, C / G, KH, KW]; ConvTranspose's [C, M / G, KH, KW].
   const bool transpose = desc->kernel == "conv_transpose";
@@ -200,7 +216,8 @@ Status enqueue_conv(Launch& launch, const NodeDesc& desc) {
     return launch.run("conv", "conv_depthwise", {static_cast<size_t>(n * c * oh * owb), 1, 1},
                       {kLocal1d, 1, 1}, x, launch.buffer(desc.inputs[1]), bias, hb, y, g0, g1, g2);
   }
-  cl_mem packed = p.get();
+  cl_mem packed = nullptr;
+  if (Status s = packed_weights(launch, desc, false, group, mg, cg, &packed); !s.ok()) return s;
   const int64_t mb = (mg + kOcb - 1) / kOcb;
   if (desc.kernel == "conv1x1") {
     const int64_t pixels = h * w;
@@ -222,7 +239,6 @@ std::string prepare_conv_transpose(const NodeView& view, NodeDesc* desc) {
   if (view.attribute("output_shape"))
     return "ConvTranspose: output_shape not supported (give pads and output_padding)";
   const quilt_value_t& w = *view.input(1);
-  if (!w.constant) return "ConvTranspose: weights computed at run time (only constant weights)";
   for (int i = 0; i < 4; ++i)
     if (w.info.dims[i] < 0) return "ConvTranspose: weights of unknown shape";
   const quilt_value_t& x = *view.input(0);
@@ -249,7 +265,8 @@ Status enqueue_conv_transpose(Launch& launch, const NodeDesc& desc) {
                     static_cast<cl_int>(n)}};
   const bool has_bias = desc.inputs.size() > 2 && desc.inputs[2] >= 0;
   cl_mem x = launch.buffer(desc.inputs[0]);
-  cl_mem packed = p.get();
+  cl_mem packed = nullptr;
+  if (Status s = packed_weights(launch, desc, true, group, mg, cg, &packed); !s.ok()) return s;
   if (!packed) packed = x;  // no weights (C == 0 or an empty kernel): only the bias is written
   return launch.run("conv", "conv_transpose",
                     {static_cast<size_t>(n * group * yd[2] * sw * owb * mb), 1, 1},

@@ -189,16 +189,24 @@ save("tensor", [
 save("refused", [
     N("Resize", ["x", "", "scales_up"], ["cubic"], name="cubic", mode="cubic"),
     N("Pad", ["x", "pads"], ["reflect"], name="reflect", mode="reflect"),
-    N("Conv", ["x", "w"], ["conv_w_input"], name="conv_w_input"),
+    N("Conv", ["x1d", "w1d"], ["conv1d"], name="conv1d"),
     N("MaxPool", ["x"], ["maxpool", "indices"], name="maxpool_indices", kernel_shape=[2, 2]),
     N("Gather", ["x", "idx"], ["gather_runtime"], name="gather_runtime", axis=1),
     N("LayerNormalization", ["x", "one"], ["ln_broadcast"], name="ln_broadcast", axis=2),
     N("Relu", ["cubic"], ["after"], name="relu"),  # back on OpenCL after a refused node
-], [X4, vi("w", [3, 8, 3, 3]), helper.make_tensor_value_info("idx", TensorProto.INT64, [2])],
-    [vi(n, None) for n in ["reflect", "conv_w_input", "maxpool", "gather_runtime", "ln_broadcast",
+], [X4, vi("x1d", ["n", 8, 9]), helper.make_tensor_value_info("idx", TensorProto.INT64, [2])],
+    [vi(n, None) for n in ["reflect", "conv1d", "maxpool", "gather_runtime", "ln_broadcast",
                            "after"]] + [helper.make_tensor_value_info("indices", TensorProto.INT64, None)],
     [floats("scales_up", [1, 1, 2, 1.5]), ints("pads", [0, 0, 1, 2, 0, 0, 2, 1]),
-     floats("one", [1.0])])
+     floats("one", [1.0]), weight("w1d", 4, 8, 3)])
+
+# Conv and ConvTranspose whose weights are graph inputs (packed by a kernel at each run).
+save("conv_runtime_weights", [
+    N("Conv", ["x", "w"], ["conv"], name="conv", pads=[1, 0, 2, 1], strides=[1, 2]),
+    N("Conv", ["x", "w1"], ["pointwise"], name="pointwise"),
+    N("ConvTranspose", ["x", "wt", "bt"], ["convt"], name="convt", strides=[2, 2], group=2),
+], [X4, vi("w", [19, 8, 3, 2]), vi("w1", [5, 8, 1, 1]), vi("wt", [8, 3, 3, 3]), vi("bt", [6])],
+    [vi("conv", None), vi("pointwise", None), vi("convt", None)])
 
 # ---- a small CNN: Conv-BN-Relu-MaxPool-Conv-GlobalAveragePool-Flatten-Gemm ----
 save("cnn", [

@@ -95,6 +95,17 @@ TEST(OpenCLOps2, Conv) {
                      x_runs({{2, 8, 11, 13}, {1, 8, 7, 9}, {1, 8, 30, 17}, {0, 8, 11, 13}}));
 }
 
+TEST(OpenCLOps2, ConvWithWeightsComputedAtRunTime) {
+  std::vector<TensorMap> runs;
+  for (unsigned seed : {40u, 50u})
+    runs.push_back({{"x", random_input({2, 8, 11, 13}, seed)},
+                    {"w", random_input({19, 8, 3, 2}, seed + 1)},
+                    {"w1", random_input({5, 8, 1, 1}, seed + 2)},
+                    {"wt", random_input({8, 3, 3, 3}, seed + 3)},
+                    {"bt", random_input({6}, seed + 4)}});
+  expect_same_as_cpu("conv_runtime_weights", runs);
+}
+
 TEST(OpenCLOps2, Pooling) {
   expect_same_as_cpu("pool",
                      x_runs({{2, 8, 11, 13}, {1, 8, 5, 6}, {1, 8, 30, 17}, {0, 8, 11, 13}}));
@@ -128,16 +139,15 @@ TEST(OpenCLOps2, RefusedNodesRunOnTheCpuWithTheirReason) {
   Tensor idx(DType::Int64, {2});
   idx.data<int64_t>()[0] = 3;
   idx.data<int64_t>()[1] = -1;
-  expect_same_as_cpu("refused",
-                     {{{"x", random_input({2, 8, 5, 6}, 30)},
-                       {"w", random_input({3, 8, 3, 3}, 31)},
-                       {"idx", idx}}},
-                     false);
+  expect_same_as_cpu(
+      "refused",
+      {{{"x", random_input({2, 8, 5, 6}, 30)}, {"x1d", random_input({2, 8, 9}, 31)}, {"idx", idx}}},
+      false);
   Session s(kDir + "/refused.onnx", opencl_options());
   const std::map<std::string, std::string> expected = {
       {"cubic", "Resize: mode 'cubic' not supported"},
       {"reflect", "Pad: mode 'reflect' not supported"},
-      {"conv_w_input", "Conv: weights computed at run time"},
+      {"conv1d", "Conv: only 2-D"},
       {"maxpool_indices", "MaxPool: optional outputs not supported"},
       {"gather_runtime", "Gather: input 'idx' must be an int64 constant"},
       {"ln_broadcast", "LayerNormalization: scale/B broadcast"},
