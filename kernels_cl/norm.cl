@@ -11,15 +11,23 @@ kernel void batchnorm(global const float* x, global const float* ab, global floa
   y[i] = fma(x[i], ab[c], ab[C + c]);
 }
 
-// Mean and 1 / sqrt(var + eps) of n elements.
+// Mean and 1 / sqrt(var + eps) of n elements; Kahan-compensated sums, so long rows and large
+// planes stay accurate (the CPU accumulates in double).
 inline float2 moments(global const float* x, int n, float eps) {
-  float sum = 0.0f;
-  for (int i = 0; i < n; ++i) sum += x[i];
+  float sum = 0.0f, c = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const float t = x[i] - c, s = sum + t;
+    c = (s - sum) - t;
+    sum = s;
+  }
   const float mean = sum / (float)n;
   float sq = 0.0f;
+  c = 0.0f;
   for (int i = 0; i < n; ++i) {
     const float d = x[i] - mean;
-    sq = fma(d, d, sq);
+    const float t = d * d - c, s = sq + t;
+    c = (s - sq) - t;
+    sq = s;
   }
   return (float2)(mean, rsqrt(sq / (float)n + eps));
 }

@@ -60,7 +60,12 @@ kernel void global_pool(global const float* x, global float* y, int planes, int 
   float acc;
   if (average) {
     acc = 0.0f;
-    for (int i = 0; i < size; ++i) acc += xp[i];
+    float comp = 0.0f;  // Kahan: large planes stay accurate (the CPU sums in double)
+    for (int i = 0; i < size; ++i) {
+      const float t = xp[i] - comp, s = acc + t;
+      comp = (s - acc) - t;
+      acc = s;
+    }
   } else {  // NaN wins, as on the CPU
     acc = size ? xp[0] : -FLT_MAX;
     for (int i = 1; i < size; ++i) {
