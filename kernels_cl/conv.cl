@@ -7,24 +7,49 @@
 // (zeros past the group's last channel), so one vector load gives OCB channels' weights.
 // Geometry arguments: g0 = (C, H, W, M, OH, OW, KH, KW), g1 = (sh, sw, dh, dw, ph, pw, G, Cg).
 
-#define CONV_OCB 16
+#define CONV_OCB 32
 #define CONV_PX 8
 
-// Accumulators of CONV_PX pixels x CONV_OCB channels: a0..a7 are pixels, each float16.
-#define CONV_ACC_INIT(b) float16 a0 = b, a1 = b, a2 = b, a3 = b, a4 = b, a5 = b, a6 = b, a7 = b;
-#define CONV_FMA8(xv, wv)               \
-  a0 = fma((float16)((xv).s0), wv, a0); \
-  a1 = fma((float16)((xv).s1), wv, a1); \
-  a2 = fma((float16)((xv).s2), wv, a2); \
-  a3 = fma((float16)((xv).s3), wv, a3); \
-  a4 = fma((float16)((xv).s4), wv, a4); \
-  a5 = fma((float16)((xv).s5), wv, a5); \
-  a6 = fma((float16)((xv).s6), wv, a6); \
-  a7 = fma((float16)((xv).s7), wv, a7);
+// Accumulators of CONV_PX pixels x CONV_OCB channels: a0..a7 are pixels' channels 0..15, b0..b7
+// their channels 16..31, each a float16.
+#define CONV_ACC_INIT(lo, hi)                                                     \
+  float16 a0 = lo, a1 = lo, a2 = lo, a3 = lo, a4 = lo, a5 = lo, a6 = lo, a7 = lo; \
+  float16 b0 = hi, b1 = hi, b2 = hi, b3 = hi, b4 = hi, b5 = hi, b6 = hi, b7 = hi;
+#define CONV_ACCS a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7
+// xv: the 8 pixels' inputs; wp: the CONV_OCB channels' weights.
+#define CONV_FMA8(xv, wp)                                   \
+  {                                                         \
+    const float16 w0 = vload16(0, wp), w1 = vload16(1, wp); \
+    float16 v = (float16)((xv).s0);                         \
+    a0 = fma(v, w0, a0);                                    \
+    b0 = fma(v, w1, b0);                                    \
+    v = (float16)((xv).s1);                                 \
+    a1 = fma(v, w0, a1);                                    \
+    b1 = fma(v, w1, b1);                                    \
+    v = (float16)((xv).s2);                                 \
+    a2 = fma(v, w0, a2);                                    \
+    b2 = fma(v, w1, b2);                                    \
+    v = (float16)((xv).s3);                                 \
+    a3 = fma(v, w0, a3);                                    \
+    b3 = fma(v, w1, b3);                                    \
+    v = (float16)((xv).s4);                                 \
+    a4 = fma(v, w0, a4);                                    \
+    b4 = fma(v, w1, b4);                                    \
+    v = (float16)((xv).s5);                                 \
+    a5 = fma(v, w0, a5);                                    \
+    b5 = fma(v, w1, b5);                                    \
+    v = (float16)((xv).s6);                                 \
+    a6 = fma(v, w0, a6);                                    \
+    b6 = fma(v, w1, b6);                                    \
+    v = (float16)((xv).s7);                                 \
+    a7 = fma(v, w0, a7);                                    \
+    b7 = fma(v, w1, b7);                                    \
+  }
 
+// The bias of 16 channels from m0 (count of them exist).
 inline float16 conv_bias(global const float* bias, int has_bias, int m0, int count) {
-  float b[CONV_OCB];
-  for (int j = 0; j < CONV_OCB; ++j) b[j] = has_bias && j < count ? bias[m0 + j] : 0.0f;
+  float b[16];
+  for (int j = 0; j < 16; ++j) b[j] = has_bias && j < count ? bias[m0 + j] : 0.0f;
   return vload16(0, b);
 }
 
@@ -32,16 +57,25 @@ inline float16 conv_bias(global const float* bias, int has_bias, int m0, int cou
 // p < pcount.
 inline void conv_store(global float* out, long cstride, int pstride, int mcount, int pcount,
                        float16 a0, float16 a1, float16 a2, float16 a3, float16 a4, float16 a5,
-                       float16 a6, float16 a7) {
-  float t[CONV_PX * CONV_OCB];
+                       float16 a6, float16 a7, float16 b0, float16 b1, float16 b2, float16 b3,
+                       float16 b4, float16 b5, float16 b6, float16 b7) {
+  float t[CONV_PX * CONV_OCB];  // pixel p, channel j at t[p * CONV_OCB + j]
   vstore16(a0, 0, t);
-  vstore16(a1, 1, t);
-  vstore16(a2, 2, t);
-  vstore16(a3, 3, t);
-  vstore16(a4, 4, t);
-  vstore16(a5, 5, t);
-  vstore16(a6, 6, t);
-  vstore16(a7, 7, t);
+  vstore16(b0, 1, t);
+  vstore16(a1, 2, t);
+  vstore16(b1, 3, t);
+  vstore16(a2, 4, t);
+  vstore16(b2, 5, t);
+  vstore16(a3, 6, t);
+  vstore16(b3, 7, t);
+  vstore16(a4, 8, t);
+  vstore16(b4, 9, t);
+  vstore16(a5, 10, t);
+  vstore16(b5, 11, t);
+  vstore16(a6, 12, t);
+  vstore16(b6, 13, t);
+  vstore16(a7, 14, t);
+  vstore16(b7, 15, t);
   for (int j = 0; j < mcount; ++j) {
     global float* o = out + j * cstride;
     if (pcount == CONV_PX && pstride == 1) {
@@ -78,7 +112,8 @@ kernel void conv_direct(global const float* x, global const float* w, global con
   const int ow0 = owb * CONV_PX;
   const int m0 = mb * CONV_OCB;
   const int mcount = min(CONV_OCB, Mg - m0);
-  CONV_ACC_INIT(conv_bias(bias, has_bias, grp * Mg + m0, mcount))
+  CONV_ACC_INIT(conv_bias(bias, has_bias, grp * Mg + m0, mcount),
+                conv_bias(bias, has_bias, grp * Mg + m0 + 16, mcount - 16))
   const long HW = (long)H * W;
   global const float* xg = x + ((long)n * C + (long)grp * Cg) * HW;
   global const float* wg = w + ((long)(grp * MB + mb) * KH * KW) * Cg * CONV_OCB;
@@ -97,16 +132,14 @@ kernel void conv_direct(global const float* x, global const float* w, global con
         if (sw == 1) {
           for (int c = 0; c < Cg; ++c) {
             const float8 xv = vload8(0, xr + c * HW);
-            const float16 wv = vload16(c, wk);
-            CONV_FMA8(xv, wv)
+            CONV_FMA8(xv, wk + c * CONV_OCB)
           }
         } else {
           for (int c = 0; c < Cg; ++c) {
             global const float* r = xr + c * HW;
             const float8 xv = (float8)(r[0], r[sw], r[2 * sw], r[3 * sw], r[4 * sw], r[5 * sw],
                                        r[6 * sw], r[7 * sw]);
-            const float16 wv = vload16(c, wk);
-            CONV_FMA8(xv, wv)
+            CONV_FMA8(xv, wk + c * CONV_OCB)
           }
         }
       } else {
@@ -120,15 +153,14 @@ kernel void conv_direct(global const float* x, global const float* w, global con
           float t[CONV_PX];
           for (int p = 0; p < CONV_PX; ++p) t[p] = cols[p] >= 0 ? r[cols[p]] : 0.0f;
           const float8 xv = vload8(0, t);
-          const float16 wv = vload16(c, wk);
-          CONV_FMA8(xv, wv)
+          CONV_FMA8(xv, wk + c * CONV_OCB)
         }
       }
     }
   }
   const long plane = (long)OH * OW;
   global float* out = y + ((long)n * M + grp * Mg + m0) * plane + (long)oh * OW + ow0;
-  conv_store(out, plane, 1, mcount, min(CONV_PX, OW - ow0), a0, a1, a2, a3, a4, a5, a6, a7);
+  conv_store(out, plane, 1, mcount, min(CONV_PX, OW - ow0), CONV_ACCS);
 }
 
 // 1x1, stride 1, no padding, one group: a GEMM over the flattened pixels P = H * W,
@@ -144,25 +176,24 @@ kernel void conv1x1(global const float* x, global const float* w, global const f
   if (n >= N) return;
   const int p0 = pb * CONV_PX, m0 = mb * CONV_OCB;
   const int mcount = min(CONV_OCB, M - m0), pcount = min(CONV_PX, P - p0);
-  CONV_ACC_INIT(conv_bias(bias, has_bias, m0, mcount))
+  CONV_ACC_INIT(conv_bias(bias, has_bias, m0, mcount),
+                conv_bias(bias, has_bias, m0 + 16, mcount - 16))
   global const float* xp = x + (long)n * C * P + p0;
   global const float* wp = w + (long)mb * C * CONV_OCB;
   if (pcount == CONV_PX) {
     for (int c = 0; c < C; ++c) {
       const float8 xv = vload8(0, xp + (long)c * P);
-      const float16 wv = vload16(c, wp);
-      CONV_FMA8(xv, wv)
+      CONV_FMA8(xv, wp + c * CONV_OCB)
     }
   } else {
     for (int c = 0; c < C; ++c) {
       float t[CONV_PX];
       for (int p = 0; p < CONV_PX; ++p) t[p] = p < pcount ? xp[(long)c * P + p] : 0.0f;
       const float8 xv = vload8(0, t);
-      const float16 wv = vload16(c, wp);
-      CONV_FMA8(xv, wv)
+      CONV_FMA8(xv, wp + c * CONV_OCB)
     }
   }
-  conv_store(y + ((long)n * M + m0) * P + p0, P, 1, mcount, pcount, a0, a1, a2, a3, a4, a5, a6, a7);
+  conv_store(y + ((long)n * M + m0) * P + p0, P, 1, mcount, pcount, CONV_ACCS);
 }
 
 // Depthwise (C == M == groups): one channel x CONV_PX pixels of a row per work-item, weights in
@@ -250,7 +281,8 @@ kernel void conv_transpose(global const float* x, global const float* w, global 
   const int pcount = min(CONV_PX, (OW - ow0 + sw - 1) / sw);
   const int m0 = mb * CONV_OCB;
   const int mcount = min(CONV_OCB, Mg - m0);
-  CONV_ACC_INIT(conv_bias(bias, has_bias, grp * Mg + m0, mcount))
+  CONV_ACC_INIT(conv_bias(bias, has_bias, grp * Mg + m0, mcount),
+                conv_bias(bias, has_bias, grp * Mg + m0 + 16, mcount - 16))
   const long HW = (long)H * W;
   global const float* xg = x + ((long)n * C + (long)grp * Cg) * HW;
   global const float* wg = w + ((long)(grp * MB + mb) * KH * KW) * Cg * CONV_OCB;
@@ -268,8 +300,7 @@ kernel void conv_transpose(global const float* x, global const float* w, global 
       if (iw0 >= 0 && iw0 + CONV_PX - 1 < W) {
         for (int c = 0; c < Cg; ++c) {
           const float8 xv = vload8(0, row + c * HW + iw0);
-          const float16 wv = vload16(c, wk);
-          CONV_FMA8(xv, wv)
+          CONV_FMA8(xv, wk + c * CONV_OCB)
         }
       } else {
         for (int c = 0; c < Cg; ++c) {
@@ -280,15 +311,14 @@ kernel void conv_transpose(global const float* x, global const float* w, global 
             t[p] = iw >= 0 && iw < W ? rc[iw] : 0.0f;
           }
           const float8 xv = vload8(0, t);
-          const float16 wv = vload16(c, wk);
-          CONV_FMA8(xv, wv)
+          CONV_FMA8(xv, wk + c * CONV_OCB)
         }
       }
     }
   }
   const long plane = (long)OH * OW;
   global float* out = y + ((long)n * M + grp * Mg + m0) * plane + (long)oh * OW + ow0;
-  conv_store(out, plane, sw, mcount, pcount, a0, a1, a2, a3, a4, a5, a6, a7);
+  conv_store(out, plane, sw, mcount, pcount, CONV_ACCS);
 }
 
 // Packs weights computed at run time into the conv_direct layout (the host packs constant ones

@@ -1,8 +1,8 @@
 // Conv and ConvTranspose, 2-D NCHW float32 (kernels_cl/conv.cl). Conv: strides, pads,
-// dilations, groups, bias and every auto_pad; weights of known shape, packed in blocks of 16
+// dilations, groups, bias and every auto_pad; weights of known shape, packed in blocks of 32
 // output channels. 1x1 convolutions with stride 1 and no padding run as a GEMM over the
 // pixels (conv1x1), depthwise ones (groups == C == M) on their own kernel, the rest on a direct
-// register-blocked kernel (16 channels x 8 pixels per work-item). ConvTranspose: explicit pads
+// register-blocked kernel (32 channels x 8 pixels per work-item). ConvTranspose: explicit pads
 // (auto_pad NOTSET, no output_shape), any group, blocked the same way. Weights computed at run
 // time are packed by a kernel at each run.
 // Also the helpers every part-2 op file uses (make_params, attributes).
@@ -25,7 +25,7 @@ const OpParams& params(const NodeDesc& desc) {
 
 namespace {
 
-constexpr int64_t kOcb = 16;  // CONV_OCB in conv.cl
+constexpr int64_t kOcb = 32;  // CONV_OCB in conv.cl
 constexpr int64_t kPx = 8;    // CONV_PX in conv.cl
 
 std::vector<int64_t> ints_attribute(const NodeView& view, const char* name,
