@@ -1,6 +1,7 @@
 // ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceL2 (kernels_cl/reduce.cl): axes from the
 // attribute (before opset 18; ReduceSum before 13) or an int64 constant input, keepdims (the
 // output shape is the host's), noop_with_empty_axes (then a copy).
+#include <algorithm>
 #include <cstring>
 
 #include "opencl.hpp"
@@ -99,6 +100,26 @@ Status enqueue_reduce(Launch& launch, const NodeDesc& desc) {
     vrs.s[red.size() - 1 - i] = static_cast<cl_int>(red[i].second);
   }
   if (red.empty()) vrs.s[0] = 0;
+  if (outputs < 256 && count >= 8192) {
+    // Few long reductions: chunks of at least 1024 elements on separate work-items, then one
+    // work-item per output combines them.
+    const int64_t parts = std::min<int64_t>(64, count / 1024);
+    cl_mem partial = nullptr;
+    if (Status s = launch.scratch(static_cast<size_t>(outputs * parts) * sizeof(float), &partial);
+        !s.ok())
+      return s;
+    if (Status s = launch.run(
+            "reduce", "reduce_partial", {static_cast<size_t>(outputs * parts), 1, 1},
+            {kLocal1d, 1, 1}, launch.buffer(desc.inputs[0]), partial, static_cast<cl_int>(outputs),
+            static_cast<cl_int>(kept.size()), vkd, vks, static_cast<cl_int>(red.size()), vrd, vrs,
+            static_cast<cl_int>(count), static_cast<cl_int>(desc.i[2]), static_cast<cl_int>(parts));
+        !s.ok())
+      return s;
+    return launch.run("reduce", "reduce_parts", {static_cast<size_t>(outputs), 1, 1},
+                      {kLocal1d, 1, 1}, partial, launch.buffer(desc.outputs[0]),
+                      static_cast<cl_int>(outputs), static_cast<cl_int>(parts),
+                      static_cast<cl_int>(count), static_cast<cl_int>(desc.i[2]));
+  }
   return launch.run("reduce", "reduce", {static_cast<size_t>(outputs), 1, 1}, {kLocal1d, 1, 1},
                     launch.buffer(desc.inputs[0]), launch.buffer(desc.outputs[0]),
                     static_cast<cl_int>(outputs), static_cast<cl_int>(kept.size()), vkd, vks,
