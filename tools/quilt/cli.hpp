@@ -55,6 +55,10 @@ struct LatencyStats {
 };
 LatencyStats latency_stats(std::vector<double> samples);
 
+// --optimization-level N and --log-level LEVEL, the same for run, plan and bench: if args[i] is
+// one, applies it (consuming its value) and returns true; false for any other argument.
+bool parse_session_option(const std::vector<std::string>& args, size_t& i, SessionOptions& options);
+
 // The options that choose and configure backends, the same for run, plan and test-onnx:
 // --backend, --plugin, --strict, --pin, --no-cost-rule, --backend-option. kBackendOptionsHelp is
 // their part of a command's --help (26-column layout).

@@ -63,7 +63,8 @@ BenchArgs parse(const std::vector<std::string>& args) {
       if (i + 1 >= args.size()) throw Error(ErrorCode::InvalidArgument, a + " needs a value");
       return args[++i];
     };
-    if (parse_input_option(args, i, r.inputs) || parse_backend_option(args, i, r.options)) {
+    if (parse_input_option(args, i, r.inputs) || parse_backend_option(args, i, r.options) ||
+        parse_session_option(args, i, r.options)) {
       continue;
     } else if (a == "--iterations") {
       r.iterations = parse_int(a, value());
@@ -78,10 +79,6 @@ BenchArgs parse(const std::vector<std::string>& args) {
       if (r.profile.empty()) throw Error(ErrorCode::InvalidArgument, "--profile needs a file name");
     } else if (a == "--json") {
       r.json = true;
-    } else if (a == "--optimization-level") {
-      r.options.optimization_level = static_cast<int>(parse_int(a, value()));
-    } else if (a == "--log-level") {
-      r.options.log_level = parse_log_level(value());
     } else if (!a.empty() && a[0] == '-') {
       throw Error(ErrorCode::InvalidArgument, "unknown option '" + a + "' for quilt bench");
     } else if (r.model.empty()) {

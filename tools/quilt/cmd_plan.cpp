@@ -47,7 +47,8 @@ PlanArgs parse(const std::vector<std::string>& args) {
       if (i + 1 >= args.size()) throw Error(ErrorCode::InvalidArgument, a + " needs a value");
       return args[++i];
     };
-    if (parse_backend_option(args, i, r.options)) continue;
+    if (parse_backend_option(args, i, r.options) || parse_session_option(args, i, r.options))
+      continue;
     if (a == "--format") {
       r.format = value();
       if (r.format != "text" && r.format != "json" && r.format != "dot")
@@ -59,10 +60,6 @@ PlanArgs parse(const std::vector<std::string>& args) {
     } else if (a == "--dim") {
       auto [k, v] = key_value(a, value());
       r.options.fixed_dims[k] = parse_int("--dim " + k, v);
-    } else if (a == "--optimization-level") {
-      r.options.optimization_level = static_cast<int>(parse_int(a, value()));
-    } else if (a == "--log-level") {
-      r.options.log_level = parse_log_level(value());
     } else if (!a.empty() && a[0] == '-') {
       throw Error(ErrorCode::InvalidArgument, "unknown option '" + a + "' for quilt plan");
     } else if (r.model.empty()) {

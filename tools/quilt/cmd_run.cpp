@@ -45,7 +45,8 @@ RunArgs parse(const std::vector<std::string>& args) {
       if (i + 1 >= args.size()) throw Error(ErrorCode::InvalidArgument, a + " needs a value");
       return args[++i];
     };
-    if (parse_input_option(args, i, r.inputs) || parse_backend_option(args, i, r.options)) {
+    if (parse_input_option(args, i, r.inputs) || parse_backend_option(args, i, r.options) ||
+        parse_session_option(args, i, r.options)) {
       continue;
     } else if (a == "--output-dir") {
       r.output_dir = value();
@@ -54,10 +55,6 @@ RunArgs parse(const std::vector<std::string>& args) {
       if (r.iterations < 1) throw Error(ErrorCode::InvalidArgument, "--iterations must be >= 1");
     } else if (a == "--threads") {
       r.options.threads = static_cast<int>(parse_int(a, value()));
-    } else if (a == "--optimization-level") {
-      r.options.optimization_level = static_cast<int>(parse_int(a, value()));
-    } else if (a == "--log-level") {
-      r.options.log_level = parse_log_level(value());
     } else if (!a.empty() && a[0] == '-') {
       throw Error(ErrorCode::InvalidArgument, "unknown option '" + a + "' for quilt run");
     } else if (r.model.empty()) {
