@@ -176,6 +176,17 @@ expect("plan format without value", ["plan", MODEL, "--format"], 2, "--format ne
 expect("plan unknown option", ["plan", MODEL, "--fast"], 2, "unknown option '--fast' for quilt plan")
 expect("plan unknown backend", ["plan", MODEL, "--backend", "tpu,cpu"], 2, "unknown backend 'tpu'", "available: cpu")
 expect("plan malformed backend list", ["plan", MODEL, "--backend", "cpu,,x"], 2, "is not a backend name")
+# A device chosen by a part of its name reaches the session, which resolves it (or says why not).
+plugin_for_names = find_example_plugin()
+if plugin_for_names:
+    r = expect("plan --backend example:name=accelerator 1",
+               ["plan", MODEL, "--plugin", plugin_for_names, "--backend", "example:name=accelerator 1,cpu"],
+               0, "example:1", stream="stdout")
+    expect("plan --backend example:name=tpu", ["plan", MODEL, "--plugin", plugin_for_names,
+                                                 "--backend", "example:name=tpu,cpu"],
+           2, "no example device name contains 'tpu'")
+expect("plan --backend cpu:name= (empty name part)", ["plan", MODEL, "--backend", "cpu:name="], 2,
+       "is not a backend name")
 expect("plan bad pin", ["plan", MODEL, "--pin", "r0"], 2, "--pin expects NODE=BACKEND", "got 'r0'")
 expect("plan pin to unknown backend", ["plan", MODEL, "--pin", "r0=tpu"], 2, "unknown backend 'tpu'")
 expect("plan bad backend option", ["plan", MODEL, "--backend-option", "memory_limit=5"], 2,

@@ -184,7 +184,8 @@ LatencyStats latency_stats(std::vector<double> samples) {
 
 const char* const kBackendOptionsHelp =
     "  --backend LIST          backends in priority order, comma-separated, e.g. example,cpu\n"
-    "                          (default cpu); a device index may follow a name: opencl:1\n"
+    "                          (default cpu); a device may follow a name, by index or by a\n"
+    "                          part of its name: opencl:1, opencl:name=pthread\n"
     "  --plugin PATH           load a backend plugin library (repeatable); the directories in\n"
     "                          QUILT_PLUGIN_PATH (':'-separated) are searched as well\n"
     "  --strict                no CPU fallback: fail, listing every node no listed backend\n"
@@ -210,9 +211,12 @@ bool valid_backend_name(const std::string& name) {
 bool valid_backend_entry(const std::string& entry) {
   const size_t colon = entry.find(':');
   if (colon == std::string::npos) return valid_backend_name(entry);
-  const std::string index = entry.substr(colon + 1);
-  return valid_backend_name(entry.substr(0, colon)) && !index.empty() &&
-         std::all_of(index.begin(), index.end(), [](char c) { return c >= '0' && c <= '9'; });
+  // NAME:INDEX or NAME:name=DEVICE_NAME_PART; the session checks that the device exists.
+  const std::string device = entry.substr(colon + 1);
+  if (device.rfind("name=", 0) == 0)
+    return valid_backend_name(entry.substr(0, colon)) && device.size() > 5;
+  return valid_backend_name(entry.substr(0, colon)) && !device.empty() &&
+         std::all_of(device.begin(), device.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
 }  // namespace
@@ -244,7 +248,8 @@ bool parse_backend_option(const std::vector<std::string>& args, size_t& i,
       if (!valid_backend_entry(b))
         throw Error(ErrorCode::InvalidArgument,
                     "--backend '" + list + "': '" + b +
-                        "' is not a backend name ([a-z0-9_]+, optionally :DEVICE_INDEX)");
+                        "' is not a backend name ([a-z0-9_]+, optionally :DEVICE_INDEX or "
+                        ":name=DEVICE_NAME_PART)");
     options.backends = std::move(backends);
   } else if (a == "--plugin") {
     std::string path = value();
