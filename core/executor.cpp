@@ -28,12 +28,6 @@ namespace {
   }
 }
 
-size_t bytes_of(const TypeShape& t) {
-  size_t n = dtype_size(t.dtype);
-  for (int64_t d : t.dims) n *= static_cast<size_t>(d);
-  return n;
-}
-
 // One thread issuing the work of one device, in step order.
 class Lane {
  public:
@@ -175,8 +169,6 @@ void ExecutionPlan::issue(const Step& step, RunState& st) const {
   if (st.failed) return;
   const Device& device = *devices_[step.device];
   const std::string tag = "[" + step.label + "]";
-  // The CPU names the failing node itself; a plugin's message gets the patch it failed in.
-  const std::string where = device.name() == "cpu" ? "" : tag;
   try {
     std::vector<quilt_event_t> waits;
     auto input_ptr = [&](int s) -> void* {
@@ -199,7 +191,7 @@ void ExecutionPlan::issue(const Step& step, RunState& st) const {
         slot.host = Tensor(t.dtype, t.dims);
         return slot.host.nbytes() ? slot.host.raw_data() : nullptr;
       }
-      const size_t bytes = bytes_of(t);
+      const auto bytes = static_cast<size_t>(t.bytes());
       if (bytes) {
         void* p = device.alloc(bytes, tag);
         std::lock_guard lock(st.mutex);
@@ -210,7 +202,9 @@ void ExecutionPlan::issue(const Step& step, RunState& st) const {
     };
     // Empty transfers copy nothing: no device call, no event (an event must be signalled).
     const size_t transfer_bytes =
-        step.kind == StepKind::Patch ? 0 : bytes_of(st.types[slots_[step.out_slots[0]].value]);
+        step.kind == StepKind::Patch
+            ? 0
+            : static_cast<size_t>(st.types[slots_[step.out_slots[0]].value].bytes());
     std::shared_ptr<Event> event;
     if (!device.synchronous() && (step.kind == StepKind::Patch || transfer_bytes))
       event = device.create_event();
@@ -247,7 +241,7 @@ void ExecutionPlan::issue(const Step& step, RunState& st) const {
           c->st->spans.push_back({{(*c->names)[node], c->lane, "node", start, end}, nullptr});
         };
       }
-      device.execute(*step.exe, args, where);
+      device.execute(*step.exe, args, "");
     } else if (step.kind == StepKind::Upload) {
       const int src = step.in_slots[0];
       st.wait_ready(src, step.label);
@@ -267,9 +261,18 @@ void ExecutionPlan::issue(const Step& step, RunState& st) const {
       st.spans.push_back({{step.label, device.name(), kind, start, end}, event});
     }
     st.publish(step.out_slots, device.synchronous() ? nullptr : event);
+  } catch (const Error& e) {
+    // A backend that names the failing node (`[Relu node "r"] ...`, as the CPU does) has said
+    // where; any other message gets the step it failed in.
+    const std::string what = e.what();
+    bool names_node = false;
+    for (const auto& label : step.node_labels)
+      names_node = names_node || what.rfind("[" + label + "]", 0) == 0;
+    st.fail(std::make_exception_ptr(
+        names_node || what.rfind(tag, 0) == 0 ? e : Error(e.code(), tag + " " + what)));
   } catch (...) {
     try {
-      rethrow_with(where);
+      rethrow_with(step.label);
     } catch (...) {
       st.fail(std::current_exception());
     }

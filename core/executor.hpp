@@ -77,7 +77,6 @@ class ExecutionPlan {
   struct Step {
     StepKind kind = StepKind::Patch;
     int device = -1;  // Patch: its device; Upload: destination; Download: source
-    int patch = -1;   // index in the report
     std::string label;
     // Patch
     std::vector<PatchNode> nodes;

@@ -9,6 +9,13 @@ bool TypeShape::is_static() const {
   return has_shape && std::all_of(dims.begin(), dims.end(), [](int64_t d) { return d >= 0; });
 }
 
+int64_t TypeShape::bytes() const {
+  if (!is_static() || dtype == DType::Undefined) return -1;
+  int64_t n = static_cast<int64_t>(dtype_size(dtype));
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
 InferenceContext::InferenceContext(const Node& node, std::vector<TypeShape> inputs,
                                    std::vector<const Tensor*> values, bool runtime)
     : node_(node),

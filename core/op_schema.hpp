@@ -28,6 +28,8 @@ struct TypeShape {
 
   static TypeShape of(const Tensor& t) { return {t.dtype(), true, t.shape()}; }
   bool is_static() const;
+  // Bytes of a tensor of this type; -1 unless the dtype is known and the shape static.
+  int64_t bytes() const;
 };
 
 class InferenceContext {

@@ -39,13 +39,6 @@ Tensor shape_or_size_of(const Node& node, const std::vector<int64_t>& dims) {
   return Tensor::from_vector<int64_t>({static_cast<int64_t>(out.size())}, out);
 }
 
-int64_t static_bytes(const TypeShape& t) {
-  if (!t.is_static() || t.dtype == DType::Undefined) return -1;
-  int64_t n = 1;
-  for (int64_t d : t.dims) n *= d;
-  return n * static_cast<int64_t>(dtype_size(t.dtype));
-}
-
 std::string op_label(const Node& n) {
   return n.domain.empty() ? n.op_type : n.domain + "." + n.op_type;
 }
@@ -171,8 +164,8 @@ void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
       ao.push_back(outs[i] < 0 ? -1 : ag.add_value(names_[outs[i]], out_types[i], nullptr));
     ag.add_node(node, ai, ao);
     std::vector<int32_t> graph_in;
-    for (int32_t a : ai)
-      if (a >= 0 && !ag.get()->values[a].constant) graph_in.push_back(a);
+    for (size_t i = 0; i < ins.size(); ++i)
+      if (ins[i] >= 0 && !constants_[ins[i]].defined()) graph_in.push_back(ai[i]);
     ag.set_inputs(graph_in);
     std::vector<int32_t> graph_out;
     for (int32_t a : ao)
@@ -308,7 +301,7 @@ void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
   for (size_t v = 0; v < names_.size(); ++v) {
     pvalues[v].constant = constants_[v].defined();
     pvalues[v].graph_output = graph_outputs.count(names_[v]) != 0;
-    pvalues[v].bytes = static_bytes(static_types_[v]);
+    pvalues[v].bytes = static_types_[v].bytes();
   }
   std::vector<partition::Device> pdevices;
   for (size_t d = 0; d < devices_.size(); ++d)
@@ -388,7 +381,6 @@ void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
         emit_transfer(t);
     }
     Step step;
-    step.patch = static_cast<int>(p);
     step.device = pp.device;
     PlanReport::Patch rp;
     rp.id = static_cast<int>(p);

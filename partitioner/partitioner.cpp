@@ -164,8 +164,6 @@ class Assigner {
 // Grows patches node by node, keeping the patch graph acyclic by construction.
 class Grouper {
  public:
-  explicit Grouper(size_t n_nodes) { (void)n_nodes; }
-
   int create(int device) {
     const int id = static_cast<int>(device_.size());
     device_.push_back(device);
@@ -247,11 +245,10 @@ Result partition(const std::vector<Node>& nodes, const std::vector<Value>& value
   assigner.apply_cost_rule(r, values, producer);
 
   // Group.
-  Grouper g(nodes.size());
+  Grouper g;
   std::vector<std::vector<int>> of_device(devices.size());
   for (int n = 0; n < n_nodes; ++n) {
     std::set<int> preds, forbidden;
-    std::vector<int> same_device_preds;
     for (int v : nodes[n].inputs)
       if (producer[v] >= 0) {
         int q = r.patch_of[producer[v]];
