@@ -171,7 +171,7 @@ typedef struct quilt_attribute {
   size_t count; /* FLOATS / INTS / STRINGS / TENSORS: number of elements */
   const float* floats;
   const int64_t* ints;
-  const char* const* strings; /* NUL-terminated */
+  const char* const* strings;      /* NUL-terminated */
   const quilt_constant_t* tensors; /* TENSOR: one; TENSORS: count */
 } quilt_attribute_t;
 
@@ -190,7 +190,7 @@ typedef struct quilt_node {
   const char* op_type;
   const char* domain; /* "" for the default ONNX domain */
   int64_t opset;      /* the model's opset for this domain */
-  int64_t index;      /* position in the model file; names unnamed nodes in messages ("Add node #5") */
+  int64_t index; /* position in the model file; names unnamed nodes in messages ("Add node #5") */
   size_t num_inputs;
   const int32_t* inputs; /* indices into the graph's values; -1 = optional input absent */
   size_t num_outputs;
@@ -224,9 +224,9 @@ typedef enum quilt_device_flags {
 } quilt_device_flags_t;
 
 typedef struct quilt_device_info {
-  uint32_t struct_size; /* set by the host; the plugin fills only what fits */
-  const char* name;     /* e.g. "Simulated accelerator 0"; owned by the plugin */
-  uint32_t flags;       /* quilt_device_flags_t */
+  uint32_t struct_size;  /* set by the host; the plugin fills only what fits */
+  const char* name;      /* e.g. "Simulated accelerator 0"; owned by the plugin */
+  uint32_t flags;        /* quilt_device_flags_t */
   uint64_t memory_bytes; /* 0 = unknown */
   size_t num_properties; /* extra lines for `quilt devices`, e.g. {"driver", "3.1"} */
   const char* const* property_keys;
@@ -346,8 +346,8 @@ typedef struct quilt_backend {
   /* When the operation that signalled the event started and ended on the device, in
    * host->now_ns() time; used by profiles and plan reports. Optional (NULL: the host uses its
    * own issue and completion times). Valid after the event is signalled. */
-  quilt_status_t (*event_timestamps)(quilt_device_t device, quilt_event_t event,
-                                     uint64_t* start_ns, uint64_t* end_ns);
+  quilt_status_t (*event_timestamps)(quilt_device_t device, quilt_event_t event, uint64_t* start_ns,
+                                     uint64_t* end_ns);
 } quilt_backend_t;
 
 /* The entry point a plugin exports. The plugin may refuse a host whose major ABI version is

@@ -253,18 +253,18 @@ struct PlanReport {
     std::string reason;
   };
   struct Patch {
-    int id = 0;           // issue order
-    std::string backend;  // "cpu", "example:0"; "host" for control flow run by the core
-    std::string device;   // device name
+    int id = 0;              // issue order
+    std::string backend;     // "cpu", "example:0"; "host" for control flow run by the core
+    std::string device;      // device name
     std::vector<int> nodes;  // indices into PlanReport::nodes, in execution order
     std::vector<std::string> inputs, outputs;  // values crossing the patch boundary
-    std::vector<int> depends_on;  // patches whose results it consumes
-    int64_t constant_bytes = 0;   // weights handed to the backend at session creation
+    std::vector<int> depends_on;               // patches whose results it consumes
+    int64_t constant_bytes = 0;                // weights handed to the backend at session creation
   };
   struct Transfer {
     std::string value;
-    std::string from, to;  // memory spaces: "host" or a device backend ("example:0")
-    int64_t bytes = -1;    // -1 when the shape is only known at run time
+    std::string from, to;     // memory spaces: "host" or a device backend ("example:0")
+    int64_t bytes = -1;       // -1 when the shape is only known at run time
     int producer_patch = -1;  // -1: a graph input or constant
     std::vector<int> consumer_patches;
   };
@@ -284,7 +284,8 @@ struct PlanReport {
 // What one run did, step by step, with host-clock timestamps (Session::run with a profile).
 struct RunProfile {
   struct Span {
-    std::string name;  // `patch 2 on example:0 (...)`, `Conv node "c1"`, `transfer 'x' host -> example:0`
+    std::string
+        name;  // `patch 2 on example:0 (...)`, `Conv node "c1"`, `transfer 'x' host -> example:0`
     std::string lane;  // backend / device that did the work
     std::string kind;  // "patch", "node" (when the backend times nodes), "transfer", "host"
     uint64_t start_ns = 0, end_ns = 0;  // same clock as quilt_host_api_t::now_ns

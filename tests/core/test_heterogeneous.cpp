@@ -11,6 +11,7 @@
 
 #include "quilt/quilt.hpp"
 #include "tests/expect_error.hpp"
+#include "tests/tensor_testing.hpp"
 
 using namespace quilt;
 using quilt::testing::expect_error;
@@ -18,6 +19,9 @@ using quilt::testing::expect_error;
 namespace {
 
 const std::string kDir = QUILT_TEST_MODELS_DIR;
+
+using quilt::testing::expect_close;
+using quilt::testing::random_input;
 const std::string kPlugin = QUILT_EXAMPLE_PLUGIN_PATH;
 
 SessionOptions with_example(std::map<std::string, std::string> example_options = {}) {
@@ -27,23 +31,6 @@ SessionOptions with_example(std::map<std::string, std::string> example_options =
   o.backends = {"example", "cpu"};
   if (!example_options.empty()) o.backend_options["example"] = example_options;
   return o;
-}
-
-Tensor random_input(std::vector<int64_t> shape, unsigned seed) {
-  Tensor t(DType::Float32, shape);
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> dist;
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(gen);
-  return t;
-}
-
-void expect_close(const Tensor& a, const Tensor& b) {
-  ASSERT_EQ(a.shape(), b.shape());
-  ASSERT_EQ(a.dtype(), DType::Float32);
-  for (int64_t i = 0; i < a.numel(); ++i) {
-    const float x = a.data<float>()[i], y = b.data<float>()[i];
-    ASSERT_NEAR(x, y, 1e-5f + 1e-4f * std::fabs(y)) << "element " << i;
-  }
 }
 
 // Runs a model on the CPU alone and split with the example plugin; outputs must agree.

@@ -16,6 +16,7 @@
 
 #include "quilt/quilt.hpp"
 #include "tests/expect_error.hpp"
+#include "tests/tensor_testing.hpp"
 
 using namespace quilt;
 using quilt::testing::expect_error;
@@ -25,6 +26,9 @@ namespace {
 
 const std::string kDir = QUILT_OPENCL_TEST_MODELS_DIR;
 
+using quilt::testing::expect_close;
+using quilt::testing::random_input;
+
 SessionOptions opencl_options(std::map<std::string, std::string> opencl = {}) {
   SessionOptions o;
   o.threads = 2;
@@ -32,22 +36,6 @@ SessionOptions opencl_options(std::map<std::string, std::string> opencl = {}) {
   o.partition_cost_rule = false;
   if (!opencl.empty()) o.backend_options["opencl"] = opencl;
   return o;
-}
-
-Tensor random_input(std::vector<int64_t> shape, unsigned seed) {
-  Tensor t(DType::Float32, shape);
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> dist;
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(gen);
-  return t;
-}
-
-void expect_close(const Tensor& got, const Tensor& want) {
-  ASSERT_EQ(got.shape(), want.shape());
-  for (int64_t i = 0; i < got.numel(); ++i) {
-    const float x = got.data<float>()[i], y = want.data<float>()[i];
-    ASSERT_NEAR(x, y, 1e-5f + 1e-4f * std::fabs(y)) << "element " << i;
-  }
 }
 
 // Runs `model` on the CPU alone and with opencl,cpu; every output must agree.

@@ -12,6 +12,7 @@
 #include <random>
 
 #include "quilt/quilt.hpp"
+#include "tests/tensor_testing.hpp"
 
 using namespace quilt;
 
@@ -19,35 +20,18 @@ namespace {
 
 const std::string kDir = QUILT_OPENCL_OPS2_MODELS_DIR;
 
+using quilt::testing::random_input;
+// The ops here include long reductions: a looser absolute bound than whole-model tests.
+void expect_close(const Tensor& got, const Tensor& want) {
+  quilt::testing::expect_close(got, want, 1e-4f);
+}
+
 SessionOptions opencl_options() {
   SessionOptions o;
   o.threads = 2;
   o.backends = {"opencl", "cpu"};
   o.partition_cost_rule = false;
   return o;
-}
-
-Tensor random_input(std::vector<int64_t> shape, unsigned seed) {
-  Tensor t(DType::Float32, shape);
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> dist;
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(gen);
-  return t;
-}
-
-void expect_close(const Tensor& got, const Tensor& want) {
-  ASSERT_EQ(got.shape(), want.shape());
-  ASSERT_EQ(got.dtype(), want.dtype());
-  if (want.dtype() == DType::Int64) {  // MaxPool's indices (on the CPU)
-    for (int64_t i = 0; i < got.numel(); ++i)
-      ASSERT_EQ(got.data<int64_t>()[i], want.data<int64_t>()[i]) << "element " << i;
-    return;
-  }
-  for (int64_t i = 0; i < got.numel(); ++i) {
-    const float x = got.data<float>()[i], y = want.data<float>()[i];
-    if ((std::isnan(x) && std::isnan(y)) || x == y) continue;  // NaN and infinities too
-    ASSERT_NEAR(x, y, 1e-4f + 1e-4f * std::fabs(y)) << "element " << i;
-  }
 }
 
 // Every node of the plan on OpenCL (none refused), with the refusals in the message otherwise.
