@@ -22,11 +22,11 @@ struct Blas {
   SgemmFn sgemm = nullptr;
   CoreNameFn core_name = nullptr;
   SetThreadsFn set_threads = nullptr;
-  std::string override_core;
+  BlasCoreChoice choice;
 };
 
-std::string pick_core_type() {
-  if (std::getenv("OPENBLAS_CORETYPE")) return "";
+// The best core OpenBLAS 0.3.21 has for this CPU's instruction set ("" when none fits).
+std::string best_core_type() {
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl")) {
@@ -37,16 +37,47 @@ std::string pick_core_type() {
   return "";
 }
 
+std::string env_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+BlasCoreChoice choose_core() {
+  BlasCoreChoice c;
+  c.inherited = env_or_empty("OPENBLAS_CORETYPE");
+  if (std::string forced = env_or_empty("QUILT_OPENBLAS_CORETYPE"); !forced.empty()) {
+    c.core = forced;
+    c.source = "QUILT_OPENBLAS_CORETYPE";
+    return c;
+  }
+  // An inherited OPENBLAS_CORETYPE is usually set machine-wide for some other program; one that
+  // names a smaller instruction set than this CPU has halves GEMM speed or worse, so Quilt
+  // replaces it and says so. QUILT_OPENBLAS_CORETYPE is the way to force a core for Quilt.
+  c.core = best_core_type();
+  c.source = "picked by Quilt from the CPU's features";
+  if (c.core.empty()) {
+    c.core = c.inherited;
+    c.source = c.inherited.empty() ? "detected by OpenBLAS" : "OPENBLAS_CORETYPE";
+  }
+  return c;
+}
+
 const Blas& blas() {
   static const Blas b = [] {
     Blas out;
-    out.override_core = pick_core_type();
-    if (!out.override_core.empty()) setenv("OPENBLAS_CORETYPE", out.override_core.c_str(), 0);
+    out.choice = choose_core();
+    // OpenBLAS reads OPENBLAS_CORETYPE once, while it loads; the inherited value is put back
+    // afterwards so that child processes see the environment they were given.
+    if (!out.choice.core.empty()) setenv("OPENBLAS_CORETYPE", out.choice.core.c_str(), 1);
     void* lib = nullptr;
     for (const char* name : {"libopenblas.so.0", "libopenblas.so"}) {
       lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
       if (lib) break;
     }
+    if (out.choice.inherited.empty())
+      unsetenv("OPENBLAS_CORETYPE");
+    else
+      setenv("OPENBLAS_CORETYPE", out.choice.inherited.c_str(), 1);
     if (!lib)
       throw Error(ErrorCode::Runtime,
                   std::string("[cpu backend] cannot load OpenBLAS (libopenblas.so.0): ") +
@@ -81,8 +112,18 @@ std::string blas_core_name() {
   return b.core_name ? b.core_name() : "unknown";
 }
 
-std::string blas_core_override() {
-  return blas().override_core;
+const BlasCoreChoice& blas_core_choice() {
+  return blas().choice;
+}
+
+std::string blas_core_description() {
+  const BlasCoreChoice& c = blas_core_choice();
+  std::string out = "OpenBLAS, core " + blas_core_name();
+  if (c.core.empty()) return out + " (detected by OpenBLAS)";
+  out += " (" + c.source;
+  if (!c.inherited.empty() && c.inherited != c.core && c.source != "OPENBLAS_CORETYPE")
+    out += "; OPENBLAS_CORETYPE=" + c.inherited + " from the environment not used";
+  return out + ")";
 }
 
 void blas_set_threads(int threads) {

@@ -1,9 +1,11 @@
 // OpenBLAS, loaded at run time so that Quilt can pick its kernels before it initialises.
 //
 // OpenBLAS 0.3.21 (Debian 12) identifies recent Xeons as "Prescott" and runs its generic
-// kernels, ~6x slower than its AVX-512 ones. OpenBLAS reads OPENBLAS_CORETYPE once, when the
-// library initialises; linking it normally would initialise it before any of our code runs. So we
-// set OPENBLAS_CORETYPE from the CPU's features (unless the user already set it) and dlopen it.
+// kernels, ~6x slower than its AVX-512 ones; machines also come with OPENBLAS_CORETYPE=Haswell
+// set for other programs, half the AVX-512 speed. OpenBLAS reads OPENBLAS_CORETYPE once, when
+// the library initialises; linking it normally would initialise it before any of our code runs.
+// So Quilt picks the core from the CPU's features (QUILT_OPENBLAS_CORETYPE forces one), sets
+// OPENBLAS_CORETYPE just while it dlopens OpenBLAS, then restores the inherited value.
 #pragma once
 
 #include <cstdint>
@@ -17,8 +19,16 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
 
 // Loads OpenBLAS if needed and returns the kernel core it uses (e.g. "Cooperlake").
 std::string blas_core_name();
-// The OPENBLAS_CORETYPE Quilt chose ("" when the user's own setting was kept).
-std::string blas_core_override();
+// How the core was chosen.
+struct BlasCoreChoice {
+  std::string core;       // the OPENBLAS_CORETYPE OpenBLAS was loaded with ("": none, it detects)
+  std::string source;     // "QUILT_OPENBLAS_CORETYPE", "picked by Quilt ...", "OPENBLAS_CORETYPE"
+  std::string inherited;  // OPENBLAS_CORETYPE in the environment before Quilt ("" if unset)
+};
+const BlasCoreChoice& blas_core_choice();
+// e.g. "OpenBLAS, core SkylakeX (picked by Quilt from the CPU's features; OPENBLAS_CORETYPE=
+// Haswell from the environment not used)", for `quilt devices` and logs.
+std::string blas_core_description();
 void blas_set_threads(int threads);
 
 }  // namespace quilt::cpu

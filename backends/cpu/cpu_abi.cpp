@@ -177,11 +177,9 @@ quilt_status_t device_info(void*, int32_t, quilt_device_info_t* info) {
           model = line.substr(line.find(':') + 2);
           break;
         }
-      std::string over = blas_core_override();
       out.push_back(model);
       out.push_back(std::to_string(std::thread::hardware_concurrency()));
-      out.push_back("OpenBLAS, core " + blas_core_name() +
-                    (over.empty() ? "" : " (OPENBLAS_CORETYPE set by Quilt)"));
+      out.push_back(blas_core_description());
       out.push_back(std::to_string(KernelRegistry::builtin().op_types().size()));
       return out;
     }();
@@ -220,12 +218,9 @@ quilt_status_t device_open(void*, int32_t, const quilt_option_t* options, size_t
     if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     auto* d = new quilt_device_s(threads);
     blas_set_threads(threads);
-    std::string over = blas_core_override();
     host_api()->log(
         QUILT_LOG_DEBUG,
-        ("cpu backend: " + std::to_string(threads) + " threads; OpenBLAS core " + blas_core_name() +
-         (over.empty() ? " (OPENBLAS_CORETYPE from the environment or detected)"
-                       : " (OPENBLAS_CORETYPE=" + over + " set by Quilt)"))
+        ("cpu backend: " + std::to_string(threads) + " threads; " + blas_core_description())
             .c_str());
     *device = d;
     return nullptr;

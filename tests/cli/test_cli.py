@@ -3,6 +3,7 @@
 usage: test_cli.py QUILT_BINARY TEST_MODELS_DIR REPO_ROOT
 Prints one line per failed check and a closing "N passed, N failed" line.
 """
+import os
 import subprocess
 import sys
 import tempfile
@@ -14,8 +15,9 @@ QUILT, MODELS, ROOT = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
 passed = failed = 0
 
 
-def quilt(*args):
-    return subprocess.run([str(QUILT), *map(str, args)], capture_output=True, text=True, timeout=120)
+def quilt(*args, env=None):
+    return subprocess.run([str(QUILT), *map(str, args)], capture_output=True, text=True, timeout=120,
+                          env=None if env is None else {**os.environ, **env})
 
 
 def check(name, cond, detail=""):
@@ -92,6 +94,14 @@ expect("unknown dim", ["run", MODELS / "add_relu.onnx", "--dim", "seq=3"], 2,
 expect("huge generated input", ["run", MODELS / "add_relu.onnx", "--dim", "batch=100000000000"], 1,
        "generating input 'x'", "more than this machine")
 expect("devices", ["devices"], 0, "backend cpu", "OpenBLAS, core", stream="stdout")
+# The OpenBLAS core: QUILT_OPENBLAS_CORETYPE forces one; an inherited OPENBLAS_CORETYPE that is
+# not the CPU's best is replaced, and `quilt devices` says so.
+r = quilt("devices", env={"QUILT_OPENBLAS_CORETYPE": "Haswell"})
+check("forced blas core", "core Haswell (QUILT_OPENBLAS_CORETYPE)" in r.stdout, r.stdout)
+r = quilt("devices", env={"OPENBLAS_CORETYPE": "Prescott"})
+check("inherited blas core replaced",
+      "core Prescott" not in r.stdout and "OPENBLAS_CORETYPE=Prescott from the environment not used" in r.stdout,
+      r.stdout)
 
 # The embedded default model
 digits = ROOT / "tools" / "models"
