@@ -147,6 +147,20 @@ uint64_t physical_memory_bytes() {
 }  // namespace
 
 Tensor::Tensor(DType dtype, std::vector<int64_t> shape) : dtype_(dtype), shape_(std::move(shape)) {
+  allocate(true);
+}
+
+Tensor::Tensor(DType dtype, std::vector<int64_t> shape, NoZero)
+    : dtype_(dtype), shape_(std::move(shape)) {
+  allocate(false);
+}
+
+Tensor Tensor::uninitialized(DType dtype, std::vector<int64_t> shape) {
+  return Tensor(dtype, std::move(shape), NoZero{});
+}
+
+void Tensor::allocate(bool zero) {
+  const DType dtype = dtype_;
   if (!dtype_supported(dtype))
     throw Error(ErrorCode::NotImplemented,
                 std::string("tensors of dtype ") + dtype_name(dtype) + " are not supported");
@@ -178,7 +192,7 @@ Tensor::Tensor(DType dtype, std::vector<int64_t> shape) : dtype_(dtype), shape_(
     throw Error(ErrorCode::OutOfMemory, "could not allocate " + std::to_string(bytes) +
                                             " bytes for a tensor of shape " +
                                             quilt::to_string(shape_));
-  std::memset(p, 0, alloc);
+  if (zero) std::memset(p, 0, alloc);
   storage_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
   data_ = p;
 }

@@ -51,6 +51,8 @@ class KernelContext {
   const std::vector<int64_t>& output_shape(size_t i) const { return output_types_[i].dims; }
   // Allocates output i with its inferred dtype and shape (zero-filled) on first call.
   Tensor& output(size_t i);
+  // The same, but not zero-filled: for kernels that write every element of the output.
+  Tensor& output_uninitialized(size_t i);
   // Sets output i to an existing tensor (e.g. a view of an input for Reshape); its dtype and
   // shape must match the inferred ones.
   void set_output(size_t i, Tensor t);
@@ -92,6 +94,9 @@ class KernelRegistry {
   // A stateless kernel: a function of its context.
   void add(const std::string& op_type, SupportFn support, KernelFn fn,
            const std::string& domain = "");
+  // A faster kernel for an op already in the table (same capability answer); throws if absent.
+  void replace_kernel(const std::string& op_type, KernelFactory create,
+                      const std::string& domain = "");
   const KernelEntry* find(const std::string& op_type, const std::string& domain) const;
   std::vector<std::string> op_types() const;
 

@@ -18,6 +18,15 @@ Tensor& KernelContext::output(size_t i) {
   return outputs_[i];
 }
 
+Tensor& KernelContext::output_uninitialized(size_t i) {
+  if (i >= outputs_.size())
+    node.fail("kernel asked for output " + std::to_string(i) + " but the node has " +
+              std::to_string(outputs_.size()));
+  if (!outputs_[i].defined())
+    outputs_[i] = Tensor::uninitialized(output_types_[i].dtype, output_types_[i].dims);
+  return outputs_[i];
+}
+
 void KernelContext::set_output(size_t i, Tensor t) {
   if (i >= outputs_.size()) return;
   if (t.dtype() != output_types_[i].dtype || t.shape() != output_types_[i].dims)
@@ -47,6 +56,16 @@ void KernelRegistry::add(const std::string& op_type, SupportFn support, KernelFn
                          const std::string& domain) {
   add(op_type, std::move(support),
       KernelFactory([fn](const NodeSignature&) { return std::make_unique<FnKernel>(fn); }), domain);
+}
+
+void KernelRegistry::replace_kernel(const std::string& op_type, KernelFactory create,
+                                    const std::string& domain) {
+  for (auto& e : entries_)
+    if (e.op_type == op_type && e.domain == domain) {
+      e.create = std::move(create);
+      return;
+    }
+  throw Error(ErrorCode::Runtime, "[cpu backend] replace_kernel: no kernel for " + op_type);
 }
 
 const KernelEntry* KernelRegistry::find(const std::string& op_type,

@@ -83,6 +83,9 @@ class Tensor {
   // Allocates zero-initialised storage. Throws Error(OutOfMemory) if the size overflows or
   // exceeds the machine's memory, Error(InvalidArgument) on a negative dim.
   Tensor(DType dtype, std::vector<int64_t> shape);
+  // The same checks, but the contents are left uninitialised: for code that writes every
+  // element (kernels' outputs), where zeroing first would be a wasted pass over memory.
+  static Tensor uninitialized(DType dtype, std::vector<int64_t> shape);
   // Copies nbytes() bytes from data.
   static Tensor from_data(DType dtype, std::vector<int64_t> shape, const void* data);
   template <class T>
@@ -115,6 +118,9 @@ class Tensor {
   bool shares_storage_with(const Tensor& other) const { return storage_ == other.storage_; }
 
  private:
+  struct NoZero {};
+  Tensor(DType dtype, std::vector<int64_t> shape, NoZero);
+  void allocate(bool zero);
   void check_type(DType requested) const;
 
   DType dtype_ = DType::Undefined;

@@ -17,6 +17,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "backends/cpu/activation.hpp"
 #include "backends/cpu/kernel.hpp"
 #include "backends/cpu/kernels/broadcast.hpp"
 
@@ -304,6 +305,36 @@ SupportFn clip_support() {
   };
 }
 
+// The activations of backends/cpu/activation.hpp: float32 through its vector code (the same
+// one Conv/Gemm/MatMul use when the activation is fused into them), other dtypes through the
+// scalar kernel registered before.
+template <class MakeActivation>
+void add_activation(KernelRegistry& r, const char* op, MakeActivation make, int64_t grain) {
+  KernelFactory generic = r.find(op, "")->create;
+  r.replace_kernel(
+      op,
+      KernelFactory([make, generic, grain](const NodeSignature& sig) -> std::unique_ptr<Kernel> {
+        struct Fast : Kernel {
+          Activation act;
+          std::unique_ptr<Kernel> other;
+          int64_t grain = 0;
+          void run(KernelContext& ctx) const override {
+            const Tensor& x = ctx.input(0);
+            if (x.dtype() != DType::Float32) return other->run(ctx);
+            const float* px = x.data<float>();
+            float* py = ctx.output_uninitialized(0).data<float>();
+            ctx.pool.parallel_for(x.numel(), grain,
+                                  [&](int64_t b, int64_t e) { act.apply(px + b, py + b, e - b); });
+          }
+        };
+        auto k = std::make_unique<Fast>();
+        k->act = make(sig.node);
+        k->other = generic(sig);
+        k->grain = grain;
+        return k;
+      }));
+}
+
 }  // namespace
 
 void register_cpu_elementwise_unary(KernelRegistry& r) {
@@ -489,6 +520,33 @@ void register_cpu_elementwise_unary(KernelRegistry& r) {
             false));
 
   r.add("Clip", clip_support(), via_float32(clip_kernel, true));
+
+  using Kind = Activation::Kind;
+  auto fixed = [](Kind kind) { return [kind](const Node&) { return Activation{kind}; }; };
+  add_activation(r, "Relu", fixed(Kind::Relu), kElementwiseGrain);
+  add_activation(r, "HardSwish", fixed(Kind::HardSwish), kElementwiseGrain);
+  add_activation(r, "Sigmoid", fixed(Kind::Sigmoid), kMathGrain);
+  add_activation(r, "Tanh", fixed(Kind::Tanh), kMathGrain);
+  add_activation(
+      r, "LeakyRelu",
+      [](const Node& n) {
+        return Activation{Kind::LeakyRelu, n.attr_float("alpha", 0.01f)};
+      },
+      kElementwiseGrain);
+  add_activation(
+      r, "HardSigmoid",
+      [](const Node& n) {
+        return Activation{Kind::HardSigmoid, n.attr_float("alpha", 0.2f),
+                          n.attr_float("beta", 0.5f)};
+      },
+      kElementwiseGrain);
+  add_activation(
+      r, "Gelu",
+      [](const Node& n) {
+        return Activation{n.attr_string("approximate", "none") == "tanh" ? Kind::GeluTanh
+                                                                         : Kind::Gelu};
+      },
+      kMathGrain);
 }
 
 }  // namespace quilt::cpu

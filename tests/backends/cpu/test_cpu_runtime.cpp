@@ -80,7 +80,8 @@ TEST(Blas, UsesTheFastestCoreForThisCpu) {
   const std::string core = blas_core_name();
   const BlasCoreChoice& choice = blas_core_choice();
   std::printf("%s\n", blas_core_description().c_str());
-  if (std::getenv("QUILT_OPENBLAS_CORETYPE")) GTEST_SKIP() << "QUILT_OPENBLAS_CORETYPE forces a core";
+  if (std::getenv("QUILT_OPENBLAS_CORETYPE"))
+    GTEST_SKIP() << "QUILT_OPENBLAS_CORETYPE forces a core";
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl")) {
@@ -90,5 +91,6 @@ TEST(Blas, UsesTheFastestCoreForThisCpu) {
     EXPECT_EQ(core, "Haswell");
   }
   const char* env = std::getenv("OPENBLAS_CORETYPE");
-  EXPECT_EQ(env ? std::string(env) : "", choice.inherited) << "the inherited value was not restored";
+  EXPECT_EQ(env ? std::string(env) : "", choice.inherited)
+      << "the inherited value was not restored";
 }

@@ -1,0 +1,228 @@
+#include "backends/cpu/activation.hpp"
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/graph.hpp"
+
+namespace quilt::cpu {
+namespace {
+
+// ---- 8-wide math (AVX2 + FMA) ----
+
+inline __m256 splat(float v) {
+  return _mm256_set1_ps(v);
+}
+
+// Lanes where x is NaN take x, the others r (the scalar ops propagate NaN the same way).
+inline __m256 keep_nan(__m256 x, __m256 r) {
+  return _mm256_blendv_ps(r, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+inline __m256 abs_v(__m256 x) {
+  return _mm256_andnot_ps(splat(-0.f), x);
+}
+
+// |a| with the sign of b.
+inline __m256 copysign_v(__m256 a, __m256 b) {
+  const __m256 sign = splat(-0.f);
+  return _mm256_or_ps(_mm256_andnot_ps(sign, a), _mm256_and_ps(sign, b));
+}
+
+// exp by range reduction x = n ln2 + r, |r| <= ln2/2, and a degree-6 polynomial for e^r (Cephes
+// expf); 2^n in two factors so that n = 128 stays finite. Flushes to 0 below the normal range.
+inline __m256 exp_v(__m256 x) {
+  const __m256 hi = splat(88.72283935546875f), lo = splat(-87.33654022216797f);
+  const __m256 xc = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, splat(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, splat(0.693359375f), xc);
+  r = _mm256_fnmadd_ps(n, splat(-2.12194440e-4f), r);
+  __m256 p = splat(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, splat(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, splat(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, splat(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, splat(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, splat(5.0000001201e-1f));
+  p = _mm256_add_ps(_mm256_fmadd_ps(_mm256_mul_ps(p, r), r, r), splat(1.f));
+  const __m256i ni = _mm256_cvtps_epi32(n);
+  const __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
+  const __m256i bias = _mm256_set1_epi32(127);
+  const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+  const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+  __m256 result = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+  result = _mm256_blendv_ps(result, splat(std::numeric_limits<float>::infinity()),
+                            _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
+  result = _mm256_blendv_ps(result, _mm256_setzero_ps(), _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
+  return keep_nan(x, result);
+}
+
+// tanh: an odd polynomial below 0.625 (where 1 - 2/(e^2x + 1) would cancel), the exp form above
+// (Cephes tanhf).
+inline __m256 tanh_v(__m256 x) {
+  const __m256 ax = abs_v(x), z = _mm256_mul_ps(x, x);
+  __m256 p = splat(-5.70498872745e-3f);
+  p = _mm256_fmadd_ps(p, z, splat(2.06390887954e-2f));
+  p = _mm256_fmadd_ps(p, z, splat(-5.37397155531e-2f));
+  p = _mm256_fmadd_ps(p, z, splat(1.33314422036e-1f));
+  p = _mm256_fmadd_ps(p, z, splat(-3.33332819422e-1f));
+  const __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(p, z), x, x);
+  const __m256 e = exp_v(_mm256_mul_ps(splat(2.f), _mm256_min_ps(ax, splat(10.f))));
+  const __m256 big = copysign_v(
+      _mm256_sub_ps(splat(1.f), _mm256_div_ps(splat(2.f), _mm256_add_ps(e, splat(1.f)))), x);
+  return keep_nan(x, _mm256_blendv_ps(big, small, _mm256_cmp_ps(ax, splat(0.625f), _CMP_LT_OQ)));
+}
+
+// erf: x P(x^2) below 1; 1 - e^(-x^2) Q(1/x) from 1 to 4; 1 beyond (least-squares fits made for
+// Quilt, relative error about 2e-7).
+inline __m256 erf_v(__m256 x) {
+  const __m256 a = abs_v(x), z = _mm256_mul_ps(a, a);
+  __m256 p = splat(-5.625398986e-04f);
+  p = _mm256_fmadd_ps(p, z, splat(4.916026606e-03f));
+  p = _mm256_fmadd_ps(p, z, splat(-2.670995524e-02f));
+  p = _mm256_fmadd_ps(p, z, splat(1.128013062e-01f));
+  p = _mm256_fmadd_ps(p, z, splat(-3.761231982e-01f));
+  p = _mm256_fmadd_ps(p, z, splat(1.128379121e+00f));
+  const __m256 small = _mm256_mul_ps(a, p);
+  const __m256 ac = _mm256_min_ps(a, splat(4.f));
+  const __m256 t = _mm256_div_ps(splat(1.f), ac);
+  __m256 q = splat(-1.351600260e-02f);
+  q = _mm256_fmadd_ps(q, t, splat(4.781874456e-02f));
+  q = _mm256_fmadd_ps(q, t, splat(-1.503780392e-02f));
+  q = _mm256_fmadd_ps(q, t, splat(-1.986543158e-01f));
+  q = _mm256_fmadd_ps(q, t, splat(4.677893854e-01f));
+  q = _mm256_fmadd_ps(q, t, splat(-4.594637835e-01f));
+  q = _mm256_fmadd_ps(q, t, splat(3.892770625e-02f));
+  q = _mm256_fmadd_ps(q, t, splat(5.594750218e-01f));
+  q = _mm256_fmadd_ps(q, t, splat(2.445133845e-04f));
+  const __m256 large = _mm256_fnmadd_ps(
+      exp_v(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_mul_ps(ac, ac))), q, splat(1.f));
+  const __m256 r = _mm256_blendv_ps(large, small, _mm256_cmp_ps(a, splat(1.f), _CMP_LT_OQ));
+  return keep_nan(x, copysign_v(r, x));
+}
+
+// min/max that keep NaN: _mm256_max_ps(a, b) returns b when either is NaN.
+inline __m256 max_keep_nan(__m256 x, __m256 bound) {
+  return _mm256_max_ps(bound, x);  // NaN x -> x
+}
+inline __m256 min_keep_nan(__m256 x, __m256 bound) {
+  return _mm256_min_ps(bound, x);
+}
+
+template <Activation::Kind K>
+inline __m256 act_v(__m256 x, __m256 alpha, __m256 beta) {
+  using Kind = Activation::Kind;
+  const __m256 zero = _mm256_setzero_ps(), one = splat(1.f), half = splat(0.5f);
+  if constexpr (K == Kind::Relu) {
+    // x < 0 ? 0 : x (NaN stays NaN, -0 stays -0 as the scalar op)
+    return _mm256_blendv_ps(x, zero, _mm256_cmp_ps(x, zero, _CMP_LT_OQ));
+  } else if constexpr (K == Kind::LeakyRelu) {
+    return _mm256_blendv_ps(_mm256_mul_ps(alpha, x), x, _mm256_cmp_ps(x, zero, _CMP_GE_OQ));
+  } else if constexpr (K == Kind::Clip) {
+    return min_keep_nan(max_keep_nan(x, alpha), beta);
+  } else if constexpr (K == Kind::HardSigmoid) {
+    return min_keep_nan(max_keep_nan(_mm256_fmadd_ps(alpha, x, beta), zero), one);
+  } else if constexpr (K == Kind::HardSwish) {
+    const __m256 s = _mm256_add_ps(_mm256_div_ps(x, splat(6.f)), half);
+    return _mm256_mul_ps(x, min_keep_nan(max_keep_nan(s, zero), one));
+  } else if constexpr (K == Kind::Sigmoid) {
+    return _mm256_div_ps(one, _mm256_add_ps(one, exp_v(_mm256_sub_ps(zero, x))));
+  } else if constexpr (K == Kind::Silu) {
+    return _mm256_mul_ps(x, _mm256_div_ps(one, _mm256_add_ps(one, exp_v(_mm256_sub_ps(zero, x)))));
+  } else if constexpr (K == Kind::Tanh) {
+    return tanh_v(x);
+  } else if constexpr (K == Kind::Gelu) {
+    return _mm256_mul_ps(_mm256_mul_ps(half, x),
+                         _mm256_add_ps(one, erf_v(_mm256_mul_ps(x, splat(0.7071067811865476f)))));
+  } else if constexpr (K == Kind::GeluTanh) {
+    const __m256 inner =
+        _mm256_mul_ps(splat(0.7978845608028654f),
+                      _mm256_fmadd_ps(_mm256_mul_ps(splat(0.044715f), _mm256_mul_ps(x, x)), x, x));
+    return _mm256_mul_ps(_mm256_mul_ps(half, x), _mm256_add_ps(one, tanh_v(inner)));
+  } else {
+    return x;
+  }
+}
+
+template <Activation::Kind K>
+void apply_range(const float* x, float* y, int64_t n, float a, float b) {
+  const __m256 alpha = splat(a), beta = splat(b);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, act_v<K>(_mm256_loadu_ps(x + i), alpha, beta));
+  if (i < n) {
+    // The tail through the same vector code, so every element gets the same arithmetic.
+    alignas(32) float buf[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    std::memcpy(buf, x + i, static_cast<size_t>(n - i) * sizeof(float));
+    _mm256_store_ps(buf, act_v<K>(_mm256_load_ps(buf), alpha, beta));
+    std::memcpy(y + i, buf, static_cast<size_t>(n - i) * sizeof(float));
+  }
+}
+
+}  // namespace
+
+void Activation::apply(const float* x, float* y, int64_t n) const {
+  switch (kind) {
+    case Kind::None:
+      if (x != y) std::memcpy(y, x, static_cast<size_t>(n) * sizeof(float));
+      return;
+    case Kind::Relu:
+      return apply_range<Kind::Relu>(x, y, n, alpha, beta);
+    case Kind::LeakyRelu:
+      return apply_range<Kind::LeakyRelu>(x, y, n, alpha, beta);
+    case Kind::Clip:
+      return apply_range<Kind::Clip>(x, y, n, alpha, beta);
+    case Kind::HardSigmoid:
+      return apply_range<Kind::HardSigmoid>(x, y, n, alpha, beta);
+    case Kind::HardSwish:
+      return apply_range<Kind::HardSwish>(x, y, n, alpha, beta);
+    case Kind::Sigmoid:
+      return apply_range<Kind::Sigmoid>(x, y, n, alpha, beta);
+    case Kind::Silu:
+      return apply_range<Kind::Silu>(x, y, n, alpha, beta);
+    case Kind::Tanh:
+      return apply_range<Kind::Tanh>(x, y, n, alpha, beta);
+    case Kind::Gelu:
+      return apply_range<Kind::Gelu>(x, y, n, alpha, beta);
+    case Kind::GeluTanh:
+      return apply_range<Kind::GeluTanh>(x, y, n, alpha, beta);
+  }
+}
+
+float Activation::operator()(float x) const {
+  float y = 0.f;
+  apply(&x, &y, 1);
+  return y;
+}
+
+std::string Activation::name() const {
+  switch (kind) {
+    case Kind::None:
+      return "None";
+    case Kind::Relu:
+      return "Relu";
+    case Kind::LeakyRelu:
+      return "LeakyRelu(alpha=" + std::to_string(alpha) + ")";
+    case Kind::Clip:
+      return "Clip(min=" + std::to_string(alpha) + ", max=" + std::to_string(beta) + ")";
+    case Kind::HardSigmoid:
+      return "HardSigmoid(alpha=" + std::to_string(alpha) + ", beta=" + std::to_string(beta) + ")";
+    case Kind::HardSwish:
+      return "HardSwish";
+    case Kind::Sigmoid:
+      return "Sigmoid";
+    case Kind::Silu:
+      return "Silu";
+    case Kind::Tanh:
+      return "Tanh";
+    case Kind::Gelu:
+      return "Gelu";
+    case Kind::GeluTanh:
+      return "Gelu(approximate=tanh)";
+  }
+  return "?";
+}
+
+}  // namespace quilt::cpu

@@ -1,0 +1,47 @@
+// Element-wise activations on float32 buffers, vectorised (AVX2 + FMA, the build's baseline),
+// shared by the unary kernels (Relu, Sigmoid, Gelu, ...) and by the kernels that apply an
+// activation fused into their output (Conv, Gemm, MatMul: see backends/cpu/fusion.cpp).
+//
+//   Activation act{Activation::Kind::LeakyRelu, 0.2f};
+//   act.apply(x, y, n);  // y[i] = act(x[i]); x may equal y
+//
+// exp, tanh and erf are branch-free polynomial forms (Cephes coefficients for exp and tanh, a
+// fit made for Quilt for erf) within a few ulp of libm; NaN propagates as in the scalar ops.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace quilt {
+struct Node;
+}
+
+namespace quilt::cpu {
+
+struct Activation {
+  enum class Kind {
+    None,
+    Relu,
+    LeakyRelu,    // x >= 0 ? x : alpha * x
+    Clip,         // min(max(x, alpha), beta); NaN stays NaN
+    HardSigmoid,  // clamp(alpha * x + beta, 0, 1)
+    HardSwish,    // x * clamp(x / 6 + 1/2, 0, 1)
+    Sigmoid,
+    Silu,  // x * sigmoid(x) (Sigmoid followed by Mul with its input)
+    Tanh,
+    Gelu,      // 0.5 x (1 + erf(x / sqrt 2))
+    GeluTanh,  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+  };
+  Kind kind = Kind::None;
+  float alpha = 0.f, beta = 0.f;
+
+  bool none() const { return kind == Kind::None; }
+  // y[i] = act(x[i]) for i in [0, n); x may equal y (in place).
+  void apply(const float* x, float* y, int64_t n) const;
+  void apply(float* y, int64_t n) const { apply(y, y, n); }
+  // One value, the same arithmetic as apply (for tails and tests).
+  float operator()(float x) const;
+  std::string name() const;  // "Relu", "LeakyRelu(alpha=0.2)", ...
+};
+
+}  // namespace quilt::cpu
