@@ -109,7 +109,8 @@ TEST(Activation, MatchesDoublePrecisionReferences) {
     std::vector<float> z = x;
     a.apply(z.data(), static_cast<int64_t>(z.size()));
     for (size_t i = 0; i < x.size(); ++i) {
-      if (!std::isnan(y[i])) EXPECT_EQ(z[i], y[i]) << a.name();
+      if (std::isnan(y[i])) continue;
+      EXPECT_EQ(z[i], y[i]) << a.name();
     }
   }
 }
