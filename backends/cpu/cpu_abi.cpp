@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "backends/cpu/blas.hpp"
+#include "backends/cpu/fusion.hpp"
 #include "backends/cpu/kernel.hpp"
 #include "core/backend_registry.hpp"
 #include "core/device.hpp"
@@ -130,11 +131,9 @@ struct ValueTable {
   }
 };
 
-struct CompiledNode {
-  Node node;
+struct CompiledNode : PatchNode {
   const KernelEntry* entry = nullptr;
   std::unique_ptr<Kernel> kernel;
-  std::vector<int32_t> inputs, outputs;
   bool recheck = false;  // some input dtype was unknown at compile time
 };
 
@@ -218,10 +217,9 @@ quilt_status_t device_open(void*, int32_t, const quilt_option_t* options, size_t
     if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     auto* d = new quilt_device_s(threads);
     blas_set_threads(threads);
-    host_api()->log(
-        QUILT_LOG_DEBUG,
-        ("cpu backend: " + std::to_string(threads) + " threads; " + blas_core_description())
-            .c_str());
+    host_api()->log(QUILT_LOG_DEBUG, ("cpu backend: " + std::to_string(threads) + " threads; " +
+                                      blas_core_description())
+                                         .c_str());
     *device = d;
     return nullptr;
   } catch (...) {
@@ -264,15 +262,24 @@ quilt_status_t compile(quilt_device_t, const quilt_graph_t* g, quilt_executable_
     auto exe = std::make_unique<quilt_executable_s>(*g);
     exe->inputs.assign(g->inputs, g->inputs + g->num_inputs);
     exe->outputs.assign(g->outputs, g->outputs + g->num_outputs);
-    exe->last_use.assign(g->num_values, -1);
-    exe->nodes.reserve(g->num_nodes);
+    std::vector<PatchNode> patch(g->num_nodes);
     for (size_t k = 0; k < g->num_nodes; ++k) {
       const quilt_node_t& q = g->nodes[k];
+      patch[k].node = node_of(*g, q);
+      patch[k].inputs.assign(q.inputs, q.inputs + q.num_inputs);
+      patch[k].outputs.assign(q.outputs, q.outputs + q.num_outputs);
+      patch[k].graph_index = static_cast<int32_t>(k);
+    }
+    std::vector<char> kept(g->num_values, 0);
+    for (int32_t v : exe->outputs) kept[v] = 1;
+    fuse_activations(patch, exe->table.types, exe->table.constants, kept,
+                     KernelRegistry::builtin());
+    exe->last_use.assign(g->num_values, -1);
+    exe->nodes.reserve(patch.size());
+    for (size_t k = 0; k < patch.size(); ++k) {
       exe->nodes.emplace_back();
       CompiledNode& cn = exe->nodes.back();
-      cn.node = node_of(*g, q);
-      cn.inputs.assign(q.inputs, q.inputs + q.num_inputs);
-      cn.outputs.assign(q.outputs, q.outputs + q.num_outputs);
+      static_cast<PatchNode&>(cn) = std::move(patch[k]);
       cn.entry = KernelRegistry::builtin().find(cn.node.op_type, cn.node.domain);
       if (!cn.entry)
         cn.node.fail("no CPU kernel for " + cn.node.op_type, ErrorCode::NotImplemented);
@@ -348,9 +355,16 @@ void run(const quilt_device_s& device, const quilt_executable_s& exe,
         cn.node.fail(reason, ErrorCode::NotImplemented);
     }
     KernelContext ctx(cn.node, in_ptrs, out_types, outs, device.pool);
+    ctx.activation = cn.activation;
     const uint64_t start = timing ? host_now_ns() : 0;
     cn.kernel->run(ctx);
-    if (timing) args.node_timing(args.node_timing_context, k, start, host_now_ns());
+    if (timing) {
+      // Folded nodes ran inside their producer: they get its span, so profiles still list them.
+      const uint64_t end = host_now_ns();
+      args.node_timing(args.node_timing_context, static_cast<size_t>(cn.graph_index), start, end);
+      for (int32_t f : cn.folded)
+        args.node_timing(args.node_timing_context, static_cast<size_t>(f), end, end);
+    }
     for (size_t i = 0; i < cn.outputs.size(); ++i) {
       const int32_t v = cn.outputs[i];
       if (v < 0) continue;

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/activation.hpp"
 #include "backends/cpu/thread_pool.hpp"
 #include "core/graph.hpp"
 #include "core/op_schema.hpp"
@@ -58,6 +59,9 @@ class KernelContext {
   void set_output(size_t i, Tensor t);
 
   const ThreadPool& pool;
+  // Applied to output 0 by kernels that accept a fused activation (backends/cpu/fusion.hpp);
+  // None for every other kernel.
+  Activation activation;
 
  private:
   std::span<const Tensor* const> inputs_;
@@ -83,6 +87,7 @@ struct KernelEntry {
   std::string domain;
   SupportFn support;
   KernelFactory create;
+  bool fuses_activation = false;  // the kernel applies KernelContext::activation to output 0
 };
 
 class KernelRegistry {
@@ -94,6 +99,8 @@ class KernelRegistry {
   // A stateless kernel: a function of its context.
   void add(const std::string& op_type, SupportFn support, KernelFn fn,
            const std::string& domain = "");
+  // Marks op_type's kernel as applying KernelContext::activation (see backends/cpu/fusion.hpp).
+  void accept_fused_activation(const std::string& op_type, const std::string& domain = "");
   // A faster kernel for an op already in the table (same capability answer); throws if absent.
   void replace_kernel(const std::string& op_type, KernelFactory create,
                       const std::string& domain = "");

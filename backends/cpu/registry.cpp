@@ -58,6 +58,17 @@ void KernelRegistry::add(const std::string& op_type, SupportFn support, KernelFn
       KernelFactory([fn](const NodeSignature&) { return std::make_unique<FnKernel>(fn); }), domain);
 }
 
+void KernelRegistry::accept_fused_activation(const std::string& op_type,
+                                             const std::string& domain) {
+  for (auto& e : entries_)
+    if (e.op_type == op_type && e.domain == domain) {
+      e.fuses_activation = true;
+      return;
+    }
+  throw Error(ErrorCode::Runtime,
+              "[cpu backend] accept_fused_activation: no kernel for " + op_type);
+}
+
 void KernelRegistry::replace_kernel(const std::string& op_type, KernelFactory create,
                                     const std::string& domain) {
   for (auto& e : entries_)

@@ -7,6 +7,7 @@
 #include <memory>
 #include <type_traits>
 
+#include "backends/cpu/activation.hpp"
 #include "backends/cpu/blas.hpp"
 #include "backends/cpu/kernel.hpp"
 
@@ -70,15 +71,19 @@ Geometry conv_geometry(const Node& node, const Tensor& x, const Tensor& w,
 // Unfolds channels [0, channels) of x (each g.in_size()) into col for the output rows
 // [row_begin, row_end) (a row = one (od, oh) pair, g.out[2] positions): one col row per
 // (channel, kernel offset), one col column per output position in those rows.
+// `taps` lists the kernel offsets to unfold (all of them, or those that ever read inside the
+// input).
 template <class T, class U>
-void im2col(const Geometry& g, const T* x, int64_t channels, int64_t row_begin, int64_t row_end,
-            U* col, const ThreadPool& pool, U zero_point = U(0)) {
-  const int64_t kvol = g.kernel_size(), ivol = g.in_size();
+void im2col(const Geometry& g, const std::vector<int64_t>& taps, const T* x, int64_t channels,
+            int64_t row_begin, int64_t row_end, U* col, const ThreadPool& pool,
+            U zero_point = U(0)) {
+  const int64_t ntaps = static_cast<int64_t>(taps.size()), ivol = g.in_size();
   const int64_t width = (row_end - row_begin) * g.out[2];
-  pool.parallel_for(channels * kvol, std::max<int64_t>(1, 16384 / std::max<int64_t>(width, 1)),
+  pool.parallel_for(channels * ntaps, std::max<int64_t>(1, 16384 / std::max<int64_t>(width, 1)),
                     [&](int64_t begin, int64_t end) {
                       for (int64_t r = begin; r < end; ++r) {
-                        const int64_t c = r / kvol, kidx = r % kvol;
+                        const int64_t c = r / ntaps;
+                        const int64_t kidx = taps[static_cast<size_t>(r % ntaps)];
                         const int64_t kd = kidx / (g.kernel[1] * g.kernel[2]);
                         const int64_t kh = kidx / g.kernel[2] % g.kernel[1];
                         const int64_t kw = kidx % g.kernel[2];
@@ -209,6 +214,40 @@ void depthwise_plane_phased(const Geometry& g, const PhasePlanes& pp, const floa
     }
 }
 
+// The kernel offsets that read inside the input for at least one output. With large dilations
+// on small images (DeepLabV3's atrous convs: dilation 24 and 36 on 14x14) most offsets only
+// ever read padding; leaving them out of the GEMM's K changes nothing but the work.
+std::vector<int64_t> live_taps(const Geometry& g) {
+  std::vector<int64_t> taps;
+  for (int64_t kd = 0; kd < g.kernel[0]; ++kd)
+    for (int64_t kh = 0; kh < g.kernel[1]; ++kh)
+      for (int64_t kw = 0; kw < g.kernel[2]; ++kw) {
+        auto [dlo, dhi] =
+            valid_range(g.out[0], g.in[0], g.stride[0], kd * g.dilation[0] - g.pad[0]);
+        auto [hlo, hhi] =
+            valid_range(g.out[1], g.in[1], g.stride[1], kh * g.dilation[1] - g.pad[1]);
+        auto [wlo, whi] = g.w_ranges[static_cast<size_t>(kw)];
+        if (dlo < dhi && hlo < hhi && wlo < whi)
+          taps.push_back((kd * g.kernel[1] + kh) * g.kernel[2] + kw);
+      }
+  return taps;
+}
+
+std::vector<int64_t> all_taps(const Geometry& g) {
+  std::vector<int64_t> taps(static_cast<size_t>(g.kernel_size()));
+  for (size_t i = 0; i < taps.size(); ++i) taps[i] = static_cast<int64_t>(i);
+  return taps;
+}
+
+// Applies act to rows [0, rows) of `row_len` floats, `stride` apart, across the pool.
+void apply_rows(const Activation& act, float* y, int64_t rows, int64_t row_len, int64_t stride,
+                const ThreadPool& pool) {
+  if (act.none() || rows == 0 || row_len == 0) return;
+  pool.parallel_for(rows, std::max<int64_t>(1, 16384 / row_len), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) act.apply(y + r * stride, row_len);
+  });
+}
+
 class ConvKernel : public Kernel {
  public:
   explicit ConvKernel(const NodeSignature& sig) : group_(sig.node.attr_int("group", 1)) {}
@@ -217,8 +256,9 @@ class ConvKernel : public Kernel {
     const Tensor& x = ctx.input(0);
     const Tensor& w = ctx.input(1);
     const Tensor* b = ctx.optional_input(2);
-    Tensor& y = ctx.output(0);
+    Tensor& y = ctx.output_uninitialized(0);
     if (y.numel() == 0) return;
+    const Activation& act = ctx.activation;
     const Geometry g = conv_geometry(ctx.node, x, w, y.shape());
     const int64_t batch = x.dim(0), c_in = x.dim(1), c_out = y.dim(1);
     const int64_t cg = c_in / group_, mg = c_out / group_;
@@ -226,13 +266,15 @@ class ConvKernel : public Kernel {
     const float* xp = x.data<float>();
     const float* wp = w.data<float>();
     float* yp = y.data<float>();
-    if (b) {
-      const float* bp = b->data<float>();
-      ctx.pool.parallel_for(batch * c_out, std::max<int64_t>(1, 16384 / ovol),
-                            [&](int64_t begin, int64_t end) {
-                              for (int64_t p = begin; p < end; ++p)
-                                std::fill(yp + p * ovol, yp + (p + 1) * ovol, bp[p % c_out]);
-                            });
+    // y starts as the bias (or zeros where the kernels below accumulate without BLAS's beta).
+    const bool depthwise = cg == 1 && mg == 1;
+    if (b || depthwise || cg * kvol == 0) {
+      const float* bp = b ? b->data<float>() : nullptr;
+      ctx.pool.parallel_for(
+          batch * c_out, std::max<int64_t>(1, 16384 / ovol), [&](int64_t begin, int64_t end) {
+            for (int64_t p = begin; p < end; ++p)
+              std::fill(yp + p * ovol, yp + (p + 1) * ovol, bp ? bp[p % c_out] : 0.f);
+          });
     }
     // Wide stride-1 rows vectorise well in place; everything else goes through phase planes.
     if (cg == 1 && mg == 1 && (g.out[2] < 64 || g.stride != Dims3{1, 1, 1})) {
@@ -240,28 +282,35 @@ class ConvKernel : public Kernel {
       ctx.pool.parallel_for(batch * c_out, std::max<int64_t>(1, 8192 / (ovol * kvol)),
                             [&](int64_t begin, int64_t end) {
                               std::vector<float> buffer(static_cast<size_t>(pp.buffer_size()));
-                              for (int64_t p = begin; p < end; ++p)
+                              for (int64_t p = begin; p < end; ++p) {
                                 depthwise_plane_phased(g, pp, xp + p * ivol,
                                                        wp + (p % c_out) * kvol, yp + p * ovol,
                                                        buffer.data());
+                                act.apply(yp + p * ovol, ovol);
+                              }
                             });
       return;
     }
     if (cg == 1 && mg == 1) {
       ctx.pool.parallel_for(batch * c_out, std::max<int64_t>(1, 8192 / (ovol * kvol)),
                             [&](int64_t begin, int64_t end) {
-                              for (int64_t p = begin; p < end; ++p)
+                              for (int64_t p = begin; p < end; ++p) {
                                 depthwise_plane(g, xp + p * ivol, wp + (p % c_out) * kvol,
                                                 yp + p * ovol);
+                                act.apply(yp + p * ovol, ovol);
+                              }
                             });
       return;
     }
     const bool pointwise =
         kvol == 1 && g.in == g.out && g.stride == Dims3{1, 1, 1} && g.pad == Dims3{0, 0, 0};
     const float beta = b ? 1.f : 0.f;
+    if (cg * kvol == 0) return apply_rows(act, yp, batch * c_out, ovol, ovol, ctx.pool);
     // Small images in a batch (e.g. 8x8 digits): one image's GEMM is too small to split, and
     // OpenBLAS runs it on one thread anyway, so split the batch across the pool instead.
     const int64_t image_macs = c_out * ovol * cg * kvol;
+    const std::vector<int64_t> all = all_taps(g);
+    const std::vector<int64_t>& taps = all;
     if (batch > 1 && ctx.pool.threads() > 1 && image_macs < (int64_t{1} << 21) &&
         cg * kvol * ovol * static_cast<int64_t>(sizeof(float)) <= kColBytes) {
       static const ThreadPool serial(1);
@@ -272,35 +321,57 @@ class ConvKernel : public Kernel {
             const float* xg = xp + (n * c_in + grp * cg) * ivol;
             const float* wg = wp + grp * mg * cg * kvol;
             float* yg = yp + (n * c_out + grp * mg) * ovol;
-            im2col(g, xg, cg, 0, g.out[0] * g.out[1], col.data(), serial);
+            im2col(g, taps, xg, cg, 0, g.out[0] * g.out[1], col.data(), serial);
             sgemm(false, false, mg, ovol, cg * kvol, 1.f, wg, cg * kvol, col.data(), ovol, beta, yg,
                   ovol);
+            act.apply(yg, mg * ovol);
           }
       });
       return;
     }
+    // Offsets that only ever read padding are left out of K (their weights too).
+    const std::vector<int64_t> live = pointwise ? all : live_taps(g);
+    const int64_t kl = static_cast<int64_t>(live.size());
+    std::vector<float> w_live;
+    if (kl < kvol) {
+      w_live.resize(static_cast<size_t>(c_out * cg * kl));
+      for (int64_t m = 0; m < c_out; ++m)
+        for (int64_t c = 0; c < cg; ++c)
+          for (int64_t t = 0; t < kl; ++t)
+            w_live[static_cast<size_t>((m * cg + c) * kl + t)] =
+                wp[(m * cg + c) * kvol + live[static_cast<size_t>(t)]];
+    }
+    const float* wk = kl < kvol ? w_live.data() : wp;
     // The unfolded input is built a block of output rows at a time so that its size stays
     // bounded (a 7x7 conv on a large image would otherwise need hundreds of MB).
     const int64_t out_rows = g.out[0] * g.out[1];
-    const int64_t row_bytes = cg * kvol * g.out[2] * static_cast<int64_t>(sizeof(float));
+    const int64_t row_bytes = cg * kl * g.out[2] * static_cast<int64_t>(sizeof(float));
     const int64_t block =
         std::clamp<int64_t>(kColBytes / std::max<int64_t>(row_bytes, 1), 1, out_rows);
-    std::unique_ptr<float[]> col(pointwise ? nullptr : new float[cg * kvol * block * g.out[2]]);
+    std::unique_ptr<float[]> col(pointwise || kl == 0 ? nullptr
+                                                      : new float[cg * kl * block * g.out[2]]);
     for (int64_t n = 0; n < batch; ++n)
       for (int64_t grp = 0; grp < group_; ++grp) {
         const float* xg = xp + (n * c_in + grp * cg) * ivol;
-        const float* wg = wp + grp * mg * cg * kvol;
+        const float* wg = wk + grp * mg * cg * kl;
         float* yg = yp + (n * c_out + grp * mg) * ovol;
         if (pointwise) {
           sgemm(false, false, mg, ovol, cg, 1.f, wg, cg, xg, ovol, beta, yg, ovol);
+          apply_rows(act, yg, mg, ovol, ovol, ctx.pool);
+          continue;
+        }
+        if (kl == 0) {  // every offset reads padding: y is the bias (or zeros)
+          if (!b) std::fill(yg, yg + mg * ovol, 0.f);
+          apply_rows(act, yg, mg, ovol, ovol, ctx.pool);
           continue;
         }
         for (int64_t r0 = 0; r0 < out_rows; r0 += block) {
           const int64_t r1 = std::min(out_rows, r0 + block);
           const int64_t width = (r1 - r0) * g.out[2];
-          im2col(g, xg, cg, r0, r1, col.get(), ctx.pool);
-          sgemm(false, false, mg, width, cg * kvol, 1.f, wg, cg * kvol, col.get(), width, beta,
+          im2col(g, live, xg, cg, r0, r1, col.get(), ctx.pool);
+          sgemm(false, false, mg, width, cg * kl, 1.f, wg, cg * kl, col.get(), width, beta,
                 yg + r0 * g.out[2], ovol);
+          apply_rows(act, yg + r0 * g.out[2], mg, width, ovol, ctx.pool);
         }
       }
   }
@@ -346,11 +417,12 @@ void conv_integer(KernelContext& ctx) {
   const TW* wp = w.data<TW>();
   int32_t* yp = y.data<int32_t>();
   const int64_t rows = cg * kvol;
+  const std::vector<int64_t> taps = all_taps(g);
   std::vector<int32_t> col(static_cast<size_t>(rows * ovol));
   for (int64_t n = 0; n < batch; ++n)
     for (int64_t grp = 0; grp < group; ++grp) {
-      im2col(g, xp + (n * c_in + grp * cg) * ivol, cg, 0, g.out[0] * g.out[1], col.data(), ctx.pool,
-             x_zp);
+      im2col(g, taps, xp + (n * c_in + grp * cg) * ivol, cg, 0, g.out[0] * g.out[1], col.data(),
+             ctx.pool, x_zp);
       ctx.pool.parallel_for(mg, 1, [&](int64_t begin, int64_t end) {
         for (int64_t mi = begin; mi < end; ++mi) {
           const int64_t m = grp * mg + mi;
@@ -404,6 +476,7 @@ void register_cpu_conv(KernelRegistry& r) {
         KernelFactory([](const NodeSignature& sig) -> std::unique_ptr<Kernel> {
           return std::make_unique<ConvKernel>(sig);
         }));
+  r.accept_fused_activation("Conv");
 }
 
 }  // namespace quilt::cpu

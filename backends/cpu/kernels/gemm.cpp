@@ -126,10 +126,14 @@ void run_gemm(KernelContext& ctx) {
   }
   if (m == 1) {  // op(A) is one contiguous row whether or not A is transposed
     gemv(a.data<float>(), b.data<float>(), tb, k, n, alpha, gemm_beta, yp, ctx.pool);
-    return;
+  } else {
+    sgemm(ta, tb, m, n, k, alpha, a.data<float>(), a.dim(1), b.data<float>(), b.dim(1), gemm_beta,
+          yp, n);
   }
-  sgemm(ta, tb, m, n, k, alpha, a.data<float>(), a.dim(1), b.data<float>(), b.dim(1), gemm_beta, yp,
-        n);
+  if (!ctx.activation.none())
+    ctx.pool.parallel_for(
+        m, std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)),
+        [&](int64_t lo, int64_t hi) { ctx.activation.apply(yp + lo * n, (hi - lo) * n); });
 }
 
 // y (m x n) = a (m x k) * b (k x n), row-major, for the dtypes BLAS has no kernel for. The
@@ -305,6 +309,7 @@ void run_matmul(KernelContext& ctx) {
 
 void register_cpu_gemm(KernelRegistry& r) {
   r.add("Gemm", dtypes_of_input({DType::Float32, DType::Float64}), run_gemm);
+  r.accept_fused_activation("Gemm");
   r.add("MatMul",
         dtypes_of_input({DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::UInt32,
                          DType::UInt64}),

@@ -1,0 +1,41 @@
+// Activation fusion inside a CPU patch: an activation that is the only consumer of a Conv's or
+// Gemm's output is applied by that kernel to its output while it is still in cache, instead of
+// a second pass over memory (and a second buffer). The patterns, float32 only:
+//
+//   P -> A                         A one of Relu, LeakyRelu, Clip (constant bounds), HardSigmoid,
+//                                  HardSwish, Sigmoid, Tanh, Gelu
+//   P -> Sigmoid -> Mul(P, s)      SiLU, as exporters write x * sigmoid(x)
+//
+// P's kernel must accept a fused activation (KernelRegistry::accept_fused_activation). P then
+// produces A's (or Mul's) output value and the folded nodes leave the patch. A value the patch
+// exports (`kept`) is never folded away, so other patches and the host see every value they
+// read. This is a CPU-kernel concern: other backends fuse, or not, in their own compile.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backends/cpu/activation.hpp"
+#include "core/graph.hpp"
+#include "core/op_schema.hpp"
+
+namespace quilt::cpu {
+
+class KernelRegistry;
+
+// A node of a patch being compiled.
+struct PatchNode {
+  Node node;
+  std::vector<int32_t> inputs, outputs;  // value ids (-1: absent)
+  int32_t graph_index = 0;               // its index in the patch graph (node timings use it)
+  Activation activation;                 // applied by the kernel to output 0
+  std::vector<int32_t> folded;           // graph indices of the nodes folded into this one
+};
+
+// Rewrites nodes (in patch order) as above. types/constants are per value; kept[v] marks values
+// the patch exports. Returns how many nodes were folded away.
+int fuse_activations(std::vector<PatchNode>& nodes, const std::vector<TypeShape>& types,
+                     const std::vector<Tensor>& constants, const std::vector<char>& kept,
+                     const KernelRegistry& registry);
+
+}  // namespace quilt::cpu

@@ -1,0 +1,113 @@
+// The CPU backend's activation fusion pass (backends/cpu/fusion.hpp) on hand-built patches: what
+// it folds, what it must leave alone. The numerics of fused kernels are checked against
+// onnxruntime by the cases_fusion family (tests/cases/gen_fusion.py).
+#include <gtest/gtest.h>
+
+#include "backends/cpu/fusion.hpp"
+#include "backends/cpu/kernel.hpp"
+
+namespace quilt::cpu {
+namespace {
+
+struct Patch {
+  std::vector<PatchNode> nodes;
+  std::vector<TypeShape> types;
+  std::vector<Tensor> constants;
+  std::vector<char> kept;
+  explicit Patch(int values)
+      : types(values, TypeShape{DType::Float32, true, {1, 4}}),
+        constants(values),
+        kept(values, 0) {}
+  void add(const std::string& op, std::vector<int32_t> in, std::vector<int32_t> out) {
+    PatchNode n;
+    n.node.op_type = op;
+    n.node.name = op + std::to_string(nodes.size());
+    n.node.opset = 17;
+    for (int32_t v : in) n.node.inputs.push_back("v" + std::to_string(v));
+    for (int32_t v : out) n.node.outputs.push_back("v" + std::to_string(v));
+    n.inputs = std::move(in);
+    n.outputs = std::move(out);
+    n.graph_index = static_cast<int32_t>(nodes.size());
+    nodes.push_back(std::move(n));
+  }
+  int fuse() { return fuse_activations(nodes, types, constants, kept, KernelRegistry::builtin()); }
+};
+
+TEST(Fusion, ConvAndActivationBecomeOneNode) {
+  Patch p(5);  // 0 x, 1 w, 2 conv out, 3 relu out
+  p.add("Conv", {0, 1}, {2});
+  p.add("Relu", {2}, {3});
+  p.kept[3] = 1;
+  EXPECT_EQ(p.fuse(), 1);
+  ASSERT_EQ(p.nodes.size(), 1u);
+  EXPECT_EQ(p.nodes[0].activation.kind, Activation::Kind::Relu);
+  EXPECT_EQ(p.nodes[0].outputs, std::vector<int32_t>{3});
+  EXPECT_EQ(p.nodes[0].node.outputs[0], "v3");
+  EXPECT_EQ(p.nodes[0].folded, std::vector<int32_t>{1});
+}
+
+TEST(Fusion, SigmoidTimesInputIsSilu) {
+  for (bool swapped : {false, true}) {
+    Patch p(5);
+    p.add("Conv", {0, 1}, {2});
+    p.add("Sigmoid", {2}, {3});
+    p.add("Mul", swapped ? std::vector<int32_t>{3, 2} : std::vector<int32_t>{2, 3}, {4});
+    p.kept[4] = 1;
+    EXPECT_EQ(p.fuse(), 2);
+    ASSERT_EQ(p.nodes.size(), 1u);
+    EXPECT_EQ(p.nodes[0].activation.kind, Activation::Kind::Silu);
+    EXPECT_EQ(p.nodes[0].outputs, std::vector<int32_t>{4});
+  }
+}
+
+TEST(Fusion, ClipNeedsConstantBounds) {
+  Patch p(6);  // 3, 4: Clip bounds
+  p.add("Gemm", {0, 1}, {2});
+  p.add("Clip", {2, 3, 4}, {5});
+  EXPECT_EQ(p.fuse(), 0);  // bounds are run-time inputs
+  p.constants[3] = Tensor::from_vector<float>({}, {0.f});
+  p.constants[4] = Tensor::from_vector<float>({}, {6.f});
+  EXPECT_EQ(p.fuse(), 1);
+  EXPECT_EQ(p.nodes[0].activation.kind, Activation::Kind::Clip);
+  EXPECT_EQ(p.nodes[0].activation.alpha, 0.f);
+  EXPECT_EQ(p.nodes[0].activation.beta, 6.f);
+}
+
+TEST(Fusion, LeavesValuesOthersReadAlone) {
+  {  // the conv output leaves the patch
+    Patch p(4);
+    p.add("Conv", {0, 1}, {2});
+    p.add("Relu", {2}, {3});
+    p.kept[2] = 1;
+    EXPECT_EQ(p.fuse(), 0);
+  }
+  {  // a second reader
+    Patch p(5);
+    p.add("Conv", {0, 1}, {2});
+    p.add("Relu", {2}, {3});
+    p.add("Add", {2, 3}, {4});
+    EXPECT_EQ(p.fuse(), 0);
+  }
+  {  // the Sigmoid of a SiLU is read elsewhere too
+    Patch p(6);
+    p.add("Conv", {0, 1}, {2});
+    p.add("Sigmoid", {2}, {3});
+    p.add("Mul", {2, 3}, {4});
+    p.add("Add", {4, 3}, {5});
+    EXPECT_EQ(p.fuse(), 0);
+  }
+  {  // a producer whose kernel takes no activation, and a non-float output
+    Patch p(5);
+    p.add("MaxPool", {0}, {2});
+    p.add("Relu", {2}, {3});
+    EXPECT_EQ(p.fuse(), 0);
+    Patch q(4);
+    q.types[2].dtype = DType::Float64;
+    q.add("Gemm", {0, 1}, {2});
+    q.add("Relu", {2}, {3});
+    EXPECT_EQ(q.fuse(), 0);
+  }
+}
+
+}  // namespace
+}  // namespace quilt::cpu

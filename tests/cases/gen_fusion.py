@@ -1,0 +1,57 @@
+"""Activation fusion in the CPU backend (backends/cpu/fusion.hpp): Conv and Gemm followed by an
+activation, the SiLU pair Sigmoid + Mul, and the shapes where fusing would be wrong (the
+intermediate value is also a graph output, has a second reader, or Clip's bounds are run-time
+inputs). Expected outputs come from onnxruntime; every output is compared, intermediates too."""
+from onnx import TensorProto, helper
+
+from casegen import Cases, rand
+
+c = Cases("fusion")
+N = helper.make_node
+W = {"w": rand(6, 3, 3, 3), "b": rand(6)}
+X = {"x": rand(2, 3, 9, 8, low=-2, high=2)}
+
+
+def conv(out="c", **attrs):
+    return N("Conv", ["x", "w", "b"], [out], pads=[1, 1, 1, 1], **attrs)
+
+
+for op, attrs in [("Relu", {}), ("LeakyRelu", {"alpha": 0.2}), ("Sigmoid", {}), ("Tanh", {}),
+                  ("HardSwish", {}), ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}),
+                  ("Gelu", {}), ("Gelu", {"approximate": "tanh"})]:
+    name = f"conv_{op.lower()}" + ("_tanh" if attrs.get("approximate") else "")
+    opset = 20 if op == "Gelu" else 17
+    c.model(name, [conv(), N(op, ["c"], ["y"], **attrs)], X, ["y"], W, opset=opset)
+
+# Clip with constant bounds (Relu6), and with run-time bounds (not fused: still correct).
+c.model("conv_clip_relu6", [conv(), N("Clip", ["c", "lo", "hi"], ["y"])], X, ["y"],
+        {**W, "lo": rand(low=0, high=0), "hi": rand(low=6, high=6)})
+c.model("conv_clip_runtime_bounds", [conv(), N("Clip", ["c", "lo", "hi"], ["y"])],
+        {**X, "lo": rand(low=-0.5, high=-0.5), "hi": rand(low=0.5, high=0.5)}, ["y"], W)
+# SiLU as exporters write it, both operand orders; a depthwise and a strided conv; a 1x1 conv.
+c.model("conv_silu", [conv(), N("Sigmoid", ["c"], ["s"]), N("Mul", ["c", "s"], ["y"])], X, ["y"], W)
+c.model("conv_silu_swapped", [conv(), N("Sigmoid", ["c"], ["s"]), N("Mul", ["s", "c"], ["y"])], X,
+        ["y"], W)
+c.model("depthwise_silu", [N("Conv", ["x", "wd"], ["c"], group=3, pads=[2, 2, 2, 2], strides=[2, 2]),
+                           N("Sigmoid", ["c"], ["s"]), N("Mul", ["c", "s"], ["y"])],
+        X, ["y"], {"wd": rand(3, 1, 5, 5)})
+c.model("pointwise_hardswish", [N("Conv", ["x", "w1"], ["c"]), N("HardSwish", ["c"], ["y"])], X, ["y"],
+        {"w1": rand(7, 3, 1, 1)})
+# Dilation so large that most kernel offsets only read padding (DeepLabV3's atrous convs).
+c.model("atrous_conv_relu", [N("Conv", ["x", "w", "b"], ["c"], pads=[6, 6, 6, 6], dilations=[6, 6]),
+                             N("Relu", ["c"], ["y"])], X, ["y"], W)
+c.model("atrous_all_padding", [N("Conv", ["x", "w", "b"], ["y"], pads=[20, 20, 20, 20], dilations=[20, 20])],
+        X, ["y"], W)
+# Not fused: the conv output is a graph output too / read twice / SiLU's Sigmoid read elsewhere.
+c.model("intermediate_is_output", [conv(), N("Relu", ["c"], ["y"])], X, ["c", "y"], W)
+c.model("two_readers", [conv(), N("Relu", ["c"], ["r"]), N("Add", ["c", "r"], ["y"])], X, ["y"], W)
+c.model("silu_sigmoid_read_twice", [conv(), N("Sigmoid", ["c"], ["s"]), N("Mul", ["c", "s"], ["m"]),
+                                    N("Add", ["m", "s"], ["y"])], X, ["y"], W)
+# Chains: conv -> relu -> conv -> silu, and Gemm + activation (a classifier head).
+c.model("chain", [conv("c1"), N("Relu", ["c1"], ["r1"]), N("Conv", ["r1", "w2"], ["c2"], pads=[1, 1, 1, 1]),
+                  N("Sigmoid", ["c2"], ["s"]), N("Mul", ["s", "c2"], ["y"])],
+        X, ["y"], {**W, "w2": rand(4, 6, 3, 3)})
+c.model("gemm_relu", [N("Gemm", ["a", "wg", "bg"], ["g"], transB=1), N("Relu", ["g"], ["y"])],
+        {"a": rand(5, 16)}, ["y"], {"wg": rand(8, 16), "bg": rand(8)})
+c.model("gemm_row_sigmoid", [N("Gemm", ["a", "wg"], ["g"]), N("Sigmoid", ["g"], ["y"])],
+        {"a": rand(1, 16)}, ["y"], {"wg": rand(16, 8)})
