@@ -23,8 +23,9 @@ struct Patch {
     n.node.op_type = op;
     n.node.name = op + std::to_string(nodes.size());
     n.node.opset = 17;
-    for (int32_t v : in) n.node.inputs.push_back("v" + std::to_string(v));
-    for (int32_t v : out) n.node.outputs.push_back("v" + std::to_string(v));
+    // (std::string("v").append, not "v" + ...: GCC 12 warns -Wrestrict on the latter here)
+    for (int32_t v : in) n.node.inputs.push_back(std::string("v").append(std::to_string(v)));
+    for (int32_t v : out) n.node.outputs.push_back(std::string("v").append(std::to_string(v)));
     n.inputs = std::move(in);
     n.outputs = std::move(out);
     n.graph_index = static_cast<int32_t>(nodes.size());
