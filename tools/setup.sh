@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what Quilt needs and builds it in build/. Idempotent, and quick when nothing is missing:
-#   - Debian packages (apt-get) for the compiler, protobuf + libonnx-dev, OpenBLAS, GoogleTest,
+#   - Debian packages (apt-get) for the compiler (and ccache, which CMake uses when present), protobuf + libonnx-dev, OpenBLAS, GoogleTest,
 #     Graphviz (tests render `quilt plan --format dot`), OpenCL (headers, the ICD loader, PoCL as
 #     the CPU device CI tests on, clinfo, CLBlast);
 #   - a project venv (.venv) with the pinned Python packages of tools/requirements.txt;
@@ -19,7 +19,7 @@ as_root() {
 }
 
 APT_PACKAGES=(
-  cmake g++ make
+  cmake g++ make ccache
   protobuf-compiler libprotobuf-dev libonnx-dev
   libopenblas-dev libgtest-dev
   graphviz
