@@ -1,9 +1,33 @@
 #include "backends/cpu/thread_pool.hpp"
 
+#include <sched.h>
+
 #include <algorithm>
+#include <chrono>
 #include <utility>
 
 namespace quilt::cpu {
+namespace {
+
+// How long a thread spins for the next job (worker) or the job's end (caller) before sleeping.
+constexpr auto kSpin = std::chrono::microseconds(300);
+
+// Spins until done() or kSpin passes; returns done().
+template <class Done>
+bool spin_until(Done done) {
+  const auto until = std::chrono::steady_clock::now() + kSpin;
+  for (int i = 0;; ++i) {
+    if (done()) return true;
+    if ((i & 15) == 15) {
+      if (std::chrono::steady_clock::now() > until) return done();
+      sched_yield();  // let another runnable thread (BLAS, another session) have the core
+    } else {
+      __builtin_ia32_pause();
+    }
+  }
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(int threads) : threads_(std::max(1, threads)) {
   for (int i = 1; i < threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
@@ -38,9 +62,10 @@ void ThreadPool::work_on_current_job() const {
 }
 
 void ThreadPool::worker_loop() {
-  std::unique_lock lock(mutex_);
   uint64_t seen = 0;
   while (true) {
+    spin_until([&] { return stop_ || generation_.load() != seen; });
+    std::unique_lock lock(mutex_);
     wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
     if (stop_) return;
     seen = generation_;
@@ -73,6 +98,12 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
   wake_.notify_all();
   error_ = nullptr;
   work_on_current_job();
+  if (finished_ != chunks_) {
+    const int64_t chunks = chunks_;
+    lock.unlock();
+    spin_until([&] { return finished_.load() == chunks; });
+    lock.lock();
+  }
   done_.wait(lock, [&] { return finished_ == chunks_; });
   job_ = nullptr;
   if (error_) std::rethrow_exception(std::exchange(error_, nullptr));

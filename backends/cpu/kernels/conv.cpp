@@ -9,6 +9,7 @@
 
 #include "backends/cpu/activation.hpp"
 #include "backends/cpu/blas.hpp"
+#include "backends/cpu/gemm_packed.hpp"
 #include "backends/cpu/kernel.hpp"
 
 namespace quilt::cpu {
@@ -239,18 +240,15 @@ std::vector<int64_t> all_taps(const Geometry& g) {
   return taps;
 }
 
-// Applies act to rows [0, rows) of `row_len` floats, `stride` apart, across the pool.
-void apply_rows(const Activation& act, float* y, int64_t rows, int64_t row_len, int64_t stride,
-                const ThreadPool& pool) {
-  if (act.none() || rows == 0 || row_len == 0) return;
-  pool.parallel_for(rows, std::max<int64_t>(1, 16384 / row_len), [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) act.apply(y + r * stride, row_len);
-  });
-}
-
 class ConvKernel : public Kernel {
  public:
-  explicit ConvKernel(const NodeSignature& sig) : group_(sig.node.attr_int("group", 1)) {}
+  explicit ConvKernel(const NodeSignature& sig) : group_(sig.node.attr_int("group", 1)) {
+    // Constant weights are packed for the GEMM once, here, instead of on every run.
+    const Tensor* w = sig.constants.size() > 1 ? sig.constants[1] : nullptr;
+    if (w && w->dtype() == DType::Float32 && w->rank() >= 3 && group_ > 0 &&
+        w->dim(0) % group_ == 0 && !(w->dim(1) == 1 && w->dim(0) == group_))  // not depthwise
+      packed_ = pack_groups(w->data<float>(), w->dim(0) / group_, w->numel() / w->dim(0));
+  }
 
   void run(KernelContext& ctx) const override {
     const Tensor& x = ctx.input(0);
@@ -265,119 +263,120 @@ class ConvKernel : public Kernel {
     const int64_t ivol = g.in_size(), ovol = g.out_size(), kvol = g.kernel_size();
     const float* xp = x.data<float>();
     const float* wp = w.data<float>();
+    const float* bp = b ? b->data<float>() : nullptr;
     float* yp = y.data<float>();
-    // y starts as the bias (or zeros where the kernels below accumulate without BLAS's beta).
-    const bool depthwise = cg == 1 && mg == 1;
-    if (b || depthwise || cg * kvol == 0) {
-      const float* bp = b ? b->data<float>() : nullptr;
-      ctx.pool.parallel_for(
-          batch * c_out, std::max<int64_t>(1, 16384 / ovol), [&](int64_t begin, int64_t end) {
-            for (int64_t p = begin; p < end; ++p)
-              std::fill(yp + p * ovol, yp + (p + 1) * ovol, bp ? bp[p % c_out] : 0.f);
-          });
-    }
-    // Wide stride-1 rows vectorise well in place; everything else goes through phase planes.
-    if (cg == 1 && mg == 1 && (g.out[2] < 64 || g.stride != Dims3{1, 1, 1})) {
-      const PhasePlanes pp = phase_planes(g);
-      ctx.pool.parallel_for(batch * c_out, std::max<int64_t>(1, 8192 / (ovol * kvol)),
-                            [&](int64_t begin, int64_t end) {
-                              std::vector<float> buffer(static_cast<size_t>(pp.buffer_size()));
-                              for (int64_t p = begin; p < end; ++p) {
-                                depthwise_plane_phased(g, pp, xp + p * ivol,
-                                                       wp + (p % c_out) * kvol, yp + p * ovol,
-                                                       buffer.data());
-                                act.apply(yp + p * ovol, ovol);
-                              }
-                            });
-      return;
-    }
-    if (cg == 1 && mg == 1) {
-      ctx.pool.parallel_for(batch * c_out, std::max<int64_t>(1, 8192 / (ovol * kvol)),
-                            [&](int64_t begin, int64_t end) {
-                              for (int64_t p = begin; p < end; ++p) {
-                                depthwise_plane(g, xp + p * ivol, wp + (p % c_out) * kvol,
-                                                yp + p * ovol);
-                                act.apply(yp + p * ovol, ovol);
-                              }
-                            });
-      return;
-    }
+    if (cg == 1 && mg == 1) return run_depthwise(ctx, g, batch * c_out, c_out, xp, wp, bp, yp);
+
     const bool pointwise =
         kvol == 1 && g.in == g.out && g.stride == Dims3{1, 1, 1} && g.pad == Dims3{0, 0, 0};
-    const float beta = b ? 1.f : 0.f;
-    if (cg * kvol == 0) return apply_rows(act, yp, batch * c_out, ovol, ovol, ctx.pool);
-    // Small images in a batch (e.g. 8x8 digits): one image's GEMM is too small to split, and
-    // OpenBLAS runs it on one thread anyway, so split the batch across the pool instead.
-    const int64_t image_macs = c_out * ovol * cg * kvol;
-    const std::vector<int64_t> all = all_taps(g);
-    const std::vector<int64_t>& taps = all;
-    if (batch > 1 && ctx.pool.threads() > 1 && image_macs < (int64_t{1} << 21) &&
-        cg * kvol * ovol * static_cast<int64_t>(sizeof(float)) <= kColBytes) {
-      static const ThreadPool serial(1);
-      ctx.pool.parallel_for(batch, 1, [&](int64_t begin, int64_t end) {
-        std::vector<float> col(static_cast<size_t>(cg * kvol * ovol));
-        for (int64_t n = begin; n < end; ++n)
-          for (int64_t grp = 0; grp < group_; ++grp) {
-            const float* xg = xp + (n * c_in + grp * cg) * ivol;
-            const float* wg = wp + grp * mg * cg * kvol;
-            float* yg = yp + (n * c_out + grp * mg) * ovol;
-            im2col(g, taps, xg, cg, 0, g.out[0] * g.out[1], col.data(), serial);
-            sgemm(false, false, mg, ovol, cg * kvol, 1.f, wg, cg * kvol, col.data(), ovol, beta, yg,
-                  ovol);
-            act.apply(yg, mg * ovol);
-          }
-      });
-      return;
-    }
-    // Offsets that only ever read padding are left out of K (their weights too).
-    const std::vector<int64_t> live = pointwise ? all : live_taps(g);
-    const int64_t kl = static_cast<int64_t>(live.size());
-    std::vector<float> w_live;
+    // Offsets that only ever read padding are left out of K (their weights too); such weights
+    // are packed for this run only.
+    const std::vector<int64_t> taps = pointwise ? all_taps(g) : live_taps(g);
+    const int64_t kl = static_cast<int64_t>(taps.size());
+    std::vector<PackedA> run_packed;
     if (kl < kvol) {
-      w_live.resize(static_cast<size_t>(c_out * cg * kl));
+      std::vector<float> w_live(static_cast<size_t>(c_out * cg * kl));
       for (int64_t m = 0; m < c_out; ++m)
         for (int64_t c = 0; c < cg; ++c)
           for (int64_t t = 0; t < kl; ++t)
             w_live[static_cast<size_t>((m * cg + c) * kl + t)] =
-                wp[(m * cg + c) * kvol + live[static_cast<size_t>(t)]];
+                wp[(m * cg + c) * kvol + taps[static_cast<size_t>(t)]];
+      run_packed = pack_groups(w_live.data(), mg, cg * kl);
+    } else if (packed_.empty()) {
+      run_packed = pack_groups(wp, mg, cg * kvol);
     }
-    const float* wk = kl < kvol ? w_live.data() : wp;
+    const std::vector<PackedA>& packed = run_packed.empty() ? packed_ : run_packed;
+    const int64_t depth = cg * kl;
+
+    // Small images in a batch (e.g. 8x8 digits): one image's GEMM is too small to split, so
+    // split the batch across the pool instead.
+    const int64_t image_macs = c_out * ovol * depth;
+    if (batch > 1 && ctx.pool.threads() > 1 && image_macs < (int64_t{1} << 21) &&
+        depth * ovol * static_cast<int64_t>(sizeof(float)) <= kColBytes) {
+      static const ThreadPool serial(1);
+      ctx.pool.parallel_for(batch, 1, [&](int64_t begin, int64_t end) {
+        std::vector<float> col(pointwise ? 0 : static_cast<size_t>(depth * ovol));
+        for (int64_t n = begin; n < end; ++n)
+          for (int64_t grp = 0; grp < group_; ++grp) {
+            const float* xg = xp + (n * c_in + grp * cg) * ivol;
+            if (!pointwise) im2col(g, taps, xg, cg, 0, g.out[0] * g.out[1], col.data(), serial);
+            gemm_packed(packed[static_cast<size_t>(grp)], pointwise ? xg : col.data(), ovol, ovol,
+                        yp + (n * c_out + grp * mg) * ovol, ovol, bp ? bp + grp * mg : nullptr, act,
+                        serial);
+          }
+      });
+      return;
+    }
     // The unfolded input is built a block of output rows at a time so that its size stays
     // bounded (a 7x7 conv on a large image would otherwise need hundreds of MB).
     const int64_t out_rows = g.out[0] * g.out[1];
-    const int64_t row_bytes = cg * kl * g.out[2] * static_cast<int64_t>(sizeof(float));
+    const int64_t row_bytes = depth * g.out[2] * static_cast<int64_t>(sizeof(float));
     const int64_t block =
         std::clamp<int64_t>(kColBytes / std::max<int64_t>(row_bytes, 1), 1, out_rows);
-    std::unique_ptr<float[]> col(pointwise || kl == 0 ? nullptr
-                                                      : new float[cg * kl * block * g.out[2]]);
+    std::unique_ptr<float[]> col(pointwise ? nullptr : new float[depth * block * g.out[2] + 1]);
     for (int64_t n = 0; n < batch; ++n)
       for (int64_t grp = 0; grp < group_; ++grp) {
         const float* xg = xp + (n * c_in + grp * cg) * ivol;
-        const float* wg = wk + grp * mg * cg * kl;
         float* yg = yp + (n * c_out + grp * mg) * ovol;
+        const float* bg = bp ? bp + grp * mg : nullptr;
+        const PackedA& pk = packed[static_cast<size_t>(grp)];
         if (pointwise) {
-          sgemm(false, false, mg, ovol, cg, 1.f, wg, cg, xg, ovol, beta, yg, ovol);
-          apply_rows(act, yg, mg, ovol, ovol, ctx.pool);
-          continue;
-        }
-        if (kl == 0) {  // every offset reads padding: y is the bias (or zeros)
-          if (!b) std::fill(yg, yg + mg * ovol, 0.f);
-          apply_rows(act, yg, mg, ovol, ovol, ctx.pool);
+          gemm_packed(pk, xg, ovol, ovol, yg, ovol, bg, act, ctx.pool);
           continue;
         }
         for (int64_t r0 = 0; r0 < out_rows; r0 += block) {
           const int64_t r1 = std::min(out_rows, r0 + block);
           const int64_t width = (r1 - r0) * g.out[2];
-          im2col(g, live, xg, cg, r0, r1, col.get(), ctx.pool);
-          sgemm(false, false, mg, width, cg * kl, 1.f, wg, cg * kl, col.get(), width, beta,
-                yg + r0 * g.out[2], ovol);
-          apply_rows(act, yg + r0 * g.out[2], mg, width, ovol, ctx.pool);
+          if (depth > 0) im2col(g, taps, xg, cg, r0, r1, col.get(), ctx.pool);
+          gemm_packed(pk, col.get(), width, width, yg + r0 * g.out[2], ovol, bg, act, ctx.pool);
         }
       }
   }
 
  private:
+  // One PackedA per group: rows [grp * mg, (grp + 1) * mg) of the weights, `depth` wide.
+  std::vector<PackedA> pack_groups(const float* w, int64_t mg, int64_t depth) const {
+    std::vector<PackedA> out;
+    for (int64_t grp = 0; grp < group_; ++grp)
+      out.emplace_back(w + grp * mg * depth, mg, depth, depth);
+    return out;
+  }
+
+  void run_depthwise(KernelContext& ctx, const Geometry& g, int64_t planes, int64_t c_out,
+                     const float* xp, const float* wp, const float* bp, float* yp) const {
+    const Activation& act = ctx.activation;
+    const int64_t ivol = g.in_size(), ovol = g.out_size(), kvol = g.kernel_size();
+    // The plane kernels accumulate into y: it starts as the bias (or zeros).
+    ctx.pool.parallel_for(
+        planes, std::max<int64_t>(1, 16384 / ovol), [&](int64_t begin, int64_t end) {
+          for (int64_t p = begin; p < end; ++p)
+            std::fill(yp + p * ovol, yp + (p + 1) * ovol, bp ? bp[p % c_out] : 0.f);
+        });
+    // Wide stride-1 rows vectorise well in place; everything else goes through phase planes.
+    if (g.out[2] < 64 || g.stride != Dims3{1, 1, 1}) {
+      const PhasePlanes pp = phase_planes(g);
+      ctx.pool.parallel_for(
+          planes, std::max<int64_t>(1, 8192 / (ovol * kvol)), [&](int64_t begin, int64_t end) {
+            std::vector<float> buffer(static_cast<size_t>(pp.buffer_size()));
+            for (int64_t p = begin; p < end; ++p) {
+              depthwise_plane_phased(g, pp, xp + p * ivol, wp + (p % c_out) * kvol, yp + p * ovol,
+                                     buffer.data());
+              act.apply(yp + p * ovol, ovol);
+            }
+          });
+      return;
+    }
+    ctx.pool.parallel_for(
+        planes, std::max<int64_t>(1, 8192 / (ovol * kvol)), [&](int64_t begin, int64_t end) {
+          for (int64_t p = begin; p < end; ++p) {
+            depthwise_plane(g, xp + p * ivol, wp + (p % c_out) * kvol, yp + p * ovol);
+            act.apply(yp + p * ovol, ovol);
+          }
+        });
+  }
+
   int64_t group_;
+  std::vector<PackedA> packed_;  // per group, when the weights are constant
 };
 
 // ConvInteger: y (int32) = conv(x - x_zero_point, w - w_zero_point), no bias. x_zero_point is

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "backends/cpu/blas.hpp"
+#include "backends/cpu/gemm_packed.hpp"
 #include "backends/cpu/kernel.hpp"
 
 namespace quilt::cpu {
@@ -213,6 +214,70 @@ std::array<int64_t, 3> matmul_dims(const std::vector<int64_t>& as, const std::ve
   return {m, as.back(), bs.size() == 1 ? 1 : bs.back()};
 }
 
+// float32: products on Quilt's packed GEMM. Several products (attention heads) run one per
+// thread; one product is split across the pool.
+void matmul_f32(KernelContext& ctx) {
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(1);
+  Tensor& y = ctx.output_uninitialized(0);
+  if (y.numel() == 0) return;
+  const auto [m, k, n] = matmul_dims(a.shape(), b.shape());
+  const float* ap = a.data<float>();
+  const float* bp = b.data<float>();
+  float* yp = y.data<float>();
+  struct Product {
+    int64_t ao, bo, yo, rows;
+  };
+  std::vector<Product> products;
+  for_each_product(a.shape(), b.shape(), b.numel(),
+                   [&](int64_t ao, int64_t bo, int64_t yo, int64_t rows) {
+                     products.push_back({ao, bo, yo, rows < 0 ? y.numel() / n : rows});
+                   });
+  const Activation& act = ctx.activation;
+  if (products.size() == 1 || ctx.pool.threads() == 1) {
+    for (const Product& p : products)
+      gemm_raw(ap + p.ao, k, p.rows, k, bp + p.bo, n, n, yp + p.yo, n, act, ctx.pool);
+    return;
+  }
+  static const ThreadPool serial(1);
+  ctx.pool.parallel_for(static_cast<int64_t>(products.size()), 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      const Product& p = products[static_cast<size_t>(i)];
+      gemm_raw(ap + p.ao, k, p.rows, k, bp + p.bo, n, n, yp + p.yo, n, act, serial);
+    }
+  });
+}
+
+void run_matmul(KernelContext& ctx);
+
+// MatMul: with constant float32 weights B (K x N), B is packed once at creation.
+class MatMulKernel : public Kernel {
+ public:
+  explicit MatMulKernel(const NodeSignature& sig) {
+    const Tensor* b = sig.constants.size() > 1 ? sig.constants[1] : nullptr;
+    if (b && b->dtype() == DType::Float32 && b->rank() == 2 &&
+        sig.inputs[0].dtype == DType::Float32)
+      packed_ = std::make_unique<PackedB>(b->data<float>(), b->dim(0), b->dim(1), b->dim(1), false);
+  }
+  void run(KernelContext& ctx) const override {
+    const Tensor& a = ctx.input(0);
+    if (a.dtype() != DType::Float32) {
+      run_matmul(ctx);
+      if (!ctx.activation.none()) ctx.node.fail("a fused activation needs float32");
+      return;
+    }
+    if (!packed_ || a.rank() < 2 || a.shape().back() != packed_->depth()) return matmul_f32(ctx);
+    Tensor& y = ctx.output_uninitialized(0);
+    if (y.numel() == 0) return;
+    const int64_t k = packed_->depth(), n = packed_->cols();
+    gemm_packed_b(a.data<float>(), k, false, a.numel() / k, *packed_, y.data<float>(), n, nullptr,
+                  ctx.activation, ctx.pool);
+  }
+
+ private:
+  std::unique_ptr<PackedB> packed_;
+};
+
 template <class T>
 void matmul(KernelContext& ctx) {
   const Tensor& a = ctx.input(0);
@@ -301,7 +366,7 @@ void run_matmul(KernelContext& ctx) {
     case DType::UInt64:
       return matmul<uint64_t>(ctx);
     default:
-      return matmul<float>(ctx);
+      return matmul_f32(ctx);
   }
 }
 
@@ -313,7 +378,10 @@ void register_cpu_gemm(KernelRegistry& r) {
   r.add("MatMul",
         dtypes_of_input({DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::UInt32,
                          DType::UInt64}),
-        run_matmul);
+        KernelFactory([](const NodeSignature& sig) -> std::unique_ptr<Kernel> {
+          return std::make_unique<MatMulKernel>(sig);
+        }));
+  r.accept_fused_activation("MatMul");
   r.add("MatMulInteger", dtypes_of_input({DType::Int8, DType::UInt8}), run_matmul_integer);
 }
 

@@ -1,0 +1,314 @@
+#include "backends/cpu/gemm_packed.hpp"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "backends/cpu/blas.hpp"
+
+namespace quilt::cpu {
+namespace {
+
+constexpr int64_t kMr = 8;           // rows of C per micro-tile
+constexpr int64_t kLanes = 16;       // floats per AVX-512 vector
+constexpr int64_t kNr = 3 * kLanes;  // columns of C per full micro-tile
+constexpr int64_t kKc = 256;         // depth of one packed block (A: 8 KB, B panel: 48 KB)
+
+std::shared_ptr<float[]> aligned_floats(int64_t count) {
+  const size_t bytes =
+      (static_cast<size_t>(std::max<int64_t>(count, 1)) * sizeof(float) + 63) / 64 * 64;
+  float* p = static_cast<float*>(std::aligned_alloc(64, bytes));
+  if (!p) throw std::bad_alloc();
+  return std::shared_ptr<float[]>(p, [](float* q) { std::free(q); });
+}
+
+// The micro-kernel: a tile of `rows` (<= 8) x `nv` vectors of C from a packed A block
+// (kc x 8) and a packed B panel (kc x nv*16). The last vector's columns are masked by `mask`.
+// `first`: start from the bias (or 0) instead of C; `last`: C is final, apply the activation.
+template <int NV>
+__attribute__((target("avx512f"))) void micro_kernel(int64_t kc, const float* a, const float* b,
+                                                     int64_t b_stride, float* c, int64_t ldc,
+                                                     int64_t rows, __mmask16 mask, bool first,
+                                                     const float* bias, const float* col_bias) {
+  __m512 acc[kMr][NV];
+#pragma GCC unroll 8
+  for (int i = 0; i < kMr; ++i) {
+#pragma GCC unroll 3
+    for (int j = 0; j < NV; ++j) {
+      if (first) {
+        acc[i][j] = bias && i < rows ? _mm512_set1_ps(bias[i]) : _mm512_setzero_ps();
+        if (col_bias) {
+          const __mmask16 m = j == NV - 1 ? mask : __mmask16(0xffff);
+          acc[i][j] = _mm512_add_ps(acc[i][j], _mm512_maskz_loadu_ps(m, col_bias + j * kLanes));
+        }
+      } else if (i < rows) {
+        const __mmask16 m = j == NV - 1 ? mask : __mmask16(0xffff);
+        acc[i][j] = _mm512_maskz_loadu_ps(m, c + i * ldc + j * kLanes);
+      } else {
+        acc[i][j] = _mm512_setzero_ps();
+      }
+    }
+  }
+  for (int64_t p = 0; p < kc; ++p) {
+    __m512 bv[NV];
+#pragma GCC unroll 3
+    for (int j = 0; j < NV; ++j) bv[j] = _mm512_load_ps(b + p * b_stride + j * kLanes);
+#pragma GCC unroll 8
+    for (int i = 0; i < kMr; ++i) {
+      const __m512 av = _mm512_set1_ps(a[p * kMr + i]);
+#pragma GCC unroll 3
+      for (int j = 0; j < NV; ++j) acc[i][j] = _mm512_fmadd_ps(av, bv[j], acc[i][j]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < kMr; ++i) {
+    if (i >= rows) break;
+#pragma GCC unroll 3
+    for (int j = 0; j < NV; ++j) {
+      const __mmask16 m = j == NV - 1 ? mask : __mmask16(0xffff);
+      _mm512_mask_storeu_ps(c + i * ldc + j * kLanes, m, acc[i][j]);
+    }
+  }
+}
+
+// Copies rows [p0, p0 + kc) x columns [j0, j0 + width) of B into a panel of kc x (nv * 16),
+// zero-padding columns past width.
+__attribute__((target("avx512f"))) void pack_b(const float* b, int64_t ldb, int64_t p0, int64_t kc,
+                                               int64_t j0, int64_t width, int nv, float* panel) {
+  const int64_t stride = nv * kLanes;
+  for (int64_t p = 0; p < kc; ++p) {
+    const float* src = b + (p0 + p) * ldb + j0;
+    float* dst = panel + p * stride;
+    for (int v = 0; v < nv; ++v) {
+      const int64_t left = width - v * kLanes;
+      const __mmask16 m = left >= kLanes ? __mmask16(0xffff)
+                          : left <= 0    ? __mmask16(0)
+                                         : static_cast<__mmask16>((1u << left) - 1);
+      _mm512_store_ps(dst + v * kLanes, _mm512_maskz_loadu_ps(m, src + v * kLanes));
+    }
+  }
+}
+
+// Where B comes from: a raw row-major matrix packed panel by panel as it is read, or panels
+// packed ahead ([strip][k][48], zero-padded).
+struct BSource {
+  const float* raw = nullptr;
+  int64_t ldb = 0;
+  const float* packed = nullptr;
+};
+
+// One task: columns [j0, j1) of C (j0 a multiple of 48), rows [r0, r1) (r0 a multiple of 8).
+void run_tile_range(const float* packed_a, int64_t k, const BSource& b, int64_t j0, int64_t j1,
+                    int64_t r0, int64_t r1, float* c, int64_t ldc, const float* bias,
+                    const float* col_bias, const Activation& act, float* panel) {
+  for (int64_t j = j0; j < j1; j += kNr) {
+    const int64_t width = std::min(kNr, j1 - j);
+    const int nv = static_cast<int>((width + kLanes - 1) / kLanes);
+    const int64_t tail = width - (nv - 1) * kLanes;
+    const __mmask16 mask = static_cast<__mmask16>(tail >= kLanes ? 0xffff : (1u << tail) - 1);
+    const float* cb = col_bias ? col_bias + j : nullptr;
+    for (int64_t p0 = 0; p0 < k; p0 += kKc) {
+      const int64_t kc = std::min(kKc, k - p0);
+      const float* bp = nullptr;
+      int64_t b_stride = 0;
+      if (b.packed) {
+        bp = b.packed + (j / kNr) * k * kNr + p0 * kNr;
+        b_stride = kNr;
+      } else {
+        pack_b(b.raw, b.ldb, p0, kc, j, width, nv, panel);
+        bp = panel;
+        b_stride = nv * kLanes;
+      }
+      for (int64_t r = r0; r < r1; r += kMr) {
+        const float* ab = packed_a + (r / kMr) * k * kMr + p0 * kMr;
+        float* ct = c + r * ldc + j;
+        const int64_t rows = std::min(kMr, r1 - r);
+        const float* bt = bias ? bias + r : nullptr;
+        const bool first = p0 == 0;
+        switch (nv) {
+          case 1:
+            micro_kernel<1>(kc, ab, bp, b_stride, ct, ldc, rows, mask, first, bt, cb);
+            break;
+          case 2:
+            micro_kernel<2>(kc, ab, bp, b_stride, ct, ldc, rows, mask, first, bt, cb);
+            break;
+          default:
+            micro_kernel<3>(kc, ab, bp, b_stride, ct, ldc, rows, mask, first, bt, cb);
+            break;
+        }
+      }
+    }
+    if (k == 0)  // no depth: C is the bias
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t q = 0; q < width; ++q)
+          c[r * ldc + j + q] = (bias ? bias[r] : 0.f) + (cb ? cb[q] : 0.f);
+    if (!act.none())
+      for (int64_t r = r0; r < r1; ++r) act.apply(c + r * ldc + j, width);
+  }
+}
+
+// Packs rows [0, m) of a (row stride lda, or column stride lda when transposed) into
+// [ceil(m / 8)][k][8] at out, blocks [blk0, blk1).
+void pack_a_blocks(const float* a, int64_t m, int64_t k, int64_t lda, bool transposed, int64_t blk0,
+                   int64_t blk1, float* out) {
+  for (int64_t blk = blk0; blk < blk1; ++blk)
+    for (int64_t p = 0; p < k; ++p)
+      for (int64_t i = 0; i < kMr; ++i) {
+        const int64_t row = blk * kMr + i;
+        out[(blk * k + p) * kMr + i] =
+            row < m ? (transposed ? a[p * lda + row] : a[row * lda + p]) : 0.f;
+      }
+}
+
+// Splits C (m x n) into tasks of whole micro-tiles and runs them across the pool.
+void run_tiles(const float* packed_a, int64_t m, int64_t k, const BSource& b, int64_t n, float* c,
+               int64_t ldc, const float* bias, const float* col_bias, const Activation& act,
+               const ThreadPool& pool) {
+  // Column strips per task; when there are fewer strips than threads (late conv layers: 7x7 =
+  // 49 columns), row ranges too. Tiny products run on the calling thread: no wake-up.
+  const int64_t threads = pool.threads();
+  const int64_t strips = (n + kNr - 1) / kNr;
+  const int64_t macs = m * n * std::max<int64_t>(k, 1);
+  const int64_t want = macs < (int64_t{1} << 18) ? 1 : threads;
+  const int64_t col_tasks = std::min(strips, want);
+  const int64_t row_blocks = (m + kMr - 1) / kMr;
+  const int64_t row_tasks = std::min(row_blocks, std::max<int64_t>(1, want / col_tasks));
+  const int64_t tasks = col_tasks * row_tasks;
+  const int64_t strips_per_task = (strips + col_tasks - 1) / col_tasks;
+  const int64_t blocks_per_task = (row_blocks + row_tasks - 1) / row_tasks;
+  auto work = [&](int64_t t0, int64_t t1) {
+    thread_local std::shared_ptr<float[]> panel;
+    if (!panel) panel = aligned_floats(kKc * kNr);
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t ct = t % col_tasks, rt = t / col_tasks;
+      const int64_t j0 = std::min(n, ct * strips_per_task * kNr);
+      const int64_t j1 = std::min(n, j0 + strips_per_task * kNr);
+      const int64_t r0 = std::min(m, rt * blocks_per_task * kMr);
+      const int64_t r1 = std::min(m, r0 + blocks_per_task * kMr);
+      if (j0 < j1 && r0 < r1)
+        run_tile_range(packed_a, k, b, j0, j1, r0, r1, c, ldc, bias, col_bias, act, panel.get());
+    }
+  };
+  if (tasks == 1)
+    work(0, 1);
+  else
+    pool.parallel_for(tasks, 1, work);
+}
+
+}  // namespace
+
+bool gemm_packed_native() {
+  static const bool native = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") != 0;
+  }();
+  return native;
+}
+
+PackedA::PackedA(const float* a, int64_t m, int64_t k, int64_t lda) : m_(m), k_(k), lda_(lda) {
+  if (!gemm_packed_native()) {
+    copy_ = aligned_floats(m * k);
+    for (int64_t i = 0; i < m; ++i)
+      std::memcpy(copy_.get() + i * k, a + i * lda, k * sizeof(float));
+    source_ = copy_.get();
+    lda_ = k;
+    return;
+  }
+  const int64_t blocks = (m + kMr - 1) / kMr;
+  data_ = aligned_floats(blocks * k * kMr);
+  pack_a_blocks(a, m, k, lda, false, 0, blocks, data_.get());
+}
+
+PackedB::PackedB(const float* b, int64_t k, int64_t n, int64_t ldb, bool transposed)
+    : k_(k), n_(n) {
+  if (!gemm_packed_native()) {
+    copy_ = aligned_floats(k * n);
+    for (int64_t p = 0; p < k; ++p)
+      for (int64_t j = 0; j < n; ++j)
+        copy_[p * n + j] = transposed ? b[j * ldb + p] : b[p * ldb + j];
+    return;
+  }
+  const int64_t strips = (n + kNr - 1) / kNr;
+  data_ = aligned_floats(strips * k * kNr);
+  float* out = data_.get();
+  for (int64_t s = 0; s < strips; ++s)
+    for (int64_t p = 0; p < k; ++p)
+      for (int64_t q = 0; q < kNr; ++q) {
+        const int64_t j = s * kNr + q;
+        out[(s * k + p) * kNr + q] = j < n ? (transposed ? b[j * ldb + p] : b[p * ldb + j]) : 0.f;
+      }
+}
+
+void gemm_packed(const PackedA& a, const float* b, int64_t ldb, int64_t n, float* c, int64_t ldc,
+                 const float* bias, const Activation& act, const ThreadPool& pool) {
+  const int64_t m = a.rows(), k = a.depth();
+  if (m == 0 || n == 0) return;
+  if (!a.data_) {  // no AVX-512: OpenBLAS, then the epilogue
+    if (bias) {
+      for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, bias[i]);
+    }
+    sgemm(false, false, m, n, k, 1.f, a.source_, a.lda_, b, ldb, bias ? 1.f : 0.f, c, ldc);
+    if (!act.none())
+      for (int64_t i = 0; i < m; ++i) act.apply(c + i * ldc, n);
+    return;
+  }
+  BSource src;
+  src.raw = b;
+  src.ldb = ldb;
+  run_tiles(a.data_.get(), m, k, src, n, c, ldc, bias, nullptr, act, pool);
+}
+
+void gemm_raw(const float* a, int64_t lda, int64_t m, int64_t k, const float* b, int64_t ldb,
+              int64_t n, float* c, int64_t ldc, const Activation& act, const ThreadPool& pool) {
+  if (m == 0 || n == 0) return;
+  if (!gemm_packed_native()) {
+    sgemm(false, false, m, n, k, 1.f, a, lda, b, ldb, 0.f, c, ldc);
+    if (!act.none())
+      for (int64_t i = 0; i < m; ++i) act.apply(c + i * ldc, n);
+    return;
+  }
+  const int64_t blocks = (m + kMr - 1) / kMr;
+  thread_local std::vector<float> packed_a;
+  packed_a.resize(static_cast<size_t>(blocks * k * kMr) + 16);
+  float* pa =
+      reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(packed_a.data()) + 63) / 64 * 64);
+  pack_a_blocks(a, m, k, lda, false, 0, blocks, pa);
+  BSource src;
+  src.raw = b;
+  src.ldb = ldb;
+  run_tiles(pa, m, k, src, n, c, ldc, nullptr, nullptr, act, pool);
+}
+
+void gemm_packed_b(const float* a, int64_t lda, bool trans_a, int64_t m, const PackedB& b, float* c,
+                   int64_t ldc, const float* col_bias, const Activation& act,
+                   const ThreadPool& pool) {
+  const int64_t k = b.depth(), n = b.cols();
+  if (m == 0 || n == 0) return;
+  if (!b.data_) {  // no AVX-512: OpenBLAS, then the epilogue
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = col_bias ? col_bias[j] : 0.f;
+    sgemm(trans_a, false, m, n, k, 1.f, a, lda, b.copy_.get(), n, 1.f, c, ldc);
+    if (!act.none())
+      for (int64_t i = 0; i < m; ++i) act.apply(c + i * ldc, n);
+    return;
+  }
+  // A (the activations) is packed once per call, in parallel, and shared by every task.
+  const int64_t blocks = (m + kMr - 1) / kMr;
+  thread_local std::vector<float> packed_a;
+  packed_a.resize(static_cast<size_t>(blocks * k * kMr) + 16);
+  float* pa =
+      reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(packed_a.data()) + 63) / 64 * 64);
+  if (blocks * k * kMr < (int64_t{1} << 16))
+    pack_a_blocks(a, m, k, lda, trans_a, 0, blocks, pa);
+  else
+    pool.parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
+      pack_a_blocks(a, m, k, lda, trans_a, b0, b1, pa);
+    });
+  BSource src;
+  src.packed = b.data_.get();
+  run_tiles(pa, m, k, src, n, c, ldc, nullptr, col_bias, act, pool);
+}
+
+}  // namespace quilt::cpu

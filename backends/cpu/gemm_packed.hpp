@@ -1,0 +1,79 @@
+// Quilt's own float32 GEMM for convolutions: C = A B (+ bias per row, then an activation), where
+// A (M x K, the weights) is packed once when the kernel is created and B (K x N, the unfolded or
+// plain input, N = output pixels) is packed in panels as it is read.
+//
+//   PackedA w(weights, c_out, c_in * kh * kw, c_in * kh * kw);      // at kernel creation
+//   gemm_packed(w, col, n, n, y, n, bias, act, pool);               // per run
+//
+// Why not OpenBLAS here: sgemm repacks A on every call (the weights, megabytes per layer, each
+// run), synchronises its own threads per call (tens of microseconds on small convs) and cannot
+// apply the bias and activation while the tile is in registers. With A packed ahead, the
+// 8 x 48 AVX-512 micro-kernel keeps 24 accumulators in registers, the pool splits the output
+// columns, and the epilogue runs on the finished tile. On CPUs without AVX-512 it falls back to
+// OpenBLAS sgemm followed by the same epilogue.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "backends/cpu/activation.hpp"
+#include "backends/cpu/thread_pool.hpp"
+
+namespace quilt::cpu {
+
+class PackedA {
+ public:
+  PackedA() = default;
+  // Packs rows [0, m) x cols [0, k) of a (row stride lda).
+  PackedA(const float* a, int64_t m, int64_t k, int64_t lda);
+  int64_t rows() const { return m_; }
+  int64_t depth() const { return k_; }
+  bool empty() const { return m_ == 0; }
+
+ private:
+  friend void gemm_packed(const PackedA&, const float*, int64_t, int64_t, float*, int64_t,
+                          const float*, const Activation&, const ThreadPool&);
+  int64_t m_ = 0, k_ = 0;
+  std::shared_ptr<float[]> data_;  // [ceil(m / 8)][k][8], rows past m are zero
+  const float* source_ = nullptr;  // the unpacked A, for the fallback without AVX-512
+  std::shared_ptr<float[]> copy_;  // its copy (the fallback keeps A row-major)
+  int64_t lda_ = 0;
+};
+
+// The right operand of a product whose left one changes every run (MatMul or Gemm with constant
+// weights B: K x N, or N x K when transposed), packed once in 48-column panels.
+class PackedB {
+ public:
+  PackedB() = default;
+  PackedB(const float* b, int64_t k, int64_t n, int64_t ldb, bool transposed);
+  int64_t depth() const { return k_; }
+  int64_t cols() const { return n_; }
+
+ private:
+  friend void gemm_packed_b(const float*, int64_t, bool, int64_t, const PackedB&, float*, int64_t,
+                            const float*, const Activation&, const ThreadPool&);
+  int64_t k_ = 0, n_ = 0;
+  std::shared_ptr<float[]> data_;  // [ceil(n / 48)][k][48], columns past n are zero
+  std::shared_ptr<float[]> copy_;  // row-major K x N, for the fallback without AVX-512
+};
+
+// c[i][j] (row stride ldc) = act(bias[i] + sum_p a[i][p] * b[p][j]) for i < a.rows(), j < n;
+// b has a.depth() rows of stride ldb. bias may be null. Splits the work across the pool.
+void gemm_packed(const PackedA& a, const float* b, int64_t ldb, int64_t n, float* c, int64_t ldc,
+                 const float* bias, const Activation& act, const ThreadPool& pool);
+
+// c[i][j] = act(col_bias[j] + sum_p a[i][p] * b[p][j]) for i < m, j < b.cols(); a is m x depth
+// with row stride lda (or, trans_a, depth x m with row stride lda). col_bias may be null.
+void gemm_packed_b(const float* a, int64_t lda, bool trans_a, int64_t m, const PackedB& b, float* c,
+                   int64_t ldc, const float* col_bias, const Activation& act,
+                   const ThreadPool& pool);
+
+// c = act(a b) with neither operand packed ahead (a: m x k, b: k x n; row strides lda, ldb,
+// ldc): attention's batched products. a is packed in a thread-local buffer.
+void gemm_raw(const float* a, int64_t lda, int64_t m, int64_t k, const float* b, int64_t ldb,
+              int64_t n, float* c, int64_t ldc, const Activation& act, const ThreadPool& pool);
+
+// True when the AVX-512 micro-kernel runs on this CPU (else the OpenBLAS fallback).
+bool gemm_packed_native();
+
+}  // namespace quilt::cpu
