@@ -55,3 +55,14 @@ c.model("gemm_relu", [N("Gemm", ["a", "wg", "bg"], ["g"], transB=1), N("Relu", [
         {"a": rand(5, 16)}, ["y"], {"wg": rand(8, 16), "bg": rand(8)})
 c.model("gemm_row_sigmoid", [N("Gemm", ["a", "wg"], ["g"]), N("Sigmoid", ["g"], ["y"])],
         {"a": rand(1, 16)}, ["y"], {"wg": rand(16, 8)})
+# Gemm and MatMul with constant weights take the packed-weights path (backends/cpu/gemm_packed):
+# transA, beta on a [1, N] bias, a full [M, N] C (not packed), MatMul with batch dims folded
+# into M, and MatMul with run-time B (attention's per-head products).
+c.model("gemm_transa_beta", [N("Gemm", ["a", "wg", "bg"], ["y"], transA=1, beta=0.5)],
+        {"a": rand(16, 5)}, ["y"], {"wg": rand(16, 50), "bg": rand(1, 50)})
+c.model("gemm_full_c", [N("Gemm", ["a", "wg", "bg"], ["y"], transB=1)],
+        {"a": rand(5, 16)}, ["y"], {"wg": rand(8, 16), "bg": rand(5, 8)})
+c.model("matmul_weights_gelu", [N("MatMul", ["a", "wm"], ["m"]), N("Gelu", ["m"], ["y"])],
+        {"a": rand(2, 7, 33)}, ["y"], {"wm": rand(33, 100)}, opset=20)
+c.model("matmul_heads", [N("MatMul", ["q", "k"], ["y"])],
+        {"q": rand(2, 3, 9, 16), "k": rand(2, 3, 16, 11)}, ["y"])

@@ -137,6 +137,52 @@ void run_gemm(KernelContext& ctx) {
         [&](int64_t lo, int64_t hi) { ctx.activation.apply(yp + lo * n, (hi - lo) * n); });
 }
 
+// Gemm with constant float32 weights B, alpha 1 and a bias C that is absent or a constant row
+// ([N] or [1, N]): B is packed once at creation and beta * C becomes the tiles' column bias.
+// Other Gemms run run_gemm.
+class GemmKernel : public Kernel {
+ public:
+  explicit GemmKernel(const NodeSignature& sig) {
+    const Node& node = sig.node;
+    const Tensor* b = sig.constants.size() > 1 ? sig.constants[1] : nullptr;
+    const Tensor* c = sig.constants.size() > 2 ? sig.constants[2] : nullptr;
+    const bool has_c = sig.inputs.size() > 2 && !node.inputs[2].empty();
+    if (!b || b->dtype() != DType::Float32 || b->rank() != 2 ||
+        sig.inputs[0].dtype != DType::Float32 || node.attr_float("alpha", 1.f) != 1.f)
+      return;
+    const bool tb = node.attr_int("transB", 0) != 0;
+    const int64_t k = tb ? b->dim(1) : b->dim(0), n = tb ? b->dim(0) : b->dim(1);
+    const float beta = node.attr_float("beta", 1.f);
+    if (has_c && beta != 0.f) {
+      if (!c || c->dtype() != DType::Float32 || c->numel() != n ||
+          (c->rank() == 2 && c->dim(0) != 1) || c->rank() > 2)
+        return;
+      bias_.resize(static_cast<size_t>(n));
+      for (int64_t j = 0; j < n; ++j) bias_[static_cast<size_t>(j)] = beta * c->data<float>()[j];
+    }
+    trans_a_ = node.attr_int("transA", 0) != 0;
+    packed_ = std::make_unique<PackedB>(b->data<float>(), k, n, b->dim(1), tb);
+  }
+  void run(KernelContext& ctx) const override {
+    const Tensor& a = ctx.input(0);
+    const int64_t k = packed_ ? packed_->depth() : 0;
+    if (!packed_ || a.dtype() != DType::Float32 || a.rank() != 2 ||
+        (trans_a_ ? a.dim(0) : a.dim(1)) != k)
+      return run_gemm(ctx);
+    Tensor& y = ctx.output_uninitialized(0);
+    if (y.numel() == 0) return;
+    const int64_t m = trans_a_ ? a.dim(1) : a.dim(0);
+    gemm_packed_b(a.data<float>(), a.dim(1), trans_a_, m, *packed_, y.data<float>(),
+                  packed_->cols(), bias_.empty() ? nullptr : bias_.data(), ctx.activation,
+                  ctx.pool);
+  }
+
+ private:
+  std::unique_ptr<PackedB> packed_;
+  std::vector<float> bias_;
+  bool trans_a_ = false;
+};
+
 // y (m x n) = a (m x k) * b (k x n), row-major, for the dtypes BLAS has no kernel for. The
 // i-k-j order keeps the inner loop contiguous (and vectorisable); integers wrap like C++.
 template <class T>
@@ -373,7 +419,10 @@ void run_matmul(KernelContext& ctx) {
 }  // namespace
 
 void register_cpu_gemm(KernelRegistry& r) {
-  r.add("Gemm", dtypes_of_input({DType::Float32, DType::Float64}), run_gemm);
+  r.add("Gemm", dtypes_of_input({DType::Float32, DType::Float64}),
+        KernelFactory([](const NodeSignature& sig) -> std::unique_ptr<Kernel> {
+          return std::make_unique<GemmKernel>(sig);
+        }));
   r.accept_fused_activation("Gemm");
   r.add("MatMul",
         dtypes_of_input({DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::UInt32,
