@@ -356,6 +356,7 @@ void run(const quilt_device_s& device, const quilt_executable_s& exe,
     }
     KernelContext ctx(cn.node, in_ptrs, out_types, outs, device.pool);
     ctx.activation = cn.activation;
+    if (cn.bias_input >= 0) ctx.bias = in_ptrs[static_cast<size_t>(cn.bias_input)];
     const uint64_t start = timing ? host_now_ns() : 0;
     cn.kernel->run(ctx);
     if (timing) {

@@ -49,6 +49,26 @@ std::optional<Activation> activation_of(const PatchNode& n, const std::vector<Te
   return std::nullopt;
 }
 
+// Add(out, c) or Add(c, out) with c a constant float32 row of out's last dim ([N], [1, N], ...),
+// so the sum has out's shape.
+bool is_row_bias_add(const PatchNode& add, int32_t out, const std::vector<TypeShape>& types,
+                     const std::vector<Tensor>& constants) {
+  if (add.node.op_type != "Add" || !add.node.domain.empty() || add.inputs.size() != 2 ||
+      add.outputs.empty() || add.outputs[0] < 0)
+    return false;
+  if (add.inputs[0] != out && add.inputs[1] != out) return false;
+  const int32_t c = add.inputs[0] == out ? add.inputs[1] : add.inputs[0];
+  if (c < 0 || c == out || !constants[c].defined()) return false;
+  const Tensor& t = constants[c];
+  const TypeShape& ot = types[out];
+  if (t.dtype() != DType::Float32 || !ot.has_shape || ot.dims.empty() || ot.dims.back() < 0 ||
+      t.numel() != ot.dims.back() || t.rank() > static_cast<int64_t>(ot.dims.size()))
+    return false;
+  for (int64_t i = 0; i + 1 < t.rank(); ++i)
+    if (t.dim(i) != 1) return false;
+  return types[add.outputs[0]].dtype == DType::Float32;
+}
+
 }  // namespace
 
 int fuse_activations(std::vector<PatchNode>& nodes, const std::vector<TypeShape>& types,
@@ -69,8 +89,25 @@ int fuse_activations(std::vector<PatchNode>& nodes, const std::vector<TypeShape>
     if (removed[p] || producer.outputs.empty() || !producer.activation.none()) continue;
     const KernelEntry* entry = registry.find(producer.node.op_type, producer.node.domain);
     if (!entry || !entry->fuses_activation) continue;
-    const int32_t out = producer.outputs[0];
+    int32_t out = producer.outputs[0];
     if (out < 0 || types[out].dtype != DType::Float32) continue;
+    // A constant row bias added to the product (MatMul -> Add).
+    if (entry->fuses_bias && producer.bias_input < 0) {
+      std::optional<size_t> a = only_consumer(out);
+      if (a && !removed[*a] && is_row_bias_add(nodes[*a], out, types, constants)) {
+        const PatchNode& add = nodes[*a];
+        const size_t other = add.inputs[0] == out ? 1 : 0;
+        producer.bias_input = static_cast<int32_t>(producer.inputs.size());
+        producer.inputs.push_back(add.inputs[other]);
+        producer.node.inputs.push_back(add.node.inputs[other]);
+        producer.outputs[0] = add.outputs[0];
+        producer.node.outputs[0] = add.node.outputs[0];
+        producer.folded.push_back(add.graph_index);
+        removed[*a] = 1;
+        ++folded;
+        out = producer.outputs[0];
+      }
+    }
     // The SiLU pair: P's output read by exactly a Sigmoid and a Mul of (P, Sigmoid).
     if (!kept[out] && consumers[out].size() == 2) {
       size_t s = consumers[out][0], m = consumers[out][1];

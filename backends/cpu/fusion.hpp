@@ -5,6 +5,9 @@
 //   P -> A                         A one of Relu, LeakyRelu, Clip (constant bounds), HardSigmoid,
 //                                  HardSwish, Sigmoid, Tanh, Gelu
 //   P -> Sigmoid -> Mul(P, s)      SiLU, as exporters write x * sigmoid(x)
+//   MatMul -> Add(m, bias)         bias a constant [N] (or [1, ..., N]) row added to every row;
+//                                  an activation after the Add then fuses as above (BERT/ViT:
+//                                  MatMul -> Add -> Gelu is one kernel)
 //
 // P's kernel must accept a fused activation (KernelRegistry::accept_fused_activation). P then
 // produces A's (or Mul's) output value and the folded nodes leave the patch. A value the patch
@@ -29,6 +32,7 @@ struct PatchNode {
   std::vector<int32_t> inputs, outputs;  // value ids (-1: absent)
   int32_t graph_index = 0;               // its index in the patch graph (node timings use it)
   Activation activation;                 // applied by the kernel to output 0
+  int32_t bias_input = -1;               // index in inputs of a fused column bias (-1: none)
   std::vector<int32_t> folded;           // graph indices of the nodes folded into this one
 };
 

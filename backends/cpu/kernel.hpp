@@ -62,6 +62,9 @@ class KernelContext {
   // Applied to output 0 by kernels that accept a fused activation (backends/cpu/fusion.hpp);
   // None for every other kernel.
   Activation activation;
+  // A float32 row added to every row of output 0 before the activation, by kernels that accept
+  // a fused bias; null for every other kernel.
+  const Tensor* bias = nullptr;
 
  private:
   std::span<const Tensor* const> inputs_;
@@ -88,6 +91,7 @@ struct KernelEntry {
   SupportFn support;
   KernelFactory create;
   bool fuses_activation = false;  // the kernel applies KernelContext::activation to output 0
+  bool fuses_bias = false;        // ... and adds KernelContext::bias to its rows first
 };
 
 class KernelRegistry {
@@ -101,6 +105,8 @@ class KernelRegistry {
            const std::string& domain = "");
   // Marks op_type's kernel as applying KernelContext::activation (see backends/cpu/fusion.hpp).
   void accept_fused_activation(const std::string& op_type, const std::string& domain = "");
+  // Marks op_type's kernel as adding KernelContext::bias (a row) to its output.
+  void accept_fused_bias(const std::string& op_type, const std::string& domain = "");
   // A faster kernel for an op already in the table (same capability answer); throws if absent.
   void replace_kernel(const std::string& op_type, KernelFactory create,
                       const std::string& domain = "");

@@ -69,6 +69,15 @@ void KernelRegistry::accept_fused_activation(const std::string& op_type,
               "[cpu backend] accept_fused_activation: no kernel for " + op_type);
 }
 
+void KernelRegistry::accept_fused_bias(const std::string& op_type, const std::string& domain) {
+  for (auto& e : entries_)
+    if (e.op_type == op_type && e.domain == domain) {
+      e.fuses_bias = true;
+      return;
+    }
+  throw Error(ErrorCode::Runtime, "[cpu backend] accept_fused_bias: no kernel for " + op_type);
+}
+
 void KernelRegistry::replace_kernel(const std::string& op_type, KernelFactory create,
                                     const std::string& domain) {
   for (auto& e : entries_)

@@ -66,3 +66,15 @@ c.model("matmul_weights_gelu", [N("MatMul", ["a", "wm"], ["m"]), N("Gelu", ["m"]
         {"a": rand(2, 7, 33)}, ["y"], {"wm": rand(33, 100)}, opset=20)
 c.model("matmul_heads", [N("MatMul", ["q", "k"], ["y"])],
         {"q": rand(2, 3, 9, 16), "k": rand(2, 3, 16, 11)}, ["y"])
+# MatMul + constant row bias (+ activation): BERT/ViT's projections; the bias first or second,
+# as [N] or [1, 1, N]; a bias that broadcasts the product to a larger shape is not fused.
+c.model("matmul_bias_gelu", [N("MatMul", ["a", "wm"], ["m"]), N("Add", ["m", "bm"], ["s"]),
+                             N("Gelu", ["s"], ["y"])],
+        {"a": rand(2, 7, 33)}, ["y"], {"wm": rand(33, 100), "bm": rand(100)}, opset=20)
+c.model("matmul_bias_first_3d", [N("MatMul", ["a", "wm"], ["m"]), N("Add", ["bm", "m"], ["y"])],
+        {"a": rand(2, 7, 33)}, ["y"], {"wm": rand(33, 20), "bm": rand(1, 1, 20)})
+c.model("matmul_bias_broadcasts_up", [N("MatMul", ["a", "wm"], ["m"]), N("Add", ["m", "bm"], ["y"])],
+        {"a": rand(7, 33)}, ["y"], {"wm": rand(33, 20), "bm": rand(3, 1, 20)})
+c.model("matmul_runtime_b_bias_relu", [N("MatMul", ["a", "b"], ["m"]), N("Add", ["m", "bm"], ["s"]),
+                                       N("Relu", ["s"], ["y"])],
+        {"a": rand(2, 5, 8), "b": rand(2, 8, 6)}, ["y"], {"bm": rand(6)})

@@ -261,7 +261,8 @@ std::array<int64_t, 3> matmul_dims(const std::vector<int64_t>& as, const std::ve
 }
 
 // float32: products on Quilt's packed GEMM. Several products (attention heads) run one per
-// thread; one product is split across the pool.
+// thread; one product is split across the pool. A fused bias (a row added to every row) goes
+// before the fused activation.
 void matmul_f32(KernelContext& ctx) {
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
@@ -279,19 +280,31 @@ void matmul_f32(KernelContext& ctx) {
                    [&](int64_t ao, int64_t bo, int64_t yo, int64_t rows) {
                      products.push_back({ao, bo, yo, rows < 0 ? y.numel() / n : rows});
                    });
-  const Activation& act = ctx.activation;
+  const Activation none;
+  const Activation& act = ctx.bias ? none : ctx.activation;
   if (products.size() == 1 || ctx.pool.threads() == 1) {
     for (const Product& p : products)
       gemm_raw(ap + p.ao, k, p.rows, k, bp + p.bo, n, n, yp + p.yo, n, act, ctx.pool);
-    return;
+  } else {
+    static const ThreadPool serial(1);
+    ctx.pool.parallel_for(static_cast<int64_t>(products.size()), 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        const Product& p = products[static_cast<size_t>(i)];
+        gemm_raw(ap + p.ao, k, p.rows, k, bp + p.bo, n, n, yp + p.yo, n, act, serial);
+      }
+    });
   }
-  static const ThreadPool serial(1);
-  ctx.pool.parallel_for(static_cast<int64_t>(products.size()), 1, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) {
-      const Product& p = products[static_cast<size_t>(i)];
-      gemm_raw(ap + p.ao, k, p.rows, k, bp + p.bo, n, n, yp + p.yo, n, act, serial);
-    }
-  });
+  if (ctx.bias) {
+    const float* bias = ctx.bias->data<float>();
+    ctx.pool.parallel_for(y.numel() / n, std::max<int64_t>(1, 16384 / n),
+                          [&](int64_t lo, int64_t hi) {
+                            for (int64_t r = lo; r < hi; ++r) {
+                              float* row = yp + r * n;
+                              for (int64_t j = 0; j < n; ++j) row[j] += bias[j];
+                              ctx.activation.apply(row, n);
+                            }
+                          });
+  }
 }
 
 void run_matmul(KernelContext& ctx);
@@ -308,16 +321,15 @@ class MatMulKernel : public Kernel {
   void run(KernelContext& ctx) const override {
     const Tensor& a = ctx.input(0);
     if (a.dtype() != DType::Float32) {
-      run_matmul(ctx);
-      if (!ctx.activation.none()) ctx.node.fail("a fused activation needs float32");
-      return;
+      if (!ctx.activation.none() || ctx.bias) ctx.node.fail("a fused activation needs float32");
+      return run_matmul(ctx);
     }
     if (!packed_ || a.rank() < 2 || a.shape().back() != packed_->depth()) return matmul_f32(ctx);
     Tensor& y = ctx.output_uninitialized(0);
     if (y.numel() == 0) return;
     const int64_t k = packed_->depth(), n = packed_->cols();
-    gemm_packed_b(a.data<float>(), k, false, a.numel() / k, *packed_, y.data<float>(), n, nullptr,
-                  ctx.activation, ctx.pool);
+    gemm_packed_b(a.data<float>(), k, false, a.numel() / k, *packed_, y.data<float>(), n,
+                  ctx.bias ? ctx.bias->data<float>() : nullptr, ctx.activation, ctx.pool);
   }
 
  private:
@@ -431,6 +443,7 @@ void register_cpu_gemm(KernelRegistry& r) {
           return std::make_unique<MatMulKernel>(sig);
         }));
   r.accept_fused_activation("MatMul");
+  r.accept_fused_bias("MatMul");
   r.add("MatMulInteger", dtypes_of_input({DType::Int8, DType::UInt8}), run_matmul_integer);
 }
 

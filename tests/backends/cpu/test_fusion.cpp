@@ -110,5 +110,38 @@ TEST(Fusion, LeavesValuesOthersReadAlone) {
   }
 }
 
+TEST(Fusion, MatMulTakesARowBiasThenAnActivation) {
+  Patch p(6);  // 0 a, 1 w, 2 product, 3 bias, 4 sum, 5 gelu
+  p.constants[3] = Tensor::from_vector<float>({4}, {1.f, 2.f, 3.f, 4.f});
+  p.add("MatMul", {0, 1}, {2});
+  p.add("Add", {2, 3}, {4});
+  p.add("Gelu", {4}, {5});
+  p.nodes[2].node.opset = 20;
+  EXPECT_EQ(p.fuse(), 2);
+  ASSERT_EQ(p.nodes.size(), 1u);
+  EXPECT_EQ(p.nodes[0].bias_input, 2);
+  EXPECT_EQ(p.nodes[0].inputs, (std::vector<int32_t>{0, 1, 3}));
+  EXPECT_EQ(p.nodes[0].activation.kind, Activation::Kind::Gelu);
+  EXPECT_EQ(p.nodes[0].outputs, std::vector<int32_t>{5});
+  EXPECT_EQ(p.nodes[0].folded, (std::vector<int32_t>{1, 2}));
+}
+
+TEST(Fusion, BiasMustBeAConstantRowOfTheProduct) {
+  for (int variant = 0; variant < 3; ++variant) {
+    Patch p(5);
+    if (variant == 0) p.constants[3] = Tensor::from_vector<float>({2, 4}, std::vector<float>(8));
+    if (variant == 1) p.constants[3] = Tensor::from_vector<float>({3}, {1.f, 2.f, 3.f});
+    // variant 2: the bias is a run-time input
+    p.add("MatMul", {0, 1}, {2});
+    p.add("Add", {2, 3}, {4});
+    EXPECT_EQ(p.fuse(), 0) << variant;
+  }
+  Patch conv(5);  // Conv takes no fused bias this way (it has its own input)
+  conv.constants[3] = Tensor::from_vector<float>({4}, std::vector<float>(4));
+  conv.add("Conv", {0, 1}, {2});
+  conv.add("Add", {2, 3}, {4});
+  EXPECT_EQ(conv.fuse(), 0);
+}
+
 }  // namespace
 }  // namespace quilt::cpu
