@@ -1,5 +1,6 @@
-// Conv: pointwise convs are one GEMM per (batch, group); depthwise convs run a direct kernel
-// parallel over channels; everything else is im2col + GEMM. ConvInteger: im2col + integer GEMM.
+// Conv: pointwise convs are one GEMM per (batch, group) on the packed GEMM; depthwise convs run
+// the direct kernel of conv_depthwise.cpp (3-D ones the plane kernels here); everything else is
+// im2col + packed GEMM. ConvInteger: im2col + integer GEMM.
 // Spatial dims are padded in front to three (1-D and 2-D convs are 3-D convs with size-1 leading
 // dims), so one code path serves every rank.
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include "backends/cpu/blas.hpp"
 #include "backends/cpu/gemm_packed.hpp"
 #include "backends/cpu/kernel.hpp"
+#include "backends/cpu/kernels/conv_depthwise.hpp"
 
 namespace quilt::cpu {
 
@@ -345,6 +347,13 @@ class ConvKernel : public Kernel {
   void run_depthwise(KernelContext& ctx, const Geometry& g, int64_t planes, int64_t c_out,
                      const float* xp, const float* wp, const float* bp, float* yp) const {
     const Activation& act = ctx.activation;
+    if (g.in[0] == 1 && g.out[0] == 1 && g.kernel[0] == 1) {  // 1-D and 2-D: the direct kernel
+      const DepthwiseGeometry dg{g.in[1],       g.in[2],       g.out[1],    g.out[2],
+                                 g.kernel[1],   g.kernel[2],   g.stride[1], g.stride[2],
+                                 g.dilation[1], g.dilation[2], g.pad[1],    g.pad[2]};
+      return depthwise_conv2d(dg, planes, c_out, xp, wp, bp, yp, act, ctx.pool);
+    }
+    // 3-D: the plane kernels below.
     const int64_t ivol = g.in_size(), ovol = g.out_size(), kvol = g.kernel_size();
     // The plane kernels accumulate into y: it starts as the bias (or zeros).
     ctx.pool.parallel_for(

@@ -1,0 +1,384 @@
+// Depthwise 2-D conv. Each (plane, band of output rows) is first copied into a per-thread buffer
+// that is zero-padded and split by column phase (input column mod stride_w, stored as separate
+// contiguous rows). Then every kernel tap of every output row reads one contiguous, in-bounds
+// run of that buffer at a fixed offset, so the inner loop is 8-wide FMAs with no border tests and
+// no strided loads, whatever the stride, dilation and padding. The copy costs about one
+// load/store per input value against kernel_h * kernel_w FMAs per output (measured 10-25% of the
+// time; the FMA loops alone run at ~90% of the AVX2 peak). Outputs are computed in register
+// tiles of rows x 8-lane vectors (TapTile, RowReuseTile).
+#include "backends/cpu/kernels/conv_depthwise.hpp"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <vector>
+
+namespace quilt::cpu {
+namespace {
+
+constexpr int64_t kLanes = 8;
+// A band's buffer aims at this many floats (16 KB) so that it stays in L1 while the taps sweep
+// it; bigger planes are split into bands of output rows (measured: 16 KB is ~10% faster than
+// 64 KB on 112x112 stride-2 planes, the same elsewhere).
+constexpr int64_t kBandFloats = 4096;
+// Multiply-adds per parallel_for item: late layers (7x7 planes) are too small to be split one
+// plane at a time.
+constexpr int64_t kGrainMacs = 1 << 15;
+
+// Lanes [0, n) set: loadu(kTailMask + 8 - n).
+alignas(64) constexpr int32_t kTailMask[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
+                                               0,  0,  0,  0,  0,  0,  0,  0};
+
+// Where the band buffer holds what. Buffer row i of a band starting at output row oh0 is padded
+// input row oh0 * stride_h + i; within it, phase r (0 <= r < stride_w) is a run of row_len floats
+// whose j-th entry is padded column j * stride_w + r (padded column c = input column c - pad_left).
+struct Plan {
+  DepthwiseGeometry g;
+  int64_t row_len = 0;     // every output column rounded up to 8 lanes, plus the widest tap reach
+  int64_t row_stride = 0;  // stride_w * row_len
+  int64_t band_rows = 0;   // output rows per band
+  int64_t bands = 0;       // bands per plane
+  int64_t buffer_rows = 0;
+  std::vector<int64_t> taps;  // per (kh, kw): offset from the output row's first buffer row
+  std::vector<int64_t> cols;  // per kw: offset within a buffer row
+  struct Run {
+    int64_t dst, src, count;  // buffer row[dst + j] = input row[src + j * stride_w]
+  };
+  std::vector<Run> runs;  // one per column phase that holds input columns
+  bool paired = false;    // stride 2, runs[0] the even input columns, runs[1] the odd ones
+
+  int64_t band_buffer_rows(int64_t rows) const {
+    return (rows - 1) * g.stride_h + (g.kernel_h - 1) * g.dilation_h + 1;
+  }
+};
+
+Plan make_plan(const DepthwiseGeometry& g) {
+  Plan p;
+  p.g = g;
+  const int64_t reach = (g.kernel_w - 1) * g.dilation_w / g.stride_w;
+  p.row_len = (g.out_w + kLanes - 1) / kLanes * kLanes + reach;
+  p.row_stride = g.stride_w * p.row_len;
+  const int64_t per_row = g.stride_h * p.row_stride;
+  const int64_t rows = std::clamp<int64_t>(
+      (kBandFloats - p.band_buffer_rows(1) * p.row_stride) / std::max<int64_t>(per_row, 1) + 1, 1,
+      g.out_h);
+  p.bands = (g.out_h + rows - 1) / rows;
+  p.band_rows = (g.out_h + p.bands - 1) / p.bands;  // even bands
+  p.buffer_rows = p.band_buffer_rows(p.band_rows);
+  for (int64_t kh = 0; kh < g.kernel_h; ++kh)
+    for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
+      const int64_t col = kw * g.dilation_w;
+      p.taps.push_back(kh * g.dilation_h * p.row_stride + col % g.stride_w * p.row_len +
+                       col / g.stride_w);
+    }
+  for (int64_t kw = 0; kw < g.kernel_w; ++kw) p.cols.push_back(p.taps[static_cast<size_t>(kw)]);
+  // Padded columns that hold input: [lo, hi), cut to those the taps can reach.
+  const int64_t lo = std::max<int64_t>(g.pad_left, 0);
+  const int64_t hi = std::min(g.pad_left + g.in_w, p.row_stride);
+  for (int64_t r = 0; r < g.stride_w; ++r) {
+    const int64_t first = lo + ((r - lo % g.stride_w) % g.stride_w + g.stride_w) % g.stride_w;
+    if (first >= hi) continue;
+    p.runs.push_back({r * p.row_len + first / g.stride_w, first - g.pad_left,
+                      (hi - first + g.stride_w - 1) / g.stride_w});
+  }
+  std::sort(p.runs.begin(), p.runs.end(),
+            [](const Plan::Run& a, const Plan::Run& b) { return a.src < b.src; });
+  p.paired = g.stride_w == 2 && p.runs.size() == 2 && p.runs[0].src == 0 && p.runs[1].src == 1;
+  return p;
+}
+
+// Lanes [0, n) of a mask, n in [0, 8].
+inline __m256i lanes(int64_t n) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kTailMask + kLanes - n));
+}
+
+// [a0 a2 .. a6 b0 b2 .. b6] and [a1 a3 .. a7 b1 b3 .. b7].
+inline void split_even_odd(__m256 a, __m256 b, __m256& even, __m256& odd) {
+  // Each input to [evens | odds] first, then the halves swap: every load is used once, so GCC
+  // keeps it a single load (with in-lane shuffles it read b twice, ~8% slower).
+  const __m256i order = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+  const __m256 pa = _mm256_permutevar8x32_ps(a, order), pb = _mm256_permutevar8x32_ps(b, order);
+  even = _mm256_permute2f128_ps(pa, pb, 0x20);
+  odd = _mm256_permute2f128_ps(pa, pb, 0x31);
+}
+
+// even[m] = src[2 m] for m < n_even and odd[m] = src[2 m + 1] for m < n_odd (n_even - n_odd is
+// 0 or 1): the two column phases of a stride-2 row in one pass over it.
+void deinterleave(const float* src, float* even, int64_t n_even, float* odd, int64_t n_odd) {
+  int64_t m = 0;
+  __m256 e, o;
+  for (; m + kLanes <= n_odd; m += kLanes) {
+    split_even_odd(_mm256_loadu_ps(src + 2 * m), _mm256_loadu_ps(src + 2 * m + kLanes), e, o);
+    _mm256_storeu_ps(even + m, e);
+    _mm256_storeu_ps(odd + m, o);
+  }
+  if (m + 4 <= n_odd) {
+    const __m128 a = _mm_loadu_ps(src + 2 * m), b = _mm_loadu_ps(src + 2 * m + 4);
+    _mm_storeu_ps(even + m, _mm_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)));
+    _mm_storeu_ps(odd + m, _mm_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+    m += 4;
+  }
+  const int64_t left = n_even - m + n_odd - m;  // input floats left: fewer than 8
+  if (left == 0) return;
+  split_even_odd(_mm256_maskload_ps(src + 2 * m, lanes(left)), _mm256_setzero_ps(), e, o);
+  _mm256_maskstore_ps(even + m, lanes(n_even - m), e);
+  _mm256_maskstore_ps(odd + m, lanes(n_odd - m), o);
+}
+
+// dst[j] = src[j] for j in [0, n): inline, as short rows are common (memcpy's call and size
+// dispatch cost more than the copy).
+void copy_row(const float* src, float* dst, int64_t n) {
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) _mm256_storeu_ps(dst + j, _mm256_loadu_ps(src + j));
+  if (j < n) {
+    const __m256i mask = lanes(n - j);
+    _mm256_maskstore_ps(dst + j, mask, _mm256_maskload_ps(src + j, mask));
+  }
+}
+
+// Copies the input rows of one band into buf; rows outside the input become zero. Columns outside
+// the input are never written here, so they stay zero from the buffer's initial clear (done once
+// per parallel_for chunk).
+void fill_band(const Plan& p, const float* x, int64_t oh0, int64_t rows, float* buf) {
+  const DepthwiseGeometry& g = p.g;
+  for (int64_t i = 0; i < p.band_buffer_rows(rows); ++i) {
+    float* dst = buf + i * p.row_stride;
+    const int64_t ih = oh0 * g.stride_h + i - g.pad_top;
+    if (ih < 0 || ih >= g.in_h) {
+      // With one band per plane the padding rows are the same buffer rows for every plane.
+      if (p.bands > 1) std::fill(dst, dst + p.row_stride, 0.f);
+      continue;
+    }
+    const float* src = x + ih * g.in_w;
+    if (p.paired) {
+      const Plan::Run &e = p.runs[0], &o = p.runs[1];
+      deinterleave(src, dst + e.dst, e.count, dst + o.dst, o.count);
+      continue;
+    }
+    for (const Plan::Run& run : p.runs) {
+      if (g.stride_w == 1) {
+        copy_row(src + run.src, dst + run.dst, run.count);
+      } else {
+        for (int64_t j = 0; j < run.count; ++j) dst[run.dst + j] = src[run.src + j * g.stride_w];
+      }
+    }
+  }
+}
+
+// One output tile: R rows x V vectors of 8 columns. Vector v sits at column 8 v except the last,
+// shifted by `shift` (<= 0) so that a row's final vector ends exactly at out_w (it recomputes a
+// few columns of its neighbour, bit for bit).
+struct TileArgs {
+  const float* x;  // buffer at the tile's first column, first output row, kernel row 0
+  int64_t x_row;   // buffer floats from one output row to the next
+  int64_t shift;
+  const int64_t* taps;  // per (kh, kw): buffer offset
+  const int64_t* cols;  // per kw: buffer offset within a row
+  int64_t kernel_w, ntaps;
+  int64_t buf_row;  // buffer floats from one buffer row to the next
+  const float* w;
+  float bias;
+  float* y;  // output at the tile's first column and row
+  int64_t y_row;
+  // out_w < 8 only: rows [0, full_rows) store 8 lanes, spilling into the next rows (stored
+  // later, in the same band); the other rows store the lanes of mask.
+  const int32_t* mask;
+  int64_t full_rows;
+};
+
+template <int R, int V>
+inline void tile_init(__m256 (&acc)[R][V], float bias) {
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int v = 0; v < V; ++v) acc[r][v] = _mm256_set1_ps(bias);
+}
+
+// Row r, vector v of a tile of V vectors at p.
+template <int V, class T>
+inline T* tile_at(T* p, int r, int v, int64_t row, int64_t shift) {
+  return p + r * row + v * kLanes + (v == V - 1 ? shift : 0);
+}
+
+template <int R, int V>
+inline void tile_store(const __m256 (&acc)[R][V], const TileArgs& a) {
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int v = 0; v < V; ++v) {
+      float* dst = tile_at<V>(a.y, r, v, a.y_row, a.shift);
+      if (a.mask && r >= a.full_rows) {
+        _mm256_maskstore_ps(dst, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.mask)),
+                            acc[r][v]);
+      } else {
+        _mm256_storeu_ps(dst, acc[r][v]);
+      }
+    }
+}
+
+// Any geometry: tap by tap, each broadcast weight feeds R * V FMAs.
+struct TapTile {
+  static constexpr int kMaxVectors = 4;
+  // R * V <= 8 accumulators: enough FMAs in flight (two tiles overlap out of order); 12 or 14
+  // measured the same or a few % slower.
+  static constexpr int rows(int v) { return v == 1 ? 8 : v == 2 ? 4 : v == 3 ? 3 : 2; }
+
+  template <int R, int V>
+  static void run(const TileArgs& a) {
+    __m256 acc[R][V];
+    tile_init(acc, a.bias);
+    for (int64_t k = 0; k < a.ntaps; ++k) {
+      const __m256 wv = _mm256_broadcast_ss(a.w + k);
+      const float* s = a.x + a.taps[k];
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+        for (int v = 0; v < V; ++v)
+          acc[r][v] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(tile_at<V>(s, r, v, a.x_row, a.shift)),
+                                      acc[r][v]);
+    }
+    tile_store(acc, a);
+  }
+};
+
+// Stride 1 and dilation 1 down the rows, KH kernel rows: output rows r and r + 1 share KH - 1
+// buffer rows, so each loaded input vector feeds up to KH output rows, with the KH weights of a
+// kernel column in registers. Used for rows of one vector (out_w <= 8), where TapTile does a
+// load per FMA: ~20% faster on 7x7 planes with a 5x5 kernel. On wider rows TapTile's broadcast is
+// shared by R * V FMAs and it measured a few % faster.
+template <int KH>
+struct RowReuseTile {
+  static constexpr int kMaxVectors = 1;
+  static constexpr int rows(int) { return 8; }
+
+  template <int R, int V>
+  static void run(const TileArgs& a) {
+    __m256 acc[R][V];
+    tile_init(acc, a.bias);
+    for (int64_t kw = 0; kw < a.kernel_w; ++kw) {
+      __m256 wv[KH];
+#pragma GCC unroll 16
+      for (int kh = 0; kh < KH; ++kh) wv[kh] = _mm256_broadcast_ss(a.w + kh * a.kernel_w + kw);
+      const float* s = a.x + a.cols[kw];
+#pragma GCC unroll 16
+      for (int i = 0; i < R + KH - 1; ++i) {
+        __m256 xv[V];
+#pragma GCC unroll 16
+        for (int v = 0; v < V; ++v)
+          xv[v] = _mm256_loadu_ps(tile_at<V>(s, i, v, a.buf_row, a.shift));
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          const int kh = i - r;
+          if (kh < 0 || kh >= KH) continue;
+#pragma GCC unroll 16
+          for (int v = 0; v < V; ++v) acc[r][v] = _mm256_fmadd_ps(wv[kh], xv[v], acc[r][v]);
+        }
+      }
+    }
+    tile_store(acc, a);
+  }
+};
+
+// Calls T::run<r, v> for runtime r <= R, v <= V (1-based).
+template <class T, int V, int R>
+void run_rows(int64_t r, const TileArgs& a) {
+  if constexpr (R > 1) {
+    if (r < R) return run_rows<T, V, R - 1>(r, a);
+  }
+  T::template run<R, V>(a);
+}
+
+template <class T, int V = T::kMaxVectors>
+void run_tile(int64_t v, int64_t r, const TileArgs& a) {
+  if constexpr (V > 1) {
+    if (v < V) return run_tile<T, V - 1>(v, r, a);
+  }
+  run_rows<T, V, T::rows(V)>(r, a);
+}
+
+// Output rows [0, rows) of one band from its buffer, in tiles of T.
+template <class T>
+void conv_band(const Plan& p, const float* buf, const float* w, float bias, float* y,
+               int64_t rows) {
+  const DepthwiseGeometry& g = p.g;
+  TileArgs a{};
+  a.x_row = g.stride_h * p.row_stride;
+  a.taps = p.taps.data();
+  a.cols = p.cols.data();
+  a.kernel_w = g.kernel_w;
+  a.ntaps = g.kernel_h * g.kernel_w;
+  a.buf_row = p.row_stride;
+  a.w = w;
+  a.bias = bias;
+  a.y_row = g.out_w;
+  // Column groups of at most kMaxVectors vectors, the row's last vector ending at out_w.
+  const int64_t nvec = (g.out_w + kLanes - 1) / kLanes;
+  const int64_t groups = (nvec + T::kMaxVectors - 1) / T::kMaxVectors;
+  a.mask = g.out_w < kLanes ? kTailMask + kLanes - g.out_w : nullptr;
+  // With out_w < 8, band row t may store 8 lanes when they end inside the band.
+  const int64_t full_limit = rows * g.out_w >= kLanes ? (rows * g.out_w - kLanes) / g.out_w + 1 : 0;
+  const int64_t tile_rows_max = T::rows(static_cast<int>((nvec + groups - 1) / groups));
+  for (int64_t r0 = 0; r0 < rows;) {
+    const int64_t tile_rows = std::min(tile_rows_max, rows - r0);
+    a.full_rows = full_limit - r0;
+    for (int64_t gi = 0, v0 = 0; gi < groups; ++gi) {
+      const int64_t nv = (nvec - v0) / (groups - gi);  // balanced: 7 -> 3 + 4
+      const int64_t col = v0 * kLanes;
+      a.shift = gi + 1 == groups && g.out_w >= kLanes ? g.out_w - col - nv * kLanes : 0;
+      a.x = buf + r0 * a.x_row + col;
+      a.y = y + r0 * g.out_w + col;
+      run_tile<T>(nv, tile_rows, a);
+      v0 += nv;
+    }
+    r0 += tile_rows;
+  }
+}
+
+using BandFn = void (*)(const Plan&, const float*, const float*, float, float*, int64_t);
+
+BandFn band_kernel(const DepthwiseGeometry& g) {
+  if (g.out_w <= kLanes && g.stride_h == 1 && g.dilation_h == 1) {
+    switch (g.kernel_h) {
+      case 3:
+        return conv_band<RowReuseTile<3>>;
+      case 5:
+        return conv_band<RowReuseTile<5>>;
+      case 7:
+        return conv_band<RowReuseTile<7>>;
+    }
+  }
+  return conv_band<TapTile>;
+}
+
+}  // namespace
+
+void depthwise_conv2d(const DepthwiseGeometry& g, int64_t planes, int64_t channels, const float* x,
+                      const float* w, const float* bias, float* y, const Activation& act,
+                      const ThreadPool& pool) {
+  if (planes <= 0 || g.out_h <= 0 || g.out_w <= 0) return;
+  const Plan p = make_plan(g);
+  const BandFn band_fn = band_kernel(g);
+  const int64_t in_size = g.in_h * g.in_w, out_size = g.out_h * g.out_w;
+  const int64_t ntaps = g.kernel_h * g.kernel_w;
+  const size_t buffer_size = static_cast<size_t>(p.buffer_rows * p.row_stride + kLanes);
+  // One item per (plane, band).
+  auto run_items = [&](int64_t begin, int64_t end) {
+    // Pool threads live as long as the pool, so this is allocated once per thread.
+    thread_local std::vector<float> buffer;
+    if (buffer.size() < buffer_size) buffer.resize(buffer_size);
+    float* buf = buffer.data();
+    std::fill(buf, buf + buffer_size, 0.f);
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t plane = item / p.bands, channel = plane % channels;
+      const int64_t oh0 = item % p.bands * p.band_rows, rows = std::min(p.band_rows, g.out_h - oh0);
+      fill_band(p, x + plane * in_size, oh0, rows, buf);
+      float* yb = y + plane * out_size + oh0 * g.out_w;
+      band_fn(p, buf, w + channel * ntaps, bias ? bias[channel] : 0.f, yb, rows);
+      if (!act.none()) act.apply(yb, rows * g.out_w);
+    }
+  };
+  const int64_t item_macs = p.band_rows * g.out_w * ntaps;
+  pool.parallel_for(planes * p.bands, std::max<int64_t>(1, kGrainMacs / item_macs), run_items);
+}
+
+}  // namespace quilt::cpu

@@ -1,0 +1,34 @@
+// Float32 depthwise 2-D convolution (NCHW, one input channel per output channel): the direct
+// kernel behind Conv when group == C_in == C_out (MobileNet, EfficientNet, DeepLab).
+//
+//   DepthwiseGeometry g{in_h, in_w, out_h, out_w, 3, 3, 1, 1, 1, 1, 1, 1};
+//   depthwise_conv2d(g, batch * channels, channels, x, w, bias, y, act, pool);
+//
+// Any kernel size, stride and dilation (>= 1) and padding (>= 0, as in ONNX); y is fully
+// written (bias, window sums, act). Each thread that runs it keeps a scratch buffer between calls
+// (about 16 KB; kernel_h dilated rows of the padded input when one row is wider than that).
+#pragma once
+
+#include <cstdint>
+
+#include "backends/cpu/activation.hpp"
+#include "backends/cpu/thread_pool.hpp"
+
+namespace quilt::cpu {
+
+// A 2-D depthwise convolution geometry (NCHW, one input channel per output channel).
+struct DepthwiseGeometry {
+  int64_t in_h, in_w, out_h, out_w, kernel_h, kernel_w, stride_h, stride_w, dilation_h, dilation_w,
+      pad_top, pad_left;
+};
+
+// For each of `planes` planes p (= batch * channels, channel = p % channels):
+//   y[p] = bias[channel] (0 when bias is null) + sum over the window of w[channel] * x[p]
+// (zero padding), then act applied to the plane (act.apply(y_plane, out_h*out_w)). Planes are
+// split across the pool. x: planes * in_h * in_w; w: channels * kernel_h * kernel_w; y: planes *
+// out_h * out_w.
+void depthwise_conv2d(const DepthwiseGeometry& g, int64_t planes, int64_t channels, const float* x,
+                      const float* w, const float* bias, float* y, const Activation& act,
+                      const ThreadPool& pool);
+
+}  // namespace quilt::cpu

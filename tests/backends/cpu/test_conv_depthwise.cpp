@@ -1,0 +1,198 @@
+// The depthwise conv kernel against a plain nested-loop reference in double, over random and
+// hand-picked geometries (kernel, stride, dilation, asymmetric padding, tiny and wide planes).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/kernels/conv_depthwise.hpp"
+
+using namespace quilt::cpu;
+
+namespace {
+
+struct Case {
+  DepthwiseGeometry g;
+  int64_t batch, channels;
+  bool bias;
+  Activation::Kind act;
+};
+
+std::string describe(const Case& c) {
+  const DepthwiseGeometry& g = c.g;
+  std::ostringstream s;
+  s << "x=[" << c.batch << "," << c.channels << "," << g.in_h << "," << g.in_w
+    << "] k=" << g.kernel_h << "x" << g.kernel_w << " s=" << g.stride_h << "," << g.stride_w
+    << " d=" << g.dilation_h << "," << g.dilation_w << " pad_top=" << g.pad_top
+    << " pad_left=" << g.pad_left << " out=" << g.out_h << "x" << g.out_w << " bias=" << c.bias
+    << " relu=" << (c.act == Activation::Kind::Relu);
+  return s.str();
+}
+
+// ONNX's output size for explicit begin/end pads.
+int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t d, int64_t pad_begin, int64_t pad_end) {
+  return (in + pad_begin + pad_end - (k - 1) * d - 1) / s + 1;
+}
+
+Case make_case(int64_t batch, int64_t channels, int64_t in_h, int64_t in_w, int64_t kh, int64_t kw,
+               int64_t s, int64_t d, int64_t pad, bool bias = true,
+               Activation::Kind act = Activation::Kind::None) {
+  DepthwiseGeometry g{in_h, in_w, 0, 0, kh, kw, s, s, d, d, pad, pad};
+  g.out_h = out_size(in_h, kh, s, d, pad, pad);
+  g.out_w = out_size(in_w, kw, s, d, pad, pad);
+  return {g, batch, channels, bias, act};
+}
+
+void check(const Case& c, const ThreadPool& pool, unsigned seed) {
+  const DepthwiseGeometry& g = c.g;
+  const int64_t planes = c.batch * c.channels;
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> x(static_cast<size_t>(planes * g.in_h * g.in_w));
+  std::vector<float> w(static_cast<size_t>(c.channels * g.kernel_h * g.kernel_w));
+  std::vector<float> b(static_cast<size_t>(c.channels));
+  for (auto& v : x) v = u(rng);
+  for (auto& v : w) v = u(rng);
+  for (auto& v : b) v = u(rng);
+  // NaN everywhere first: every output must be written.
+  std::vector<float> y(static_cast<size_t>(planes * g.out_h * g.out_w),
+                       std::numeric_limits<float>::quiet_NaN());
+  Activation act;
+  act.kind = c.act;
+  depthwise_conv2d(g, planes, c.channels, x.data(), w.data(), c.bias ? b.data() : nullptr, y.data(),
+                   act, pool);
+
+  for (int64_t p = 0; p < planes; ++p) {
+    const int64_t ch = p % c.channels;
+    const float* xp = x.data() + p * g.in_h * g.in_w;
+    const float* wc = w.data() + ch * g.kernel_h * g.kernel_w;
+    for (int64_t oh = 0; oh < g.out_h; ++oh)
+      for (int64_t ow = 0; ow < g.out_w; ++ow) {
+        double sum = c.bias ? b[static_cast<size_t>(ch)] : 0.0, magnitude = std::fabs(sum);
+        for (int64_t kh = 0; kh < g.kernel_h; ++kh)
+          for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
+            const int64_t ih = oh * g.stride_h - g.pad_top + kh * g.dilation_h;
+            const int64_t iw = ow * g.stride_w - g.pad_left + kw * g.dilation_w;
+            if (ih < 0 || ih >= g.in_h || iw < 0 || iw >= g.in_w) continue;
+            const double term = double(wc[kh * g.kernel_w + kw]) * xp[ih * g.in_w + iw];
+            sum += term;
+            magnitude += std::fabs(term);
+          }
+        if (c.act == Activation::Kind::Relu) sum = std::max(sum, 0.0);
+        const float got = y[static_cast<size_t>((p * g.out_h + oh) * g.out_w + ow)];
+        ASSERT_NEAR(got, sum, 1e-5 * magnitude + 1e-6)
+            << describe(c) << " at plane " << p << " (" << oh << ", " << ow << ")";
+      }
+  }
+}
+
+}  // namespace
+
+TEST(CpuDepthwiseConv, MobileNetShapes) {
+  ThreadPool pool(2);
+  unsigned seed = 1;
+  // The layers of MobileNetV3, EfficientNet and DeepLabV3, with fewer channels.
+  for (const Case& c :
+       {make_case(1, 4, 112, 112, 3, 3, 2, 1, 1), make_case(1, 5, 56, 56, 3, 3, 1, 1, 1),
+        make_case(1, 3, 28, 28, 5, 5, 1, 1, 2), make_case(2, 7, 14, 14, 5, 5, 1, 1, 2),
+        make_case(1, 9, 14, 14, 5, 5, 1, 2, 4), make_case(3, 11, 7, 7, 5, 5, 1, 1, 2),
+        make_case(1, 3, 112, 112, 3, 3, 1, 1, 1), make_case(1, 4, 56, 56, 5, 5, 2, 1, 2),
+        make_case(1, 4, 28, 28, 3, 3, 2, 1, 1), make_case(2, 5, 14, 14, 7, 7, 1, 1, 3)})
+    check(c, pool, seed++);
+}
+
+TEST(CpuDepthwiseConv, EdgeCases) {
+  ThreadPool pool(2);
+  std::vector<Case> cases = {
+      make_case(1, 3, 1, 1, 1, 1, 1, 1, 0),      // 1x1 plane, 1x1 kernel
+      make_case(2, 2, 1, 1, 3, 3, 1, 1, 1),      // 1x1 plane, all but the centre tap in padding
+      make_case(1, 3, 2, 3, 3, 3, 1, 1, 1),      // 2x3 plane
+      make_case(1, 3, 2, 3, 3, 3, 2, 1, 1),      // 2x3 plane, stride 2
+      make_case(1, 2, 5, 5, 7, 7, 1, 1, 3),      // kernel larger than the plane
+      make_case(1, 2, 3, 4, 1, 1, 1, 1, 2),      // 1x1 kernel, padding: output wider than input
+      make_case(1, 2, 9, 9, 3, 3, 3, 1, 1),      // stride 3
+      make_case(1, 2, 30, 31, 3, 3, 3, 2, 2),    // stride 3, dilation 2
+      make_case(1, 2, 40, 40, 3, 3, 1, 4, 4),    // dilation 4
+      make_case(1, 2, 20, 21, 5, 5, 2, 2, 4),    // stride 2, dilation 2
+      make_case(1, 2, 9, 9, 3, 3, 1, 1, 6),      // padding wider than the kernel
+      make_case(1, 2, 6, 7, 3, 3, 1, 1, 0),      // out_w < 8, no padding
+      make_case(1, 2, 8, 9, 3, 3, 1, 1, 1),      // out_w = 9: one vector and a shifted one
+      make_case(1, 2, 17, 17, 3, 3, 1, 1, 1),    // out_w = 17
+      make_case(1, 2, 150, 90, 3, 3, 1, 1, 1),   // several bands per plane
+      make_case(1, 2, 151, 95, 5, 5, 2, 1, 2),   // several bands, stride 2
+      make_case(1, 2, 150, 91, 3, 3, 1, 2, 2),   // several bands, dilation 2
+      make_case(1, 1, 9, 3000, 7, 7, 1, 1, 3),   // one output row larger than a band's budget
+      make_case(1, 1, 11, 2001, 3, 3, 2, 1, 1),  // the same, stride 2
+      make_case(1, 3, 1, 40, 1, 5, 1, 1, 0),     // 1-D along the width
+      make_case(1, 3, 40, 1, 5, 1, 1, 1, 0),     // 1-D along the height
+  };
+  // Asymmetric effective padding: pad_top/pad_left differ, the end pads follow from the output.
+  {
+    DepthwiseGeometry g{10, 13, 0, 0, 3, 5, 1, 2, 1, 1, 0, 3};
+    g.out_h = out_size(10, 3, 1, 1, 0, 2);
+    g.out_w = out_size(13, 5, 2, 1, 3, 0);
+    cases.push_back({g, 1, 3, true, Activation::Kind::None});
+    DepthwiseGeometry h{12, 12, 0, 0, 4, 2, 2, 1, 1, 3, 2, 0};
+    h.out_h = out_size(12, 4, 2, 1, 2, 1);
+    h.out_w = out_size(12, 2, 1, 3, 0, 1);
+    cases.push_back({h, 2, 2, false, Activation::Kind::Relu});
+  }
+  unsigned seed = 100;
+  for (Case c : cases) {
+    for (bool bias : {false, true})
+      for (auto act : {Activation::Kind::None, Activation::Kind::Relu}) {
+        c.bias = bias;
+        c.act = act;
+        check(c, pool, seed++);
+      }
+  }
+}
+
+TEST(CpuDepthwiseConv, RandomGeometries) {
+  std::mt19937 rng(7);
+  auto pick = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  ThreadPool pool1(1), pool2(2);
+  int checked = 0;
+  while (checked < 400) {
+    DepthwiseGeometry g{};
+    // Every 8th plane is large, so that planes split into a varying number of row bands.
+    const int64_t max_size = checked % 8 == 0 ? 160 : 40;
+    g.in_h = pick(1, max_size);
+    g.in_w = pick(1, max_size);
+    g.kernel_h = pick(1, 7);
+    g.kernel_w = pick(1, 7);
+    g.stride_h = pick(1, 3);
+    g.stride_w = pick(1, 3);
+    g.dilation_h = pick(0, 3) == 0 ? pick(2, 4) : 1;
+    g.dilation_w = pick(0, 3) == 0 ? pick(2, 4) : 1;
+    const int64_t eff_h = (g.kernel_h - 1) * g.dilation_h + 1;
+    const int64_t eff_w = (g.kernel_w - 1) * g.dilation_w + 1;
+    g.pad_top = pick(0, eff_h);
+    g.pad_left = pick(0, eff_w);
+    g.out_h = out_size(g.in_h, g.kernel_h, g.stride_h, g.dilation_h, g.pad_top, pick(0, eff_h));
+    g.out_w = out_size(g.in_w, g.kernel_w, g.stride_w, g.dilation_w, g.pad_left, pick(0, eff_w));
+    if (g.out_h < 1 || g.out_w < 1) continue;
+    const Case c{g, pick(1, 2), pick(1, 6), pick(0, 1) == 1,
+                 pick(0, 1) == 1 ? Activation::Kind::Relu : Activation::Kind::None};
+    check(c, checked % 2 ? pool2 : pool1, static_cast<unsigned>(1000 + checked));
+    if (::testing::Test::HasFatalFailure()) return;
+    ++checked;
+  }
+}
+
+TEST(CpuDepthwiseConv, NoPlanesWritesNothing) {
+  ThreadPool pool(2);
+  const DepthwiseGeometry g{4, 4, 4, 4, 3, 3, 1, 1, 1, 1, 1, 1};
+  std::vector<float> y(16, 42.f);
+  const float x = 1.f, w = 1.f;
+  depthwise_conv2d(g, 0, 1, &x, &w, nullptr, y.data(), Activation{}, pool);
+  for (float v : y) EXPECT_EQ(v, 42.f);
+  depthwise_conv2d(g, 0, 1, nullptr, nullptr, nullptr, nullptr, Activation{}, pool);
+}
