@@ -78,3 +78,9 @@ c.model("matmul_bias_broadcasts_up", [N("MatMul", ["a", "wm"], ["m"]), N("Add", 
 c.model("matmul_runtime_b_bias_relu", [N("MatMul", ["a", "b"], ["m"]), N("Add", ["m", "bm"], ["s"]),
                                        N("Relu", ["s"], ["y"])],
         {"a": rand(2, 5, 8), "b": rand(2, 8, 6)}, ["y"], {"bm": rand(6)})
+# Convolutions computed window offset by window offset (most of the unfolded input would be
+# padding): groups, stride, no bias, a batch, SiLU after.
+c.model("atrous_grouped_strided_silu", [
+    N("Conv", ["x", "wa"], ["c"], pads=[5, 4, 5, 4], dilations=[5, 4], strides=[2, 1], group=3),
+    N("Sigmoid", ["c"], ["s"]), N("Mul", ["c", "s"], ["y"])],
+    {"x": rand(2, 6, 7, 6)}, ["y"], {"wa": rand(9, 2, 3, 3)})
