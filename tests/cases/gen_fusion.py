@@ -84,3 +84,12 @@ c.model("atrous_grouped_strided_silu", [
     N("Conv", ["x", "wa"], ["c"], pads=[5, 4, 5, 4], dilations=[5, 4], strides=[2, 1], group=3),
     N("Sigmoid", ["c"], ["s"]), N("Mul", ["c", "s"], ["y"])],
     {"x": rand(2, 6, 7, 6)}, ["y"], {"wa": rand(9, 2, 3, 3)})
+# Gemm followed by a row bias Add (GPT-2's projections), with and without its own C.
+c.model("gemm_add_bias_tanh", [N("Gemm", ["a", "wg"], ["g"]), N("Add", ["g", "bm"], ["s"]),
+                               N("Tanh", ["s"], ["y"])],
+        {"a": rand(6, 16)}, ["y"], {"wg": rand(16, 50), "bm": rand(50)})
+c.model("gemm_c_and_add_bias", [N("Gemm", ["a", "wg", "bg"], ["g"], beta=2.0), N("Add", ["bm", "g"], ["y"])],
+        {"a": rand(6, 16)}, ["y"], {"wg": rand(16, 50), "bg": rand(50), "bm": rand(50)})
+c.model("gemm_runtime_b_add_bias", [N("Gemm", ["a", "b"], ["g"], alpha=0.5), N("Add", ["g", "bm"], ["s"]),
+                                    N("Relu", ["s"], ["y"])],
+        {"a": rand(6, 16), "b": rand(16, 5)}, ["y"], {"bm": rand(5)})

@@ -168,16 +168,43 @@ class GemmKernel : public Kernel {
     const int64_t k = packed_ ? packed_->depth() : 0;
     if (!packed_ || a.dtype() != DType::Float32 || a.rank() != 2 ||
         (trans_a_ ? a.dim(0) : a.dim(1)) != k)
-      return run_gemm(ctx);
+      return run_unpacked(ctx);
     Tensor& y = ctx.output_uninitialized(0);
     if (y.numel() == 0) return;
-    const int64_t m = trans_a_ ? a.dim(1) : a.dim(0);
-    gemm_packed_b(a.data<float>(), a.dim(1), trans_a_, m, *packed_, y.data<float>(),
-                  packed_->cols(), bias_.empty() ? nullptr : bias_.data(), ctx.activation,
-                  ctx.pool);
+    const int64_t m = trans_a_ ? a.dim(1) : a.dim(0), n = packed_->cols();
+    // The column bias: beta * C, plus a fused Add's row (GPT-2: Gemm -> Add(bias)).
+    std::vector<float> both;
+    const float* bias = bias_.empty() ? nullptr : bias_.data();
+    if (ctx.bias) {
+      const float* extra = ctx.bias->data<float>();
+      if (bias) {
+        both.assign(bias_.begin(), bias_.end());
+        for (int64_t j = 0; j < n; ++j) both[static_cast<size_t>(j)] += extra[j];
+        bias = both.data();
+      } else {
+        bias = extra;
+      }
+    }
+    gemm_packed_b(a.data<float>(), a.dim(1), trans_a_, m, *packed_, y.data<float>(), n, bias,
+                  ctx.activation, ctx.pool);
   }
 
  private:
+  // run_gemm, then a fused bias and activation in that order.
+  static void run_unpacked(KernelContext& ctx) {
+    if (!ctx.bias) return run_gemm(ctx);
+    const Activation act = ctx.activation;
+    ctx.activation = Activation{};
+    run_gemm(ctx);
+    Tensor& y = ctx.output(0);
+    const int64_t n = y.dim(1);
+    const float* bias = ctx.bias->data<float>();
+    float* yp = y.data<float>();
+    for (int64_t i = 0; i < y.dim(0); ++i) {
+      for (int64_t j = 0; j < n; ++j) yp[i * n + j] += bias[j];
+      act.apply(yp + i * n, n);
+    }
+  }
   std::unique_ptr<PackedB> packed_;
   std::vector<float> bias_;
   bool trans_a_ = false;
@@ -435,6 +462,7 @@ void register_cpu_gemm(KernelRegistry& r) {
         KernelFactory([](const NodeSignature& sig) -> std::unique_ptr<Kernel> {
           return std::make_unique<GemmKernel>(sig);
         }));
+  r.accept_fused_bias("Gemm");
   r.accept_fused_activation("Gemm");
   r.add("MatMul",
         dtypes_of_input({DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::UInt32,
