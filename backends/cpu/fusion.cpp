@@ -92,12 +92,16 @@ int fuse_activations(std::vector<PatchNode>& nodes, const std::vector<TypeShape>
     int32_t out = producer.outputs[0];
     if (out < 0 || types[out].dtype != DType::Float32) continue;
     // A constant row bias added to the product (MatMul -> Add).
-    if (entry->fuses_bias && producer.bias_input < 0) {
+    if (entry->bias_slot >= 0 && producer.bias_input < 0 &&
+        producer.inputs.size() <= static_cast<size_t>(entry->bias_slot)) {
       std::optional<size_t> a = only_consumer(out);
       if (a && !removed[*a] && is_row_bias_add(nodes[*a], out, types, constants)) {
         const PatchNode& add = nodes[*a];
         const size_t other = add.inputs[0] == out ? 1 : 0;
-        producer.bias_input = static_cast<int32_t>(producer.inputs.size());
+        const auto slot = static_cast<size_t>(entry->bias_slot);
+        producer.inputs.resize(slot, -1);  // optional inputs the node leaves out stay absent
+        producer.node.inputs.resize(slot);
+        producer.bias_input = entry->bias_slot;
         producer.inputs.push_back(add.inputs[other]);
         producer.node.inputs.push_back(add.node.inputs[other]);
         producer.outputs[0] = add.outputs[0];

@@ -91,7 +91,7 @@ struct KernelEntry {
   SupportFn support;
   KernelFactory create;
   bool fuses_activation = false;  // the kernel applies KernelContext::activation to output 0
-  bool fuses_bias = false;        // ... and adds KernelContext::bias to its rows first
+  int bias_slot = -1;  // >= 0: adds KernelContext::bias, passed as this input, to its rows first
 };
 
 class KernelRegistry {
@@ -105,8 +105,9 @@ class KernelRegistry {
            const std::string& domain = "");
   // Marks op_type's kernel as applying KernelContext::activation (see backends/cpu/fusion.hpp).
   void accept_fused_activation(const std::string& op_type, const std::string& domain = "");
-  // Marks op_type's kernel as adding KernelContext::bias (a row) to its output.
-  void accept_fused_bias(const std::string& op_type, const std::string& domain = "");
+  // Marks op_type's kernel as adding KernelContext::bias (a row) to its output; the bias comes
+  // as input `slot`, past every input the op itself can have (absent ones are filled in).
+  void accept_fused_bias(const std::string& op_type, int slot, const std::string& domain = "");
   // A faster kernel for an op already in the table (same capability answer); throws if absent.
   void replace_kernel(const std::string& op_type, KernelFactory create,
                       const std::string& domain = "");

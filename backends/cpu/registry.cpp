@@ -69,10 +69,11 @@ void KernelRegistry::accept_fused_activation(const std::string& op_type,
               "[cpu backend] accept_fused_activation: no kernel for " + op_type);
 }
 
-void KernelRegistry::accept_fused_bias(const std::string& op_type, const std::string& domain) {
+void KernelRegistry::accept_fused_bias(const std::string& op_type, int slot,
+                                       const std::string& domain) {
   for (auto& e : entries_)
     if (e.op_type == op_type && e.domain == domain) {
-      e.fuses_bias = true;
+      e.bias_slot = slot;
       return;
     }
   throw Error(ErrorCode::Runtime, "[cpu backend] accept_fused_bias: no kernel for " + op_type);

@@ -462,7 +462,7 @@ void register_cpu_gemm(KernelRegistry& r) {
         KernelFactory([](const NodeSignature& sig) -> std::unique_ptr<Kernel> {
           return std::make_unique<GemmKernel>(sig);
         }));
-  r.accept_fused_bias("Gemm");
+  r.accept_fused_bias("Gemm", 3);  // after A, B, C
   r.accept_fused_activation("Gemm");
   r.add("MatMul",
         dtypes_of_input({DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::UInt32,
@@ -471,7 +471,7 @@ void register_cpu_gemm(KernelRegistry& r) {
           return std::make_unique<MatMulKernel>(sig);
         }));
   r.accept_fused_activation("MatMul");
-  r.accept_fused_bias("MatMul");
+  r.accept_fused_bias("MatMul", 2);
   r.add("MatMulInteger", dtypes_of_input({DType::Int8, DType::UInt8}), run_matmul_integer);
 }
 
