@@ -97,6 +97,7 @@ struct BSource {
   const float* raw = nullptr;
   int64_t ldb = 0;
   const float* packed = nullptr;
+  const BPacker* packer = nullptr;
 };
 
 // One task: columns [j0, j1) of C (j0 a multiple of 48), rows [r0, r1) (r0 a multiple of 8).
@@ -116,6 +117,10 @@ void run_tile_range(const float* packed_a, int64_t k, const BSource& b, int64_t 
       if (b.packed) {
         bp = b.packed + (j / kNr) * k * kNr + p0 * kNr;
         b_stride = kNr;
+      } else if (b.packer) {
+        b_stride = nv * kLanes;
+        b.packer->pack(p0, kc, j, width, b_stride, panel);
+        bp = panel;
       } else {
         pack_b(b.raw, b.ldb, p0, kc, j, width, nv, panel);
         bp = panel;
@@ -258,6 +263,28 @@ void gemm_packed(const PackedA& a, const float* b, int64_t ldb, int64_t n, float
   BSource src;
   src.raw = b;
   src.ldb = ldb;
+  run_tiles(a.data_.get(), m, k, src, n, c, ldc, bias, nullptr, act, pool);
+}
+
+void gemm_packed(const PackedA& a, const BPacker& b, int64_t n, float* c, int64_t ldc,
+                 const float* bias, const Activation& act, const ThreadPool& pool) {
+  const int64_t m = a.rows(), k = a.depth();
+  if (m == 0 || n == 0) return;
+  if (!a.data_) {  // no AVX-512: materialise B, then the OpenBLAS path
+    std::vector<float> full(static_cast<size_t>(std::max<int64_t>(k, 1) * n));
+    for (int64_t p0 = 0; p0 < k; p0 += kKc)
+      for (int64_t j = 0; j < n; j += kNr) {
+        const int64_t kc = std::min(kKc, k - p0), width = std::min(kNr, n - j);
+        std::vector<float> panel(static_cast<size_t>(kc * kNr));
+        b.pack(p0, kc, j, width, kNr, panel.data());
+        for (int64_t p = 0; p < kc; ++p)
+          std::copy(panel.begin() + p * kNr, panel.begin() + p * kNr + width,
+                    full.begin() + (p0 + p) * n + j);
+      }
+    return gemm_packed(a, full.data(), n, n, c, ldc, bias, act, pool);
+  }
+  BSource src;
+  src.packer = &b;
   run_tiles(a.data_.get(), m, k, src, n, c, ldc, bias, nullptr, act, pool);
 }
 

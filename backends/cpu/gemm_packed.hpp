@@ -21,6 +21,16 @@
 
 namespace quilt::cpu {
 
+// A right operand that is never materialised: pack() writes rows [p0, p0 + kc) x columns
+// [j0, j0 + width) of B into panel (row stride `stride` >= width; columns past width must be
+// zero). Convolutions unfold their input straight into the GEMM's panels this way.
+class BPacker {
+ public:
+  virtual ~BPacker() = default;
+  virtual void pack(int64_t p0, int64_t kc, int64_t j0, int64_t width, int64_t stride,
+                    float* panel) const = 0;
+};
+
 class PackedA {
  public:
   PackedA() = default;
@@ -33,12 +43,18 @@ class PackedA {
  private:
   friend void gemm_packed(const PackedA&, const float*, int64_t, int64_t, float*, int64_t,
                           const float*, const Activation&, const ThreadPool&);
+  friend void gemm_packed(const PackedA&, const BPacker&, int64_t, float*, int64_t, const float*,
+                          const Activation&, const ThreadPool&);
   int64_t m_ = 0, k_ = 0;
   std::shared_ptr<float[]> data_;  // [ceil(m / 8)][k][8], rows past m are zero
   const float* source_ = nullptr;  // the unpacked A, for the fallback without AVX-512
   std::shared_ptr<float[]> copy_;  // its copy (the fallback keeps A row-major)
   int64_t lda_ = 0;
 };
+
+// The same with B given by a packer (n columns, a.depth() rows).
+void gemm_packed(const PackedA& a, const BPacker& b, int64_t n, float* c, int64_t ldc,
+                 const float* bias, const Activation& act, const ThreadPool& pool);
 
 // The right operand of a product whose left one changes every run (MatMul or Gemm with constant
 // weights B: K x N, or N x K when transposed), packed once in 48-column panels.

@@ -218,6 +218,65 @@ void depthwise_plane_phased(const Geometry& g, const PhasePlanes& pp, const floa
     }
 }
 
+// Unfolds a 1-D or 2-D conv's input (one group's channels) straight into the GEMM's B panels:
+// row p of B is (channel p / taps, window offset taps[p % taps]), column j the output position
+// j. Replaces im2col's buffer, written and read back through memory, for every such conv.
+class WindowPacker : public BPacker {
+ public:
+  WindowPacker(const Geometry& g, const std::vector<int64_t>& taps, const float* x)
+      : g_(g), taps_(taps), x_(x) {}
+
+  void pack(int64_t p0, int64_t kc, int64_t j0, int64_t width, int64_t stride,
+            float* panel) const override {
+    struct Segment {
+      int64_t oh, ow0, count, col;
+    };
+    Segment segs[64];  // width <= 48 columns: at most one segment per column
+    int nseg = 0;
+    const int64_t out_w = g_.out[2];
+    for (int64_t col = 0; col < width && nseg < 64;) {
+      const int64_t pos = j0 + col, oh = pos / out_w, ow = pos % out_w;
+      const int64_t count = std::min(out_w - ow, width - col);
+      segs[nseg++] = {oh, ow, count, col};
+      col += count;
+    }
+    const int64_t ntaps = static_cast<int64_t>(taps_.size()), ivol = g_.in_size();
+    for (int64_t p = p0; p < p0 + kc; ++p) {
+      const int64_t c = p / ntaps, t = taps_[static_cast<size_t>(p % ntaps)];
+      const int64_t kh = t / g_.kernel[2], kw = t % g_.kernel[2];
+      float* dst = panel + (p - p0) * stride;
+      std::fill(dst + width, dst + stride, 0.f);
+      const float* xc = x_ + c * ivol;
+      const int64_t off_w = kw * g_.dilation[2] - g_.pad[2];
+      const auto [wlo, whi] = g_.w_ranges[static_cast<size_t>(kw)];
+      for (int i = 0; i < nseg; ++i) {
+        const Segment& sg = segs[i];
+        float* d = dst + sg.col - sg.ow0;  // d[ow] is column ow of this segment
+        const int64_t ih = sg.oh * g_.stride[1] - g_.pad[1] + kh * g_.dilation[1];
+        const int64_t end = sg.ow0 + sg.count;
+        if (ih < 0 || ih >= g_.in[1]) {
+          std::fill(d + sg.ow0, d + end, 0.f);
+          continue;
+        }
+        const float* row = xc + ih * g_.in[2];
+        const int64_t a = std::clamp(wlo, sg.ow0, end), b = std::clamp(whi, a, end);
+        std::fill(d + sg.ow0, d + a, 0.f);
+        if (g_.stride[2] == 1) {
+          std::copy(row + a + off_w, row + b + off_w, d + a);
+        } else {
+          for (int64_t ow = a; ow < b; ++ow) d[ow] = row[ow * g_.stride[2] + off_w];
+        }
+        std::fill(d + b, d + end, 0.f);
+      }
+    }
+  }
+
+ private:
+  const Geometry& g_;
+  const std::vector<int64_t>& taps_;
+  const float* x_;
+};
+
 // The kernel offsets that read inside the input for at least one output. With large dilations
 // on small images (DeepLabV3's atrous convs: dilation 24 and 36 on 14x14) most offsets only
 // ever read padding; leaving them out of the GEMM's K changes nothing but the work.
@@ -327,6 +386,10 @@ class ConvKernel : public Kernel {
         const PackedA& pk = packed[static_cast<size_t>(grp)];
         if (pointwise) {
           gemm_packed(pk, xg, ovol, ovol, yg, ovol, bg, act, ctx.pool);
+          continue;
+        }
+        if (g.out[0] == 1 && g.kernel[0] == 1) {  // 1-D, 2-D: unfold straight into the panels
+          gemm_packed(pk, WindowPacker(g, taps, xg), ovol, yg, ovol, bg, act, ctx.pool);
           continue;
         }
         for (int64_t r0 = 0; r0 < out_rows; r0 += block) {
