@@ -179,6 +179,19 @@ BackendInventory discover_backends(const std::vector<std::string>& plugin_paths)
   return inv;
 }
 
+BackendInventory discover_backends_for(const std::vector<std::string>& names,
+                                       const std::vector<std::string>& plugin_paths) {
+  const quilt_backend_t* cpu = cpu_backend_api();
+  const bool cpu_only =
+      plugin_paths.empty() && std::all_of(names.begin(), names.end(), [&](const std::string& n) {
+        return n.substr(0, n.find(':')) == cpu->name;
+      });
+  if (!cpu_only) return discover_backends(plugin_paths);
+  BackendInventory inv;
+  inv.backends.push_back({cpu->name, cpu->version, cpu->abi_version, "built-in", cpu});
+  return inv;
+}
+
 std::vector<DeviceDescription> describe_devices(const LoadedBackend& backend) {
   const quilt_backend_t* api = backend.api;
   std::vector<DeviceDescription> out;

@@ -40,6 +40,12 @@ struct BackendInventory {
 // listed in the QUILT_PLUGIN_PATH environment variable (':'-separated). Two libraries offering
 // the same backend name: the first wins, the second is a failure ("duplicate backend name").
 BackendInventory discover_backends(const std::vector<std::string>& plugin_paths);
+// What a session naming `names` (backend names, or specs such as "opencl:1") can use: the CPU
+// backend alone when it is all they name and no plugin library is given, else
+// discover_backends(plugin_paths). Loading the plugins found next to libquilt would cost a
+// CPU-only session tens of MiB and milliseconds (the OpenCL one maps LLVM) for nothing.
+BackendInventory discover_backends_for(const std::vector<std::string>& names,
+                                       const std::vector<std::string>& plugin_paths);
 
 // What `quilt devices` shows for one device of a backend.
 struct DeviceDescription {

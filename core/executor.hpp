@@ -43,8 +43,9 @@ struct RunState;
 class ExecutionPlan {
  public:
   // The plan of a model's graph. model must outlive the plan; devices are in priority order,
-  // the CPU last.
-  ExecutionPlan(const Model& model, DeviceList devices, const PlanOptions& options);
+  // the CPU last. The plan takes the graph's initializers (model.graph.initializers is left
+  // empty): it owns the constants, and frees those no remaining node reads.
+  ExecutionPlan(Model& model, DeviceList devices, const PlanOptions& options);
   // The plan of a subgraph (where = e.g. `[If node "x" subgraph 'then_branch']`, for messages).
   // outer_type gives the static type of each outer-scope value the subgraph reads.
   ExecutionPlan(const Graph& graph, std::string where, DeviceList devices,
@@ -94,8 +95,10 @@ class ExecutionPlan {
     int space = 0;
   };
 
+  // take_initializers: the map g's initializers are in, emptied once the plan has them.
   void build(const Graph& g, const PlanOptions& options,
-             const std::function<TypeShape(const std::string&)>* outer_type, int64_t ir_version);
+             const std::function<TypeShape(const std::string&)>* outer_type, int64_t ir_version,
+             std::map<std::string, Tensor>* take_initializers);
   int value_id(const std::string& name);
   int slot_id(int value, int space);
   void check_input(const ValueInfo& info, const Tensor& t) const;

@@ -1,36 +1,113 @@
 // ONNX import: protobuf -> Model. All file access is bounded and every failure names the file.
 #include "core/onnx_import.hpp"
 
+#include <fcntl.h>
 #include <onnx/onnx_pb.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "core/half.hpp"
+#include "core/onnx_wire.hpp"
 
 namespace quilt {
 namespace fs = std::filesystem;
 
 namespace {
 
-std::string read_file(const std::string& path, const char* what) {
+void check_is_file(const std::string& path, const char* what) {
   std::error_code ec;
   if (!fs::exists(path, ec))
     throw Error(ErrorCode::Io, std::string(what) + " '" + path + "' does not exist");
   if (fs::is_directory(path, ec))
     throw Error(ErrorCode::Io, std::string(what) + " '" + path + "' is a directory, not a file");
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error(ErrorCode::Io, std::string("cannot open ") + what + " '" + path + "'");
-  std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (f.bad()) throw Error(ErrorCode::Io, std::string("error reading ") + what + " '" + path + "'");
+}
+
+// Reads from fd until end of file; a regular file in one read, into a buffer of its size.
+std::string read_all(int fd, const std::string& path, const char* what) {
+  struct stat st {};
+  const size_t hint =
+      fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? static_cast<size_t>(st.st_size) : 0;
+  std::string data;
+  size_t used = 0;
+  for (;;) {
+    if (used == data.size()) data.resize(std::max(2 * data.size(), hint + 4096));
+    const ssize_t n = read(fd, data.data() + used, data.size() - used);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0)
+      throw Error(ErrorCode::Io, std::string("error reading ") + what + " '" + path +
+                                     "': " + std::strerror(errno));
+    if (n == 0) break;
+    used += static_cast<size_t>(n);
+  }
+  data.resize(used);
   return data;
 }
+
+// An open file descriptor, closed on scope exit.
+class FileDescriptor {
+ public:
+  FileDescriptor(const std::string& path, const char* what) {
+    check_is_file(path, what);
+    do fd_ = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    while (fd_ < 0 && errno == EINTR);
+    if (fd_ < 0)
+      throw Error(ErrorCode::Io,
+                  std::string("cannot open ") + what + " '" + path + "': " + std::strerror(errno));
+  }
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  ~FileDescriptor() { close(fd_); }
+  int get() const { return fd_; }
+
+ private:
+  int fd_ = -1;
+};
+
+std::string read_file(const std::string& path, const char* what) {
+  FileDescriptor fd(path, what);
+  return read_all(fd.get(), path, what);
+}
+
+// The serialized model being imported: in memory, or a file, read where needed (its weights
+// straight into their tensors) rather than whole.
+struct ModelSource {
+  std::span<const std::byte> bytes;  // the model in memory; empty for a file
+  int fd = -1;                       // the file, when fd >= 0
+  uint64_t size = 0;
+  std::string name;  // for messages
+
+  // Copies n bytes at offset into dst.
+  void read(uint64_t offset, size_t n, void* dst, const std::string& where) const {
+    if (fd < 0) {
+      std::memcpy(dst, bytes.data() + offset, n);
+      return;
+    }
+    auto* out = static_cast<char*>(dst);
+    while (n) {
+      const ssize_t got = pread(fd, out, n, static_cast<off_t>(offset));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0)
+        throw Error(ErrorCode::Io, where + " could not be read from '" + name +
+                                       "': " + (got < 0 ? std::strerror(errno) : "file shrank"));
+      out += got;
+      offset += static_cast<uint64_t>(got);
+      n -= static_cast<size_t>(got);
+    }
+  }
+};
 
 struct ImportContext {
   std::string model_name;         // for messages
   std::string external_data_dir;  // "" = external data forbidden
   std::map<std::string, int64_t> opsets;
+  const ModelSource* source = nullptr;  // where split-off raw_data lives
 };
 
 DType dtype_from_onnx(int32_t t) {
@@ -105,8 +182,9 @@ void read_external(const onnx::TensorProto& p, Tensor& t, const ImportContext& c
                 where + " could not read external data from '" + full.string() + "'");
 }
 
+// split: the tensor's raw_data when the splitter took it out of p (see core/onnx_wire.hpp).
 Tensor tensor_from_proto(const onnx::TensorProto& p, const ImportContext& ctx,
-                         const std::string& where) {
+                         const std::string& where, const SplitTensor* split = nullptr) {
   DType dtype = dtype_from_onnx(p.data_type());
   if (dtype == DType::Undefined)
     throw Error(ErrorCode::NotImplemented,
@@ -118,9 +196,10 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const ImportContext& ctx,
     if (d < 0)
       throw Error(ErrorCode::InvalidModel,
                   where + " has a negative dimension " + std::to_string(d));
+  // Every path below writes all of the tensor or throws: no need to zero it first.
   Tensor t;
   try {
-    t = Tensor(dtype, dims_of(p));
+    t = Tensor::uninitialized(dtype, dims_of(p));
   } catch (const Error& e) {
     throw Error(e.code(), where + ": " + e.what());
   }
@@ -128,13 +207,19 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const ImportContext& ctx,
     read_external(p, t, ctx, where);
     return t;
   }
-  if (p.has_raw_data()) {
-    if (p.raw_data().size() != t.nbytes())
-      throw Error(ErrorCode::InvalidModel,
-                  where + " raw_data has " + std::to_string(p.raw_data().size()) +
-                      " bytes but its shape " + to_string(t.shape()) + " and type " +
-                      dtype_name(dtype) + " need " + std::to_string(t.nbytes()));
-    if (t.nbytes()) std::memcpy(t.raw_data(), p.raw_data().data(), t.nbytes());
+  const bool has_raw = split ? split->has_raw : p.has_raw_data();
+  if (has_raw) {
+    const uint64_t raw_size = split ? split->raw_size : p.raw_data().size();
+    if (raw_size != t.nbytes())
+      throw Error(ErrorCode::InvalidModel, where + " raw_data has " + std::to_string(raw_size) +
+                                               " bytes but its shape " + to_string(t.shape()) +
+                                               " and type " + dtype_name(dtype) + " need " +
+                                               std::to_string(t.nbytes()));
+    if (!t.nbytes()) return t;
+    if (split)
+      ctx.source->read(split->raw_offset, t.nbytes(), t.raw_data(), where);
+    else
+      std::memcpy(t.raw_data(), p.raw_data().data(), t.nbytes());
     return t;
   }
   switch (dtype) {
@@ -182,6 +267,7 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const ImportContext& ctx,
       copy_field<uint8_t>(t, p.int32_data(), where);
       break;
     default:
+      std::memset(t.raw_data(), 0, t.nbytes());
       break;
   }
   return t;
@@ -224,7 +310,10 @@ ValueInfo value_info_from_proto(const onnx::ValueInfoProto& v) {
   return info;
 }
 
-std::shared_ptr<Graph> graph_from_proto(const onnx::GraphProto& g, const ImportContext& ctx);
+std::shared_ptr<Graph> graph_from_proto(
+    const onnx::GraphProto& g, const ImportContext& ctx,
+    const std::vector<SplitTensor>* split_inits = nullptr,
+    const std::vector<onnx::TensorProto>* split_protos = nullptr);
 
 Attribute attribute_from_proto(const onnx::AttributeProto& a, const ImportContext& ctx,
                                const std::string& where) {
@@ -279,13 +368,23 @@ Attribute attribute_from_proto(const onnx::AttributeProto& a, const ImportContex
   return out;
 }
 
-std::shared_ptr<Graph> graph_from_proto(const onnx::GraphProto& g, const ImportContext& ctx) {
+// The model's graph comes with its initializers split off (see core/onnx_wire.hpp), in
+// split_inits and their parsed protos; subgraphs keep theirs in the proto.
+std::shared_ptr<Graph> graph_from_proto(const onnx::GraphProto& g, const ImportContext& ctx,
+                                        const std::vector<SplitTensor>* split_inits,
+                                        const std::vector<onnx::TensorProto>* split_protos) {
   auto graph = std::make_shared<Graph>();
   graph->name = g.name();
   graph->opsets = ctx.opsets;
   for (const auto& init : g.initializer())
     graph->initializers[init.name()] =
         tensor_from_proto(init, ctx, "initializer '" + init.name() + "'");
+  if (split_inits)
+    for (size_t i = 0; i < split_inits->size(); ++i) {
+      const onnx::TensorProto& init = (*split_protos)[i];
+      graph->initializers[init.name()] =
+          tensor_from_proto(init, ctx, "initializer '" + init.name() + "'", &(*split_inits)[i]);
+    }
   for (const auto& v : g.input()) graph->inputs.push_back(value_info_from_proto(v));
   for (const auto& v : g.output()) graph->outputs.push_back(value_info_from_proto(v));
   for (const auto* list : {&g.input(), &g.output()})
@@ -313,20 +412,45 @@ std::shared_ptr<Graph> graph_from_proto(const onnx::GraphProto& g, const ImportC
   return graph;
 }
 
-}  // namespace
-
-Model load_model_bytes(std::span<const std::byte> bytes, const std::string& external_data_dir,
-                       const std::string& display_name) {
-  onnx::ModelProto proto;
-  if (bytes.size() > static_cast<size_t>(INT32_MAX))
+Model load_model(const ModelSource& source, const std::string& external_data_dir) {
+  const std::string& display_name = source.name;
+  if (source.size > static_cast<uint64_t>(INT32_MAX))
     throw Error(
         ErrorCode::NotImplemented,
         "model '" + display_name + "' is larger than 2 GiB; store its weights as external data");
-  if (bytes.empty()) throw Error(ErrorCode::InvalidModel, "model '" + display_name + "' is empty");
-  if (!proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
-    throw Error(ErrorCode::InvalidModel, "model '" + display_name +
-                                             "' is not a valid ONNX protobuf (truncated or not "
-                                             "an ONNX file)");
+  if (source.size == 0)
+    throw Error(ErrorCode::InvalidModel, "model '" + display_name + "' is empty");
+  // Parse the skeleton and the initializers' headers; their raw_data stays where it is until
+  // each tensor is filled. What the splitter does not walk, protobuf parses (and judges) whole.
+  onnx::ModelProto proto;
+  WireReader reader =
+      source.fd >= 0 ? WireReader(source.fd, source.size, source.name) : WireReader(source.bytes);
+  std::optional<SplitModel> split = split_model(reader);
+  std::vector<onnx::TensorProto> split_protos;
+  if (split) {
+    bool ok = proto.ParseFromString(split->model);
+    split_protos.resize(split->initializers.size());
+    for (size_t i = 0; ok && i < split_protos.size(); ++i)
+      ok = split_protos[i].ParseFromString(split->initializers[i].proto);
+    if (!ok) {
+      split.reset();
+      split_protos.clear();
+      proto.Clear();
+    }
+  }
+  if (!split) {
+    std::string whole;
+    std::span<const std::byte> bytes = source.bytes;
+    if (source.fd >= 0) {
+      whole.resize(source.size);
+      source.read(0, whole.size(), whole.data(), "model file '" + display_name + "'");
+      bytes = {reinterpret_cast<const std::byte*>(whole.data()), whole.size()};
+    }
+    if (!proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+      throw Error(ErrorCode::InvalidModel, "model '" + display_name +
+                                               "' is not a valid ONNX protobuf (truncated or "
+                                               "not an ONNX file)");
+  }
   if (proto.ir_version() <= 0 || !proto.has_graph())
     throw Error(ErrorCode::InvalidModel,
                 "model '" + display_name + "' is not an ONNX model (" +
@@ -334,6 +458,7 @@ Model load_model_bytes(std::span<const std::byte> bytes, const std::string& exte
   ImportContext ctx;
   ctx.model_name = display_name;
   ctx.external_data_dir = external_data_dir;
+  ctx.source = &source;
   for (const auto& op : proto.opset_import())
     ctx.opsets[op.domain() == "ai.onnx" ? "" : op.domain()] = op.version();
   if (ctx.opsets.empty() && proto.ir_version() < 3) ctx.opsets[""] = 1;
@@ -341,17 +466,34 @@ Model load_model_bytes(std::span<const std::byte> bytes, const std::string& exte
   model.ir_version = proto.ir_version();
   model.producer = proto.producer_name();
   model.path = display_name;
-  model.graph = std::move(*graph_from_proto(proto.graph(), ctx));
+  model.graph = std::move(*graph_from_proto(
+      proto.graph(), ctx, split ? &split->initializers : nullptr, split ? &split_protos : nullptr));
   resolve_implicit_inputs(model.graph);
   return model;
 }
 
+}  // namespace
+
+Model load_model_bytes(std::span<const std::byte> bytes, const std::string& external_data_dir,
+                       const std::string& display_name) {
+  return load_model(ModelSource{bytes, -1, bytes.size(), display_name}, external_data_dir);
+}
+
 Model load_model_file(const std::string& path) {
-  std::string data = read_file(path, "model file");
+  const FileDescriptor fd(path, "model file");
+  struct stat st {};
+  if (fstat(fd.get(), &st) != 0)
+    throw Error(ErrorCode::Io, "cannot read model file '" + path + "': " + std::strerror(errno));
   std::string dir = fs::path(path).parent_path().string();
   if (dir.empty()) dir = ".";
-  return load_model_bytes({reinterpret_cast<const std::byte*>(data.data()), data.size()}, dir,
-                          path);
+  if (!S_ISREG(st.st_mode)) {  // a pipe or a device: read what it gives
+    const std::string data = read_all(fd.get(), path, "model file");
+    return load_model(
+        ModelSource{
+            {reinterpret_cast<const std::byte*>(data.data()), data.size()}, -1, data.size(), path},
+        dir);
+  }
+  return load_model(ModelSource{{}, fd.get(), static_cast<uint64_t>(st.st_size), path}, dir);
 }
 
 Tensor load_tensor_file(const std::string& path) {

@@ -78,23 +78,23 @@ int ExecutionPlan::space_of(int device) const {
   return device < 0 || devices_[device]->host_memory() ? 0 : device + 1;
 }
 
-ExecutionPlan::ExecutionPlan(const Model& model, DeviceList devices, const PlanOptions& options)
+ExecutionPlan::ExecutionPlan(Model& model, DeviceList devices, const PlanOptions& options)
     : where_(model.path), devices_(std::move(devices)), logger_(options.logger) {
-  build(model.graph, options, nullptr, model.ir_version);
+  build(model.graph, options, nullptr, model.ir_version, &model.graph.initializers);
 }
 
 ExecutionPlan::ExecutionPlan(const Graph& graph, std::string where, DeviceList devices,
                              const PlanOptions& options,
                              const std::function<TypeShape(const std::string&)>& outer_type)
     : where_(std::move(where)), devices_(std::move(devices)), logger_(options.logger) {
-  build(graph, options, &outer_type, 0);
+  build(graph, options, &outer_type, 0, nullptr);
 }
 
 ExecutionPlan::~ExecutionPlan() = default;
 
 void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
                           const std::function<TypeShape(const std::string&)>* outer_type,
-                          int64_t ir_version) {
+                          int64_t ir_version, std::map<std::string, Tensor>* take_initializers) {
   const SchemaRegistry& schemas = SchemaRegistry::builtin();
   // Number every value first: constants_ and static_types_ must not reallocate while pointers
   // into them are handed to inference and to backends.
@@ -131,6 +131,8 @@ void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
     inputs_.push_back(in);
     formal_.push_back(in.name);
   }
+  // From here on the plan is the constants' only owner, so that dropping one frees it.
+  if (take_initializers) take_initializers->clear();
   if (outer_type) {
     // Values read but not defined here come from the enclosing graph.
     std::set<std::string> defined(formal_.begin(), formal_.end());
@@ -275,6 +277,21 @@ void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
     }
     live.push_back(std::move(ln));
   }
+
+  // Constants no remaining node reads (the inputs of folded nodes, e.g. a mask a Slice was cut
+  // from) are dropped now, before backends compile and pack their copies of the others.
+  std::vector<char> read(names_.size(), 0);
+  auto mark = [&](const std::string& name) {
+    if (auto it = ids_.find(name); it != ids_.end()) read[it->second] = 1;
+  };
+  for (const LiveNode& ln : live) {
+    for (int v : ln.inputs)
+      if (v >= 0) read[v] = 1;
+    for (const auto& name : ln.node->implicit_inputs) mark(name);
+  }
+  for (const auto& out : g.outputs) mark(out.name);
+  for (size_t v = 0; v < names_.size(); ++v)
+    if (!read[v]) constants_[v] = Tensor();
 
   // Partition.
   std::set<std::string> graph_outputs;

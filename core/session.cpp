@@ -123,7 +123,9 @@ std::shared_ptr<Session::Impl> make_impl(std::unique_ptr<Model> model,
   validate_model(*impl->model, SchemaRegistry::builtin());
   fix_dims(impl->model->graph, options.fixed_dims);
 
-  const BackendInventory inventory = discover_backends(options.plugins);
+  std::vector<std::string> named = options.backends;
+  for (const auto& [name, _] : options.backend_options) named.push_back(name);
+  const BackendInventory inventory = discover_backends_for(named, options.plugins);
   for (const auto& f : inventory.failures)
     impl->logger.info("backend library " + f.library + " not loaded: " + f.reason);
   std::vector<BackendSpec> specs;

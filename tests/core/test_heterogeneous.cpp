@@ -9,6 +9,7 @@
 #include <random>
 #include <thread>
 
+#include "core/backend_registry.hpp"
 #include "quilt/quilt.hpp"
 #include "tests/expect_error.hpp"
 #include "tests/tensor_testing.hpp"
@@ -343,6 +344,24 @@ TEST(Heterogeneous, PluginPathEnvironmentVariableIsSearched) {
   Session s(kDir + "/hetero_mlp.onnx", o);
   unsetenv("QUILT_PLUGIN_PATH");
   EXPECT_EQ(s.plan().patches[0].backend, "example:0");
+}
+
+TEST(Heterogeneous, ACpuOnlySessionLoadsNoPlugin) {
+  const std::string path = QUILT_BAD_ABI_PLUGIN_PATH;
+  ASSERT_EQ(setenv("QUILT_PLUGIN_PATH", path.substr(0, path.rfind('/')).c_str(), 1), 0);
+  const BackendInventory cpu_only = discover_backends_for({"cpu"}, {});
+  const BackendInventory with_example = discover_backends_for({"example:0", "cpu"}, {});
+  const BackendInventory listed = discover_backends_for({"cpu"}, {kPlugin});
+  SessionOptions o;
+  Session s(kDir + "/hetero_mlp.onnx", o);
+  unsetenv("QUILT_PLUGIN_PATH");
+  ASSERT_EQ(cpu_only.backends.size(), 1u);
+  EXPECT_EQ(cpu_only.backends[0].name, "cpu");
+  EXPECT_TRUE(cpu_only.failures.empty());  // the broken plugins next to it were not even opened
+  EXPECT_NE(with_example.find("example"), nullptr);
+  EXPECT_FALSE(with_example.failures.empty());
+  EXPECT_NE(listed.find("example"), nullptr);  // a library given by path is always loaded
+  EXPECT_EQ(s.plan().patches.at(0).backend, "cpu");
 }
 
 TEST(Heterogeneous, SymbolicBatchIncludingEmptyTensors) {

@@ -1,7 +1,13 @@
 // ONNX import: typed fields, attributes, subgraphs, external data, and every malformed-file error.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <thread>
 
 #include "core/half.hpp"
 #include "core/onnx_import.hpp"
@@ -99,6 +105,64 @@ TEST(Import, BadFilesGiveClearErrors) {
   expect_error([] { load_model_file(kDir + "/not_onnx.onnx"); }, ErrorCode::InvalidModel,
                {"not_onnx.onnx"});
   expect_error([] { load_model_file(kDir + "/empty.onnx"); }, ErrorCode::InvalidModel, {"empty"});
+}
+
+// Weights are read from the file into their tensors, past a skeleton protobuf parses; these
+// files are wire-format corners where that must give what protobuf alone gives.
+TEST(Import, WireFormatCornersLoadAsProtobufReadsThem) {
+  for (const char* name : {"wire_two_graph_fields.onnx", "wire_corners.onnx", "wire_group.onnx"}) {
+    SCOPED_TRACE(name);
+    Model m = load_model_file(kDir + "/" + name);
+    EXPECT_EQ(m.ir_version, 8);
+    ASSERT_EQ(m.graph.nodes.size(), 2u);
+    const Tensor& w = m.graph.initializers.at("w");
+    ASSERT_EQ(w.numel(), 4);
+    EXPECT_EQ(w.data<float>()[2], 2.0f);
+    EXPECT_EQ(w.data<float>()[3], -0.25f);
+  }
+  expect_error([] { load_model_file(kDir + "/truncated_weights.onnx"); }, ErrorCode::InvalidModel,
+               {"truncated_weights.onnx", "not a valid ONNX protobuf"});
+}
+
+namespace {
+std::string file_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+}  // namespace
+
+TEST(Import, BytesAndFilesGiveTheSameModel) {
+  for (const char* name : {"add_relu.onnx", "typed_initializers.onnx", "wire_corners.onnx"}) {
+    SCOPED_TRACE(name);
+    const std::string bytes = file_bytes(kDir + "/" + name);
+    Model a = load_model_file(kDir + "/" + name);
+    Model b =
+        load_model_bytes({reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()}, "");
+    ASSERT_EQ(a.graph.initializers.size(), b.graph.initializers.size());
+    for (const auto& [key, t] : a.graph.initializers) {
+      const Tensor& u = b.graph.initializers.at(key);
+      EXPECT_EQ(t.dtype(), u.dtype()) << key;
+      EXPECT_EQ(t.shape(), u.shape()) << key;
+      EXPECT_EQ(std::memcmp(t.raw_data(), u.raw_data(), t.nbytes()), 0) << key;
+    }
+  }
+}
+
+TEST(Import, ReadsAModelFromAPipe) {
+  const std::string fifo = std::filesystem::temp_directory_path() /
+                           ("quilt_model_fifo_" + std::to_string(getpid()) + ".onnx");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const std::string bytes = file_bytes(kDir + "/add_relu.onnx");
+  std::thread writer([&] { std::ofstream(fifo, std::ios::binary) << bytes; });
+  Model m = load_model_file(fifo);
+  writer.join();
+  std::filesystem::remove(fifo);
+  EXPECT_EQ(m.graph.initializers.at("w").data<float>()[2], 2.0f);
+}
+
+TEST(Import, RawDataOfTheWrongSizeNamesTheInitializer) {
+  expect_error([] { load_model_file(kDir + "/raw_size_mismatch.onnx"); }, ErrorCode::InvalidModel,
+               {"initializer 'w'", "raw_data has 3 bytes", "need 16"});
 }
 
 TEST(Import, HugeAndOverflowingTensorsAreRefused) {

@@ -147,6 +147,18 @@ TEST(Session, ConstantOutputsAreCopiesTheCallerMayModify) {
   EXPECT_EQ(b.at("u64_out").data<uint64_t>()[0], UINT64_MAX);
 }
 
+TEST(Session, InitializersOnlyFoldedNodesReadAreNotNeededToRun) {
+  Session s(kDir + "/folded_inputs.onnx");
+  EXPECT_EQ(s.plan().folded_nodes, 1);
+  auto x = Tensor::from_vector<float>({2, 3}, {0, 0, 0, 10, 10, 10});
+  for (int run = 0; run < 2; ++run) {
+    TensorMap out = s.run({{"x", x}});
+    EXPECT_EQ(out.at("y").data<float>()[1], 2.0f);   // B^T[0][1] = B[1][0]
+    EXPECT_EQ(out.at("y").data<float>()[5], 15.0f);  // 10 + B[2][1]
+    EXPECT_EQ(out.at("A").data<float>()[1], 8.0f);
+  }
+}
+
 TEST(Session, ConcurrentRunsGiveTheSameAnswers) {
   for (int level : {0, 1}) {
     SessionOptions options;

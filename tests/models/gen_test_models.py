@@ -126,6 +126,69 @@ external("external_missing", "nothing_here.bin", write=False)
 external("external_range", "weights.bin", offset=20)
 external("external_escape", "../add_relu.onnx")
 
+# Wire-format corners of the initializer splitter (core/onnx_wire.cpp), each meant to load
+# exactly as protobuf alone reads it: add_relu's bytes, rearranged.
+def varint(n):
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def field(number, wire, payload):
+    return varint(number << 3 | wire) + (varint(len(payload)) + payload if wire == 2 else payload)
+
+
+def without_graph(model):
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    m.ClearField("graph")
+    return m.SerializeToString()
+
+
+add_relu.ir_version = 8
+graph_rest = onnx.GraphProto()
+graph_rest.CopyFrom(add_relu.graph)
+del graph_rest.initializer[:]
+w_bytes = add_relu.graph.initializer[0].SerializeToString()
+# The graph in two fields (protobuf merges them), the initializer in the second.
+(out / "wire_two_graph_fields.onnx").write_bytes(
+    without_graph(add_relu) + field(7, 2, graph_rest.SerializeToString()) + field(7, 2, field(5, 2, w_bytes)))
+# raw_data twice in one tensor: the last one counts; a field of the initializer's number but
+# another wire type is an unknown field; an unknown group makes the splitter hand the whole file
+# to protobuf; ir_version as an overlong (non-canonical) varint.
+w_twice = field(9, 2, b"bad") + w_bytes
+graph_bytes = graph_rest.SerializeToString() + field(5, 2, w_twice) + field(5, 0, varint(7))
+(out / "wire_corners.onnx").write_bytes(
+    bytes([0x08, 0x88, 0x80, 0x00]) + without_graph(add_relu)[2:] + field(7, 2, graph_bytes))
+assert without_graph(add_relu)[:2] == bytes([0x08, 8])  # ir_version comes first, as 8
+(out / "wire_group.onnx").write_bytes(add_relu.SerializeToString() + varint(100 << 3 | 3) + varint(100 << 3 | 4))
+# Initializers only folded nodes read (B, freed once folded) next to one that is a graph output
+# (A): y = x + Transpose(B), a = A.
+folded = helper.make_model(helper.make_graph(
+    [helper.make_node("Transpose", ["B"], ["Bt"], name="transpose"),
+     helper.make_node("Add", ["x", "Bt"], ["y"], name="add")],
+    "folded_inputs", [vi("x", TensorProto.FLOAT, [2, 3])],
+    [vi("y", TensorProto.FLOAT, [2, 3]), vi("A", TensorProto.FLOAT, [2])],
+    [numpy_helper.from_array(np.arange(6, dtype=np.float32).reshape(3, 2), "B"),
+     numpy_helper.from_array(np.array([7, 8], dtype=np.float32), "A")]), opset_imports=OPSET)
+save(folded, "folded_inputs.onnx")
+# raw_data of 3 bytes for 4 floats.
+short = onnx.ModelProto()
+short.CopyFrom(add_relu)
+short.graph.initializer[0].raw_data = b"abc"
+save(short, "raw_size_mismatch.onnx")
+# Truncated inside a weight's raw_data.
+big = helper.make_model(helper.make_graph(
+    [helper.make_node("Add", ["x", "w"], ["y"], name="add")], "big", [vi("x", TensorProto.FLOAT, [1024])],
+    [vi("y", TensorProto.FLOAT, [1024])], [numpy_helper.from_array(np.ones(1024, np.float32), "w")]),
+    opset_imports=OPSET)
+big.ir_version = 8
+data = big.SerializeToString()
+(out / "truncated_weights.onnx").write_bytes(data[: data.index(np.ones(1024, np.float32).tobytes()) + 100])
+
 # A declared size that overflows / exceeds memory (raw_data left empty: the size check comes first)
 def raw_tensor(name, dims):
     t = TensorProto(name=name, data_type=TensorProto.FLOAT, dims=dims)

@@ -286,7 +286,10 @@ bool parse_backend_option(const std::vector<std::string>& args, size_t& i,
 }
 
 void check_backends(const SessionOptions& options) {
-  const BackendInventory inv = discover_backends(options.plugins);
+  std::vector<std::string> named = options.backends;
+  for (const auto& [node, b] : options.pinned_nodes) named.push_back(b);
+  for (const auto& [b, _] : options.backend_options) named.push_back(b);
+  const BackendInventory inv = discover_backends_for(named, options.plugins);
   auto check = [&](const std::string& entry, const std::string& where) {
     const std::string name = entry.substr(0, entry.find(':'));
     if (inv.find(name)) return;
