@@ -225,6 +225,8 @@ const quilt_graph_t* AbiGraph::get() {
   graph_.inputs = inputs_.data();
   graph_.num_outputs = outputs_.size();
   graph_.outputs = outputs_.data();
+  graph_.constant_done = done_fn_;
+  graph_.constant_done_context = done_context_;
   return &graph_;
 }
 

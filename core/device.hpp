@@ -45,6 +45,11 @@ class AbiGraph {
   void set_inputs(std::vector<int32_t> inputs) { inputs_ = std::move(inputs); }
   void set_outputs(std::vector<int32_t> outputs) { outputs_ = std::move(outputs); }
   const quilt_graph_t* get();
+  // Offers quilt_graph_t::constant_done to the backend compiling this graph.
+  void set_constant_done(void (*fn)(void*, int32_t), void* context) {
+    done_fn_ = fn;
+    done_context_ = context;
+  }
   size_t num_values() const { return names_.size(); }
 
  private:
@@ -63,6 +68,8 @@ class AbiGraph {
   std::vector<std::vector<int64_t>> tensor_dims_;
   std::vector<int32_t> inputs_, outputs_;
   quilt_graph_t graph_{};
+  void (*done_fn_)(void*, int32_t) = nullptr;
+  void* done_context_ = nullptr;
 };
 
 quilt_tensor_info_t tensor_info(const TypeShape& type, std::vector<int64_t>& dims_storage);

@@ -388,6 +388,26 @@ void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
     rt.consumer_patches = tr.consumer_patches;
     report_.transfers.push_back(rt);
   };
+  // How many patches, host steps and graph outputs read each constant: when every patch that
+  // has one says (constant_done) it will not read it again and nothing else reads it, it goes.
+  constexpr int kKept = 1 << 20;  // host steps and graph outputs never let go
+  std::vector<int> holders(names_.size(), 0);
+  for (const partition::Patch& pp : part.patches) {
+    std::set<int> reads;
+    for (int n : pp.nodes) {
+      for (int v : live[n].inputs)
+        if (v >= 0) reads.insert(v);
+      for (const auto& name : live[n].node->implicit_inputs) reads.insert(value_id(name));
+    }
+    for (int v : reads) holders[v] += pp.device < 0 ? kKept : 1;
+  }
+  for (const auto& out : g.outputs)
+    if (auto it = ids_.find(out.name); it != ids_.end()) holders[it->second] += kKept;
+  struct DoneContext {
+    std::vector<Tensor>* constants;
+    std::vector<int>* holders;
+    const std::vector<int>* abi_values;
+  };
   for (size_t p = 0; p < part.patches.size(); ++p) {
     const partition::Patch& pp = part.patches[p];
     const int space = space_of(pp.device);
@@ -462,6 +482,15 @@ void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
       }
       ag.set_inputs(gi);
       ag.set_outputs(go);
+      DoneContext done{&constants_, &holders, &step.abi_values};
+      ag.set_constant_done(
+          [](void* context, int32_t a) {
+            auto* d = static_cast<DoneContext*>(context);
+            if (a < 0 || static_cast<size_t>(a) >= d->abi_values->size()) return;
+            const int v = (*d->abi_values)[static_cast<size_t>(a)];
+            if (--(*d->holders)[v] == 0) (*d->constants)[v] = Tensor();
+          },
+          &done);
       step.exe = devices_[pp.device]->compile(ag, "[" + step.label + "] compile");
       if (!devices_[pp.device]->synchronous() || !devices_[pp.device]->host_memory())
         inline_ = false;

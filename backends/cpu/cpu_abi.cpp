@@ -276,6 +276,16 @@ quilt_status_t compile(quilt_device_t, const quilt_graph_t* g, quilt_executable_
                      KernelRegistry::builtin());
     exe->last_use.assign(g->num_values, -1);
     exe->nodes.reserve(patch.size());
+    // Constants every reader copied at creation: the host may free their data as soon as the
+    // last reader is created (weights + one packed copy at a time, not weights + all copies).
+    const bool offer_done =
+        g->struct_size >= offsetof(quilt_graph_t, constant_done_context) + sizeof(void*) &&
+        g->constant_done;
+    std::vector<int> readers_left(g->num_values, 0);
+    std::vector<char> read(g->num_values, 0);
+    for (const PatchNode& pn : patch)
+      for (int32_t v : pn.inputs)
+        if (v >= 0) ++readers_left[v];
     for (size_t k = 0; k < patch.size(); ++k) {
       exe->nodes.emplace_back();
       CompiledNode& cn = exe->nodes.back();
@@ -289,6 +299,12 @@ quilt_status_t compile(quilt_device_t, const quilt_graph_t* g, quilt_executable_
         exe->last_use[v] = static_cast<int>(k);
       }
       cn.kernel = cn.entry->create(signature_of(cn, exe->table));
+      for (size_t i = 0; offer_done && i < cn.inputs.size(); ++i) {
+        const int32_t v = cn.inputs[i];
+        if (v < 0 || !exe->table.constants[v].defined()) continue;
+        if (cn.kernel->reads_constant(i) || cn.bias_input == static_cast<int32_t>(i)) read[v] = 1;
+        if (--readers_left[v] == 0 && !read[v]) g->constant_done(g->constant_done_context, v);
+      }
     }
     *out = exe.release();
     return nullptr;

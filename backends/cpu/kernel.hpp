@@ -78,6 +78,9 @@ class Kernel {
  public:
   virtual ~Kernel() = default;
   virtual void run(KernelContext& ctx) const = 0;
+  // False when run() never reads constant input i's data (the kernel copied it at creation,
+  // and no input shape seen at run time can send it back to the original).
+  virtual bool reads_constant(size_t) const { return true; }
 };
 
 using KernelFn = std::function<void(KernelContext&)>;

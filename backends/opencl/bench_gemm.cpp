@@ -70,8 +70,16 @@ double bench_matmul(const Bench& b, int64_t m, int64_t k, int64_t n, int runs, b
   int32_t node_in[] = {0, 1}, node_out[] = {2};
   quilt_node_t node = {"mm", "MatMul", "", 13, 0, 2, node_in, 1, node_out, 0, nullptr};
   int32_t graph_in[] = {0, 1}, graph_out[] = {2};
-  quilt_graph_t graph = {sizeof(quilt_graph_t), 3,        values, 1,        &node,
-                         weights ? 1u : 2u,     graph_in, 1,      graph_out};
+  quilt_graph_t graph{};
+  graph.struct_size = sizeof(quilt_graph_t);
+  graph.num_values = 3;
+  graph.values = values;
+  graph.num_nodes = 1;
+  graph.nodes = &node;
+  graph.num_inputs = weights ? 1u : 2u;
+  graph.inputs = graph_in;
+  graph.num_outputs = 1;
+  graph.outputs = graph_out;
   quilt_executable_t exe = nullptr;
   check(b.api->compile(b.device, &graph, &exe), "compile");
   void *pa, *pb, *pc;
@@ -180,7 +188,16 @@ int main(int argc, char** argv) {
                                {"c", {QUILT_DTYPE_FLOAT32, 2, d}, nullptr}};
     int32_t in[] = {0, 1}, out[] = {2};
     quilt_node_t node = {"mm", "MatMul", "", 13, 0, 2, in, 1, out, 0, nullptr};
-    quilt_graph_t graph = {sizeof(quilt_graph_t), 3, values, 1, &node, 2, in, 1, out};
+    quilt_graph_t graph{};
+    graph.struct_size = sizeof(quilt_graph_t);
+    graph.num_values = 3;
+    graph.values = values;
+    graph.num_nodes = 1;
+    graph.nodes = &node;
+    graph.num_inputs = 2;
+    graph.inputs = in;
+    graph.num_outputs = 1;
+    graph.outputs = out;
     quilt_executable_t exe;
     check(api->compile(device, &graph, &exe), "compile");
     std::printf("device_open + compile (gemm program), %s: %.1f ms\n", label, ms(now_ns() - start));

@@ -32,7 +32,8 @@
  * quilt_attribute_t, quilt_tensor_info_t, quilt_constant_t, quilt_option_t) are frozen for a
  * major version: new per-node or per-value information arrives as new arrays at the end of
  * quilt_graph_t. The host refuses a plugin whose major version differs from its own, with a
- * message naming both.
+ * message naming both. History: 1.0; 1.1 added quilt_graph_t.constant_done (and the optional
+ * node_timing of quilt_execute_args_t, which came without a minor bump).
  *
  * Errors. Every fallible slot returns a quilt_status_t: NULL means success; otherwise a status
  * made with host->status_create(code, message), which the host reads and frees. Messages should
@@ -63,7 +64,7 @@ extern "C" {
 #endif
 
 #define QUILT_BACKEND_ABI_MAJOR 1
-#define QUILT_BACKEND_ABI_MINOR 0
+#define QUILT_BACKEND_ABI_MINOR 1
 #define QUILT_BACKEND_ABI_VERSION ((QUILT_BACKEND_ABI_MAJOR << 16) | QUILT_BACKEND_ABI_MINOR)
 
 /* The one symbol a plugin exports. */
@@ -210,6 +211,12 @@ typedef struct quilt_graph {
   const int32_t* inputs; /* non-constant values the host provides at execute, in this order */
   size_t num_outputs;
   const int32_t* outputs; /* values the host reads after execute, in this order */
+  /* Optional (ABI 1.1; NULL when the host does not offer it): during compile, a backend that
+   * has made its own copy of a constant's data (packed weights) and will never read the host's
+   * again may call it with the value's index, so that the host can free that data at once and
+   * the weights are not held twice. The constant's pointer must not be used after the call. */
+  void (*constant_done)(void* context, int32_t value);
+  void* constant_done_context;
 } quilt_graph_t;
 
 /* ---- devices ----------------------------------------------------------------------------- */

@@ -225,7 +225,7 @@ expect("run accepts backend options", ["run", MODEL, "--backend", "cpu", "--no-c
 expect("devices --help", ["devices", "--help"], 0, "usage: quilt devices", "--plugin PATH", stream="stdout")
 expect("devices bad argument", ["devices", "--json"], 2, "unexpected argument '--json'")
 expect("devices plugin without path", ["devices", "--plugin"], 2, "--plugin needs a library path")
-r = expect("devices", ["devices"], 0, "backend cpu (", "ABI 1.0, built-in)", "device 0: ", "memory: ",
+r = expect("devices", ["devices"], 0, "backend cpu (", "ABI 1.1, built-in)", "device 0: ", "memory: ",
            "flags: ", stream="stdout")
 check("devices: cpu first", r.stdout.startswith("backend cpu "), r.stdout[:200])
 expect("devices missing plugin", ["devices", "--plugin", "/nonexistent/libquilt_x.so"], 0, "backend cpu",
@@ -260,7 +260,7 @@ QUILT_BACKEND_EXPORT quilt_status_t quilt_backend_init(const quilt_host_api_t* h
                        capture_output=True, text=True)
     if b.returncode == 0:
         expect("devices ABI mismatch", ["devices", "--plugin", lib], 0, f"failed: {lib}: ABI mismatch",
-               "2.0", "1.0", stream="stdout")
+               "2.0", "this Quilt speaks 1.", stream="stdout")
         expect("plan with a refused plugin", ["plan", MODEL, "--plugin", lib, "--backend", "future,cpu"], 2,
                "unknown backend 'future'", "ABI mismatch")
     else:

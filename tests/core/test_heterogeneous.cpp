@@ -307,7 +307,9 @@ TEST(Heterogeneous, PluginLoadFailuresNameTheLibraryAndTheReason) {
   fails_with("/no/such/libquilt_missing.so", {"file not found"});
   fails_with(QUILT_NO_ENTRY_PLUGIN_PATH, {"no symbol quilt_backend_init"});
   fails_with(QUILT_BAD_ABI_PLUGIN_PATH,
-             {"ABI mismatch", "built for backend ABI 99.0", "this Quilt speaks 1.0"});
+             {"ABI mismatch", "built for backend ABI 99.0",
+              "this Quilt speaks " + std::to_string(QUILT_BACKEND_ABI_MAJOR) + "." +
+                  std::to_string(QUILT_BACKEND_ABI_MINOR)});
   fails_with(QUILT_INIT_FAIL_PLUGIN_PATH,
              {"initialisation failed", "example: simulated driver not found"});
 }

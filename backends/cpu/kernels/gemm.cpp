@@ -162,7 +162,11 @@ class GemmKernel : public Kernel {
     }
     trans_a_ = node.attr_int("transA", 0) != 0;
     packed_ = std::make_unique<PackedB>(b->data<float>(), k, n, b->dim(1), tb);
+    // With A's static shape fitting, run() always takes the packed path.
+    const TypeShape& a = sig.inputs[0];
+    owns_b_ = a.has_shape && a.dims.size() == 2 && (trans_a_ ? a.dims[0] : a.dims[1]) == k;
   }
+  bool reads_constant(size_t i) const override { return !(owns_b_ && i == 1); }
   void run(KernelContext& ctx) const override {
     const Tensor& a = ctx.input(0);
     const int64_t k = packed_ ? packed_->depth() : 0;
@@ -208,6 +212,7 @@ class GemmKernel : public Kernel {
   std::unique_ptr<PackedB> packed_;
   std::vector<float> bias_;
   bool trans_a_ = false;
+  bool owns_b_ = false;
 };
 
 // y (m x n) = a (m x k) * b (k x n), row-major, for the dtypes BLAS has no kernel for. The
@@ -342,9 +347,13 @@ class MatMulKernel : public Kernel {
   explicit MatMulKernel(const NodeSignature& sig) {
     const Tensor* b = sig.constants.size() > 1 ? sig.constants[1] : nullptr;
     if (b && b->dtype() == DType::Float32 && b->rank() == 2 &&
-        sig.inputs[0].dtype == DType::Float32)
+        sig.inputs[0].dtype == DType::Float32) {
       packed_ = std::make_unique<PackedB>(b->data<float>(), b->dim(0), b->dim(1), b->dim(1), false);
+      const TypeShape& a = sig.inputs[0];
+      owns_b_ = a.has_shape && a.dims.size() >= 2 && a.dims.back() == b->dim(0);
+    }
   }
+  bool reads_constant(size_t i) const override { return !(owns_b_ && i == 1); }
   void run(KernelContext& ctx) const override {
     const Tensor& a = ctx.input(0);
     if (a.dtype() != DType::Float32) {
@@ -361,6 +370,7 @@ class MatMulKernel : public Kernel {
 
  private:
   std::unique_ptr<PackedB> packed_;
+  bool owns_b_ = false;
 };
 
 template <class T>
