@@ -5,6 +5,8 @@
 //   P -> A                         A one of Relu, LeakyRelu, Clip (constant bounds), HardSigmoid,
 //                                  HardSwish, Sigmoid, Tanh, Gelu
 //   P -> Sigmoid -> Mul(P, s)      SiLU, as exporters write x * sigmoid(x)
+//   (x * 0.5) * (1 + Tanh(0.79788 * (x + 0.044715 * Pow(x, 3))))
+//                                  GELU as GPT-2's exporters write it: one Gelu(tanh) node
 //   MatMul -> Add(m, bias)         bias a constant [N] (or [1, ..., N]) row added to every row;
 //                                  an activation after the Add then fuses as above (BERT/ViT:
 //                                  MatMul -> Add -> Gelu is one kernel)

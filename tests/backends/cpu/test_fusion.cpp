@@ -143,5 +143,27 @@ TEST(Fusion, BiasMustBeAConstantRowOfTheProduct) {
   EXPECT_EQ(conv.fuse(), 0);
 }
 
+TEST(Fusion, GeluWrittenWithTanhBecomesOneNode) {
+  // 0 x; constants 1 half, 2 three, 3 coeff, 4 k, 5 one; 6.. intermediates; 13 y
+  Patch p(14);
+  const float values[] = {0.5f, 3.f, 0.044715f, 0.7978845608f, 1.f};
+  for (int i = 0; i < 5; ++i) p.constants[1 + i] = Tensor::from_vector<float>({}, {values[i]});
+  p.add("Mul", {0, 1}, {6});    // x * 0.5
+  p.add("Pow", {0, 2}, {7});    // x^3
+  p.add("Mul", {7, 3}, {8});    // * 0.044715
+  p.add("Add", {0, 8}, {9});    // x + ...
+  p.add("Mul", {9, 4}, {10});   // * sqrt(2/pi)
+  p.add("Tanh", {10}, {11});    //
+  p.add("Add", {11, 5}, {12});  // 1 + tanh
+  p.add("Mul", {6, 12}, {13});  // y
+  EXPECT_EQ(p.fuse(), 7);
+  ASSERT_EQ(p.nodes.size(), 1u);
+  EXPECT_EQ(p.nodes[0].node.op_type, "Gelu");
+  EXPECT_EQ(p.nodes[0].node.attr_string("approximate", ""), "tanh");
+  EXPECT_EQ(p.nodes[0].inputs, std::vector<int32_t>{0});
+  EXPECT_EQ(p.nodes[0].node.inputs, std::vector<std::string>{"v0"});
+  EXPECT_EQ(p.nodes[0].outputs, std::vector<int32_t>{13});
+}
+
 }  // namespace
 }  // namespace quilt::cpu
