@@ -5,8 +5,11 @@
 // no strided loads, whatever the stride, dilation and padding. The copy costs about one
 // load/store per input value against kernel_h * kernel_w FMAs per output (measured 10-25% of the
 // time; the FMA loops alone run at ~90% of the AVX2 peak). Outputs are computed in register
-// tiles of rows x 8-lane vectors (TapTile, RowReuseTile).
+// tiles of rows x 8-lane vectors (TapTile, RowReuseTile). On CPUs with AVX-512 the 16-lane tiles
+// of conv_depthwise_avx512.cpp replace them for rows wider than 8 columns (1.1-2.2x faster).
 #include "backends/cpu/kernels/conv_depthwise.hpp"
+
+#include "backends/cpu/kernels/conv_depthwise_internal.hpp"
 
 #include <immintrin.h>
 
@@ -14,6 +17,7 @@
 #include <vector>
 
 namespace quilt::cpu {
+namespace depthwise_detail {
 namespace {
 
 constexpr int64_t kLanes = 8;
@@ -28,29 +32,6 @@ constexpr int64_t kGrainMacs = 1 << 15;
 // Lanes [0, n) set: loadu(kTailMask + 8 - n).
 alignas(64) constexpr int32_t kTailMask[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
                                                0,  0,  0,  0,  0,  0,  0,  0};
-
-// Where the band buffer holds what. Buffer row i of a band starting at output row oh0 is padded
-// input row oh0 * stride_h + i; within it, phase r (0 <= r < stride_w) is a run of row_len floats
-// whose j-th entry is padded column j * stride_w + r (padded column c = input column c - pad_left).
-struct Plan {
-  DepthwiseGeometry g;
-  int64_t row_len = 0;     // every output column rounded up to 8 lanes, plus the widest tap reach
-  int64_t row_stride = 0;  // stride_w * row_len
-  int64_t band_rows = 0;   // output rows per band
-  int64_t bands = 0;       // bands per plane
-  int64_t buffer_rows = 0;
-  std::vector<int64_t> taps;  // per (kh, kw): offset from the output row's first buffer row
-  std::vector<int64_t> cols;  // per kw: offset within a buffer row
-  struct Run {
-    int64_t dst, src, count;  // buffer row[dst + j] = input row[src + j * stride_w]
-  };
-  std::vector<Run> runs;  // one per column phase that holds input columns
-  bool paired = false;    // stride 2, runs[0] the even input columns, runs[1] the odd ones
-
-  int64_t band_buffer_rows(int64_t rows) const {
-    return (rows - 1) * g.stride_h + (g.kernel_h - 1) * g.dilation_h + 1;
-  }
-};
 
 Plan make_plan(const DepthwiseGeometry& g) {
   Plan p;
@@ -334,8 +315,6 @@ void conv_band(const Plan& p, const float* buf, const float* w, float bias, floa
   }
 }
 
-using BandFn = void (*)(const Plan&, const float*, const float*, float, float*, int64_t);
-
 BandFn band_kernel(const DepthwiseGeometry& g) {
   if (g.out_w <= kLanes && g.stride_h == 1 && g.dilation_h == 1) {
     switch (g.kernel_h) {
@@ -350,17 +329,27 @@ BandFn band_kernel(const DepthwiseGeometry& g) {
   return conv_band<TapTile>;
 }
 
+bool has_avx512() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  }();
+  return has;
+}
+
 }  // namespace
 
 void depthwise_conv2d(const DepthwiseGeometry& g, int64_t planes, int64_t channels, const float* x,
                       const float* w, const float* bias, float* y, const Activation& act,
-                      const ThreadPool& pool) {
+                      const ThreadPool& pool, bool allow_avx512) {
   if (planes <= 0 || g.out_h <= 0 || g.out_w <= 0) return;
   const Plan p = make_plan(g);
-  const BandFn band_fn = band_kernel(g);
+  BandFn band_fn = allow_avx512 && has_avx512() ? band_kernel_avx512(g) : nullptr;
+  if (!band_fn) band_fn = band_kernel(g);
   const int64_t in_size = g.in_h * g.in_w, out_size = g.out_h * g.out_w;
   const int64_t ntaps = g.kernel_h * g.kernel_w;
-  const size_t buffer_size = static_cast<size_t>(p.buffer_rows * p.row_stride + kLanes);
+  const size_t buffer_size = static_cast<size_t>(p.buffer_rows * p.row_stride + kBufferSlack);
   // One item per (plane, band).
   auto run_items = [&](int64_t begin, int64_t end) {
     // Pool threads live as long as the pool, so this is allocated once per thread.
@@ -379,6 +368,14 @@ void depthwise_conv2d(const DepthwiseGeometry& g, int64_t planes, int64_t channe
   };
   const int64_t item_macs = p.band_rows * g.out_w * ntaps;
   pool.parallel_for(planes * p.bands, std::max<int64_t>(1, kGrainMacs / item_macs), run_items);
+}
+
+}  // namespace depthwise_detail
+
+void depthwise_conv2d(const DepthwiseGeometry& g, int64_t planes, int64_t channels, const float* x,
+                      const float* w, const float* bias, float* y, const Activation& act,
+                      const ThreadPool& pool) {
+  depthwise_detail::depthwise_conv2d(g, planes, channels, x, w, bias, y, act, pool, true);
 }
 
 }  // namespace quilt::cpu

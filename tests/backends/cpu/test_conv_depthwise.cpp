@@ -1,5 +1,6 @@
 // The depthwise conv kernel against a plain nested-loop reference in double, over random and
-// hand-picked geometries (kernel, stride, dilation, asymmetric padding, tiny and wide planes).
+// hand-picked geometries (kernel, stride, dilation, asymmetric padding, tiny and wide planes), on
+// the AVX2 tiles and, where the CPU has AVX-512, on the AVX-512 ones.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,8 +12,10 @@
 #include <vector>
 
 #include "backends/cpu/kernels/conv_depthwise.hpp"
+#include "backends/cpu/kernels/conv_depthwise_internal.hpp"
 
 using namespace quilt::cpu;
+using depthwise_detail::band_kernel_avx512;
 
 namespace {
 
@@ -21,6 +24,7 @@ struct Case {
   int64_t batch, channels;
   bool bias;
   Activation::Kind act;
+  bool avx512 = false;  // allow the AVX-512 tiles
 };
 
 std::string describe(const Case& c) {
@@ -30,7 +34,7 @@ std::string describe(const Case& c) {
     << "] k=" << g.kernel_h << "x" << g.kernel_w << " s=" << g.stride_h << "," << g.stride_w
     << " d=" << g.dilation_h << "," << g.dilation_w << " pad_top=" << g.pad_top
     << " pad_left=" << g.pad_left << " out=" << g.out_h << "x" << g.out_w << " bias=" << c.bias
-    << " relu=" << (c.act == Activation::Kind::Relu);
+    << " relu=" << (c.act == Activation::Kind::Relu) << " avx512=" << c.avx512;
   return s.str();
 }
 
@@ -64,8 +68,8 @@ void check(const Case& c, const ThreadPool& pool, unsigned seed) {
                        std::numeric_limits<float>::quiet_NaN());
   Activation act;
   act.kind = c.act;
-  depthwise_conv2d(g, planes, c.channels, x.data(), w.data(), c.bias ? b.data() : nullptr, y.data(),
-                   act, pool);
+  depthwise_detail::depthwise_conv2d(g, planes, c.channels, x.data(), w.data(),
+                                     c.bias ? b.data() : nullptr, y.data(), act, pool, c.avx512);
 
   for (int64_t p = 0; p < planes; ++p) {
     const int64_t ch = p % c.channels;
@@ -103,7 +107,11 @@ TEST(CpuDepthwiseConv, MobileNetShapes) {
         make_case(1, 9, 14, 14, 5, 5, 1, 2, 4), make_case(3, 11, 7, 7, 5, 5, 1, 1, 2),
         make_case(1, 3, 112, 112, 3, 3, 1, 1, 1), make_case(1, 4, 56, 56, 5, 5, 2, 1, 2),
         make_case(1, 4, 28, 28, 3, 3, 2, 1, 1), make_case(2, 5, 14, 14, 7, 7, 1, 1, 3)})
-    check(c, pool, seed++);
+    for (bool avx512 : {false, true}) {
+      Case d = c;
+      d.avx512 = avx512;
+      check(d, pool, seed++);
+    }
 }
 
 TEST(CpuDepthwiseConv, EdgeCases) {
@@ -148,7 +156,10 @@ TEST(CpuDepthwiseConv, EdgeCases) {
       for (auto act : {Activation::Kind::None, Activation::Kind::Relu}) {
         c.bias = bias;
         c.act = act;
-        check(c, pool, seed++);
+        for (bool avx512 : {false, true}) {
+          c.avx512 = avx512;
+          check(c, pool, seed++);
+        }
       }
   }
 }
@@ -179,10 +190,13 @@ TEST(CpuDepthwiseConv, RandomGeometries) {
     g.out_h = out_size(g.in_h, g.kernel_h, g.stride_h, g.dilation_h, g.pad_top, pick(0, eff_h));
     g.out_w = out_size(g.in_w, g.kernel_w, g.stride_w, g.dilation_w, g.pad_left, pick(0, eff_w));
     if (g.out_h < 1 || g.out_w < 1) continue;
-    const Case c{g, pick(1, 2), pick(1, 6), pick(0, 1) == 1,
-                 pick(0, 1) == 1 ? Activation::Kind::Relu : Activation::Kind::None};
-    check(c, checked % 2 ? pool2 : pool1, static_cast<unsigned>(1000 + checked));
-    if (::testing::Test::HasFatalFailure()) return;
+    Case c{g, pick(1, 2), pick(1, 6), pick(0, 1) == 1,
+           pick(0, 1) == 1 ? Activation::Kind::Relu : Activation::Kind::None};
+    for (bool avx512 : {false, true}) {
+      c.avx512 = avx512;
+      check(c, checked % 2 ? pool2 : pool1, static_cast<unsigned>(1000 + checked));
+      if (::testing::Test::HasFatalFailure()) return;
+    }
     ++checked;
   }
 }
@@ -195,4 +209,16 @@ TEST(CpuDepthwiseConv, NoPlanesWritesNothing) {
   depthwise_conv2d(g, 0, 1, &x, &w, nullptr, y.data(), Activation{}, pool);
   for (float v : y) EXPECT_EQ(v, 42.f);
   depthwise_conv2d(g, 0, 1, nullptr, nullptr, nullptr, nullptr, Activation{}, pool);
+}
+
+// On a CPU with AVX-512 the checks above must reach the AVX-512 tiles (rows wider than 8 columns)
+// as well as the AVX2 ones.
+TEST(CpuDepthwiseConv, Avx512TilesAreUsed) {
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
+      !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("avx512dq"))
+    GTEST_SKIP() << "no AVX-512 on this CPU";
+  EXPECT_NE(band_kernel_avx512(make_case(1, 1, 14, 14, 5, 5, 1, 1, 2).g), nullptr);
+  EXPECT_NE(band_kernel_avx512(make_case(1, 1, 112, 112, 3, 3, 2, 1, 1).g), nullptr);
+  EXPECT_EQ(band_kernel_avx512(make_case(1, 1, 7, 7, 5, 5, 1, 1, 2).g), nullptr);
 }

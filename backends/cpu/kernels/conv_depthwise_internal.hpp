@@ -1,0 +1,53 @@
+// Internals of the depthwise conv shared by its AVX2 (conv_depthwise.cpp) and AVX-512
+// (conv_depthwise_avx512.cpp) tiles, and the entry point that lets tests pick the AVX2 path.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backends/cpu/kernels/conv_depthwise.hpp"
+
+namespace quilt::cpu::depthwise_detail {
+
+// Where the band buffer holds what. Buffer row i of a band starting at output row oh0 is padded
+// input row oh0 * stride_h + i; within it, phase r (0 <= r < stride_w) is a run of row_len floats
+// whose j-th entry is padded column j * stride_w + r (padded column c = input column c - pad_left).
+struct Plan {
+  DepthwiseGeometry g;
+  int64_t row_len = 0;     // every output column rounded up to 8 lanes, plus the widest tap reach
+  int64_t row_stride = 0;  // stride_w * row_len
+  int64_t band_rows = 0;   // output rows per band
+  int64_t bands = 0;       // bands per plane
+  int64_t buffer_rows = 0;
+  std::vector<int64_t> taps;  // per (kh, kw): offset from the output row's first buffer row
+  std::vector<int64_t> cols;  // per kw: offset within a buffer row
+  struct Run {
+    int64_t dst, src, count;  // buffer row[dst + j] = input row[src + j * stride_w]
+  };
+  std::vector<Run> runs;  // one per column phase that holds input columns
+  bool paired = false;    // stride 2, runs[0] the even input columns, runs[1] the odd ones
+
+  int64_t band_buffer_rows(int64_t rows) const {
+    return (rows - 1) * g.stride_h + (g.kernel_h - 1) * g.dilation_h + 1;
+  }
+};
+
+// Floats the band buffer holds past its last row: a tile's vector may read that far beyond the
+// last column (and a 16-lane vector over a row narrower than 16 reads past the row).
+constexpr int64_t kBufferSlack = 16;
+
+// Output rows [0, rows) of one band (buf filled by fill_band): y = bias + window sums.
+using BandFn = void (*)(const Plan&, const float* buf, const float* w, float bias, float* y,
+                        int64_t rows);
+
+// The AVX-512 band kernel for g, or null where the AVX2 one measured as fast. Call only when the
+// CPU has AVX-512F/BW/VL/DQ.
+BandFn band_kernel_avx512(const DepthwiseGeometry& g);
+
+// depthwise_conv2d, using AVX-512 tiles only when allow_avx512 and the CPU has them (tests run
+// both paths).
+void depthwise_conv2d(const DepthwiseGeometry& g, int64_t planes, int64_t channels, const float* x,
+                      const float* w, const float* bias, float* y, const Activation& act,
+                      const ThreadPool& pool, bool allow_avx512);
+
+}  // namespace quilt::cpu::depthwise_detail
