@@ -172,9 +172,8 @@ void run_tiles(const float* packed_a, int64_t m, int64_t k, const BSource& b, in
                int64_t ldc, const float* bias, const float* col_bias, const Activation& act,
                const ThreadPool& pool) {
   // About four tasks per thread, claimed dynamically, so uneven tiles even out (7x7 maps have
-  // 49 columns: a 48-wide strip and a 1-wide one). Column strips first (each task packs its B
-  // panels once for all its rows); rows too when there are enough of them that packing a panel
-  // twice costs little. Products under ~1M multiply-adds run on the calling thread: waking
+  // 49 columns: a 48-wide strip and a 1-wide one). Column strips first; rows too when there are
+  // fewer strips than tasks. Products under ~1M multiply-adds run on the calling thread: waking
   // another costs more than it saves (mnist's 16 x 196 x 200 conv took 43 us split, 25 alone).
   const int64_t strips = (n + kNr - 1) / kNr;
   const int64_t row_blocks = (m + kMr - 1) / kMr;
