@@ -14,7 +14,8 @@ Tensor& KernelContext::output(size_t i) {
   if (i >= outputs_.size())
     node.fail("kernel asked for output " + std::to_string(i) + " but the node has " +
               std::to_string(outputs_.size()));
-  if (!outputs_[i].defined()) outputs_[i] = Tensor(output_types_[i].dtype, output_types_[i].dims);
+  if (!outputs_[i].defined())
+    outputs_[i] = Tensor::scratch(output_types_[i].dtype, output_types_[i].dims, true);
   return outputs_[i];
 }
 
@@ -23,7 +24,7 @@ Tensor& KernelContext::output_uninitialized(size_t i) {
     node.fail("kernel asked for output " + std::to_string(i) + " but the node has " +
               std::to_string(outputs_.size()));
   if (!outputs_[i].defined())
-    outputs_[i] = Tensor::uninitialized(output_types_[i].dtype, output_types_[i].dims);
+    outputs_[i] = Tensor::scratch(output_types_[i].dtype, output_types_[i].dims, false);
   return outputs_[i];
 }
 

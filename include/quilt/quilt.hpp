@@ -86,6 +86,10 @@ class Tensor {
   // The same checks, but the contents are left uninitialised: for code that writes every
   // element (kernels' outputs), where zeroing first would be a wasted pass over memory.
   static Tensor uninitialized(DType dtype, std::vector<int64_t> shape);
+  // For buffers made on every run (kernel outputs): large ones come from, and go back to, a
+  // bounded cache of freed buffers of the same size, so repeated runs do not fault fresh
+  // pages in each time. Zero-filled when `zero`.
+  static Tensor scratch(DType dtype, std::vector<int64_t> shape, bool zero);
   // Copies nbytes() bytes from data.
   static Tensor from_data(DType dtype, std::vector<int64_t> shape, const void* data);
   template <class T>
@@ -120,7 +124,7 @@ class Tensor {
  private:
   struct NoZero {};
   Tensor(DType dtype, std::vector<int64_t> shape, NoZero);
-  void allocate(bool zero);
+  void allocate(bool zero, bool reuse = false);
   void check_type(DType requested) const;
 
   DType dtype_ = DType::Undefined;

@@ -90,3 +90,30 @@ TEST(Shapes, PrintWithSymbols) {
   EXPECT_EQ(to_string(std::vector<int64_t>{1, 2}), "[1, 2]");
   EXPECT_EQ(to_string(std::vector<Dim>{{-1, "batch"}, {3, ""}, {-1, ""}}), "[batch, 3, ?]");
 }
+
+namespace quilt {
+namespace {
+
+// Tensor::scratch: large buffers come back on the next allocation of the same size, zeroed when
+// asked, and small ones and other sizes are plain allocations.
+TEST(TensorScratch, ReusesFreedBuffersOfTheSameSize) {
+  const std::vector<int64_t> shape = {256, 1024};  // 1 MiB of float32
+  const void* first = nullptr;
+  {
+    Tensor t = Tensor::scratch(DType::Float32, shape, false);
+    first = t.raw_data();
+    std::fill(t.data<float>(), t.data<float>() + t.numel(), 7.f);
+  }
+  Tensor again = Tensor::scratch(DType::Float32, shape, true);
+  EXPECT_EQ(again.raw_data(), first);
+  for (int64_t i = 0; i < again.numel(); i += 997) ASSERT_EQ(again.data<float>()[i], 0.f);
+  // While `again` holds it, the same size needs another buffer.
+  Tensor other = Tensor::scratch(DType::Float32, shape, false);
+  EXPECT_NE(other.raw_data(), again.raw_data());
+  EXPECT_EQ(other.shape(), shape);
+  Tensor small = Tensor::scratch(DType::Int64, {3}, true);
+  EXPECT_EQ(small.data<int64_t>()[2], 0);
+}
+
+}  // namespace
+}  // namespace quilt
