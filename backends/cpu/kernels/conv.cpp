@@ -3,8 +3,6 @@
 // im2col + packed GEMM. ConvInteger: im2col + integer GEMM.
 // Spatial dims are padded in front to three (1-D and 2-D convs are 3-D convs with size-1 leading
 // dims), so one code path serves every rank.
-#include <immintrin.h>
-
 #include <algorithm>
 #include <array>
 #include <memory>
@@ -226,27 +224,10 @@ void depthwise_plane_phased(const Geometry& g, const PhasePlanes& pp, const floa
 class WindowPacker : public BPacker {
  public:
   WindowPacker(const Geometry& g, const std::vector<int64_t>& taps, const float* x)
-      : g_(g), taps_(taps), x_(x), native_(gemm_packed_native()) {}
+      : g_(g), taps_(taps), x_(x) {}
 
   void pack(int64_t p0, int64_t kc, int64_t j0, int64_t width, int64_t stride,
             float* panel) const override {
-    if (native_)
-      pack_avx512(p0, kc, j0, width, stride, panel);
-    else
-      pack_rows<false>(p0, kc, j0, width, stride, panel);
-  }
-
- private:
-  // The AVX-512 build of the loop, so that copy_window_row inlines into it.
-  __attribute__((target("avx512f"))) void pack_avx512(int64_t p0, int64_t kc, int64_t j0,
-                                                      int64_t width, int64_t stride,
-                                                      float* panel) const {
-    pack_rows<true>(p0, kc, j0, width, stride, panel);
-  }
-
-  template <bool kNative>
-  [[gnu::always_inline]] inline void pack_rows(int64_t p0, int64_t kc, int64_t j0, int64_t width,
-                                               int64_t stride, float* panel) const {
     struct Segment {
       int64_t oh, ow0, count, col;
     };
@@ -279,12 +260,6 @@ class WindowPacker : public BPacker {
         }
         const float* row = xc + ih * g_.in[2];
         const int64_t a = std::clamp(wlo, sg.ow0, end), b = std::clamp(whi, a, end);
-        if constexpr (kNative) {
-          if (g_.stride[2] == 1) {
-            copy_window_row(d, row + off_w, sg.ow0, end, a, b);
-            continue;
-          }
-        }
         std::fill(d + sg.ow0, d + a, 0.f);
         if (g_.stride[2] == 1) {
           std::copy(row + a + off_w, row + b + off_w, d + a);
@@ -296,26 +271,10 @@ class WindowPacker : public BPacker {
     }
   }
 
-  // d[ow] = src[ow] for ow in [a, b), 0 elsewhere in [begin, end): masked 16-lane loads and
-  // stores, instead of three library calls per short run (mnist's 14-wide rows spent more
-  // time in the calls than in the copies). Masked-off lanes are never read.
-  __attribute__((target("avx512f"))) static inline void copy_window_row(float* d, const float* src,
-                                                                        int64_t begin, int64_t end,
-                                                                        int64_t a, int64_t b) {
-    for (int64_t ow = begin; ow < end; ow += 16) {
-      const int64_t n = std::min<int64_t>(16, end - ow);
-      const int64_t lo = std::clamp<int64_t>(a - ow, 0, n), hi = std::clamp<int64_t>(b - ow, lo, n);
-      const auto lanes = [](int64_t k) { return static_cast<uint32_t>((uint64_t{1} << k) - 1); };
-      const __mmask16 valid = static_cast<__mmask16>(lanes(hi) & ~lanes(lo));
-      const __m512 v = _mm512_maskz_loadu_ps(valid, src + ow);
-      _mm512_mask_storeu_ps(d + ow, static_cast<__mmask16>(lanes(n)), v);
-    }
-  }
-
+ private:
   const Geometry& g_;
   const std::vector<int64_t>& taps_;
   const float* x_;
-  bool native_;
 };
 
 // The kernel offsets that read inside the input for at least one output. With large dilations
