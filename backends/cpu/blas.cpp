@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <mutex>
 
@@ -118,9 +119,18 @@ const BlasCoreChoice& blas_core_choice() {
 
 std::string blas_core_description() {
   const BlasCoreChoice& c = blas_core_choice();
-  std::string out = "OpenBLAS, core " + blas_core_name();
+  const std::string used = blas_core_name();
+  std::string out = "OpenBLAS, core " + used;
   if (c.core.empty()) return out + " (detected by OpenBLAS)";
+  // OpenBLAS ignores a core name it does not know and detects the CPU itself: say so rather
+  // than credit the setting (names compare case-insensitively, as OpenBLAS reads them).
+  auto lower = [](std::string v) {
+    for (char& ch : v) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return v;
+  };
   out += " (" + c.source;
+  if (lower(used) != lower(c.core))
+    out += " asked for '" + c.core + "', which this OpenBLAS does not know";
   if (!c.inherited.empty() && c.inherited != c.core && c.source != "OPENBLAS_CORETYPE")
     out += "; OPENBLAS_CORETYPE=" + c.inherited + " from the environment not used";
   return out + ")";

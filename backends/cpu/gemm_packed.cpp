@@ -167,6 +167,23 @@ void pack_a_blocks(const float* a, int64_t m, int64_t k, int64_t lda, bool trans
       }
 }
 
+// Packs A (m x k, or k x m when transposed) for one call into a buffer of the calling thread,
+// across the pool when it is large, and returns it (64-byte aligned).
+float* pack_a_for_call(const float* a, int64_t m, int64_t k, int64_t lda, bool transposed,
+                       const ThreadPool& pool) {
+  const int64_t blocks = (m + kMr - 1) / kMr;
+  thread_local std::vector<float> buffer;
+  buffer.resize(static_cast<size_t>(blocks * k * kMr) + 16);
+  float* pa = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(buffer.data()) + 63) / 64 * 64);
+  if (blocks * k * kMr < (int64_t{1} << 16))
+    pack_a_blocks(a, m, k, lda, transposed, 0, blocks, pa);
+  else
+    pool.parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
+      pack_a_blocks(a, m, k, lda, transposed, b0, b1, pa);
+    });
+  return pa;
+}
+
 // Splits C (m x n) into tasks of whole micro-tiles and runs them across the pool.
 void run_tiles(const float* packed_a, int64_t m, int64_t k, const BSource& b, int64_t n, float* c,
                int64_t ldc, const float* bias, const float* col_bias, const Activation& act,
@@ -300,12 +317,7 @@ void gemm_raw(const float* a, int64_t lda, int64_t m, int64_t k, const float* b,
       for (int64_t i = 0; i < m; ++i) act.apply(c + i * ldc, n);
     return;
   }
-  const int64_t blocks = (m + kMr - 1) / kMr;
-  thread_local std::vector<float> packed_a;
-  packed_a.resize(static_cast<size_t>(blocks * k * kMr) + 16);
-  float* pa =
-      reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(packed_a.data()) + 63) / 64 * 64);
-  pack_a_blocks(a, m, k, lda, false, 0, blocks, pa);
+  float* pa = pack_a_for_call(a, m, k, lda, false, pool);
   BSource src;
   src.raw = b;
   src.ldb = ldb;
@@ -325,18 +337,8 @@ void gemm_packed_b(const float* a, int64_t lda, bool trans_a, int64_t m, const P
       for (int64_t i = 0; i < m; ++i) act.apply(c + i * ldc, n);
     return;
   }
-  // A (the activations) is packed once per call, in parallel, and shared by every task.
-  const int64_t blocks = (m + kMr - 1) / kMr;
-  thread_local std::vector<float> packed_a;
-  packed_a.resize(static_cast<size_t>(blocks * k * kMr) + 16);
-  float* pa =
-      reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(packed_a.data()) + 63) / 64 * 64);
-  if (blocks * k * kMr < (int64_t{1} << 16))
-    pack_a_blocks(a, m, k, lda, trans_a, 0, blocks, pa);
-  else
-    pool.parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
-      pack_a_blocks(a, m, k, lda, trans_a, b0, b1, pa);
-    });
+  // A (the activations) is packed once per call and shared by every task.
+  float* pa = pack_a_for_call(a, m, k, lda, trans_a, pool);
   BSource src;
   src.packed = b.data_.get();
   run_tiles(pa, m, k, src, n, c, ldc, nullptr, col_bias, act, pool);

@@ -38,7 +38,6 @@ class PackedA {
   PackedA(const float* a, int64_t m, int64_t k, int64_t lda);
   int64_t rows() const { return m_; }
   int64_t depth() const { return k_; }
-  bool empty() const { return m_ == 0; }
 
  private:
   friend void gemm_packed(const PackedA&, const float*, int64_t, int64_t, float*, int64_t,

@@ -57,6 +57,22 @@ struct Bench {
 // Compiles [m,k] x [k,n] and returns the median device GFLOP/s of `runs` executions. With
 // weights, b is a constant of the patch (packed once at compile), else an input (packed at
 // each run, which the device time includes).
+// The graph of one MatMul: values a, b, c; `num_inputs` of them (a, or a and b) given at run.
+quilt_graph_t matmul_graph(quilt_value_t* values, quilt_node_t* node, const int32_t* inputs,
+                           size_t num_inputs, const int32_t* output) {
+  quilt_graph_t graph{};  // the optional fields at the end (constant_done, ...) stay NULL
+  graph.struct_size = sizeof(quilt_graph_t);
+  graph.num_values = 3;
+  graph.values = values;
+  graph.num_nodes = 1;
+  graph.nodes = node;
+  graph.num_inputs = num_inputs;
+  graph.inputs = inputs;
+  graph.num_outputs = 1;
+  graph.outputs = output;
+  return graph;
+}
+
 double bench_matmul(const Bench& b, int64_t m, int64_t k, int64_t n, int runs, bool weights) {
   std::vector<float> ha(m * k), hb(k * n);
   std::mt19937 gen(1);
@@ -70,16 +86,7 @@ double bench_matmul(const Bench& b, int64_t m, int64_t k, int64_t n, int runs, b
   int32_t node_in[] = {0, 1}, node_out[] = {2};
   quilt_node_t node = {"mm", "MatMul", "", 13, 0, 2, node_in, 1, node_out, 0, nullptr};
   int32_t graph_in[] = {0, 1}, graph_out[] = {2};
-  quilt_graph_t graph{};
-  graph.struct_size = sizeof(quilt_graph_t);
-  graph.num_values = 3;
-  graph.values = values;
-  graph.num_nodes = 1;
-  graph.nodes = &node;
-  graph.num_inputs = weights ? 1u : 2u;
-  graph.inputs = graph_in;
-  graph.num_outputs = 1;
-  graph.outputs = graph_out;
+  quilt_graph_t graph = matmul_graph(values, &node, graph_in, weights ? 1u : 2u, graph_out);
   quilt_executable_t exe = nullptr;
   check(b.api->compile(b.device, &graph, &exe), "compile");
   void *pa, *pb, *pc;
@@ -188,16 +195,7 @@ int main(int argc, char** argv) {
                                {"c", {QUILT_DTYPE_FLOAT32, 2, d}, nullptr}};
     int32_t in[] = {0, 1}, out[] = {2};
     quilt_node_t node = {"mm", "MatMul", "", 13, 0, 2, in, 1, out, 0, nullptr};
-    quilt_graph_t graph{};
-    graph.struct_size = sizeof(quilt_graph_t);
-    graph.num_values = 3;
-    graph.values = values;
-    graph.num_nodes = 1;
-    graph.nodes = &node;
-    graph.num_inputs = 2;
-    graph.inputs = in;
-    graph.num_outputs = 1;
-    graph.outputs = out;
+    quilt_graph_t graph = matmul_graph(values, &node, in, 2, out);
     quilt_executable_t exe;
     check(api->compile(device, &graph, &exe), "compile");
     std::printf("device_open + compile (gemm program), %s: %.1f ms\n", label, ms(now_ns() - start));

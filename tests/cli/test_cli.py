@@ -98,6 +98,9 @@ expect("devices", ["devices"], 0, "backend cpu", "OpenBLAS, core", stream="stdou
 # not the CPU's best is replaced, and `quilt devices` says so.
 r = quilt("devices", env={"QUILT_OPENBLAS_CORETYPE": "Haswell"})
 check("forced blas core", "core Haswell (QUILT_OPENBLAS_CORETYPE)" in r.stdout, r.stdout)
+r = quilt("devices", env={"QUILT_OPENBLAS_CORETYPE": "NoSuchCore"})
+check("unknown forced blas core", "QUILT_OPENBLAS_CORETYPE asked for 'NoSuchCore', which this OpenBLAS does not know"
+      in r.stdout and r.returncode == 0, r.stdout)
 r = quilt("devices", env={"OPENBLAS_CORETYPE": "Prescott"})
 check("inherited blas core replaced",
       "core Prescott" not in r.stdout and "OPENBLAS_CORETYPE=Prescott from the environment not used" in r.stdout,

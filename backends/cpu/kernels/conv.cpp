@@ -331,8 +331,9 @@ class ConvKernel : public Kernel {
 
     const bool pointwise =
         kvol == 1 && g.in == g.out && g.stride == Dims3{1, 1, 1} && g.pad == Dims3{0, 0, 0};
-    if (!pointwise && sparse_windows(g))
-      return run_by_tap(ctx, g, batch, c_in, c_out, xp, wp, bp, yp);
+    if (!pointwise)
+      if (std::vector<TapRegion> regions = sparse_tap_regions(g); !regions.empty())
+        return run_by_tap(ctx, g, regions, batch, c_in, c_out, xp, wp, bp, yp);
     // Offsets that only ever read padding are left out of K (their weights too); such weights
     // are packed for this run only.
     const std::vector<int64_t> taps = pointwise ? all_taps(g) : live_taps(g);
@@ -425,22 +426,25 @@ class ConvKernel : public Kernel {
       }
     return out;
   }
-  // True when most of the unfolded input would be padding (large dilations on small maps, as
-  // DeepLabV3's dilation-12 conv on 14x14: 5.4x fewer multiply-adds by tap than by im2col).
-  static bool sparse_windows(const Geometry& g) {
-    if (g.in[0] != 1 || g.out[0] != 1 || g.kernel[0] != 1 || g.kernel_size() == 1) return false;
+  // The offsets' regions when most of the unfolded input would be padding (large dilations on
+  // small maps, as DeepLabV3's dilation-12 conv on 14x14: 5.4x fewer multiply-adds by offset
+  // than unfolded), else none.
+  static std::vector<TapRegion> sparse_tap_regions(const Geometry& g) {
+    if (g.in[0] != 1 || g.out[0] != 1 || g.kernel[0] != 1 || g.kernel_size() == 1) return {};
+    std::vector<TapRegion> regions = tap_regions(g);
     int64_t live = 0;
-    for (const TapRegion& r : tap_regions(g)) live += r.size();
-    return live * 2 < g.kernel_size() * g.out_size();
+    for (const TapRegion& r : regions) live += r.size();
+    if (regions.empty() || live * 2 >= g.kernel_size() * g.out_size()) return {};
+    return regions;
   }
 
   // y = bias + sum over window offsets of W[:, :, offset] x (the input shifted by the offset),
   // each product only over the outputs whose input is inside the image; then the activation.
-  void run_by_tap(KernelContext& ctx, const Geometry& g, int64_t batch, int64_t c_in, int64_t c_out,
-                  const float* xp, const float* wp, const float* bp, float* yp) const {
+  void run_by_tap(KernelContext& ctx, const Geometry& g, const std::vector<TapRegion>& regions,
+                  int64_t batch, int64_t c_in, int64_t c_out, const float* xp, const float* wp,
+                  const float* bp, float* yp) const {
     const int64_t cg = c_in / group_, mg = c_out / group_, kvol = g.kernel_size();
     const int64_t ivol = g.in_size(), ovol = g.out_size();
-    const std::vector<TapRegion> regions = tap_regions(g);
     // Weights per (group, offset): packed once for constant weights, else for this run.
     std::shared_ptr<const std::vector<PackedA>> per_tap;
     {

@@ -160,6 +160,13 @@ class GemmKernel : public Kernel {
       bias_.resize(static_cast<size_t>(n));
       for (int64_t j = 0; j < n; ++j) bias_[static_cast<size_t>(j)] = beta * c->data<float>()[j];
     }
+    // A fused Add's row (GPT-2: Gemm -> Add(bias), input 3 after fusion) is constant too: it
+    // joins beta * C here, once, instead of on every run.
+    if (const Tensor* fused = sig.constants.size() > 3 ? sig.constants[3] : nullptr) {
+      if (fused->dtype() != DType::Float32 || fused->numel() != n) return;
+      bias_.resize(static_cast<size_t>(n), 0.f);
+      for (int64_t j = 0; j < n; ++j) bias_[static_cast<size_t>(j)] += fused->data<float>()[j];
+    }
     trans_a_ = node.attr_int("transA", 0) != 0;
     packed_ = std::make_unique<PackedB>(b->data<float>(), k, n, b->dim(1), tb);
     // With A's static shape fitting, run() always takes the packed path.
@@ -176,21 +183,8 @@ class GemmKernel : public Kernel {
     Tensor& y = ctx.output_uninitialized(0);
     if (y.numel() == 0) return;
     const int64_t m = trans_a_ ? a.dim(1) : a.dim(0), n = packed_->cols();
-    // The column bias: beta * C, plus a fused Add's row (GPT-2: Gemm -> Add(bias)).
-    std::vector<float> both;
-    const float* bias = bias_.empty() ? nullptr : bias_.data();
-    if (ctx.bias) {
-      const float* extra = ctx.bias->data<float>();
-      if (bias) {
-        both.assign(bias_.begin(), bias_.end());
-        for (int64_t j = 0; j < n; ++j) both[static_cast<size_t>(j)] += extra[j];
-        bias = both.data();
-      } else {
-        bias = extra;
-      }
-    }
-    gemm_packed_b(a.data<float>(), a.dim(1), trans_a_, m, *packed_, y.data<float>(), n, bias,
-                  ctx.activation, ctx.pool);
+    gemm_packed_b(a.data<float>(), a.dim(1), trans_a_, m, *packed_, y.data<float>(), n,
+                  bias_.empty() ? nullptr : bias_.data(), ctx.activation, ctx.pool);
   }
 
  private:
@@ -210,12 +204,12 @@ class GemmKernel : public Kernel {
     }
   }
   std::unique_ptr<PackedB> packed_;
-  std::vector<float> bias_;
+  std::vector<float> bias_;  // beta * C and a fused bias, both constant
   bool trans_a_ = false;
   bool owns_b_ = false;
 };
 
-// y (m x n) = a (m x k) * b (k x n), row-major, for the dtypes BLAS has no kernel for. The
+// y (m x n) = a (m x k) * b (k x n), row-major, for the dtypes the packed GEMM does not take. The
 // i-k-j order keeps the inner loop contiguous (and vectorisable); integers wrap like C++.
 template <class T>
 void naive_matmul(const T* a, const T* b, T* y, int64_t m, int64_t k, int64_t n) {
@@ -227,20 +221,6 @@ void naive_matmul(const T* a, const T* b, T* y, int64_t m, int64_t k, int64_t n)
       const T* brow = b + p * n;
       for (int64_t j = 0; j < n; ++j) yrow[j] += av * brow[j];
     }
-  }
-}
-
-// One (m x k) * (k x n) product per batch, float32 on BLAS.
-template <class T>
-void matmul_one(const T* a, const T* b, T* y, int64_t m, int64_t k, int64_t n,
-                const ThreadPool& pool) {
-  if constexpr (std::is_same_v<T, float>) {
-    if (m == 1)
-      gemv(a, b, false, k, n, 1.f, 0.f, y, pool);
-    else
-      sgemm(false, false, m, n, k, 1.f, a, k, b, n, 0.f, y, n);
-  } else {
-    naive_matmul(a, b, y, m, k, n);
   }
 }
 
@@ -373,6 +353,7 @@ class MatMulKernel : public Kernel {
   bool owns_b_ = false;
 };
 
+// MatMul in float64 and the integer types (float32 is matmul_f32).
 template <class T>
 void matmul(KernelContext& ctx) {
   const Tensor& a = ctx.input(0);
@@ -383,11 +364,11 @@ void matmul(KernelContext& ctx) {
   const T* ap = a.data<T>();
   const T* bp = b.data<T>();
   T* yp = y.data<T>();
-  for_each_product(
-      a.shape(), b.shape(), b.numel(), [&](int64_t ao, int64_t bo, int64_t yo, int64_t rows) {
-        // rows < 0: one product with every row of A.
-        matmul_one(ap + ao, bp + bo, yp + yo, rows < 0 ? y.numel() / n : rows, k, n, ctx.pool);
-      });
+  for_each_product(a.shape(), b.shape(), b.numel(),
+                   [&](int64_t ao, int64_t bo, int64_t yo, int64_t rows) {
+                     // rows < 0: one product with every row of A.
+                     naive_matmul(ap + ao, bp + bo, yp + yo, rows < 0 ? y.numel() / n : rows, k, n);
+                   });
 }
 
 // MatMulInteger: y (int32) = (A - a_zero_point) * (B - b_zero_point). The zero points are
