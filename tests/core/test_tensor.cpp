@@ -94,6 +94,33 @@ TEST(Shapes, PrintWithSymbols) {
 namespace quilt {
 namespace {
 
+// Tensor::uninitialized and Tensor::scratch make the same checks as the constructor, with the
+// same messages.
+TEST(TensorScratch, UninitializedAndScratchCheckShapesLikeTheConstructor) {
+  Tensor u = Tensor::uninitialized(DType::Float32, {2, 3});
+  EXPECT_EQ(u.numel(), 6);
+  EXPECT_EQ(u.nbytes(), 24u);
+  for (auto make :
+       {+[](std::vector<int64_t> s) { return Tensor::uninitialized(DType::Float32, s); },
+        +[](std::vector<int64_t> s) { return Tensor::scratch(DType::Float32, s, true); }}) {
+    try {
+      make({2, -1});
+      ADD_FAILURE() << "a negative dim was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("has a negative dimension"), std::string::npos)
+          << e.what();
+    }
+    try {
+      make({int64_t{1} << 40, int64_t{1} << 40});
+      ADD_FAILURE() << "an overflowing shape was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::OutOfMemory);
+      EXPECT_NE(std::string(e.what()).find("overflows"), std::string::npos) << e.what();
+    }
+  }
+}
+
 // Tensor::scratch: large buffers come back on the next allocation of the same size, zeroed when
 // asked, and small ones and other sizes are plain allocations.
 TEST(TensorScratch, ReusesFreedBuffersOfTheSameSize) {
