@@ -4,7 +4,7 @@
 // blocked: each work-item computes GEMM_TM rows x GEMM_TN columns (one vector per row) with fma;
 // no local memory and no barriers, which is what PoCL runs well. The host (ops_gemm.cpp) uses
 // the same tile sizes.
-// Work-items on the right or bottom edge take a guarded scalar path, so any size is exact.
+// Any M, N, K: see the edge handling in gemm.
 //
 // Batches: get_global_id(2) is the flat batch index over `bdims` (4 dims, leading ones 1); the
 // batch strides of A and B (elements, 0 = broadcast) are per dim, C is contiguous per batch.
@@ -49,56 +49,59 @@ kernel void gemm(int M, int N, int K, global const float* A, int lda, global con
   B += batch_offset(batch, bdims, b_bstride);
   C += (long)batch * M * N;
 
-  if (row + GEMM_TM <= M && col + GEMM_TN <= N) {
-    floatN acc[GEMM_TM];
-    for (int r = 0; r < GEMM_TM; ++r) acc[r] = (floatN)(0.0f);
-    const global float* a = A + (long)row * lda;
-    const global float* b = B + (long)col * K;
-    int p = 0;
-    for (; p + 4 <= K; p += 4) {
-      floatN b0 = vloadN(p, b);
-      floatN b1 = vloadN(p + 1, b);
-      floatN b2 = vloadN(p + 2, b);
-      floatN b3 = vloadN(p + 3, b);
+  // Rows past M (bottom edge) read row M - 1 again and are not stored; columns past N (right
+  // edge) read the zeros pack_b pads B with and are not stored. So every tile takes the vector
+  // path: a scalar edge path made a 197-row GEMM (ViT, BERT) up to twice as slow.
+  const int rows = min(GEMM_TM, M - row), cols = min(GEMM_TN, N - col);
+  floatN acc[GEMM_TM];
+  const global float* ar[GEMM_TM];
 #pragma unroll
-      for (int r = 0; r < GEMM_TM; ++r) {
-        float4 av = vload4(0, a + (long)r * lda + p);
-        acc[r] = fma((floatN)(av.x), b0, acc[r]);
-        acc[r] = fma((floatN)(av.y), b1, acc[r]);
-        acc[r] = fma((floatN)(av.z), b2, acc[r]);
-        acc[r] = fma((floatN)(av.w), b3, acc[r]);
-      }
-    }
-    for (; p < K; ++p) {
-      floatN bv = vloadN(p, b);
-#pragma unroll
-      for (int r = 0; r < GEMM_TM; ++r) acc[r] = fma((floatN)(a[(long)r * lda + p]), bv, acc[r]);
-    }
+  for (int r = 0; r < GEMM_TM; ++r) {
+    acc[r] = (floatN)(0.0f);
+    ar[r] = A + (long)(row + min(r, rows - 1)) * lda;
+  }
+  const global float* b = B + (long)col * K;
+  int p = 0;
+  for (; p + 4 <= K; p += 4) {
+    floatN b0 = vloadN(p, b);
+    floatN b1 = vloadN(p + 1, b);
+    floatN b2 = vloadN(p + 2, b);
+    floatN b3 = vloadN(p + 3, b);
 #pragma unroll
     for (int r = 0; r < GEMM_TM; ++r) {
-      floatN v = alpha * acc[r];
+      float4 av = vload4(0, ar[r] + p);
+      acc[r] = fma((floatN)(av.x), b0, acc[r]);
+      acc[r] = fma((floatN)(av.y), b1, acc[r]);
+      acc[r] = fma((floatN)(av.z), b2, acc[r]);
+      acc[r] = fma((floatN)(av.w), b3, acc[r]);
+    }
+  }
+  for (; p < K; ++p) {
+    floatN bv = vloadN(p, b);
+#pragma unroll
+    for (int r = 0; r < GEMM_TM; ++r) acc[r] = fma((floatN)(ar[r][p]), bv, acc[r]);
+  }
+#pragma unroll
+  for (int r = 0; r < GEMM_TM; ++r) {
+    if (r >= rows) break;
+    floatN v = alpha * acc[r];
+    global float* c = C + (long)(row + r) * N + col;
+    if (cols == GEMM_TN) {
       if (use_bias) {
         float t[GEMM_TN];
-        for (int c = 0; c < GEMM_TN; ++c)
-          t[c] = bias[(long)(row + r) * bias_rs + (long)(col + c) * bias_cs];
+        for (int j = 0; j < GEMM_TN; ++j)
+          t[j] = bias[(long)(row + r) * bias_rs + (long)(col + j) * bias_cs];
         v += beta * vloadN(0, t);
       }
-      vstoreN(v, 0, C + (long)(row + r) * N + col);
+      vstoreN(v, 0, c);
+    } else {
+      float t[GEMM_TN];
+      vstoreN(v, 0, t);
+      for (int j = 0; j < cols; ++j)
+        c[j] = use_bias ? t[j] + beta * bias[(long)(row + r) * bias_rs + (long)(col + j) * bias_cs]
+                        : t[j];
     }
-    return;
   }
-
-  // Edge tile: rows [row, min(row + GEMM_TM, M)), columns [col, min(col + GEMM_TN, N)).
-  const int rows = min(GEMM_TM, M - row), cols = min(GEMM_TN, N - col);
-  for (int r = 0; r < rows; ++r)
-    for (int c = 0; c < cols; ++c) {
-      float acc = 0.0f;
-      for (int p = 0; p < K; ++p)
-        acc = fma(A[(long)(row + r) * lda + p], B[(long)col * K + p * GEMM_TN + c], acc);
-      float v = alpha * acc;
-      if (use_bias) v += beta * bias[(long)(row + r) * bias_rs + (long)(col + c) * bias_cs];
-      C[(long)(row + r) * N + col + c] = v;
-    }
 }
 
 // dst[b] (cols x rows) = transpose of src[b] (rows x cols); for Gemm's transA / transB.
@@ -109,12 +112,17 @@ kernel void transpose(global const float* src, global float* dst, int rows, int 
 }
 
 // dst[b] = src[b] (contiguous K x N matrices) packed in panels of GEMM_TN columns for gemm,
-// zero-padded to a multiple of GEMM_TN columns.
+// zero-padded to a multiple of GEMM_TN columns. One work-item per panel row (GEMM_TN values).
 kernel void pack_b(global const float* src, global float* dst, int K, int N) {
-  const int j = get_global_id(0), p = get_global_id(1), batch = get_global_id(2);
-  const int padded = (N + GEMM_TN - 1) / GEMM_TN * GEMM_TN;
-  if (j >= padded || p >= K) return;
-  src += (long)batch * K * N;
-  dst += (long)batch * K * padded;
-  dst[(long)(j / GEMM_TN) * K * GEMM_TN + p * GEMM_TN + j % GEMM_TN] = j < N ? src[(long)p * N + j] : 0.0f;
+  const int panel = get_global_id(0), p = get_global_id(1), batch = get_global_id(2);
+  const int j = panel * GEMM_TN;
+  if (j >= N || p >= K) return;
+  src += (long)batch * K * N + (long)p * N + j;
+  dst += (long)batch * K * ((N + GEMM_TN - 1) / GEMM_TN * GEMM_TN) + (long)panel * K * GEMM_TN +
+         (long)p * GEMM_TN;
+  if (j + GEMM_TN <= N) {
+    vstoreN(vloadN(0, src), 0, dst);
+    return;
+  }
+  for (int c = 0; c < GEMM_TN; ++c) dst[c] = j + c < N ? src[c] : 0.0f;
 }

@@ -44,8 +44,9 @@ Status run_gemm(Launch& launch, const GemmArgs& g) {
       return s;
     Status s = launch.run(
         "gemm", "pack_b",
-        {static_cast<size_t>(padded), static_cast<size_t>(g.k), static_cast<size_t>(g.b_batches)},
-        {8, 8, 1}, g.b, packed, static_cast<cl_int>(g.k), static_cast<cl_int>(g.n));
+        {static_cast<size_t>(padded / kTileCols), static_cast<size_t>(g.k),
+         static_cast<size_t>(g.b_batches)},
+        {1, 16, 1}, g.b, packed, static_cast<cl_int>(g.k), static_cast<cl_int>(g.n));
     if (!s.ok()) return s;
   }
   const std::array<size_t, 3> global{static_cast<size_t>((g.n + kTileCols - 1) / kTileCols),
