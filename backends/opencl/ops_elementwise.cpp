@@ -47,6 +47,12 @@ constexpr UnaryKernel kUnary[] = {
     {"Selu", "selu", 1.67326319217681884765625f, 1.05070102214813232421875f},
 };
 
+// Elements per work-item (VW in elementwise.cl).
+constexpr int64_t kVectorWidth = 16;
+size_t chunks(int64_t n) {
+  return static_cast<size_t>((n + kVectorWidth - 1) / kVectorWidth);
+}
+
 std::vector<int64_t> dims_of(const quilt_value_t& v) {
   return {v.info.dims, v.info.dims + v.info.rank};
 }
@@ -120,19 +126,30 @@ Status enqueue_binary(Launch& launch, const NodeDesc& desc) {
   const cl_int count = static_cast<cl_int>(n);
   cl_mem pa = launch.buffer(desc.inputs[0]), pb = launch.buffer(desc.inputs[1]);
   cl_mem pc = launch.buffer(desc.outputs[0]);
-  const std::array<size_t, 3> global{static_cast<size_t>(n), 1, 1}, local{kLocal1d, 1, 1};
   if (dims.size() <= 1 && (dims.empty() || (xa[0] == 1 && xb[0] == 1)))
-    return launch.run("elementwise", desc.kernel + "_flat", global, local, pa, pb, pc, count);
-  if (dims.size() > 8) return fail(QUILT_STATUS_NOT_IMPLEMENTED, "broadcast over more than 8 dims");
+    return launch.run("elementwise", desc.kernel + "_flat", {chunks(n), 1, 1}, {kLocal1d, 1, 1}, pa,
+                      pb, pc, count);
+  // The innermost collapsed dim has stride 1 or 0 (broadcast) in each operand. Long enough for
+  // a chunk, a work-item takes kVectorWidth elements of a row; otherwise one element each.
+  const bool rows = dims.back() >= kVectorWidth;
+  const size_t outer = rows ? dims.size() - 1 : dims.size();
+  if (outer > 8) return fail(QUILT_STATUS_NOT_IMPLEMENTED, "broadcast over more than 8 dims");
   cl_int8 vd{}, va{}, vb{};
-  for (size_t i = 0; i < dims.size(); ++i) {
+  for (size_t i = 0; i < outer; ++i) {
     vd.s[i] = static_cast<cl_int>(dims[i]);
     va.s[i] = static_cast<cl_int>(xa[i]);
     vb.s[i] = static_cast<cl_int>(xb[i]);
   }
-  const cl_int r = static_cast<cl_int>(dims.size());
-  return launch.run("elementwise", desc.kernel + "_bcast", global, local, pa, pb, pc, count, r, vd,
-                    va, vb);
+  const cl_int r = static_cast<cl_int>(outer);
+  if (rows) {
+    const int64_t inner = dims.back();
+    return launch.run("elementwise", desc.kernel + "_rows",
+                      {chunks(inner), static_cast<size_t>(n / inner), 1}, {kLocal1d / 8, 8, 1}, pa,
+                      pb, pc, static_cast<cl_int>(inner), static_cast<cl_int>(n / inner), r, vd, va,
+                      vb, static_cast<cl_int>(xa.back()), static_cast<cl_int>(xb.back()));
+  }
+  return launch.run("elementwise", desc.kernel + "_bcast", {static_cast<size_t>(n), 1, 1},
+                    {kLocal1d, 1, 1}, pa, pb, pc, count, r, vd, va, vb);
 }
 
 std::string prepare_unary(const NodeView& view, NodeDesc* desc) {
@@ -167,7 +184,7 @@ std::string prepare_unary(const NodeView& view, NodeDesc* desc) {
 Status enqueue_unary(Launch& launch, const NodeDesc& desc) {
   const int64_t n = element_count(launch.dims(desc.outputs[0]));
   if (n == 0) return {};
-  return launch.run("elementwise", desc.kernel, {static_cast<size_t>(n), 1, 1}, {kLocal1d, 1, 1},
+  return launch.run("elementwise", desc.kernel, {chunks(n), 1, 1}, {kLocal1d, 1, 1},
                     launch.buffer(desc.inputs[0]), launch.buffer(desc.outputs[0]),
                     static_cast<cl_int>(n), desc.f[0], desc.f[1]);
 }

@@ -76,6 +76,29 @@ save("activations", [N("LeakyRelu", ["x"], ["a"], alpha=0.2), N("Elu", ["a"], ["
      [vi("x", [1000])], [vi("y", [1000])],
      [numpy_helper.from_array(np.array(-0.5, np.float32), "lo"), numpy_helper.from_array(np.array(0.5, np.float32), "hi")])
 
+# Broadcasts whose innermost dim is long enough for the 16-wide row kernel (37: two chunks and a
+# tail; 15 rows, not a multiple of the work-group's 8), with the broadcast operand on either
+# side, then every vectorised unary op on values that include NaN and +-inf.
+save("vector_rows",
+     [N("Add", ["x", "bias"], ["a"], name="add_row"),            # [5,3,37] + [37]
+      N("Max", ["a", "col"], ["b"], name="max_col"),             # [5,3,37] max [5,3,1]
+      N("Sub", ["row", "b"], ["c"], name="sub_row_first"),       # [1,37] - [5,3,37]
+      N("Min", ["c", "x"], ["d"], name="min_same"),              # same shape, flat
+      N("PRelu", ["d", "slope"], ["e"], name="prelu_row")] +     # slope [37]
+     [N(op, ["x"], [op.lower()], name=op.lower(), **attrs) for op, attrs in [
+         ("Relu", {}), ("LeakyRelu", {"alpha": 0.3}), ("Sigmoid", {}), ("Tanh", {}), ("Exp", {}),
+         ("Log", {}), ("Sqrt", {}), ("Neg", {}), ("Abs", {}), ("Erf", {}), ("Reciprocal", {}),
+         ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}), ("HardSwish", {}), ("Softplus", {}),
+         ("Elu", {"alpha": 0.7}), ("Selu", {})]] +
+     [N("Clip", ["x", "lo", "hi"], ["clip"], name="clip")],
+     [vi("x", [5, 3, 37]), vi("col", [5, 3, 1]), vi("row", [1, 37])],
+     [vi("e", [5, 3, 37])] + [vi(op.lower(), [5, 3, 37]) for op in [
+         "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Neg", "Abs", "Erf",
+         "Reciprocal", "HardSigmoid", "HardSwish", "Softplus", "Elu", "Selu", "Clip"]],
+     [weight("bias", 37), weight("slope", 37),
+      numpy_helper.from_array(np.array(-0.5, np.float32), "lo"),
+      numpy_helper.from_array(np.array(0.5, np.float32), "hi")])
+
 # A big intermediate, for the allocation-failure test (max_alloc_bytes).
 save("big", [N("Relu", ["x"], ["a"], name="relu"), N("Neg", ["a"], ["y"], name="neg")],
      [vi("x", ["n", 1024])], [vi("y", ["n", 1024])])

@@ -8,6 +8,8 @@
 #include <CL/cl.h>
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -81,6 +83,30 @@ TEST(OpenCL, BroadcastingAndViewsAtThePatchBoundary) {
   Session s = expect_same_as_cpu(
       "broadcast.onnx", {{"x", random_input({3, 1, 5}, 3)}, {"y", random_input({4, 1}, 4)}});
   EXPECT_EQ(patch_backends(s.plan()), std::vector<std::string>{"opencl:0"}) << s.plan().to_text();
+}
+
+// The 16-wide element-wise kernels: row broadcasts with a tail chunk and a row count that is
+// not a multiple of the work-group, the broadcast operand on either side, and every vectorised
+// unary op on NaN, +-inf, +-0 and large magnitudes (the tail takes the scalar path).
+TEST(OpenCL, VectorisedElementwiseRowsTailsAndSpecialValues) {
+  Tensor x = random_input({5, 3, 37}, 21);
+  const float special[] = {std::numeric_limits<float>::quiet_NaN(),
+                           std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity(),
+                           0.0f,
+                           -0.0f,
+                           90.0f,
+                           -90.0f,
+                           1e-30f};
+  // In a full chunk (index 3..10) and in the tail of the last row (the last 5 values).
+  for (size_t i = 0; i < std::size(special); ++i) {
+    x.data<float>()[3 + i] = special[i];
+    if (i < 5) x.data<float>()[x.numel() - 1 - i] = special[i];
+  }
+  Session s = expect_same_as_cpu(
+      "vector_rows.onnx",
+      {{"x", x}, {"col", random_input({5, 3, 1}, 22)}, {"row", random_input({1, 37}, 23)}});
+  for (const auto& n : s.plan().nodes) EXPECT_EQ(n.backend, "opencl:0") << n.name;
 }
 
 TEST(OpenCL, GemmTransposedWithBroadcastBias) {
