@@ -113,3 +113,57 @@ UNARY(gelu_tanh, return (T)(0.5f) * x *
                          tanh((T)(0.79788456080286536f) * (x + (T)(0.044715f) * x * x * x)));)
 UNARY(elu, return select(alpha * expm1(x), x, x >= (T)(0.0f));)
 UNARY(selu, return select(beta * (alpha * exp(x) - alpha), beta * x, x > (T)(0.0f));)
+
+// Where(condition, X, Y): condition is bool (one byte per value, nonzero = true); strides as
+// for the binary kernels, one set per operand.
+inline void broadcast_offsets3(int i, int rank, int8 dims, int8 stride_c, int8 stride_x,
+                               int8 stride_y, int* oc, int* ox, int* oy) {
+  int d[8], sc[8], sx[8], sy[8];
+  vstore8(dims, 0, d);
+  vstore8(stride_c, 0, sc);
+  vstore8(stride_x, 0, sx);
+  vstore8(stride_y, 0, sy);
+  int c = 0, x = 0, y = 0;
+  for (int k = rank - 1; k >= 0; --k) {
+    int q = i / d[k];
+    int r = i - q * d[k];
+    c += r * sc[k];
+    x += r * sx[k];
+    y += r * sy[k];
+    i = q;
+  }
+  *oc = c;
+  *ox = x;
+  *oy = y;
+}
+
+kernel void where_rows(global const uchar* cond, global const float* x, global const float* y,
+                       global float* out, int inner, int rows, int rank, int8 dims, int8 stride_c,
+                       int8 stride_x, int8 stride_y, int c_inner, int x_inner, int y_inner) {
+  const int j = get_global_id(0) * VW, row = get_global_id(1);
+  if (j >= inner || row >= rows) return;
+  int oc, ox, oy;
+  broadcast_offsets3(row, rank, dims, stride_c, stride_x, stride_y, &oc, &ox, &oy);
+  cond += oc;
+  x += ox;
+  y += oy;
+  out += (long)row * inner;
+  if (j + VW <= inner) {
+    uchar16 c = c_inner ? vload16(0, cond + j) : (uchar16)(cond[0]);
+    float16 vx = x_inner ? vload16(0, x + j) : (float16)(x[0]);
+    float16 vy = y_inner ? vload16(0, y + j) : (float16)(y[0]);
+    vstore16(select(vy, vx, convert_int16(c != (uchar16)(0))), 0, out + j);
+    return;
+  }
+  for (int k = j; k < inner; ++k) out[k] = cond[c_inner * k] ? x[x_inner * k] : y[y_inner * k];
+}
+
+kernel void where_bcast(global const uchar* cond, global const float* x, global const float* y,
+                        global float* out, int n, int rank, int8 dims, int8 stride_c,
+                        int8 stride_x, int8 stride_y) {
+  const int i = get_global_id(0);
+  if (i >= n) return;
+  int oc, ox, oy;
+  broadcast_offsets3(i, rank, dims, stride_c, stride_x, stride_y, &oc, &ox, &oy);
+  out[i] = cond[oc] ? x[ox] : y[oy];
+}

@@ -231,12 +231,14 @@ Status compile_patch(quilt_device_s& device, const quilt_graph_t& graph, Patch* 
     if (!value.constant) continue;
     available[v] = 1;
     const quilt_tensor_info_t& info = value.info;
-    if (info.dtype != QUILT_DTYPE_FLOAT32) continue;  // shapes and axes: read at compile only
+    // float32 data and bool conditions live on the device; shapes and axes are read at compile
+    if (info.dtype != QUILT_DTYPE_FLOAT32 && info.dtype != QUILT_DTYPE_BOOL) continue;
     if (info.rank < 0 ||
         std::any_of(info.dims, info.dims + info.rank, [](int64_t d) { return d < 0; }))
       return fail(QUILT_STATUS_INVALID_ARGUMENT,
                   "compile: constant '" + patch->value_names[v] + "' has an unknown shape");
-    size_t bytes = element_count({info.dims, static_cast<size_t>(info.rank)}) * sizeof(float);
+    const size_t bytes = element_count({info.dims, static_cast<size_t>(info.rank)}) *
+                         (info.dtype == QUILT_DTYPE_BOOL ? 1 : sizeof(float));
     if (bytes == 0) continue;
     cl_int err = CL_SUCCESS;
     *patch->constants[v].out() =

@@ -22,6 +22,8 @@ const OpDef kOps[] = {
     {"Max", 2, 2, "elementwise", 0, prepare_binary, enqueue_binary},
     {"Min", 2, 2, "elementwise", 0, prepare_binary, enqueue_binary},
     {"PRelu", 2, 2, "elementwise", 0, prepare_binary, enqueue_binary},
+    // Where(bool condition, X, Y), three-way broadcasting (ops_elementwise.cpp)
+    {"Where", 3, 3, "elementwise", 0, prepare_where, enqueue_where, nullptr, 1u},
     // element-wise unary (ops_elementwise.cpp)
     {"Relu", 1, 1, "elementwise", 0, prepare_unary, enqueue_unary},
     {"LeakyRelu", 1, 1, "elementwise", 0, prepare_unary, enqueue_unary},
@@ -136,7 +138,8 @@ std::string check_node(const quilt_graph_t& graph, const quilt_node_t& node, Nod
            (op->max_inputs > op->min_inputs ? " to " + std::to_string(op->max_inputs) : "");
   for (size_t i = 0; i < op->min_inputs; ++i)
     if (node.inputs[i] < 0) return op_type + ": required input " + std::to_string(i) + " absent";
-  auto check_value = [&](int32_t index, const char* role, bool int64_constant) -> std::string {
+  auto check_value = [&](int32_t index, const char* role, bool int64_constant,
+                         bool boolean) -> std::string {
     if (index < 0) return "";
     if (static_cast<size_t>(index) >= graph.num_values)
       return op_type + ": " + role + " index " + std::to_string(index) + " out of range";
@@ -146,22 +149,25 @@ std::string check_node(const quilt_graph_t& graph, const quilt_node_t& node, Nod
         return op_type + ": " + role + " '" + v.name + "' must be an int64 constant";
       return "";
     }
-    if (v.info.dtype != QUILT_DTYPE_FLOAT32)
+    const quilt_dtype_t want = boolean ? QUILT_DTYPE_BOOL : QUILT_DTYPE_FLOAT32;
+    if (v.info.dtype != want)
       return op_type + ": " + role + " '" + v.name + "' is " + dtype_name(v.info.dtype) +
-             ", only float32";
+             ", only " + dtype_name(want);
     if (v.info.rank < 0) return op_type + ": " + role + " '" + v.name + "' has unknown rank";
     if (v.info.rank > 8) return op_type + ": " + role + " '" + v.name + "' has rank > 8";
     return "";
   };
   for (size_t i = 0; i < node.num_inputs; ++i)
-    if (std::string why = check_value(node.inputs[i], "input", op->int64_constant_inputs >> i & 1);
+    if (std::string why = check_value(node.inputs[i], "input", op->int64_constant_inputs >> i & 1,
+                                      op->bool_inputs >> i & 1);
         !why.empty())
       return why;
   if (node.num_outputs < 1 || node.outputs[0] < 0) return op_type + ": output absent";
   for (size_t i = 1; i < node.num_outputs; ++i)
     if (node.outputs[i] >= 0 && op_type != "Split")  // Split: prepare_split checks its outputs
       return op_type + ": optional outputs not supported";
-  if (std::string why = check_value(node.outputs[0], "output", false); !why.empty()) return why;
+  if (std::string why = check_value(node.outputs[0], "output", false, false); !why.empty())
+    return why;
   desc->op = op;
   desc->inputs.assign(node.inputs, node.inputs + node.num_inputs);
   desc->outputs.assign(node.outputs, node.outputs + 1);

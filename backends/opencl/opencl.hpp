@@ -189,6 +189,8 @@ struct OpDef {
   // Optional (nullptr: nothing): at compile, prepares constant operands on the device once,
   // e.g. weights in the kernel's layout (desc->packed).
   Status (*upload)(quilt_device_s& device, const NodeView& view, NodeDesc* desc) = nullptr;
+  // Inputs that are bool (one byte per value) rather than float32: bit i = input i.
+  uint32_t bool_inputs = 0;
 };
 
 // The op table: supports() and compile() both read it. Null when op_type is not in it.
@@ -207,6 +209,7 @@ bool broadcast_shape(std::span<const int64_t> a, std::span<const int64_t> b,
   Status enqueue_##fn(Launch& launch, const NodeDesc& desc);
 QUILT_OPENCL_OP(binary)
 QUILT_OPENCL_OP(unary)
+QUILT_OPENCL_OP(where)
 QUILT_OPENCL_OP(matmul)
 QUILT_OPENCL_OP(gemm)
 QUILT_OPENCL_OP(softmax)

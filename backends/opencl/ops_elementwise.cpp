@@ -91,65 +91,129 @@ std::string prepare_binary(const NodeView& view, NodeDesc* desc) {
   return std::string(op) + " is not a binary op";
 }
 
-Status enqueue_binary(Launch& launch, const NodeDesc& desc) {
-  auto a = launch.dims(desc.inputs[0]), b = launch.dims(desc.inputs[1]);
-  auto c = launch.dims(desc.outputs[0]);
-  const int64_t n = element_count(c);
-  if (n == 0) return {};
-  // Strides of a and b over c's dims (0 where broadcast), then dims of size 1 dropped and
-  // neighbours merged where both operands are contiguous across them.
-  const size_t rank = c.size();
-  std::vector<int64_t> sa(rank, 0), sb(rank, 0);
-  auto strides = [&](std::span<const int64_t> d, std::vector<int64_t>& s) {
+namespace {
+
+// The output's dims with each operand's strides over them (0 where broadcast), dims of size 1
+// dropped and neighbours merged where every operand is contiguous across them. The innermost
+// collapsed dim then has stride 1 or 0 in each operand.
+struct Collapsed {
+  std::vector<int64_t> dims;
+  std::vector<std::vector<int64_t>> strides;  // per operand
+};
+
+Collapsed collapse(std::span<const int64_t> out,
+                   std::initializer_list<std::span<const int64_t>> operands) {
+  const size_t rank = out.size();
+  std::vector<std::vector<int64_t>> full;
+  for (std::span<const int64_t> d : operands) {
+    std::vector<int64_t> s(rank, 0);
     int64_t stride = 1;
     for (size_t i = 0; i < d.size(); ++i) {
-      size_t k = d.size() - 1 - i;
+      const size_t k = d.size() - 1 - i;
       s[rank - 1 - i] = d[k] == 1 ? 0 : stride;
       stride *= d[k];
     }
-  };
-  strides(a, sa);
-  strides(b, sb);
-  std::vector<int64_t> dims, xa, xb;
+    full.push_back(std::move(s));
+  }
+  Collapsed c;
+  c.strides.resize(full.size());
   for (size_t i = 0; i < rank; ++i) {
-    if (c[i] == 1) continue;
-    if (!dims.empty() && xa.back() == sa[i] * c[i] && xb.back() == sb[i] * c[i]) {
-      dims.back() *= c[i];
-      xa.back() = sa[i];
-      xb.back() = sb[i];
+    if (out[i] == 1) continue;
+    bool merge = !c.dims.empty();
+    for (size_t o = 0; o < full.size() && merge; ++o)
+      merge = c.strides[o].back() == full[o][i] * out[i];
+    if (merge) {
+      c.dims.back() *= out[i];
+      for (size_t o = 0; o < full.size(); ++o) c.strides[o].back() = full[o][i];
       continue;
     }
-    dims.push_back(c[i]);
-    xa.push_back(sa[i]);
-    xb.push_back(sb[i]);
+    c.dims.push_back(out[i]);
+    for (size_t o = 0; o < full.size(); ++o) c.strides[o].push_back(full[o][i]);
   }
-  const cl_int count = static_cast<cl_int>(n);
+  return c;
+}
+
+// The leading `count` dims (or operand strides) as a kernel's int8.
+cl_int8 int8_of(const std::vector<int64_t>& v, size_t count) {
+  cl_int8 out{};
+  for (size_t i = 0; i < count; ++i) out.s[i] = static_cast<cl_int>(v[i]);
+  return out;
+}
+
+// Launches a broadcasting kernel over c: `stem`_rows when the innermost collapsed dim holds a
+// chunk (kVectorWidth values of a row per work-item, work-group 8 x 8), else `stem`_bcast (one
+// value per work-item). `buffers` are the operands then the output.
+Status run_broadcast(Launch& launch, const std::string& stem, const Collapsed& c, int64_t n,
+                     const std::vector<cl_mem>& buffers) {
+  const bool rows = c.dims.back() >= kVectorWidth;
+  const size_t outer = rows ? c.dims.size() - 1 : c.dims.size();
+  if (outer > 8) return fail(QUILT_STATUS_NOT_IMPLEMENTED, "broadcast over more than 8 dims");
+  const cl_int8 dims = int8_of(c.dims, outer);
+  std::vector<cl_int8> strides;
+  for (const auto& s : c.strides) strides.push_back(int8_of(s, outer));
+  const cl_int rank = static_cast<cl_int>(outer);
+  const int64_t inner = c.dims.back();
+  if (c.strides.size() == 2) {
+    if (rows)
+      return launch.run(
+          "elementwise", stem + "_rows", {chunks(inner), static_cast<size_t>(n / inner), 1},
+          {kLocal1d / 8, 8, 1}, buffers[0], buffers[1], buffers[2], static_cast<cl_int>(inner),
+          static_cast<cl_int>(n / inner), rank, dims, strides[0], strides[1],
+          static_cast<cl_int>(c.strides[0].back()), static_cast<cl_int>(c.strides[1].back()));
+    return launch.run("elementwise", stem + "_bcast", {static_cast<size_t>(n), 1, 1},
+                      {kLocal1d, 1, 1}, buffers[0], buffers[1], buffers[2], static_cast<cl_int>(n),
+                      rank, dims, strides[0], strides[1]);
+  }
+  if (rows)
+    return launch.run(
+        "elementwise", stem + "_rows", {chunks(inner), static_cast<size_t>(n / inner), 1},
+        {kLocal1d / 8, 8, 1}, buffers[0], buffers[1], buffers[2], buffers[3],
+        static_cast<cl_int>(inner), static_cast<cl_int>(n / inner), rank, dims, strides[0],
+        strides[1], strides[2], static_cast<cl_int>(c.strides[0].back()),
+        static_cast<cl_int>(c.strides[1].back()), static_cast<cl_int>(c.strides[2].back()));
+  return launch.run("elementwise", stem + "_bcast", {static_cast<size_t>(n), 1, 1},
+                    {kLocal1d, 1, 1}, buffers[0], buffers[1], buffers[2], buffers[3],
+                    static_cast<cl_int>(n), rank, dims, strides[0], strides[1], strides[2]);
+}
+
+}  // namespace
+
+Status enqueue_binary(Launch& launch, const NodeDesc& desc) {
+  auto c = launch.dims(desc.outputs[0]);
+  const int64_t n = element_count(c);
+  if (n == 0) return {};
+  const Collapsed col = collapse(c, {launch.dims(desc.inputs[0]), launch.dims(desc.inputs[1])});
   cl_mem pa = launch.buffer(desc.inputs[0]), pb = launch.buffer(desc.inputs[1]);
   cl_mem pc = launch.buffer(desc.outputs[0]);
-  if (dims.size() <= 1 && (dims.empty() || (xa[0] == 1 && xb[0] == 1)))
+  if (col.dims.size() <= 1 &&
+      (col.dims.empty() || (col.strides[0][0] == 1 && col.strides[1][0] == 1)))
     return launch.run("elementwise", desc.kernel + "_flat", {chunks(n), 1, 1}, {kLocal1d, 1, 1}, pa,
-                      pb, pc, count);
-  // The innermost collapsed dim has stride 1 or 0 (broadcast) in each operand. Long enough for
-  // a chunk, a work-item takes kVectorWidth elements of a row; otherwise one element each.
-  const bool rows = dims.back() >= kVectorWidth;
-  const size_t outer = rows ? dims.size() - 1 : dims.size();
-  if (outer > 8) return fail(QUILT_STATUS_NOT_IMPLEMENTED, "broadcast over more than 8 dims");
-  cl_int8 vd{}, va{}, vb{};
-  for (size_t i = 0; i < outer; ++i) {
-    vd.s[i] = static_cast<cl_int>(dims[i]);
-    va.s[i] = static_cast<cl_int>(xa[i]);
-    vb.s[i] = static_cast<cl_int>(xb[i]);
+                      pb, pc, static_cast<cl_int>(n));
+  return run_broadcast(launch, desc.kernel, col, n, {pa, pb, pc});
+}
+
+std::string prepare_where(const NodeView& view, NodeDesc* desc) {
+  if (view.node.opset < 9) return "Where: opset < 9";
+  std::vector<int64_t> shape = dims_of(*view.input(0)), next;
+  for (size_t i = 1; i < 3; ++i) {
+    if (!broadcast_shape(shape, dims_of(*view.input(i)), &next))
+      return "Where: shapes of condition, X and Y do not broadcast";
+    shape = next;
   }
-  const cl_int r = static_cast<cl_int>(outer);
-  if (rows) {
-    const int64_t inner = dims.back();
-    return launch.run("elementwise", desc.kernel + "_rows",
-                      {chunks(inner), static_cast<size_t>(n / inner), 1}, {kLocal1d / 8, 8, 1}, pa,
-                      pb, pc, static_cast<cl_int>(inner), static_cast<cl_int>(n / inner), r, vd, va,
-                      vb, static_cast<cl_int>(xa.back()), static_cast<cl_int>(xb.back()));
-  }
-  return launch.run("elementwise", desc.kernel + "_bcast", {static_cast<size_t>(n), 1, 1},
-                    {kLocal1d, 1, 1}, pa, pb, pc, count, r, vd, va, vb);
+  desc->kernel = "where";
+  return "";
+}
+
+Status enqueue_where(Launch& launch, const NodeDesc& desc) {
+  auto out = launch.dims(desc.outputs[0]);
+  const int64_t n = element_count(out);
+  if (n == 0) return {};
+  Collapsed col = collapse(
+      out, {launch.dims(desc.inputs[0]), launch.dims(desc.inputs[1]), launch.dims(desc.inputs[2])});
+  if (col.dims.empty()) col = {{1}, {{0}, {0}, {0}}};  // one value
+  return run_broadcast(launch, "where", col, n,
+                       {launch.buffer(desc.inputs[0]), launch.buffer(desc.inputs[1]),
+                        launch.buffer(desc.inputs[2]), launch.buffer(desc.outputs[0])});
 }
 
 std::string prepare_unary(const NodeView& view, NodeDesc* desc) {

@@ -99,6 +99,20 @@ save("vector_rows",
       numpy_helper.from_array(np.array(-0.5, np.float32), "lo"),
       numpy_helper.from_array(np.array(0.5, np.float32), "hi")])
 
+# Where with a bool condition: a run-time mask [1,1,8,37] over [2,3,8,37] scores and a constant
+# scalar (GPT-2's causal mask), a constant condition broadcast along rows, and a short innermost
+# dim (5) that takes the one-value-per-work-item kernel.
+save("where",
+     [N("Where", ["mask", "x", "neg"], ["a"], name="where_mask"),
+      N("Where", ["rowmask", "a", "x"], ["b"], name="where_const_cond"),
+      N("Where", ["small_mask", "s", "t"], ["c"], name="where_short")],
+     [helper.make_tensor_value_info("mask", TensorProto.BOOL, [1, 1, 8, 37]), vi("x", [2, 3, 8, 37]),
+      helper.make_tensor_value_info("small_mask", TensorProto.BOOL, [4, 1]), vi("s", [4, 5]),
+      vi("t", [5])],
+     [vi("b", [2, 3, 8, 37]), vi("c", [4, 5])],
+     [numpy_helper.from_array(np.array(-1e4, np.float32), "neg"),
+      numpy_helper.from_array(rng.random(37) < 0.5, "rowmask")])
+
 # A big intermediate, for the allocation-failure test (max_alloc_bytes).
 save("big", [N("Relu", ["x"], ["a"], name="relu"), N("Neg", ["a"], ["y"], name="neg")],
      [vi("x", ["n", 1024])], [vi("y", ["n", 1024])])

@@ -109,6 +109,24 @@ TEST(OpenCL, VectorisedElementwiseRowsTailsAndSpecialValues) {
   for (const auto& n : s.plan().nodes) EXPECT_EQ(n.backend, "opencl:0") << n.name;
 }
 
+Tensor random_mask(std::vector<int64_t> shape, unsigned seed) {
+  Tensor t(DType::Bool, std::move(shape));
+  std::mt19937 gen(seed);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<bool>()[i] = gen() % 2 == 0;
+  return t;
+}
+
+// Where with bool conditions (run-time and constant), broadcast on every operand, on the row
+// kernel and on the one-value kernel; all three nodes run on the device.
+TEST(OpenCL, WhereWithBoolConditions) {
+  Session s = expect_same_as_cpu("where.onnx", {{"mask", random_mask({1, 1, 8, 37}, 31)},
+                                                {"x", random_input({2, 3, 8, 37}, 32)},
+                                                {"small_mask", random_mask({4, 1}, 33)},
+                                                {"s", random_input({4, 5}, 34)},
+                                                {"t", random_input({5}, 35)}});
+  for (const auto& n : s.plan().nodes) EXPECT_EQ(n.backend, "opencl:0") << n.name;
+}
+
 TEST(OpenCL, GemmTransposedWithBroadcastBias) {
   expect_same_as_cpu("gemm.onnx", {{"a", random_input({67, 33}, 5)}});
 }
