@@ -53,22 +53,44 @@ kernel void pool2d(global const float* x, global float* y, int8 g0, int8 g1, int
 }
 
 // GlobalAveragePool / GlobalMaxPool: one work-item per (n, c) plane of `size` elements.
+// One plane per work-item, 16 lanes at a time (a single serial chain was latency-bound: 2.9 ms
+// for EfficientNet-B0's 17 squeeze-excite pools), then the lanes combined.
 kernel void global_pool(global const float* x, global float* y, int planes, int size, int average) {
   const int id = get_global_id(0);
   if (id >= planes) return;
   global const float* xp = x + (long)id * size;
+  const int vec = size / 16 * 16;
   float acc;
-  if (average) {
+  if (average) {  // Kahan per lane: large planes stay accurate (the CPU sums in double)
+    float16 sum = (float16)(0.0f), comp = (float16)(0.0f);
+    for (int i = 0; i < vec; i += 16) {
+      const float16 t = vload16(0, xp + i) - comp, s = sum + t;
+      comp = (s - sum) - t;
+      sum = s;
+    }
+    float lanes[16];
+    vstore16(sum - comp, 0, lanes);
     acc = 0.0f;
-    float comp = 0.0f;  // Kahan: large planes stay accurate (the CPU sums in double)
-    for (int i = 0; i < size; ++i) {
-      const float t = xp[i] - comp, s = acc + t;
-      comp = (s - acc) - t;
+    float c = 0.0f;
+    for (int i = 0; i < 16 + size - vec; ++i) {
+      const float t = (i < 16 ? lanes[i] : xp[vec + i - 16]) - c, s = acc + t;
+      c = (s - acc) - t;
       acc = s;
     }
   } else {  // NaN wins, as on the CPU
+    float16 m = (float16)(-FLT_MAX);
+    int16 nan = (int16)(0);
+    for (int i = 0; i < vec; i += 16) {
+      const float16 v = vload16(0, xp + i);
+      m = fmax(m, v);
+      nan |= isnan(v);
+    }
     acc = size ? xp[0] : -FLT_MAX;
-    for (int i = 1; i < size; ++i) {
+    float lanes[16];
+    vstore16(m, 0, lanes);
+    for (int i = 0; i < 16 && vec > 0; ++i) acc = fmax(acc, lanes[i]);
+    if (any(nan)) acc = NAN;
+    for (int i = vec; i < size; ++i) {
       const float v = xp[i];
       if (v > acc || isnan(v)) acc = v;
     }

@@ -8,6 +8,8 @@
 #include <CL/cl.h>
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <cmath>
 #include <random>
 
@@ -93,6 +95,16 @@ TEST(OpenCLOps2, ConvWithWeightsComputedAtRunTime) {
 TEST(OpenCLOps2, Pooling) {
   expect_same_as_cpu("pool",
                      x_runs({{2, 8, 11, 13}, {1, 8, 5, 6}, {1, 8, 30, 17}, {0, 8, 11, 13}}));
+}
+
+// NaN in a plane's vector part and in another plane's tail: GlobalMaxPool (and every pool)
+// gives NaN there, as the CPU does.
+TEST(OpenCLOps2, PoolingPropagatesNaN) {
+  std::vector<TensorMap> runs = x_runs({{1, 8, 11, 13}});
+  float* x = runs[0].at("x").data<float>();
+  x[5] = std::numeric_limits<float>::quiet_NaN();              // plane 0, first 16-value chunk
+  x[143 * 3 + 140] = std::numeric_limits<float>::quiet_NaN();  // plane 3, past the last chunk
+  expect_same_as_cpu("pool", runs);
 }
 
 TEST(OpenCLOps2, Normalization) {
