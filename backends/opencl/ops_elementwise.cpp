@@ -86,6 +86,14 @@ std::string prepare_binary(const NodeView& view, NodeDesc* desc) {
     if (std::strcmp(op, "PRelu") == 0 && c.size() != a.size())
       return "PRelu: slope " + format_dims(b) + " has a higher rank than X " + format_dims(a);
     desc->kernel = k.kernel;
+    if (const quilt_value_t* y = view.input(1);
+        std::strcmp(op, "Pow") == 0 && y->constant && y->info.dtype == QUILT_DTYPE_FLOAT32 &&
+        element_count({y->info.dims, static_cast<size_t>(y->info.rank)}) == 1) {
+      float e;
+      std::memcpy(&e, y->constant, sizeof(float));
+      if (e == 2.0f) desc->kernel = "pow_2";
+      if (e == 3.0f) desc->kernel = "pow_3";
+    }
     return "";
   }
   return std::string(op) + " is not a binary op";

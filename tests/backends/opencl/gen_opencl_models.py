@@ -84,7 +84,10 @@ save("vector_rows",
       N("Max", ["a", "col"], ["b"], name="max_col"),             # [5,3,37] max [5,3,1]
       N("Sub", ["row", "b"], ["c"], name="sub_row_first"),       # [1,37] - [5,3,37]
       N("Min", ["c", "x"], ["d"], name="min_same"),              # same shape, flat
-      N("PRelu", ["d", "slope"], ["e"], name="prelu_row")] +     # slope [37]
+      N("PRelu", ["d", "slope"], ["e0"], name="prelu_row"),      # slope [37]
+      N("Pow", ["e0", "three"], ["e1"], name="pow_3"),           # products for 2 and 3
+      N("Pow", ["e1", "two"], ["e2"], name="pow_2"),
+      N("Pow", ["e2", "half"], ["e"], name="pow_half")] +        # pow() otherwise
      [N(op, ["x"], [op.lower()], name=op.lower(), **attrs) for op, attrs in [
          ("Relu", {}), ("LeakyRelu", {"alpha": 0.3}), ("Sigmoid", {}), ("Tanh", {}), ("Exp", {}),
          ("Log", {}), ("Sqrt", {}), ("Neg", {}), ("Abs", {}), ("Erf", {}), ("Reciprocal", {}),
@@ -96,6 +99,9 @@ save("vector_rows",
          "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Neg", "Abs", "Erf",
          "Reciprocal", "HardSigmoid", "HardSwish", "Softplus", "Elu", "Selu", "Clip"]],
      [weight("bias", 37), weight("slope", 37),
+      numpy_helper.from_array(np.array(3.0, np.float32), "three"),
+      numpy_helper.from_array(np.array(2.0, np.float32), "two"),
+      numpy_helper.from_array(np.array([0.5], np.float32), "half"),
       numpy_helper.from_array(np.array(-0.5, np.float32), "lo"),
       numpy_helper.from_array(np.array(0.5, np.float32), "hi")])
 
