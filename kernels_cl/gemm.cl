@@ -126,3 +126,11 @@ kernel void pack_b(global const float* src, global float* dst, int K, int N) {
   }
   for (int c = 0; c < GEMM_TN; ++c) dst[c] = j + c < N ? src[c] : 0.0f;
 }
+
+// C (M x N) = the bias broadcast (read at bias[i * rs + j * cs]), for an engine that then adds
+// beta * C in place (CLBlast).
+kernel void fill_bias(global float* C, global const float* bias, int M, int N, int rs, int cs) {
+  const int j = get_global_id(0), i = get_global_id(1);
+  if (i >= M || j >= N) return;
+  C[(long)i * N + j] = bias[(long)i * rs + (long)j * cs];
+}

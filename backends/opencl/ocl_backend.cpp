@@ -7,6 +7,8 @@
 //   cache_dir            program binary cache ("" or "none": off). Default $QUILT_OPENCL_CACHE_DIR,
 //                        else $XDG_CACHE_HOME/quilt/opencl, else ~/.cache/quilt/opencl.
 //   extra_build_options  appended to the OpenCL build options of every program.
+//   gemm                 auto (default: our kernel or CLBlast, whichever a measurement on the
+//                        device finds faster; the choice is cached), own, clblast.
 //   max_alloc_bytes      the largest buffer alloc() hands out (default: the device's limit).
 #include <algorithm>
 #include <charconv>
@@ -95,7 +97,7 @@ const std::vector<DeviceEntry>& devices() {
 
 namespace {
 
-constexpr const char* kKnownOptions = "cache_dir, extra_build_options, max_alloc_bytes";
+constexpr const char* kKnownOptions = "cache_dir, extra_build_options, gemm, max_alloc_bytes";
 
 Status parse_options(const quilt_option_t* options, size_t count, Options* out) {
   out->cache_dir = default_cache_dir();
@@ -105,6 +107,14 @@ Status parse_options(const quilt_option_t* options, size_t count, Options* out) 
       out->cache_dir = value == "none" ? "" : value;
     } else if (key == "extra_build_options") {
       out->extra_build_options = value;
+    } else if (key == "gemm") {
+      if (value != "auto" && value != "own" && value != "clblast")
+        return fail(QUILT_STATUS_INVALID_ARGUMENT,
+                    "option gemm: '" + value + "' is not one of auto, own, clblast");
+      if (value == "clblast" && !clblast_available())
+        return fail(QUILT_STATUS_INVALID_ARGUMENT,
+                    "option gemm=clblast: this build of the OpenCL backend has no CLBlast");
+      out->gemm = value;
     } else if (key == "max_alloc_bytes") {
       const char* end = value.data() + value.size();
       auto [ptr, ec] = std::from_chars(value.data(), end, out->max_alloc_bytes);

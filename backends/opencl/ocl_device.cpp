@@ -434,6 +434,14 @@ Status Launch::copy(cl_mem src, cl_mem dst, size_t bytes) {
   return enqueued(err, event, "enqueue copy");
 }
 
+Status Launch::wait_for_waits() {
+  if (first_ || waits_.empty()) return {};
+  cl_event event = nullptr;
+  cl_int err = clEnqueueMarkerWithWaitList(device_.queue.get(), static_cast<cl_uint>(waits_.size()),
+                                           waits_.data(), &event);
+  return enqueued(err, event, "enqueue marker");
+}
+
 Status Launch::finish(cl_event* first, cl_event* last) {
   if (!first_) {
     cl_event event = nullptr;

@@ -21,8 +21,8 @@
 namespace quilt::opencl {
 
 namespace {
-
 constexpr char kMagic[8] = {'Q', 'C', 'L', 'B', 'I', 'N', '0', '1'};
+}  // namespace
 
 uint64_t fnv1a(std::string_view data, uint64_t seed) {
   uint64_t h = 1469598103934665603ull ^ seed;
@@ -38,6 +38,8 @@ std::string hex(uint64_t v) {
   std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(v));
   return text;
 }
+
+namespace {
 
 double ms_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
@@ -60,7 +62,8 @@ const char* find_source(const std::string& name) {
   return nullptr;
 }
 
-// Reads a cache entry; empty when missing or when its header does not match its content.
+}  // namespace
+
 std::string read_entry(const std::filesystem::path& path, bool* corrupt) {
   *corrupt = false;
   std::ifstream in(path, std::ios::binary);
@@ -107,6 +110,8 @@ void write_entry(const std::filesystem::path& path, const std::string& binary) {
     std::filesystem::remove(tmp, ec);
   }
 }
+
+namespace {
 
 std::string program_binary(cl_program program) {
   size_t size = 0;

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -86,7 +87,13 @@ struct Options {
   std::string cache_dir;            // "" = no on-disk cache
   std::string extra_build_options;  // appended to every program's build options
   uint64_t max_alloc_bytes = 0;     // 0 = the device's CL_DEVICE_MAX_MEM_ALLOC_SIZE
+  std::string gemm = "auto";        // GEMM engine: auto (by measurement), own, clblast
 };
+
+// Which GEMM engine runs a device's MatMul/Gemm (ocl_clblast.cpp).
+enum class GemmEngine { kUndecided, kOwn, kClBlast };
+// True when the plugin was built with CLBlast.
+bool clblast_available();
 
 // The default cache directory: $QUILT_OPENCL_CACHE_DIR, $XDG_CACHE_HOME/quilt/opencl, or
 // ~/.cache/quilt/opencl ("" when none can be formed).
@@ -95,6 +102,13 @@ std::string default_cache_dir();
 // Builds (or loads from the cache) the program of one kernels_cl family for a device.
 Status build_program(cl_context context, const DeviceEntry& device, const Options& options,
                      const std::string& family, cl_program* program);
+
+// Cache files (ocl_program.cpp): a checksummed entry, written to a temporary file and renamed;
+// read_entry is empty when the file is missing, and *corrupt when its header does not match.
+std::string read_entry(const std::filesystem::path& path, bool* corrupt);
+void write_entry(const std::filesystem::path& path, const std::string& data);
+uint64_t fnv1a(std::string_view data, uint64_t seed);
+std::string hex(uint64_t v);
 
 // The embedded kernels_cl sources (generated at build time): name -> source.
 struct EmbeddedSource {
@@ -305,6 +319,12 @@ struct quilt_device_s {
   // Intermediates: buffers reused across executions, by size. Safe to hand out again as soon
   // as the execution that used one is enqueued, since the queue runs in order.
   std::multimap<size_t, cl_mem> pool;  // guarded by enqueue_mutex
+
+  // The GEMM engine, decided at the first compile with a MatMul or Gemm (option, cache entry
+  // or measurement) and fixed for the device's lifetime.
+  std::mutex gemm_mutex;
+  std::atomic<quilt::opencl::GemmEngine> gemm_engine{quilt::opencl::GemmEngine::kUndecided};
+  quilt::opencl::Status decide_gemm_engine();
   ~quilt_device_s();
 };
 
@@ -342,6 +362,13 @@ class Launch {
   Status run(const std::string& family, const std::string& kernel_name,
              std::array<size_t, 3> global, std::array<size_t, 3> local, const Args&... args);
   Status copy(cl_mem src, cl_mem dst, size_t bytes);
+  // For libraries that enqueue without a wait list (CLBlast): before its first command, a
+  // marker holding the execution's wait events (the queue is in order); after it, adopt()
+  // takes the library's event as this launch's latest.
+  Status wait_for_waits();
+  Status adopt(cl_event event, const std::string& what) {
+    return enqueued(CL_SUCCESS, event, what);
+  }
   // Ends the launch: a marker when nothing was enqueued; returns the first and last events
   // (retained for the caller).
   Status finish(cl_event* first, cl_event* last);
@@ -389,6 +416,16 @@ inline constexpr size_t kLocal1d = 64;
 // The memory, copy and event slots of quilt_backend_t (ocl_device.cpp).
 // A buffer of bytes (> 0) within the device's (or max_alloc_bytes') single-buffer limit.
 Status alloc_buffer(quilt_device_s& device, size_t bytes, cl_mem* out);
+
+// GEMM engines (ops_gemm.cpp, ocl_clblast.cpp): C (m x n, row-major) = A * B.
+// Ours, with B a plain k x n matrix (packed by a kernel first):
+Status enqueue_own_gemm(Launch& launch, int64_t m, int64_t n, int64_t k, cl_mem a, cl_mem b,
+                        cl_mem c);
+// CLBlast's SGEMM: C = alpha * op(A) * op(B) + beta * C, leading dims lda, ldb and n.
+Status enqueue_clblast_gemm(Launch& launch, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                            int64_t k, float alpha, cl_mem a, int64_t lda, cl_mem b, int64_t ldb,
+                            float beta, cl_mem c);
+const char* engine_name(GemmEngine engine);
 quilt_status_t alloc(quilt_device_t device, size_t bytes, void** ptr);
 void free_memory(quilt_device_t device, void* ptr);
 quilt_status_t copy_to_device(quilt_device_t device, void* dst, const void* src_host, size_t bytes,

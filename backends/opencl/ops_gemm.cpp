@@ -42,11 +42,11 @@ Status run_gemm(Launch& launch, const GemmArgs& g) {
   if (g.k > 0 && !packed) {
     if (Status s = launch.scratch(g.b_batches * g.k * padded * sizeof(float), &packed); !s.ok())
       return s;
-    Status s = launch.run(
-        "gemm", "pack_b",
-        {static_cast<size_t>(padded / kTileCols), static_cast<size_t>(g.k),
-         static_cast<size_t>(g.b_batches)},
-        {1, 16, 1}, g.b, packed, static_cast<cl_int>(g.k), static_cast<cl_int>(g.n));
+    Status s =
+        launch.run("gemm", "pack_b",
+                   {static_cast<size_t>(padded / kTileCols), static_cast<size_t>(g.k),
+                    static_cast<size_t>(g.b_batches)},
+                   {1, 16, 1}, g.b, packed, static_cast<cl_int>(g.k), static_cast<cl_int>(g.n));
     if (!s.ok()) return s;
   }
   const std::array<size_t, 3> global{static_cast<size_t>((g.n + kTileCols - 1) / kTileCols),
@@ -69,6 +69,19 @@ Status transposed(Launch& launch, cl_mem src, int64_t rows, int64_t cols, cl_mem
 }
 
 }  // namespace
+
+Status enqueue_own_gemm(Launch& launch, int64_t m, int64_t n, int64_t k, cl_mem a, cl_mem b,
+                        cl_mem c) {
+  GemmArgs g;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.a = a;
+  g.b = b;
+  g.c = c;
+  g.lda = k;
+  return run_gemm(launch, g);
+}
 
 std::string prepare_matmul(const NodeView& view, NodeDesc*) {
   for (size_t i = 0; i < 2; ++i) {
@@ -154,6 +167,9 @@ Status enqueue_matmul(Launch& launch, const NodeDesc& desc) {
     g.b_bstride.s[pad + i] = static_cast<cl_int>(xb[i]);
   }
   g.batch = element_count(dims);
+  if (g.batch == 1 && g.k > 0 && launch.device().gemm_engine == GemmEngine::kClBlast)
+    return enqueue_clblast_gemm(launch, false, false, g.m, g.n, g.k, 1.0f, g.a, g.k, g.b, g.n, 0.0f,
+                                g.c);
   return run_gemm(launch, g);
 }
 
@@ -196,6 +212,20 @@ Status enqueue_gemm(Launch& launch, const NodeDesc& desc) {
     }
   }
   if (g.m * g.n == 0) return {};
+  if (g.k > 0 && launch.device().gemm_engine == GemmEngine::kClBlast) {
+    // CLBlast adds beta * C in place: C first holds the broadcast bias, or beta is 0.
+    float beta = 0.0f;
+    if (g.bias) {
+      Status s =
+          launch.run("gemm", "fill_bias", {static_cast<size_t>(g.n), static_cast<size_t>(g.m), 1},
+                     {16, 4, 1}, g.c, g.bias, static_cast<cl_int>(g.m), static_cast<cl_int>(g.n),
+                     static_cast<cl_int>(g.bias_rs), static_cast<cl_int>(g.bias_cs));
+      if (!s.ok()) return s;
+      beta = g.beta;
+    }
+    return enqueue_clblast_gemm(launch, trans_a, trans_b, g.m, g.n, g.k, g.alpha, g.a,
+                                trans_a ? g.m : g.k, g.b, trans_b ? g.k : g.n, beta, g.c);
+  }
   if (trans_a)
     if (Status s = transposed(launch, g.a, g.k, g.m, &g.a); !s.ok()) return s;
   if (desc.packed)
@@ -206,6 +236,8 @@ Status enqueue_gemm(Launch& launch, const NodeDesc& desc) {
 }
 
 Status upload_gemm(quilt_device_s& device, const NodeView& view, NodeDesc* desc) {
+  if (Status s = device.decide_gemm_engine(); !s.ok()) return s;
+  if (device.gemm_engine == GemmEngine::kClBlast) return {};  // CLBlast reads B as it is
   const quilt_value_t* b = view.input(1);
   if (!b->constant || b->info.rank < 1) return {};
   std::span<const int64_t> dims(b->info.dims, static_cast<size_t>(b->info.rank));

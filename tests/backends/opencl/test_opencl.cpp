@@ -31,6 +31,12 @@ const std::string kDir = QUILT_OPENCL_TEST_MODELS_DIR;
 using quilt::testing::expect_close;
 using quilt::testing::random_input;
 
+#ifdef QUILT_TEST_HAVE_CLBLAST
+constexpr bool kHaveClBlast = true;
+#else
+constexpr bool kHaveClBlast = false;
+#endif
+
 SessionOptions opencl_options(std::map<std::string, std::string> opencl = {}) {
   SessionOptions o;
   o.threads = 2;
@@ -235,9 +241,16 @@ TEST(OpenCLCache, SecondSessionIsServedFromTheCacheAndACorruptEntryIsRebuilt) {
   EXPECT_EQ(count(first, "built from source"), 3) << first;
   EXPECT_EQ(count(first, "loaded from the cache"), 0) << first;
   std::vector<fs::path> entries;
-  for (const auto& e : fs::directory_iterator(dir)) entries.push_back(e.path());
+  int engine_entries = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    EXPECT_EQ(e.path().extension(), ".bin") << e;  // no temporary left
+    if (e.path().filename().string().starts_with("gemm-engine-"))
+      ++engine_entries;  // the GEMM engine choice (OpenCLGemmEngine tests it)
+    else
+      entries.push_back(e.path());
+  }
   ASSERT_EQ(entries.size(), 3u);
-  for (const auto& e : entries) EXPECT_EQ(e.extension(), ".bin") << e;  // no temporary left
+  EXPECT_EQ(engine_entries, kHaveClBlast ? 1 : 0);
 
   std::string second = capture_session_log("mlp.onnx", dir.string());
   EXPECT_EQ(count(second, "loaded from the cache"), 3) << second;
@@ -262,7 +275,59 @@ TEST(OpenCLCache, SecondSessionIsServedFromTheCacheAndACorruptEntryIsRebuilt) {
                      opencl_options({{"cache_dir", dir.string()}}));
 }
 
+// ---- the GEMM engine: ours or CLBlast ----
+
+// gemm=clblast: MatMul (2-D, folded batch dims, run-time B) and Gemm (transposes, alpha, beta,
+// broadcast bias) on CLBlast give the CPU's answers; a batched product stays on our kernel.
+TEST(OpenCLGemmEngine, ClBlastForcedEqualsCpu) {
+  if (!kHaveClBlast) GTEST_SKIP() << "the OpenCL backend was built without CLBlast";
+  const SessionOptions o = opencl_options({{"gemm", "clblast"}});
+  expect_same_as_cpu("mlp.onnx", {{"x", random_input({5, 37}, 41)}}, o);
+  expect_same_as_cpu("gemm.onnx", {{"a", random_input({67, 33}, 42)}}, o);
+  expect_same_as_cpu("batched.onnx", {{"x", random_input({2, 3, 9, 17}, 43)}}, o);
+  expect_same_as_cpu("runtime_b.onnx",
+                     {{"x", random_input({2, 1, 5, 7}, 44)},
+                      {"y", random_input({3, 7, 18}, 45)},
+                      {"a", random_input({5, 7}, 46)},
+                      {"b", random_input({9, 7}, 47)}},
+                     o);
+}
+
+// gemm=auto: the first session measures both engines and stores the choice, the next reads it,
+// and an unreadable entry is measured again and rewritten.
+TEST(OpenCLGemmEngine, AutoMeasuresOnceThenReadsTheCachedChoice) {
+  if (!kHaveClBlast) GTEST_SKIP() << "the OpenCL backend was built without CLBlast";
+  const fs::path dir = fs::path(QUILT_OPENCL_TEST_WORK_DIR) / "gemm-engine-test";
+  fs::remove_all(dir);
+  std::string first = capture_session_log("mlp.onnx", dir.string());
+  EXPECT_EQ(count(first, "by measurement: "), 1) << first;
+  EXPECT_EQ(count(first, "CLBlast"), 1) << first;
+  fs::path entry;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().starts_with("gemm-engine-")) entry = e.path();
+  ASSERT_FALSE(entry.empty()) << "no gemm-engine entry in " << dir;
+
+  std::string second = capture_session_log("mlp.onnx", dir.string());
+  EXPECT_EQ(count(second, "by measurement"), 0) << second;
+  EXPECT_EQ(count(second, "from " + entry.string()), 1) << second;
+
+  fs::resize_file(entry, 5);
+  std::string third = capture_session_log("mlp.onnx", dir.string());
+  EXPECT_EQ(count(third, "is unreadable; measuring again"), 1) << third;
+  EXPECT_EQ(count(third, "by measurement: "), 1) << third;
+  std::string fourth = capture_session_log("mlp.onnx", dir.string());
+  EXPECT_EQ(count(fourth, "from " + entry.string()), 1) << fourth;
+}
+
 // ---- errors ----
+
+TEST(OpenCLErrors, BadGemmEngineOption) {
+  expect_error(
+      [&] {
+        Session(kDir + "/mlp.onnx", opencl_options({{"gemm", "fastest"}}));
+      },
+      ErrorCode::InvalidArgument, {"option gemm: 'fastest'", "auto, own, clblast"});
+}
 
 TEST(OpenCLErrors, UnknownDeviceIndexAndName) {
   SessionOptions o = opencl_options();
