@@ -47,6 +47,11 @@ class Lane {
     }
     thread_.join();
   }
+  // Waits until every task pushed so far has run.
+  void drain() {
+    std::unique_lock lock(mutex_);
+    idle_.wait(lock, [&] { return tasks_.empty() && !busy_; });
+  }
 
  private:
   void loop() {
@@ -58,18 +63,51 @@ class Lane {
         if (tasks_.empty()) return;
         task = std::move(tasks_.front());
         tasks_.pop_front();
+        busy_ = true;
       }
       task();
+      std::lock_guard lock(mutex_);
+      busy_ = false;
+      if (tasks_.empty()) idle_.notify_all();
     }
   }
   std::mutex mutex_;
-  std::condition_variable cv_;
+  std::condition_variable cv_, idle_;
   std::deque<std::function<void()>> tasks_;
-  bool closing_ = false;
+  bool closing_ = false, busy_ = false;
   std::thread thread_;
 };
 
 }  // namespace
+
+// Idle lanes of finished runs. Each run takes lanes of its own (a lane shared by two runs could
+// deadlock them, one run's task waiting on work queued behind the other's), so this only saves
+// starting and joining a thread per device per run (MNIST on opencl,cpu, alternating runs:
+// median 0.17-0.18 -> 0.13-0.16 ms).
+class LanePool {
+ public:
+  std::unique_ptr<Lane> take() {
+    std::lock_guard lock(mutex_);
+    if (idle_.empty()) return std::make_unique<Lane>();
+    std::unique_ptr<Lane> lane = std::move(idle_.back());
+    idle_.pop_back();
+    return lane;
+  }
+  // A drained lane back; beyond a few (as many as concurrent runs used) it is closed.
+  void give(std::unique_ptr<Lane> lane) {
+    std::lock_guard lock(mutex_);
+    if (idle_.size() < kMaxIdle) idle_.push_back(std::move(lane));
+  }
+
+ private:
+  static constexpr size_t kMaxIdle = 8;
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<Lane>> idle_;
+};
+
+std::shared_ptr<LanePool> make_lane_pool() {
+  return std::make_shared<LanePool>();
+}
 
 // Everything one run owns.
 struct RunState {
@@ -337,7 +375,7 @@ void ExecutionPlan::execute(RunState& st, const std::vector<int>& wanted,
 
   std::vector<std::unique_ptr<Lane>> lanes(devices_.size());
   auto lane = [&](int d) -> Lane& {
-    if (!lanes[d]) lanes[d] = std::make_unique<Lane>();
+    if (!lanes[d]) lanes[d] = lane_pool_->take();
     return *lanes[d];
   };
   for (size_t s = 0; s < steps_.size() && !st.failed; ++s) {
@@ -380,7 +418,10 @@ void ExecutionPlan::execute(RunState& st, const std::vector<int>& wanted,
     }
   }
   for (auto& l : lanes)
-    if (l) l->close();
+    if (l) {
+      l->drain();
+      lane_pool_->give(std::move(l));
+    }
   // Nothing may still run on memory about to be freed. Every event is in st.spans, in issue
   // order: the first that failed is the root cause (later ones fail as its dependents).
   std::exception_ptr root;

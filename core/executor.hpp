@@ -39,6 +39,8 @@ struct PlanOptions {
 };
 
 struct RunState;
+class LanePool;  // executor.cpp: lane threads kept between runs
+std::shared_ptr<LanePool> make_lane_pool();
 
 class ExecutionPlan {
  public:
@@ -117,6 +119,8 @@ class ExecutionPlan {
   int cpu_index_ = 0;
   const Logger* logger_;
   bool inline_ = true;  // every device used is synchronous with host memory
+  // Lane threads of finished runs, handed to the next (a run owns its lanes while it lasts).
+  std::shared_ptr<LanePool> lane_pool_ = make_lane_pool();
   std::map<std::string, int> ids_;
   std::vector<std::string> names_;
   std::vector<TypeShape> static_types_;  // per value, from creation-time inference
