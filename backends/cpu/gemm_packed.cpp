@@ -100,57 +100,79 @@ struct BSource {
   const BPacker* packer = nullptr;
 };
 
+constexpr int64_t kGroup = 4;  // B panels packed ahead per depth block (4 x 48 KB)
+
+void run_strip_group(const float* packed_a, int64_t k, const BSource& b, int64_t j0, int64_t j1,
+                     int64_t r0, int64_t r1, float* c, int64_t ldc, const float* bias,
+                     const float* col_bias, float* panels, int64_t kMc);
+
 // One task: columns [j0, j1) of C (j0 a multiple of 48), rows [r0, r1) (r0 a multiple of 8).
+// For each depth block, the task's B panels are packed first (`panels`: kKc x 48 each), then
+// rows are taken kMc at a time across all the panels, so that block of A (kMc x kKc, 64 KB)
+// stays in L2 while every panel passes it. Streaming a strip at a time instead re-read all of A
+// per 48 columns: FCN's 2048 -> 512 3x3 head (A = 38 MB) ran at 263 GFLOP/s against ~390 for
+// its other convs.
 void run_tile_range(const float* packed_a, int64_t k, const BSource& b, int64_t j0, int64_t j1,
                     int64_t r0, int64_t r1, float* c, int64_t ldc, const float* bias,
-                    const float* col_bias, const Activation& act, float* panel) {
-  for (int64_t j = j0; j < j1; j += kNr) {
-    const int64_t width = std::min(kNr, j1 - j);
-    const int nv = static_cast<int>((width + kLanes - 1) / kLanes);
-    const int64_t tail = width - (nv - 1) * kLanes;
-    const __mmask16 mask = static_cast<__mmask16>(tail >= kLanes ? 0xffff : (1u << tail) - 1);
-    const float* cb = col_bias ? col_bias + j : nullptr;
-    for (int64_t p0 = 0; p0 < k; p0 += kKc) {
-      const int64_t kc = std::min(kKc, k - p0);
-      const float* bp = nullptr;
-      int64_t b_stride = 0;
-      if (b.packed) {
-        bp = b.packed + (j / kNr) * k * kNr + p0 * kNr;
-        b_stride = kNr;
-      } else if (b.packer) {
-        b_stride = nv * kLanes;
-        b.packer->pack(p0, kc, j, width, b_stride, panel);
-        bp = panel;
-      } else {
+                    const float* col_bias, const Activation& act, float* panels) {
+  constexpr int64_t kMc = 64;
+  for (int64_t g0 = j0; g0 < j1; g0 += kGroup * kNr)
+    run_strip_group(packed_a, k, b, g0, std::min(j1, g0 + kGroup * kNr), r0, r1, c, ldc, bias,
+                    col_bias, panels, kMc);
+  const int64_t width = j1 - j0;
+  const float* cb = col_bias ? col_bias + j0 : nullptr;
+  if (k == 0)  // no depth: C is the bias
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t q = 0; q < width; ++q)
+        c[r * ldc + j0 + q] = (bias ? bias[r] : 0.f) + (cb ? cb[q] : 0.f);
+  if (!act.none())
+    for (int64_t r = r0; r < r1; ++r) act.apply(c + r * ldc + j0, width);
+}
+
+void run_strip_group(const float* packed_a, int64_t k, const BSource& b, int64_t j0, int64_t j1,
+                     int64_t r0, int64_t r1, float* c, int64_t ldc, const float* bias,
+                     const float* col_bias, float* panels, int64_t kMc) {
+  const int64_t strips = (j1 - j0 + kNr - 1) / kNr;
+  for (int64_t p0 = 0; p0 < k; p0 += kKc) {
+    const int64_t kc = std::min(kKc, k - p0);
+    for (int64_t s = 0; s < strips && !b.packed; ++s) {
+      const int64_t j = j0 + s * kNr, width = std::min(kNr, j1 - j);
+      const int nv = static_cast<int>((width + kLanes - 1) / kLanes);
+      float* panel = panels + s * kKc * kNr;
+      if (b.packer)
+        b.packer->pack(p0, kc, j, width, nv * kLanes, panel);
+      else
         pack_b(b.raw, b.ldb, p0, kc, j, width, nv, panel);
-        bp = panel;
-        b_stride = nv * kLanes;
-      }
-      for (int64_t r = r0; r < r1; r += kMr) {
-        const float* ab = packed_a + (r / kMr) * k * kMr + p0 * kMr;
-        float* ct = c + r * ldc + j;
-        const int64_t rows = std::min(kMr, r1 - r);
-        const float* bt = bias ? bias + r : nullptr;
-        const bool first = p0 == 0;
-        switch (nv) {
-          case 1:
-            micro_kernel<1>(kc, ab, bp, b_stride, ct, ldc, rows, mask, first, bt, cb);
-            break;
-          case 2:
-            micro_kernel<2>(kc, ab, bp, b_stride, ct, ldc, rows, mask, first, bt, cb);
-            break;
-          default:
-            micro_kernel<3>(kc, ab, bp, b_stride, ct, ldc, rows, mask, first, bt, cb);
-            break;
+    }
+    for (int64_t rr = r0; rr < r1; rr += kMc)
+      for (int64_t s = 0; s < strips; ++s) {
+        const int64_t j = j0 + s * kNr, width = std::min(kNr, j1 - j);
+        const int nv = static_cast<int>((width + kLanes - 1) / kLanes);
+        const int64_t tail = width - (nv - 1) * kLanes;
+        const __mmask16 mask = static_cast<__mmask16>(tail >= kLanes ? 0xffff : (1u << tail) - 1);
+        const float* cb = col_bias ? col_bias + j : nullptr;
+        const float* bp =
+            b.packed ? b.packed + (j / kNr) * k * kNr + p0 * kNr : panels + s * kKc * kNr;
+        const int64_t b_stride = b.packed ? kNr : nv * kLanes;
+        for (int64_t r = rr; r < std::min(r1, rr + kMc); r += kMr) {
+          const float* ab = packed_a + (r / kMr) * k * kMr + p0 * kMr;
+          float* ct = c + r * ldc + j;
+          const int64_t rows = std::min(kMr, r1 - r);
+          const float* bt = bias ? bias + r : nullptr;
+          const bool first = p0 == 0;
+          switch (nv) {
+            case 1:
+              micro_kernel<1>(kc, ab, bp, b_stride, ct, ldc, rows, mask, first, bt, cb);
+              break;
+            case 2:
+              micro_kernel<2>(kc, ab, bp, b_stride, ct, ldc, rows, mask, first, bt, cb);
+              break;
+            default:
+              micro_kernel<3>(kc, ab, bp, b_stride, ct, ldc, rows, mask, first, bt, cb);
+              break;
+          }
         }
       }
-    }
-    if (k == 0)  // no depth: C is the bias
-      for (int64_t r = r0; r < r1; ++r)
-        for (int64_t q = 0; q < width; ++q)
-          c[r * ldc + j + q] = (bias ? bias[r] : 0.f) + (cb ? cb[q] : 0.f);
-    if (!act.none())
-      for (int64_t r = r0; r < r1; ++r) act.apply(c + r * ldc + j, width);
   }
 }
 
@@ -203,7 +225,12 @@ void run_tiles(const float* packed_a, int64_t m, int64_t k, const BSource& b, in
   const int64_t blocks_per_task = (row_blocks + row_tasks - 1) / row_tasks;
   auto work = [&](int64_t t0, int64_t t1) {
     thread_local std::shared_ptr<float[]> panel;
-    if (!panel) panel = aligned_floats(kKc * kNr);
+    thread_local int64_t panel_strips = 0;
+    const int64_t group = std::min(strips_per_task, kGroup);
+    if (panel_strips < group) {
+      panel = aligned_floats(kKc * kNr * group);
+      panel_strips = group;
+    }
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t ct = t % col_tasks, rt = t / col_tasks;
       const int64_t j0 = std::min(n, ct * strips_per_task * kNr);
