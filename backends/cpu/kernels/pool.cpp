@@ -339,6 +339,19 @@ void run_max_unpool(KernelContext& ctx) {
   }
 }
 
+// The sum of n floats in double precision, over 8 independent lanes (one chain of dependent
+// additions ran ~1 ns per value: EfficientNet-B0's 17 squeeze-excite pools took 0.56 ms).
+double sum_in_double(const float* x, int64_t n) {
+  double lane[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l) lane[l] += static_cast<double>(x[i + l]);
+  double sum =
+      ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
+  for (; i < n; ++i) sum += x[i];
+  return sum;
+}
+
 template <bool kMax>
 void run_global_pool(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
@@ -348,22 +361,20 @@ void run_global_pool(KernelContext& ctx) {
   const int64_t vol = planes ? x.numel() / planes : 0;
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
-  ctx.pool.parallel_for(planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(vol, 1)),
-                        [&](int64_t b, int64_t e) {
-                          for (int64_t p = b; p < e; ++p) {
-                            const float* xc = xp + p * vol;
-                            if constexpr (kMax) {
-                              float best = vol ? xc[0] : std::numeric_limits<float>::lowest();
-                              for (int64_t i = 1; i < vol; ++i)
-                                if (xc[i] > best || xc[i] != xc[i]) best = xc[i];
-                              yp[p] = best;
-                            } else {
-                              double sum = 0;
-                              for (int64_t i = 0; i < vol; ++i) sum += xc[i];
-                              yp[p] = static_cast<float>(sum / static_cast<double>(vol));
-                            }
-                          }
-                        });
+  ctx.pool.parallel_for(
+      planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(vol, 1)), [&](int64_t b, int64_t e) {
+        for (int64_t p = b; p < e; ++p) {
+          const float* xc = xp + p * vol;
+          if constexpr (kMax) {
+            float best = vol ? xc[0] : std::numeric_limits<float>::lowest();
+            for (int64_t i = 1; i < vol; ++i)
+              if (xc[i] > best || xc[i] != xc[i]) best = xc[i];
+            yp[p] = best;
+          } else {
+            yp[p] = static_cast<float>(sum_in_double(xc, vol) / static_cast<double>(vol));
+          }
+        }
+      });
 }
 
 std::string pool_support(const NodeSignature& sig) {
