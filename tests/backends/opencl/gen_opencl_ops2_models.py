@@ -79,6 +79,12 @@ conv("pointwise", 19, (1, 1))                                            # conv1
 conv("strided_dilated", 5, (3, 3), bias=False, strides=[2, 2], dilations=[2, 2], pads=[0, 1, 2, 1])
 conv("depthwise", 8, (3, 3), group=8, strides=[2, 2], pads=[1, 1, 1, 1])
 conv("depthwise_5x5", 8, (5, 5), group=8, pads=[2, 2, 2, 2], bias=False)
+# strided depthwise (its row buffer), dilated, and one whose row span (7 * 3 + 4 * 11 + 1 = 66)
+# is too wide for the buffer
+conv("depthwise_s2_dilated", 8, (5, 5), group=8, strides=[2, 2], dilations=[2, 2],
+     pads=[3, 4, 2, 1])
+conv("depthwise_wide_span", 8, (3, 5), group=8, strides=[3, 3], dilations=[1, 11],
+     pads=[1, 22, 1, 22])
 conv("multiplier2", 16, (3, 3), group=8, pads=[1, 1, 1, 1])            # Cg == 1, Mg == 2: direct
 conv("group2_same_upper", 6, (3, 3), group=2, strides=[2, 2], auto_pad="SAME_UPPER")
 conv("same_lower", 7, (4, 4), auto_pad="SAME_LOWER", bias=False)
