@@ -53,12 +53,47 @@ inline float16 conv_bias(global const float* bias, int has_bias, int m0, int cou
   return vload16(0, b);
 }
 
+// A fused activation (the host folds a Conv's only reader into it): act.x is the kind, act.y
+// and act.z its parameters. 0 none, 1 Relu, 2 LeakyRelu(alpha), 3 Clip(min, max),
+// 4 HardSigmoid(alpha, beta), 5 HardSwish, 6 Sigmoid; the formulas of elementwise.cl's kernels,
+// on whole vectors (one scalar call per value made the convs slower than the separate kernels).
+#define CONV_ACT(T, NAME)                                                                  \
+  inline T NAME(T v, float4 act) {                                                         \
+    const int kind = (int)act.x;                                                           \
+    if (kind == 1) return select(v, (T)(0.0f), v < (T)(0.0f));                            \
+    if (kind == 2) return select(act.y * v, v, v >= (T)(0.0f));                           \
+    if (kind == 3) return select(fmin(fmax(v, (T)(act.y)), (T)(act.z)), v, isnan(v));     \
+    if (kind == 4) {                                                                       \
+      const T h = act.y * v + act.z;                                                       \
+      return select(fmin(fmax(h, (T)(0.0f)), (T)(1.0f)), h, isnan(h));                     \
+    }                                                                                      \
+    if (kind == 5) {                                                                       \
+      const T h = v / (T)(6.0f) + (T)(0.5f);                                               \
+      return v * select(fmin(fmax(h, (T)(0.0f)), (T)(1.0f)), h, isnan(h));                 \
+    }                                                                                      \
+    if (kind == 6) {                                                                       \
+      const T e = exp(-fabs(v)), r = (T)(1.0f) / ((T)(1.0f) + e);                          \
+      return select(e * r, r, v >= (T)(0.0f));                                             \
+    }                                                                                      \
+    return v;                                                                              \
+  }
+CONV_ACT(float16, conv_act16)
+CONV_ACT(float8, conv_act8)
+
 // Writes the tile: pixel p of channel j goes to out[j * cstride + p * pstride], for j < mcount,
-// p < pcount.
+// p < pcount, through the fused activation.
 inline void conv_store(global float* out, long cstride, int pstride, int mcount, int pcount,
-                       float16 a0, float16 a1, float16 a2, float16 a3, float16 a4, float16 a5,
+                       float4 act, float16 a0, float16 a1, float16 a2, float16 a3, float16 a4, float16 a5,
                        float16 a6, float16 a7, float16 b0, float16 b1, float16 b2, float16 b3,
                        float16 b4, float16 b5, float16 b6, float16 b7) {
+  if (act.x != 0.0f) {
+    a0 = conv_act16(a0, act), a1 = conv_act16(a1, act), a2 = conv_act16(a2, act);
+    a3 = conv_act16(a3, act), a4 = conv_act16(a4, act), a5 = conv_act16(a5, act);
+    a6 = conv_act16(a6, act), a7 = conv_act16(a7, act), b0 = conv_act16(b0, act);
+    b1 = conv_act16(b1, act), b2 = conv_act16(b2, act), b3 = conv_act16(b3, act);
+    b4 = conv_act16(b4, act), b5 = conv_act16(b5, act), b6 = conv_act16(b6, act);
+    b7 = conv_act16(b7, act);
+  }
   float t[CONV_PX * CONV_OCB];  // pixel p, channel j at t[p * CONV_OCB + j]
   vstore16(a0, 0, t);
   vstore16(b0, 1, t);
@@ -92,7 +127,7 @@ inline void conv_store(global float* out, long cstride, int pstride, int mcount,
 // Direct convolution: a work-item computes CONV_OCB output channels of one group x CONV_PX
 // neighbouring output pixels of one row. g2 = (Mg, MB, OWB, N).
 kernel void conv_direct(global const float* x, global const float* w, global const float* bias,
-                        int has_bias, global float* y, int8 g0, int8 g1, int4 g2) {
+                        int has_bias, global float* y, int8 g0, int8 g1, int4 g2, float4 act) {
   const int C = g0.s0, H = g0.s1, W = g0.s2, M = g0.s3, OH = g0.s4, OW = g0.s5, KH = g0.s6,
             KW = g0.s7;
   const int sh = g1.s0, sw = g1.s1, dh = g1.s2, dw = g1.s3, ph = g1.s4, pw = g1.s5, G = g1.s6,
@@ -160,13 +195,14 @@ kernel void conv_direct(global const float* x, global const float* w, global con
   }
   const long plane = (long)OH * OW;
   global float* out = y + ((long)n * M + grp * Mg + m0) * plane + (long)oh * OW + ow0;
-  conv_store(out, plane, 1, mcount, min(CONV_PX, OW - ow0), CONV_ACCS);
+  conv_store(out, plane, 1, mcount, min(CONV_PX, OW - ow0), act, CONV_ACCS);
 }
 
 // 1x1, stride 1, no padding, one group: a GEMM over the flattened pixels P = H * W,
 // Y[n][m][p] = bias[m] + sum_c W[m][c] X[n][c][p]; CONV_OCB channels x CONV_PX pixels each.
 kernel void conv1x1(global const float* x, global const float* w, global const float* bias,
-                    int has_bias, global float* y, int C, int M, int P, int MB, int N) {
+                    int has_bias, global float* y, int C, int M, int P, int MB, int N,
+                    float4 act) {
   const int PB = (P + CONV_PX - 1) / CONV_PX;
   int id = get_global_id(0);
   const int mb = id % MB;
@@ -193,13 +229,13 @@ kernel void conv1x1(global const float* x, global const float* w, global const f
       CONV_FMA8(xv, wp + c * CONV_OCB)
     }
   }
-  conv_store(y + ((long)n * M + m0) * P + p0, P, 1, mcount, pcount, CONV_ACCS);
+  conv_store(y + ((long)n * M + m0) * P + p0, P, 1, mcount, pcount, act, CONV_ACCS);
 }
 
 // Depthwise (C == M == groups): one channel x CONV_PX pixels of a row per work-item, weights in
 // the ONNX layout [C, 1, KH, KW]. g2 = (OWB, N).
 kernel void conv_depthwise(global const float* x, global const float* w, global const float* bias,
-                           int has_bias, global float* y, int8 g0, int8 g1, int2 g2) {
+                           int has_bias, global float* y, int8 g0, int8 g1, int2 g2, float4 act) {
   const int C = g0.s0, H = g0.s1, W = g0.s2, OH = g0.s4, OW = g0.s5, KH = g0.s6, KW = g0.s7;
   const int sh = g1.s0, sw = g1.s1, dh = g1.s2, dw = g1.s3, ph = g1.s4, pw = g1.s5;
   const int OWB = g2.s0, N = g2.s1;
@@ -274,6 +310,7 @@ kernel void conv_depthwise(global const float* x, global const float* w, global 
   }
   global float* out = y + ((long)n * C + c) * OH * OW + (long)oh * OW + ow0;
   const int pcount = min(CONV_PX, OW - ow0);
+  if (act.x != 0.0f) acc = conv_act8(acc, act);
   if (pcount == CONV_PX) {
     vstore8(acc, 0, out);
   } else {
@@ -289,7 +326,7 @@ kernel void conv_depthwise(global const float* x, global const float* w, global 
 // (element (g, m, c, kh, kw) of the [C, M / G, KH, KW] tensor). g2 = (Mg, MB, OWB, N); OWB
 // blocks per residue r.
 kernel void conv_transpose(global const float* x, global const float* w, global const float* bias,
-                           int has_bias, global float* y, int8 g0, int8 g1, int4 g2) {
+                           int has_bias, global float* y, int8 g0, int8 g1, int4 g2, float4 act) {
   const int C = g0.s0, H = g0.s1, W = g0.s2, M = g0.s3, OH = g0.s4, OW = g0.s5, KH = g0.s6,
             KW = g0.s7;
   const int sh = g1.s0, sw = g1.s1, dh = g1.s2, dw = g1.s3, ph = g1.s4, pw = g1.s5, G = g1.s6,
@@ -349,7 +386,7 @@ kernel void conv_transpose(global const float* x, global const float* w, global 
   }
   const long plane = (long)OH * OW;
   global float* out = y + ((long)n * M + grp * Mg + m0) * plane + (long)oh * OW + ow0;
-  conv_store(out, plane, sw, mcount, pcount, CONV_ACCS);
+  conv_store(out, plane, sw, mcount, pcount, act, CONV_ACCS);
 }
 
 // Packs weights computed at run time into the conv_direct layout (the host packs constant ones

@@ -168,6 +168,10 @@ struct NodeDesc {
   std::array<float, 2> f{};              // float parameters (alpha, beta, clip bounds, ...)
   std::array<int64_t, 4> i{};            // integer parameters (axis, transA, transB, ...)
   std::shared_ptr<Mem> packed;           // a constant operand prepared at compile (upload)
+  // A Conv's fused activation (conv_act in conv.cl: kind, alpha, beta), and on the activation
+  // node folded into it: nothing to run, its output a view of the Conv's.
+  cl_float4 act{{0, 0, 0, 0}};
+  bool folded = false;
 };
 
 class Launch;

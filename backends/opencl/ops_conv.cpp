@@ -214,7 +214,8 @@ Status enqueue_conv(Launch& launch, const NodeDesc& desc) {
   if (desc.kernel == "conv_depthwise") {
     const cl_int2 g2{{static_cast<cl_int>(owb), static_cast<cl_int>(n)}};
     return launch.run("conv", "conv_depthwise", {static_cast<size_t>(n * c * oh * owb), 1, 1},
-                      {kLocal1d, 1, 1}, x, launch.buffer(desc.inputs[1]), bias, hb, y, g0, g1, g2);
+                      {kLocal1d, 1, 1}, x, launch.buffer(desc.inputs[1]), bias, hb, y, g0, g1, g2,
+                      desc.act);
   }
   cl_mem packed = nullptr;
   if (Status s = packed_weights(launch, desc, false, group, mg, cg, &packed); !s.ok()) return s;
@@ -224,12 +225,12 @@ Status enqueue_conv(Launch& launch, const NodeDesc& desc) {
     return launch.run(
         "conv", "conv1x1", {static_cast<size_t>(n * mb * ((pixels + kPx - 1) / kPx)), 1, 1},
         {kLocal1d, 1, 1}, x, packed, bias, hb, y, static_cast<cl_int>(c), static_cast<cl_int>(m),
-        static_cast<cl_int>(pixels), static_cast<cl_int>(mb), static_cast<cl_int>(n));
+        static_cast<cl_int>(pixels), static_cast<cl_int>(mb), static_cast<cl_int>(n), desc.act);
   }
   const cl_int4 g2{{static_cast<cl_int>(mg), static_cast<cl_int>(mb), static_cast<cl_int>(owb),
                     static_cast<cl_int>(n)}};
   return launch.run("conv", "conv_direct", {static_cast<size_t>(n * group * mb * oh * owb), 1, 1},
-                    {kLocal1d, 1, 1}, x, packed, bias, hb, y, g0, g1, g2);
+                    {kLocal1d, 1, 1}, x, packed, bias, hb, y, g0, g1, g2, desc.act);
 }
 
 std::string prepare_conv_transpose(const NodeView& view, NodeDesc* desc) {
@@ -271,7 +272,7 @@ Status enqueue_conv_transpose(Launch& launch, const NodeDesc& desc) {
   return launch.run("conv", "conv_transpose",
                     {static_cast<size_t>(n * group * yd[2] * sw * owb * mb), 1, 1},
                     {kLocal1d, 1, 1}, x, packed, has_bias ? launch.buffer(desc.inputs[2]) : x,
-                    cl_int{has_bias ? 1 : 0}, launch.buffer(desc.outputs[0]), g0, g1, g2);
+                    cl_int{has_bias ? 1 : 0}, launch.buffer(desc.outputs[0]), g0, g1, g2, desc.act);
 }
 
 }  // namespace quilt::opencl

@@ -119,6 +119,37 @@ save("where",
      [numpy_helper.from_array(np.array(-1e4, np.float32), "neg"),
       numpy_helper.from_array(rng.random(37) < 0.5, "rowmask")])
 
+# Conv + activation pairs the OpenCL patch folds (the activation applied as the conv stores its
+# tile): direct + Relu, depthwise + HardSwish, 1x1 + Clip (Relu6), strided + Sigmoid,
+# LeakyRelu, HardSigmoid; and pairs it must not fold: the conv's output read twice, and the
+# conv's output a graph output.
+save("conv_act",
+     [N("Conv", ["x", "cw1", "cb1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+      N("Relu", ["c1"], ["r1"], name="relu1"),
+      N("Conv", ["r1", "cwd"], ["c2"], name="dw", group=8, pads=[2, 2, 2, 2], strides=[2, 2]),
+      N("HardSwish", ["c2"], ["h2"], name="hswish2"),
+      N("Conv", ["h2", "cw3", "cb3"], ["c3"], name="pw3"),
+      N("Clip", ["c3", "zero", "six"], ["y3"], name="relu6_3"),
+      N("Conv", ["x", "cw4"], ["c4"], name="conv4", strides=[2, 2]),
+      N("Sigmoid", ["c4"], ["s4"], name="sigmoid4"),
+      N("LeakyRelu", ["s4"], ["l4"], name="leaky4", alpha=0.3),
+      N("Conv", ["x", "cw5"], ["c5"], name="conv5", pads=[1, 1, 1, 1]),
+      N("LeakyRelu", ["c5"], ["l5"], name="leaky5", alpha=0.2),
+      N("HardSigmoid", ["l5"], ["y5"], name="hsig5", alpha=0.3, beta=0.4),
+      N("Conv", ["x", "cw6"], ["c6"], name="conv6", pads=[1, 1, 1, 1]),
+      N("HardSigmoid", ["c6"], ["g6"], name="hsig6", alpha=0.25, beta=0.5),
+      N("Add", ["c6", "g6"], ["y6"], name="two_readers"),
+      N("Conv", ["x", "cw7"], ["c7"], name="conv7", pads=[1, 1, 1, 1]),
+      N("Relu", ["c7"], ["y7"], name="relu_of_output")],
+     [vi("x", ["n", 8, "h", "w"])],
+     [vi("y3", ["n", 40, "h3", "w3"]), vi("l4", ["n", 12, "h4", "w4"]), vi("y5", ["n", 8, "h", "w"]),
+      vi("y6", ["n", 8, "h", "w"]), vi("c7", ["n", 8, "h", "w"]), vi("y7", ["n", 8, "h", "w"])],
+     [weight("cw1", 8, 8, 3, 3), weight("cb1", 8), weight("cwd", 8, 1, 5, 5),
+      weight("cw3", 40, 8, 1, 1), weight("cb3", 40), weight("cw4", 12, 8, 3, 3),
+      weight("cw5", 8, 8, 3, 3), weight("cw6", 8, 8, 3, 3), weight("cw7", 8, 8, 3, 3),
+      numpy_helper.from_array(np.array(0.0, np.float32), "zero"),
+      numpy_helper.from_array(np.array(6.0, np.float32), "six")])
+
 # A big intermediate, for the allocation-failure test (max_alloc_bytes).
 save("big", [N("Relu", ["x"], ["a"], name="relu"), N("Neg", ["a"], ["y"], name="neg")],
      [vi("x", ["n", 1024])], [vi("y", ["n", 1024])])

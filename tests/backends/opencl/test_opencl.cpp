@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "quilt/quilt.hpp"
@@ -131,6 +132,28 @@ TEST(OpenCL, WhereWithBoolConditions) {
                                                 {"s", random_input({4, 5}, 34)},
                                                 {"t", random_input({5}, 35)}});
   for (const auto& n : s.plan().nodes) EXPECT_EQ(n.backend, "opencl:0") << n.name;
+}
+
+// Conv + activation pairs are folded into the conv kernel: the same results as the CPU, and the
+// folded activations run no kernel of their own (no node span in the profile), while the pairs
+// that must stay apart (output read twice, output leaving the patch) still do.
+TEST(OpenCL, ConvActivationsFoldedIntoTheConv) {
+  Tensor x = random_input({2, 8, 13, 11}, 51);
+  x.data<float>()[7] = std::numeric_limits<float>::quiet_NaN();
+  Session s = expect_same_as_cpu("conv_act.onnx", {{"x", x}});
+  for (const auto& n : s.plan().nodes) EXPECT_EQ(n.backend, "opencl:0") << n.name;
+  RunProfile profile;
+  s.run({{"x", random_input({1, 8, 9, 7}, 52)}}, {}, &profile);
+  std::set<std::string> spans;
+  for (const auto& span : profile.spans)
+    if (span.kind == "node")
+      for (const char* name : {"relu1", "hswish2", "relu6_3", "sigmoid4", "leaky4", "leaky5",
+                               "hsig5", "hsig6", "relu_of_output"})
+        if (span.name.find(std::string("\"") + name + "\"") != std::string::npos)
+          spans.insert(name);
+  // Folded: the first activation after each conv. Not folded: leaky4 and hsig5 (they follow an
+  // activation, not a conv), hsig6 (c6 has two readers), relu_of_output (c7 is an output).
+  EXPECT_EQ(spans, (std::set<std::string>{"leaky4", "hsig5", "hsig6", "relu_of_output"}));
 }
 
 TEST(OpenCL, GemmTransposedWithBroadcastBias) {
