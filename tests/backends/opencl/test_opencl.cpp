@@ -148,12 +148,15 @@ TEST(OpenCL, ConvActivationsFoldedIntoTheConv) {
   for (const auto& span : profile.spans)
     if (span.kind == "node")
       for (const char* name : {"relu1", "hswish2", "relu6_3", "sigmoid4", "leaky4", "leaky5",
-                               "hsig5", "hsig6", "relu_of_output"})
+                               "hsig5", "hsig6", "relu_of_output", "silu_sigmoid8", "silu_mul8",
+                               "silu_sigmoid9", "silu_mul9", "sigmoid10", "mul10"})
         if (span.name.find(std::string("\"") + name + "\"") != std::string::npos)
           spans.insert(name);
-  // Folded: the first activation after each conv. Not folded: leaky4 and hsig5 (they follow an
-  // activation, not a conv), hsig6 (c6 has two readers), relu_of_output (c7 is an output).
-  EXPECT_EQ(spans, (std::set<std::string>{"leaky4", "hsig5", "hsig6", "relu_of_output"}));
+  // Folded: the first activation after each conv, and both SiLU pairs (Sigmoid and Mul). Not
+  // folded: leaky4 and hsig5 (they follow an activation, not a conv), hsig6 (c6 has two
+  // readers), relu_of_output (c7 is an output), sigmoid10/mul10 (s10 is read twice).
+  EXPECT_EQ(spans, (std::set<std::string>{"leaky4", "hsig5", "hsig6", "relu_of_output", "sigmoid10",
+                                          "mul10"}));
 }
 
 TEST(OpenCL, GemmTransposedWithBroadcastBias) {
