@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <exception>
 #include <filesystem>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -52,6 +53,15 @@ std::string format_bytes(uint64_t bytes);                // "64.0 MiB"
 std::string format_dims(std::span<const int64_t> dims);  // "[2, 3]"
 const char* dtype_name(int32_t dtype);
 int64_t element_count(std::span<const int64_t> dims);
+// Up to 8 values as a kernel's int8 argument (the rest 0), e.g. geometry or collapsed strides.
+inline cl_int8 int8_of(std::span<const int64_t> values) {
+  cl_int8 v{};
+  for (size_t i = 0; i < values.size() && i < 8; ++i) v.s[i] = static_cast<cl_int>(values[i]);
+  return v;
+}
+inline cl_int8 int8_of(std::initializer_list<int64_t> values) {
+  return int8_of(std::span<const int64_t>(values.begin(), values.size()));
+}
 
 // Turns C++ exceptions into a status: nothing crosses the ABI.
 template <class F>

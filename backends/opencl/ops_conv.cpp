@@ -101,13 +101,6 @@ int64_t pad_begin(int64_t mode, int64_t explicit_pad, int64_t in, int64_t out, i
   return mode == kSameUpper ? total / 2 : (total + 1) / 2;
 }
 
-cl_int8 int8_of(std::initializer_list<int64_t> values) {
-  cl_int8 v{};
-  size_t i = 0;
-  for (int64_t x : values) v.s[i++] = static_cast<cl_int>(x);
-  return v;
-}
-
 // The weights in the conv_direct layout: packed at compile when constant, else by conv_pack into
 // a scratch buffer at each run. Null when there are none (no channels or an empty kernel).
 Status packed_weights(Launch& launch, const NodeDesc& desc, bool transpose, int64_t group,

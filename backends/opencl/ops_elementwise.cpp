@@ -1,8 +1,10 @@
 // Element-wise ops (kernels_cl/elementwise.cl): binary ops with numpy broadcasting, and unary
 // activations whose ONNX attributes become the kernel's (alpha, beta).
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "opencl.hpp"
 
@@ -141,47 +143,35 @@ Collapsed collapse(std::span<const int64_t> out,
   return c;
 }
 
-// The leading `count` dims (or operand strides) as a kernel's int8.
-cl_int8 int8_of(const std::vector<int64_t>& v, size_t count) {
-  cl_int8 out{};
-  for (size_t i = 0; i < count; ++i) out.s[i] = static_cast<cl_int>(v[i]);
-  return out;
-}
-
 // Launches a broadcasting kernel over c: `stem`_rows when the innermost collapsed dim holds a
 // chunk (kVectorWidth values of a row per work-item, work-group 8 x 8), else `stem`_bcast (one
-// value per work-item). `buffers` are the operands then the output.
+// value per work-item). `buffers` are the N operands then the output; the kernels take the
+// buffers, sizes, the outer dims, each operand's outer strides and (_rows) its innermost one.
+template <size_t N, size_t... I>
 Status run_broadcast(Launch& launch, const std::string& stem, const Collapsed& c, int64_t n,
-                     const std::vector<cl_mem>& buffers) {
+                     const std::array<cl_mem, N + 1>& buffers, std::index_sequence<I...>) {
   const bool rows = c.dims.back() >= kVectorWidth;
   const size_t outer = rows ? c.dims.size() - 1 : c.dims.size();
   if (outer > 8) return fail(QUILT_STATUS_NOT_IMPLEMENTED, "broadcast over more than 8 dims");
-  const cl_int8 dims = int8_of(c.dims, outer);
-  std::vector<cl_int8> strides;
-  for (const auto& s : c.strides) strides.push_back(int8_of(s, outer));
+  const cl_int8 dims = int8_of(std::span(c.dims).first(outer));
+  const std::array<cl_int8, N> strides{int8_of(std::span(c.strides[I]).first(outer))...};
   const cl_int rank = static_cast<cl_int>(outer);
   const int64_t inner = c.dims.back();
-  if (c.strides.size() == 2) {
-    if (rows)
-      return launch.run(
-          "elementwise", stem + "_rows", {chunks(inner), static_cast<size_t>(n / inner), 1},
-          {kLocal1d / 8, 8, 1}, buffers[0], buffers[1], buffers[2], static_cast<cl_int>(inner),
-          static_cast<cl_int>(n / inner), rank, dims, strides[0], strides[1],
-          static_cast<cl_int>(c.strides[0].back()), static_cast<cl_int>(c.strides[1].back()));
-    return launch.run("elementwise", stem + "_bcast", {static_cast<size_t>(n), 1, 1},
-                      {kLocal1d, 1, 1}, buffers[0], buffers[1], buffers[2], static_cast<cl_int>(n),
-                      rank, dims, strides[0], strides[1]);
-  }
   if (rows)
-    return launch.run(
-        "elementwise", stem + "_rows", {chunks(inner), static_cast<size_t>(n / inner), 1},
-        {kLocal1d / 8, 8, 1}, buffers[0], buffers[1], buffers[2], buffers[3],
-        static_cast<cl_int>(inner), static_cast<cl_int>(n / inner), rank, dims, strides[0],
-        strides[1], strides[2], static_cast<cl_int>(c.strides[0].back()),
-        static_cast<cl_int>(c.strides[1].back()), static_cast<cl_int>(c.strides[2].back()));
+    return launch.run("elementwise", stem + "_rows",
+                      {chunks(inner), static_cast<size_t>(n / inner), 1}, {kLocal1d / 8, 8, 1},
+                      buffers[I]..., buffers[N], static_cast<cl_int>(inner),
+                      static_cast<cl_int>(n / inner), rank, dims, strides[I]...,
+                      static_cast<cl_int>(c.strides[I].back())...);
   return launch.run("elementwise", stem + "_bcast", {static_cast<size_t>(n), 1, 1},
-                    {kLocal1d, 1, 1}, buffers[0], buffers[1], buffers[2], buffers[3],
-                    static_cast<cl_int>(n), rank, dims, strides[0], strides[1], strides[2]);
+                    {kLocal1d, 1, 1}, buffers[I]..., buffers[N], static_cast<cl_int>(n), rank, dims,
+                    strides[I]...);
+}
+
+template <size_t N>
+Status run_broadcast(Launch& launch, const std::string& stem, const Collapsed& c, int64_t n,
+                     const std::array<cl_mem, N + 1>& buffers) {
+  return run_broadcast<N>(launch, stem, c, n, buffers, std::make_index_sequence<N>());
 }
 
 }  // namespace
@@ -197,7 +187,7 @@ Status enqueue_binary(Launch& launch, const NodeDesc& desc) {
       (col.dims.empty() || (col.strides[0][0] == 1 && col.strides[1][0] == 1)))
     return launch.run("elementwise", desc.kernel + "_flat", {chunks(n), 1, 1}, {kLocal1d, 1, 1}, pa,
                       pb, pc, static_cast<cl_int>(n));
-  return run_broadcast(launch, desc.kernel, col, n, {pa, pb, pc});
+  return run_broadcast<2>(launch, desc.kernel, col, n, {pa, pb, pc});
 }
 
 std::string prepare_where(const NodeView& view, NodeDesc* desc) {
@@ -219,9 +209,9 @@ Status enqueue_where(Launch& launch, const NodeDesc& desc) {
   Collapsed col = collapse(
       out, {launch.dims(desc.inputs[0]), launch.dims(desc.inputs[1]), launch.dims(desc.inputs[2])});
   if (col.dims.empty()) col = {{1}, {{0}, {0}, {0}}};  // one value
-  return run_broadcast(launch, "where", col, n,
-                       {launch.buffer(desc.inputs[0]), launch.buffer(desc.inputs[1]),
-                        launch.buffer(desc.inputs[2]), launch.buffer(desc.outputs[0])});
+  return run_broadcast<3>(launch, "where", col, n,
+                          {launch.buffer(desc.inputs[0]), launch.buffer(desc.inputs[1]),
+                           launch.buffer(desc.inputs[2]), launch.buffer(desc.outputs[0])});
 }
 
 std::string prepare_unary(const NodeView& view, NodeDesc* desc) {

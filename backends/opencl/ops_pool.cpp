@@ -20,13 +20,6 @@ std::vector<int64_t> ints_attribute(const NodeView& view, const char* name,
 enum PoolParam { kKh, kKw, kSh, kSw, kDh, kDw, kPt, kPl, kPb, kPr, kAutoPad, kCountMode, kCount };
 enum AutoPad { kNotSet, kValid, kSameUpper, kSameLower };
 
-cl_int8 int8_of(std::initializer_list<int64_t> values) {
-  cl_int8 v{};
-  size_t i = 0;
-  for (int64_t x : values) v.s[i++] = static_cast<cl_int>(x);
-  return v;
-}
-
 }  // namespace
 
 std::string prepare_pool(const NodeView& view, NodeDesc* desc) {

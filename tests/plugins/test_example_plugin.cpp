@@ -154,16 +154,10 @@ class GraphBuilder {
     inputs_.clear();
     for (size_t v = 0; v < values_.size(); ++v)
       if (!produced[v] && values_[v].data.empty()) inputs_.push_back(int32_t(v));
-    graph_ = quilt_graph_t{};  // fields past outputs (constant_done, ...) stay NULL
-    graph_.struct_size = sizeof(quilt_graph_t);
-    graph_.num_values = c_values_.size();
-    graph_.values = c_values_.data();
-    graph_.num_nodes = c_nodes_.size();
-    graph_.nodes = c_nodes_.data();
-    graph_.num_inputs = inputs_.size();
-    graph_.inputs = inputs_.data();
-    graph_.num_outputs = outputs_.size();
-    graph_.outputs = outputs_.data();
+    // No constant_done: this host keeps every constant (ABI 1.1 makes the callback optional).
+    graph_ = {sizeof(quilt_graph_t), c_values_.size(), c_values_.data(), c_nodes_.size(),
+              c_nodes_.data(),       inputs_.size(),   inputs_.data(),   outputs_.size(),
+              outputs_.data(),       nullptr,          nullptr};
     return graph_;
   }
   // The concrete shapes execute() takes: every value as declared.

@@ -450,7 +450,7 @@ class ConvKernel : public Kernel {
     // Weights per (group, offset): packed once for constant weights, else for this run.
     std::shared_ptr<const std::vector<PackedA>> per_tap;
     {
-      std::lock_guard lock(tap_mutex_);
+      std::lock_guard lock(lazy_mutex_);
       per_tap = tap_packed_;
     }
     if (!per_tap) {
@@ -465,7 +465,7 @@ class ConvKernel : public Kernel {
         }
       per_tap = packs;
       if (!packed_.empty()) {  // constant weights: keep them for the next runs
-        std::lock_guard lock(tap_mutex_);
+        std::lock_guard lock(lazy_mutex_);
         tap_packed_ = per_tap;
       }
     }
@@ -571,7 +571,7 @@ class ConvKernel : public Kernel {
                           const float* xp, const float* wp, const float* bp, float* yp) const {
     std::shared_ptr<const PackedB> wt;
     {
-      std::lock_guard lock(tap_mutex_);
+      std::lock_guard lock(lazy_mutex_);
       if (!weights_t_) weights_t_ = std::make_shared<PackedB>(wp, depth, c_out, depth, true);
       wt = weights_t_;
     }
@@ -591,11 +591,13 @@ class ConvKernel : public Kernel {
   }
 
   int64_t group_;
-  std::vector<PackedA> packed_;                       // per group, when the weights are constant
-  mutable std::shared_ptr<const PackedB> weights_t_;  // W^T, for run_channels_first
-  // Per (group, window offset), for run_by_tap; made on first use (constant weights only).
-  mutable std::mutex tap_mutex_;
+  std::vector<PackedA> packed_;  // per group, when the weights are constant
+  // Weight layouts made on first use (constant weights only; the image size picks the path),
+  // guarded by lazy_mutex_: per (group, window offset) for run_by_tap, W^T for
+  // run_channels_first.
+  mutable std::mutex lazy_mutex_;
   mutable std::shared_ptr<const std::vector<PackedA>> tap_packed_;
+  mutable std::shared_ptr<const PackedB> weights_t_;
 };
 
 // ConvInteger: y (int32) = conv(x - x_zero_point, w - w_zero_point), no bias. x_zero_point is
