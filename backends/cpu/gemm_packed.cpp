@@ -27,11 +27,14 @@ std::shared_ptr<float[]> aligned_floats(int64_t count) {
 // The micro-kernel: a tile of `rows` (<= 8) x `nv` vectors of C from a packed A block
 // (kc x 8) and a packed B panel (kc x nv*16). The last vector's columns are masked by `mask`.
 // `first`: start from the bias (or 0) instead of C; `last`: C is final, apply the activation.
-template <int NV>
+// B's rows are a packed panel (`b_stride` apart) or, with kRows, start at b + offsets[p]
+// (unaligned; the last vector's load is masked too, so nothing past the columns is read).
+template <int NV, bool kRows>
 __attribute__((target("avx512f"))) void micro_kernel(int64_t kc, const float* a, const float* b,
-                                                     int64_t b_stride, float* c, int64_t ldc,
-                                                     int64_t rows, __mmask16 mask, bool first,
-                                                     const float* bias, const float* col_bias) {
+                                                     int64_t b_stride, const int64_t* offsets,
+                                                     float* c, int64_t ldc, int64_t rows,
+                                                     __mmask16 mask, bool first, const float* bias,
+                                                     const float* col_bias) {
   __m512 acc[kMr][NV];
 #pragma GCC unroll 8
   for (int i = 0; i < kMr; ++i) {
@@ -53,8 +56,16 @@ __attribute__((target("avx512f"))) void micro_kernel(int64_t kc, const float* a,
   }
   for (int64_t p = 0; p < kc; ++p) {
     __m512 bv[NV];
+    if constexpr (kRows) {
+      const float* row = b + offsets[p];
 #pragma GCC unroll 3
-    for (int j = 0; j < NV; ++j) bv[j] = _mm512_load_ps(b + p * b_stride + j * kLanes);
+      for (int j = 0; j < NV; ++j)
+        bv[j] = j == NV - 1 ? _mm512_maskz_loadu_ps(mask, row + j * kLanes)
+                            : _mm512_loadu_ps(row + j * kLanes);
+    } else {
+#pragma GCC unroll 3
+      for (int j = 0; j < NV; ++j) bv[j] = _mm512_load_ps(b + p * b_stride + j * kLanes);
+    }
 #pragma GCC unroll 8
     for (int i = 0; i < kMr; ++i) {
       const __m512 av = _mm512_set1_ps(a[p * kMr + i]);
@@ -97,7 +108,8 @@ struct BSource {
   const float* raw = nullptr;
   int64_t ldb = 0;
   const float* packed = nullptr;
-  const BPacker* packer = nullptr;
+  const BRows* rows = nullptr;
+  bool packs() const { return !packed && !rows; }
 };
 
 constexpr int64_t kGroup = 4;  // B panels packed ahead per depth block (4 x 48 KB)
@@ -135,14 +147,10 @@ void run_strip_group(const float* packed_a, int64_t k, const BSource& b, int64_t
   const int64_t strips = (j1 - j0 + kNr - 1) / kNr;
   for (int64_t p0 = 0; p0 < k; p0 += kKc) {
     const int64_t kc = std::min(kKc, k - p0);
-    for (int64_t s = 0; s < strips && !b.packed; ++s) {
+    for (int64_t s = 0; s < strips && b.packs(); ++s) {
       const int64_t j = j0 + s * kNr, width = std::min(kNr, j1 - j);
       const int nv = static_cast<int>((width + kLanes - 1) / kLanes);
-      float* panel = panels + s * kKc * kNr;
-      if (b.packer)
-        b.packer->pack(p0, kc, j, width, nv * kLanes, panel);
-      else
-        pack_b(b.raw, b.ldb, p0, kc, j, width, nv, panel);
+      pack_b(b.raw, b.ldb, p0, kc, j, width, nv, panels + s * kKc * kNr);
     }
     for (int64_t rr = r0; rr < r1; rr += kMc)
       for (int64_t s = 0; s < strips; ++s) {
@@ -151,26 +159,30 @@ void run_strip_group(const float* packed_a, int64_t k, const BSource& b, int64_t
         const int64_t tail = width - (nv - 1) * kLanes;
         const __mmask16 mask = static_cast<__mmask16>(tail >= kLanes ? 0xffff : (1u << tail) - 1);
         const float* cb = col_bias ? col_bias + j : nullptr;
-        const float* bp =
-            b.packed ? b.packed + (j / kNr) * k * kNr + p0 * kNr : panels + s * kKc * kNr;
+        const float* bp = b.rows     ? b.rows->base + j
+                          : b.packed ? b.packed + (j / kNr) * k * kNr + p0 * kNr
+                                     : panels + s * kKc * kNr;
         const int64_t b_stride = b.packed ? kNr : nv * kLanes;
+        const int64_t* offsets = b.rows ? b.rows->offsets + p0 : nullptr;
         for (int64_t r = rr; r < std::min(r1, rr + kMc); r += kMr) {
           const float* ab = packed_a + (r / kMr) * k * kMr + p0 * kMr;
           float* ct = c + r * ldc + j;
           const int64_t rows = std::min(kMr, r1 - r);
           const float* bt = bias ? bias + r : nullptr;
           const bool first = p0 == 0;
-          switch (nv) {
-            case 1:
-              micro_kernel<1>(kc, ab, bp, b_stride, ct, ldc, rows, mask, first, bt, cb);
-              break;
-            case 2:
-              micro_kernel<2>(kc, ab, bp, b_stride, ct, ldc, rows, mask, first, bt, cb);
-              break;
-            default:
-              micro_kernel<3>(kc, ab, bp, b_stride, ct, ldc, rows, mask, first, bt, cb);
-              break;
-          }
+          auto tile = [&]<int NV>() {
+            if (b.rows)
+              micro_kernel<NV, true>(kc, ab, bp, 0, offsets, ct, ldc, rows, mask, first, bt, cb);
+            else
+              micro_kernel<NV, false>(kc, ab, bp, b_stride, nullptr, ct, ldc, rows, mask, first, bt,
+                                      cb);
+          };
+          if (nv == 1)
+            tile.template operator()<1>();
+          else if (nv == 2)
+            tile.template operator()<2>();
+          else
+            tile.template operator()<3>();
         }
       }
   }
@@ -310,28 +322,18 @@ void gemm_packed(const PackedA& a, const float* b, int64_t ldb, int64_t n, float
   run_tiles(a.data_.get(), m, k, src, n, c, ldc, bias, nullptr, act, pool);
 }
 
-void gemm_packed(const PackedA& a, const BPacker& b, int64_t n, float* c, int64_t ldc,
+void gemm_packed(const PackedA& a, const BRows& b, int64_t n, float* c, int64_t ldc,
                  const float* bias, const Activation& act, const ThreadPool& pool) {
   const int64_t m = a.rows(), k = a.depth();
   if (m == 0 || n == 0) return;
-  if (!a.data_) {  // no AVX-512: materialise B, then the OpenBLAS path
+  if (!a.data_) {  // no AVX-512: gather B, then the OpenBLAS path
     std::vector<float> full(static_cast<size_t>(std::max<int64_t>(k, 1) * n));
-    for (int64_t p0 = 0; p0 < k; p0 += kKc)
-      for (int64_t j = 0; j < n; j += kNr) {
-        const int64_t kc = std::min(kKc, k - p0), width = std::min(kNr, n - j);
-        std::vector<float> panel(static_cast<size_t>(kc * kNr));
-        b.pack(p0, kc, j, width, kNr, panel.data());
-        for (int64_t p = 0; p < kc; ++p)
-          std::copy(panel.begin() + p * kNr, panel.begin() + p * kNr + width,
-                    full.begin() + (p0 + p) * n + j);
-      }
+    for (int64_t p = 0; p < k; ++p)
+      std::copy(b.base + b.offsets[p], b.base + b.offsets[p] + n, full.begin() + p * n);
     return gemm_packed(a, full.data(), n, n, c, ldc, bias, act, pool);
   }
-  // Each tile task packs the panels of its own strips as it goes, while they are in cache.
-  // (Packing all of B ahead, chunk by chunk, measured 1.5x slower on Real-ESRGAN's 256x256
-  // convs: the packed chunk went through memory.)
   BSource src;
-  src.packer = &b;
+  src.rows = &b;
   run_tiles(a.data_.get(), m, k, src, n, c, ldc, bias, nullptr, act, pool);
 }
 

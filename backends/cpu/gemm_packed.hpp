@@ -21,14 +21,12 @@
 
 namespace quilt::cpu {
 
-// A right operand that is never materialised: pack() writes rows [p0, p0 + kc) x columns
-// [j0, j0 + width) of B into panel (row stride `stride` >= width; columns past width must be
-// zero). Convolutions unfold their input straight into the GEMM's panels this way.
-class BPacker {
- public:
-  virtual ~BPacker() = default;
-  virtual void pack(int64_t p0, int64_t kc, int64_t j0, int64_t width, int64_t stride,
-                    float* panel) const = 0;
+// A right operand read in place, never packed: row p of B is the n floats at
+// base + offsets[p]. A convolution reads its windows this way from a zero-padded copy of its
+// input: row (channel, window offset) is that copy shifted by the offset.
+struct BRows {
+  const float* base = nullptr;
+  const int64_t* offsets = nullptr;  // one per row of B (the packed A's depth)
 };
 
 class PackedA {
@@ -42,7 +40,7 @@ class PackedA {
  private:
   friend void gemm_packed(const PackedA&, const float*, int64_t, int64_t, float*, int64_t,
                           const float*, const Activation&, const ThreadPool&);
-  friend void gemm_packed(const PackedA&, const BPacker&, int64_t, float*, int64_t, const float*,
+  friend void gemm_packed(const PackedA&, const BRows&, int64_t, float*, int64_t, const float*,
                           const Activation&, const ThreadPool&);
   int64_t m_ = 0, k_ = 0;
   std::shared_ptr<float[]> data_;  // [ceil(m / 8)][k][8], rows past m are zero
@@ -51,8 +49,8 @@ class PackedA {
   int64_t lda_ = 0;
 };
 
-// The same with B given by a packer (n columns, a.depth() rows).
-void gemm_packed(const PackedA& a, const BPacker& b, int64_t n, float* c, int64_t ldc,
+// The same with B read in place (n columns, a.depth() rows).
+void gemm_packed(const PackedA& a, const BRows& b, int64_t n, float* c, int64_t ldc,
                  const float* bias, const Activation& act, const ThreadPool& pool);
 
 // The right operand of a product whose left one changes every run (MatMul or Gemm with constant

@@ -77,6 +77,18 @@ c.node("conv2d_resnet_stem", "Conv", {"x": rand(1, 3, 32, 32)},
        **CONV_TOL)
 c.node("conv2d_odd_large", "Conv", {"x": rand(3, 7, 13, 11), "w": rand(9, 7, 3, 3)},
        pads=[1, 1, 1, 1], **CONV_TOL)
+# Large enough for the GEMM's blocking (depth > 256, more than 64 output channels with a row
+# tail, many 48-column strips, two images) on the shifted-input path (ConvKernel's ShiftedInput):
+# stride 1; strides and dilations that use several phase planes with asymmetric pads; a strided
+# 1x1 conv whose planes are exactly the output's width.
+c.node("conv2d_shifted_blocks", "Conv", {"x": rand(2, 40, 23, 21)},
+       initializers={"w": rand(70, 40, 3, 3), "b": rand(70)}, pads=[1, 1, 1, 1],
+       rtol=1e-4, atol=1e-3)
+c.node("conv2d_shifted_phases", "Conv", {"x": rand(1, 24, 30, 27)},
+       initializers={"w": rand(20, 24, 3, 5)}, pads=[2, 3, 1, 4], strides=[2, 3],
+       dilations=[2, 1], rtol=1e-4, atol=1e-3)
+c.node("conv2d_shifted_1x1_stride2", "Conv", {"x": rand(1, 16, 31, 30)},
+       initializers={"w": rand(24, 16, 1, 1), "b": rand(24)}, strides=[2, 2], **CONV_TOL)
 c.node("conv1d_basic", "Conv", {"x": rand(2, 3, 10), "w": rand(4, 3, 3), "b": rand(4)},
        **CONV_TOL)
 c.node("conv1d_strides_pads_dil", "Conv", {"x": rand(1, 2, 17), "w": rand(3, 2, 4)},
