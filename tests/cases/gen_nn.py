@@ -87,6 +87,8 @@ c.node("conv2d_shifted_blocks", "Conv", {"x": rand(2, 40, 23, 21)},
 c.node("conv2d_shifted_phases", "Conv", {"x": rand(1, 24, 30, 27)},
        initializers={"w": rand(20, 24, 3, 5)}, pads=[2, 3, 1, 4], strides=[2, 3],
        dilations=[2, 1], rtol=1e-4, atol=1e-3)
+c.node("conv2d_shifted_wide_pads", "Conv", {"x": rand(1, 8, 30, 17)},
+       initializers={"w": rand(4, 8, 2, 2), "b": rand(4)}, pads=[5, 4, 3, 6], **CONV_TOL)
 c.node("conv2d_shifted_1x1_stride2", "Conv", {"x": rand(1, 16, 31, 30)},
        initializers={"w": rand(24, 16, 1, 1), "b": rand(24)}, strides=[2, 2], **CONV_TOL)
 c.node("conv1d_basic", "Conv", {"x": rand(2, 3, 10), "w": rand(4, 3, 3), "b": rand(4)},

@@ -27,6 +27,14 @@ namespace {
 
 using Dims3 = std::array<int64_t, 3>;
 
+// The row stride of a product buffer of `cols` columns: a whole number of cache lines, so the
+// GEMM's threads, which split the columns in 48-float strips, never write the same line (rows
+// of 210 floats had them share a line at every strip edge: ResNet-50's 14x14 3x3 product took
+// 0.70 ms instead of 0.54).
+int64_t wide_stride(int64_t cols) {
+  return (cols + 15) / 16 * 16;
+}
+
 // Upper bound of the unfolded-input buffer of the im2col path.
 constexpr int64_t kColBytes = 16 << 20;
 
@@ -233,7 +241,7 @@ class ShiftedInput {
   ShiftedInput(const Geometry& g, const std::vector<int64_t>& taps, int64_t channels)
       : g_(g), channels_(channels) {
     const int64_t sh = g.stride[1], sw = g.stride[2];
-    int64_t max_dh = 0, max_dw = 0;
+    int64_t max_dh = 0;
     std::vector<int64_t> phase_index(static_cast<size_t>(sh * sw), -1);
     std::vector<std::array<int64_t, 3>> shift;  // per tap: phase, row shift, column shift
     for (int64_t t : taps) {
@@ -246,9 +254,19 @@ class ShiftedInput {
       }
       shift.push_back({ph, oh / sh, ow / sw});
       max_dh = std::max(max_dh, oh / sh);
-      max_dw = std::max(max_dw, ow / sw);
     }
-    wq_ = g.out[2] + max_dw;
+    // A row's right padding is the next row's left padding: columns read past the row's end
+    // wrap onto zeros. So a row needs the columns that hold input and those read before the
+    // wrap, not both paddings (3x3 on 14x14: 15 columns, not 16; an eighth fewer products).
+    wq_ = g.out[2];  // at least: output (oh, ow) is column oh * wq + ow
+    for (size_t p = 0; p < phases_.size(); ++p) {
+      int64_t reach = 0;  // the largest column shift of the taps in this phase
+      for (const auto& [ph, dh, dw] : shift)
+        if (ph == static_cast<int64_t>(p)) reach = std::max(reach, dw);
+      const int64_t wide = g.out[2] + reach;
+      const auto [qlo, qhi] = valid_range(wide, g.in[2], sw, phases_[p].second - g.pad[2]);
+      wq_ = std::max({wq_, std::min(qhi, wide), wide - qlo});
+    }
     hq_ = g.out[1] + max_dh + 1;  // + 1: the dropped columns of the last row read one row on
     plane_ = hq_ * wq_;
     const int64_t nph = static_cast<int64_t>(phases_.size()),
@@ -416,18 +434,21 @@ class ConvKernel : public Kernel {
     if (planar) {
       shifted.emplace(g, taps, cg);
       if (shifted->width() != g.out[2])
-        wide = Tensor::scratch(DType::Float32, {mg, shifted->columns()}, false);
+        wide = Tensor::scratch(DType::Float32, {mg, wide_stride(shifted->columns())}, false);
     } else if (!pointwise) {
       col.reset(new float[depth * block * g.out[2] + 1]);
     }
+    std::vector<int64_t> plane_offsets(pointwise ? static_cast<size_t>(cg) : 0);
+    for (size_t c = 0; c < plane_offsets.size(); ++c)
+      plane_offsets[c] = static_cast<int64_t>(c) * ivol;
     for (int64_t n = 0; n < batch; ++n)
       for (int64_t grp = 0; grp < group_; ++grp) {
         const float* xg = xp + (n * c_in + grp * cg) * ivol;
         float* yg = yp + (n * c_out + grp * mg) * ovol;
         const float* bg = bp ? bp + grp * mg : nullptr;
         const PackedA& pk = packed[static_cast<size_t>(grp)];
-        if (pointwise) {
-          gemm_packed(pk, xg, ovol, ovol, yg, ovol, bg, act, ctx.pool);
+        if (pointwise) {  // B is the input's channel planes, read in place
+          gemm_packed(pk, BRows{xg, plane_offsets.data()}, ovol, yg, ovol, bg, act, ctx.pool);
           continue;
         }
         if (shifted) {  // 1-D, 2-D: the GEMM reads the windows in place
@@ -438,12 +459,13 @@ class ConvKernel : public Kernel {
             continue;
           }
           float* wp = wide.data<float>();
-          gemm_packed(pk, shifted->rows(), cols, wp, cols, bg, act, ctx.pool);
+          const int64_t ldw = wide_stride(cols);
+          gemm_packed(pk, shifted->rows(), cols, wp, ldw, bg, act, ctx.pool);
           ctx.pool.parallel_for(mg, std::max<int64_t>(1, 16384 / ovol),
                                 [&](int64_t lo, int64_t hi) {
                                   for (int64_t m = lo; m < hi; ++m)
                                     for (int64_t oh = 0; oh < g.out[1]; ++oh)
-                                      std::copy_n(wp + m * cols + oh * shifted->width(), g.out[2],
+                                      std::copy_n(wp + m * ldw + oh * shifted->width(), g.out[2],
                                                   yg + m * ovol + oh * g.out[2]);
                                 });
           continue;
