@@ -6,6 +6,7 @@
 // dims), so one code path serves every rank.
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -33,6 +34,26 @@ using Dims3 = std::array<int64_t, 3>;
 // 0.70 ms instead of 0.54).
 int64_t wide_stride(int64_t cols) {
   return (cols + 15) / 16 * 16;
+}
+
+// Working buffers of a conv run, `slot` 0 or 1: per thread, grown to the largest request and
+// kept. Allocating them per run page-faulted them in every time; taking them from the tensor
+// buffer cache filled its 64 MB with input-sized copies on YOLOv5s (many distinct sizes), so
+// the activations' own buffers fell out of it and were faulted in every run (59 -> 66 ms).
+float* thread_scratch(int slot, int64_t count) {
+  struct Buffer {
+    std::unique_ptr<float[], void (*)(void*)> data{nullptr, std::free};
+    int64_t size = 0;
+  };
+  thread_local std::array<Buffer, 2> buffers;
+  Buffer& b = buffers[static_cast<size_t>(slot)];
+  if (b.size < count) {
+    const size_t bytes = (static_cast<size_t>(count) * sizeof(float) + 63) / 64 * 64;
+    b.data.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
+    if (!b.data) throw std::bad_alloc();
+    b.size = count;
+  }
+  return b.data.get();
 }
 
 // Upper bound of the unfolded-input buffer of the im2col path.
@@ -277,13 +298,12 @@ class ShiftedInput {
         const auto [ph, dh, dw] = shift[static_cast<size_t>(t)];
         offsets_[static_cast<size_t>(c * ntaps + t)] = (c * nph + ph) * plane_ + dh * wq_ + dw;
       }
-    // From the buffer cache: a fresh allocation of this size page-faults in on every run.
-    data_ = Tensor::scratch(DType::Float32, {channels * nph * plane_}, false);
+    data_ = thread_scratch(0, channels * nph * plane_);
   }
 
   int64_t width() const { return wq_; }
   int64_t columns() const { return g_.out[1] * wq_; }  // of the product
-  BRows rows() const { return {data_.data<float>(), offsets_.data()}; }
+  BRows rows() const { return {data_, offsets_.data()}; }
 
   // Copies channels [0, channels) of x (one image, one group) in.
   void fill(const float* x, const ThreadPool& pool) {
@@ -294,7 +314,7 @@ class ShiftedInput {
                         for (int64_t cp = lo; cp < hi; ++cp) {
                           const auto [ph, pw] = phases_[static_cast<size_t>(cp % nph)];
                           const float* xc = x + cp / nph * ivol;
-                          float* dst = data_.data<float>() + cp * plane_;
+                          float* dst = data_ + cp * plane_;
                           // Plane column q reads input column q * sw + pw - pad, inside for
                           // q in [qlo, qhi).
                           const auto [qlo, qhi] = valid_range(wq_, g_.in[2], sw, pw - g_.pad[2]);
@@ -321,7 +341,7 @@ class ShiftedInput {
   int64_t channels_, wq_ = 0, hq_ = 0, plane_ = 0;
   std::vector<std::pair<int64_t, int64_t>> phases_;  // (row, column) phase of each plane
   std::vector<int64_t> offsets_;
-  Tensor data_;
+  float* data_;
 };
 
 // The kernel offsets that read inside the input for at least one output. With large dilations
@@ -430,11 +450,11 @@ class ConvKernel : public Kernel {
     const bool planar = !pointwise && g.out[0] == 1 && g.kernel[0] == 1;
     std::optional<ShiftedInput> shifted;
     std::unique_ptr<float[]> col;
-    Tensor wide;  // the product, shifted->width() columns per output row
+    float* wide = nullptr;  // the product, shifted->width() columns per output row
     if (planar) {
       shifted.emplace(g, taps, cg);
       if (shifted->width() != g.out[2])
-        wide = Tensor::scratch(DType::Float32, {mg, wide_stride(shifted->columns())}, false);
+        wide = thread_scratch(1, mg * wide_stride(shifted->columns()));
     } else if (!pointwise) {
       col.reset(new float[depth * block * g.out[2] + 1]);
     }
@@ -458,7 +478,7 @@ class ConvKernel : public Kernel {
             gemm_packed(pk, shifted->rows(), cols, yg, ovol, bg, act, ctx.pool);
             continue;
           }
-          float* wp = wide.data<float>();
+          float* wp = wide;
           const int64_t ldw = wide_stride(cols);
           gemm_packed(pk, shifted->rows(), cols, wp, ldw, bg, act, ctx.pool);
           ctx.pool.parallel_for(mg, std::max<int64_t>(1, 16384 / ovol),
