@@ -38,7 +38,7 @@ int64_t wide_stride(int64_t cols) {
 
 // Working buffers of a conv run, `slot` 0 or 1: per thread, grown to the largest request and
 // kept. Allocating them per run page-faulted them in every time; taking them from the tensor
-// buffer cache filled its 64 MB with input-sized copies on YOLOv5s (many distinct sizes), so
+// buffer cache (then 64 MB) filled it with input-sized copies on YOLOv5s (many distinct sizes), so
 // the activations' own buffers fell out of it and were faulted in every run (59 -> 66 ms).
 float* thread_scratch(int slot, int64_t count) {
   struct Buffer {
