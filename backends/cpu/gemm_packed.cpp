@@ -236,12 +236,14 @@ void run_tiles(const float* packed_a, int64_t m, int64_t k, const BSource& b, in
   // - C's rows are not whole cache lines (ldc not a multiple of 16: 14x14 maps are 196
   //   floats): threads writing neighbouring strips share a line at every strip edge, and C is
   //   loaded and stored once per depth block;
-  // - A is larger than the caches: every column task reads all of it from memory. FCN's
-  //   2048 -> 512 3x3 head (A = 38 MB) took 38 ms split by columns, 33 by rows.
+  // - A is larger than L2 (1 MB): in a model the weights come from memory on every run, and
+  //   every column task would read all of them again. FCN's 2048 -> 512 3x3 head (A = 38 MB)
+  //   took 38 ms split by columns, 33 by rows; ResNet-50's 512-channel 3x3 convs on 7x7 maps
+  //   (A = 9.4 MB, two column strips) 1.4 -> 1.0 ms in the model.
   // Otherwise columns: a task's strip of B stays in L1 across all its rows (a 3x3 stride-2
-  // conv on 28x28 measured 0.76 ms by columns, 0.83 by rows).
+  // conv on 28x28, A in cache, measured 0.76 ms by columns, 0.83 by rows).
   const bool by_rows = b.rows && row_blocks >= 4 * pool.threads() &&
-                       (ldc % kLanes != 0 || m * k > (int64_t{4} << 20));
+                       (ldc % kLanes != 0 || m * k > (int64_t{1} << 18));
   if (by_rows) col_tasks = 1;
   const int64_t row_tasks = std::min(row_blocks, (want + col_tasks - 1) / col_tasks);
   const int64_t tasks = col_tasks * row_tasks;

@@ -84,15 +84,15 @@ c.model("atrous_grouped_strided_silu", [
     N("Conv", ["x", "wa"], ["c"], pads=[5, 4, 5, 4], dilations=[5, 4], strides=[2, 1], group=3),
     N("Sigmoid", ["c"], ["s"]), N("Mul", ["c", "s"], ["y"])],
     {"x": rand(2, 6, 7, 6)}, ["y"], {"wa": rand(9, 2, 3, 3)})
-# Small images with many output channels (ResNet-50's 7x7 stage) vectorise over channels
-# (ConvKernel::channels_first): a 3x3 conv with bias and Relu over a batch, a strided 1x1 conv,
-# and a pointwise one without bias.
-c.model("channels_first_3x3_relu", [N("Conv", ["x", "w96", "b96"], ["c"], pads=[1, 1, 1, 1]),
+# Small images with many output channels (ResNet-50's 7x7 stage): rows of 49 or 36 floats are
+# not whole cache lines, so the GEMM splits its rows across threads, not its column strips. A 3x3
+# conv with bias and Relu over a batch, a strided 1x1 conv, and a pointwise one without bias.
+c.model("small_map_3x3_relu", [N("Conv", ["x", "w96", "b96"], ["c"], pads=[1, 1, 1, 1]),
                                     N("Relu", ["c"], ["y"])],
         {"x": rand(2, 16, 7, 7)}, ["y"], {"w96": rand(96, 16, 3, 3), "b96": rand(96)})
-c.model("channels_first_1x1_strided", [N("Conv", ["x", "w144", "b144"], ["y"], strides=[2, 2])],
+c.model("small_map_1x1_strided", [N("Conv", ["x", "w144", "b144"], ["y"], strides=[2, 2])],
         {"x": rand(1, 24, 13, 13)}, ["y"], {"w144": rand(144, 24, 1, 1), "b144": rand(144)})
-c.model("channels_first_pointwise", [N("Conv", ["x", "w48"], ["y"])],
+c.model("small_map_pointwise", [N("Conv", ["x", "w48"], ["y"])],
         {"x": rand(1, 40, 7, 7)}, ["y"], {"w48": rand(48, 40, 1, 1)})
 # Gemm followed by a row bias Add (GPT-2's projections), with and without its own C.
 c.model("gemm_add_bias_tanh", [N("Gemm", ["a", "wg"], ["g"]), N("Add", ["g", "bm"], ["s"]),

@@ -419,8 +419,6 @@ class ConvKernel : public Kernel {
     }
     const std::vector<PackedA>& packed = run_packed.empty() ? packed_ : run_packed;
     const int64_t depth = cg * kl;
-    if (run_packed.empty() && channels_first(c_out, ovol, depth))
-      return run_channels_first(ctx, g, taps, pointwise, batch, c_in, c_out, depth, xp, wp, bp, yp);
 
     // Small images in a batch (e.g. 8x8 digits): one image's GEMM is too small to split, so
     // split the batch across the pool instead.
@@ -645,54 +643,12 @@ class ConvKernel : public Kernel {
         });
   }
 
-  // Small images (ResNet-50's 7x7 stage: N = 49 pixels) fill the micro-kernel's 48-pixel strips
-  // badly (49 = 48 + 1, about half the lanes idle). Vectorising over output channels instead,
-  // C^T = X_unfolded^T W^T, fills them when there are many channels: 512 channels are 11
-  // strips of 48, 49 pixels 7 panels of 8. Used for images of under two strips when that wastes
-  // less than a third of the lanes the usual layout wastes, for ungrouped convs with constant
-  // weights (14x14 maps too measured even, with 10 MB more of transposed weights).
-  bool channels_first(int64_t c_out, int64_t ovol, int64_t depth) const {
-    if (group_ != 1 || packed_.empty() || !gemm_packed_native()) return false;
-    if (depth * ovol * static_cast<int64_t>(sizeof(float)) > kColBytes) return false;
-    auto fill = [](int64_t n, int64_t unit) {
-      return static_cast<double>(n) / static_cast<double>((n + unit - 1) / unit * unit);
-    };
-    const double usual = fill(ovol, 48), flipped = fill(c_out, 48) * fill(ovol, 8);
-    return ovol < 2 * 48 && 1.0 - flipped < (1.0 - usual) / 3.0;
-  }
-
-  void run_channels_first(KernelContext& ctx, const Geometry& g, const std::vector<int64_t>& taps,
-                          bool pointwise, int64_t batch, int64_t c_in, int64_t c_out, int64_t depth,
-                          const float* xp, const float* wp, const float* bp, float* yp) const {
-    std::shared_ptr<const PackedB> wt;
-    {
-      std::lock_guard lock(lazy_mutex_);
-      if (!weights_t_) weights_t_ = std::make_shared<PackedB>(wp, depth, c_out, depth, true);
-      wt = weights_t_;
-    }
-    const int64_t ovol = g.out_size(), ivol = g.in_size();
-    std::unique_ptr<float[]> col(pointwise ? nullptr : new float[depth * ovol]);
-    std::unique_ptr<float[]> yt(new float[ovol * c_out]);  // pixels x channels
-    for (int64_t n = 0; n < batch; ++n) {
-      const float* xg = xp + n * c_in * ivol;
-      if (!pointwise) im2col(g, taps, xg, c_in, 0, g.out[0] * g.out[1], col.get(), ctx.pool);
-      // The unfolded input is depth x pixels: the left operand, transposed.
-      gemm_packed_b(pointwise ? xg : col.get(), ovol, true, ovol, *wt, yt.get(), c_out, bp,
-                    ctx.activation, ctx.pool);
-      float* yn = yp + n * c_out * ovol;
-      for (int64_t p = 0; p < ovol; ++p)
-        for (int64_t m = 0; m < c_out; ++m) yn[m * ovol + p] = yt[p * c_out + m];
-    }
-  }
-
   int64_t group_;
   std::vector<PackedA> packed_;  // per group, when the weights are constant
-  // Weight layouts made on first use (constant weights only; the image size picks the path),
-  // guarded by lazy_mutex_: per (group, window offset) for run_by_tap, W^T for
-  // run_channels_first.
+  // Weights per (group, window offset) for run_by_tap, made on first use (constant weights
+  // only; the image size picks the path), guarded by lazy_mutex_.
   mutable std::mutex lazy_mutex_;
   mutable std::shared_ptr<const std::vector<PackedA>> tap_packed_;
-  mutable std::shared_ptr<const PackedB> weights_t_;
 };
 
 // ConvInteger: y (int32) = conv(x - x_zero_point, w - w_zero_point), no bias. x_zero_point is
