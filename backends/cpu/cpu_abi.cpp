@@ -302,7 +302,9 @@ quilt_status_t compile(quilt_device_t, const quilt_graph_t* g, quilt_executable_
       for (size_t i = 0; offer_done && i < cn.inputs.size(); ++i) {
         const int32_t v = cn.inputs[i];
         if (v < 0 || !exe->table.constants[v].defined()) continue;
-        if (cn.kernel->reads_constant(i) || cn.bias_input == static_cast<int32_t>(i)) read[v] = 1;
+        if (cn.kernel->reads_constant(i) || cn.bias_input == static_cast<int32_t>(i) ||
+            cn.residual_input == static_cast<int32_t>(i))
+          read[v] = 1;
         if (--readers_left[v] == 0 && !read[v]) g->constant_done(g->constant_done_context, v);
       }
     }
@@ -373,6 +375,7 @@ void run(const quilt_device_s& device, const quilt_executable_s& exe,
     KernelContext ctx(cn.node, in_ptrs, out_types, outs, device.pool);
     ctx.activation = cn.activation;
     if (cn.bias_input >= 0) ctx.bias = in_ptrs[static_cast<size_t>(cn.bias_input)];
+    if (cn.residual_input >= 0) ctx.residual = in_ptrs[static_cast<size_t>(cn.residual_input)];
     const uint64_t start = timing ? host_now_ns() : 0;
     cn.kernel->run(ctx);
     if (timing) {

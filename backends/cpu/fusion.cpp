@@ -1,5 +1,6 @@
 #include "backends/cpu/fusion.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -68,6 +69,24 @@ bool is_row_bias_add(const PatchNode& add, int32_t out, const std::vector<TypeSh
   for (int64_t i = 0; i + 1 < t.rank(); ++i)
     if (t.dim(i) != 1) return false;
   return types[add.outputs[0]].dtype == DType::Float32;
+}
+
+// Add(out, r) or Add(r, out) with r another float32 value whose shape equals out's, every dim
+// known: the sum needs no broadcast, and r is read once, element for element.
+bool is_residual_add(const PatchNode& add, int32_t out, const std::vector<TypeShape>& types) {
+  if (add.node.op_type != "Add" || !add.node.domain.empty() || add.inputs.size() != 2 ||
+      add.outputs.empty() || add.outputs[0] < 0)
+    return false;
+  if ((add.inputs[0] == out) == (add.inputs[1] == out)) return false;  // neither, or out + out
+  const int32_t r = add.inputs[0] == out ? add.inputs[1] : add.inputs[0];
+  if (r < 0) return false;
+  const TypeShape &ot = types[out], &rt = types[r], &st = types[add.outputs[0]];
+  if (ot.dtype != DType::Float32 || rt.dtype != DType::Float32 || st.dtype != DType::Float32 ||
+      !ot.has_shape || !rt.has_shape || ot.dims != rt.dims)
+    return false;
+  for (int64_t d : ot.dims)
+    if (d < 0) return false;
+  return true;
 }
 
 bool near(std::optional<float> v, float want) {
@@ -188,6 +207,8 @@ int fuse_activations(std::vector<PatchNode>& nodes, const std::vector<TypeShape>
   for (size_t k = 0; k < nodes.size(); ++k)
     for (int32_t v : nodes[k].inputs)
       if (v >= 0 && !removed[k]) consumers[v].push_back(k);
+  std::vector<size_t> order(nodes.size());  // where each node runs: its index, or a folded Add's
+  for (size_t k = 0; k < nodes.size(); ++k) order[k] = k;
   auto only_consumer = [&](int32_t v) -> std::optional<size_t> {
     if (v < 0 || kept[v] || consumers[v].size() != 1) return std::nullopt;
     return consumers[v][0];
@@ -199,27 +220,36 @@ int fuse_activations(std::vector<PatchNode>& nodes, const std::vector<TypeShape>
     if (!entry || !entry->fuses_activation) continue;
     int32_t out = producer.outputs[0];
     if (out < 0 || types[out].dtype != DType::Float32) continue;
-    // A constant row bias added to the product (MatMul -> Add).
-    if (entry->bias_slot >= 0 && producer.bias_input < 0 &&
-        producer.inputs.size() <= static_cast<size_t>(entry->bias_slot)) {
+    // An Add that is out's only reader becomes an extra input of P at `slot` (`which` records
+    // it) when `fits` accepts it; P then produces the Add's output.
+    auto absorb_add = [&](int slot, int32_t& which, auto fits) {
+      if (slot < 0 || which >= 0 || producer.inputs.size() > static_cast<size_t>(slot)) return;
       std::optional<size_t> a = only_consumer(out);
-      if (a && !removed[*a] && is_row_bias_add(nodes[*a], out, types, constants)) {
-        const PatchNode& add = nodes[*a];
-        const size_t other = add.inputs[0] == out ? 1 : 0;
-        const auto slot = static_cast<size_t>(entry->bias_slot);
-        producer.inputs.resize(slot, -1);  // optional inputs the node leaves out stay absent
-        producer.node.inputs.resize(slot);
-        producer.bias_input = entry->bias_slot;
-        producer.inputs.push_back(add.inputs[other]);
-        producer.node.inputs.push_back(add.node.inputs[other]);
-        producer.outputs[0] = add.outputs[0];
-        producer.node.outputs[0] = add.node.outputs[0];
-        producer.folded.push_back(add.graph_index);
-        removed[*a] = 1;
-        ++folded;
-        out = producer.outputs[0];
-      }
-    }
+      if (!a || removed[*a] || !fits(nodes[*a])) return;
+      const PatchNode& add = nodes[*a];
+      const size_t other = add.inputs[0] == out ? 1 : 0;
+      producer.inputs.resize(static_cast<size_t>(slot), -1);  // absent optional inputs stay so
+      producer.node.inputs.resize(static_cast<size_t>(slot));
+      which = slot;
+      producer.inputs.push_back(add.inputs[other]);
+      producer.node.inputs.push_back(add.node.inputs[other]);
+      producer.outputs[0] = add.outputs[0];
+      producer.node.outputs[0] = add.node.outputs[0];
+      producer.folded.push_back(add.graph_index);
+      removed[*a] = 1;
+      ++folded;
+      out = producer.outputs[0];
+      // P may now read a value computed after it (ResNet's shortcut through the downsample
+      // conv): P runs where the Add ran, where every input of the Add is ready; P's output
+      // only fed the Add.
+      order[p] = order[*a];
+    };
+    // A constant row bias added to the product (MatMul -> Add).
+    absorb_add(entry->bias_slot, producer.bias_input,
+               [&](const PatchNode& add) { return is_row_bias_add(add, out, types, constants); });
+    // A residual Add: Add(out, r) or Add(r, out) with r another float32 value of out's shape.
+    absorb_add(entry->residual_slot, producer.residual_input,
+               [&](const PatchNode& add) { return is_residual_add(add, out, types); });
     // The SiLU pair: P's output read by exactly a Sigmoid and a Mul of (P, Sigmoid).
     if (!kept[out] && consumers[out].size() == 2) {
       size_t s = consumers[out][0], m = consumers[out][1];
@@ -253,10 +283,14 @@ int fuse_activations(std::vector<PatchNode>& nodes, const std::vector<TypeShape>
     removed[*a] = 1;
     ++folded;
   }
-  std::vector<PatchNode> out;
-  out.reserve(nodes.size() - static_cast<size_t>(folded));
+  std::vector<size_t> kept_nodes;
   for (size_t k = 0; k < nodes.size(); ++k)
-    if (!removed[k]) out.push_back(std::move(nodes[k]));
+    if (!removed[k]) kept_nodes.push_back(k);
+  std::stable_sort(kept_nodes.begin(), kept_nodes.end(),
+                   [&](size_t a, size_t b) { return order[a] < order[b]; });
+  std::vector<PatchNode> out;
+  out.reserve(kept_nodes.size());
+  for (size_t k : kept_nodes) out.push_back(std::move(nodes[k]));
   nodes = std::move(out);
   return folded;
 }

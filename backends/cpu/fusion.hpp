@@ -10,6 +10,9 @@
 //   MatMul -> Add(m, bias)         bias a constant [N] (or [1, ..., N]) row added to every row;
 //                                  an activation after the Add then fuses as above (BERT/ViT:
 //                                  MatMul -> Add -> Gelu is one kernel)
+//   Conv -> Add(c, r)              r any float32 value of c's shape, known at compile (a
+//                                  residual connection); an activation after the Add then
+//                                  fuses as above (ResNet: Conv -> Add -> Relu is one kernel)
 //
 // P's kernel must accept a fused activation (KernelRegistry::accept_fused_activation). P then
 // produces A's (or Mul's) output value and the folded nodes leave the patch. A value the patch
@@ -35,6 +38,7 @@ struct PatchNode {
   int32_t graph_index = 0;               // its index in the patch graph (node timings use it)
   Activation activation;                 // applied by the kernel to output 0
   int32_t bias_input = -1;               // index in inputs of a fused column bias (-1: none)
+  int32_t residual_input = -1;           // index in inputs of a fused residual (-1: none)
   std::vector<int32_t> folded;           // graph indices of the nodes folded into this one
 };
 

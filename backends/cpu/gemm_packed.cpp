@@ -127,7 +127,8 @@ void run_strip_group(const float* packed_a, int64_t k, const BSource& b, int64_t
 // its other convs.
 void run_tile_range(const float* packed_a, int64_t k, const BSource& b, int64_t j0, int64_t j1,
                     int64_t r0, int64_t r1, float* c, int64_t ldc, const float* bias,
-                    const float* col_bias, const Activation& act, float* panels) {
+                    const float* col_bias, const Activation& act, const float* residual,
+                    float* panels) {
   constexpr int64_t kMc = 64;
   for (int64_t g0 = j0; g0 < j1; g0 += kGroup * kNr)
     run_strip_group(packed_a, k, b, g0, std::min(j1, g0 + kGroup * kNr), r0, r1, c, ldc, bias,
@@ -138,6 +139,11 @@ void run_tile_range(const float* packed_a, int64_t k, const BSource& b, int64_t 
     for (int64_t r = r0; r < r1; ++r)
       for (int64_t q = 0; q < width; ++q)
         c[r * ldc + j0 + q] = (bias ? bias[r] : 0.f) + (cb ? cb[q] : 0.f);
+  for (int64_t r = r0; r < r1 && residual; ++r) {
+    float* row = c + r * ldc + j0;
+    const float* add = residual + r * ldc + j0;
+    for (int64_t q = 0; q < width; ++q) row[q] += add[q];
+  }
   if (!act.none())
     for (int64_t r = r0; r < r1; ++r) act.apply(c + r * ldc + j0, width);
 }
@@ -222,7 +228,7 @@ float* pack_a_for_call(const float* a, int64_t m, int64_t k, int64_t lda, bool t
 // Splits C (m x n) into tasks of whole micro-tiles and runs them across the pool.
 void run_tiles(const float* packed_a, int64_t m, int64_t k, const BSource& b, int64_t n, float* c,
                int64_t ldc, const float* bias, const float* col_bias, const Activation& act,
-               const ThreadPool& pool) {
+               const ThreadPool& pool, const float* residual = nullptr) {
   // About four tasks per thread, claimed dynamically, so uneven tiles even out (7x7 maps have
   // 49 columns: a 48-wide strip and a 1-wide one). Column strips first; rows too when there are
   // fewer strips than tasks. Products under ~1M multiply-adds run on the calling thread: waking
@@ -264,7 +270,8 @@ void run_tiles(const float* packed_a, int64_t m, int64_t k, const BSource& b, in
       const int64_t r0 = std::min(m, rt * blocks_per_task * kMr);
       const int64_t r1 = std::min(m, r0 + blocks_per_task * kMr);
       if (j0 < j1 && r0 < r1)
-        run_tile_range(packed_a, k, b, j0, j1, r0, r1, c, ldc, bias, col_bias, act, panel.get());
+        run_tile_range(packed_a, k, b, j0, j1, r0, r1, c, ldc, bias, col_bias, act, residual,
+                       panel.get());
     }
   };
   if (tasks == 1) {
@@ -344,18 +351,25 @@ void gemm_packed(const PackedA& a, const float* b, int64_t ldb, int64_t n, float
 }
 
 void gemm_packed(const PackedA& a, const BRows& b, int64_t n, float* c, int64_t ldc,
-                 const float* bias, const Activation& act, const ThreadPool& pool) {
+                 const float* bias, const Activation& act, const ThreadPool& pool,
+                 const float* residual) {
   const int64_t m = a.rows(), k = a.depth();
   if (m == 0 || n == 0) return;
-  if (!a.data_) {  // no AVX-512: gather B, then the OpenBLAS path
+  if (!a.data_) {  // no AVX-512: gather B, then the OpenBLAS path and the epilogue
     std::vector<float> full(static_cast<size_t>(std::max<int64_t>(k, 1) * n));
     for (int64_t p = 0; p < k; ++p)
       std::copy(b.base + b.offsets[p], b.base + b.offsets[p] + n, full.begin() + p * n);
-    return gemm_packed(a, full.data(), n, n, c, ldc, bias, act, pool);
+    if (!residual) return gemm_packed(a, full.data(), n, n, c, ldc, bias, act, pool);
+    gemm_packed(a, full.data(), n, n, c, ldc, bias, Activation{}, pool);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] += residual[i * ldc + j];
+      act.apply(c + i * ldc, n);
+    }
+    return;
   }
   BSource src;
   src.rows = &b;
-  run_tiles(a.data_.get(), m, k, src, n, c, ldc, bias, nullptr, act, pool);
+  run_tiles(a.data_.get(), m, k, src, n, c, ldc, bias, nullptr, act, pool, residual);
 }
 
 void gemm_raw(const float* a, int64_t lda, int64_t m, int64_t k, const float* b, int64_t ldb,

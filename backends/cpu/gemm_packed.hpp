@@ -41,7 +41,7 @@ class PackedA {
   friend void gemm_packed(const PackedA&, const float*, int64_t, int64_t, float*, int64_t,
                           const float*, const Activation&, const ThreadPool&);
   friend void gemm_packed(const PackedA&, const BRows&, int64_t, float*, int64_t, const float*,
-                          const Activation&, const ThreadPool&);
+                          const Activation&, const ThreadPool&, const float*);
   int64_t m_ = 0, k_ = 0;
   std::shared_ptr<float[]> data_;  // [ceil(m / 8)][k][8], rows past m are zero
   const float* source_ = nullptr;  // the unpacked A, for the fallback without AVX-512
@@ -49,9 +49,11 @@ class PackedA {
   int64_t lda_ = 0;
 };
 
-// The same with B read in place (n columns, a.depth() rows).
+// The same with B read in place (n columns, a.depth() rows). residual, when given, has C's
+// layout (row stride ldc) and is added to C before the activation.
 void gemm_packed(const PackedA& a, const BRows& b, int64_t n, float* c, int64_t ldc,
-                 const float* bias, const Activation& act, const ThreadPool& pool);
+                 const float* bias, const Activation& act, const ThreadPool& pool,
+                 const float* residual = nullptr);
 
 // The right operand of a product whose left one changes every run (MatMul or Gemm with constant
 // weights B: K x N, or N x K when transposed), packed once in 48-column panels.

@@ -65,6 +65,9 @@ class KernelContext {
   // A float32 row added to every row of output 0 before the activation, by kernels that accept
   // a fused bias; null for every other kernel.
   const Tensor* bias = nullptr;
+  // A float32 tensor of output 0's shape added to output 0 before the activation (a residual
+  // connection's Add), by kernels that accept a fused residual; null for every other kernel.
+  const Tensor* residual = nullptr;
 
  private:
   std::span<const Tensor* const> inputs_;
@@ -95,6 +98,8 @@ struct KernelEntry {
   KernelFactory create;
   bool fuses_activation = false;  // the kernel applies KernelContext::activation to output 0
   int bias_slot = -1;  // >= 0: adds KernelContext::bias, passed as this input, to its rows first
+  // >= 0: adds KernelContext::residual, passed as this input, to output 0 before the activation
+  int residual_slot = -1;
 };
 
 class KernelRegistry {
@@ -111,6 +116,9 @@ class KernelRegistry {
   // Marks op_type's kernel as adding KernelContext::bias (a row) to its output; the bias comes
   // as input `slot`, past every input the op itself can have (absent ones are filled in).
   void accept_fused_bias(const std::string& op_type, int slot, const std::string& domain = "");
+  // Marks op_type's kernel as adding KernelContext::residual (a tensor of output 0's shape) to
+  // output 0 before the activation; it comes as input `slot`, past every input of the op.
+  void accept_fused_residual(const std::string& op_type, int slot, const std::string& domain = "");
   // A faster kernel for an op already in the table (same capability answer); throws if absent.
   void replace_kernel(const std::string& op_type, KernelFactory create,
                       const std::string& domain = "");
@@ -118,6 +126,8 @@ class KernelRegistry {
   std::vector<std::string> op_types() const;
 
  private:
+  // op_type's entry; throws naming `caller` if there is none.
+  KernelEntry& entry_for(const std::string& op_type, const std::string& domain, const char* caller);
   std::vector<KernelEntry> entries_;
 };
 

@@ -59,25 +59,27 @@ void KernelRegistry::add(const std::string& op_type, SupportFn support, KernelFn
       KernelFactory([fn](const NodeSignature&) { return std::make_unique<FnKernel>(fn); }), domain);
 }
 
+KernelEntry& KernelRegistry::entry_for(const std::string& op_type, const std::string& domain,
+                                       const char* caller) {
+  for (auto& e : entries_)
+    if (e.op_type == op_type && e.domain == domain) return e;
+  throw Error(ErrorCode::Runtime,
+              std::string("[cpu backend] ") + caller + ": no kernel for " + op_type);
+}
+
 void KernelRegistry::accept_fused_activation(const std::string& op_type,
                                              const std::string& domain) {
-  for (auto& e : entries_)
-    if (e.op_type == op_type && e.domain == domain) {
-      e.fuses_activation = true;
-      return;
-    }
-  throw Error(ErrorCode::Runtime,
-              "[cpu backend] accept_fused_activation: no kernel for " + op_type);
+  entry_for(op_type, domain, "accept_fused_activation").fuses_activation = true;
 }
 
 void KernelRegistry::accept_fused_bias(const std::string& op_type, int slot,
                                        const std::string& domain) {
-  for (auto& e : entries_)
-    if (e.op_type == op_type && e.domain == domain) {
-      e.bias_slot = slot;
-      return;
-    }
-  throw Error(ErrorCode::Runtime, "[cpu backend] accept_fused_bias: no kernel for " + op_type);
+  entry_for(op_type, domain, "accept_fused_bias").bias_slot = slot;
+}
+
+void KernelRegistry::accept_fused_residual(const std::string& op_type, int slot,
+                                           const std::string& domain) {
+  entry_for(op_type, domain, "accept_fused_residual").residual_slot = slot;
 }
 
 void KernelRegistry::replace_kernel(const std::string& op_type, KernelFactory create,

@@ -94,6 +94,36 @@ c.model("small_map_1x1_strided", [N("Conv", ["x", "w144", "b144"], ["y"], stride
         {"x": rand(1, 24, 13, 13)}, ["y"], {"w144": rand(144, 24, 1, 1), "b144": rand(144)})
 c.model("small_map_pointwise", [N("Conv", ["x", "w48"], ["y"])],
         {"x": rand(1, 40, 7, 7)}, ["y"], {"w48": rand(48, 40, 1, 1)})
+# Residual connections (fusion.hpp: Conv -> Add(c, r) -> activation). The shortcut computed
+# after the main conv, as ResNet's downsample (the fused conv moves after it), on a product big
+# enough for several GEMM tasks; a padded 3x3 whose product is wider than the output; a batch of
+# small images; a depthwise conv; a dilated conv computed offset by offset; a 3-D conv; SiLU
+# after the sum. The input itself is the residual in most.
+c.model("residual_downsample_relu", [
+    N("Conv", ["x", "wm", "bm72"], ["m"]), N("Conv", ["x", "ws"], ["s"]),
+    N("Add", ["m", "s"], ["a"]), N("Relu", ["a"], ["y"])],
+    {"x": rand(1, 48, 20, 20)}, ["y"],
+    {"wm": rand(72, 48, 1, 1), "bm72": rand(72), "ws": rand(72, 48, 1, 1)})
+c.model("residual_3x3_wide", [N("Conv", ["x", "w6", "b6"], ["c"], pads=[1, 1, 1, 1]),
+                              N("Add", ["x", "c"], ["a"]), N("Relu", ["a"], ["y"])],
+        {"x": rand(1, 6, 11, 9)}, ["y"], {"w6": rand(6, 6, 3, 3), "b6": rand(6)})
+c.model("residual_small_batch", [N("Conv", ["x", "w6"], ["c"], pads=[1, 1, 1, 1]),
+                                 N("Add", ["c", "x"], ["a"]), N("Relu", ["a"], ["y"])],
+        {"x": rand(3, 6, 8, 8)}, ["y"], {"w6": rand(6, 6, 3, 3)})
+c.model("residual_depthwise_hardswish", [
+    N("Conv", ["x", "wdw6"], ["c"], group=6, pads=[1, 1, 1, 1]), N("Add", ["c", "x"], ["a"]),
+    N("HardSwish", ["a"], ["y"])], {"x": rand(1, 6, 9, 10)}, ["y"], {"wdw6": rand(6, 1, 3, 3)})
+c.model("residual_atrous_relu", [
+    N("Conv", ["x", "w4"], ["c"], pads=[6, 6, 6, 6], dilations=[6, 6]),
+    N("Add", ["c", "x"], ["a"]), N("Relu", ["a"], ["y"])],
+    {"x": rand(1, 4, 7, 7)}, ["y"], {"w4": rand(4, 4, 3, 3)})
+c.model("residual_3d", [N("Conv", ["x", "w3d"], ["c"], pads=[1, 1, 1, 1, 1, 1]),
+                        N("Add", ["c", "x"], ["y"])],
+        {"x": rand(1, 3, 4, 5, 6)}, ["y"], {"w3d": rand(3, 3, 3, 3, 3)})
+c.model("residual_silu", [N("Conv", ["x", "w6"], ["c"], pads=[1, 1, 1, 1]),
+                          N("Add", ["c", "x"], ["a"]), N("Sigmoid", ["a"], ["s"]),
+                          N("Mul", ["a", "s"], ["y"])],
+        {"x": rand(1, 6, 12, 12)}, ["y"], {"w6": rand(6, 6, 3, 3)})
 # Gemm followed by a row bias Add (GPT-2's projections), with and without its own C.
 c.model("gemm_add_bias_tanh", [N("Gemm", ["a", "wg"], ["g"]), N("Add", ["g", "bm"], ["s"]),
                                N("Tanh", ["s"], ["y"])],

@@ -386,6 +386,25 @@ class ConvKernel : public Kernel {
     Tensor& y = ctx.output_uninitialized(0);
     if (y.numel() == 0) return;
     const Activation& act = ctx.activation;
+    // A fused residual (fusion.hpp) is added before the activation: by the GEMM's epilogue on
+    // the pointwise and planar paths, else in one pass at the end, the activation deferred.
+    const float* rp = nullptr;
+    if (const Tensor* r = ctx.residual) {
+      if (r->dtype() != DType::Float32 || r->shape() != y.shape())
+        ctx.node.fail("fused residual is " + std::string(dtype_name(r->dtype())) + " " +
+                          to_string(r->shape()) + "; expected float32 " + to_string(y.shape()),
+                      ErrorCode::Runtime);
+      rp = r->data<float>();
+    }
+    const Activation none;
+    const Activation& act_before = rp ? none : act;  // for paths that add the residual after
+    auto add_residual = [&] {
+      ctx.pool.parallel_for(y.numel(), 16384, [&](int64_t lo, int64_t hi) {
+        float* yo = y.data<float>();
+        for (int64_t i = lo; i < hi; ++i) yo[i] += rp[i];
+        act.apply(yo + lo, hi - lo);
+      });
+    };
     const Geometry g = conv_geometry(ctx.node, x, w, y.shape());
     const int64_t batch = x.dim(0), c_in = x.dim(1), c_out = y.dim(1);
     const int64_t cg = c_in / group_, mg = c_out / group_;
@@ -394,13 +413,20 @@ class ConvKernel : public Kernel {
     const float* wp = w.data<float>();
     const float* bp = b ? b->data<float>() : nullptr;
     float* yp = y.data<float>();
-    if (cg == 1 && mg == 1) return run_depthwise(ctx, g, batch * c_out, c_out, xp, wp, bp, yp);
+    if (cg == 1 && mg == 1) {
+      run_depthwise(ctx, g, batch * c_out, c_out, xp, wp, bp, yp, act_before);
+      if (rp) add_residual();
+      return;
+    }
 
     const bool pointwise =
         kvol == 1 && g.in == g.out && g.stride == Dims3{1, 1, 1} && g.pad == Dims3{0, 0, 0};
     if (!pointwise)
-      if (std::vector<TapRegion> regions = sparse_tap_regions(g); !regions.empty())
-        return run_by_tap(ctx, g, regions, batch, c_in, c_out, xp, wp, bp, yp);
+      if (std::vector<TapRegion> regions = sparse_tap_regions(g); !regions.empty()) {
+        run_by_tap(ctx, g, regions, batch, c_in, c_out, xp, wp, bp, yp, act_before);
+        if (rp) add_residual();
+        return;
+      }
     // Offsets that only ever read padding are left out of K (their weights too); such weights
     // are packed for this run only.
     const std::vector<int64_t> taps = pointwise ? all_taps(g) : live_taps(g);
@@ -433,10 +459,11 @@ class ConvKernel : public Kernel {
             const float* xg = xp + (n * c_in + grp * cg) * ivol;
             if (!pointwise) im2col(g, taps, xg, cg, 0, g.out[0] * g.out[1], col.data(), serial);
             gemm_packed(packed[static_cast<size_t>(grp)], pointwise ? xg : col.data(), ovol, ovol,
-                        yp + (n * c_out + grp * mg) * ovol, ovol, bp ? bp + grp * mg : nullptr, act,
-                        serial);
+                        yp + (n * c_out + grp * mg) * ovol, ovol, bp ? bp + grp * mg : nullptr,
+                        act_before, serial);
           }
       });
+      if (rp) add_residual();
       return;
     }
     // The unfolded input is built a block of output rows at a time so that its size stays
@@ -465,26 +492,36 @@ class ConvKernel : public Kernel {
         float* yg = yp + (n * c_out + grp * mg) * ovol;
         const float* bg = bp ? bp + grp * mg : nullptr;
         const PackedA& pk = packed[static_cast<size_t>(grp)];
+        const float* rg = rp ? rp + (n * c_out + grp * mg) * ovol : nullptr;
         if (pointwise) {  // B is the input's channel planes, read in place
-          gemm_packed(pk, BRows{xg, plane_offsets.data()}, ovol, yg, ovol, bg, act, ctx.pool);
+          gemm_packed(pk, BRows{xg, plane_offsets.data()}, ovol, yg, ovol, bg, act, ctx.pool, rg);
           continue;
         }
         if (shifted) {  // 1-D, 2-D: the GEMM reads the windows in place
           shifted->fill(xg, ctx.pool);
           const int64_t cols = shifted->columns();
           if (shifted->width() == g.out[2]) {
-            gemm_packed(pk, shifted->rows(), cols, yg, ovol, bg, act, ctx.pool);
+            gemm_packed(pk, shifted->rows(), cols, yg, ovol, bg, act, ctx.pool, rg);
             continue;
           }
           float* wp = wide;
           const int64_t ldw = wide_stride(cols);
-          gemm_packed(pk, shifted->rows(), cols, wp, ldw, bg, act, ctx.pool);
+          gemm_packed(pk, shifted->rows(), cols, wp, ldw, bg, act_before, ctx.pool);
           ctx.pool.parallel_for(mg, std::max<int64_t>(1, 16384 / ovol),
                                 [&](int64_t lo, int64_t hi) {
                                   for (int64_t m = lo; m < hi; ++m)
-                                    for (int64_t oh = 0; oh < g.out[1]; ++oh)
-                                      std::copy_n(wp + m * ldw + oh * shifted->width(), g.out[2],
-                                                  yg + m * ovol + oh * g.out[2]);
+                                    for (int64_t oh = 0; oh < g.out[1]; ++oh) {
+                                      const float* src = wp + m * ldw + oh * shifted->width();
+                                      float* dst = yg + m * ovol + oh * g.out[2];
+                                      if (!rg) {
+                                        std::copy_n(src, g.out[2], dst);
+                                        continue;
+                                      }
+                                      const float* add = rg + m * ovol + oh * g.out[2];
+                                      for (int64_t ow = 0; ow < g.out[2]; ++ow)
+                                        dst[ow] = src[ow] + add[ow];
+                                      act.apply(dst, g.out[2]);
+                                    }
                                 });
           continue;
         }
@@ -492,9 +529,11 @@ class ConvKernel : public Kernel {
           const int64_t r1 = std::min(out_rows, r0 + block);
           const int64_t width = (r1 - r0) * g.out[2];
           if (depth > 0) im2col(g, taps, xg, cg, r0, r1, col.get(), ctx.pool);
-          gemm_packed(pk, col.get(), width, width, yg + r0 * g.out[2], ovol, bg, act, ctx.pool);
+          gemm_packed(pk, col.get(), width, width, yg + r0 * g.out[2], ovol, bg, act_before,
+                      ctx.pool);
         }
       }
+    if (rp && !pointwise && !shifted) add_residual();  // the 3-D path
   }
 
  private:
@@ -537,7 +576,7 @@ class ConvKernel : public Kernel {
   // each product only over the outputs whose input is inside the image; then the activation.
   void run_by_tap(KernelContext& ctx, const Geometry& g, const std::vector<TapRegion>& regions,
                   int64_t batch, int64_t c_in, int64_t c_out, const float* xp, const float* wp,
-                  const float* bp, float* yp) const {
+                  const float* bp, float* yp, const Activation& act) const {
     const int64_t cg = c_in / group_, mg = c_out / group_, kvol = g.kernel_size();
     const int64_t ivol = g.in_size(), ovol = g.out_size();
     // Weights per (group, offset): packed once for constant weights, else for this run.
@@ -596,7 +635,6 @@ class ConvKernel : public Kernel {
               for (int64_t ow = r.w0; ow < r.w1; ++ow) yrow[ow] += prow[ow - r.w0];
             }
         }
-    const Activation& act = ctx.activation;
     if (!act.none())
       ctx.pool.parallel_for(
           batch * c_out, std::max<int64_t>(1, 16384 / ovol),
@@ -604,8 +642,8 @@ class ConvKernel : public Kernel {
   }
 
   void run_depthwise(KernelContext& ctx, const Geometry& g, int64_t planes, int64_t c_out,
-                     const float* xp, const float* wp, const float* bp, float* yp) const {
-    const Activation& act = ctx.activation;
+                     const float* xp, const float* wp, const float* bp, float* yp,
+                     const Activation& act) const {
     if (g.in[0] == 1 && g.out[0] == 1 && g.kernel[0] == 1) {  // 1-D and 2-D: the direct kernel
       const DepthwiseGeometry dg{g.in[1],       g.in[2],       g.out[1],    g.out[2],
                                  g.kernel[1],   g.kernel[2],   g.stride[1], g.stride[2],
@@ -748,6 +786,7 @@ void register_cpu_conv(KernelRegistry& r) {
           return std::make_unique<ConvKernel>(sig);
         }));
   r.accept_fused_activation("Conv");
+  r.accept_fused_residual("Conv", 3);
 }
 
 }  // namespace quilt::cpu

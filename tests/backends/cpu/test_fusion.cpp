@@ -138,9 +138,52 @@ TEST(Fusion, BiasMustBeAConstantRowOfTheProduct) {
   }
   Patch conv(5);  // Conv takes no fused bias this way (it has its own input)
   conv.constants[3] = Tensor::from_vector<float>({4}, std::vector<float>(4));
+  conv.types[3] = TypeShape{DType::Float32, true, {4}};  // broadcast: not a residual either
   conv.add("Conv", {0, 1}, {2});
   conv.add("Add", {2, 3}, {4});
   EXPECT_EQ(conv.fuse(), 0);
+}
+
+TEST(Fusion, ResidualAddAndActivationFoldIntoTheConv) {
+  // 0 x, 1 w, 2 main conv, 3 shortcut conv (computed after the main one, as ResNet's
+  // downsample), 4 sum, 5 relu; w2 6.
+  Patch p(7);
+  p.add("Conv", {0, 1}, {2});
+  p.add("Conv", {0, 6}, {3});
+  p.add("Add", {3, 2}, {4});
+  p.add("Relu", {4}, {5});
+  p.kept[5] = 1;
+  EXPECT_EQ(p.fuse(), 2);
+  ASSERT_EQ(p.nodes.size(), 2u);
+  // The main conv now reads the shortcut, so it runs after it (where the Add ran).
+  EXPECT_EQ(p.nodes[0].outputs, std::vector<int32_t>{3});
+  const PatchNode& main = p.nodes[1];
+  EXPECT_EQ(main.inputs, (std::vector<int32_t>{0, 1, -1, 3}));
+  EXPECT_EQ(main.node.inputs, (std::vector<std::string>{"v0", "v1", "", "v3"}));
+  EXPECT_EQ(main.residual_input, 3);
+  EXPECT_EQ(main.outputs, std::vector<int32_t>{5});
+  EXPECT_EQ(main.activation.kind, Activation::Kind::Relu);
+  EXPECT_EQ(main.folded, (std::vector<int32_t>{2, 3}));
+}
+
+TEST(Fusion, ResidualMustHaveTheConvsShapeAndTheSumStayPrivate) {
+  for (int variant = 0; variant < 5; ++variant) {
+    Patch p(5);  // 0 x, 1 w, 2 conv, 3 r, 4 sum
+    p.add("Conv", {0, 1}, {2});
+    if (variant == 0) p.types[3] = TypeShape{DType::Float32, true, {4}};      // broadcast
+    if (variant == 1) p.types[3] = TypeShape{DType::Float32, true, {1, -1}};  // dim unknown
+    if (variant == 1) p.types[2] = p.types[3];
+    if (variant == 2) p.kept[2] = 1;            // the conv's output leaves the patch
+    if (variant == 3) p.add("Relu", {2}, {3});  // a second reader of the conv's output
+    if (variant == 4) p.types[3] = TypeShape{DType::Float16, true, {1, 4}};
+    p.add("Add", {2, 3}, {4});
+    EXPECT_EQ(p.fuse(), 0) << variant;
+    EXPECT_EQ(p.nodes[0].residual_input, -1) << variant;
+  }
+  Patch twice(4);  // Add(c, c): no other operand
+  twice.add("Conv", {0, 1}, {2});
+  twice.add("Add", {2, 2}, {3});
+  EXPECT_EQ(twice.fuse(), 0);
 }
 
 TEST(Fusion, GeluWrittenWithTanhBecomesOneNode) {
