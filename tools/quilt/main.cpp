@@ -11,7 +11,7 @@ namespace {
 const char* kUsage =
     "usage: quilt <command> [options]\n"
     "\n"
-    "Quilt runs ONNX models across backends (CPU on OpenBLAS; OpenCL and plugins to come).\n"
+    "Quilt runs ONNX models across backends: the CPU, OpenCL devices and plugin accelerators.\n"
     "\n"
     "commands:\n"
     "  run MODEL      run a model on given or generated inputs; print outputs and latency\n"
