@@ -1,15 +1,16 @@
-// Quilt's own float32 GEMM for convolutions: C = A B (+ bias per row, then an activation), where
-// A (M x K, the weights) is packed once when the kernel is created and B (K x N, the unfolded or
-// plain input, N = output pixels) is packed in panels as it is read.
+// Quilt's own float32 GEMM for convolutions: C = A B (+ bias per row, + a residual, then an
+// activation), where A (M x K, the weights) is packed once when the kernel is created and B
+// (K x N, N = output pixels) is either read in place row by row (BRows: a conv's input planes,
+// or its padded copy shifted per kernel offset) or packed in panels as it is read.
 //
 //   PackedA w(weights, c_out, c_in * kh * kw, c_in * kh * kw);      // at kernel creation
-//   gemm_packed(w, col, n, n, y, n, bias, act, pool);               // per run
+//   gemm_packed(w, BRows{x, offsets}, n, y, n, bias, act, pool);    // per run
 //
 // Why not OpenBLAS here: sgemm repacks A on every call (the weights, megabytes per layer, each
 // run), synchronises its own threads per call (tens of microseconds on small convs) and cannot
 // apply the bias and activation while the tile is in registers. With A packed ahead, the
-// 8 x 48 AVX-512 micro-kernel keeps 24 accumulators in registers, the pool splits the output
-// columns, and the epilogue runs on the finished tile. On CPUs without AVX-512 it falls back to
+// 8 x 48 AVX-512 micro-kernel keeps 24 accumulators in registers, the pool's threads claim
+// tiles of the output, and the epilogue runs on the finished tile. On CPUs without AVX-512 it falls back to
 // OpenBLAS sgemm followed by the same epilogue.
 #pragma once
 
