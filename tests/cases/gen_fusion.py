@@ -42,6 +42,11 @@ c.model("atrous_conv_relu", [N("Conv", ["x", "w", "b"], ["c"], pads=[6, 6, 6, 6]
                              N("Relu", ["c"], ["y"])], X, ["y"], W)
 c.model("atrous_all_padding", [N("Conv", ["x", "w", "b"], ["y"], pads=[20, 20, 20, 20], dilations=[20, 20])],
         X, ["y"], W)
+# Only the centre offset reads inside (DeepLabV3's dilation-24/36 convs on 14x14): one product
+# over the input as it is, with the bias and the activation in its epilogue.
+c.model("atrous_centre_only_hardswish", [
+    N("Conv", ["x", "w", "b"], ["c"], pads=[20, 20, 20, 20], dilations=[20, 20]),
+    N("HardSwish", ["c"], ["y"])], X, ["y"], W)
 # Not fused: the conv output is a graph output too / read twice / SiLU's Sigmoid read elsewhere.
 c.model("intermediate_is_output", [conv(), N("Relu", ["c"], ["y"])], X, ["c", "y"], W)
 c.model("two_readers", [conv(), N("Relu", ["c"], ["r"]), N("Add", ["c", "r"], ["y"])], X, ["y"], W)

@@ -619,19 +619,40 @@ class ConvKernel : public Kernel {
         tap_packed_ = per_tap;
       }
     }
-    ctx.pool.parallel_for(
-        batch * c_out, std::max<int64_t>(1, 16384 / ovol), [&](int64_t lo, int64_t hi) {
-          for (int64_t p = lo; p < hi; ++p)
-            std::fill(yp + p * ovol, yp + (p + 1) * ovol, bp ? bp[p % c_out] : 0.f);
-        });
+    // The offset that reads every output's own input position (the centre tap of a padded
+    // stride-1 conv: DeepLabV3's dilation-24 and -36 convs on 14x14 have no other) is one
+    // product over the input planes as they are, written straight into y with the bias, and
+    // with the activation when it is the only one; the others then add to it.
+    const TapRegion* whole = nullptr;
+    for (const TapRegion& r : regions)
+      if (!whole && g.stride[1] == 1 && g.stride[2] == 1 && g.in == g.out && r.size() == ovol &&
+          r.tap / g.kernel[2] * g.dilation[1] == g.pad[1] &&
+          r.tap % g.kernel[2] * g.dilation[2] == g.pad[2])
+        whole = &r;
+    const bool whole_only = whole && regions.size() == 1;
+    std::vector<int64_t> plane_offsets(whole ? static_cast<size_t>(cg) : 0);
+    for (size_t c = 0; c < plane_offsets.size(); ++c)
+      plane_offsets[c] = static_cast<int64_t>(c) * ivol;
+    if (!whole)
+      ctx.pool.parallel_for(
+          batch * c_out, std::max<int64_t>(1, 16384 / ovol), [&](int64_t lo, int64_t hi) {
+            for (int64_t p = lo; p < hi; ++p)
+              std::fill(yp + p * ovol, yp + (p + 1) * ovol, bp ? bp[p % c_out] : 0.f);
+          });
     int64_t largest = 0;
     for (const TapRegion& r : regions) largest = std::max(largest, r.size());
     std::vector<float> col(static_cast<size_t>(cg * largest)),
         part(static_cast<size_t>(mg * largest));
     const Activation none;
     for (int64_t n = 0; n < batch; ++n)
-      for (int64_t grp = 0; grp < group_; ++grp)
+      for (int64_t grp = 0; grp < group_; ++grp) {
+        if (whole)
+          gemm_packed((*per_tap)[static_cast<size_t>(grp * kvol + whole->tap)],
+                      BRows{xp + (n * c_in + grp * cg) * ivol, plane_offsets.data()}, ovol,
+                      yp + (n * c_out + grp * mg) * ovol, ovol, bp ? bp + grp * mg : nullptr,
+                      whole_only ? act : none, ctx.pool);
         for (const TapRegion& r : regions) {
+          if (&r == whole) continue;
           const int64_t kh = r.tap / g.kernel[2], kw = r.tap % g.kernel[2];
           const int64_t rw = r.w1 - r.w0, size = r.size();
           const float* xg = xp + (n * c_in + grp * cg) * ivol;
@@ -653,7 +674,8 @@ class ConvKernel : public Kernel {
               for (int64_t ow = r.w0; ow < r.w1; ++ow) yrow[ow] += prow[ow - r.w0];
             }
         }
-    if (!act.none())
+      }
+    if (!act.none() && !whole_only)
       ctx.pool.parallel_for(
           batch * c_out, std::max<int64_t>(1, 16384 / ovol),
           [&](int64_t lo, int64_t hi) { act.apply(yp + lo * ovol, (hi - lo) * ovol); });
