@@ -1,6 +1,6 @@
 // Quilt's packed GEMM (backends/cpu/gemm_packed.hpp) against a double-precision reference, over
 // shapes that hit every tile edge: rows not a multiple of 8, columns not a multiple of 16 or 48,
-// depths across the 256 block, strided B and C, bias and activation, one and two threads.
+// depths across the 768 block, strided B and C, bias and activation, one and two threads.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -51,7 +51,7 @@ TEST(GemmPacked, MatchesReferenceOnEveryTileEdge) {
   ThreadPool one(1), two(2);
   for (int64_t m : {1, 7, 8, 9, 16, 21})
     for (int64_t n : {1, 15, 16, 17, 47, 48, 49, 100, 196})
-      for (int64_t k : {0, 1, 5, 200, 257, 520})
+      for (int64_t k : {0, 1, 5, 200, 520, 769, 1600})
         check(m, n, k, (m + n + k) % 2 == 0, Activation{}, (n + k) % 3 ? two : one, rng);
 }
 
@@ -69,6 +69,7 @@ TEST(GemmPacked, LargeShapesSplitAcrossThreads) {
   ThreadPool two(2);
   check(130, 784, 300, true, Activation{}, two, rng);  // many column strips
   check(520, 49, 600, false, Activation{}, two, rng);  // one strip: row ranges split instead
+  check(72, 400, 1700, true, Activation{Activation::Kind::Relu}, two, rng);  // three depth blocks
 }
 
 // Throughput beside OpenBLAS on convolution-shaped products (run by hand:
