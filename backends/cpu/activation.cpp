@@ -250,6 +250,12 @@ void Activation::apply(const float* x, float* y, int64_t n) const {
   }
 }
 
+void Activation::apply_added(float* y, const float* add, int64_t n) const {
+  if (add)
+    for (int64_t i = 0; i < n; ++i) y[i] += add[i];
+  apply(y, n);
+}
+
 float Activation::operator()(float x) const {
   float y = 0.f;
   apply(&x, &y, 1);

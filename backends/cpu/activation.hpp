@@ -39,6 +39,8 @@ struct Activation {
   // y[i] = act(x[i]) for i in [0, n); x may equal y (in place).
   void apply(const float* x, float* y, int64_t n) const;
   void apply(float* y, int64_t n) const { apply(y, y, n); }
+  // y[i] = act(y[i] + add[i]) (a fused residual, then the activation); add may be null.
+  void apply_added(float* y, const float* add, int64_t n) const;
   // One value, the same arithmetic as apply (for tails and tests).
   float operator()(float x) const;
   std::string name() const;  // "Relu", "LeakyRelu(alpha=0.2)", ...

@@ -51,44 +51,6 @@ std::optional<Activation> activation_of(const PatchNode& n, const std::vector<Te
   return std::nullopt;
 }
 
-// Add(out, c) or Add(c, out) with c a constant float32 row of out's last dim ([N], [1, N], ...),
-// so the sum has out's shape.
-bool is_row_bias_add(const PatchNode& add, int32_t out, const std::vector<TypeShape>& types,
-                     const std::vector<Tensor>& constants) {
-  if (add.node.op_type != "Add" || !add.node.domain.empty() || add.inputs.size() != 2 ||
-      add.outputs.empty() || add.outputs[0] < 0)
-    return false;
-  if (add.inputs[0] != out && add.inputs[1] != out) return false;
-  const int32_t c = add.inputs[0] == out ? add.inputs[1] : add.inputs[0];
-  if (c < 0 || c == out || !constants[c].defined()) return false;
-  const Tensor& t = constants[c];
-  const TypeShape& ot = types[out];
-  if (t.dtype() != DType::Float32 || !ot.has_shape || ot.dims.empty() || ot.dims.back() < 0 ||
-      t.numel() != ot.dims.back() || t.rank() > static_cast<int64_t>(ot.dims.size()))
-    return false;
-  for (int64_t i = 0; i + 1 < t.rank(); ++i)
-    if (t.dim(i) != 1) return false;
-  return types[add.outputs[0]].dtype == DType::Float32;
-}
-
-// Add(out, r) or Add(r, out) with r another float32 value whose shape equals out's, every dim
-// known: the sum needs no broadcast, and r is read once, element for element.
-bool is_residual_add(const PatchNode& add, int32_t out, const std::vector<TypeShape>& types) {
-  if (add.node.op_type != "Add" || !add.node.domain.empty() || add.inputs.size() != 2 ||
-      add.outputs.empty() || add.outputs[0] < 0)
-    return false;
-  if ((add.inputs[0] == out) == (add.inputs[1] == out)) return false;  // neither, or out + out
-  const int32_t r = add.inputs[0] == out ? add.inputs[1] : add.inputs[0];
-  if (r < 0) return false;
-  const TypeShape &ot = types[out], &rt = types[r], &st = types[add.outputs[0]];
-  if (ot.dtype != DType::Float32 || rt.dtype != DType::Float32 || st.dtype != DType::Float32 ||
-      !ot.has_shape || !rt.has_shape || ot.dims != rt.dims)
-    return false;
-  for (int64_t d : ot.dims)
-    if (d < 0) return false;
-  return true;
-}
-
 bool near(std::optional<float> v, float want) {
   return v && std::fabs(*v - want) <= 1e-4f * std::fabs(want);
 }
@@ -103,6 +65,43 @@ int32_t other_input(const PatchNode& n, int32_t v) {
 
 bool is_op(const PatchNode& n, const char* op) {
   return n.node.op_type == op && n.node.domain.empty() && !n.outputs.empty();
+}
+
+// r when add is Add(out, r) or Add(r, out) with r another value (not out itself), else -1.
+int32_t added_to(const PatchNode& add, int32_t out) {
+  if (!is_op(add, "Add") || add.outputs[0] < 0) return -1;
+  const int32_t r = other_input(add, out);
+  return r == out ? -1 : r;
+}
+
+// Add(out, c) or Add(c, out) with c a constant float32 row of out's last dim ([N], [1, N], ...),
+// so the sum has out's shape.
+bool is_row_bias_add(const PatchNode& add, int32_t out, const std::vector<TypeShape>& types,
+                     const std::vector<Tensor>& constants) {
+  const int32_t c = added_to(add, out);
+  if (c < 0 || !constants[c].defined()) return false;
+  const Tensor& t = constants[c];
+  const TypeShape& ot = types[out];
+  if (t.dtype() != DType::Float32 || !ot.has_shape || ot.dims.empty() || ot.dims.back() < 0 ||
+      t.numel() != ot.dims.back() || t.rank() > static_cast<int64_t>(ot.dims.size()))
+    return false;
+  for (int64_t i = 0; i + 1 < t.rank(); ++i)
+    if (t.dim(i) != 1) return false;
+  return types[add.outputs[0]].dtype == DType::Float32;
+}
+
+// Add(out, r) or Add(r, out) with r another float32 value whose shape equals out's, every dim
+// known: the sum needs no broadcast, and r is read once, element for element.
+bool is_residual_add(const PatchNode& add, int32_t out, const std::vector<TypeShape>& types) {
+  const int32_t r = added_to(add, out);
+  if (r < 0) return false;
+  const TypeShape &ot = types[out], &rt = types[r], &st = types[add.outputs[0]];
+  if (ot.dtype != DType::Float32 || rt.dtype != DType::Float32 || st.dtype != DType::Float32 ||
+      !ot.has_shape || !rt.has_shape || ot.dims != rt.dims)
+    return false;
+  for (int64_t d : ot.dims)
+    if (d < 0) return false;
+  return true;
 }
 
 // GELU written out with tanh, as GPT-2's exporters write it (transformers' gelu_new):

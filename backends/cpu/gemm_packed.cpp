@@ -30,7 +30,7 @@ std::shared_ptr<float[]> aligned_floats(int64_t count) {
 
 // The micro-kernel: a tile of `rows` (<= 8) x `nv` vectors of C from a packed A block
 // (kc x 8) and a packed B panel (kc x nv*16). The last vector's columns are masked by `mask`.
-// `first`: start from the bias (or 0) instead of C; `last`: C is final, apply the activation.
+// `first`: start from the bias (or 0) instead of C (the epilogue runs after the last block).
 // B's rows are a packed panel (`b_stride` apart) or, with kRows, start at b + offsets[p]
 // (unaligned; the last vector's load is masked too, so nothing past the columns is read).
 template <int NV, bool kRows>
@@ -117,10 +117,11 @@ struct BSource {
 };
 
 constexpr int64_t kGroup = 4;  // B panels packed ahead per depth block (4 x 144 KB)
+constexpr int64_t kMc = 64;    // rows of A per block that stays in L2 while the panels pass
 
 void run_strip_group(const float* packed_a, int64_t k, const BSource& b, int64_t j0, int64_t j1,
                      int64_t r0, int64_t r1, float* c, int64_t ldc, const float* bias,
-                     const float* col_bias, float* panels, int64_t kMc);
+                     const float* col_bias, float* panels);
 
 // One task: columns [j0, j1) of C (j0 a multiple of 48), rows [r0, r1) (r0 a multiple of 8).
 // For each depth block, the task's B panels are packed first (`panels`: kKc x 48 each), then
@@ -132,28 +133,23 @@ void run_tile_range(const float* packed_a, int64_t k, const BSource& b, int64_t 
                     int64_t r0, int64_t r1, float* c, int64_t ldc, const float* bias,
                     const float* col_bias, const Activation& act, const float* residual,
                     float* panels) {
-  constexpr int64_t kMc = 64;
   for (int64_t g0 = j0; g0 < j1; g0 += kGroup * kNr)
     run_strip_group(packed_a, k, b, g0, std::min(j1, g0 + kGroup * kNr), r0, r1, c, ldc, bias,
-                    col_bias, panels, kMc);
+                    col_bias, panels);
   const int64_t width = j1 - j0;
   const float* cb = col_bias ? col_bias + j0 : nullptr;
   if (k == 0)  // no depth: C is the bias
     for (int64_t r = r0; r < r1; ++r)
       for (int64_t q = 0; q < width; ++q)
         c[r * ldc + j0 + q] = (bias ? bias[r] : 0.f) + (cb ? cb[q] : 0.f);
-  for (int64_t r = r0; r < r1 && residual; ++r) {
-    float* row = c + r * ldc + j0;
-    const float* add = residual + r * ldc + j0;
-    for (int64_t q = 0; q < width; ++q) row[q] += add[q];
-  }
-  if (!act.none())
-    for (int64_t r = r0; r < r1; ++r) act.apply(c + r * ldc + j0, width);
+  if (residual || !act.none())
+    for (int64_t r = r0; r < r1; ++r)
+      act.apply_added(c + r * ldc + j0, residual ? residual + r * ldc + j0 : nullptr, width);
 }
 
 void run_strip_group(const float* packed_a, int64_t k, const BSource& b, int64_t j0, int64_t j1,
                      int64_t r0, int64_t r1, float* c, int64_t ldc, const float* bias,
-                     const float* col_bias, float* panels, int64_t kMc) {
+                     const float* col_bias, float* panels) {
   const int64_t strips = (j1 - j0 + kNr - 1) / kNr;
   for (int64_t p0 = 0; p0 < k; p0 += kKc) {
     const int64_t kc = std::min(kKc, k - p0);
@@ -364,10 +360,7 @@ void gemm_packed(const PackedA& a, const BRows& b, int64_t n, float* c, int64_t 
       std::copy(b.base + b.offsets[p], b.base + b.offsets[p] + n, full.begin() + p * n);
     if (!residual) return gemm_packed(a, full.data(), n, n, c, ldc, bias, act, pool);
     gemm_packed(a, full.data(), n, n, c, ldc, bias, Activation{}, pool);
-    for (int64_t i = 0; i < m; ++i) {
-      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] += residual[i * ldc + j];
-      act.apply(c + i * ldc, n);
-    }
+    for (int64_t i = 0; i < m; ++i) act.apply_added(c + i * ldc, residual + i * ldc, n);
     return;
   }
   BSource src;

@@ -10,8 +10,8 @@
 // run), synchronises its own threads per call (tens of microseconds on small convs) and cannot
 // apply the bias and activation while the tile is in registers. With A packed ahead, the
 // 8 x 48 AVX-512 micro-kernel keeps 24 accumulators in registers, the pool's threads claim
-// tiles of the output, and the epilogue runs on the finished tile. On CPUs without AVX-512 it falls back to
-// OpenBLAS sgemm followed by the same epilogue.
+// tiles of the output, and the epilogue runs on the finished tile. On CPUs without AVX-512 it falls
+// back to OpenBLAS sgemm followed by the same epilogue.
 #pragma once
 
 #include <cstdint>

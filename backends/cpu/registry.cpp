@@ -84,12 +84,7 @@ void KernelRegistry::accept_fused_residual(const std::string& op_type, int slot,
 
 void KernelRegistry::replace_kernel(const std::string& op_type, KernelFactory create,
                                     const std::string& domain) {
-  for (auto& e : entries_)
-    if (e.op_type == op_type && e.domain == domain) {
-      e.create = std::move(create);
-      return;
-    }
-  throw Error(ErrorCode::Runtime, "[cpu backend] replace_kernel: no kernel for " + op_type);
+  entry_for(op_type, domain, "replace_kernel").create = std::move(create);
 }
 
 const KernelEntry* KernelRegistry::find(const std::string& op_type,

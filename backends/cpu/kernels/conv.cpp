@@ -52,6 +52,13 @@ void copy_even(const float* src, int64_t lo, int64_t hi, float* dst) {
   for (; q < hi; ++q) dst[q] = src[2 * q];
 }
 
+// B's row offsets when B is `channels` input planes of `plane` floats read as they are.
+std::vector<int64_t> plane_rows(int64_t channels, int64_t plane) {
+  std::vector<int64_t> offsets(static_cast<size_t>(channels));
+  for (int64_t c = 0; c < channels; ++c) offsets[static_cast<size_t>(c)] = c * plane;
+  return offsets;
+}
+
 // Working buffers of a conv run, `slot` 0 or 1: per thread, grown to the largest request and
 // kept. Allocating them per run page-faulted them in every time; taking them from the tensor
 // buffer cache (then 64 MB) filled it with input-sized copies on YOLOv5s (many distinct sizes), so
@@ -418,9 +425,7 @@ class ConvKernel : public Kernel {
     const Activation& act_before = rp ? none : act;  // for paths that add the residual after
     auto add_residual = [&] {
       ctx.pool.parallel_for(y.numel(), 16384, [&](int64_t lo, int64_t hi) {
-        float* yo = y.data<float>();
-        for (int64_t i = lo; i < hi; ++i) yo[i] += rp[i];
-        act.apply(yo + lo, hi - lo);
+        act.apply_added(y.data<float>() + lo, rp + lo, hi - lo);
       });
     };
     const Geometry g = conv_geometry(ctx.node, x, w, y.shape());
@@ -501,9 +506,8 @@ class ConvKernel : public Kernel {
     } else if (!pointwise) {
       col.reset(new float[depth * block * g.out[2] + 1]);
     }
-    std::vector<int64_t> plane_offsets(pointwise ? static_cast<size_t>(cg) : 0);
-    for (size_t c = 0; c < plane_offsets.size(); ++c)
-      plane_offsets[c] = static_cast<int64_t>(c) * ivol;
+    const std::vector<int64_t> plane_offsets =
+        pointwise ? plane_rows(cg, ivol) : std::vector<int64_t>{};
     for (int64_t n = 0; n < batch; ++n)
       for (int64_t grp = 0; grp < group_; ++grp) {
         const float* xg = xp + (n * c_in + grp * cg) * ivol;
@@ -525,22 +529,17 @@ class ConvKernel : public Kernel {
           float* wp = wide;
           const int64_t ldw = wide_stride(cols);
           gemm_packed(pk, shifted->rows(), cols, wp, ldw, bg, act_before, ctx.pool);
-          ctx.pool.parallel_for(mg, std::max<int64_t>(1, 16384 / ovol),
-                                [&](int64_t lo, int64_t hi) {
-                                  for (int64_t m = lo; m < hi; ++m)
-                                    for (int64_t oh = 0; oh < g.out[1]; ++oh) {
-                                      const float* src = wp + m * ldw + oh * shifted->width();
-                                      float* dst = yg + m * ovol + oh * g.out[2];
-                                      if (!rg) {
-                                        std::copy_n(src, g.out[2], dst);
-                                        continue;
-                                      }
-                                      const float* add = rg + m * ovol + oh * g.out[2];
-                                      for (int64_t ow = 0; ow < g.out[2]; ++ow)
-                                        dst[ow] = src[ow] + add[ow];
-                                      act.apply(dst, g.out[2]);
-                                    }
-                                });
+          ctx.pool.parallel_for(
+              mg, std::max<int64_t>(1, 16384 / ovol), [&](int64_t lo, int64_t hi) {
+                for (int64_t m = lo; m < hi; ++m)
+                  for (int64_t oh = 0; oh < g.out[1]; ++oh) {
+                    const float* src = wp + m * ldw + oh * shifted->width();
+                    float* dst = yg + m * ovol + oh * g.out[2];
+                    std::copy_n(src, g.out[2], dst);
+                    if (rg)  // the activation was left for after the sum
+                      act.apply_added(dst, rg + m * ovol + oh * g.out[2], g.out[2]);
+                  }
+              });
           continue;
         }
         for (int64_t r0 = 0; r0 < out_rows; r0 += block) {
@@ -630,9 +629,8 @@ class ConvKernel : public Kernel {
           r.tap % g.kernel[2] * g.dilation[2] == g.pad[2])
         whole = &r;
     const bool whole_only = whole && regions.size() == 1;
-    std::vector<int64_t> plane_offsets(whole ? static_cast<size_t>(cg) : 0);
-    for (size_t c = 0; c < plane_offsets.size(); ++c)
-      plane_offsets[c] = static_cast<int64_t>(c) * ivol;
+    const std::vector<int64_t> plane_offsets =
+        whole ? plane_rows(cg, ivol) : std::vector<int64_t>{};
     if (!whole)
       ctx.pool.parallel_for(
           batch * c_out, std::max<int64_t>(1, 16384 / ovol), [&](int64_t lo, int64_t hi) {
