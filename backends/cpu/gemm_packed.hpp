@@ -92,4 +92,36 @@ void gemm_raw(const float* a, int64_t lda, int64_t m, int64_t k, const float* b,
 // True when the AVX-512 micro-kernel runs on this CPU (else the OpenBLAS fallback).
 bool gemm_packed_native();
 
+// The columns of a product laid out as `count / width` output rows of `width` pixels: pixel q
+// of C reads B at column (q / width) * row_stride + q % width (a padded conv's shifted planes
+// are wider than its output).
+struct PixelRows {
+  int64_t count = 0, width = 1, row_stride = 1;
+};
+
+// A (M x K, the weights) packed for gemm_channels: [ceil(m / 64)][k][64], rows past m zero.
+// Only on CPUs where gemm_packed_native().
+class PackedAChannels {
+ public:
+  static constexpr int64_t kRows = 64;  // output channels per tile (4 vectors)
+  PackedAChannels() = default;
+  PackedAChannels(const float* a, int64_t m, int64_t k, int64_t lda);
+  int64_t rows() const { return m_; }
+  int64_t depth() const { return k_; }
+
+ private:
+  friend void gemm_channels(const PackedAChannels&, const BRows&, const PixelRows&, float*, int64_t,
+                            const float*, const Activation&, const ThreadPool&, const float*);
+  int64_t m_ = 0, k_ = 0;
+  std::shared_ptr<float[]> data_;
+};
+
+// c[i][q] (row stride ldc) = act(bias[i] + sum_p a[i][p] * b[p][col(q)] (+ residual[i][q]))
+// for the `cols.count` pixels q: gemm_packed's product for few columns (small maps), computed
+// 64 rows x up to 7 pixels at a time with the pixels broadcast, so no vector lane is wasted on
+// a width that is not a multiple of 16.
+void gemm_channels(const PackedAChannels& a, const BRows& b, const PixelRows& cols, float* c,
+                   int64_t ldc, const float* bias, const Activation& act, const ThreadPool& pool,
+                   const float* residual = nullptr);
+
 }  // namespace quilt::cpu

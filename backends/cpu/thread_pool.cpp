@@ -3,7 +3,11 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <new>
 #include <utility>
 
 namespace quilt::cpu {
@@ -107,6 +111,47 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
   done_.wait(lock, [&] { return finished_ == chunks_; });
   job_ = nullptr;
   if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+}
+
+void ThreadPool::for_each_task(int64_t tasks, const std::function<void(int64_t)>& fn) const {
+  const int64_t ranges = std::min<int64_t>(threads_, tasks);
+  if (ranges <= 1) {
+    for (int64_t t = 0; t < tasks; ++t) fn(t);
+    return;
+  }
+  struct alignas(64) Range {  // a line each: the threads claim from their own without sharing
+    std::atomic<int64_t> next;
+    int64_t end;
+  };
+  std::vector<Range> range(static_cast<size_t>(ranges));
+  for (int64_t r = 0; r < ranges; ++r) {
+    range[static_cast<size_t>(r)].next = r * tasks / ranges;
+    range[static_cast<size_t>(r)].end = (r + 1) * tasks / ranges;
+  }
+  // parallel_for's chunk 0 runs on the calling thread (it claims it before any worker can).
+  parallel_for(ranges, 1, [&](int64_t first, int64_t last) {
+    for (int64_t own = first; own < last; ++own)
+      for (int64_t v = 0; v < ranges; ++v) {
+        Range& r = range[static_cast<size_t>((own + v) % ranges)];
+        for (int64_t t = r.next++; t < r.end; t = r.next++) fn(t);
+      }
+  });
+}
+
+float* thread_scratch(int slot, int64_t count) {
+  struct Buffer {
+    std::unique_ptr<float[], void (*)(void*)> data{nullptr, std::free};
+    int64_t size = 0;
+  };
+  thread_local std::array<Buffer, 3> buffers;
+  Buffer& b = buffers.at(static_cast<size_t>(slot));
+  if (b.size < count) {
+    const size_t bytes = (static_cast<size_t>(count) * sizeof(float) + 63) / 64 * 64;
+    b.data.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
+    if (!b.data) throw std::bad_alloc();
+    b.size = count;
+  }
+  return b.data.get();
 }
 
 }  // namespace quilt::cpu

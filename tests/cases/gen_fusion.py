@@ -102,8 +102,8 @@ c.model("small_map_pointwise", [N("Conv", ["x", "w48"], ["y"])],
 # Residual connections (fusion.hpp: Conv -> Add(c, r) -> activation). The shortcut computed
 # after the main conv, as ResNet's downsample (the fused conv moves after it), on a product big
 # enough for several GEMM tasks; a padded 3x3 whose product is wider than the output; a batch of
-# small images; a depthwise conv; a dilated conv computed offset by offset; a 3-D conv; SiLU
-# after the sum. The input itself is the residual in most.
+# small images; a depthwise conv; a dilated conv computed offset by offset; a small map
+# (gemm_channels); a 3-D conv; SiLU after the sum. The input itself is the residual in most.
 c.model("residual_downsample_relu", [
     N("Conv", ["x", "wm", "bm72"], ["m"]), N("Conv", ["x", "ws"], ["s"]),
     N("Add", ["m", "s"], ["a"]), N("Relu", ["a"], ["y"])],
@@ -122,6 +122,10 @@ c.model("residual_atrous_relu", [
     N("Conv", ["x", "w4"], ["c"], pads=[6, 6, 6, 6], dilations=[6, 6]),
     N("Add", ["c", "x"], ["a"]), N("Relu", ["a"], ["y"])],
     {"x": rand(1, 4, 7, 7)}, ["y"], {"w4": rand(4, 4, 3, 3)})
+c.model("residual_small_map_hardswish", [
+    N("Conv", ["x", "w72", "b72"], ["c"], pads=[1, 1, 1, 1]), N("Add", ["c", "x"], ["a"]),
+    N("HardSwish", ["a"], ["y"])], {"x": rand(1, 72, 6, 6)}, ["y"],
+    {"w72": rand(72, 72, 3, 3), "b72": rand(72)})
 c.model("residual_3d", [N("Conv", ["x", "w3d"], ["c"], pads=[1, 1, 1, 1, 1, 1]),
                         N("Add", ["c", "x"], ["y"])],
         {"x": rand(1, 3, 4, 5, 6)}, ["y"], {"w3d": rand(3, 3, 3, 3, 3)})

@@ -91,6 +91,23 @@ c.node("conv2d_shifted_wide_pads", "Conv", {"x": rand(1, 8, 30, 17)},
        initializers={"w": rand(4, 8, 2, 2), "b": rand(4)}, pads=[5, 4, 3, 6], **CONV_TOL)
 c.node("conv2d_shifted_1x1_stride2", "Conv", {"x": rand(1, 16, 31, 30)},
        initializers={"w": rand(24, 16, 1, 1), "b": rand(24)}, strides=[2, 2], **CONV_TOL)
+# Small maps with constant weights go to gemm_channels (64 output channels x up to 7 pixels per
+# tile): depth past its 1024 block with a 7 + 2 pixel row, two images and a channel tail
+# (70 = 64 + 6); a strided grouped conv onto 7x7; a 1x1 map (squeeze-excitation); a 20x20 map
+# deep enough for the path; a 1x1 conv onto 7x7 with a tail of 16 channels.
+c.node("conv2d_small_map_deep", "Conv", {"x": rand(2, 130, 7, 9)},
+       initializers={"w": rand(70, 130, 3, 3), "b": rand(70)}, pads=[1, 1, 1, 1],
+       rtol=1e-4, atol=1e-3)
+c.node("conv2d_small_map_group_stride", "Conv", {"x": rand(1, 64, 13, 13)},
+       initializers={"w": rand(96, 32, 3, 3)}, group=2, strides=[2, 2], pads=[1, 1, 1, 1],
+       rtol=1e-4, atol=1e-3)
+c.node("conv2d_small_map_pixel", "Conv", {"x": rand(1, 200, 1, 1)},
+       initializers={"w": rand(72, 200, 1, 1), "b": rand(72)}, **CONV_TOL)
+c.node("conv2d_small_map_20x20", "Conv", {"x": rand(1, 64, 20, 20)},
+       initializers={"w": rand(128, 64, 3, 3), "b": rand(128)}, pads=[1, 1, 1, 1],
+       rtol=1e-4, atol=1e-3)
+c.node("conv2d_small_map_1x1", "Conv", {"x": rand(1, 96, 7, 7)},
+       initializers={"w": rand(80, 96, 1, 1), "b": rand(80)}, **CONV_TOL)
 c.node("conv1d_basic", "Conv", {"x": rand(2, 3, 10), "w": rand(4, 3, 3), "b": rand(4)},
        **CONV_TOL)
 c.node("conv1d_strides_pads_dil", "Conv", {"x": rand(1, 2, 17), "w": rand(3, 2, 4)},

@@ -59,26 +59,6 @@ std::vector<int64_t> plane_rows(int64_t channels, int64_t plane) {
   return offsets;
 }
 
-// Working buffers of a conv run, `slot` 0 or 1: per thread, grown to the largest request and
-// kept. Allocating them per run page-faulted them in every time; taking them from the tensor
-// buffer cache (then 64 MB) filled it with input-sized copies on YOLOv5s (many distinct sizes), so
-// the activations' own buffers fell out of it and were faulted in every run (59 -> 66 ms).
-float* thread_scratch(int slot, int64_t count) {
-  struct Buffer {
-    std::unique_ptr<float[], void (*)(void*)> data{nullptr, std::free};
-    int64_t size = 0;
-  };
-  thread_local std::array<Buffer, 2> buffers;
-  Buffer& b = buffers[static_cast<size_t>(slot)];
-  if (b.size < count) {
-    const size_t bytes = (static_cast<size_t>(count) * sizeof(float) + 63) / 64 * 64;
-    b.data.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
-    if (!b.data) throw std::bad_alloc();
-    b.size = count;
-  }
-  return b.data.get();
-}
-
 // Upper bound of the unfolded-input buffer of the im2col path.
 constexpr int64_t kColBytes = 16 << 20;
 
@@ -401,7 +381,15 @@ class ConvKernel : public Kernel {
     const Tensor* w = sig.constants.size() > 1 ? sig.constants[1] : nullptr;
     if (w && w->dtype() == DType::Float32 && w->rank() >= 3 && group_ > 0 &&
         w->dim(0) % group_ == 0 && !(w->dim(1) == 1 && w->dim(0) == group_))  // not depthwise
-      packed_ = pack_groups(w->data<float>(), w->dim(0) / group_, w->numel() / w->dim(0));
+    {
+      constant_weights_ = true;
+      const int64_t mg = w->dim(0) / group_, depth = w->numel() / w->dim(0);
+      if (small_map(sig, mg, depth))
+        for (int64_t grp = 0; grp < group_; ++grp)
+          channel_packed_.emplace_back(w->data<float>() + grp * mg * depth, mg, depth, depth);
+      else
+        packed_ = pack_groups(w->data<float>(), mg, depth);
+    }
   }
 
   void run(KernelContext& ctx) const override {
@@ -454,6 +442,11 @@ class ConvKernel : public Kernel {
     // are packed for this run only.
     const std::vector<int64_t> taps = pointwise ? all_taps(g) : live_taps(g);
     const int64_t kl = static_cast<int64_t>(taps.size());
+    const bool planar = !pointwise && g.out[0] == 1 && g.kernel[0] == 1;
+    if (!channel_packed_.empty() && kl == kvol && (pointwise || planar)) {
+      run_small_map(ctx, g, pointwise, taps, xp, bp, yp, rp);
+      return;
+    }
     std::vector<PackedA> run_packed;
     if (kl < kvol) {
       std::vector<float> w_live(static_cast<size_t>(c_out * cg * kl));
@@ -463,7 +456,7 @@ class ConvKernel : public Kernel {
             w_live[static_cast<size_t>((m * cg + c) * kl + t)] =
                 wp[(m * cg + c) * kvol + taps[static_cast<size_t>(t)]];
       run_packed = pack_groups(w_live.data(), mg, cg * kl);
-    } else if (packed_.empty()) {
+    } else if (packed_.empty()) {  // weights not constant, or packed for the small-map path
       run_packed = pack_groups(wp, mg, cg * kvol);
     }
     const std::vector<PackedA>& packed = run_packed.empty() ? packed_ : run_packed;
@@ -495,7 +488,6 @@ class ConvKernel : public Kernel {
     const int64_t row_bytes = depth * g.out[2] * static_cast<int64_t>(sizeof(float));
     const int64_t block =
         std::clamp<int64_t>(kColBytes / std::max<int64_t>(row_bytes, 1), 1, out_rows);
-    const bool planar = !pointwise && g.out[0] == 1 && g.kernel[0] == 1;
     std::optional<ShiftedInput> shifted;
     std::unique_ptr<float[]> col;
     float* wide = nullptr;  // the product, shifted->width() columns per output row
@@ -554,6 +546,48 @@ class ConvKernel : public Kernel {
   }
 
  private:
+  // Whether gemm_channels computes this conv (its output map's size is known at session
+  // creation): maps of up to 64 pixels always, where gemm_packed's 48-column strips leave lanes
+  // idle (7x7: 49 columns) or nearly all of them (the 1x1 maps of squeeze-excitation blocks:
+  // MobileNetV3's 960 -> 240 conv took 0.16 ms, 0.02 here); maps up to 28x28 when the depth
+  // is 512 or more and at most an eighth of the 64-row blocks is padding. Measured at two
+  // threads, alternating: ResNet-50 24.2 -> 22.7 ms, FCN 120.5 -> 110.7 ms (its dilated layers
+  // run on 28x28); shallower 14x14 convs were slower here (MobileNetV3's 112 -> 672: 0.15 -> 0.22
+  // ms), and maps above 28x28 (YOLOv5s) 3 % slower.
+  static bool small_map(const NodeSignature& sig, int64_t mg, int64_t depth) {
+    if (!gemm_packed_native() || sig.outputs.empty() || !sig.outputs[0].has_shape) return false;
+    const std::vector<int64_t>& d = sig.outputs[0].dims;
+    if (d.size() != 4 || d[2] <= 0 || d[3] <= 0) return false;
+    const int64_t pixels = d[2] * d[3], block = PackedAChannels::kRows;
+    if (pixels <= 64) return true;
+    const int64_t padded = (mg + block - 1) / block * block;
+    return pixels <= 28 * 28 && depth >= 512 && padded * 8 <= mg * 9;
+  }
+
+  // The 2-D and pointwise convs on small maps: gemm_channels straight into y, B read in place.
+  void run_small_map(KernelContext& ctx, const Geometry& g, bool pointwise,
+                     const std::vector<int64_t>& taps, const float* xp, const float* bp, float* yp,
+                     const float* rp) const {
+    const int64_t batch = ctx.input(0).dim(0), c_in = ctx.input(0).dim(1);
+    const int64_t cg = c_in / group_, mg = static_cast<int64_t>(channel_packed_[0].rows());
+    const int64_t c_out = mg * group_, ivol = g.in_size(), ovol = g.out_size();
+    std::optional<ShiftedInput> shifted;
+    if (!pointwise) shifted.emplace(g, taps, cg);
+    const std::vector<int64_t> plane_offsets =
+        pointwise ? plane_rows(cg, ivol) : std::vector<int64_t>{};
+    for (int64_t n = 0; n < batch; ++n)
+      for (int64_t grp = 0; grp < group_; ++grp) {
+        const float* xg = xp + (n * c_in + grp * cg) * ivol;
+        const int64_t yo = (n * c_out + grp * mg) * ovol;
+        if (shifted) shifted->fill(xg, ctx.pool);
+        const BRows rows = shifted ? shifted->rows() : BRows{xg, plane_offsets.data()};
+        const PixelRows cols{ovol, g.out[2], shifted ? shifted->width() : g.out[2]};
+        gemm_channels(channel_packed_[static_cast<size_t>(grp)], rows, cols, yp + yo, ovol,
+                      bp ? bp + grp * mg : nullptr, ctx.activation, ctx.pool,
+                      rp ? rp + yo : nullptr);
+      }
+  }
+
   // One PackedA per group: rows [grp * mg, (grp + 1) * mg) of the weights, `depth` wide.
   std::vector<PackedA> pack_groups(const float* w, int64_t mg, int64_t depth) const {
     std::vector<PackedA> out;
@@ -613,7 +647,7 @@ class ConvKernel : public Kernel {
           packs->emplace_back(wt.data(), mg, cg, cg);
         }
       per_tap = packs;
-      if (!packed_.empty()) {  // constant weights: keep them for the next runs
+      if (constant_weights_) {  // keep them for the next runs
         std::lock_guard lock(lazy_mutex_);
         tap_packed_ = per_tap;
       }
@@ -720,7 +754,9 @@ class ConvKernel : public Kernel {
   }
 
   int64_t group_;
-  std::vector<PackedA> packed_;  // per group, when the weights are constant
+  std::vector<PackedA> packed_;                  // per group, when the weights are constant
+  std::vector<PackedAChannels> channel_packed_;  // instead, for small maps (small_map)
+  bool constant_weights_ = false;                // one of the two is packed
   // Weights per (group, window offset) for run_by_tap, made on first use (constant weights
   // only; the image size picks the path), guarded by lazy_mutex_.
   mutable std::mutex lazy_mutex_;
