@@ -2,6 +2,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -251,9 +252,14 @@ void Activation::apply(const float* x, float* y, int64_t n) const {
 }
 
 void Activation::apply_added(float* y, const float* add, int64_t n) const {
-  if (add)
-    for (int64_t i = 0; i < n; ++i) y[i] += add[i];
-  apply(y, n);
+  if (!add) return apply(y, n);
+  // A chunk at a time, so the activation reads the sums from L1.
+  constexpr int64_t kChunk = 2048;
+  for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
+    const int64_t len = std::min(kChunk, n - i0);
+    for (int64_t i = i0; i < i0 + len; ++i) y[i] += add[i];
+    if (!none()) apply(y + i0, len);
+  }
 }
 
 float Activation::operator()(float x) const {

@@ -28,6 +28,14 @@ std::shared_ptr<float[]> aligned_floats(int64_t count) {
   return std::shared_ptr<float[]>(p, [](float* q) { std::free(q); });
 }
 
+// What the micro-kernel does to a tile after the last depth block, in registers, before it is
+// stored: add the residual (C's layout; the tile's own corner) and apply Relu. The other
+// activations run in one pass over the finished task (run_tile_range).
+struct Finish {
+  const float* residual = nullptr;
+  bool relu = false;
+};
+
 // The micro-kernel: a tile of `rows` (<= 8) x `nv` vectors of C from a packed A block
 // (kc x 8) and a packed B panel (kc x nv*16). The last vector's columns are masked by `mask`.
 // `first`: start from the bias (or 0) instead of C (the epilogue runs after the last block).
@@ -38,7 +46,7 @@ __attribute__((target("avx512f"))) void micro_kernel(int64_t kc, const float* a,
                                                      int64_t b_stride, const int64_t* offsets,
                                                      float* c, int64_t ldc, int64_t rows,
                                                      __mmask16 mask, bool first, const float* bias,
-                                                     const float* col_bias) {
+                                                     const float* col_bias, const Finish& finish) {
   __m512 acc[kMr][NV];
 #pragma GCC unroll 8
   for (int i = 0; i < kMr; ++i) {
@@ -83,7 +91,13 @@ __attribute__((target("avx512f"))) void micro_kernel(int64_t kc, const float* a,
 #pragma GCC unroll 3
     for (int j = 0; j < NV; ++j) {
       const __mmask16 m = j == NV - 1 ? mask : __mmask16(0xffff);
-      _mm512_mask_storeu_ps(c + i * ldc + j * kLanes, m, acc[i][j]);
+      __m512 v = acc[i][j];
+      if (finish.residual)
+        v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, finish.residual + i * ldc + j * kLanes));
+      if (finish.relu)  // x < 0 ? 0 : x, as Activation's Relu (NaN and -0 stay)
+        v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ), v,
+                                 _mm512_setzero_ps());
+      _mm512_mask_storeu_ps(c + i * ldc + j * kLanes, m, v);
     }
   }
 }
@@ -121,7 +135,7 @@ constexpr int64_t kMc = 64;    // rows of A per block that stays in L2 while the
 
 void run_strip_group(const float* packed_a, int64_t k, const BSource& b, int64_t j0, int64_t j1,
                      int64_t r0, int64_t r1, float* c, int64_t ldc, const float* bias,
-                     const float* col_bias, float* panels);
+                     const float* col_bias, const float* residual, bool relu, float* panels);
 
 // One task: columns [j0, j1) of C (j0 a multiple of 48), rows [r0, r1) (r0 a multiple of 8).
 // For each depth block, the task's B panels are packed first (`panels`: kKc x 48 each), then
@@ -133,9 +147,14 @@ void run_tile_range(const float* packed_a, int64_t k, const BSource& b, int64_t 
                     int64_t r0, int64_t r1, float* c, int64_t ldc, const float* bias,
                     const float* col_bias, const Activation& act, const float* residual,
                     float* panels) {
+  // None and Relu, with or without a residual, finish in the micro-kernel's registers.
+  const bool in_tile =
+      k > 0 && (act.kind == Activation::Kind::None || act.kind == Activation::Kind::Relu);
   for (int64_t g0 = j0; g0 < j1; g0 += kGroup * kNr)
     run_strip_group(packed_a, k, b, g0, std::min(j1, g0 + kGroup * kNr), r0, r1, c, ldc, bias,
-                    col_bias, panels);
+                    col_bias, in_tile ? residual : nullptr,
+                    in_tile && act.kind == Activation::Kind::Relu, panels);
+  if (in_tile) return;
   const int64_t width = j1 - j0;
   const float* cb = col_bias ? col_bias + j0 : nullptr;
   if (k == 0)  // no depth: C is the bias
@@ -149,7 +168,7 @@ void run_tile_range(const float* packed_a, int64_t k, const BSource& b, int64_t 
 
 void run_strip_group(const float* packed_a, int64_t k, const BSource& b, int64_t j0, int64_t j1,
                      int64_t r0, int64_t r1, float* c, int64_t ldc, const float* bias,
-                     const float* col_bias, float* panels) {
+                     const float* col_bias, const float* residual, bool relu, float* panels) {
   const int64_t strips = (j1 - j0 + kNr - 1) / kNr;
   for (int64_t p0 = 0; p0 < k; p0 += kKc) {
     const int64_t kc = std::min(kKc, k - p0);
@@ -176,12 +195,15 @@ void run_strip_group(const float* packed_a, int64_t k, const BSource& b, int64_t
           const int64_t rows = std::min(kMr, r1 - r);
           const float* bt = bias ? bias + r : nullptr;
           const bool first = p0 == 0;
+          Finish finish;
+          if (p0 + kc == k) finish = {residual ? residual + r * ldc + j : nullptr, relu};
           auto tile = [&]<int NV>() {
             if (b.rows)
-              micro_kernel<NV, true>(kc, ab, bp, 0, offsets, ct, ldc, rows, mask, first, bt, cb);
+              micro_kernel<NV, true>(kc, ab, bp, 0, offsets, ct, ldc, rows, mask, first, bt, cb,
+                                     finish);
             else
               micro_kernel<NV, false>(kc, ab, bp, b_stride, nullptr, ct, ldc, rows, mask, first, bt,
-                                      cb);
+                                      cb, finish);
           };
           if (nv == 1)
             tile.template operator()<1>();
