@@ -146,6 +146,12 @@ c.node("concat_axis1", "Concat", {"a": rand(2, 3), "b": rand(2, 1), "c": rand(2,
 c.node("concat_neg_axis", "Concat", {"a": rand(2, 3, 4), "b": rand(2, 3, 2)}, axis=-1)
 c.node("concat_middle", "Concat", {"a": rand(2, 3, 4), "b": rand(2, 1, 4)}, axis=1)
 c.node("concat_empty_input", "Concat", {"a": rand(2, 0), "b": rand(2, 3)}, axis=1)
+# Larger than one 64 KB piece of the parallel copy: pieces cross rows and inputs (an empty one
+# between them); one image's channels (one row), and many rows.
+c.node("concat_pieces_channels", "Concat",
+       {"a": rand(3, 20, 70, 40), "e": rand(3, 0, 70, 40), "b": rand(3, 13, 70, 40)}, axis=1)
+c.node("concat_pieces_rows", "Concat", {"a": rand(4, 5, 300, 64), "b": rand(4, 5, 100, 64)},
+       axis=2)
 c.node("concat_single", "Concat", {"a": rand(2, 3)}, axis=0)
 c.node("concat_1d", "Concat", {"a": randint(3), "b": randint(1), "c": randint(2)}, axis=0)
 c.node("concat_opset4", "Concat", {"a": rand(2, 3), "b": rand(2, 3)}, opset=4, axis=1)

@@ -104,7 +104,7 @@ void tile(KernelContext& ctx) {
 
 void concat(KernelContext& ctx) {
   if (ctx.num_inputs() == 1) return ctx.set_output(0, ctx.input(0));
-  Tensor& out = ctx.output(0);
+  Tensor& out = ctx.output_uninitialized(0);  // every byte is copied in below
   if (out.numel() == 0) return;
   const auto rank = out.rank();
   int64_t axis = ctx.node.attr_int("axis", 1);
@@ -121,14 +121,20 @@ void concat(KernelContext& ctx) {
     row_bytes.push_back(ctx.input(i).dim(axis) * inner_bytes);
   }
   auto* dst = static_cast<uint8_t*>(out.raw_data());
-  ctx.pool.parallel_for(outer, grain_for(out_row), [&](int64_t begin, int64_t end) {
-    for (int64_t o = begin; o < end; ++o) {
-      uint8_t* d = dst + o * out_row;
-      for (size_t i = 0; i < srcs.size(); ++i) {
-        if (row_bytes[i])
-          std::memcpy(d, srcs[i] + o * row_bytes[i], static_cast<size_t>(row_bytes[i]));
-        d += row_bytes[i];
-      }
+  // The output is copied in 64 KB pieces across the pool, whatever its rows: a channel concat
+  // of one image is one row, which went to one thread (Real-ESRGAN's 276 Concats of up to
+  // 3 MB took 21 ms).
+  constexpr int64_t kPiece = 64 << 10;
+  const int64_t total = outer * out_row;
+  ctx.pool.parallel_for((total + kPiece - 1) / kPiece, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t lo = p0 * kPiece, hi = std::min(total, p1 * kPiece); lo < hi;) {
+      const int64_t o = lo / out_row, off = lo % out_row;
+      size_t i = 0;
+      int64_t start = 0;  // of input i's part of the row
+      while (start + row_bytes[i] <= off) start += row_bytes[i++];
+      const int64_t n = std::min(hi - lo, start + row_bytes[i] - off);
+      std::memcpy(dst + lo, srcs[i] + o * row_bytes[i] + (off - start), static_cast<size_t>(n));
+      lo += n;
     }
   });
 }
