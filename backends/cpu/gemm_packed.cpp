@@ -42,11 +42,19 @@ struct Finish {
 // B's rows are a packed panel (`b_stride` apart) or, with kRows, start at b + offsets[p]
 // (unaligned; the last vector's load is masked too, so nothing past the columns is read).
 template <int NV, bool kRows>
-__attribute__((target("avx512f"))) void micro_kernel(int64_t kc, const float* a, const float* b,
-                                                     int64_t b_stride, const int64_t* offsets,
-                                                     float* c, int64_t ldc, int64_t rows,
-                                                     __mmask16 mask, bool first, const float* bias,
-                                                     const float* col_bias, const Finish& finish) {
+__attribute__((target("avx512f,prfchw"))) void micro_kernel(
+    int64_t kc, const float* a, const float* b, int64_t b_stride, const int64_t* offsets, float* c,
+    int64_t ldc, int64_t rows, __mmask16 mask, bool first, const float* bias, const float* col_bias,
+    const Finish& finish) {
+  // The tile's residual and C lines are fetched while the products run: in a model both
+  // are usually out of cache (8 rows a map apart), and the stores and residual loads at the end
+  // otherwise wait on memory.
+  if (finish.residual || first)
+    for (int64_t i = 0; i < rows; ++i)
+      for (int j = 0; j < NV; ++j) {
+        if (finish.residual) _mm_prefetch(finish.residual + i * ldc + j * kLanes, _MM_HINT_T0);
+        if (first) _m_prefetchw(c + i * ldc + j * kLanes);
+      }
   __m512 acc[kMr][NV];
 #pragma GCC unroll 8
   for (int i = 0; i < kMr; ++i) {
