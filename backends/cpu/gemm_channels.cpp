@@ -25,11 +25,12 @@ constexpr int64_t kPixels = 7;                     // output pixels per tile, at
 constexpr int64_t kDepth = 1024;
 
 // acc (NP x 64, pixel-major) = (first ? bias : acc) + sum over p < kc of a[p][:] * b[p][j],
-// where b[p][j] = b[offsets[p] + j].
+// where a[p] is the 64 floats at a + p * a_stride and b[p][j] = b[offsets[p] + j].
 template <int NP>
-__attribute__((target("avx512f"))) void channel_tile(int64_t kc, const float* a, const float* b,
-                                                     const int64_t* offsets, float* acc_out,
-                                                     bool first, const float* bias) {
+__attribute__((target("avx512f"))) void channel_tile(int64_t kc, const float* a, int64_t a_stride,
+                                                     const float* b, const int64_t* offsets,
+                                                     float* acc_out, bool first,
+                                                     const float* bias) {
   __m512 acc[NP][4];
 #pragma GCC unroll 7
   for (int j = 0; j < NP; ++j)
@@ -41,7 +42,7 @@ __attribute__((target("avx512f"))) void channel_tile(int64_t kc, const float* a,
     const float* row = b + offsets[p];
     __m512 av[4];
 #pragma GCC unroll 4
-    for (int v = 0; v < 4; ++v) av[v] = _mm512_load_ps(a + p * kRows + v * kLanes);
+    for (int v = 0; v < 4; ++v) av[v] = _mm512_load_ps(a + p * a_stride + v * kLanes);
 #pragma GCC unroll 7
     for (int j = 0; j < NP; ++j) {
       const __m512 bj = _mm512_set1_ps(row[j]);
@@ -55,7 +56,7 @@ __attribute__((target("avx512f"))) void channel_tile(int64_t kc, const float* a,
     for (int v = 0; v < 4; ++v) _mm512_store_ps(acc_out + j * kRows + v * kLanes, acc[j][v]);
 }
 
-using TileFn = void (*)(int64_t, const float*, const float*, const int64_t*, float*, bool,
+using TileFn = void (*)(int64_t, const float*, int64_t, const float*, const int64_t*, float*, bool,
                         const float*);
 constexpr TileFn kTiles[kPixels] = {channel_tile<1>, channel_tile<2>, channel_tile<3>,
                                     channel_tile<4>, channel_tile<5>, channel_tile<6>,
@@ -79,9 +80,11 @@ PackedAChannels::PackedAChannels(const float* a, int64_t m, int64_t k, int64_t l
 
 void gemm_channels(const PackedAChannels& a, const BRows& b, const PixelRows& cols, float* c,
                    int64_t ldc, const float* bias, const Activation& act, const ThreadPool& pool,
-                   const float* residual) {
-  const int64_t m = a.rows(), k = a.depth();
+                   const float* residual, const ChannelSlice& slice) {
+  const int64_t m = a.rows(), k = slice.depth_count < 0 ? a.depth() : slice.depth_count;
+  const int64_t a_stride = slice.depth_step * kRows;  // floats between the depth rows used
   const int64_t out_rows = cols.count / cols.width;
+  const int64_t crs = slice.c_row_stride ? slice.c_row_stride : cols.width;
   if (m == 0 || cols.count == 0) return;
   const int64_t blocks = (m + kRows - 1) / kRows;
   // Tasks: blocks of 64 channels, and bands of output rows when there are too few blocks to
@@ -101,12 +104,13 @@ void gemm_channels(const PackedAChannels& a, const BRows& b, const PixelRows& co
     for (int64_t i = 0; i < kRows; ++i) block_bias[i] = bias && i < mr ? bias[m0 + i] : 0.f;
     for (int64_t p0 = 0; p0 < k; p0 += kDepth) {
       const int64_t kc = std::min(kDepth, k - p0);
-      const float* ab = a.data_.get() + (blk * k + p0) * kRows;
+      const float* ab =
+          a.data_.get() + (blk * a.depth() + slice.depth_first + p0 * slice.depth_step) * kRows;
       for (int64_t oh = h0; oh < h1; ++oh)
         for (int64_t w0 = 0; w0 < cols.width; w0 += kPixels) {
           const int64_t np = std::min(kPixels, cols.width - w0);
           const int64_t q = oh * cols.width + w0 - q0;
-          kTiles[np - 1](kc, ab, b.base + oh * cols.row_stride + w0, b.offsets + p0,
+          kTiles[np - 1](kc, ab, a_stride, b.base + oh * cols.row_stride + w0, b.offsets + p0,
                          acc + q * kRows, p0 == 0, block_bias);
         }
     }
@@ -114,10 +118,22 @@ void gemm_channels(const PackedAChannels& a, const BRows& b, const PixelRows& co
       for (int64_t q = 0; q < nq; ++q) std::copy_n(block_bias, kRows, acc + q * kRows);
     // C's rows are channels: transpose the tile out, then the residual and activation per row.
     for (int64_t i = 0; i < mr; ++i) {
-      float* crow = c + (m0 + i) * ldc + q0;
-      for (int64_t q = 0; q < nq; ++q) crow[q] = acc[q * kRows + i];
-      if (residual || !act.none())
+      float* crow = c + (m0 + i) * ldc + h0 * crs;
+      for (int64_t oh = 0; oh < h1 - h0; ++oh) {
+        float* dst = crow + oh * crs;
+        const float* src = acc + oh * cols.width * kRows + i;
+        if (slice.accumulate)
+          for (int64_t w = 0; w < cols.width; ++w) dst[w] += src[w * kRows];
+        else
+          for (int64_t w = 0; w < cols.width; ++w) dst[w] = src[w * kRows];
+      }
+      if ((residual || !act.none()) && crs == cols.width)
         act.apply_added(crow, residual ? residual + (m0 + i) * ldc + q0 : nullptr, nq);
+      else if (residual || !act.none())
+        for (int64_t oh = 0; oh < h1 - h0; ++oh)
+          act.apply_added(crow + oh * crs,
+                          residual ? residual + (m0 + i) * ldc + (h0 + oh) * crs : nullptr,
+                          cols.width);
     }
   });
 }

@@ -99,6 +99,16 @@ struct PixelRows {
   int64_t count = 0, width = 1, row_stride = 1;
 };
 
+// Which part of A and of C a gemm_channels product uses: A's depth rows first + p * step for
+// p < count (one kernel offset of a conv packed for all its offsets: first = the offset,
+// step = the offsets per channel); C's output rows `c_row_stride` floats apart (a rectangle
+// of the output map); and whether the product is added to C (no bias) instead of stored.
+struct ChannelSlice {
+  int64_t depth_first = 0, depth_step = 1, depth_count = -1;  // -1: all of A's depth
+  int64_t c_row_stride = 0;                                   // 0: C's pixels are contiguous
+  bool accumulate = false;
+};
+
 // A (M x K, the weights) packed for gemm_channels: [ceil(m / 64)][k][64], rows past m zero.
 // Only on CPUs where gemm_packed_native().
 class PackedAChannels {
@@ -111,7 +121,8 @@ class PackedAChannels {
 
  private:
   friend void gemm_channels(const PackedAChannels&, const BRows&, const PixelRows&, float*, int64_t,
-                            const float*, const Activation&, const ThreadPool&, const float*);
+                            const float*, const Activation&, const ThreadPool&, const float*,
+                            const ChannelSlice&);
   int64_t m_ = 0, k_ = 0;
   std::shared_ptr<float[]> data_;
 };
@@ -122,6 +133,6 @@ class PackedAChannels {
 // a width that is not a multiple of 16.
 void gemm_channels(const PackedAChannels& a, const BRows& b, const PixelRows& cols, float* c,
                    int64_t ldc, const float* bias, const Activation& act, const ThreadPool& pool,
-                   const float* residual = nullptr);
+                   const float* residual = nullptr, const ChannelSlice& slice = {});
 
 }  // namespace quilt::cpu

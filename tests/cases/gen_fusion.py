@@ -126,6 +126,16 @@ c.model("residual_small_map_hardswish", [
     N("Conv", ["x", "w72", "b72"], ["c"], pads=[1, 1, 1, 1]), N("Add", ["c", "x"], ["a"]),
     N("HardSwish", ["a"], ["y"])], {"x": rand(1, 72, 6, 6)}, ["y"],
     {"w72": rand(72, 72, 3, 3), "b72": rand(72)})
+# Dilated convs on small maps with constant weights, offset by offset (run_by_tap_channels), two
+# groups: only the centre offset live, the activation in its product; and several offsets, the
+# activation after the last.
+c.model("atrous_small_map_centre_hardswish", [
+    N("Conv", ["x", "wg"], ["c"], group=2, pads=[7, 7, 7, 7], dilations=[7, 7]),
+    N("HardSwish", ["c"], ["y"])], {"x": rand(1, 16, 6, 6)}, ["y"], {"wg": rand(24, 8, 3, 3)})
+c.model("atrous_small_map_group_relu", [
+    N("Conv", ["x", "wg", "bg"], ["c"], group=2, pads=[4, 4, 4, 4], dilations=[4, 4]),
+    N("Relu", ["c"], ["y"])], {"x": rand(1, 16, 7, 8)}, ["y"],
+    {"wg": rand(24, 8, 3, 3), "bg": rand(24)})
 c.model("residual_3d", [N("Conv", ["x", "w3d"], ["c"], pads=[1, 1, 1, 1, 1, 1]),
                         N("Add", ["c", "x"], ["y"])],
         {"x": rand(1, 3, 4, 5, 6)}, ["y"], {"w3d": rand(3, 3, 3, 3, 3)})

@@ -108,6 +108,12 @@ c.node("conv2d_small_map_20x20", "Conv", {"x": rand(1, 64, 20, 20)},
        rtol=1e-4, atol=1e-3)
 c.node("conv2d_small_map_1x1", "Conv", {"x": rand(1, 96, 7, 7)},
        initializers={"w": rand(80, 96, 1, 1), "b": rand(80)}, **CONV_TOL)
+# A dilated conv on a small map whose offsets mostly read padding: computed offset by offset
+# from the weights packed for gemm_channels (ConvKernel::run_by_tap_channels); rectangles at
+# every edge, several pixels wide.
+c.node("conv2d_small_map_atrous", "Conv", {"x": rand(2, 24, 7, 8)},
+       initializers={"w": rand(40, 24, 3, 3), "b": rand(40)}, pads=[4, 4, 4, 4],
+       dilations=[4, 4], rtol=1e-4, atol=1e-3)
 c.node("conv1d_basic", "Conv", {"x": rand(2, 3, 10), "w": rand(4, 3, 3), "b": rand(4)},
        **CONV_TOL)
 c.node("conv1d_strides_pads_dil", "Conv", {"x": rand(1, 2, 17), "w": rand(3, 2, 4)},
