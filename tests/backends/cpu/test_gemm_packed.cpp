@@ -1,6 +1,7 @@
 // Quilt's packed GEMM (backends/cpu/gemm_packed.hpp) against a double-precision reference, over
 // shapes that hit every tile edge: rows not a multiple of 8, columns not a multiple of 16 or 48,
-// depths across the 768 block, strided B and C, bias and activation, one and two threads.
+// depths across the 768 block, strided B and C, bias and activation, one and two threads; and
+// gemm_channels (the small-map kernel) with its depth slices, C layouts and accumulation.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -74,6 +75,72 @@ TEST(GemmPacked, LargeShapesSplitAcrossThreads) {
 
 // Throughput beside OpenBLAS on convolution-shaped products (run by hand:
 // quilt_unit_tests --gtest_also_run_disabled_tests --gtest_filter='*Throughput*').
+// gemm_channels (A packed along the channels, pixels broadcast): a map of `rows` x `width`
+// pixels read from B planes `row_stride` wide, A's depth rows first + p * step (p < count) of a
+// `full`-deep packing, C rows c_stride apart; stored with bias, residual and activation, or
+// added to C.
+void check_channels(int64_t m, int64_t rows, int64_t width, int64_t count, int64_t full,
+                    int64_t first, int64_t step, bool accumulate, bool residual, Activation act,
+                    const ThreadPool& pool, std::mt19937& rng) {
+  const int64_t row_stride = width + 3, c_stride = width + 2, plane = (rows + 1) * row_stride;
+  const int64_t ldc = rows * c_stride + 5;
+  std::vector<float> a = random_floats(static_cast<size_t>(m * full), rng);
+  std::vector<float> x = random_floats(static_cast<size_t>(count * plane), rng);
+  std::vector<float> bias = random_floats(static_cast<size_t>(m), rng);
+  std::vector<float> res = random_floats(static_cast<size_t>(m * ldc), rng);
+  std::vector<float> c = random_floats(static_cast<size_t>(m * ldc), rng), c0 = c;
+  std::vector<int64_t> offsets(static_cast<size_t>(count));
+  for (int64_t p = 0; p < count; ++p) offsets[static_cast<size_t>(p)] = p * plane;
+  PackedAChannels packed(a.data(), m, full, full);
+  ChannelSlice slice;
+  slice.depth_first = first;
+  slice.depth_step = step;
+  slice.depth_count = count;
+  slice.c_row_stride = c_stride;
+  slice.accumulate = accumulate;
+  gemm_channels(packed, BRows{x.data(), offsets.data()}, PixelRows{rows * width, width, row_stride},
+                c.data(), ldc, accumulate ? nullptr : bias.data(), accumulate ? Activation{} : act,
+                pool, residual && !accumulate ? res.data() : nullptr, slice);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t q = 0; q < ldc; ++q) {
+      const int64_t h = q / c_stride, w = q % c_stride;
+      const size_t at = static_cast<size_t>(i * ldc + q);
+      if (h >= rows || w >= width) {  // not a pixel of the map: untouched
+        ASSERT_EQ(c[at], c0[at]) << "m=" << m << " at " << i << "," << q;
+        continue;
+      }
+      double sum = accumulate ? c0[at] : bias[static_cast<size_t>(i)];
+      for (int64_t p = 0; p < count; ++p)
+        sum += double(a[static_cast<size_t>(i * full + first + p * step)]) *
+               x[static_cast<size_t>(p * plane + h * row_stride + w)];
+      if (residual && !accumulate) sum += res[at];
+      const float want = accumulate ? static_cast<float>(sum) : act(static_cast<float>(sum));
+      ASSERT_NEAR(c[at], want, 1e-4 * (1 + std::abs(want)))
+          << "m=" << m << " rows=" << rows << " width=" << width << " count=" << count
+          << " step=" << step << " at " << i << "," << h << "," << w;
+    }
+}
+
+TEST(GemmChannels, MatchesReference) {
+  if (!gemm_packed_native()) GTEST_SKIP() << "gemm_channels needs AVX-512";
+  std::mt19937 rng(11);
+  ThreadPool one(1), two(2);
+  const Activation relu{Activation::Kind::Relu};
+  // Channel tails (m not a multiple of 64), widths that leave 1..6-pixel tiles, depths across
+  // the 1024 block; all of A's depth, and one offset of nine.
+  for (int64_t m : {1, 63, 64, 70, 200})
+    for (int64_t width : {1, 7, 9, 14})
+      for (int64_t count : {0, 3, 1030}) {
+        const bool slice = (m + width) % 2 == 0;
+        check_channels(m, width == 1 ? 1 : 3, width, count, slice ? count * 9 : count,
+                       slice ? 4 : 0, slice ? 9 : 1, false, count % 2 == 1, relu,
+                       (m + count) % 3 ? two : one, rng);
+      }
+  check_channels(128, 5, 7, 40, 360, 8, 9, true, false, Activation{}, two, rng);  // accumulate
+  check_channels(64, 2, 3, 17, 17, 0, 1, false, true, Activation{Activation::Kind::HardSwish}, one,
+                 rng);  // a pass-activation
+}
+
 TEST(GemmPacked, DISABLED_Throughput) {
   std::mt19937 rng(1);
   const char* env = std::getenv("QUILT_BENCH_THREADS");
