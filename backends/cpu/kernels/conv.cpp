@@ -656,12 +656,11 @@ class ConvKernel : public Kernel {
       const int64_t kh = r.tap / g.kernel[2], kw = r.tap % g.kernel[2];
       const int64_t ih = r.h0 - g.pad[1] + kh * g.dilation[1];  // of output (h0, w0)
       const int64_t iw = r.w0 - g.pad[2] + kw * g.dilation[2];
-      ChannelSlice slice;
-      slice.depth_first = r.tap;
-      slice.depth_step = kvol;
-      slice.depth_count = cg;
-      slice.c_row_stride = g.out[2];
-      slice.accumulate = !store;
+      const ChannelSlice slice{.depth_first = r.tap,
+                               .depth_step = kvol,
+                               .depth_count = cg,
+                               .c_row_stride = g.out[2],
+                               .accumulate = !store};
       gemm_channels(
           channel_packed_[static_cast<size_t>(grp)], BRows{xg + ih * g.in[2] + iw, planes.data()},
           PixelRows{r.size(), r.w1 - r.w0, g.in[2]}, yg + r.h0 * g.out[2] + r.w0, ovol,

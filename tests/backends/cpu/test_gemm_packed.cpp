@@ -92,12 +92,11 @@ void check_channels(int64_t m, int64_t rows, int64_t width, int64_t count, int64
   std::vector<int64_t> offsets(static_cast<size_t>(count));
   for (int64_t p = 0; p < count; ++p) offsets[static_cast<size_t>(p)] = p * plane;
   PackedAChannels packed(a.data(), m, full, full);
-  ChannelSlice slice;
-  slice.depth_first = first;
-  slice.depth_step = step;
-  slice.depth_count = count;
-  slice.c_row_stride = c_stride;
-  slice.accumulate = accumulate;
+  const ChannelSlice slice{.depth_first = first,
+                           .depth_step = step,
+                           .depth_count = count,
+                           .c_row_stride = c_stride,
+                           .accumulate = accumulate};
   gemm_channels(packed, BRows{x.data(), offsets.data()}, PixelRows{rows * width, width, row_stride},
                 c.data(), ldc, accumulate ? nullptr : bias.data(), accumulate ? Activation{} : act,
                 pool, residual && !accumulate ? res.data() : nullptr, slice);
