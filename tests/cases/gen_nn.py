@@ -246,6 +246,12 @@ c.node("maxpool2d_same_lower", "MaxPool", {"x": rand(1, 2, 7, 6)}, kernel_shape=
        auto_pad="SAME_LOWER")
 c.node("maxpool2d_valid", "MaxPool", {"x": rand(1, 2, 7, 6)}, kernel_shape=[3, 2],
        strides=[2, 2], auto_pad="VALID")
+# Stride 1 without dilation: row maxima first, then down the columns (YOLOv5s's SPPF; uneven
+# window and pads).
+c.node("maxpool2d_sppf", "MaxPool", {"x": rand(1, 8, 20, 20)}, kernel_shape=[5, 5],
+       pads=[2, 2, 2, 2])
+c.node("maxpool2d_stride1_uneven", "MaxPool", {"x": rand(2, 3, 9, 11)}, kernel_shape=[3, 4],
+       pads=[0, 2, 2, 1])
 c.node("maxpool2d_resnet", "MaxPool", {"x": rand(1, 4, 16, 16)}, kernel_shape=[3, 3],
        strides=[2, 2], pads=[1, 1, 1, 1])
 c.node("maxpool2d_indices", "MaxPool", {"x": rand(2, 3, 6, 5)}, n_outputs=2, kernel_shape=[3, 2],
