@@ -81,8 +81,21 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
                               const std::function<void(int64_t, int64_t)>& fn) const {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
-  int64_t max_chunks = std::min<int64_t>((n + grain - 1) / grain, threads_ * 4);
+  const int64_t max_chunks = std::min<int64_t>((n + grain - 1) / grain, threads_ * 4);
   if (threads_ == 1 || max_chunks <= 1) {
+    fn(0, n);
+    return;
+  }
+  // Chunks in per-thread ranges (for_each_task): the same thread takes the same part of a
+  // tensor op after op, so it reads what it wrote. From one shared queue the threads took
+  // alternate chunks, and half of every input came from the other core's cache.
+  const int64_t chunk = (n + max_chunks - 1) / max_chunks;
+  for_each_task((n + chunk - 1) / chunk,
+                [&](int64_t c) { fn(c * chunk, std::min(n, (c + 1) * chunk)); });
+}
+
+void ThreadPool::run_chunks(int64_t n, const std::function<void(int64_t, int64_t)>& fn) const {
+  if (threads_ == 1 || n <= 1) {
     fn(0, n);
     return;
   }
@@ -94,8 +107,8 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
   std::unique_lock lock(mutex_);
   job_ = &fn;
   job_n_ = n;
-  job_chunk_ = (n + max_chunks - 1) / max_chunks;
-  chunks_ = (n + job_chunk_ - 1) / job_chunk_;
+  job_chunk_ = 1;
+  chunks_ = n;
   next_chunk_ = 0;
   finished_ = 0;
   ++generation_;
@@ -128,8 +141,8 @@ void ThreadPool::for_each_task(int64_t tasks, const std::function<void(int64_t)>
     range[static_cast<size_t>(r)].next = r * tasks / ranges;
     range[static_cast<size_t>(r)].end = (r + 1) * tasks / ranges;
   }
-  // parallel_for's chunk 0 runs on the calling thread (it claims it before any worker can).
-  parallel_for(ranges, 1, [&](int64_t first, int64_t last) {
+  // run_chunks' chunk 0 runs on the calling thread (it claims it before any worker can).
+  run_chunks(ranges, [&](int64_t first, int64_t last) {
     for (int64_t own = first; own < last; ++own)
       for (int64_t v = 0; v < ranges; ++v) {
         Range& r = range[static_cast<size_t>((own + v) % ranges)];

@@ -29,7 +29,8 @@ class ThreadPool {
 
   int threads() const { return threads_; }
   // Calls fn(begin, end) over disjoint ranges covering [0, n). Ranges have at least `grain`
-  // items (except the last), so small loops stay on the calling thread.
+  // items (except the last), so small loops stay on the calling thread. The ranges are dealt
+  // as for_each_task's tasks: the first ones to the calling thread.
   void parallel_for(int64_t n, int64_t grain,
                     const std::function<void(int64_t, int64_t)>& fn) const;
   // Calls fn(t) once for every t in [0, tasks). The tasks are dealt in threads() contiguous
@@ -41,6 +42,9 @@ class ThreadPool {
   void for_each_task(int64_t tasks, const std::function<void(int64_t)>& fn) const;
 
  private:
+  // fn(c, c + 1) for each c in [0, n), one chunk at a time from a shared counter; chunk 0 on
+  // the calling thread.
+  void run_chunks(int64_t n, const std::function<void(int64_t, int64_t)>& fn) const;
   void worker_loop();
   void work_on_current_job() const;
 
