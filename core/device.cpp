@@ -271,8 +271,10 @@ Device::Device(const LoadedBackend& backend, int32_t index,
                 "backend '" + backend.name + "' has no device " + std::to_string(index) +
                     " (it has " + std::to_string(count) + (count == 1 ? " device)" : " devices)"));
   name_ = backend.name == "cpu" ? "cpu" : backend.name + ":" + std::to_string(index);
+  // Only the name and flags: a session has no use for the properties, which a backend may
+  // have to work out (the CPU backend's BLAS core loads OpenBLAS).
   quilt_device_info_t info{};
-  info.struct_size = sizeof(info);
+  info.struct_size = offsetof(quilt_device_info_t, flags) + sizeof(info.flags);
   check_status(api_->device_info(api_->context, index, &info), "[" + name_ + "] device_info");
   description_ = info.name ? info.name : "";
   flags_ = info.flags;

@@ -29,6 +29,9 @@ const BlasCoreChoice& blas_core_choice();
 // e.g. "OpenBLAS, core SkylakeX (picked by Quilt from the CPU's features; OPENBLAS_CORETYPE=
 // Haswell from the environment not used)", for `quilt devices` and logs.
 std::string blas_core_description();
+// OpenBLAS's thread count: applied now if it is loaded, else when it loads (on first use).
 void blas_set_threads(int threads);
+// Whether OpenBLAS has been loaded in this process.
+bool blas_loaded();
 
 }  // namespace quilt::cpu

@@ -167,29 +167,31 @@ int32_t device_count(void*) {
 
 quilt_status_t device_info(void*, int32_t, quilt_device_info_t* info) {
   try {
-    static const auto strings = [] {
-      std::vector<std::string> out;
+#define QUILT_CPU_FITS(field) \
+  (info->struct_size >= offsetof(quilt_device_info_t, field) + sizeof(info->field))
+    static const std::string model = [] {
       std::ifstream cpuinfo("/proc/cpuinfo");
-      std::string line, model = "cpu";
+      std::string line;
       while (std::getline(cpuinfo, line))
-        if (line.rfind("model name", 0) == 0) {
-          model = line.substr(line.find(':') + 2);
-          break;
-        }
-      out.push_back(model);
-      out.push_back(std::to_string(std::thread::hardware_concurrency()));
-      out.push_back(blas_core_description());
-      out.push_back(std::to_string(KernelRegistry::builtin().op_types().size()));
-      return out;
+        if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+      return std::string("cpu");
     }();
-    static const char* keys[] = {"cores", "blas", "ops"};
-    static const char* values[] = {strings[1].c_str(), strings[2].c_str(), strings[3].c_str()};
-    info->name = strings[0].c_str();
-    info->flags = QUILT_DEVICE_HOST_MEMORY | QUILT_DEVICE_SYNCHRONOUS;
-    info->memory_bytes = 0;
-    info->num_properties = 3;
-    info->property_keys = keys;
-    info->property_values = values;
+    if (QUILT_CPU_FITS(name)) info->name = model.c_str();
+    if (QUILT_CPU_FITS(flags)) info->flags = QUILT_DEVICE_HOST_MEMORY | QUILT_DEVICE_SYNCHRONOUS;
+    if (QUILT_CPU_FITS(memory_bytes)) info->memory_bytes = 0;
+    if (QUILT_CPU_FITS(property_values)) {
+      // Only for callers that want the properties (`quilt devices`): describing the BLAS core
+      // loads OpenBLAS, which a session loads only if a kernel calls it.
+      static const std::vector<std::string> strings = {
+          std::to_string(std::thread::hardware_concurrency()), blas_core_description(),
+          std::to_string(KernelRegistry::builtin().op_types().size())};
+      static const char* keys[] = {"cores", "blas", "ops"};
+      static const char* values[] = {strings[0].c_str(), strings[1].c_str(), strings[2].c_str()};
+      info->num_properties = 3;
+      info->property_keys = keys;
+      info->property_values = values;
+    }
+#undef QUILT_CPU_FITS
     return nullptr;
   } catch (...) {
     return status_from_current_exception();
@@ -217,9 +219,8 @@ quilt_status_t device_open(void*, int32_t, const quilt_option_t* options, size_t
     if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     auto* d = new quilt_device_s(threads);
     blas_set_threads(threads);
-    host_api()->log(QUILT_LOG_DEBUG, ("cpu backend: " + std::to_string(threads) + " threads; " +
-                                      blas_core_description())
-                                         .c_str());
+    host_api()->log(QUILT_LOG_DEBUG,
+                    ("cpu backend: " + std::to_string(threads) + " threads").c_str());
     *device = d;
     return nullptr;
   } catch (...) {
