@@ -64,20 +64,6 @@ constexpr TileFn kTiles[kPixels] = {channel_tile<1>, channel_tile<2>, channel_ti
 
 }  // namespace
 
-PackedAChannels::PackedAChannels(const float* a, int64_t m, int64_t k, int64_t lda) : m_(m), k_(k) {
-  const int64_t blocks = (m + kRows - 1) / kRows;
-  const size_t bytes = static_cast<size_t>(std::max<int64_t>(blocks * k * kRows, 1)) * 4;
-  float* p = static_cast<float*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
-  if (!p) throw std::bad_alloc();
-  data_ = std::shared_ptr<float[]>(p, [](float* q) { std::free(q); });
-  for (int64_t blk = 0; blk < blocks; ++blk)
-    for (int64_t q = 0; q < k; ++q)
-      for (int64_t i = 0; i < kRows; ++i) {
-        const int64_t row = blk * kRows + i;
-        p[(blk * k + q) * kRows + i] = row < m ? a[row * lda + q] : 0.f;
-      }
-}
-
 void gemm_channels(const PackedAChannels& a, const BRows& b, const PixelRows& cols, float* c,
                    int64_t ldc, const float* bias, const Activation& act, const ThreadPool& pool,
                    const float* residual, const ChannelSlice& slice) {
@@ -127,13 +113,13 @@ void gemm_channels(const PackedAChannels& a, const BRows& b, const PixelRows& co
         else
           for (int64_t w = 0; w < cols.width; ++w) dst[w] = src[w * kRows];
       }
-      if ((residual || !act.none()) && crs == cols.width)
-        act.apply_added(crow, residual ? residual + (m0 + i) * ldc + q0 : nullptr, nq);
-      else if (residual || !act.none())
-        for (int64_t oh = 0; oh < h1 - h0; ++oh)
-          act.apply_added(crow + oh * crs,
-                          residual ? residual + (m0 + i) * ldc + (h0 + oh) * crs : nullptr,
-                          cols.width);
+      if (!residual && act.none()) continue;
+      // Whole rows of C at once when they are contiguous, else one output row at a time.
+      const int64_t run = crs == cols.width ? nq : cols.width;
+      for (int64_t q = 0; q < nq; q += run) {
+        const int64_t at = (m0 + i) * ldc + h0 * crs + q / cols.width * crs;
+        act.apply_added(c + at, residual ? residual + at : nullptr, run);
+      }
     }
   });
 }

@@ -225,14 +225,15 @@ void run_strip_group(const float* packed_a, int64_t k, const BSource& b, int64_t
 }
 
 // Packs rows [0, m) of a (row stride lda, or column stride lda when transposed) into
-// [ceil(m / 8)][k][8] at out, blocks [blk0, blk1).
+// [ceil(m / h)][k][h] at out, blocks [blk0, blk1), rows past m zero: h = 8 for the micro-kernel,
+// 64 for gemm_channels.
 void pack_a_blocks(const float* a, int64_t m, int64_t k, int64_t lda, bool transposed, int64_t blk0,
-                   int64_t blk1, float* out) {
+                   int64_t blk1, float* out, int64_t h = kMr) {
   for (int64_t blk = blk0; blk < blk1; ++blk)
     for (int64_t p = 0; p < k; ++p)
-      for (int64_t i = 0; i < kMr; ++i) {
-        const int64_t row = blk * kMr + i;
-        out[(blk * k + p) * kMr + i] =
+      for (int64_t i = 0; i < h; ++i) {
+        const int64_t row = blk * h + i;
+        out[(blk * k + p) * h + i] =
             row < m ? (transposed ? a[p * lda + row] : a[row * lda + p]) : 0.f;
       }
 }
@@ -336,6 +337,12 @@ PackedA::PackedA(const float* a, int64_t m, int64_t k, int64_t lda) : m_(m), k_(
   const int64_t blocks = (m + kMr - 1) / kMr;
   data_ = aligned_floats(blocks * k * kMr);
   pack_a_blocks(a, m, k, lda, false, 0, blocks, data_.get());
+}
+
+PackedAChannels::PackedAChannels(const float* a, int64_t m, int64_t k, int64_t lda) : m_(m), k_(k) {
+  const int64_t blocks = (m + kRows - 1) / kRows;
+  data_ = aligned_floats(blocks * k * kRows);
+  pack_a_blocks(a, m, k, lda, false, 0, blocks, data_.get(), kRows);
 }
 
 PackedB::PackedB(const float* b, int64_t k, int64_t n, int64_t ldb, bool transposed)

@@ -51,7 +51,7 @@ void ThreadPool::work_on_current_job() const {
   while (job_ && next_chunk_ < chunks_) {
     int64_t c = next_chunk_++;
     const auto* fn = job_;
-    int64_t begin = c * job_chunk_, end = std::min(job_n_, begin + job_chunk_);
+    const int64_t begin = c, end = c + 1;  // run_chunks' chunks are single items
     mutex_.unlock();
     std::exception_ptr error;
     try {
@@ -106,8 +106,6 @@ void ThreadPool::run_chunks(int64_t n, const std::function<void(int64_t, int64_t
   }
   std::unique_lock lock(mutex_);
   job_ = &fn;
-  job_n_ = n;
-  job_chunk_ = 1;
   chunks_ = n;
   next_chunk_ = 0;
   finished_ = 0;

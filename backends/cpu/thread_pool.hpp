@@ -55,7 +55,7 @@ class ThreadPool {
   mutable std::condition_variable wake_;
   mutable std::condition_variable done_;
   mutable const std::function<void(int64_t, int64_t)>* job_ = nullptr;
-  mutable int64_t job_n_ = 0, job_chunk_ = 0, next_chunk_ = 0, chunks_ = 0;
+  mutable int64_t next_chunk_ = 0, chunks_ = 0;
   // Written under mutex_, read without it while spinning.
   mutable std::atomic<int64_t> finished_{0};
   mutable std::atomic<uint64_t> generation_{0};
