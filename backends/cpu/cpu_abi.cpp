@@ -374,6 +374,8 @@ void run(const quilt_device_s& device, const quilt_executable_s& exe,
         cn.node.fail(reason, ErrorCode::NotImplemented);
     }
     KernelContext ctx(cn.node, in_ptrs, out_types, outs, device.pool);
+    for (size_t i = 0; i < outs.size(); ++i)
+      if (outs[i].defined()) ctx.given_uninitialized(i);
     ctx.activation = cn.activation;
     if (cn.bias_input >= 0) ctx.bias = in_ptrs[static_cast<size_t>(cn.bias_input)];
     if (cn.residual_input >= 0) ctx.residual = in_ptrs[static_cast<size_t>(cn.residual_input)];

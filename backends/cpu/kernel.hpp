@@ -54,6 +54,11 @@ class KernelContext {
   Tensor& output(size_t i);
   // The same, but not zero-filled: for kernels that write every element of the output.
   Tensor& output_uninitialized(size_t i);
+  // Output i was given already allocated but not zeroed (a patch output, allocated by the
+  // host): output(i) zero-fills it as it does the buffers it allocates.
+  void given_uninitialized(size_t i) {
+    if (i < 64) uninitialized_ |= uint64_t{1} << i;
+  }
   // Sets output i to an existing tensor (e.g. a view of an input for Reshape); its dtype and
   // shape must match the inferred ones.
   void set_output(size_t i, Tensor t);
@@ -73,6 +78,7 @@ class KernelContext {
   std::span<const Tensor* const> inputs_;
   std::span<const TypeShape> output_types_;
   std::span<Tensor> outputs_;
+  uint64_t uninitialized_ = 0;  // given outputs that output() must zero (given_uninitialized)
 };
 
 // A kernel with state prepared at session creation (e.g. packed weights). run() is const and

@@ -2,6 +2,7 @@
 #include "backends/cpu/kernel.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 namespace quilt::cpu {
 
@@ -14,8 +15,12 @@ Tensor& KernelContext::output(size_t i) {
   if (i >= outputs_.size())
     node.fail("kernel asked for output " + std::to_string(i) + " but the node has " +
               std::to_string(outputs_.size()));
-  if (!outputs_[i].defined())
+  if (!outputs_[i].defined()) {
     outputs_[i] = Tensor::scratch(output_types_[i].dtype, output_types_[i].dims, true);
+  } else if (i < 64 && (uninitialized_ >> i & 1)) {
+    uninitialized_ &= ~(uint64_t{1} << i);
+    if (outputs_[i].nbytes()) std::memset(outputs_[i].raw_data(), 0, outputs_[i].nbytes());
+  }
   return outputs_[i];
 }
 

@@ -232,3 +232,39 @@ TEST(Session, FixedDimsMakeSymbolicShapesStatic) {
   expect_error([&] { Session(kDir + "/add_relu.onnx", o); }, ErrorCode::InvalidArgument,
                {"'batch' is -1, expected >= 0"});
 }
+
+// Patch outputs come from the buffer cache uninitialised (a run's outputs are the same size
+// every time); a kernel that writes only part of its output must still see zeros there. Run 2
+// gets run 1's buffer back, with run 1's values at other places.
+TEST(Session, OutputsOfPartialWritersAreZeroedOnEveryRun) {
+  Session s(kDir + "/max_unpool.onnx");
+  auto run = [&](int64_t corner, float value) {
+    const std::vector<int64_t> shape{1, 4, 64, 64};
+    Tensor x = Tensor::uninitialized(DType::Float32, shape);
+    Tensor i = Tensor::uninitialized(DType::Int64, shape);
+    for (int64_t c = 0, n = 0; c < 4; ++c)
+      for (int64_t h = 0; h < 64; ++h)
+        for (int64_t w = 0; w < 64; ++w, ++n) {
+          x.data<float>()[n] = value;
+          // corner 0: each window's top-left element; corner 3: its bottom-right one
+          i.data<int64_t>()[n] = c * 128 * 128 + (2 * h + corner / 2) * 128 + 2 * w + corner % 2;
+        }
+    return s.run({{"x", x}, {"i", i}}).at("y");
+  };
+  {
+    Tensor first = run(0, 1.f);
+    ASSERT_EQ(first.numel(), 4 * 128 * 128);
+    EXPECT_EQ(first.data<float>()[0], 1.f);
+  }
+  Tensor second = run(3, 2.f);
+  int64_t twos = 0, zeros = 0;
+  for (int64_t n = 0; n < second.numel(); ++n) {
+    const float v = second.data<float>()[n];
+    twos += v == 2.f;
+    zeros += v == 0.f;
+  }
+  EXPECT_EQ(twos, 4 * 64 * 64);
+  EXPECT_EQ(zeros, 3 * 4 * 64 * 64) << "the first run's values are still in the output";
+  EXPECT_EQ(second.data<float>()[0], 0.f);
+  EXPECT_EQ(second.data<float>()[129], 2.f);
+}

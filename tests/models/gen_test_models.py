@@ -281,3 +281,12 @@ g = helper.make_graph([N("MatMul", ["x", "W"], ["a"], name="mm"), N("Softmax", [
                       "hetero_dynamic", [vi("x", TensorProto.FLOAT, ["n", 64])], [vi("y", TensorProto.FLOAT, ["n", 16])],
                       [weight("W", 64, 16), weight("W2", 16, 16)])
 save(helper.make_model(g, opset_imports=OPSET), "hetero_dynamic.onnx")
+
+# max_unpool: y = MaxUnpool(x, i), 2x2 windows: y [1, 4, 128, 128] (256 KB, a size the buffer
+# cache keeps) is zero except where the indices point. Its output comes from the host, and
+# MaxUnpool writes only the indexed elements.
+unpool = helper.make_model(helper.make_graph(
+    [helper.make_node("MaxUnpool", ["x", "i"], ["y"], name="unpool", kernel_shape=[2, 2], strides=[2, 2])],
+    "max_unpool", [vi("x", TensorProto.FLOAT, [1, 4, 64, 64]), vi("i", TensorProto.INT64, [1, 4, 64, 64])],
+    [vi("y", TensorProto.FLOAT, [1, 4, 128, 128])]), opset_imports=[helper.make_opsetid("", 11)])
+save(unpool, "max_unpool.onnx")

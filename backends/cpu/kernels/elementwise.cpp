@@ -93,7 +93,7 @@ KernelFn same_type_binary(Types types) {
   return [types](KernelContext& ctx) {
     const Tensor& a = ctx.input(0);
     const Tensor& b = ctx.input(1);
-    Tensor& out = ctx.output(0);
+    Tensor& out = ctx.output_uninitialized(0);
     dispatch(ctx, types, [&](auto tag) {
       using T = decltype(tag);
       broadcast_binary<T, T, T>(ctx.pool, a, b, out, Op{});
@@ -138,7 +138,7 @@ using PowTypes = TypeList<float, double, int32_t, int64_t>;
 void pow_kernel(KernelContext& ctx) {
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
-  Tensor& out = ctx.output(0);
+  Tensor& out = ctx.output_uninitialized(0);
   bool ok = visit_dtype(a.dtype(), PowTypes{}, [&](auto base_tag) {
     using T = decltype(base_tag);
     // A scalar float exponent of 2 or 3 (squares in norms, cubes in Gelu) is a multiply.
@@ -171,7 +171,7 @@ KernelFn compare_kernel(Types types) {
   return [types](KernelContext& ctx) {
     const Tensor& a = ctx.input(0);
     const Tensor& b = ctx.input(1);
-    Tensor& out = ctx.output(0);
+    Tensor& out = ctx.output_uninitialized(0);
     dispatch(ctx, types, [&](auto tag) {
       using T = decltype(tag);
       broadcast_binary<T, T, bool>(ctx.pool, a, b, out, Op{});
@@ -269,7 +269,7 @@ struct MaxOp {
 template <class Op, bool kMean, class Types>
 KernelFn variadic_kernel(Types types) {
   return [types](KernelContext& ctx) {
-    Tensor& out = ctx.output(0);
+    Tensor& out = ctx.output_uninitialized(0);
     std::vector<std::vector<int64_t>> shapes;
     for (size_t i = 0; i < ctx.num_inputs(); ++i) shapes.push_back(ctx.input(i).shape());
     BroadcastPlan plan(out.shape(), shapes);
@@ -305,7 +305,7 @@ KernelFn variadic_kernel(Types types) {
 void prelu_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const Tensor& slope = ctx.input(1);
-  Tensor& out = ctx.output(0);
+  Tensor& out = ctx.output_uninitialized(0);
   dispatch(ctx, SignedTypes{}, [&](auto tag) {
     using T = decltype(tag);
     broadcast_binary<T, T, T>(ctx.pool, x, slope, out,
@@ -320,7 +320,7 @@ void where_typed(KernelContext& ctx) {
   const Tensor& c = ctx.input(0);
   const Tensor& x = ctx.input(1);
   const Tensor& y = ctx.input(2);
-  Tensor& out = ctx.output(0);
+  Tensor& out = ctx.output_uninitialized(0);
   BroadcastPlan plan(out.shape(), {c.shape(), x.shape(), y.shape()});
   const bool* pc = c.data<bool>();
   const U* px = static_cast<const U*>(x.raw_data());

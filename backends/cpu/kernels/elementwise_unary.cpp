@@ -194,7 +194,7 @@ template <class T, class O, class F>
 void map_unary(KernelContext& ctx, F f, int64_t grain) {
   const Tensor& x = ctx.input(0);
   const T* px = x.data<T>();
-  O* py = ctx.output(0).data<O>();
+  O* py = ctx.output_uninitialized(0).data<O>();
   ctx.pool.parallel_for(x.numel(), grain, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) py[i] = f(px[i]);
   });
@@ -255,7 +255,7 @@ void sqrt_kernel(KernelContext& ctx) {
   bool ok = visit_dtype(x.dtype(), FloatTypes{}, [&](auto tag) {
     using T = decltype(tag);
     const T* px = x.data<T>();
-    T* py = ctx.output(0).data<T>();
+    T* py = ctx.output_uninitialized(0).data<T>();
     ctx.pool.parallel_for(x.numel(), kElementwiseGrain,
                           [&](int64_t b, int64_t e) { sqrt_range(px, py, b, e); });
   });

@@ -115,7 +115,7 @@ void batch_norm(KernelContext& ctx) {
     a[i] = static_cast<float>(s);
     b[i] = static_cast<float>(bias[i] - mean[i] * s);
   }
-  Tensor& y = ctx.output(0);
+  Tensor& y = ctx.output_uninitialized(0);
   const float* src = x.data<float>();
   float* dst = y.data<float>();
   const int64_t per_sample = c * spatial;
@@ -140,7 +140,7 @@ void instance_norm(KernelContext& ctx) {
   const double eps = ctx.node.attr_float("epsilon", 1e-5f);
   const int64_t c = x.dim(1), planes = x.dim(0) * c;
   const int64_t spatial = x.numel() / std::max<int64_t>(1, planes);
-  Tensor& y = ctx.output(0);
+  Tensor& y = ctx.output_uninitialized(0);
   const float* src = x.data<float>();
   float* dst = y.data<float>();
   ctx.pool.parallel_for(planes, grain_for(spatial), [&](int64_t begin, int64_t end) {
@@ -174,7 +174,7 @@ void group_norm(KernelContext& ctx) {
   const bool per_channel = ctx.node.opset >= 21;
   const int64_t c = x.dim(1), per_group = c / groups;
   const int64_t spatial = x.numel() / std::max<int64_t>(1, x.dim(0) * c);
-  Tensor& y = ctx.output(0);
+  Tensor& y = ctx.output_uninitialized(0);
   const float* src = x.data<float>();
   float* dst = y.data<float>();
   ctx.pool.parallel_for(
@@ -245,7 +245,7 @@ void layer_norm(KernelContext& ctx) {
   const std::vector<float> bias = ctx.has_input(2) ? expand_to(squeezed(ctx.input(2)), target)
                                                    : std::vector<float>(scale.size(), 0.0f);
   const int64_t param_step = rowwise ? 0 : n;
-  Tensor& y = ctx.output(0);
+  Tensor& y = ctx.output_uninitialized(0);
   float* mean_out = ctx.wants_output(1) ? ctx.output(1).data<float>() : nullptr;
   float* inv_out = ctx.wants_output(2) ? ctx.output(2).data<float>() : nullptr;
   const float* src = x.data<float>();

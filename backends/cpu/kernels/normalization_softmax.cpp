@@ -115,7 +115,7 @@ void softmax(KernelContext& ctx) {
     else
       inner *= x.dim(i);
   }
-  Tensor& y = ctx.output(0);
+  Tensor& y = ctx.output_uninitialized(0);
   if (y.numel() == 0) return;
   const float* src = x.data<float>();
   float* dst = y.data<float>();

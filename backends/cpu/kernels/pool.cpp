@@ -180,7 +180,7 @@ void window_separable(const Geometry& g, const T* x, T* y, T init, Op op) {
 template <class T>
 void max_pool(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  Tensor& y = ctx.output(0);
+  Tensor& y = ctx.output_uninitialized(0);
   if (y.numel() == 0) return;
   const Geometry g = pool_geometry(ctx.node, x, y.shape());
   const bool want_indices = ctx.wants_output(1);
@@ -242,7 +242,7 @@ void max_pool(KernelContext& ctx) {
 
 void run_average_pool(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  Tensor& y = ctx.output(0);
+  Tensor& y = ctx.output_uninitialized(0);
   if (y.numel() == 0) return;
   const Geometry g = pool_geometry(ctx.node, x, y.shape());
   const bool include_pad = ctx.node.attr_int("count_include_pad", 0) != 0;
@@ -393,7 +393,7 @@ double sum_in_double(const float* x, int64_t n) {
 template <bool kMax>
 void run_global_pool(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  Tensor& y = ctx.output(0);
+  Tensor& y = ctx.output_uninitialized(0);
   if (y.numel() == 0) return;
   const int64_t planes = x.dim(0) * x.dim(1);
   const int64_t vol = planes ? x.numel() / planes : 0;

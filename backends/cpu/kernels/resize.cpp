@@ -427,7 +427,7 @@ class ResizeKernel : public Kernel {
 
   void run(KernelContext& ctx) const override {
     const Tensor& x = ctx.input(0);
-    Tensor& y = ctx.output(0);
+    Tensor& y = ctx.output_uninitialized(0);
     if (y.numel() == 0) return;
     if (x.rank() == 0) {
       std::memcpy(y.raw_data(), x.raw_data(), x.nbytes());

@@ -199,7 +199,7 @@ void copy_strided(KernelContext& ctx, const std::vector<int64_t>& shape,
   const Tensor& in = ctx.input(0);
   if (in.numel() > 0 && is_whole_input(shape, strides, base, in.numel()))
     return ctx.set_output(0, in.reshaped(ctx.output_shape(0)));
-  Tensor& out = ctx.output(0);
+  Tensor& out = ctx.output_uninitialized(0);
   strided_copy(ctx.pool, out.raw_data(), in.raw_data(), dtype_size(in.dtype()), shape, strides,
                base);
 }
