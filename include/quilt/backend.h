@@ -256,8 +256,8 @@ typedef struct quilt_execute_args {
    * this run's concrete dtype and dims. Constants are as at compile. */
   const quilt_tensor_info_t* values;
   /* Device pointers of the graph's inputs (graph.num_inputs) and of its outputs
-   * (graph.num_outputs), the outputs allocated by the host with alloc(). A pointer is NULL
-   * when the tensor is empty. */
+   * (graph.num_outputs), the outputs allocated by the host with alloc(), their contents
+   * unspecified (write every element). A pointer is NULL when the tensor is empty. */
   void* const* inputs;
   void* const* outputs;
   /* Events of this device to wait for before reading the inputs. */
