@@ -7,7 +7,7 @@
 #include <cstring>
 #include <limits>
 
-#include "backends/cpu/exp_avx512.hpp"
+#include "backends/cpu/avx512.hpp"
 #include "core/graph.hpp"
 
 namespace quilt::cpu {
@@ -163,7 +163,7 @@ template <bool kSilu>
 __attribute__((target("avx512f"))) void sigmoid_range16(const float* x, float* y, int64_t n) {
   const __m512 one = _mm512_set1_ps(1.f), zero = _mm512_setzero_ps();
   for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
+    const __mmask16 m = lanes16(i, n);
     const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
     __m512 s = _mm512_div_ps(one, _mm512_add_ps(one, exp_v16(_mm512_sub_ps(zero, v))));
     if constexpr (kSilu) s = _mm512_mul_ps(v, s);
@@ -171,14 +171,6 @@ __attribute__((target("avx512f"))) void sigmoid_range16(const float* x, float* y
   }
 }
 #pragma GCC diagnostic pop
-
-bool has_avx512() {
-  static const bool yes = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") != 0;
-  }();
-  return yes;
-}
 
 template <Activation::Kind K>
 void apply_range(const float* x, float* y, int64_t n, float a, float b) {
@@ -212,10 +204,10 @@ void Activation::apply(const float* x, float* y, int64_t n) const {
     case Kind::HardSwish:
       return apply_range<Kind::HardSwish>(x, y, n, alpha, beta);
     case Kind::Sigmoid:
-      if (has_avx512()) return sigmoid_range16<false>(x, y, n);
+      if (has_avx512f()) return sigmoid_range16<false>(x, y, n);
       return apply_range<Kind::Sigmoid>(x, y, n, alpha, beta);
     case Kind::Silu:
-      if (has_avx512()) return sigmoid_range16<true>(x, y, n);
+      if (has_avx512f()) return sigmoid_range16<true>(x, y, n);
       return apply_range<Kind::Silu>(x, y, n, alpha, beta);
     case Kind::Tanh:
       return apply_range<Kind::Tanh>(x, y, n, alpha, beta);

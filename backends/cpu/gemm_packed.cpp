@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backends/cpu/avx512.hpp"
 #include "backends/cpu/blas.hpp"
 
 namespace quilt::cpu {
@@ -318,11 +319,7 @@ void run_tiles(const float* packed_a, int64_t m, int64_t k, const BSource& b, in
 }  // namespace
 
 bool gemm_packed_native() {
-  static const bool native = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") != 0;
-  }();
-  return native;
+  return has_avx512f();
 }
 
 PackedA::PackedA(const float* a, int64_t m, int64_t k, int64_t lda) : m_(m), k_(k), lda_(lda) {

@@ -57,7 +57,8 @@ class KernelContext {
   // Output i was given already allocated but not zeroed (a patch output, allocated by the
   // host): output(i) zero-fills it as it does the buffers it allocates.
   void given_uninitialized(size_t i) {
-    if (i < 64) uninitialized_ |= uint64_t{1} << i;
+    if (uninitialized_.size() <= i) uninitialized_.resize(i + 1, 0);
+    uninitialized_[i] = 1;
   }
   // Sets output i to an existing tensor (e.g. a view of an input for Reshape); its dtype and
   // shape must match the inferred ones.
@@ -78,7 +79,7 @@ class KernelContext {
   std::span<const Tensor* const> inputs_;
   std::span<const TypeShape> output_types_;
   std::span<Tensor> outputs_;
-  uint64_t uninitialized_ = 0;  // given outputs that output() must zero (given_uninitialized)
+  std::vector<char> uninitialized_;  // given outputs output() must zero (given_uninitialized)
 };
 
 // A kernel with state prepared at session creation (e.g. packed weights). run() is const and

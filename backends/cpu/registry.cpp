@@ -17,8 +17,8 @@ Tensor& KernelContext::output(size_t i) {
               std::to_string(outputs_.size()));
   if (!outputs_[i].defined()) {
     outputs_[i] = Tensor::scratch(output_types_[i].dtype, output_types_[i].dims, true);
-  } else if (i < 64 && (uninitialized_ >> i & 1)) {
-    uninitialized_ &= ~(uint64_t{1} << i);
+  } else if (i < uninitialized_.size() && uninitialized_[i]) {
+    uninitialized_[i] = 0;
     if (outputs_[i].nbytes()) std::memset(outputs_[i].raw_data(), 0, outputs_[i].nbytes());
   }
   return outputs_[i];

@@ -5,8 +5,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "backends/cpu/exp_avx512.hpp"
-#include "backends/cpu/gemm_packed.hpp"
+#include "backends/cpu/avx512.hpp"
 #include "backends/cpu/kernel.hpp"
 
 namespace quilt::cpu {
@@ -102,19 +101,16 @@ double sum_of(const float* x, int64_t n) {
 }
 
 // One Softmax row on 16 lanes: the same steps as the 8-lane form in softmax() (max, exp of the
-// difference, a sum kept in double per 512 values, one scale), the exp from exp_avx512.hpp.
+// difference, a sum kept in double per 512 values, one scale), the exp from avx512.hpp.
 // ViT-B/16's 12 Softmaxes over 197-wide rows took 2.7 ms per run with the 8-lane form (ONNX
-// Runtime: 0.84). The pragma: as in exp_avx512.hpp (GCC 12's reduce intrinsics).
+// Runtime: 0.84). The pragma: as in avx512.hpp (GCC 12's reduce intrinsics).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 __attribute__((target("avx512f"))) void softmax_row16(const float* in, float* out, int64_t n) {
-  auto mask = [n](int64_t i) {
-    return n - i >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (n - i)) - 1);
-  };
   // The first value starts every lane, as max_of: NaN inputs give NaN outputs either way.
   __m512 m = _mm512_set1_ps(in[0]);
   for (int64_t i = 0; i < n; i += 16) {
-    const __m512 v = _mm512_mask_loadu_ps(m, mask(i), in + i);
+    const __m512 v = _mm512_mask_loadu_ps(m, lanes16(i, n), in + i);
     m = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, m, _CMP_GT_OQ), m, v);
   }
   const __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(m));
@@ -122,7 +118,7 @@ __attribute__((target("avx512f"))) void softmax_row16(const float* in, float* ou
   for (int64_t c = 0; c < n; c += 512) {
     __m512 lanes = _mm512_setzero_ps();
     for (int64_t i = c; i < std::min(n, c + 512); i += 16) {
-      const __mmask16 k = mask(i);
+      const __mmask16 k = lanes16(i, n);
       const __m512 e = exp_v16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, in + i), mx));
       _mm512_mask_storeu_ps(out + i, k, e);
       lanes = _mm512_add_ps(lanes, _mm512_maskz_mov_ps(k, e));
@@ -131,7 +127,7 @@ __attribute__((target("avx512f"))) void softmax_row16(const float* in, float* ou
   }
   const __m512 scale = _mm512_set1_ps(static_cast<float>(1.0 / sum));
   for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 k = mask(i);
+    const __mmask16 k = lanes16(i, n);
     _mm512_mask_storeu_ps(out + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, out + i), scale));
   }
 }
@@ -158,7 +154,7 @@ void softmax(KernelContext& ctx) {
   const float* src = x.data<float>();
   float* dst = y.data<float>();
   if (inner == 1) {
-    const bool wide = !Log && gemm_packed_native();
+    const bool wide = !Log && has_avx512f();
     ctx.pool.parallel_for(outer, grain_for(n), [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
         const float* in = src + r * n;

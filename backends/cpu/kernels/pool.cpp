@@ -168,7 +168,7 @@ void window_separable(const Geometry& g, const T* x, T* y, T init, Op op) {
     for (int64_t kw = 0; kw < g.kernel[2]; ++kw) {
       const int64_t off = kw - g.pad[2];
       const auto [lo, hi] = g.w_ranges[static_cast<size_t>(kw)];
-      if (sw == 1)
+      if (sw == 1)  // contiguous reads, which the compiler vectorises
         for (int64_t ow = lo; ow < hi; ++ow) h[ow] = op(h[ow], xrow[ow + off]);
       else
         for (int64_t ow = lo; ow < hi; ++ow) h[ow] = op(h[ow], xrow[ow * sw + off]);

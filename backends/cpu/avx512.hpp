@@ -1,14 +1,34 @@
-// exp on 16 lanes (AVX-512), shared by the 16-wide activations (activation.cpp) and Softmax:
-// x = n ln2 + r, exp(r) by the Cephes degree-7 polynomial, 2^n applied in two halves so that
-// results near the overflow edge stay finite. Above 88.72 it gives +inf, below ln(FLT_MIN)
-// exactly 0 (masked -inf logits give zeros), NaN stays NaN.
+// What the CPU backend's 16-lane (AVX-512) code shares: the runtime check, the mask of a
+// row's last vector, and exp.
 #pragma once
 
 #include <immintrin.h>
 
+#include <cstdint>
 #include <limits>
 
 namespace quilt::cpu {
+
+// Whether this CPU has AVX-512F (checked once). The packed GEMM, the 16-wide activations and
+// Softmax take their AVX-512 paths on it; the depthwise kernel needs BW/VL/DQ too and checks
+// for itself.
+inline bool has_avx512f() {
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") != 0;
+  }();
+  return yes;
+}
+
+// The lanes of a 16-float vector at element i of an n-element row: all of them, or the tail's.
+inline __mmask16 lanes16(int64_t i, int64_t n) {
+  return n - i >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (n - i)) - 1);
+}
+
+// exp on 16 lanes, shared by the 16-wide activations (activation.cpp) and Softmax: x = n ln2 + r,
+// exp(r) by the Cephes degree-7 polynomial, 2^n applied in two halves so that results near the
+// overflow edge stay finite. Above 88.72 it gives +inf, below ln(FLT_MIN) exactly 0 (masked
+// -inf logits give zeros), NaN stays NaN.
 
 // GCC 12's AVX-512 headers pass _mm512_undefined_ps() through the unmasked intrinsics, which
 // -Wmaybe-uninitialized reports once inlined; nothing is read uninitialised.
