@@ -25,7 +25,7 @@ struct Activation {
     LeakyRelu,    // x >= 0 ? x : alpha * x
     Clip,         // min(max(x, alpha), beta); NaN stays NaN
     HardSigmoid,  // clamp(alpha * x + beta, 0, 1)
-    HardSwish,    // x * clamp(x / 6 + 1/2, 0, 1)
+    HardSwish,    // x * clamp(x * (1/6) + 1/2, 0, 1)
     Sigmoid,
     Silu,  // x * sigmoid(x) (Sigmoid followed by Mul with its input)
     Tanh,

@@ -380,7 +380,7 @@ void register_cpu_elementwise_unary(KernelRegistry& r) {
       r, "HardSwish",
       [](auto x) {
         using T = decltype(x);
-        return x * clamp01(x / T(6) + T(0.5));
+        return x * clamp01(x * (T(1) / T(6)) + T(0.5));  // alpha = 1/6
       },
       kElementwiseGrain);
 
