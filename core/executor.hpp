@@ -88,6 +88,14 @@ class ExecutionPlan {
     std::vector<int> in_slots, out_slots;
     std::vector<int> value_inputs;         // value ids whose host copies inference reads
     std::vector<std::string> node_labels;  // display of each node, for profiles
+    // Values the nodes read that the patch neither makes nor holds as constants.
+    std::vector<int> boundary;
+    // Every value the patch makes had a static type at creation, as did every boundary value:
+    // a run whose boundary values have those types again skips the patch's shape inference
+    // (the creation-time inference saw the same types) and passes static_infos to the backend.
+    bool static_shapes = false;
+    std::vector<std::vector<int64_t>> static_dims;  // storage of static_infos' dims
+    std::vector<quilt_tensor_info_t> static_infos;  // per abi_values entry
     // Host (control flow): nodes[0] is the node; in_slots explicit then implicit inputs
     HostKind host_kind = HostKind::If;
     std::map<std::string, std::unique_ptr<ExecutionPlan>> subplans;  // by attribute name
@@ -109,10 +117,14 @@ class ExecutionPlan {
   void issue(const Step& step, RunState& st) const;
   void run_host_step(const Step& step, RunState& st) const;
   std::vector<Tensor> run_control_flow(const Step& step, const std::vector<Tensor>& in) const;
-  void infer_patch(const Step& step, RunState& st) const;
+  // Infers the types of the values the patch makes for this run; true when the creation-time
+  // types hold (Step::static_shapes) and nothing had to be inferred.
+  bool infer_patch(const Step& step, RunState& st) const;
   // Returns t, or a copy when it shares storage with a constant of this plan or with `inputs`.
   Tensor detach(const Tensor& t, const std::vector<const Tensor*>& inputs) const;
   int space_of(int device) const;
+  // Sets step.boundary, static_shapes and static_infos from the creation-time types.
+  void find_static_shapes(Step& step) const;
 
   std::string where_;  // the model's path, or the subgraph's location
   DeviceList devices_;

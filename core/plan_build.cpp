@@ -92,6 +92,29 @@ ExecutionPlan::ExecutionPlan(const Graph& graph, std::string where, DeviceList d
 
 ExecutionPlan::~ExecutionPlan() = default;
 
+void ExecutionPlan::find_static_shapes(Step& step) const {
+  std::vector<char> made(names_.size(), 0), seen(names_.size(), 0);
+  step.static_shapes = true;
+  for (const PatchNode& pn : step.nodes) {
+    for (int v : pn.inputs)
+      if (v >= 0 && !made[v] && !seen[v] && !constants_[v].defined()) {
+        seen[v] = 1;
+        step.boundary.push_back(v);
+        step.static_shapes = step.static_shapes && static_types_[v].is_static();
+      }
+    for (int v : pn.outputs)
+      if (v >= 0) {
+        made[v] = 1;
+        step.static_shapes = step.static_shapes && static_types_[v].is_static();
+      }
+  }
+  if (!step.static_shapes) return;
+  step.static_dims.resize(step.abi_values.size());
+  for (size_t a = 0; a < step.abi_values.size(); ++a)
+    step.static_infos.push_back(
+        tensor_info(static_types_[step.abi_values[a]], step.static_dims[a]));
+}
+
 void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
                           const std::function<TypeShape(const std::string&)>* outer_type,
                           int64_t ir_version, std::map<std::string, Tensor>* take_initializers) {
@@ -492,6 +515,7 @@ void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
           },
           &done);
       step.exe = devices_[pp.device]->compile(ag, "[" + step.label + "] compile");
+      find_static_shapes(step);
       if (!devices_[pp.device]->synchronous() || !devices_[pp.device]->host_memory())
         inline_ = false;
     }
