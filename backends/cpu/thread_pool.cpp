@@ -78,7 +78,7 @@ void ThreadPool::worker_loop() {
 }
 
 void ThreadPool::parallel_for(int64_t n, int64_t grain,
-                              const std::function<void(int64_t, int64_t)>& fn) const {
+                              FunctionRef<void(int64_t, int64_t)> fn) const {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
   const int64_t max_chunks = std::min<int64_t>((n + grain - 1) / grain, threads_ * 4);
@@ -94,7 +94,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
                 [&](int64_t c) { fn(c * chunk, std::min(n, (c + 1) * chunk)); });
 }
 
-void ThreadPool::run_chunks(int64_t n, const std::function<void(int64_t, int64_t)>& fn) const {
+void ThreadPool::run_chunks(int64_t n, FunctionRef<void(int64_t, int64_t)> fn) const {
   if (threads_ == 1 || n <= 1) {
     fn(0, n);
     return;
@@ -124,7 +124,7 @@ void ThreadPool::run_chunks(int64_t n, const std::function<void(int64_t, int64_t
   if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
 }
 
-void ThreadPool::for_each_task(int64_t tasks, const std::function<void(int64_t)>& fn) const {
+void ThreadPool::for_each_task(int64_t tasks, FunctionRef<void(int64_t)> fn) const {
   const int64_t ranges = std::min<int64_t>(threads_, tasks);
   if (ranges <= 1) {
     for (int64_t t = 0; t < tasks; ++t) fn(t);
@@ -134,16 +134,18 @@ void ThreadPool::for_each_task(int64_t tasks, const std::function<void(int64_t)>
     std::atomic<int64_t> next;
     int64_t end;
   };
-  std::vector<Range> range(static_cast<size_t>(ranges));
+  std::array<Range, 8> local;  // on the stack for up to 8 threads
+  std::unique_ptr<Range[]> heap(ranges > 8 ? new Range[static_cast<size_t>(ranges)] : nullptr);
+  Range* range = heap ? heap.get() : local.data();
   for (int64_t r = 0; r < ranges; ++r) {
-    range[static_cast<size_t>(r)].next = r * tasks / ranges;
-    range[static_cast<size_t>(r)].end = (r + 1) * tasks / ranges;
+    range[r].next = r * tasks / ranges;
+    range[r].end = (r + 1) * tasks / ranges;
   }
   // run_chunks' chunk 0 runs on the calling thread (it claims it before any worker can).
   run_chunks(ranges, [&](int64_t first, int64_t last) {
     for (int64_t own = first; own < last; ++own)
       for (int64_t v = 0; v < ranges; ++v) {
-        Range& r = range[static_cast<size_t>((own + v) % ranges)];
+        Range& r = range[(own + v) % ranges];
         for (int64_t t = r.next++; t < r.end; t = r.next++) fn(t);
       }
   });

@@ -83,17 +83,17 @@ std::pair<int64_t, int64_t> valid_range(int64_t out, int64_t in, int64_t stride,
   return {lo, hi};
 }
 
-Geometry conv_geometry(const Node& node, const Tensor& x, const Tensor& w,
-                       const std::vector<int64_t>& y_shape) {
-  const size_t sp = static_cast<size_t>(x.rank() - 2);
-  std::vector<int64_t> kernel(w.shape().begin() + 2, w.shape().end());
+Geometry conv_geometry(const Node& node, const std::vector<int64_t>& x_shape,
+                       const std::vector<int64_t>& w_shape, const std::vector<int64_t>& y_shape) {
+  const size_t sp = x_shape.size() - 2;
+  std::vector<int64_t> kernel(w_shape.begin() + 2, w_shape.end());
   const auto strides = node.attr_ints("strides", std::vector<int64_t>(sp, 1));
   const auto dilations = node.attr_ints("dilations", std::vector<int64_t>(sp, 1));
-  const auto pads = window_pad_begins(node, x.shape(), kernel, y_shape);
+  const auto pads = window_pad_begins(node, x_shape, kernel, y_shape);
   Geometry g;
   for (size_t i = 0; i < sp; ++i) {
     const size_t j = 3 - sp + i;
-    g.in[j] = x.dim(static_cast<int64_t>(i) + 2);
+    g.in[j] = x_shape[i + 2];
     g.out[j] = y_shape[i + 2];
     g.kernel[j] = kernel[i];
     g.stride[j] = strides[i];
@@ -390,6 +390,19 @@ class ConvKernel : public Kernel {
       else
         packed_ = pack_groups(w->data<float>(), mg, depth);
     }
+    // The layout of the shapes inferred here, when static: run() takes it instead of reading
+    // the attributes again (a tenth of MNIST's conv time went to that and its allocations).
+    if (sig.inputs.size() > 1 && sig.inputs[0].is_static() && sig.inputs[1].is_static() &&
+        !sig.outputs.empty() && sig.outputs[0].is_static() && sig.inputs[0].dims.size() >= 3 &&
+        sig.inputs[0].dims.size() <= 5 && sig.inputs[1].dims.size() == sig.inputs[0].dims.size())
+      try {
+        layout_ = layout_of(sig.node, sig.inputs[0].dims, sig.inputs[1].dims, sig.outputs[0].dims);
+        x_shape_ = sig.inputs[0].dims;
+        w_shape_ = sig.inputs[1].dims;
+        y_shape_ = sig.outputs[0].dims;
+      } catch (const Error&) {
+        layout_.reset();  // run() reports it, as for shapes known only then
+      }
   }
 
   void run(KernelContext& ctx) const override {
@@ -416,7 +429,12 @@ class ConvKernel : public Kernel {
         act.apply_added(y.data<float>() + lo, rp + lo, hi - lo);
       });
     };
-    const Geometry g = conv_geometry(ctx.node, x, w, y.shape());
+    Layout run_layout;
+    const Layout& layout =
+        layout_ && x.shape() == x_shape_ && w.shape() == w_shape_ && y.shape() == y_shape_
+            ? *layout_
+            : (run_layout = layout_of(ctx.node, x.shape(), w.shape(), y.shape()));
+    const Geometry& g = layout.g;
     const int64_t batch = x.dim(0), c_in = x.dim(1), c_out = y.dim(1);
     const int64_t cg = c_in / group_, mg = c_out / group_;
     const int64_t ivol = g.in_size(), ovol = g.out_size(), kvol = g.kernel_size();
@@ -430,20 +448,18 @@ class ConvKernel : public Kernel {
       return;
     }
 
-    const bool pointwise =
-        kvol == 1 && g.in == g.out && g.stride == Dims3{1, 1, 1} && g.pad == Dims3{0, 0, 0};
-    if (!pointwise)
-      if (std::vector<TapRegion> regions = sparse_tap_regions(g); !regions.empty()) {
-        if (!channel_packed_.empty() && g.stride[1] == 1 && g.stride[2] == 1)
-          run_by_tap_channels(ctx, g, regions, batch, c_in, xp, bp, yp, act_before);
-        else
-          run_by_tap(ctx, g, regions, batch, c_in, c_out, xp, wp, bp, yp, act_before);
-        if (rp) add_residual();
-        return;
-      }
+    const bool pointwise = layout.pointwise;
+    if (const std::vector<TapRegion>& regions = layout.regions; !regions.empty()) {
+      if (!channel_packed_.empty() && g.stride[1] == 1 && g.stride[2] == 1)
+        run_by_tap_channels(ctx, g, regions, batch, c_in, xp, bp, yp, act_before);
+      else
+        run_by_tap(ctx, g, regions, batch, c_in, c_out, xp, wp, bp, yp, act_before);
+      if (rp) add_residual();
+      return;
+    }
     // Offsets that only ever read padding are left out of K (their weights too); such weights
     // are packed for this run only.
-    const std::vector<int64_t> taps = pointwise ? all_taps(g) : live_taps(g);
+    const std::vector<int64_t>& taps = layout.taps;
     const int64_t kl = static_cast<int64_t>(taps.size());
     const bool planar = !pointwise && g.out[0] == 1 && g.kernel[0] == 1;
     if (!channel_packed_.empty() && kl == kvol && (pointwise || planar)) {
@@ -817,6 +833,27 @@ class ConvKernel : public Kernel {
   bool constant_weights_ = false;                // one of the two is packed
   // Weights per (group, window offset) for run_by_tap, made on first use (constant weights
   // only; the image size picks the path), guarded by lazy_mutex_.
+  // What run() works out from the shapes before any arithmetic.
+  struct Layout {
+    Geometry g;
+    bool pointwise = false;          // 1x1, stride 1, no padding: B is the input as it is
+    std::vector<TapRegion> regions;  // sparse_tap_regions: non-empty to compute by offset
+    std::vector<int64_t> taps;       // else the offsets in K: all_taps or live_taps
+  };
+  static Layout layout_of(const Node& node, const std::vector<int64_t>& x_shape,
+                          const std::vector<int64_t>& w_shape,
+                          const std::vector<int64_t>& y_shape) {
+    Layout l;
+    l.g = conv_geometry(node, x_shape, w_shape, y_shape);
+    const Geometry& g = l.g;
+    l.pointwise = g.kernel_size() == 1 && g.in == g.out && g.stride == Dims3{1, 1, 1} &&
+                  g.pad == Dims3{0, 0, 0};
+    if (!l.pointwise) l.regions = sparse_tap_regions(g);
+    if (l.regions.empty()) l.taps = l.pointwise ? all_taps(g) : live_taps(g);
+    return l;
+  }
+  std::optional<Layout> layout_;  // of x_shape_, w_shape_ and y_shape_
+  std::vector<int64_t> x_shape_, w_shape_, y_shape_;
   mutable std::mutex lazy_mutex_;
   mutable std::shared_ptr<const std::vector<PackedA>> tap_packed_;
 };
@@ -831,7 +868,7 @@ void conv_integer(KernelContext& ctx) {
   Tensor& y = ctx.output(0);
   if (y.numel() == 0) return;
   const int64_t group = ctx.node.attr_int("group", 1);
-  const Geometry g = conv_geometry(ctx.node, x, w, y.shape());
+  const Geometry g = conv_geometry(ctx.node, x.shape(), w.shape(), y.shape());
   const int64_t batch = x.dim(0), c_in = x.dim(1), c_out = y.dim(1);
   const int64_t cg = c_in / group, mg = c_out / group;
   const int64_t ivol = g.in_size(), ovol = g.out_size(), kvol = g.kernel_size();
