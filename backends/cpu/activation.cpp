@@ -151,25 +151,22 @@ inline __m256 act_v(__m256 x, __m256 alpha, __m256 beta) {
   }
 }
 
-// ---- 16-wide Sigmoid and SiLU (AVX-512) ----
-// The same operations as exp_v and act_v above on twice the lanes (a shape-alike of exp_v: one
-// template over both widths would need its AVX-512 instantiation's inline helpers kept out of
-// the AVX2 code, as conv_depthwise*.cpp). YOLOv5s runs SiLU on every conv output, where the
-// AVX2 form took a tenth of the model's time.
+// ---- 16-wide activations (AVX-512) ----
+// act16 (avx512.hpp) over a row, the tail masked: the kinds without exp, Sigmoid and SiLU (the
+// AVX2 SiLU took a tenth of YOLOv5s, which runs it on every conv output; the 8-lane tail went
+// through a copy, a third of a 196-float row's time in MobileNetV3's depthwise convs).
 
 // GCC 12's AVX-512 headers pass _mm512_undefined_ps() through the unmasked intrinsics, which
 // -Wmaybe-uninitialized reports once inlined here; nothing is read uninitialised.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-template <bool kSilu>
-__attribute__((target("avx512f"))) void sigmoid_range16(const float* x, float* y, int64_t n) {
-  const __m512 one = _mm512_set1_ps(1.f), zero = _mm512_setzero_ps();
+template <Activation::Kind K>
+__attribute__((target("avx512f"))) void apply_range16(const float* x, float* y, int64_t n, float a,
+                                                      float b) {
+  const __m512 alpha = _mm512_set1_ps(a), beta = _mm512_set1_ps(b);
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 m = lanes16(i, n);
-    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
-    __m512 s = _mm512_div_ps(one, _mm512_add_ps(one, exp_v16(_mm512_sub_ps(zero, v))));
-    if constexpr (kSilu) s = _mm512_mul_ps(v, s);
-    _mm512_mask_storeu_ps(y + i, m, s);
+    _mm512_mask_storeu_ps(y + i, m, act16(K, _mm512_maskz_loadu_ps(m, x + i), alpha, beta));
   }
 }
 #pragma GCC diagnostic pop
@@ -196,20 +193,25 @@ void Activation::apply(const float* x, float* y, int64_t n) const {
       if (x != y) std::memcpy(y, x, static_cast<size_t>(n) * sizeof(float));
       return;
     case Kind::Relu:
+      if (has_avx512f()) return apply_range16<Kind::Relu>(x, y, n, alpha, beta);
       return apply_range<Kind::Relu>(x, y, n, alpha, beta);
     case Kind::LeakyRelu:
+      if (has_avx512f()) return apply_range16<Kind::LeakyRelu>(x, y, n, alpha, beta);
       return apply_range<Kind::LeakyRelu>(x, y, n, alpha, beta);
     case Kind::Clip:
+      if (has_avx512f()) return apply_range16<Kind::Clip>(x, y, n, alpha, beta);
       return apply_range<Kind::Clip>(x, y, n, alpha, beta);
     case Kind::HardSigmoid:
+      if (has_avx512f()) return apply_range16<Kind::HardSigmoid>(x, y, n, alpha, beta);
       return apply_range<Kind::HardSigmoid>(x, y, n, alpha, beta);
     case Kind::HardSwish:
+      if (has_avx512f()) return apply_range16<Kind::HardSwish>(x, y, n, alpha, beta);
       return apply_range<Kind::HardSwish>(x, y, n, alpha, beta);
     case Kind::Sigmoid:
-      if (has_avx512f()) return sigmoid_range16<false>(x, y, n);
+      if (has_avx512f()) return apply_range16<Kind::Sigmoid>(x, y, n, alpha, beta);
       return apply_range<Kind::Sigmoid>(x, y, n, alpha, beta);
     case Kind::Silu:
-      if (has_avx512f()) return sigmoid_range16<true>(x, y, n);
+      if (has_avx512f()) return apply_range16<Kind::Silu>(x, y, n, alpha, beta);
       return apply_range<Kind::Silu>(x, y, n, alpha, beta);
     case Kind::Tanh:
       return apply_range<Kind::Tanh>(x, y, n, alpha, beta);

@@ -1,11 +1,13 @@
 // What the CPU backend's 16-lane (AVX-512) code shares: the runtime check, the mask of a
-// row's last vector, and exp.
+// row's last vector, exp and the activations built on it.
 #pragma once
 
 #include <immintrin.h>
 
 #include <cstdint>
 #include <limits>
+
+#include "backends/cpu/activation.hpp"
 
 namespace quilt::cpu {
 
@@ -58,6 +60,46 @@ __attribute__((target("avx512f"))) inline __m512 exp_v16(__m512 x) {
                                 _mm512_set1_ps(std::numeric_limits<float>::infinity()));
   result = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), result, _mm512_setzero_ps());
   return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), result, x);
+}
+
+// Whether act16 computes this activation (the others have AVX2 forms only, activation.cpp).
+inline bool has_act16(Activation::Kind k) {
+  using Kind = Activation::Kind;
+  return k == Kind::None || k == Kind::Relu || k == Kind::LeakyRelu || k == Kind::Clip ||
+         k == Kind::HardSigmoid || k == Kind::HardSwish || k == Kind::Sigmoid || k == Kind::Silu;
+}
+
+// The activation on 16 lanes, with the same operations in the same order as the 8-lane act_v of
+// activation.cpp (bit for bit; NaN propagates as there: max/min take the bound first). For the
+// kinds of has_act16; any other kind returns x. Applied by Activation::apply on AVX-512 CPUs and
+// by the depthwise conv's tiles to their registers before the store.
+__attribute__((target("avx512f"))) inline __m512 act16(Activation::Kind k, __m512 x, __m512 alpha,
+                                                       __m512 beta) {
+  using Kind = Activation::Kind;
+  const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.f);
+  switch (k) {
+    case Kind::Relu:  // x < 0 ? 0 : x (NaN stays NaN, -0 stays -0)
+      return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, zero, _CMP_LT_OQ), x, zero);
+    case Kind::LeakyRelu:
+      return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, zero, _CMP_GE_OQ), _mm512_mul_ps(alpha, x),
+                                  x);
+    case Kind::Clip:
+      return _mm512_min_ps(beta, _mm512_max_ps(alpha, x));
+    case Kind::HardSigmoid:
+      return _mm512_min_ps(one, _mm512_max_ps(zero, _mm512_fmadd_ps(alpha, x, beta)));
+    case Kind::HardSwish: {
+      const __m512 s =
+          _mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.f / 6.f)), _mm512_set1_ps(0.5f));
+      return _mm512_mul_ps(x, _mm512_min_ps(one, _mm512_max_ps(zero, s)));
+    }
+    case Kind::Sigmoid:
+      return _mm512_div_ps(one, _mm512_add_ps(one, exp_v16(_mm512_sub_ps(zero, x))));
+    case Kind::Silu:
+      return _mm512_mul_ps(x,
+                           _mm512_div_ps(one, _mm512_add_ps(one, exp_v16(_mm512_sub_ps(zero, x)))));
+    default:
+      return x;
+  }
 }
 #pragma GCC diagnostic pop
 

@@ -11,6 +11,8 @@
 
 #include "backends/cpu/kernels/conv_depthwise_internal.hpp"
 
+#include "backends/cpu/avx512.hpp"
+
 #include <immintrin.h>
 
 #include <algorithm>
@@ -344,8 +346,10 @@ void depthwise_conv2d(const DepthwiseGeometry& g, int64_t planes, int64_t channe
                       const float* w, const float* bias, float* y, const Activation& act,
                       const ThreadPool& pool, bool allow_avx512) {
   if (planes <= 0 || g.out_h <= 0 || g.out_w <= 0) return;
-  const Plan p = make_plan(g);
+  Plan p = make_plan(g);
   BandFn band_fn = allow_avx512 && has_avx512() ? band_kernel_avx512(g) : nullptr;
+  const bool act_in_tiles = band_fn && has_act16(act.kind);
+  if (act_in_tiles) p.act = act;
   if (!band_fn) band_fn = band_kernel(g);
   const int64_t in_size = g.in_h * g.in_w, out_size = g.out_h * g.out_w;
   const int64_t ntaps = g.kernel_h * g.kernel_w;
@@ -363,7 +367,7 @@ void depthwise_conv2d(const DepthwiseGeometry& g, int64_t planes, int64_t channe
       fill_band(p, x + plane * in_size, oh0, rows, buf);
       float* yb = y + plane * out_size + oh0 * g.out_w;
       band_fn(p, buf, w + channel * ntaps, bias ? bias[channel] : 0.f, yb, rows);
-      if (!act.none()) act.apply(yb, rows * g.out_w);
+      if (!act.none() && !act_in_tiles) act.apply(yb, rows * g.out_w);
     }
   };
   const int64_t item_macs = p.band_rows * g.out_w * ntaps;

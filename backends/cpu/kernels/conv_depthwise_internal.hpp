@@ -26,6 +26,9 @@ struct Plan {
   };
   std::vector<Run> runs;  // one per column phase that holds input columns
   bool paired = false;    // stride 2, runs[0] the even input columns, runs[1] the odd ones
+  // Applied by the AVX-512 tiles to their registers before the store (set only for them, and
+  // only for kinds act16 has); the caller applies any other activation to the stored rows.
+  Activation act;
 
   int64_t band_buffer_rows(int64_t rows) const {
     return (rows - 1) * g.stride_h + (g.kernel_h - 1) * g.dilation_h + 1;

@@ -34,8 +34,29 @@ std::string describe(const Case& c) {
     << "] k=" << g.kernel_h << "x" << g.kernel_w << " s=" << g.stride_h << "," << g.stride_w
     << " d=" << g.dilation_h << "," << g.dilation_w << " pad_top=" << g.pad_top
     << " pad_left=" << g.pad_left << " out=" << g.out_h << "x" << g.out_w << " bias=" << c.bias
-    << " relu=" << (c.act == Activation::Kind::Relu) << " avx512=" << c.avx512;
+    << " act=" << Activation{c.act}.name() << " avx512=" << c.avx512;
   return s.str();
+}
+
+// The activations checked: applied in the AVX-512 tiles' registers (Relu, HardSwish, SiLU) or
+// to the stored rows (Tanh, and every kind on the AVX2 tiles).
+constexpr Activation::Kind kActs[] = {Activation::Kind::None, Activation::Kind::Relu,
+                                      Activation::Kind::HardSwish, Activation::Kind::Silu,
+                                      Activation::Kind::Tanh};
+
+double activate(Activation::Kind k, double v) {
+  switch (k) {
+    case Activation::Kind::Relu:
+      return std::max(v, 0.0);
+    case Activation::Kind::HardSwish:
+      return v * std::clamp(v / 6 + 0.5, 0.0, 1.0);
+    case Activation::Kind::Silu:
+      return v / (1 + std::exp(-v));
+    case Activation::Kind::Tanh:
+      return std::tanh(v);
+    default:
+      return v;
+  }
 }
 
 // ONNX's output size for explicit begin/end pads.
@@ -87,9 +108,9 @@ void check(const Case& c, const ThreadPool& pool, unsigned seed) {
             sum += term;
             magnitude += std::fabs(term);
           }
-        if (c.act == Activation::Kind::Relu) sum = std::max(sum, 0.0);
+        const double want = activate(c.act, sum);
         const float got = y[static_cast<size_t>((p * g.out_h + oh) * g.out_w + ow)];
-        ASSERT_NEAR(got, sum, 1e-5 * magnitude + 1e-6)
+        ASSERT_NEAR(got, want, 1e-5 * magnitude + 1e-6 + 2e-6 * std::fabs(want))
             << describe(c) << " at plane " << p << " (" << oh << ", " << ow << ")";
       }
   }
@@ -107,11 +128,13 @@ TEST(CpuDepthwiseConv, MobileNetShapes) {
         make_case(1, 9, 14, 14, 5, 5, 1, 2, 4), make_case(3, 11, 7, 7, 5, 5, 1, 1, 2),
         make_case(1, 3, 112, 112, 3, 3, 1, 1, 1), make_case(1, 4, 56, 56, 5, 5, 2, 1, 2),
         make_case(1, 4, 28, 28, 3, 3, 2, 1, 1), make_case(2, 5, 14, 14, 7, 7, 1, 1, 3)})
-    for (bool avx512 : {false, true}) {
-      Case d = c;
-      d.avx512 = avx512;
-      check(d, pool, seed++);
-    }
+    for (bool avx512 : {false, true})
+      for (auto act : {Activation::Kind::None, Activation::Kind::HardSwish}) {
+        Case d = c;
+        d.avx512 = avx512;
+        d.act = act;
+        check(d, pool, seed++);
+      }
 }
 
 TEST(CpuDepthwiseConv, EdgeCases) {
@@ -153,7 +176,7 @@ TEST(CpuDepthwiseConv, EdgeCases) {
   unsigned seed = 100;
   for (Case c : cases) {
     for (bool bias : {false, true})
-      for (auto act : {Activation::Kind::None, Activation::Kind::Relu}) {
+      for (auto act : kActs) {
         c.bias = bias;
         c.act = act;
         for (bool avx512 : {false, true}) {
@@ -190,8 +213,7 @@ TEST(CpuDepthwiseConv, RandomGeometries) {
     g.out_h = out_size(g.in_h, g.kernel_h, g.stride_h, g.dilation_h, g.pad_top, pick(0, eff_h));
     g.out_w = out_size(g.in_w, g.kernel_w, g.stride_w, g.dilation_w, g.pad_left, pick(0, eff_w));
     if (g.out_h < 1 || g.out_w < 1) continue;
-    Case c{g, pick(1, 2), pick(1, 6), pick(0, 1) == 1,
-           pick(0, 1) == 1 ? Activation::Kind::Relu : Activation::Kind::None};
+    Case c{g, pick(1, 2), pick(1, 6), pick(0, 1) == 1, kActs[pick(0, std::size(kActs) - 1)]};
     for (bool avx512 : {false, true}) {
       c.avx512 = avx512;
       check(c, checked % 2 ? pool2 : pool1, static_cast<unsigned>(1000 + checked));
