@@ -59,8 +59,14 @@ TEST(GemmPacked, MatchesReferenceOnEveryTileEdge) {
 TEST(GemmPacked, AppliesBiasAndActivation) {
   std::mt19937 rng(5);
   ThreadPool two(2);
-  for (Activation act : {Activation{Activation::Kind::Relu}, Activation{Activation::Kind::Silu},
-                         Activation{Activation::Kind::LeakyRelu, 0.1f}})
+  // In the micro-kernel's registers (the kinds of act16) and in a pass after it (Tanh, Gelu).
+  for (Activation act :
+       {Activation{Activation::Kind::Relu}, Activation{Activation::Kind::Silu},
+        Activation{Activation::Kind::LeakyRelu, 0.1f}, Activation{Activation::Kind::HardSwish},
+        Activation{Activation::Kind::Clip, -0.5f, 0.5f},
+        Activation{Activation::Kind::HardSigmoid, 0.2f, 0.5f},
+        Activation{Activation::Kind::Sigmoid}, Activation{Activation::Kind::Tanh},
+        Activation{Activation::Kind::Gelu}})
     for (int64_t m : {3, 64})
       for (int64_t n : {49, 300}) check(m, n, 72, true, act, two, rng);
 }
