@@ -124,27 +124,34 @@ void copy_row(const float* src, float* dst, int64_t n) {
 // per parallel_for chunk).
 void fill_band(const Plan& p, const float* x, int64_t oh0, int64_t rows, float* buf) {
   const DepthwiseGeometry& g = p.g;
-  for (int64_t i = 0; i < p.band_buffer_rows(rows); ++i) {
-    float* dst = buf + i * p.row_stride;
-    const int64_t ih = oh0 * g.stride_h + i - g.pad_top;
-    if (ih < 0 || ih >= g.in_h) {
-      // With one band per plane the padding rows are the same buffer rows for every plane.
-      if (p.bands > 1) std::fill(dst, dst + p.row_stride, 0.f);
-      continue;
-    }
-    const float* src = x + ih * g.in_w;
-    if (p.paired) {
-      const Plan::Run &e = p.runs[0], &o = p.runs[1];
+  const int64_t buffer_rows = p.band_buffer_rows(rows);
+  // Buffer rows [lo, hi) hold input rows; the others are padding. Everything per row is decided
+  // here, once: deciding it per row took as long as the copies of 14-wide rows (MobileNetV3's
+  // 14x14 layers: 46 -> 34 us for 480 channels at one thread).
+  const int64_t ih0 = oh0 * g.stride_h - g.pad_top;
+  const int64_t lo = std::min(buffer_rows, std::max<int64_t>(0, -ih0));
+  const int64_t hi = std::max(lo, std::min(buffer_rows, g.in_h - ih0));
+  // With one band per plane the padding rows are the same buffer rows for every plane.
+  if (p.bands > 1) {
+    std::fill(buf, buf + lo * p.row_stride, 0.f);
+    std::fill(buf + hi * p.row_stride, buf + buffer_rows * p.row_stride, 0.f);
+  }
+  const int64_t rows_in = hi - lo;
+  if (rows_in == 0) return;
+  const float* src = x + (ih0 + lo) * g.in_w;
+  float* dst = buf + lo * p.row_stride;
+  if (p.paired) {
+    const Plan::Run &e = p.runs[0], &o = p.runs[1];
+    for (int64_t i = 0; i < rows_in; ++i, src += g.in_w, dst += p.row_stride)
       deinterleave(src, dst + e.dst, e.count, dst + o.dst, o.count);
-      continue;
-    }
-    for (const Plan::Run& run : p.runs) {
-      if (g.stride_w == 1) {
-        copy_row(src + run.src, dst + run.dst, run.count);
-      } else {
+  } else if (g.stride_w == 1) {  // one run
+    const Plan::Run run = p.runs.empty() ? Plan::Run{} : p.runs[0];
+    for (int64_t i = 0; i < rows_in; ++i, src += g.in_w, dst += p.row_stride)
+      copy_row(src + run.src, dst + run.dst, run.count);
+  } else {
+    for (int64_t i = 0; i < rows_in; ++i, src += g.in_w, dst += p.row_stride)
+      for (const Plan::Run& run : p.runs)
         for (int64_t j = 0; j < run.count; ++j) dst[run.dst + j] = src[run.src + j * g.stride_w];
-      }
-    }
   }
 }
 
