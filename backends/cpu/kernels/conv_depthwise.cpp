@@ -368,9 +368,16 @@ void depthwise_conv2d(const DepthwiseGeometry& g, int64_t planes, int64_t channe
     if (buffer.size() < buffer_size) buffer.resize(buffer_size);
     float* buf = buffer.data();
     std::fill(buf, buf + buffer_size, 0.f);
+    // (plane, band) of each item by counting, not dividing: three divisions per item were 3 %
+    // of 480 14x14 planes' time (35.0 -> 33.8 us at one thread).
+    int64_t plane = begin / p.bands, band = begin % p.bands, channel = plane % channels;
     for (int64_t item = begin; item < end; ++item) {
-      const int64_t plane = item / p.bands, channel = plane % channels;
-      const int64_t oh0 = item % p.bands * p.band_rows, rows = std::min(p.band_rows, g.out_h - oh0);
+      if (band == p.bands) {
+        band = 0;
+        ++plane;
+        if (++channel == channels) channel = 0;
+      }
+      const int64_t oh0 = band++ * p.band_rows, rows = std::min(p.band_rows, g.out_h - oh0);
       fill_band(p, x + plane * in_size, oh0, rows, buf);
       float* yb = y + plane * out_size + oh0 * g.out_w;
       band_fn(p, buf, w + channel * ntaps, bias ? bias[channel] : 0.f, yb, rows);
