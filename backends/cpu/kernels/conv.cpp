@@ -52,6 +52,21 @@ void copy_even(const float* src, int64_t lo, int64_t hi, float* dst) {
   for (; q < hi; ++q) dst[q] = src[2 * q];
 }
 
+// dst[0, n) = src[0, n) and dst[0, n) = 0, inline: the rows of a map are short (Real-ESRGAN's
+// are 64 floats, the padding runs 1), and memmove's and memset's calls cost as much as such a
+// copy. Through libc, the shifted input's fill and the wide product's compaction took 13 % of
+// Real-ESRGAN, 3.6 % of it in memset calls for one-float paddings.
+void copy_floats(const float* src, float* dst, int64_t n) {
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) _mm256_storeu_ps(dst + j, _mm256_loadu_ps(src + j));
+  for (; j < n; ++j) dst[j] = src[j];
+}
+void zero_floats(float* dst, int64_t n) {
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) _mm256_storeu_ps(dst + j, _mm256_setzero_ps());
+  for (; j < n; ++j) dst[j] = 0.f;
+}
+
 // B's row offsets when B is `channels` input planes of `plane` floats read as they are.
 std::vector<int64_t> plane_rows(int64_t channels, int64_t plane) {
   std::vector<int64_t> offsets(static_cast<size_t>(channels));
@@ -324,18 +339,18 @@ class ShiftedInput {
                           for (int64_t r = 0; r < hq_; ++r, dst += wq_) {
                             const int64_t ih = r * sh + ph - g_.pad[1];
                             if (ih < 0 || ih >= g_.in[1]) {
-                              std::fill(dst, dst + wq_, 0.f);
+                              zero_floats(dst, wq_);
                               continue;
                             }
                             const float* src = xc + ih * g_.in[2] + pw - g_.pad[2];
-                            std::fill(dst, dst + qlo, 0.f);
+                            zero_floats(dst, qlo);
                             if (sw == 1)
-                              std::copy(src + qlo, src + qhi, dst + qlo);
+                              copy_floats(src + qlo, dst + qlo, qhi - qlo);
                             else if (sw == 2)
                               copy_even(src, qlo, qhi, dst);
                             else
                               for (int64_t q = qlo; q < qhi; ++q) dst[q] = src[q * sw];
-                            std::fill(dst + qhi, dst + wq_, 0.f);
+                            zero_floats(dst + qhi, wq_ - qhi);
                           }
                         }
                       });
@@ -546,7 +561,7 @@ class ConvKernel : public Kernel {
                   for (int64_t oh = 0; oh < g.out[1]; ++oh) {
                     const float* src = wp + m * ldw + oh * shifted->width();
                     float* dst = yg + m * ovol + oh * g.out[2];
-                    std::copy_n(src, g.out[2], dst);
+                    copy_floats(src, dst, g.out[2]);
                     if (rg)  // the activation was left for after the sum
                       act.apply_added(dst, rg + m * ovol + oh * g.out[2], g.out[2]);
                   }
