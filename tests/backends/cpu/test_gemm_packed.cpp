@@ -71,6 +71,39 @@ TEST(GemmPacked, AppliesBiasAndActivation) {
       for (int64_t n : {49, 300}) check(m, n, 72, true, act, two, rng);
 }
 
+// MatMul's product: B (the weights) packed once, A (the activations) read in place from its rows
+// (or packed per call when stored transposed), a bias per column and an activation.
+TEST(GemmPacked, PackedBWithActivationsReadInPlace) {
+  std::mt19937 rng(13);
+  ThreadPool one(1), two(2);
+  for (bool trans_a : {false, true})
+    for (int64_t m : {1, 7, 8, 9, 21, 197})
+      for (int64_t k : {1, 40, 769})
+        for (int64_t n : {5, 48, 100}) {
+          const int64_t lda = (trans_a ? m : k) + 3, ldc = n + 2;
+          std::vector<float> a = random_floats(static_cast<size_t>((trans_a ? k : m) * lda), rng);
+          std::vector<float> b = random_floats(static_cast<size_t>(k * n), rng);
+          std::vector<float> bias = random_floats(static_cast<size_t>(n), rng);
+          std::vector<float> c(static_cast<size_t>(m * ldc), 7.f);
+          const Activation act{(m + k) % 2 ? Activation::Kind::Relu : Activation::Kind::Gelu};
+          PackedB packed(b.data(), k, n, n, false);
+          gemm_packed_b(a.data(), lda, trans_a, m, packed, c.data(), ldc, bias.data(), act,
+                        m % 2 ? one : two);
+          for (int64_t i = 0; i < m; ++i) {
+            for (int64_t j = 0; j < n; ++j) {
+              double want = bias[static_cast<size_t>(j)];
+              for (int64_t p = 0; p < k; ++p)
+                want += double(trans_a ? a[p * lda + i] : a[i * lda + p]) * b[p * n + j];
+              const float expect = act(static_cast<float>(want));
+              ASSERT_NEAR(c[i * ldc + j], expect, 1e-4 * (1 + std::abs(expect)))
+                  << "trans_a=" << trans_a << " m=" << m << " n=" << n << " k=" << k << " at " << i
+                  << "," << j;
+            }
+            for (int64_t j = n; j < ldc; ++j) ASSERT_EQ(c[i * ldc + j], 7.f);
+          }
+        }
+}
+
 TEST(GemmPacked, LargeShapesSplitAcrossThreads) {
   std::mt19937 rng(9);
   ThreadPool two(2);
