@@ -152,9 +152,10 @@ inline __m256 act_v(__m256 x, __m256 alpha, __m256 beta) {
 }
 
 // ---- 16-wide activations (AVX-512) ----
-// act16 (avx512.hpp) over a row, the tail masked: the kinds without exp, Sigmoid and SiLU (the
-// AVX2 SiLU took a tenth of YOLOv5s, which runs it on every conv output; the 8-lane tail went
-// through a copy, a third of a 196-float row's time in MobileNetV3's depthwise convs).
+// act16 (avx512.hpp) over a row, the tail masked: the kinds without exp, Sigmoid, SiLU and
+// GeluTanh (the AVX2 SiLU took a tenth of YOLOv5s, which runs it on every conv output; the 8-lane
+// tail went through a copy, a third of a 196-float row's time in MobileNetV3's depthwise
+// convs). Tanh and Gelu keep the 8-lane forms.
 
 // GCC 12's AVX-512 headers pass _mm512_undefined_ps() through the unmasked intrinsics, which
 // -Wmaybe-uninitialized reports once inlined here; nothing is read uninitialised.
@@ -218,6 +219,7 @@ void Activation::apply(const float* x, float* y, int64_t n) const {
     case Kind::Gelu:
       return apply_range<Kind::Gelu>(x, y, n, alpha, beta);
     case Kind::GeluTanh:
+      if (has_avx512f()) return apply_range16<Kind::GeluTanh>(x, y, n, alpha, beta);
       return apply_range<Kind::GeluTanh>(x, y, n, alpha, beta);
   }
 }
