@@ -78,28 +78,16 @@ inline __m256 tanh_v(__m256 x) {
   return keep_nan(x, _mm256_blendv_ps(big, small, _mm256_cmp_ps(ax, splat(0.625f), _CMP_LT_OQ)));
 }
 
-// erf: x P(x^2) below 1; 1 - e^(-x^2) Q(1/x) from 1 to 4; 1 beyond (least-squares fits made for
-// Quilt, relative error about 2e-7).
+// erf with the coefficients of avx512.hpp (kErfSmall, kErfLarge).
 inline __m256 erf_v(__m256 x) {
   const __m256 a = abs_v(x), z = _mm256_mul_ps(a, a);
-  __m256 p = splat(-5.625398986e-04f);
-  p = _mm256_fmadd_ps(p, z, splat(4.916026606e-03f));
-  p = _mm256_fmadd_ps(p, z, splat(-2.670995524e-02f));
-  p = _mm256_fmadd_ps(p, z, splat(1.128013062e-01f));
-  p = _mm256_fmadd_ps(p, z, splat(-3.761231982e-01f));
-  p = _mm256_fmadd_ps(p, z, splat(1.128379121e+00f));
+  __m256 p = splat(kErfSmall[0]);
+  for (size_t i = 1; i < std::size(kErfSmall); ++i) p = _mm256_fmadd_ps(p, z, splat(kErfSmall[i]));
   const __m256 small = _mm256_mul_ps(a, p);
   const __m256 ac = _mm256_min_ps(a, splat(4.f));
   const __m256 t = _mm256_div_ps(splat(1.f), ac);
-  __m256 q = splat(-1.351600260e-02f);
-  q = _mm256_fmadd_ps(q, t, splat(4.781874456e-02f));
-  q = _mm256_fmadd_ps(q, t, splat(-1.503780392e-02f));
-  q = _mm256_fmadd_ps(q, t, splat(-1.986543158e-01f));
-  q = _mm256_fmadd_ps(q, t, splat(4.677893854e-01f));
-  q = _mm256_fmadd_ps(q, t, splat(-4.594637835e-01f));
-  q = _mm256_fmadd_ps(q, t, splat(3.892770625e-02f));
-  q = _mm256_fmadd_ps(q, t, splat(5.594750218e-01f));
-  q = _mm256_fmadd_ps(q, t, splat(2.445133845e-04f));
+  __m256 q = splat(kErfLarge[0]);
+  for (size_t i = 1; i < std::size(kErfLarge); ++i) q = _mm256_fmadd_ps(q, t, splat(kErfLarge[i]));
   const __m256 large = _mm256_fnmadd_ps(
       exp_v(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_mul_ps(ac, ac))), q, splat(1.f));
   const __m256 r = _mm256_blendv_ps(large, small, _mm256_cmp_ps(a, splat(1.f), _CMP_LT_OQ));
@@ -152,10 +140,10 @@ inline __m256 act_v(__m256 x, __m256 alpha, __m256 beta) {
 }
 
 // ---- 16-wide activations (AVX-512) ----
-// act16 (avx512.hpp) over a row, the tail masked: the kinds without exp, Sigmoid, SiLU and
-// GeluTanh (the AVX2 SiLU took a tenth of YOLOv5s, which runs it on every conv output; the 8-lane
-// tail went through a copy, a third of a 196-float row's time in MobileNetV3's depthwise
-// convs). Tanh and Gelu keep the 8-lane forms.
+// act16 (avx512.hpp) over a row, the tail masked: the kinds without exp, Sigmoid, SiLU, Gelu
+// and GeluTanh (the AVX2 SiLU took a tenth of YOLOv5s, which runs it on every conv output; the
+// 8-lane tail went through a copy, a third of a 196-float row's time in MobileNetV3's depthwise
+// convs). Tanh keeps the 8-lane form.
 
 // GCC 12's AVX-512 headers pass _mm512_undefined_ps() through the unmasked intrinsics, which
 // -Wmaybe-uninitialized reports once inlined here; nothing is read uninitialised.
@@ -188,40 +176,56 @@ void apply_range(const float* x, float* y, int64_t n, float a, float b) {
 
 }  // namespace
 
-void Activation::apply(const float* x, float* y, int64_t n) const {
-  switch (kind) {
+namespace {
+
+// Activation::apply with or without the 16-lane forms.
+void apply_kind(const Activation& act, const float* x, float* y, int64_t n, bool wide) {
+  using Kind = Activation::Kind;
+  const float alpha = act.alpha, beta = act.beta;
+  switch (act.kind) {
     case Kind::None:
       if (x != y) std::memcpy(y, x, static_cast<size_t>(n) * sizeof(float));
       return;
     case Kind::Relu:
-      if (has_avx512f()) return apply_range16<Kind::Relu>(x, y, n, alpha, beta);
+      if (wide) return apply_range16<Kind::Relu>(x, y, n, alpha, beta);
       return apply_range<Kind::Relu>(x, y, n, alpha, beta);
     case Kind::LeakyRelu:
-      if (has_avx512f()) return apply_range16<Kind::LeakyRelu>(x, y, n, alpha, beta);
+      if (wide) return apply_range16<Kind::LeakyRelu>(x, y, n, alpha, beta);
       return apply_range<Kind::LeakyRelu>(x, y, n, alpha, beta);
     case Kind::Clip:
-      if (has_avx512f()) return apply_range16<Kind::Clip>(x, y, n, alpha, beta);
+      if (wide) return apply_range16<Kind::Clip>(x, y, n, alpha, beta);
       return apply_range<Kind::Clip>(x, y, n, alpha, beta);
     case Kind::HardSigmoid:
-      if (has_avx512f()) return apply_range16<Kind::HardSigmoid>(x, y, n, alpha, beta);
+      if (wide) return apply_range16<Kind::HardSigmoid>(x, y, n, alpha, beta);
       return apply_range<Kind::HardSigmoid>(x, y, n, alpha, beta);
     case Kind::HardSwish:
-      if (has_avx512f()) return apply_range16<Kind::HardSwish>(x, y, n, alpha, beta);
+      if (wide) return apply_range16<Kind::HardSwish>(x, y, n, alpha, beta);
       return apply_range<Kind::HardSwish>(x, y, n, alpha, beta);
     case Kind::Sigmoid:
-      if (has_avx512f()) return apply_range16<Kind::Sigmoid>(x, y, n, alpha, beta);
+      if (wide) return apply_range16<Kind::Sigmoid>(x, y, n, alpha, beta);
       return apply_range<Kind::Sigmoid>(x, y, n, alpha, beta);
     case Kind::Silu:
-      if (has_avx512f()) return apply_range16<Kind::Silu>(x, y, n, alpha, beta);
+      if (wide) return apply_range16<Kind::Silu>(x, y, n, alpha, beta);
       return apply_range<Kind::Silu>(x, y, n, alpha, beta);
     case Kind::Tanh:
       return apply_range<Kind::Tanh>(x, y, n, alpha, beta);
     case Kind::Gelu:
+      if (wide) return apply_range16<Kind::Gelu>(x, y, n, alpha, beta);
       return apply_range<Kind::Gelu>(x, y, n, alpha, beta);
     case Kind::GeluTanh:
-      if (has_avx512f()) return apply_range16<Kind::GeluTanh>(x, y, n, alpha, beta);
+      if (wide) return apply_range16<Kind::GeluTanh>(x, y, n, alpha, beta);
       return apply_range<Kind::GeluTanh>(x, y, n, alpha, beta);
   }
+}
+
+}  // namespace
+
+void Activation::apply(const float* x, float* y, int64_t n) const {
+  apply_kind(*this, x, y, n, has_avx512f());
+}
+
+void apply_8_lanes(const Activation& act, const float* x, float* y, int64_t n) {
+  apply_kind(act, x, y, n, false);
 }
 
 void Activation::apply_added(float* y, const float* add, int64_t n) const {

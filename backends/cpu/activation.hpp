@@ -46,4 +46,8 @@ struct Activation {
   std::string name() const;  // "Relu", "LeakyRelu(alpha=0.2)", ...
 };
 
+// Activation::apply on the 8-lane (AVX2) forms only, as on CPUs without AVX-512 (for tests: the
+// 16-lane forms take over where the CPU has them).
+void apply_8_lanes(const Activation& act, const float* x, float* y, int64_t n);
+
 }  // namespace quilt::cpu

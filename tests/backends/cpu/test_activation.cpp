@@ -90,29 +90,38 @@ TEST(Activation, MatchesDoublePrecisionReferences) {
                                         {Kind::GeluTanh},
                                         {Kind::None}};
   const std::vector<float> x = test_values();
-  for (const Activation& a : acts) {
-    std::vector<float> y(x.size());
-    a.apply(x.data(), y.data(), static_cast<int64_t>(x.size()));
-    for (size_t i = 0; i < x.size(); ++i) {
-      const double want = reference(a, x[i]);
-      if (std::isnan(want)) {  // e.g. Silu(-inf) = -inf * 0, in the scalar ops as here
-        EXPECT_TRUE(std::isnan(y[i])) << a.name() << " at " << x[i];
-        continue;
+  for (const Activation& a : acts)
+    for (bool eight_lanes : {false, true}) {  // as the CPU has it, and the AVX2 forms
+      std::vector<float> y(x.size());
+      if (eight_lanes)
+        apply_8_lanes(a, x.data(), y.data(), static_cast<int64_t>(x.size()));
+      else
+        a.apply(x.data(), y.data(), static_cast<int64_t>(x.size()));
+      for (size_t i = 0; i < x.size(); ++i) {
+        const double want = reference(a, x[i]);
+        if (std::isnan(want)) {  // e.g. Silu(-inf) = -inf * 0, in the scalar ops as here
+          EXPECT_TRUE(std::isnan(y[i])) << a.name() << " at " << x[i] << " 8 lanes " << eight_lanes;
+          continue;
+        }
+        if (std::isinf(want)) {
+          EXPECT_EQ(y[i], static_cast<float>(want))
+              << a.name() << " at " << x[i] << " 8 lanes " << eight_lanes;
+          continue;
+        }
+        EXPECT_NEAR(y[i], want, 2e-6 * std::max(1.0, std::fabs(want)))
+            << a.name() << " at " << x[i] << " 8 lanes " << eight_lanes;
       }
-      if (std::isinf(want)) {
-        EXPECT_EQ(y[i], static_cast<float>(want)) << a.name() << " at " << x[i];
-        continue;
+      // In place gives the same result.
+      std::vector<float> z = x;
+      if (eight_lanes)
+        apply_8_lanes(a, z.data(), z.data(), static_cast<int64_t>(z.size()));
+      else
+        a.apply(z.data(), static_cast<int64_t>(z.size()));
+      for (size_t i = 0; i < x.size(); ++i) {
+        if (std::isnan(y[i])) continue;
+        EXPECT_EQ(z[i], y[i]) << a.name();
       }
-      EXPECT_NEAR(y[i], want, 2e-6 * std::max(1.0, std::fabs(want))) << a.name() << " at " << x[i];
     }
-    // In place gives the same result.
-    std::vector<float> z = x;
-    a.apply(z.data(), static_cast<int64_t>(z.size()));
-    for (size_t i = 0; i < x.size(); ++i) {
-      if (std::isnan(y[i])) continue;
-      EXPECT_EQ(z[i], y[i]) << a.name();
-    }
-  }
 }
 
 TEST(Activation, PropagatesNaN) {
