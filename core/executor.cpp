@@ -121,8 +121,7 @@ struct RunState {
   std::mutex mutex;
   std::condition_variable cv;
   std::vector<SlotState> slots;
-  std::vector<TypeShape> types;   // per value, for this run
-  std::vector<char> static_step;  // per step: its creation-time types hold (infer_patch)
+  std::vector<TypeShape> types;  // per value, for this run
   std::exception_ptr error;
   bool failed = false;
   struct SpanRecord {
@@ -212,7 +211,7 @@ bool ExecutionPlan::infer_patch(const Step& step, RunState& st) const {
   return false;
 }
 
-void ExecutionPlan::issue(const Step& step, RunState& st) const {
+void ExecutionPlan::issue(const Step& step, RunState& st, bool static_types) const {
   if (st.failed) return;
   const Device& device = *devices_[step.device];
   const std::string tag = "[" + step.label + "]";
@@ -265,7 +264,7 @@ void ExecutionPlan::issue(const Step& step, RunState& st) const {
       for (int s : step.out_slots) outs.push_back(allocate(s));
       std::vector<std::vector<int64_t>> dims;
       std::vector<quilt_tensor_info_t> infos;
-      if (!st.static_step[static_cast<size_t>(&step - steps_.data())]) {
+      if (!static_types) {
         dims.resize(step.abi_values.size());
         infos.resize(step.abi_values.size());
         for (size_t a = 0; a < step.abi_values.size(); ++a) {
@@ -367,7 +366,6 @@ void ExecutionPlan::execute(RunState& st, const std::vector<int>& wanted,
                             RunProfile* profile) const {
   st.profiling = profile != nullptr;
   st.inline_run = inline_;
-  st.static_step.assign(steps_.size(), 0);
   // The steps the wanted values need.
   std::vector<char> needed_slot(slots_.size(), 0);
   for (int s : wanted) needed_slot[s] = 1;
@@ -398,11 +396,12 @@ void ExecutionPlan::execute(RunState& st, const std::vector<int>& wanted,
   for (size_t s = 0; s < steps_.size() && !st.failed; ++s) {
     if (!run_step[s]) continue;
     const Step& step = steps_[s];
+    bool static_types = false;  // a patch's creation-time types hold for this run
     try {
       switch (step.kind) {
         case StepKind::Patch:
           try {
-            st.static_step[s] = infer_patch(step, st);
+            static_types = infer_patch(step, st);
           } catch (...) {
             rethrow_with(step.label);
           }
@@ -410,9 +409,11 @@ void ExecutionPlan::execute(RunState& st, const std::vector<int>& wanted,
         case StepKind::Upload:
         case StepKind::Download:
           if (inline_) {
-            issue(step, st);
+            issue(step, st, static_types);
           } else {
-            lane(step.device).push([this, &step, &st] { issue(step, st); });
+            lane(step.device).push([this, &step, &st, static_types] {
+              issue(step, st, static_types);
+            });
           }
           break;
         case StepKind::Host:

@@ -114,7 +114,9 @@ class ExecutionPlan {
   void check_input(const ValueInfo& info, const Tensor& t) const;
   // Runs the steps needed for `wanted` (host slots); st holds inputs and constants.
   void execute(RunState& st, const std::vector<int>& wanted, RunProfile* profile) const;
-  void issue(const Step& step, RunState& st) const;
+  // Runs a step on its device; static_types: infer_patch found the creation-time types hold, so
+  // the step's static_infos describe its values.
+  void issue(const Step& step, RunState& st, bool static_types = false) const;
   void run_host_step(const Step& step, RunState& st) const;
   std::vector<Tensor> run_control_flow(const Step& step, const std::vector<Tensor>& in) const;
   // Infers the types of the values the patch makes for this run; true when the creation-time

@@ -514,8 +514,9 @@ void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
             if (--(*d->holders)[v] == 0) (*d->constants)[v] = Tensor();
           },
           &done);
-      step.exe = devices_[pp.device]->compile(ag, "[" + step.label + "] compile");
+      // Before the compile, which may free constants the backend copied (constant_done).
       find_static_shapes(step);
+      step.exe = devices_[pp.device]->compile(ag, "[" + step.label + "] compile");
       if (!devices_[pp.device]->synchronous() || !devices_[pp.device]->host_memory())
         inline_ = false;
     }

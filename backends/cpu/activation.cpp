@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <limits>
 
 #include "backends/cpu/avx512.hpp"
@@ -35,20 +36,17 @@ inline __m256 copysign_v(__m256 a, __m256 b) {
 }
 
 // exp by range reduction x = n ln2 + r, |r| <= ln2/2, and a degree-6 polynomial for e^r (Cephes
-// expf); 2^n in two factors so that n = 128 stays finite. Flushes to 0 below the normal range.
+// expf, the constants of avx512.hpp); 2^n in two factors so that n = 128 stays finite. Flushes
+// to 0 below the normal range.
 inline __m256 exp_v(__m256 x) {
-  const __m256 hi = splat(88.72283935546875f), lo = splat(-87.33654022216797f);
+  const __m256 hi = splat(kExpHi), lo = splat(kExpLo);
   const __m256 xc = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, splat(1.44269504088896341f)),
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, splat(kLog2e)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, splat(0.693359375f), xc);
-  r = _mm256_fnmadd_ps(n, splat(-2.12194440e-4f), r);
-  __m256 p = splat(1.9875691500e-4f);
-  p = _mm256_fmadd_ps(p, r, splat(1.3981999507e-3f));
-  p = _mm256_fmadd_ps(p, r, splat(8.3334519073e-3f));
-  p = _mm256_fmadd_ps(p, r, splat(4.1665795894e-2f));
-  p = _mm256_fmadd_ps(p, r, splat(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, r, splat(5.0000001201e-1f));
+  __m256 r = _mm256_fnmadd_ps(n, splat(kLn2Hi), xc);
+  r = _mm256_fnmadd_ps(n, splat(kLn2Lo), r);
+  __m256 p = splat(kExpPoly[0]);
+  for (size_t i = 1; i < std::size(kExpPoly); ++i) p = _mm256_fmadd_ps(p, r, splat(kExpPoly[i]));
   p = _mm256_add_ps(_mm256_fmadd_ps(_mm256_mul_ps(p, r), r, r), splat(1.f));
   const __m256i ni = _mm256_cvtps_epi32(n);
   const __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
@@ -174,47 +172,42 @@ void apply_range(const float* x, float* y, int64_t n, float a, float b) {
   }
 }
 
-}  // namespace
-
-namespace {
+// One kind's loop: the 16-lane form when `wide` and act16 has the kind, else the 8-lane one.
+template <Activation::Kind K>
+void apply_as(const float* x, float* y, int64_t n, float a, float b, bool wide) {
+  if constexpr (has_act16(K))
+    if (wide) return apply_range16<K>(x, y, n, a, b);
+  apply_range<K>(x, y, n, a, b);
+}
 
 // Activation::apply with or without the 16-lane forms.
 void apply_kind(const Activation& act, const float* x, float* y, int64_t n, bool wide) {
   using Kind = Activation::Kind;
-  const float alpha = act.alpha, beta = act.beta;
+  const float a = act.alpha, b = act.beta;
   switch (act.kind) {
     case Kind::None:
       if (x != y) std::memcpy(y, x, static_cast<size_t>(n) * sizeof(float));
       return;
     case Kind::Relu:
-      if (wide) return apply_range16<Kind::Relu>(x, y, n, alpha, beta);
-      return apply_range<Kind::Relu>(x, y, n, alpha, beta);
+      return apply_as<Kind::Relu>(x, y, n, a, b, wide);
     case Kind::LeakyRelu:
-      if (wide) return apply_range16<Kind::LeakyRelu>(x, y, n, alpha, beta);
-      return apply_range<Kind::LeakyRelu>(x, y, n, alpha, beta);
+      return apply_as<Kind::LeakyRelu>(x, y, n, a, b, wide);
     case Kind::Clip:
-      if (wide) return apply_range16<Kind::Clip>(x, y, n, alpha, beta);
-      return apply_range<Kind::Clip>(x, y, n, alpha, beta);
+      return apply_as<Kind::Clip>(x, y, n, a, b, wide);
     case Kind::HardSigmoid:
-      if (wide) return apply_range16<Kind::HardSigmoid>(x, y, n, alpha, beta);
-      return apply_range<Kind::HardSigmoid>(x, y, n, alpha, beta);
+      return apply_as<Kind::HardSigmoid>(x, y, n, a, b, wide);
     case Kind::HardSwish:
-      if (wide) return apply_range16<Kind::HardSwish>(x, y, n, alpha, beta);
-      return apply_range<Kind::HardSwish>(x, y, n, alpha, beta);
+      return apply_as<Kind::HardSwish>(x, y, n, a, b, wide);
     case Kind::Sigmoid:
-      if (wide) return apply_range16<Kind::Sigmoid>(x, y, n, alpha, beta);
-      return apply_range<Kind::Sigmoid>(x, y, n, alpha, beta);
+      return apply_as<Kind::Sigmoid>(x, y, n, a, b, wide);
     case Kind::Silu:
-      if (wide) return apply_range16<Kind::Silu>(x, y, n, alpha, beta);
-      return apply_range<Kind::Silu>(x, y, n, alpha, beta);
+      return apply_as<Kind::Silu>(x, y, n, a, b, wide);
     case Kind::Tanh:
-      return apply_range<Kind::Tanh>(x, y, n, alpha, beta);
+      return apply_as<Kind::Tanh>(x, y, n, a, b, wide);
     case Kind::Gelu:
-      if (wide) return apply_range16<Kind::Gelu>(x, y, n, alpha, beta);
-      return apply_range<Kind::Gelu>(x, y, n, alpha, beta);
+      return apply_as<Kind::Gelu>(x, y, n, a, b, wide);
     case Kind::GeluTanh:
-      if (wide) return apply_range16<Kind::GeluTanh>(x, y, n, alpha, beta);
-      return apply_range<Kind::GeluTanh>(x, y, n, alpha, beta);
+      return apply_as<Kind::GeluTanh>(x, y, n, a, b, wide);
   }
 }
 

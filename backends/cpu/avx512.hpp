@@ -33,23 +33,28 @@ inline __mmask16 lanes16(int64_t i, int64_t n) {
 // overflow edge stay finite. Above 88.72 it gives +inf, below ln(FLT_MIN) exactly 0 (masked
 // -inf logits give zeros), NaN stays NaN.
 
+// exp's constants, shared with the 8-lane exp_v of activation.cpp (Cephes expf): the input's
+// clamp, log2(e), ln 2 in two parts, and e^r's polynomial from the highest power.
+inline constexpr float kExpHi = 88.72283935546875f, kExpLo = -87.33654022216797f;
+inline constexpr float kLog2e = 1.44269504088896341f, kLn2Hi = 0.693359375f,
+                       kLn2Lo = -2.12194440e-4f;
+inline constexpr float kExpPoly[] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                                     4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+
 // GCC 12's AVX-512 headers pass _mm512_undefined_ps() through the unmasked intrinsics, which
 // -Wmaybe-uninitialized reports once inlined; nothing is read uninitialised.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 __attribute__((target("avx512f"))) inline __m512 exp_v16(__m512 x) {
-  const __m512 hi = _mm512_set1_ps(88.72283935546875f), lo = _mm512_set1_ps(-87.33654022216797f);
+  const __m512 hi = _mm512_set1_ps(kExpHi), lo = _mm512_set1_ps(kExpLo);
   const __m512 xc = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(kLog2e)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Hi), xc);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Lo), r);
+  __m512 p = _mm512_set1_ps(kExpPoly[0]);
+  for (size_t i = 1; i < std::size(kExpPoly); ++i)
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpPoly[i]));
   p = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.f));
   const __m512i ni = _mm512_cvtps_epi32(n);
   const __m512i n1 = _mm512_srai_epi32(ni, 1), n2 = _mm512_sub_epi32(ni, n1);
@@ -96,7 +101,7 @@ __attribute__((target("avx512f"))) inline __m512 erf_v16(__m512 x) {
 }
 
 // Whether act16 computes this activation (the others have AVX2 forms only, activation.cpp).
-inline bool has_act16(Activation::Kind k) {
+constexpr bool has_act16(Activation::Kind k) {
   using Kind = Activation::Kind;
   return k == Kind::None || k == Kind::Relu || k == Kind::LeakyRelu || k == Kind::Clip ||
          k == Kind::HardSigmoid || k == Kind::HardSwish || k == Kind::Sigmoid || k == Kind::Silu ||

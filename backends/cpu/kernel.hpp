@@ -8,8 +8,10 @@
 // The capability answer of the backend reads this same table.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -91,6 +93,50 @@ class Kernel {
   // False when run() never reads constant input i's data (the kernel copied it at creation,
   // and no input shape seen at run time can send it back to the original).
   virtual bool reads_constant(size_t) const { return true; }
+};
+
+// What a kernel works out from its shapes alone (a conv's geometry, a pool's windows): worked out
+// at creation when the shapes inferred then are static, and on a run only when its shapes differ
+// (MNIST's two Convs and two MaxPools spent a tenth of their time reading attributes and
+// allocating on every run).
+//
+//   memo_.keep({&sig.inputs[0], &sig.outputs[0]}, [&](auto& s) { return make(s[0], s[1]); });
+//   const T& t = memo_.get({x.shape(), y.shape()}, storage, make_from_shapes);
+template <class T>
+class ShapeMemo {
+ public:
+  using Shapes = std::vector<std::vector<int64_t>>;
+  // make(shapes) when every type is static; an Error it throws leaves nothing kept, for run()
+  // to report.
+  template <class Make>
+  void keep(std::initializer_list<const TypeShape*> types, Make make) {
+    Shapes shapes;
+    for (const TypeShape* t : types) {
+      if (!t->is_static()) return;
+      shapes.push_back(t->dims);
+    }
+    try {
+      value_ = make(shapes);
+      shapes_ = std::move(shapes);
+    } catch (const Error&) {
+      value_.reset();
+    }
+  }
+  // The kept value when `shapes` are those it was made for, else storage = make().
+  template <class Make>
+  const T& get(std::initializer_list<std::reference_wrapper<const std::vector<int64_t>>> shapes,
+               T& storage, Make make) const {
+    if (value_ && std::equal(shapes.begin(), shapes.end(), shapes_.begin(), shapes_.end(),
+                             [](const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+                               return a == b;
+                             }))
+      return *value_;
+    return storage = make();
+  }
+
+ private:
+  std::optional<T> value_;
+  Shapes shapes_;
 };
 
 using KernelFn = std::function<void(KernelContext&)>;

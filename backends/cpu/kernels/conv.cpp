@@ -19,6 +19,7 @@
 #include "backends/cpu/gemm_packed.hpp"
 #include "backends/cpu/kernel.hpp"
 #include "backends/cpu/kernels/conv_depthwise.hpp"
+#include "backends/cpu/kernels/short_rows.hpp"
 
 namespace quilt::cpu {
 
@@ -50,21 +51,6 @@ void copy_even(const float* src, int64_t lo, int64_t hi, float* dst) {
                                                                      _MM_SHUFFLE(3, 1, 2, 0))));
   }
   for (; q < hi; ++q) dst[q] = src[2 * q];
-}
-
-// dst[0, n) = src[0, n) and dst[0, n) = 0, inline: the rows of a map are short (Real-ESRGAN's
-// are 64 floats, the padding runs 1), and memmove's and memset's calls cost as much as such a
-// copy. Through libc, the shifted input's fill and the wide product's compaction took 13 % of
-// Real-ESRGAN, 3.6 % of it in memset calls for one-float paddings.
-void copy_floats(const float* src, float* dst, int64_t n) {
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8) _mm256_storeu_ps(dst + j, _mm256_loadu_ps(src + j));
-  for (; j < n; ++j) dst[j] = src[j];
-}
-void zero_floats(float* dst, int64_t n) {
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8) _mm256_storeu_ps(dst + j, _mm256_setzero_ps());
-  for (; j < n; ++j) dst[j] = 0.f;
 }
 
 // B's row offsets when B is `channels` input planes of `plane` floats read as they are.
@@ -339,18 +325,18 @@ class ShiftedInput {
                           for (int64_t r = 0; r < hq_; ++r, dst += wq_) {
                             const int64_t ih = r * sh + ph - g_.pad[1];
                             if (ih < 0 || ih >= g_.in[1]) {
-                              zero_floats(dst, wq_);
+                              zero_row(dst, wq_);
                               continue;
                             }
                             const float* src = xc + ih * g_.in[2] + pw - g_.pad[2];
-                            zero_floats(dst, qlo);
+                            zero_row(dst, qlo);
                             if (sw == 1)
-                              copy_floats(src + qlo, dst + qlo, qhi - qlo);
+                              copy_row(src + qlo, dst + qlo, qhi - qlo);
                             else if (sw == 2)
                               copy_even(src, qlo, qhi, dst);
                             else
                               for (int64_t q = qlo; q < qhi; ++q) dst[q] = src[q * sw];
-                            zero_floats(dst + qhi, wq_ - qhi);
+                            zero_row(dst + qhi, wq_ - qhi);
                           }
                         }
                       });
@@ -405,19 +391,11 @@ class ConvKernel : public Kernel {
       else
         packed_ = pack_groups(w->data<float>(), mg, depth);
     }
-    // The layout of the shapes inferred here, when static: run() takes it instead of reading
-    // the attributes again (a tenth of MNIST's conv time went to that and its allocations).
-    if (sig.inputs.size() > 1 && sig.inputs[0].is_static() && sig.inputs[1].is_static() &&
-        !sig.outputs.empty() && sig.outputs[0].is_static() && sig.inputs[0].dims.size() >= 3 &&
+    // The layout of the shapes inferred here, when static (ShapeMemo).
+    if (sig.inputs.size() > 1 && !sig.outputs.empty() && sig.inputs[0].dims.size() >= 3 &&
         sig.inputs[0].dims.size() <= 5 && sig.inputs[1].dims.size() == sig.inputs[0].dims.size())
-      try {
-        layout_ = layout_of(sig.node, sig.inputs[0].dims, sig.inputs[1].dims, sig.outputs[0].dims);
-        x_shape_ = sig.inputs[0].dims;
-        w_shape_ = sig.inputs[1].dims;
-        y_shape_ = sig.outputs[0].dims;
-      } catch (const Error&) {
-        layout_.reset();  // run() reports it, as for shapes known only then
-      }
+      layout_.keep({&sig.inputs[0], &sig.inputs[1], &sig.outputs[0]},
+                   [&](const auto& s) { return layout_of(sig.node, s[0], s[1], s[2]); });
   }
 
   void run(KernelContext& ctx) const override {
@@ -445,10 +423,9 @@ class ConvKernel : public Kernel {
       });
     };
     Layout run_layout;
-    const Layout& layout =
-        layout_ && x.shape() == x_shape_ && w.shape() == w_shape_ && y.shape() == y_shape_
-            ? *layout_
-            : (run_layout = layout_of(ctx.node, x.shape(), w.shape(), y.shape()));
+    const Layout& layout = layout_.get({x.shape(), w.shape(), y.shape()}, run_layout, [&] {
+      return layout_of(ctx.node, x.shape(), w.shape(), y.shape());
+    });
     const Geometry& g = layout.g;
     const int64_t batch = x.dim(0), c_in = x.dim(1), c_out = y.dim(1);
     const int64_t cg = c_in / group_, mg = c_out / group_;
@@ -561,7 +538,7 @@ class ConvKernel : public Kernel {
                   for (int64_t oh = 0; oh < g.out[1]; ++oh) {
                     const float* src = wp + m * ldw + oh * shifted->width();
                     float* dst = yg + m * ovol + oh * g.out[2];
-                    copy_floats(src, dst, g.out[2]);
+                    copy_row(src, dst, g.out[2]);
                     if (rg)  // the activation was left for after the sum
                       act.apply_added(dst, rg + m * ovol + oh * g.out[2], g.out[2]);
                   }
@@ -846,8 +823,6 @@ class ConvKernel : public Kernel {
   std::vector<PackedA> packed_;                  // per group, when the weights are constant
   std::vector<PackedAChannels> channel_packed_;  // instead, for small maps (small_map)
   bool constant_weights_ = false;                // one of the two is packed
-  // Weights per (group, window offset) for run_by_tap, made on first use (constant weights
-  // only; the image size picks the path), guarded by lazy_mutex_.
   // What run() works out from the shapes before any arithmetic.
   struct Layout {
     Geometry g;
@@ -867,8 +842,9 @@ class ConvKernel : public Kernel {
     if (l.regions.empty()) l.taps = l.pointwise ? all_taps(g) : live_taps(g);
     return l;
   }
-  std::optional<Layout> layout_;  // of x_shape_, w_shape_ and y_shape_
-  std::vector<int64_t> x_shape_, w_shape_, y_shape_;
+  ShapeMemo<Layout> layout_;  // of the shapes of x, w and y
+  // Weights per (group, window offset) for run_by_tap, made on first use (constant weights
+  // only; the image size picks the path), guarded by lazy_mutex_.
   mutable std::mutex lazy_mutex_;
   mutable std::shared_ptr<const std::vector<PackedA>> tap_packed_;
 };

@@ -10,6 +10,7 @@
 #include "backends/cpu/kernels/conv_depthwise.hpp"
 
 #include "backends/cpu/kernels/conv_depthwise_internal.hpp"
+#include "backends/cpu/kernels/short_rows.hpp"
 
 #include "backends/cpu/avx512.hpp"
 
@@ -30,10 +31,6 @@ constexpr int64_t kBandFloats = 4096;
 // Multiply-adds per parallel_for item: late layers (7x7 planes) are too small to be split one
 // plane at a time.
 constexpr int64_t kGrainMacs = 1 << 15;
-
-// Lanes [0, n) set: loadu(kTailMask + 8 - n).
-alignas(64) constexpr int32_t kTailMask[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
-                                               0,  0,  0,  0,  0,  0,  0,  0};
 
 Plan make_plan(const DepthwiseGeometry& g) {
   Plan p;
@@ -70,11 +67,6 @@ Plan make_plan(const DepthwiseGeometry& g) {
   return p;
 }
 
-// Lanes [0, n) of a mask, n in [0, 8].
-inline __m256i lanes(int64_t n) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kTailMask + kLanes - n));
-}
-
 // [a0 a2 .. a6 b0 b2 .. b6] and [a1 a3 .. a7 b1 b3 .. b7].
 inline void split_even_odd(__m256 a, __m256 b, __m256& even, __m256& odd) {
   // Each input to [evens | odds] first, then the halves swap: every load is used once, so GCC
@@ -103,20 +95,9 @@ void deinterleave(const float* src, float* even, int64_t n_even, float* odd, int
   }
   const int64_t left = n_even - m + n_odd - m;  // input floats left: fewer than 8
   if (left == 0) return;
-  split_even_odd(_mm256_maskload_ps(src + 2 * m, lanes(left)), _mm256_setzero_ps(), e, o);
-  _mm256_maskstore_ps(even + m, lanes(n_even - m), e);
-  _mm256_maskstore_ps(odd + m, lanes(n_odd - m), o);
-}
-
-// dst[j] = src[j] for j in [0, n): inline, as short rows are common (memcpy's call and size
-// dispatch cost more than the copy).
-void copy_row(const float* src, float* dst, int64_t n) {
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes) _mm256_storeu_ps(dst + j, _mm256_loadu_ps(src + j));
-  if (j < n) {
-    const __m256i mask = lanes(n - j);
-    _mm256_maskstore_ps(dst + j, mask, _mm256_maskload_ps(src + j, mask));
-  }
+  split_even_odd(_mm256_maskload_ps(src + 2 * m, lanes8(left)), _mm256_setzero_ps(), e, o);
+  _mm256_maskstore_ps(even + m, lanes8(n_even - m), e);
+  _mm256_maskstore_ps(odd + m, lanes8(n_odd - m), o);
 }
 
 // Copies the input rows of one band into buf; rows outside the input become zero. Columns outside
@@ -304,7 +285,7 @@ void conv_band(const Plan& p, const float* buf, const float* w, float bias, floa
   // Column groups of at most kMaxVectors vectors, the row's last vector ending at out_w.
   const int64_t nvec = (g.out_w + kLanes - 1) / kLanes;
   const int64_t groups = (nvec + T::kMaxVectors - 1) / T::kMaxVectors;
-  a.mask = g.out_w < kLanes ? kTailMask + kLanes - g.out_w : nullptr;
+  a.mask = g.out_w < kLanes ? kTailMask8 + kLanes - g.out_w : nullptr;
   // With out_w < 8, band row t may store 8 lanes when they end inside the band.
   const int64_t full_limit = rows * g.out_w >= kLanes ? (rows * g.out_w - kLanes) / g.out_w + 1 : 0;
   const int64_t tile_rows_max = T::rows(static_cast<int>((nvec + groups - 1) / groups));

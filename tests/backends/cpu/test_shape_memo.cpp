@@ -1,0 +1,53 @@
+// ShapeMemo (backends/cpu/kernel.hpp): what a kernel works out from its shapes, kept from
+// creation when they are static and worked out again on a run only when its shapes differ.
+#include <gtest/gtest.h>
+
+#include "backends/cpu/kernel.hpp"
+
+namespace quilt::cpu {
+namespace {
+
+using Dims = std::vector<int64_t>;
+
+TEST(ShapeMemo, KeepsWhatStaticShapesGiveAndRemakesForOthers) {
+  const TypeShape x{DType::Float32, true, {1, 3, 8, 8}}, y{DType::Float32, true, {1, 4, 4, 4}};
+  ShapeMemo<int64_t> memo;
+  int made = 0;
+  memo.keep({&x, &y}, [&](const auto& s) {
+    ++made;
+    return s[0][2] * 100 + s[1][2];
+  });
+  EXPECT_EQ(made, 1);
+  int64_t storage = 0;
+  int remade = 0;
+  auto remake = [&] {
+    ++remade;
+    return int64_t{-1};
+  };
+  EXPECT_EQ(memo.get({x.dims, y.dims}, storage, remake), 804);  // the kept value
+  EXPECT_EQ(remade, 0);
+  const Dims other{1, 3, 16, 16};
+  EXPECT_EQ(memo.get({other, y.dims}, storage, remake), -1);  // other shapes: made again
+  EXPECT_EQ(remade, 1);
+}
+
+TEST(ShapeMemo, KeepsNothingForDynamicShapesOrAFailure) {
+  const TypeShape dynamic{DType::Float32, true, {-1, 3, 8, 8}}, none{DType::Float32, false, {}};
+  const TypeShape fixed{DType::Float32, true, {1, 3, 8, 8}};
+  int64_t storage = 0;
+  auto remake = [] { return int64_t{7}; };
+  for (const TypeShape* t : {&dynamic, &none}) {
+    ShapeMemo<int64_t> memo;
+    memo.keep({t}, [](const auto&) { return int64_t{1}; });
+    EXPECT_EQ(memo.get({t->dims}, storage, remake), 7);
+  }
+  // An Error while working it out (a bad attribute) is left for the run to report.
+  ShapeMemo<int64_t> failing;
+  failing.keep({&fixed}, [](const auto&) -> int64_t {
+    throw Error(ErrorCode::InvalidModel, "bad attribute");
+  });
+  EXPECT_EQ(failing.get({fixed.dims}, storage, remake), 7);
+}
+
+}  // namespace
+}  // namespace quilt::cpu
