@@ -129,6 +129,10 @@ struct RunState {
     std::shared_ptr<Event> event;
   };
   std::vector<SpanRecord> spans;
+  // Node timings a backend reports through node_timing, possibly from inside an event wait
+  // (the OpenCL plugin's event_wait does): kept apart from spans, which the run walks while
+  // waiting on their events and must not grow under it.
+  std::vector<RunProfile::Span> node_spans;
   bool profiling = false;
   // What a backend's node_timing callback needs; kept until the run ends.
   struct NodeTimingContext {
@@ -291,7 +295,7 @@ void ExecutionPlan::issue(const Step& step, RunState& st, bool static_types) con
           auto* c = static_cast<RunState::NodeTimingContext*>(context);
           if (node >= c->names->size()) return;
           std::lock_guard lock(c->st->mutex);
-          c->st->spans.push_back({{(*c->names)[node], c->lane, "node", start, end}, nullptr});
+          c->st->node_spans.push_back({(*c->names)[node], c->lane, "node", start, end});
         };
       }
       device.execute(*step.exe, args, "");
@@ -461,6 +465,8 @@ void ExecutionPlan::execute(RunState& st, const std::vector<int>& wanted,
       }
       profile->spans.push_back(rec.span);
     }
+    std::lock_guard lock(st.mutex);
+    profile->spans.insert(profile->spans.end(), st.node_spans.begin(), st.node_spans.end());
   }
   for (auto& slot : st.slots) {
     slot.event.reset();
@@ -468,6 +474,7 @@ void ExecutionPlan::execute(RunState& st, const std::vector<int>& wanted,
     slot.dev = nullptr;
   }
   st.spans.clear();
+  st.node_spans.clear();
   if (st.error) std::rethrow_exception(st.error);
 }
 
