@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "core/device.hpp"
 #include "core/log.hpp"
@@ -17,7 +18,21 @@
 namespace quilt {
 namespace {
 
-std::atomic<int> g_plugin_log_level{static_cast<int>(LogLevel::Warning)};
+// Plugins log through the host API with no session attached: their messages are shown up to
+// the most verbose log level among the sessions alive (Warning when there are none).
+struct PluginLogLevels {
+  std::mutex mutex;
+  std::multiset<int> live;
+  std::atomic<int> current{static_cast<int>(LogLevel::Warning)};
+};
+PluginLogLevels& plugin_log_levels() {
+  static PluginLogLevels* levels = new PluginLogLevels;  // plugins' threads may log at exit
+  return *levels;
+}
+void update_plugin_log_level(PluginLogLevels& l) {
+  const int most = l.live.empty() ? static_cast<int>(LogLevel::Warning) : *l.live.rbegin();
+  l.current.store(std::max(most, static_cast<int>(LogLevel::Warning)));
+}
 
 quilt_status_t status_create(quilt_status_code_t code, const char* message) {
   return make_status(code, message ? message : "");
@@ -27,7 +42,8 @@ void host_log(quilt_log_level_t level, const char* message) {
   static const LogLevel map[] = {LogLevel::Debug, LogLevel::Info, LogLevel::Warning,
                                  LogLevel::Error};
   const int i = std::clamp(static_cast<int>(level), 0, 3);
-  Logger(static_cast<LogLevel>(g_plugin_log_level.load())).log(map[i], message ? message : "");
+  Logger(static_cast<LogLevel>(plugin_log_levels().current.load()))
+      .log(map[i], message ? message : "");
 }
 
 uint64_t now_ns() {
@@ -96,10 +112,22 @@ const quilt_backend_t* load_library(const std::string& path, std::string* failur
 
 }  // namespace
 
-void set_plugin_log_level(LogLevel level) {
-  int want = static_cast<int>(level), cur = g_plugin_log_level.load();
-  while (want > cur && !g_plugin_log_level.compare_exchange_weak(cur, want)) {
-  }
+PluginLogScope::PluginLogScope(LogLevel level) : level_(static_cast<int>(level)) {
+  auto& l = plugin_log_levels();
+  std::lock_guard lock(l.mutex);
+  l.live.insert(level_);
+  update_plugin_log_level(l);
+}
+
+PluginLogScope::~PluginLogScope() {
+  auto& l = plugin_log_levels();
+  std::lock_guard lock(l.mutex);
+  l.live.erase(l.live.find(level_));
+  update_plugin_log_level(l);
+}
+
+LogLevel plugin_log_level() {
+  return static_cast<LogLevel>(plugin_log_levels().current.load());
 }
 
 const quilt_host_api_t* host_api() {

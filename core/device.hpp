@@ -29,7 +29,20 @@ quilt_status_t status_from_current_exception();
 quilt_status_t make_status(quilt_status_code_t code, const std::string& message);
 // The message of a non-NULL status, which is freed.
 std::string take_status_message(quilt_status_t status);
-void set_plugin_log_level(LogLevel level);
+// Held by each session: while it lives, plugins' log messages (which name no session) are
+// shown up to its level too. Without any, they are shown up to Warning.
+class PluginLogScope {
+ public:
+  explicit PluginLogScope(LogLevel level);
+  ~PluginLogScope();
+  PluginLogScope(const PluginLogScope&) = delete;
+  PluginLogScope& operator=(const PluginLogScope&) = delete;
+
+ private:
+  int level_;
+};
+// The level plugins' messages are shown up to now.
+LogLevel plugin_log_level();
 
 // ---- a quilt_graph_t built from core nodes, owning every array it points to ----
 class AbiGraph {

@@ -7,12 +7,15 @@
 #include "core/executor.hpp"
 #include "core/log.hpp"
 #include "core/onnx_import.hpp"
+#include "core/parse_int.hpp"
 #include "core/validate.hpp"
 #include "quilt/quilt.hpp"
 
 namespace quilt {
 
 struct Session::Impl {
+  explicit Impl(LogLevel level) : plugin_log(level), logger(level) {}
+  PluginLogScope plugin_log;  // first: outlives the devices, which may log as they close
   std::unique_ptr<Model> model;
   Logger logger;
   DeviceList devices;
@@ -54,14 +57,13 @@ BackendSpec parse_spec(const std::string& text, const BackendInventory& inventor
                 "backend '" + text + "': no " + s.backend + " device name contains '" + want +
                     "' (devices: " + (names.empty() ? "none" : names) + ")");
   }
-  char* end = nullptr;
-  long i = std::strtol(sel.c_str(), &end, 10);
-  if (sel.empty() || *end || i < 0 || i > 1 << 20)
+  const auto i = parse_int64(sel);
+  if (!i || *i < 0 || *i > 1 << 20)
     throw Error(ErrorCode::InvalidArgument,
                 "backend '" + text +
                     "' in SessionOptions.backends: expected NAME, NAME:DEVICE_INDEX or "
                     "NAME:name=DEVICE_NAME_PART");
-  s.index = static_cast<int32_t>(i);
+  s.index = static_cast<int32_t>(*i);
   return s;
 }
 
@@ -108,26 +110,38 @@ void fix_dims(Graph& g, const std::map<std::string, int64_t>& fixed) {
 
 std::shared_ptr<Session::Impl> make_impl(std::unique_ptr<Model> model,
                                          const SessionOptions& options) {
-  if (options.threads < 0)
-    throw Error(ErrorCode::InvalidArgument,
-                "SessionOptions.threads is " + std::to_string(options.threads) + ", expected >= 0");
+  if (options.threads < 0 || options.threads > SessionOptions::kMaxThreads)
+    throw Error(ErrorCode::InvalidArgument, "SessionOptions.threads is " +
+                                                std::to_string(options.threads) +
+                                                ", expected 0 (one per core) to " +
+                                                std::to_string(SessionOptions::kMaxThreads));
   if (options.optimization_level < 0 || options.optimization_level > 1)
     throw Error(ErrorCode::InvalidArgument,
                 "SessionOptions.optimization_level is " +
                     std::to_string(options.optimization_level) +
                     ", expected 0 (as written) or 1 (constant folding)");
-  auto impl = std::make_shared<Session::Impl>();
+  if (static_cast<int>(options.log_level) < static_cast<int>(LogLevel::Error) ||
+      static_cast<int>(options.log_level) > static_cast<int>(LogLevel::Debug))
+    throw Error(ErrorCode::InvalidArgument,
+                "SessionOptions.log_level is " +
+                    std::to_string(static_cast<int>(options.log_level)) +
+                    ", expected Error (0), Warning (1), Info (2) or Debug (3)");
+  auto impl = std::make_shared<Session::Impl>(options.log_level);
   impl->model = std::move(model);
-  impl->logger = Logger(options.log_level);
-  set_plugin_log_level(options.log_level);
   validate_model(*impl->model, SchemaRegistry::builtin());
   fix_dims(impl->model->graph, options.fixed_dims);
 
   std::vector<std::string> named = options.backends;
   for (const auto& [name, _] : options.backend_options) named.push_back(name);
   const BackendInventory inventory = discover_backends_for(named, options.plugins);
-  for (const auto& f : inventory.failures)
+  for (const auto& f : inventory.failures) {
+    // A library the caller named must load; those found in QUILT_PLUGIN_PATH may fail quietly.
+    if (std::find(options.plugins.begin(), options.plugins.end(), f.library) !=
+        options.plugins.end())
+      throw Error(ErrorCode::InvalidArgument,
+                  "SessionOptions.plugins: '" + f.library + "' not loaded: " + f.reason);
     impl->logger.info("backend library " + f.library + " not loaded: " + f.reason);
+  }
   std::vector<BackendSpec> specs;
   for (const auto& text : options.backends) {
     BackendSpec s = parse_spec(text, inventory);
@@ -204,25 +218,32 @@ Session::Session(Session&&) noexcept = default;
 Session& Session::operator=(Session&&) noexcept = default;
 Session::~Session() = default;
 
+const Session::Impl& Session::impl() const {
+  if (!impl_)
+    throw Error(ErrorCode::InvalidArgument,
+                "this Session was moved from: it holds no model (use the Session it was moved to)");
+  return *impl_;
+}
+
 const std::vector<ValueInfo>& Session::inputs() const {
-  return impl_->plan->inputs();
+  return impl().plan->inputs();
 }
 const std::vector<ValueInfo>& Session::outputs() const {
-  return impl_->plan->outputs();
+  return impl().plan->outputs();
 }
 
 TensorMap Session::run(const TensorMap& inputs,
                        const std::vector<std::string>& output_names) const {
-  return impl_->plan->run(inputs, output_names);
+  return impl().plan->run(inputs, output_names);
 }
 
 TensorMap Session::run(const TensorMap& inputs, const std::vector<std::string>& output_names,
                        RunProfile* profile) const {
-  return impl_->plan->run(inputs, output_names, profile);
+  return impl().plan->run(inputs, output_names, profile);
 }
 
 const PlanReport& Session::plan() const {
-  return impl_->plan->report();
+  return impl().plan->report();
 }
 
 }  // namespace quilt

@@ -16,6 +16,7 @@
 #include "backends/cpu/kernel.hpp"
 #include "core/backend_registry.hpp"
 #include "core/device.hpp"
+#include "core/parse_int.hpp"
 
 struct quilt_device_s {
   explicit quilt_device_s(int threads) : pool(threads) {}
@@ -206,12 +207,13 @@ quilt_status_t device_open(void*, int32_t, const quilt_option_t* options, size_t
     for (size_t i = 0; i < num_options; ++i) {
       const std::string key = options[i].key, value = options[i].value;
       if (key == "threads") {
-        char* end = nullptr;
-        long t = std::strtol(value.c_str(), &end, 10);
-        if (*end || t < 0 || t > 4096)
+        const auto t = parse_int64(value);
+        if (!t || *t < 0 || *t > SessionOptions::kMaxThreads)
           return make_status(QUILT_STATUS_INVALID_ARGUMENT,
-                             "[cpu] option threads is '" + value + "', expected an integer >= 0");
-        threads = static_cast<int>(t);
+                             "[cpu] option threads is '" + value +
+                                 "', expected an integer from 0 to " +
+                                 std::to_string(SessionOptions::kMaxThreads));
+        threads = static_cast<int>(*t);
       } else {
         return make_status(QUILT_STATUS_INVALID_ARGUMENT,
                            "[cpu] unknown option '" + key + "'; known options: threads");

@@ -224,7 +224,8 @@ struct ValueInfo {
 enum class LogLevel { Error = 0, Warning = 1, Info = 2, Debug = 3 };
 
 struct SessionOptions {
-  // Worker threads for the CPU backend; 0 = one per core.
+  static constexpr int kMaxThreads = 4096;
+  // Worker threads for the CPU backend, at most kMaxThreads; 0 = one per core.
   int threads = 0;
   // Backends to use, in priority order: a backend name ("cpu", "example", "opencl") optionally
   // followed by a device index ("opencl:1"). The first backend that claims a node runs it.
@@ -239,7 +240,9 @@ struct SessionOptions {
   // on the CPU rather than paying a copy in and a copy out. false: every claim is honoured.
   bool partition_cost_rule = true;
   // Backend plugin libraries to load (paths to shared libraries), in addition to those found
-  // in the directories of the QUILT_PLUGIN_PATH environment variable (':'-separated).
+  // in the directories of the QUILT_PLUGIN_PATH environment variable (':'-separated). Session
+  // creation fails if one listed here does not load; those in QUILT_PLUGIN_PATH may fail (logged
+  // at Info, listed by `quilt devices`).
   std::vector<std::string> plugins;
   // Options for a backend's devices, by backend name: {"example": {{"memory_limit", "1048576"}}}.
   std::map<std::string, std::map<std::string, std::string>> backend_options;
@@ -248,6 +251,8 @@ struct SessionOptions {
   std::map<std::string, int64_t> fixed_dims;
   // 0 = run the graph as written; 1 = constant folding and other exact rewrites.
   int optimization_level = 1;
+  // What this session logs to stderr. Plugins' own messages name no session: they are shown up
+  // to the most verbose level among the sessions alive at the time.
   LogLevel log_level = LogLevel::Warning;
 };
 
@@ -314,6 +319,7 @@ class Session {
   static Session from_bytes(std::span<const std::byte> model, const SessionOptions& options = {},
                             const std::string& external_data_dir = "");
 
+  // A moved-from Session holds no model: every call on it throws Error(InvalidArgument).
   Session(Session&&) noexcept;
   Session& operator=(Session&&) noexcept;
   ~Session();
@@ -335,6 +341,8 @@ class Session {
 
  private:
   explicit Session(std::shared_ptr<Impl> impl);
+  // Throws Error(InvalidArgument) on a moved-from Session.
+  const Impl& impl() const;
   std::shared_ptr<Impl> impl_;
 };
 

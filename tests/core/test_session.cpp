@@ -136,6 +136,67 @@ TEST(Session, BadModelsAndOptionsFailAtCreation) {
   bad_threads.threads = -3;
   expect_error([&] { Session s(kDir + "/add_relu.onnx", bad_threads); }, ErrorCode::InvalidArgument,
                {"threads is -3"});
+  bad_threads.threads = SessionOptions::kMaxThreads + 1;
+  expect_error([&] { Session s(kDir + "/add_relu.onnx", bad_threads); }, ErrorCode::InvalidArgument,
+               {"threads is 4097", "expected 0 (one per core) to 4096"});
+  SessionOptions bad_log;
+  bad_log.log_level = static_cast<LogLevel>(99);
+  expect_error([&] { Session s(kDir + "/add_relu.onnx", bad_log); }, ErrorCode::InvalidArgument,
+               {"log_level is 99", "expected Error (0), Warning (1), Info (2) or Debug (3)"});
+}
+
+TEST(Session, DeclaredOutputsThatContradictInferenceAreRefused) {
+  expect_error([] { Session s(kDir + "/declared_wrong_dtype.onnx"); }, ErrorCode::InvalidModel,
+               {"declared_wrong_dtype.onnx", "[Relu node \"relu\"] output 'y'", "dtype float32",
+                "the graph declares int64"});
+  expect_error([] { Session s(kDir + "/declared_wrong_shape.onnx"); }, ErrorCode::InvalidModel,
+               {"output 'y' has shape [2]", "the graph declares [3]", "dim 0"});
+  expect_error([] { Session s(kDir + "/declared_wrong_rank.onnx"); }, ErrorCode::InvalidModel,
+               {"output 'y' has shape [2]", "the graph declares [2, 1] (rank 2)"});
+  // A symbolic dim where inference knows the size is no contradiction.
+  Session ok(kDir + "/declared_symbolic_ok.onnx");
+  EXPECT_EQ(ok.run({{"x", Tensor::from_vector<float>({2}, {-1.f, 1.f})}}).at("y").shape(),
+            (std::vector<int64_t>{2}));
+}
+
+TEST(Session, AMovedFromSessionThrowsInsteadOfCrashing) {
+  Session a(kDir + "/add_relu.onnx");
+  Session b(std::move(a));
+  expect_error(
+      [&] {
+        a.run({{"x", x_input()}});
+      },
+      ErrorCode::InvalidArgument, {"this Session was moved from"});
+  expect_error([&] { a.inputs(); }, ErrorCode::InvalidArgument, {"moved from"});
+  expect_error([&] { a.outputs(); }, ErrorCode::InvalidArgument, {"moved from"});
+  expect_error([&] { a.plan(); }, ErrorCode::InvalidArgument, {"moved from"});
+  RunProfile profile;
+  expect_error(
+      [&] {
+        a.run({{"x", x_input()}}, {}, &profile);
+      },
+      ErrorCode::InvalidArgument, {"moved from"});
+  EXPECT_EQ(b.run({{"x", x_input()}}).at("y").numel(), 8);
+  a = std::move(b);  // assigning to it makes it usable again
+  EXPECT_EQ(a.run({{"x", x_input()}}).at("y").numel(), 8);
+}
+
+TEST(Session, LogLevelBelongsToTheSessionNotTheProcess) {
+  SessionOptions debug;
+  debug.log_level = LogLevel::Debug;
+  ::testing::internal::CaptureStderr();
+  { Session s(kDir + "/add_relu.onnx", debug); }
+  const std::string loud = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(loud.find("[quilt debug] cpu backend:"), std::string::npos) << loud;
+  // Once the Debug session is gone, a Warning session prints no debug lines (the CPU backend's
+  // own, which reach the host's log without naming a session, included).
+  ::testing::internal::CaptureStderr();
+  {
+    Session s(kDir + "/add_relu.onnx");
+    s.run({{"x", x_input()}});
+  }
+  const std::string quiet = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(quiet.find("[quilt debug]"), std::string::npos) << quiet;
 }
 
 TEST(Session, ConstantOutputsAreCopiesTheCallerMayModify) {
