@@ -15,6 +15,8 @@
 
 #include "core/half.hpp"
 #include "core/onnx_wire.hpp"
+#include "core/op_schema.hpp"
+#include "core/parse_int.hpp"
 
 namespace quilt {
 namespace fs = std::filesystem;
@@ -134,13 +136,20 @@ void read_external(const onnx::TensorProto& p, Tensor& t, const ImportContext& c
                    const std::string& where) {
   std::string location;
   int64_t offset = 0, length = -1;
+  auto number = [&](const std::string& key, const std::string& text) {
+    const auto v = parse_int64(text);
+    if (!v || *v < 0)
+      throw Error(ErrorCode::InvalidModel, where + " external-data " + key + " is '" + text +
+                                               "', expected a non-negative integer below 2^63");
+    return *v;
+  };
   for (const auto& kv : p.external_data()) {
     if (kv.key() == "location")
       location = kv.value();
     else if (kv.key() == "offset")
-      offset = std::stoll(kv.value());
+      offset = number("offset", kv.value());
     else if (kv.key() == "length")
-      length = std::stoll(kv.value());
+      length = number("length", kv.value());
   }
   if (ctx.external_data_dir.empty())
     throw Error(ErrorCode::InvalidModel,
@@ -152,14 +161,17 @@ void read_external(const onnx::TensorProto& p, Tensor& t, const ImportContext& c
   if (rel.is_absolute())
     throw Error(ErrorCode::InvalidModel, where + " external-data location '" + location +
                                              "' is absolute; it must be relative to the model");
-  fs::path base = fs::weakly_canonical(fs::path(ctx.external_data_dir));
-  fs::path full = fs::weakly_canonical(base / rel);
+  std::error_code ec;
+  fs::path base = fs::weakly_canonical(fs::path(ctx.external_data_dir), ec);
+  fs::path full = ec ? fs::path() : fs::weakly_canonical(base / rel, ec);
+  if (ec)
+    throw Error(ErrorCode::Io, where + " external-data location '" + location +
+                                   "' cannot be resolved: " + ec.message());
   auto [bend, fend] = std::mismatch(base.begin(), base.end(), full.begin(), full.end());
   if (bend != base.end())
     throw Error(ErrorCode::InvalidModel, where + " external-data location '" + location +
                                              "' points outside the model's directory " +
                                              base.string());
-  std::error_code ec;
   if (!fs::is_regular_file(full, ec))
     throw Error(ErrorCode::Io,
                 where + " external-data file '" + full.string() + "' does not exist");
@@ -459,8 +471,25 @@ Model load_model(const ModelSource& source, const std::string& external_data_dir
   ctx.model_name = display_name;
   ctx.external_data_dir = external_data_dir;
   ctx.source = &source;
-  for (const auto& op : proto.opset_import())
-    ctx.opsets[op.domain() == "ai.onnx" ? "" : op.domain()] = op.version();
+  if (proto.ir_version() > kNewestIrVersion)
+    throw Error(ErrorCode::NotImplemented, "model '" + display_name + "' has IR version " +
+                                               std::to_string(proto.ir_version()) +
+                                               "; this Quilt reads IR versions up to " +
+                                               std::to_string(kNewestIrVersion));
+  for (const auto& op : proto.opset_import()) {
+    const std::string domain = op.domain() == "ai.onnx" ? "" : op.domain();
+    const std::string shown = domain.empty() ? "ai.onnx" : domain;
+    if (op.version() <= 0)
+      throw Error(ErrorCode::InvalidModel,
+                  "model '" + display_name + "': opset_import of domain '" + shown +
+                      "' has version " + std::to_string(op.version()) + ", expected >= 1");
+    if (auto newest = newest_opset(domain); newest && op.version() > newest)
+      throw Error(ErrorCode::NotImplemented, "model '" + display_name + "' imports opset " +
+                                                 std::to_string(op.version()) + " of domain '" +
+                                                 shown + "'; the newest this Quilt implements is " +
+                                                 std::to_string(newest));
+    ctx.opsets[domain] = op.version();
+  }
   if (ctx.opsets.empty() && proto.ir_version() < 3) ctx.opsets[""] = 1;
   Model model;
   model.ir_version = proto.ir_version();

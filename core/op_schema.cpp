@@ -5,6 +5,13 @@
 
 namespace quilt {
 
+int64_t newest_opset(const std::string& domain) {
+  if (domain.empty()) return 27;
+  if (domain == "ai.onnx.ml") return 5;
+  if (domain == "ai.onnx.preview" || domain == "ai.onnx.preview.training") return 1;
+  return 0;
+}
+
 bool TypeShape::is_static() const {
   return has_shape && std::all_of(dims.begin(), dims.end(), [](int64_t d) { return d >= 0; });
 }

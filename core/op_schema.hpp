@@ -87,6 +87,14 @@ struct OpSchema {
   InferFn infer = nullptr;
 };
 
+// The newest opset of a domain whose op semantics Quilt implements ("" = ai.onnx), or 0 for a
+// domain it has no such bound for. These are the opsets of the onnx release whose test suite
+// Quilt is checked against (onnx 1.22); a model importing a newer opset is refused rather than
+// run with older semantics.
+int64_t newest_opset(const std::string& domain);
+// The newest ONNX IR version Quilt reads (onnx 1.22's).
+constexpr int64_t kNewestIrVersion = 13;
+
 class SchemaRegistry {
  public:
   // All schemas of the built-in op families.

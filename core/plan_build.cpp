@@ -115,6 +115,41 @@ void ExecutionPlan::find_static_shapes(Step& step) const {
         tensor_info(static_types_[step.abi_values[a]], step.static_dims[a]));
 }
 
+namespace {
+
+// What a graph output's declaration says against what inference found: onnxruntime refuses a
+// model where they disagree, and so does Quilt (outputs() would describe a different tensor
+// from the one run() returns).
+void check_declared_output(const std::string& where, const Graph& g, const ValueInfo& declared,
+                           const TypeShape& inferred) {
+  std::string conflict;
+  if (declared.dtype != DType::Undefined && inferred.dtype != DType::Undefined &&
+      declared.dtype != inferred.dtype) {
+    conflict = std::string("dtype ") + dtype_name(inferred.dtype) + ", but the graph declares " +
+               dtype_name(declared.dtype);
+  } else if (declared.has_shape && inferred.has_shape) {
+    if (declared.shape.size() != inferred.dims.size()) {
+      conflict = "shape " + to_string(inferred.dims) + ", but the graph declares " +
+                 to_string(declared.shape) + " (rank " + std::to_string(declared.shape.size()) +
+                 ")";
+    } else {
+      for (size_t d = 0; d < declared.shape.size() && conflict.empty(); ++d)
+        if (declared.shape[d].is_fixed() && inferred.dims[d] >= 0 &&
+            declared.shape[d].value != inferred.dims[d])
+          conflict = "shape " + to_string(inferred.dims) + ", but the graph declares " +
+                     to_string(declared.shape) + " (dim " + std::to_string(d) + ")";
+    }
+  }
+  if (conflict.empty()) return;
+  std::string producer = "graph output '" + declared.name + "'";
+  for (const auto& n : g.nodes)
+    if (std::find(n.outputs.begin(), n.outputs.end(), declared.name) != n.outputs.end())
+      producer = "[" + n.display() + "] output '" + declared.name + "'";
+  throw Error(ErrorCode::InvalidModel, "model '" + where + "': " + producer + " has " + conflict);
+}
+
+}  // namespace
+
 void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
                           const std::function<TypeShape(const std::string&)>* outer_type,
                           int64_t ir_version, std::map<std::string, Tensor>* take_initializers) {
@@ -533,6 +568,8 @@ void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
     auto it = ids_.find(out.name);
     if (it != ids_.end()) {
       const TypeShape& t = static_types_[it->second];
+      // A subgraph's inference may be left to run time (a branch these shapes never take).
+      if (!outer_type) check_declared_output(where_, g, out, t);
       if (info.dtype == DType::Undefined) info.dtype = t.dtype;
       if (!info.has_shape && t.has_shape) {
         info.has_shape = true;

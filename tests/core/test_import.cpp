@@ -11,6 +11,7 @@
 
 #include "core/half.hpp"
 #include "core/onnx_import.hpp"
+#include "core/op_schema.hpp"
 #include "core/validate.hpp"
 #include "tests/expect_error.hpp"
 
@@ -94,6 +95,26 @@ TEST(Import, ExternalDataErrorsNameTheFileAndTheProblem) {
                ErrorCode::InvalidModel, {"initializer 'w'", "out of range", "weights.bin"});
   expect_error([] { load_model_file(kDir + "/external_escape/model.onnx"); },
                ErrorCode::InvalidModel, {"initializer 'w'", "outside the model's directory"});
+  // Offsets and lengths are whole non-negative numbers that fit int64: "12abc" is not 12.
+  expect_error([] { load_model_file(kDir + "/external_offset_text/model.onnx"); },
+               ErrorCode::InvalidModel,
+               {"initializer 'w'", "external-data offset is '12abc'", "non-negative integer"});
+  expect_error([] { load_model_file(kDir + "/external_offset_huge/model.onnx"); },
+               ErrorCode::InvalidModel,
+               {"initializer 'w'", "offset is '99999999999999999999'", "below 2^63"});
+  expect_error([] { load_model_file(kDir + "/external_length_negative/model.onnx"); },
+               ErrorCode::InvalidModel, {"initializer 'w'", "length is '-16'"});
+}
+
+TEST(Import, VersionsNewerThanQuiltKnowsAreRefusedNamingBoth) {
+  expect_error([] { load_model_file(kDir + "/opset_99.onnx"); }, ErrorCode::NotImplemented,
+               {"opset_99.onnx", "imports opset 99 of domain 'ai.onnx'",
+                "the newest this Quilt implements is " + std::to_string(newest_opset(""))});
+  expect_error([] { load_model_file(kDir + "/ir_99.onnx"); }, ErrorCode::NotImplemented,
+               {"ir_99.onnx", "IR version 99",
+                "reads IR versions up to " + std::to_string(kNewestIrVersion)});
+  expect_error([] { load_model_file(kDir + "/opset_0.onnx"); }, ErrorCode::InvalidModel,
+               {"opset_0.onnx", "opset_import of domain 'ai.onnx' has version 0", "expected >= 1"});
 }
 
 TEST(Import, BadFilesGiveClearErrors) {

@@ -125,6 +125,40 @@ external("external_ok", "weights.bin", offset=8, length=16)
 external("external_missing", "nothing_here.bin", write=False)
 external("external_range", "weights.bin", offset=20)
 external("external_escape", "../add_relu.onnx")
+external("external_offset_text", "weights.bin", offset="12abc")
+external("external_offset_huge", "weights.bin", offset="99999999999999999999")
+external("external_length_negative", "weights.bin", offset=8, length=-16)
+
+# Declarations that contradict inference: onnxruntime refuses these, and so must Quilt.
+def relu_declared(name, out_dtype, out_shape):
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu")], name,
+        [vi("x", TensorProto.FLOAT, [2])], [vi("y", out_dtype, out_shape)]), opset_imports=OPSET)
+    save(m, name + ".onnx")
+
+
+relu_declared("declared_wrong_dtype", TensorProto.INT64, [2])
+relu_declared("declared_wrong_shape", TensorProto.FLOAT, [3])
+relu_declared("declared_wrong_rank", TensorProto.FLOAT, [2, 1])
+relu_declared("declared_symbolic_ok", TensorProto.FLOAT, ["n"])
+
+# Versions from the future, and an opset_import of version 0.
+for name, ir, opset in [("opset_99", 8, 99), ("ir_99", 99, 17), ("opset_0", 8, 0)]:
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu")], name,
+        [vi("x", TensorProto.FLOAT, [2])], [vi("y", TensorProto.FLOAT, [2])]),
+        opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = ir
+    onnx.save(m, out / (name + ".onnx"))
+
+# Output names that --output-dir must keep apart: 'a/b' and 'a_b' (and '%' itself).
+names = helper.make_model(helper.make_graph(
+    [helper.make_node("Relu", ["x"], ["a/b"], name="r1"), helper.make_node("Neg", ["x"], ["a_b"], name="r2"),
+     helper.make_node("Abs", ["x"], ["a%2Fb"], name="r3"), helper.make_node("Identity", ["x"], [".."], name="r4")],
+    "names", [vi("x", TensorProto.FLOAT, [2])],
+    [vi("a/b", TensorProto.FLOAT, [2]), vi("a_b", TensorProto.FLOAT, [2]), vi("a%2Fb", TensorProto.FLOAT, [2]),
+     vi("..", TensorProto.FLOAT, [2])]), opset_imports=OPSET)
+save(names, "output_names.onnx")
 
 # Wire-format corners of the initializer splitter (core/onnx_wire.cpp), each meant to load
 # exactly as protobuf alone reads it: add_relu's bytes, rearranged.
