@@ -57,6 +57,22 @@ c.node("conv2d_depthwise_dilated", "Conv", {"x": rand(1, 3, 9, 9), "w": rand(3, 
        group=3, dilations=[2, 2], pads=[2, 1, 0, 3], **CONV_TOL)
 c.node("conv2d_depthwise_multiplier2", "Conv", {"x": rand(1, 3, 6, 6), "w": rand(6, 1, 3, 3)},
        group=3, **CONV_TOL)
+# Hostile geometry: huge strides (one output along the dim, whatever the stride) and padding far
+# wider than the window. These once spun for minutes or asked for terabytes; onnxruntime runs
+# them at once, and so must Quilt (the direct kernel, conv_direct.cpp, for the wide padding).
+HUGE = 2 ** 40
+c.node("conv2d_depthwise_huge_stride", "Conv", {"x": rand(1, 1, 7, 5), "w": rand(1, 1, 3, 3)},
+       strides=[1, HUGE], **CONV_TOL)
+c.node("conv2d_depthwise_huge_strides_8ch", "Conv", {"x": rand(1, 8, 7, 5), "w": rand(8, 1, 3, 3)},
+       group=8, strides=[HUGE, 2 ** 32], **CONV_TOL)
+c.node("conv2d_dense_huge_stride", "Conv", {"x": rand(1, 3, 7, 5), "w": rand(4, 3, 3, 3), "b": rand(4)},
+       strides=[HUGE, HUGE], **CONV_TOL)
+c.node("conv3d_depthwise_huge_stride", "Conv", {"x": rand(1, 2, 3, 4, 5), "w": rand(2, 1, 2, 2, 2)},
+       group=2, strides=[HUGE, 1, HUGE], **CONV_TOL)
+c.node("conv2d_depthwise_huge_pads_and_stride", "Conv", {"x": rand(1, 4, 7, 5), "w": rand(4, 1, 3, 3)},
+       group=4, strides=[1, HUGE], pads=[0, HUGE, 0, HUGE], **CONV_TOL)
+c.node("conv2d_direct_wide_padding", "Conv", {"x": rand(1, 4, 5, 6), "w": rand(6, 2, 3, 3), "b": rand(6)},
+       group=2, strides=[201, 202], pads=[200, 200, 200, 200], **CONV_TOL)
 c.node("conv2d_same_upper", "Conv", {"x": rand(1, 2, 7, 6), "w": rand(3, 2, 4, 3)},
        auto_pad="SAME_UPPER", strides=[2, 2], **CONV_TOL)
 c.node("conv2d_same_lower", "Conv", {"x": rand(1, 2, 7, 6), "w": rand(3, 2, 4, 3)},

@@ -19,6 +19,7 @@
 #include "backends/cpu/gemm_packed.hpp"
 #include "backends/cpu/kernel.hpp"
 #include "backends/cpu/kernels/conv_depthwise.hpp"
+#include "backends/cpu/kernels/conv_direct.hpp"
 #include "backends/cpu/kernels/short_rows.hpp"
 
 namespace quilt::cpu {
@@ -100,6 +101,9 @@ Geometry conv_geometry(const Node& node, const std::vector<int64_t>& x_shape,
     g.stride[j] = strides[i];
     g.dilation[j] = dilations[i];
     g.pad[j] = pads[i];
+    // One output along a dim reads the same window whatever the stride: stride 1 keeps every
+    // path's buffers (which grow with the stride) small for a hostile stride like 2^40.
+    if (g.out[j] == 1) g.stride[j] = 1;
   }
   for (int64_t kw = 0; kw < g.kernel[2]; ++kw)
     g.w_ranges.push_back(
@@ -434,6 +438,12 @@ class ConvKernel : public Kernel {
     const float* wp = w.data<float>();
     const float* bp = b ? b->data<float>() : nullptr;
     float* yp = y.data<float>();
+    if (layout.direct) {
+      conv_direct({g.in, g.out, g.kernel, g.stride, g.dilation, g.pad}, batch, c_in, c_out, group_,
+                  xp, wp, bp, yp, act_before, ctx.pool);
+      if (rp) add_residual();
+      return;
+    }
     if (cg == 1 && mg == 1) {
       run_depthwise(ctx, g, batch * c_out, c_out, xp, wp, bp, yp, act_before);
       if (rp) add_residual();
@@ -826,6 +836,7 @@ class ConvKernel : public Kernel {
   // What run() works out from the shapes before any arithmetic.
   struct Layout {
     Geometry g;
+    bool direct = false;             // conv_direct: the padded input dwarfs the data
     bool pointwise = false;          // 1x1, stride 1, no padding: B is the input as it is
     std::vector<TapRegion> regions;  // sparse_tap_regions: non-empty to compute by offset
     std::vector<int64_t> taps;       // else the offsets in K: all_taps or live_taps
@@ -836,6 +847,15 @@ class ConvKernel : public Kernel {
     Layout l;
     l.g = conv_geometry(node, x_shape, w_shape, y_shape);
     const Geometry& g = l.g;
+    // The fast paths copy or index the input padded to the span the windows cover. Padding far
+    // wider than the window (only hostile or synthetic models have it) makes that span dwarf
+    // the input and the output: the direct kernel then costs what the output does.
+    double span = 1;
+    for (int j = 0; j < 3; ++j)
+      span *= static_cast<double>(g.out[j] - 1) * static_cast<double>(g.stride[j]) +
+              static_cast<double>((g.kernel[j] - 1) * g.dilation[j] + 1);
+    l.direct = span > 4.0 * static_cast<double>(g.in_size() + g.out_size()) + 65536.0;
+    if (l.direct) return l;
     l.pointwise = g.kernel_size() == 1 && g.in == g.out && g.stride == Dims3{1, 1, 1} &&
                   g.pad == Dims3{0, 0, 0};
     if (!l.pointwise) l.regions = sparse_tap_regions(g);
