@@ -47,7 +47,7 @@ expect("unknown command", ["fly"], 2, "unknown command 'fly'")
 expect("run without model", ["run"], 2, "needs a MODEL")
 expect("unknown option", ["run", MODELS / "add_relu.onnx", "--speed", "9"], 2, "unknown option '--speed'")
 expect("bad threads", ["run", MODELS / "add_relu.onnx", "--threads", "many"], 2,
-       "--threads expects a non-negative integer, got 'many'")
+       "--threads expects an integer between 0 and 4096, got 'many'")
 expect("bad optimization level", ["run", MODELS / "add_relu.onnx", "--optimization-level", "5"], 2,
        "optimization_level is 5")
 expect("bad input syntax", ["run", MODELS / "add_relu.onnx", "--input", "x"], 2, "--input expects NAME=VALUE")
@@ -105,6 +105,104 @@ r = quilt("devices", env={"OPENBLAS_CORETYPE": "Prescott"})
 check("inherited blas core replaced",
       "core Prescott" not in r.stdout and "OPENBLAS_CORETYPE=Prescott from the environment not used" in r.stdout,
       r.stdout)
+
+# Hardening: each of these was accepted, misread or slow before.
+expect("threads above the limit", ["run", MODELS / "add_relu.onnx", "--threads", "5000"], 2,
+       "--threads expects an integer between 0 and 4096, got '5000'")
+expect("threads that wrap an int", ["run", MODELS / "add_relu.onnx", "--threads", "4294967297"], 2,
+       "--threads expects an integer between 0 and 4096, got '4294967297'")
+expect("input given twice", ["run", MODELS / "add_relu.onnx", "--input", f"x={MODELS / 'add_relu_x.npy'}",
+                             "--input", f"x={MODELS / 'add_relu_x.npy'}"], 2, "--input x is given twice")
+expect("dim given twice", ["run", MODELS / "add_relu.onnx", "--dim", "batch=2", "--dim", "batch=3"], 2,
+       "--dim batch is given twice")
+expect("plugin that is not a library", ["run", MODELS / "add_relu.onnx", "--plugin", "/etc/passwd"], 2,
+       "--plugin /etc/passwd: not loaded: cannot load")
+expect("run --help exit codes", ["run", "--help"], 0, "Exit codes: 0 ok", "2 bad usage", stream="stdout")
+expect("--version in help", ["--help"], 0, "quilt --version", stream="stdout")
+expect("version", ["--version"], 0, "quilt 0.", stream="stdout")
+expect("declared output contradicts inference", ["run", MODELS / "declared_wrong_dtype.onnx"], 2,
+       "output 'y' has dtype float32, but the graph declares int64")
+expect("opset from the future", ["run", MODELS / "opset_99.onnx"], 1, "imports opset 99 of domain 'ai.onnx'",
+       "the newest this Quilt implements is")
+expect("IR version from the future", ["run", MODELS / "ir_99.onnx"], 1, "IR version 99")
+expect("opset_import version 0", ["run", MODELS / "opset_0.onnx"], 2, "has version 0, expected >= 1")
+expect("external offset that is not a number", ["run", MODELS / "external_offset_text" / "model.onnx"], 2,
+       "initializer 'w'", "external-data offset is '12abc'")
+expect("external offset beyond int64", ["run", MODELS / "external_offset_huge" / "model.onnx"], 2,
+       "offset is '99999999999999999999'")
+
+
+def npy_header(shape_text, descr="<f4"):
+    header = ("{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, shape_text)).encode()
+    header += b" " * ((64 - (10 + len(header) + 1) % 64) % 64) + b"\n"
+    return b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    tmp = Path(tmp)
+    # A small file that declares 6 GB fails at once, before allocating: under a 1 GiB address-space
+    # limit, allocating first would end in "out of memory" instead.
+    huge = tmp / "huge.npy"
+    huge.write_bytes(npy_header("(1500000000,)") + b"\0" * 128)
+    import resource
+
+    def cap_memory():
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+    r = subprocess.run([str(QUILT), "run", str(MODELS / "add_relu.onnx"), "--input", f"x={huge}"],
+                       capture_output=True, text=True, timeout=120, preexec_fn=cap_memory)
+    check("npy declaring more than the file holds", r.returncode == 2 and
+          "data is truncated: expected 6000000000 bytes for shape [1500000000], the file has 128" in r.stderr,
+          f"exit {r.returncode}: {r.stderr[:400]!r}")
+    for text, bad in [("(-2, 4)", "'-2'"), ("(2x, 4)", "'2x'"), ("(100000000000000000000, 4)", "'100000000000000000000'")]:
+        f = tmp / "bad_shape.npy"
+        f.write_bytes(npy_header(text) + b"\0" * 32)
+        expect(f"npy shape {text}", ["run", MODELS / "add_relu.onnx", "--input", f"x={f}"], 2,
+               f"has dim {bad}, expected a non-negative integer")
+    ok = tmp / "spaced.npy"
+    ok.write_bytes(npy_header("( 2 ,4 )") + np.arange(8, dtype=np.float32).tobytes())
+    expect("npy shape with spaces", ["run", MODELS / "add_relu.onnx", "--input", f"x={ok}"], 0,
+           "y: float32 [2, 4]", stream="stdout")
+
+    # Distinct outputs never share a file; names that are not file names are escaped.
+    out_dir = tmp / "names"
+    r = expect("output names", ["run", MODELS / "output_names.onnx", "--output-dir", out_dir], 0,
+               "wrote 4 output files", stream="stdout")
+    files = sorted(p.name for p in out_dir.iterdir()) if out_dir.exists() else []
+    check("output files escaped and distinct", files == ["%2E%2E.npy", "a%252Fb.npy", "a%2Fb.npy", "a_b.npy"], files)
+    if files:
+        x = np.load(out_dir / "%2E%2E.npy")  # Identity
+        check("escaped files hold their outputs", np.array_equal(np.load(out_dir / "a%2Fb.npy"), np.maximum(x, 0))
+              and np.array_equal(np.load(out_dir / "a_b.npy"), -x) and
+              np.array_equal(np.load(out_dir / "a%252Fb.npy"), np.abs(x)), files)
+    # An output directory that cannot be created is reported before the model runs.
+    (tmp / "a_file").write_text("x")
+    r = expect("output dir that cannot be created", ["run", MODELS / "add_relu.onnx", "--output-dir",
+                                                     tmp / "a_file" / "sub"], 2,
+               "--output-dir", "cannot be created")
+    check("nothing ran", r.stdout == "", r.stdout)
+
+# Progress of long runs on a terminal, and none for scripts.
+digits = ROOT / "tools" / "models"
+long_run = ["run", digits / "digits_cnn.onnx", "--input", f"image={digits / 'digits_test_images.npy'}",
+            "--iterations", "4000"]  # about 2 s
+r = quilt(*long_run)
+check("no progress without a terminal", r.returncode == 0 and "run " not in r.stderr, r.stderr[:300])
+import pty
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(str(QUILT), [str(QUILT), *map(str, long_run)])
+seen = b""
+while True:
+    try:
+        chunk = os.read(fd, 4096)
+    except OSError:
+        break
+    if not chunk:
+        break
+    seen += chunk
+os.waitpid(pid, 0)
+check("progress on a terminal", b"/4000" in seen and b"latency: median" in seen, seen[-300:])
 
 # The embedded default model
 digits = ROOT / "tools" / "models"

@@ -57,7 +57,7 @@ check("exit code 1 with a wrong answer", run.returncode == 1, f"{run.returncode}
 check("wrong answer reported with its worst element", "fail        mini/test_relu_wrong: output 'y': 1 of 3 elements differ; worst at [1]: got 2, expected 2.5" in out, out)
 check("unsupported op reported", "unsupported mini/test_unknown_op" in out and "NoSuchOp (opset 17)" in out, out)
 check("malformed case is an error", "error       mini/test_broken" in out, out)
-check("closing line", "1 passed, 2 failed, 1 skipped" in out, out)
+check("closing line", "1 passed, 2 failed, 1 unsupported" in out, out)
 report = json.loads((WORK / "r.json").read_text())
 statuses = {c["name"]: c["status"] for c in report["cases"]}
 check("json statuses", statuses == {"mini/test_relu_ok": "pass", "mini/test_relu_wrong": "fail",
@@ -89,6 +89,20 @@ case("test_slow", "Sigmoid", big, 1 / (1 + np.exp(-big)))
 run = subprocess.run([str(QUILT), "test-onnx", str(cases), "--timeout", "0", "--filter", "slow|ok"],
                      capture_output=True, text=True, timeout=120)
 check("timeout classified", "timeout     mini/test_slow" in run.stdout, run.stdout)
+
+# A case with nothing to compare is an error, not a pass: no output_*.pb, or no data set at all.
+case("test_no_outputs", "Relu", x, np.maximum(x, 0))
+(cases / "test_no_outputs" / "test_data_set_0" / "output_0.pb").unlink()
+case("test_no_data_set", "Relu", x, np.maximum(x, 0))
+shutil.rmtree(cases / "test_no_data_set" / "test_data_set_0")
+run = subprocess.run([str(QUILT), "test-onnx", str(cases), "--filter", "no_outputs|no_data_set"],
+                     capture_output=True, text=True, timeout=120)
+check("no expected outputs is an error",
+      run.returncode == 1 and "error       mini/test_no_outputs: data set 0 has no output_*.pb files" in run.stdout,
+      run.stdout)
+check("no data set is an error", "error       mini/test_no_data_set: no test_data_set_* directory" in run.stdout,
+      run.stdout)
+check("nothing passes", "0 passed, 2 failed, 0 unsupported" in run.stdout, run.stdout)
 
 # Bad usage
 run = subprocess.run([str(QUILT), "test-onnx"], capture_output=True, text=True)

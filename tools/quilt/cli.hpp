@@ -1,6 +1,9 @@
 // Subcommands of the quilt CLI and their shared helpers.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
+#include <limits>
 #include <map>
 #include <string>
 #include <utility>
@@ -24,8 +27,12 @@ int report(const Error& e);
 
 // "a,b" -> {"a","b"}
 std::vector<std::string> split(const std::string& s, char sep);
-// Parses a non-negative integer option value; throws Error(InvalidArgument) naming the option.
-int64_t parse_int(const std::string& option, const std::string& value);
+// Parses an option's integer value in [0, max]; throws Error(InvalidArgument) naming the option
+// and the range.
+int64_t parse_int(const std::string& option, const std::string& value,
+                  int64_t max = std::numeric_limits<int64_t>::max());
+// --threads N: at most SessionOptions::kMaxThreads.
+int parse_threads(const std::string& value);
 LogLevel parse_log_level(const std::string& value);
 // "a, b" from {"a", "b"} with sep ", ".
 std::string join(const std::vector<std::string>& items, const std::string& sep);
@@ -54,6 +61,21 @@ struct LatencyStats {
   double median = 0, p90 = 0, min = 0, mean = 0;
 };
 LatencyStats latency_stats(std::vector<double> samples);
+
+// "run 37/1000" on stderr for long --iterations runs: redrawn at most 4 times a second once the
+// runs have taken a second, and only when stderr is a terminal (scripts see nothing); erased by
+// finish().
+class Progress {
+ public:
+  explicit Progress(int64_t total);
+  void done(int64_t n);
+  void finish();
+
+ private:
+  int64_t total_;
+  bool shown_, drawn_ = false;
+  std::chrono::steady_clock::time_point start_, last_;
+};
 
 // --optimization-level N and --log-level LEVEL, the same for run, plan and bench: if args[i] is
 // one, applies it (consuming its value) and returns true; false for any other argument.

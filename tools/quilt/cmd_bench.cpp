@@ -73,7 +73,7 @@ BenchArgs parse(const std::vector<std::string>& args) {
     } else if (a == "--warmup") {
       r.warmup = parse_int(a, value());
     } else if (a == "--threads") {
-      r.options.threads = static_cast<int>(parse_int(a, value()));
+      r.options.threads = parse_threads(value());
     } else if (a == "--profile") {
       r.profile = value();
       if (r.profile.empty()) throw Error(ErrorCode::InvalidArgument, "--profile needs a file name");
@@ -212,13 +212,19 @@ int cmd_bench(const std::vector<std::string>& args) {
     const double creation_ms = ms_since(start);
     const TensorMap inputs = make_inputs(session, r.inputs);
 
-    for (int64_t i = 0; i < r.warmup; ++i) session.run(inputs);
+    Progress progress(r.warmup + r.iterations);
+    for (int64_t i = 0; i < r.warmup; ++i) {
+      session.run(inputs);
+      progress.done(i + 1);
+    }
     std::vector<double> ms;
     for (int64_t i = 0; i < r.iterations; ++i) {
       start = std::chrono::steady_clock::now();
       session.run(inputs);
       ms.push_back(ms_since(start));
+      progress.done(r.warmup + i + 1);
     }
+    progress.finish();
     const LatencyStats stats = latency_stats(ms);
 
     size_t profile_events = 0;

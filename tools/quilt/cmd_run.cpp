@@ -20,7 +20,9 @@ const char* kRunHelp =
     "options:\n";
 
 const char* kRunOptionsHelp =
-    "  --output-dir DIR        write each output to DIR/<output name>.npy\n"
+    "  --output-dir DIR        write each output to DIR/<output name>.npy; '/', '%' and\n"
+    "                          control characters in a name are written as %XX (a/b ->\n"
+    "                          a%2Fb.npy), and the names . and .. as %2E and %2E%2E\n"
     "  --iterations N          run N times and report latency (default 1)\n"
     "  --threads N             CPU worker threads (default: one per core)\n"
     "  --optimization-level N  0 = as written, 1 = constant folding (default 1)\n"
@@ -28,6 +30,13 @@ const char* kRunOptionsHelp =
     "  --help                  show this help\n"
     "\n"
     "backend selection:\n";
+
+const char* kRunExitCodes =
+    "\n"
+    "Exit codes: 0 ok; 1 the model uses something Quilt does not support, or a run failed;\n"
+    "2 bad usage, a missing or malformed model or input file, a wrong input name, dtype or\n"
+    "shape, an unknown backend, an --output-dir that cannot be created.\n"
+    "On a terminal, runs that take over a second show their progress on stderr.\n";
 
 struct RunArgs {
   std::string model;
@@ -54,7 +63,7 @@ RunArgs parse(const std::vector<std::string>& args) {
       r.iterations = parse_int(a, value());
       if (r.iterations < 1) throw Error(ErrorCode::InvalidArgument, "--iterations must be >= 1");
     } else if (a == "--threads") {
-      r.options.threads = static_cast<int>(parse_int(a, value()));
+      r.options.threads = parse_threads(value());
     } else if (!a.empty() && a[0] == '-') {
       throw Error(ErrorCode::InvalidArgument, "unknown option '" + a + "' for quilt run");
     } else if (r.model.empty()) {
@@ -66,6 +75,22 @@ RunArgs parse(const std::vector<std::string>& args) {
   }
   if (r.model.empty()) throw Error(ErrorCode::InvalidArgument, "quilt run needs a MODEL");
   return r;
+}
+
+// The file name of an output: distinct names give distinct files, none of which leaves DIR.
+std::string output_file_name(const std::string& name) {
+  if (name == "." || name == "..") return name == "." ? "%2E.npy" : "%2E%2E.npy";
+  std::string out;
+  for (unsigned char c : name) {
+    if (c == '/' || c == '%' || c < 0x20 || c == 0x7f) {
+      char hex[4];
+      std::snprintf(hex, sizeof hex, "%%%02X", c);
+      out += hex;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + ".npy";
 }
 
 void summarise(const std::string& name, const Tensor& t) {
@@ -96,31 +121,39 @@ int cmd_run(const std::vector<std::string>& args) {
     std::fputs(kInputOptionsHelp, stdout);
     std::fputs(kRunOptionsHelp, stdout);
     std::fputs(kBackendOptionsHelp, stdout);
+    std::fputs(kRunExitCodes, stdout);
     return 0;
   }
   try {
     RunArgs r = parse(args);
     check_backends(r.options);
+    if (!r.output_dir.empty()) {  // before the run, which may be long
+      std::error_code ec;
+      std::filesystem::create_directories(r.output_dir, ec);
+      std::error_code dir_ec;
+      if (ec || !std::filesystem::is_directory(r.output_dir, dir_ec))
+        throw Error(ErrorCode::Io, "--output-dir '" + r.output_dir + "' cannot be created: " +
+                                       (ec ? ec.message() : "a file of that name exists"));
+    }
     Session session(r.model, r.options);
     const TensorMap inputs = make_inputs(session, r.inputs);
     std::vector<double> ms;
     TensorMap outputs;
+    Progress progress(r.iterations);
     for (int64_t i = 0; i < r.iterations; ++i) {
       auto start = std::chrono::steady_clock::now();
       outputs = session.run(inputs);
       ms.push_back(
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
               .count());
+      progress.done(i + 1);
     }
+    progress.finish();
     std::printf("outputs:\n");
     for (const auto& info : session.outputs()) summarise(info.name, outputs.at(info.name));
     if (!r.output_dir.empty()) {
-      std::filesystem::create_directories(r.output_dir);
-      for (const auto& [name, t] : outputs) {
-        std::string safe = name;
-        std::replace(safe.begin(), safe.end(), '/', '_');
-        write_npy(t, (std::filesystem::path(r.output_dir) / (safe + ".npy")).string());
-      }
+      for (const auto& [name, t] : outputs)
+        write_npy(t, (std::filesystem::path(r.output_dir) / output_file_name(name)).string());
       std::printf("wrote %zu output file%s to %s\n", outputs.size(), outputs.size() == 1 ? "" : "s",
                   r.output_dir.c_str());
     }

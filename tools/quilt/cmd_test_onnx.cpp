@@ -34,9 +34,9 @@ const char* kHelp =
     "options:\n"
     "  --filter REGEX        only cases whose name (<set>/<case>) matches\n"
     "  --json FILE           write {\"summary\": ..., \"cases\": [...]} to FILE\n"
-    "  --expect FILE         a manifest of cases expected to pass: exit 1 if one of them does not\n"
-    "                        (or if any case fails, errs or crashes)\n"
-    "                        pass; print the cases that pass but are not listed\n"
+    "  --expect FILE         a manifest of cases expected to pass: exit 1 if one of them does\n"
+    "                        not pass (or if any case fails, errs or crashes); print the\n"
+    "                        cases that pass but are not listed\n"
     "  --write-manifest FILE write the names of the passing cases to FILE\n"
     "  --timeout SECONDS     time limit per case (default 120)\n"
     "  --jobs N              cases run at once (default: one per core)\n"
@@ -79,11 +79,11 @@ Args parse(const std::vector<std::string>& args) {
     else if (a == "--write-manifest")
       r.write_manifest = value();
     else if (a == "--timeout")
-      r.timeout = static_cast<double>(parse_int(a, value()));
+      r.timeout = static_cast<double>(parse_int(a, value(), 1000000));
     else if (a == "--jobs")
-      r.jobs = static_cast<int>(parse_int(a, value()));
+      r.jobs = static_cast<int>(parse_int(a, value(), 4096));
     else if (a == "--threads")
-      r.threads = static_cast<int>(parse_int(a, value()));
+      r.threads = parse_threads(value());
     else if (a == "--verbose")
       r.verbose = true;
     else if (!a.empty() && a[0] == '-')
@@ -332,7 +332,7 @@ int cmd_test_onnx(const std::vector<std::string>& argv) {
     } else {
       exit_code = (total["fail"] + total["error"] + total["crash"] + total["timeout"]) ? 1 : 0;
     }
-    std::printf("%d passed, %d failed, %d skipped\n", total["pass"],
+    std::printf("%d passed, %d failed, %d unsupported\n", total["pass"],
                 total["fail"] + total["error"] + total["crash"] + total["timeout"],
                 total["unsupported"]);
     return exit_code;

@@ -1,3 +1,5 @@
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <random>
@@ -5,6 +7,7 @@
 
 #include "core/backend_registry.hpp"
 #include "core/half.hpp"
+#include "core/parse_int.hpp"
 #include "tools/quilt/cli.hpp"
 #include "tools/quilt/npy.hpp"
 
@@ -38,18 +41,41 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
-int64_t parse_int(const std::string& option, const std::string& value) {
-  size_t used = 0;
-  int64_t v = -1;
-  try {
-    v = std::stoll(value, &used);
-  } catch (...) {
-    used = 0;
-  }
-  if (used != value.size() || value.empty() || v < 0)
+int64_t parse_int(const std::string& option, const std::string& value, int64_t max) {
+  const auto v = parse_int64(value);
+  if (!v || *v < 0 || *v > max)
     throw Error(ErrorCode::InvalidArgument,
-                option + " expects a non-negative integer, got '" + value + "'");
-  return v;
+                option + " expects " +
+                    (max == std::numeric_limits<int64_t>::max()
+                         ? std::string("a non-negative integer")
+                         : "an integer between 0 and " + std::to_string(max)) +
+                    ", got '" + value + "'");
+  return *v;
+}
+
+int parse_threads(const std::string& value) {
+  return static_cast<int>(parse_int("--threads", value, SessionOptions::kMaxThreads));
+}
+
+Progress::Progress(int64_t total)
+    : total_(total),
+      shown_(isatty(STDERR_FILENO) && total > 1),
+      start_(std::chrono::steady_clock::now()) {}
+
+void Progress::done(int64_t n) {
+  if (!shown_) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - start_ < std::chrono::seconds(1) || now - last_ < std::chrono::milliseconds(250))
+    return;
+  last_ = now;
+  drawn_ = true;
+  std::fprintf(stderr, "\rrun %lld/%lld", static_cast<long long>(n),
+               static_cast<long long>(total_));
+}
+
+void Progress::finish() {
+  if (drawn_) std::fprintf(stderr, "\r\033[K");
+  drawn_ = false;
 }
 
 LogLevel parse_log_level(const std::string& value) {
@@ -84,6 +110,8 @@ bool parse_input_option(const std::vector<std::string>& args, size_t& i, InputOp
   if (a != "--input" && a != "--dim") return false;
   if (i + 1 >= args.size()) throw Error(ErrorCode::InvalidArgument, a + " needs a value");
   auto [k, v] = key_value(a, args[++i]);
+  if (inputs.files.count(k) || inputs.dims.count(k))
+    throw Error(ErrorCode::InvalidArgument, a + " " + k + " is given twice");
   if (a == "--input")
     inputs.files[k] = v;
   else
@@ -290,6 +318,11 @@ void check_backends(const SessionOptions& options) {
   for (const auto& [node, b] : options.pinned_nodes) named.push_back(b);
   for (const auto& [b, _] : options.backend_options) named.push_back(b);
   const BackendInventory inv = discover_backends_for(named, options.plugins);
+  for (const auto& f : inv.failures)
+    if (std::find(options.plugins.begin(), options.plugins.end(), f.library) !=
+        options.plugins.end())
+      throw Error(ErrorCode::InvalidArgument,
+                  "--plugin " + f.library + ": not loaded: " + f.reason);
   auto check = [&](const std::string& entry, const std::string& where) {
     const std::string name = entry.substr(0, entry.find(':'));
     if (inv.find(name)) return;

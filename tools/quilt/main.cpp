@@ -21,8 +21,8 @@ const char* kUsage =
     "  ops            list the ops Quilt knows and the backends that run them\n"
     "  test-onnx PATH run the ONNX backend test suite (or cases in its layout)\n"
     "\n"
-    "`quilt <command> --help` describes a command's options. Exit codes: 0 ok, 1 failure,\n"
-    "2 bad usage or input.\n";
+    "`quilt <command> --help` describes a command's options; `quilt --version` prints the\n"
+    "version. Exit codes: 0 ok, 1 failure, 2 bad usage or input.\n";
 
 }  // namespace
 

@@ -1,5 +1,8 @@
 #include "tools/quilt/npy.hpp"
 
+#include "core/parse_int.hpp"
+#include "tools/quilt/cli.hpp"
+
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -14,6 +17,11 @@ const std::map<std::string, DType>& descr_table() {
       {"i2", DType::Int16},   {"i4", DType::Int32},   {"i8", DType::Int64},   {"u1", DType::UInt8},
       {"u2", DType::UInt16},  {"u4", DType::UInt32},  {"u8", DType::UInt64},  {"b1", DType::Bool}};
   return t;
+}
+
+std::string trim(const std::string& s) {
+  const size_t a = s.find_first_not_of(" \t"), b = s.find_last_not_of(" \t");
+  return a == std::string::npos ? "" : s.substr(a, b - a + 1);
 }
 
 [[noreturn]] void bad(const std::string& path, const std::string& what) {
@@ -54,16 +62,33 @@ Tensor read_npy(const std::string& path) {
     bad(path, "Fortran-ordered arrays are not supported; save with np.ascontiguousarray");
   if (!std::regex_search(header, m, std::regex("'shape'\\s*:\\s*\\(([^)]*)\\)")))
     bad(path, "header has no shape");
+  const std::string dims = m[1];
   std::vector<int64_t> shape;
-  std::string dims = m[1];
-  std::regex num("[0-9]+");
-  for (auto i = std::sregex_iterator(dims.begin(), dims.end(), num); i != std::sregex_iterator();
-       ++i)
-    shape.push_back(std::stoll(i->str()));
-  Tensor t(dtype, shape);
+  const std::vector<std::string> parts = split(dims, ',');
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const std::string dim = trim(parts[i]);
+    if (dim.empty() && i + 1 == parts.size() && i > 0) break;  // "(3,)"
+    if (dim.empty() && parts.size() == 1) break;               // "()": a scalar
+    const auto v = parse_int64(dim);
+    if (!v || *v < 0)
+      bad(path, "shape (" + dims + ") has dim '" + dim + "', expected a non-negative integer");
+    shape.push_back(*v);
+  }
+  // Check the size against the file before allocating: a small file may declare a huge shape.
+  uint64_t bytes = dtype_size(dtype);
+  for (int64_t d : shape)
+    if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes))
+      bad(path, "shape " + to_string(shape) + " is too large");
+  const std::streamoff data_start = f.tellg();
+  f.seekg(0, std::ios::end);
+  const auto available = static_cast<uint64_t>(f.tellg() - data_start);
+  f.seekg(data_start);
+  if (available < bytes)
+    bad(path, "data is truncated: expected " + std::to_string(bytes) + " bytes for shape " +
+                  to_string(shape) + ", the file has " + std::to_string(available));
+  Tensor t = Tensor::uninitialized(dtype, shape);
   if (!f.read(static_cast<char*>(t.raw_data()), static_cast<std::streamsize>(t.nbytes())))
-    bad(path, "data is truncated: expected " + std::to_string(t.nbytes()) + " bytes for shape " +
-                  to_string(shape));
+    bad(path, "cannot read its data");
   return t;
 }
 

@@ -12,6 +12,7 @@
 #include "core/half.hpp"
 #include "core/onnx_import.hpp"
 #include "core/op_schema.hpp"
+#include "core/parse_int.hpp"
 
 namespace quilt::cli {
 namespace fs = std::filesystem;
@@ -161,11 +162,16 @@ std::string check_random_output(const std::string& name, const Tensor& got, cons
 }
 
 std::vector<fs::path> numbered(const fs::path& dir, const std::string& prefix) {
-  std::vector<std::pair<int, fs::path>> found;
+  std::vector<std::pair<int64_t, fs::path>> found;
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string f = e.path().filename().string();
-    if (f.rfind(prefix, 0) == 0 && e.path().extension() == ".pb")
-      found.push_back({std::atoi(f.c_str() + prefix.size()), e.path()});
+    if (f.rfind(prefix, 0) != 0 || e.path().extension() != ".pb") continue;
+    const std::string stem = e.path().stem().string();  // "input_12"
+    const auto index = parse_int64(std::string_view(stem).substr(prefix.size()));
+    if (!index || *index < 0)
+      throw Error(ErrorCode::InvalidArgument,
+                  "'" + e.path().string() + "': expected " + prefix + "<N>.pb with N a number");
+    found.push_back({*index, e.path()});
   }
   std::sort(found.begin(), found.end());
   std::vector<fs::path> out;
@@ -221,8 +227,19 @@ CaseResult judge(const OnnxCase& c, const SessionOptions& options, double rtol, 
       sets.push_back({std::move(ins), std::move(outs)});
     }
   }
+  // A case with nothing to compare proves nothing: it is an error, not a pass.
+  if (sets.empty())
+    return {CaseStatus::Error, "no test_data_set_* directory in '" + dir.string() + "'"};
   for (size_t k = 0; k < sets.size(); ++k) {
     auto& [ins, want] = sets[k];
+    if (want.empty())
+      return {CaseStatus::Error,
+              "data set " + std::to_string(k) + " has no output_*.pb files: nothing to compare"};
+    if (want.size() > session.outputs().size())
+      return {CaseStatus::Error, "data set " + std::to_string(k) + " has " +
+                                     std::to_string(want.size()) +
+                                     " expected outputs but the model has " +
+                                     std::to_string(session.outputs().size())};
     if (ins.size() > session.inputs().size())
       return {CaseStatus::Error, "data set " + std::to_string(k) + " has " +
                                      std::to_string(ins.size()) + " inputs but the model takes " +
