@@ -225,6 +225,14 @@ void infer_pool(InferenceContext& ctx) {
   const int64_t ceil_mode = ctx.node().attr_int("ceil_mode", 0);
   if (ceil_mode != 0 && ceil_mode != 1)
     ctx.fail("ceil_mode " + std::to_string(ceil_mode) + " must be 0 or 1");
+  // A window entirely in the padding has no value (MaxPool would give -FLT_MAX, AveragePool
+  // 0/0): explicit pads must be smaller than the window, as onnxruntime requires.
+  if (w.auto_pad == "NOTSET")
+    for (size_t i = 0; i < w.pads.size(); ++i)
+      if (w.pads[i] >= w.kernel[i % sp])
+        ctx.fail("pads " + ints_str(w.pads) + ": pad " + std::to_string(w.pads[i]) +
+                 " is not smaller than kernel_shape " + ints_str(w.kernel) +
+                 ", so a window could hold only padding");
   if (ctx.node().op_type == "LpPool" && ctx.node().attr_int("p", 2) <= 0)
     ctx.fail("p " + std::to_string(ctx.node().attr_int("p", 2)) + " must be positive");
   if (ctx.node().op_type == "MaxPool") {

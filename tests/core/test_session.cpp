@@ -159,6 +159,13 @@ TEST(Session, DeclaredOutputsThatContradictInferenceAreRefused) {
             (std::vector<int64_t>{2}));
 }
 
+TEST(Session, PoolPaddingAsWideAsTheWindowIsRefused) {
+  for (const std::string op : {"maxpool", "averagepool"})
+    expect_error(
+        [&] { Session s(kDir + "/" + op + "_pad_too_large.onnx"); }, ErrorCode::InvalidModel,
+        {"node \"pool\"", "pad 3 is not smaller than kernel_shape [3, 3]", "only padding"});
+}
+
 TEST(Session, AMovedFromSessionThrowsInsteadOfCrashing) {
   Session a(kDir + "/add_relu.onnx");
   Session b(std::move(a));

@@ -142,6 +142,14 @@ relu_declared("declared_wrong_shape", TensorProto.FLOAT, [3])
 relu_declared("declared_wrong_rank", TensorProto.FLOAT, [2, 1])
 relu_declared("declared_symbolic_ok", TensorProto.FLOAT, ["n"])
 
+# A pool whose padding is as wide as its window: a window could hold only padding.
+for op in ["MaxPool", "AveragePool"]:
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node(op, ["x"], ["y"], name="pool", kernel_shape=[3, 3], pads=[0, 3, 0, 0])],
+        "pool_pad", [vi("x", TensorProto.FLOAT, [1, 1, 5, 5])], [vi("y", TensorProto.FLOAT, None)]),
+        opset_imports=OPSET)
+    save(m, f"{op.lower()}_pad_too_large.onnx")
+
 # Versions from the future, and an opset_import of version 0.
 for name, ir, opset in [("opset_99", 8, 99), ("ir_99", 99, 17), ("opset_0", 8, 0)]:
     m = helper.make_model(helper.make_graph(
@@ -150,6 +158,15 @@ for name, ir, opset in [("opset_99", 8, 99), ("ir_99", 99, 17), ("opset_0", 8, 0
         opset_imports=[helper.make_opsetid("", opset)])
     m.ir_version = ir
     onnx.save(m, out / (name + ".onnx"))
+
+# The README's C++ example runs "model.onnx" with input "input" [1, 3, 224, 224] and output "output".
+(out / "readme_example").mkdir(exist_ok=True)
+readme = helper.make_model(helper.make_graph(
+    [helper.make_node("Relu", ["input"], ["output"], name="relu")], "readme_example",
+    [vi("input", TensorProto.FLOAT, [1, 3, 224, 224])], [vi("output", TensorProto.FLOAT, [1, 3, 224, 224])]),
+    opset_imports=OPSET)
+readme.ir_version = 8
+onnx.save(readme, out / "readme_example" / "model.onnx")
 
 # Output names that --output-dir must keep apart: 'a/b' and 'a_b' (and '%' itself).
 names = helper.make_model(helper.make_graph(
