@@ -94,7 +94,9 @@ def main():
             for op in ops_of(c["name"]):
                 per_op[op][c["status"]] += 1
                 if c["status"] != "pass" and op not in reasons:
-                    reasons[op] = c["message"].split("\n")[0][:160]
+                    # Paths relative to the suite, not to this machine's venv.
+                    message = c["message"].replace(str(DATA) + "/", "")
+                    reasons[op] = message.split("\n")[0][:160]
         lines += [f"### Ops in the node cases (`{backend}`)", "",
                   "An op's cases are the node cases whose model uses it (a case may use several).", "",
                   "| op | cases | pass | status | first reason a case does not pass |", "|---|---|---|---|---|"]

@@ -55,7 +55,8 @@ def main():
     # Paths relative to the repository, as a reader would type them.
     plugin = (quilt.resolve().parent / "plugins" / "libquilt_example.so")
     plugin_arg = ["--plugin", os.path.relpath(plugin, ROOT)] if plugin.exists() else []
-    devices = run([str(quilt), "devices", *plugin_arg])
+    # Libraries as a reader of the repository would find them, not this machine's absolute paths.
+    devices = run([str(quilt), "devices", *plugin_arg]).replace(str(ROOT) + "/", "")
     text = replace(text, "devices-output", "```\n$ " + " ".join(["quilt", "devices", *plugin_arg]) + "\n"
                    + devices + "\n```")
     if plugin_arg:

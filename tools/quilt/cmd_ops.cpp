@@ -14,8 +14,9 @@ int cmd_ops(const std::vector<std::string>& args) {
     if (a == "--help") {
       std::puts(
           "usage: quilt ops [--markdown]\n\nLists every op Quilt has a schema for, the opsets it "
-          "covers, and whether the CPU backend has a kernel for it.\n--markdown prints a table for "
-          "the README.");
+          "covers, and whether the CPU backend has a kernel for it (`host`: If, Loop and Scan, "
+          "which the core runs, their bodies' nodes going to the backends).\n--markdown prints a "
+          "table for the README.");
       return 0;
     }
     if (a == "--markdown") {
@@ -46,18 +47,29 @@ int cmd_ops(const std::vector<std::string>& args) {
       if (!opsets.empty()) opsets += ", ";
       opsets += std::to_string(lo) + (hi >= 1000 ? "+" : "–" + std::to_string(hi));
     }
-    bool has_cpu = cpu.find(key.second, key.first) != nullptr;
+    // Control flow is run by the core's executor, its bodies' nodes by the backends.
+    const bool host =
+        key.first.empty() && (key.second == "If" || key.second == "Loop" || key.second == "Scan");
+    const bool has_cpu = host || cpu.find(key.second, key.first) != nullptr;
     ++count;
     on_cpu += has_cpu;
     if (markdown)
-      rows.push_back("| " + name + " | " + opsets + " | " + (has_cpu ? "✓" : "") + " |");
+      rows.push_back("| " + name + " | " + opsets + " | " +
+                     (host      ? "✓ (host)"
+                      : has_cpu ? "✓"
+                                : "") +
+                     " |");
     else
       rows.push_back(name + std::string(name.size() < 28 ? 28 - name.size() : 1, ' ') + "opsets " +
-                     opsets + (has_cpu ? "  cpu" : ""));
+                     opsets +
+                     (host      ? "  host"
+                      : has_cpu ? "  cpu"
+                                : ""));
   }
   if (markdown) std::puts("| op | opsets | cpu |\n|---|---|---|");
   for (const auto& r : rows) std::puts(r.c_str());
-  std::printf(markdown ? "\n%zu ops, %zu with a CPU kernel.\n" : "%zu ops, %zu with a CPU kernel\n",
+  std::printf(markdown ? "\n%zu ops, %zu run on the CPU (If, Loop and Scan by the core: host).\n"
+                       : "%zu ops, %zu run on the CPU (If, Loop and Scan by the core: host)\n",
               count, on_cpu);
   return 0;
 }
