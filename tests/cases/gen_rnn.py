@@ -174,6 +174,13 @@ for op in ("RNN", "GRU", "LSTM"):
          bias=True, h0=True, outputs=all_out, hidden_size=33, **extra)
     case(f"{o}_const_weights", op, seq=6, batch=3, inp=8, hid=6, bias=True, h0=True,
          const_weights=True, outputs=all_out, hidden_size=6, **extra)
+    # W and R transposed once at creation: a streaming step (batch 1, one time step, VAD-sized)
+    # and a batch wide enough for the input projection to go through sgemm.
+    case(f"{o}_const_weights_stream_step", op, seq=1, batch=1, inp=128, hid=128, bias=True,
+         h0=True, const_weights=True, outputs=all_out, hidden_size=128, **extra)
+    case(f"{o}_const_weights_wide_batch_bidirectional", op, seq=5, batch=9, inp=20, hid=16,
+         direction="bidirectional", bias=True, h0=True, const_weights=True, outputs=all_out,
+         hidden_size=16, **extra)
     case(f"{o}_long_sequence", op, seq=40, batch=2, inp=3, hid=8, bias=True, outputs=all_out,
          hidden_size=8)
     # onnxruntime aborts on an empty batch; the outputs are empty too.

@@ -133,27 +133,6 @@ std::vector<int64_t> sequence_lengths(const KernelContext& ctx, size_t input, in
   return lens;
 }
 
-void gemm_nt(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-             int64_t ldb, float beta, float* c, int64_t ldc) {
-  if (m == 0 || n == 0) return;
-  if (k == 0) {
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.f ? 0.f : beta * c[i * ldc + j];
-    return;
-  }
-  sgemm(false, true, m, n, k, 1.f, a, lda, b, ldb, beta, c, ldc);
-}
-
-void gemm_nt(int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b,
-             int64_t ldb, double beta, double* c, int64_t ldc) {
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      double s = 0;
-      for (int64_t p = 0; p < k; ++p) s += a[i * lda + p] * b[j * ldb + p];
-      c[i * ldc + j] = s + (beta == 0.0 ? 0.0 : beta * c[i * ldc + j]);
-    }
-}
-
 namespace {
 
 // C = A * B (+ beta C) for a handful of rows of A. sgemm repacks B on every call, which for
@@ -231,9 +210,8 @@ void gemm_nn(int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, cons
 namespace {
 
 template <class T>
-void rnn_impl(KernelContext& ctx, const RnnAttrs& a) {
+void rnn_impl(KernelContext& ctx, const RnnAttrs& a, const TransposedWeights<float>* made) {
   const Tensor& x = ctx.input(0);
-  const Tensor& w = ctx.input(1);
   const Tensor& r = ctx.input(2);
   const Tensor* bias_t = ctx.optional_input(3);
   const Tensor* h0_t = ctx.optional_input(5);
@@ -243,6 +221,8 @@ void rnn_impl(KernelContext& ctx, const RnnAttrs& a) {
   const auto lens = sequence_lengths(ctx, 4, seq, batch);
   T* y = ctx.wants_output(0) ? ctx.output(0).data<T>() : nullptr;
   T* yh = ctx.wants_output(1) ? ctx.output(1).data<T>() : nullptr;
+  std::optional<TransposedWeights<T>> local;
+  const TransposedWeights<T>& wts = transposed_weights<T>(ctx, made, hid, local);
 
   // The directions are independent: run them side by side.
   ctx.pool.parallel_for(dirs, 1, [&](int64_t d_begin, int64_t d_end) {
@@ -251,8 +231,8 @@ void rnn_impl(KernelContext& ctx, const RnnAttrs& a) {
     for (int64_t d = d_begin; d < d_end; ++d) {
       const bool backward = a.reverse || d == 1;
       const Activation& f = a.act(d, 0);
-      gemm_nt(seq * batch, hid, input, x.data<T>(), input, w.data<T>() + d * hid * input, input,
-              T(0), xw.data(), hid);
+      gemm_nn(seq * batch, hid, input, x.data<T>(), input, wts.w(d), hid, T(0), xw.data(), hid,
+              &ctx.pool);
       for (int64_t j = 0; j < hid; ++j)
         bias[j] =
             bias_t ? bias_t->data<T>()[d * 2 * hid + j] + bias_t->data<T>()[d * 2 * hid + hid + j]
@@ -260,9 +240,8 @@ void rnn_impl(KernelContext& ctx, const RnnAttrs& a) {
       for (int64_t b = 0; b < batch; ++b)
         for (int64_t j = 0; j < hid; ++j)
           h[b * hid + j] = h0_t ? h0_t->data<T>()[lay.state_offset(d, b) + j] : T(0);
-      const auto rt = transposed(r.data<T>() + d * hid * hid, hid, hid);
       for (int64_t s = 0; s < seq; ++s) {
-        gemm_nn(batch, hid, hid, h.data(), hid, rt.data(), hid, T(0), hr.data(), hid, &ctx.pool);
+        gemm_nn(batch, hid, hid, h.data(), hid, wts.r(d), hid, T(0), hr.data(), hid, &ctx.pool);
         for (int64_t b = 0; b < batch; ++b) {
           const int64_t len = lens[b];
           if (s >= len) continue;
@@ -285,11 +264,11 @@ void rnn_impl(KernelContext& ctx, const RnnAttrs& a) {
 
 }  // namespace
 
-void run_rnn(KernelContext& ctx, const RnnAttrs& attrs) {
+void run_rnn(KernelContext& ctx, const RnnAttrs& attrs, const TransposedWeights<float>* weights) {
   if (ctx.input(0).dtype() == DType::Float64)
-    rnn_impl<double>(ctx, attrs);
+    rnn_impl<double>(ctx, attrs, weights);
   else
-    rnn_impl<float>(ctx, attrs);
+    rnn_impl<float>(ctx, attrs, weights);
 }
 
 }  // namespace rnn
@@ -307,6 +286,14 @@ class RnnKernel : public Kernel {
     if (!why.empty()) sig.node.fail(why, ErrorCode::NotImplemented);
     linear_before_reset_ = sig.node.attr_int("linear_before_reset", 0) != 0;
     input_forget_ = sig.node.attr_int("input_forget", 0) != 0;
+    // Constant float32 W and R are transposed once, here (rnn_common.hpp says why).
+    const Tensor* w = sig.constants.size() > 2 ? sig.constants[1] : nullptr;
+    const Tensor* r = sig.constants.size() > 2 ? sig.constants[2] : nullptr;
+    if (w && r && w->dtype() == DType::Float32 && r->dtype() == DType::Float32 && w->rank() == 3 &&
+        r->rank() == 3 && w->dim(0) == r->dim(0) && w->dim(1) == r->dim(1) && r->dim(2) > 0 &&
+        w->dim(1) == gates_per_hidden() * r->dim(2))
+      weights_.emplace(w->data<float>(), r->data<float>(), w->dim(0), w->dim(1), w->dim(2),
+                       r->dim(2));
   }
   void run(KernelContext& ctx) const override {
     if (ctx.has_input(0) && ctx.input(0).dtype() == DType::Float16) return run_float16(ctx);
@@ -314,14 +301,19 @@ class RnnKernel : public Kernel {
   }
 
  private:
+  int64_t gates_per_hidden() const { return op_ == Op::Rnn ? 1 : op_ == Op::Gru ? 3 : 4; }
+
   void run_float(KernelContext& ctx) const {
+    // The prepared weights hold only while the run's W and R are the constants they came from.
+    const rnn::TransposedWeights<float>* w =
+        weights_ && ctx.input(1).dtype() == DType::Float32 ? &*weights_ : nullptr;
     switch (op_) {
       case Op::Rnn:
-        return rnn::run_rnn(ctx, attrs_);
+        return rnn::run_rnn(ctx, attrs_, w);
       case Op::Gru:
-        return rnn::run_gru(ctx, attrs_, linear_before_reset_);
+        return rnn::run_gru(ctx, attrs_, linear_before_reset_, w);
       case Op::Lstm:
-        return rnn::run_lstm(ctx, attrs_, input_forget_);
+        return rnn::run_lstm(ctx, attrs_, input_forget_, w);
     }
   }
 
@@ -358,6 +350,7 @@ class RnnKernel : public Kernel {
 
   Op op_;
   rnn::RnnAttrs attrs_;
+  std::optional<rnn::TransposedWeights<float>> weights_;
   bool linear_before_reset_ = false, input_forget_ = false;
 };
 

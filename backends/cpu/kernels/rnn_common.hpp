@@ -1,12 +1,14 @@
 // Pieces shared by the RNN, GRU and LSTM CPU kernels: activation functions with their
 // alpha/beta, the attributes common to the three ops, the index maps of the two layouts, and a
-// C = A * B^T product on sgemm (float32) or a plain loop (float64).
+// C = A * B product on sgemm or a streaming small-m loop (float32) or a plain loop (float64).
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "backends/cpu/kernel.hpp"
@@ -181,12 +183,6 @@ struct Layout {
 std::vector<int64_t> sequence_lengths(const KernelContext& ctx, size_t input, int64_t seq,
                                       int64_t batch);
 
-// C[m, n] = A[m, k] * B[n, k]^T + beta * C (row-major, leading dims given).
-void gemm_nt(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-             int64_t ldb, float beta, float* c, int64_t ldc);
-void gemm_nt(int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b,
-             int64_t ldb, double beta, double* c, int64_t ldc);
-
 // C[m, n] = A[m, k] * B[k, n] + beta * C. With a pool, a small-m product (the recurrence of
 // a small batch, which sgemm would not split) is split over it by columns.
 void gemm_nn(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
@@ -205,6 +201,45 @@ std::vector<T> transposed(const T* m, int64_t rows, int64_t cols) {
   return out;
 }
 
+// W and R of every direction transposed, [input, gates] and [hid, gates]: the input projection
+// and each step's recurrence then stream them with gemm_nn, whose small-m path needs no packing
+// (sgemm's call for a one-row product and the transpose of R on every run were most of a
+// VAD-sized LSTM step's 200 us). Made once by the kernel when W and R are constant, else per run.
+template <class T>
+class TransposedWeights {
+ public:
+  TransposedWeights(const T* w, const T* r, int64_t dirs, int64_t gates, int64_t input, int64_t hid)
+      : w_size_(input * gates), r_size_(hid * gates) {
+    for (int64_t d = 0; d < dirs; ++d) {
+      auto wt = transposed(w + d * gates * input, gates, input);
+      auto rt = transposed(r + d * gates * hid, gates, hid);
+      wt_.insert(wt_.end(), wt.begin(), wt.end());
+      rt_.insert(rt_.end(), rt.begin(), rt.end());
+    }
+  }
+  const T* w(int64_t d) const { return wt_.data() + d * w_size_; }  // [input, gates]
+  const T* r(int64_t d) const { return rt_.data() + d * r_size_; }  // [hid, gates]
+
+ private:
+  int64_t w_size_, r_size_;
+  std::vector<T> wt_, rt_;
+};
+
+// The weights a kernel run uses: `made` when the kernel prepared them (float32, constant W and
+// R), else transposed from ctx's inputs into `local`.
+template <class T>
+const TransposedWeights<T>& transposed_weights(const KernelContext& ctx,
+                                               const TransposedWeights<float>* made, int64_t gates,
+                                               std::optional<TransposedWeights<T>>& local) {
+  if constexpr (std::is_same_v<T, float>)
+    if (made) return *made;
+  const Tensor& x = ctx.input(0);
+  const Tensor& w = ctx.input(1);
+  const Tensor& r = ctx.input(2);
+  local.emplace(w.data<T>(), r.data<T>(), w.dim(0), gates, x.dim(2), r.dim(2));
+  return *local;
+}
+
 template <class T>
 T clip_value(T x, float clip) {
   if (clip <= 0.f) return x;
@@ -218,9 +253,11 @@ void clip_all(T* v, int64_t n, float clip) {
   for (int64_t i = 0; i < n; ++i) v[i] = clip_value(v[i], clip);
 }
 
-// The kernels, one per file.
-void run_rnn(KernelContext& ctx, const RnnAttrs& attrs);
-void run_gru(KernelContext& ctx, const RnnAttrs& attrs, bool linear_before_reset);
-void run_lstm(KernelContext& ctx, const RnnAttrs& attrs, bool input_forget);
+// The kernels, one per file. `weights`: W and R transposed at creation, or null.
+void run_rnn(KernelContext& ctx, const RnnAttrs& attrs, const TransposedWeights<float>* weights);
+void run_gru(KernelContext& ctx, const RnnAttrs& attrs, bool linear_before_reset,
+             const TransposedWeights<float>* weights);
+void run_lstm(KernelContext& ctx, const RnnAttrs& attrs, bool input_forget,
+              const TransposedWeights<float>* weights);
 
 }  // namespace quilt::cpu::rnn

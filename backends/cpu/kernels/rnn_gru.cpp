@@ -14,9 +14,9 @@ namespace quilt::cpu::rnn {
 namespace {
 
 template <class T>
-void gru_impl(KernelContext& ctx, const RnnAttrs& a, bool linear_before_reset) {
+void gru_impl(KernelContext& ctx, const RnnAttrs& a, bool linear_before_reset,
+              const TransposedWeights<float>* made) {
   const Tensor& x = ctx.input(0);
-  const Tensor& w = ctx.input(1);
   const Tensor& r = ctx.input(2);
   const Tensor* bias_t = ctx.optional_input(3);
   const Tensor* h0_t = ctx.optional_input(5);
@@ -26,6 +26,8 @@ void gru_impl(KernelContext& ctx, const RnnAttrs& a, bool linear_before_reset) {
   const auto lens = sequence_lengths(ctx, 4, seq, batch);
   T* y = ctx.wants_output(0) ? ctx.output(0).data<T>() : nullptr;
   T* yh = ctx.wants_output(1) ? ctx.output(1).data<T>() : nullptr;
+  std::optional<TransposedWeights<T>> local;
+  const TransposedWeights<T>& wts = transposed_weights<T>(ctx, made, g3, local);
 
   // The directions are independent: run them side by side.
   ctx.pool.parallel_for(dirs, 1, [&](int64_t d_begin, int64_t d_end) {
@@ -37,8 +39,8 @@ void gru_impl(KernelContext& ctx, const RnnAttrs& a, bool linear_before_reset) {
       const bool backward = a.reverse || d == 1;
       const Activation& f = a.act(d, 0);
       const Activation& g = a.act(d, 1);
-      gemm_nt(seq * batch, g3, input, x.data<T>(), input, w.data<T>() + d * g3 * input, input, T(0),
-              xw.data(), g3);
+      gemm_nn(seq * batch, g3, input, x.data<T>(), input, wts.w(d), g3, T(0), xw.data(), g3,
+              &ctx.pool);
       for (int64_t j = 0; j < g3; ++j) {
         wb[j] = bias_t ? bias_t->data<T>()[d * 2 * g3 + j] : T(0);
         rb[j] = bias_t ? bias_t->data<T>()[d * 2 * g3 + g3 + j] : T(0);
@@ -46,11 +48,11 @@ void gru_impl(KernelContext& ctx, const RnnAttrs& a, bool linear_before_reset) {
       for (int64_t b = 0; b < batch; ++b)
         for (int64_t j = 0; j < hid; ++j)
           h[b * hid + j] = h0_t ? h0_t->data<T>()[lay.state_offset(d, b) + j] : T(0);
-      const auto rt = transposed(r.data<T>() + d * g3 * hid, g3, hid);
+      const T* rt = wts.r(d);
 
       for (int64_t s = 0; s < seq; ++s) {
         // H * [Rz Rr Rh]^T, or only the z and r blocks when Rh waits for r.
-        gemm_nn(batch, linear_before_reset ? g3 : 2 * hid, hid, h.data(), hid, rt.data(), g3, T(0),
+        gemm_nn(batch, linear_before_reset ? g3 : 2 * hid, hid, h.data(), hid, rt, g3, T(0),
                 hr.data(), g3, &ctx.pool);
         auto row = [&](int64_t b) {
           const int64_t len = lens[b];
@@ -84,8 +86,8 @@ void gru_impl(KernelContext& ctx, const RnnAttrs& a, bool linear_before_reset) {
           }
         }
         if (!linear_before_reset)
-          gemm_nn(batch, hid, hid, rh.data(), hid, rt.data() + 2 * hid, g3, T(0),
-                  hr.data() + 2 * hid, g3, &ctx.pool);
+          gemm_nn(batch, hid, hid, rh.data(), hid, rt + 2 * hid, g3, T(0), hr.data() + 2 * hid, g3,
+                  &ctx.pool);
         for (int64_t b = 0; b < batch; ++b) {
           const int64_t len = lens[b];
           if (s >= len) continue;
@@ -116,11 +118,12 @@ void gru_impl(KernelContext& ctx, const RnnAttrs& a, bool linear_before_reset) {
 
 }  // namespace
 
-void run_gru(KernelContext& ctx, const RnnAttrs& attrs, bool linear_before_reset) {
+void run_gru(KernelContext& ctx, const RnnAttrs& attrs, bool linear_before_reset,
+             const TransposedWeights<float>* weights) {
   if (ctx.input(0).dtype() == DType::Float64)
-    gru_impl<double>(ctx, attrs, linear_before_reset);
+    gru_impl<double>(ctx, attrs, linear_before_reset, weights);
   else
-    gru_impl<float>(ctx, attrs, linear_before_reset);
+    gru_impl<float>(ctx, attrs, linear_before_reset, weights);
 }
 
 }  // namespace quilt::cpu::rnn

@@ -16,9 +16,9 @@ namespace quilt::cpu::rnn {
 namespace {
 
 template <class T>
-void lstm_impl(KernelContext& ctx, const RnnAttrs& a, bool input_forget) {
+void lstm_impl(KernelContext& ctx, const RnnAttrs& a, bool input_forget,
+               const TransposedWeights<float>* made) {
   const Tensor& x = ctx.input(0);
-  const Tensor& w = ctx.input(1);
   const Tensor& r = ctx.input(2);
   const Tensor* bias_t = ctx.optional_input(3);
   const Tensor* h0_t = ctx.optional_input(5);
@@ -31,6 +31,8 @@ void lstm_impl(KernelContext& ctx, const RnnAttrs& a, bool input_forget) {
   T* y = ctx.wants_output(0) ? ctx.output(0).data<T>() : nullptr;
   T* yh = ctx.wants_output(1) ? ctx.output(1).data<T>() : nullptr;
   T* yc = ctx.wants_output(2) ? ctx.output(2).data<T>() : nullptr;
+  std::optional<TransposedWeights<T>> local;
+  const TransposedWeights<T>& wts = transposed_weights<T>(ctx, made, g4, local);
 
   // The directions are independent: run them side by side.
   ctx.pool.parallel_for(dirs, 1, [&](int64_t d_begin, int64_t d_end) {
@@ -43,8 +45,8 @@ void lstm_impl(KernelContext& ctx, const RnnAttrs& a, bool input_forget) {
       const Activation& f = a.act(d, 0);
       const Activation& g = a.act(d, 1);
       const Activation& ha = a.act(d, 2);
-      gemm_nt(seq * batch, g4, input, x.data<T>(), input, w.data<T>() + d * g4 * input, input, T(0),
-              xw.data(), g4);
+      gemm_nn(seq * batch, g4, input, x.data<T>(), input, wts.w(d), g4, T(0), xw.data(), g4,
+              &ctx.pool);
       for (int64_t j = 0; j < g4; ++j)
         bias[j] = bias_t
                       ? bias_t->data<T>()[d * 2 * g4 + j] + bias_t->data<T>()[d * 2 * g4 + g4 + j]
@@ -58,10 +60,8 @@ void lstm_impl(KernelContext& ctx, const RnnAttrs& a, bool input_forget) {
           h[b * hid + j] = h0_t ? h0_t->data<T>()[lay.state_offset(d, b) + j] : T(0);
           c[b * hid + j] = c0_t ? c0_t->data<T>()[lay.state_offset(d, b) + j] : T(0);
         }
-      const auto rt = transposed(r.data<T>() + d * g4 * hid, g4, hid);
-
       for (int64_t s = 0; s < seq; ++s) {
-        gemm_nn(batch, g4, hid, h.data(), hid, rt.data(), g4, T(0), hr.data(), g4, &ctx.pool);
+        gemm_nn(batch, g4, hid, h.data(), hid, wts.r(d), g4, T(0), hr.data(), g4, &ctx.pool);
         for (int64_t b = 0; b < batch; ++b) {
           const int64_t len = lens[b];
           if (s >= len) continue;
@@ -112,11 +112,12 @@ void lstm_impl(KernelContext& ctx, const RnnAttrs& a, bool input_forget) {
 
 }  // namespace
 
-void run_lstm(KernelContext& ctx, const RnnAttrs& attrs, bool input_forget) {
+void run_lstm(KernelContext& ctx, const RnnAttrs& attrs, bool input_forget,
+              const TransposedWeights<float>* weights) {
   if (ctx.input(0).dtype() == DType::Float64)
-    lstm_impl<double>(ctx, attrs, input_forget);
+    lstm_impl<double>(ctx, attrs, input_forget, weights);
   else
-    lstm_impl<float>(ctx, attrs, input_forget);
+    lstm_impl<float>(ctx, attrs, input_forget, weights);
 }
 
 }  // namespace quilt::cpu::rnn
