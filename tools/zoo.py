@@ -1,10 +1,15 @@
 #!/usr/bin/env python3
-"""The classic models: export them offline, run them with Quilt, compare with onnxruntime.
+"""The zoo: the classic models and the small ones; export them offline, run them with Quilt,
+compare with onnxruntime.
 
-    tools/zoo.py export [--only NAME,...] [--opset N]
-    tools/zoo.py check  [--only NAME,...] [--backends "cpu;opencl,cpu"] [--iterations N]
-    tools/zoo.py bench  [--only NAME,...] [--backends "cpu"] [--threads 2] [--iterations N] [--rounds R]
+    tools/zoo.py export [--only NAME,...] [--family classic|small] [--opset N]
+    tools/zoo.py check  [--only NAME,...] [--family classic|small] [--backends "cpu;opencl,cpu"] [--iterations N]
+    tools/zoo.py bench  [--only NAME,...] [--family classic|small] [--backends "cpu"] [--threads 2] [--iterations N] [--rounds R]
     tools/zoo.py list
+
+The small family (tools/zoo_small.py: a streaming VAD, an OCR-style classifier, an MLP, a
+keyword-spotting net) is written out with onnx.helper and needs no torch; its benchmark goes to
+docs/BENCHMARKS-small.md and the README's small-models table.
 
 `export` builds each model with random weights from a fixed seed (nothing comes from a model hub),
 exports it to ONNX in $QUILT_ZOO_DIR (default ~/.cache/quilt/zoo) with torch.onnx.export's
@@ -36,6 +41,9 @@ try:  # the one dependency of the pure parts (compare, tables); main() re-runs i
     import numpy as np
 except ImportError:
     np = None
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from zoo_small import SMALL_MODELS  # noqa: E402  (needs numpy and onnx only when called)
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
@@ -366,7 +374,18 @@ MODELS = {
     "realesrgan_x4": (build_realesrgan, [("input", (1, 3, 64, 64), "image")], ["output"]),
     "bert_base": (build_bert, _tokens(30522), ["logits"]),
     "gpt2": (build_gpt2, _tokens(50257), ["logits"]),
+    # The small family: builders return (onnx model, inputs); the inputs are "given".
+    "vad": (SMALL_MODELS["vad"], [("x", (1, 512), "given"), ("state", (2, 1, 128), "given"),
+                                  ("sr", (), "given")], ["output", "stateN"]),
+    "ocr_cls": (SMALL_MODELS["ocr_cls"], [("x", (1, 3, 48, 192), "given")], ["probs"]),
+    "mlp": (SMALL_MODELS["mlp"], [("x", (1, 256), "given")], ["logits"]),
+    "kws": (SMALL_MODELS["kws"], [("x", (1, 1, 49, 10), "given")], ["probs"]),
 }
+FAMILIES = ("classic", "small")
+
+
+def family(name):
+    return "small" if name in SMALL_MODELS else "classic"
 
 
 def make_inputs(specs):
@@ -404,18 +423,25 @@ def randomize_norms(model, torch):
 
 def model_files(directory, name):
     """The files of model `name` to check: `<name>.onnx`, `<name>-op17.onnx`, then any other
-    `<name>-opN.onnx` (from `export --opset N`); the first two whether they exist or not."""
+    `<name>-opN.onnx` (from `export --opset N`); the first two whether they exist or not. A small
+    model has one file, at the opset its exporter style uses."""
+    if family(name) == "small":
+        return [directory / f"{name}.onnx"]
     files = [directory / f"{name}.onnx", directory / f"{name}-op{EXTRA_OPSET}.onnx"]
     return files + sorted(set(directory.glob(f"{name}-op*.onnx")) - set(files))
 
 
-def select(only):
+def select(only, family_name=None):
+    """The models --only names, else every model of --family (every model without one)."""
     if not only:
-        return list(MODELS)
+        return [n for n in MODELS if family_name in (None, family(n))]
     names = [n.strip() for n in only.split(",") if n.strip()]
     unknown = [n for n in names if n not in MODELS]
     if unknown:
         sys.exit(f"zoo: unknown model(s) {', '.join(unknown)}; known: {', '.join(MODELS)}")
+    wrong = [n for n in names if family_name not in (None, family(n))]
+    if wrong:
+        sys.exit(f"zoo: {', '.join(wrong)} not in the {family_name} family")
     return names
 
 
@@ -480,7 +506,38 @@ def _split_sizes_as_input(path):
     return len(splits)
 
 
+def export_small(names):
+    """Writes each small model and its inputs; onnx.checker (full check, shapes included) on each."""
+    import onnx
+
+    out = zoo_dir()
+    out.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        t0 = time.perf_counter()
+        model, inputs = MODELS[name][0]()
+        path = out / f"{name}.onnx"
+        onnx.save(model, path)
+        onnx.checker.check_model(str(path), full_check=True)
+        inputs_dir = out / f"{name}.inputs"
+        inputs_dir.mkdir(exist_ok=True)
+        for input_name, value in inputs.items():
+            np.save(inputs_dir / f"{input_name}.npy", value)
+        opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+        log(f"{path.name:<40} opset {opset:>2}  {path.stat().st_size / 2**20:6.2f} MiB  "
+            f"{len(model.graph.node)} nodes  build {time.perf_counter() - t0:.1f} s  checker ok  onnx.helper")
+    return 0
+
+
 def export(args):
+    names = select(args.only, args.family)
+    small = [n for n in names if family(n) == "small"]
+    classic = [n for n in names if family(n) == "classic"]
+    if small:
+        export_small(small)
+    return export_classic(args, classic) if classic else 0
+
+
+def export_classic(args, names):
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
     import logging
@@ -505,7 +562,7 @@ def export(args):
     else:
         opsets = [(None, ""), (EXTRA_OPSET, f"-op{EXTRA_OPSET}")]
     failures = 0
-    for name in select(args.only):
+    for name in names:
         builder, specs, output_names = MODELS[name]
         torch.manual_seed(SEED)
         t0 = time.perf_counter()
@@ -668,7 +725,7 @@ def check(args):
     header = ["model", "opset", "backend", "status", "max abs diff", "max abs ref", "cosine",
               "quilt ms", "ort ms", "note"]
     rows, bad = [], 0
-    for name in select(args.only):
+    for name in select(args.only, args.family):
         specs = MODELS[name][1]
         input_files = {s[0]: directory / f"{name}.inputs" / f"{s[0]}.npy" for s in specs}
         missing_inputs = [str(f) for f in input_files.values() if not f.exists()]
@@ -700,14 +757,14 @@ def check(args):
             for backend in backend_lists:
                 missing = [b.split(":")[0] for b in backend.split(",") if b.split(":")[0] not in available]
                 if missing:
-                    rows.append([label, opset, backend, "skipped", "", "", "", "", f"{ort_ms:.1f}",
+                    rows.append([label, opset, backend, "skipped", "", "", "", "", _fmt(ort_ms, "ms"),
                                  f"backend {', '.join(missing)} not available (quilt devices)"])
                     continue
                 outputs, quilt_ms, err = run_quilt(quilt, path, input_files, backend,
                                                    args.iterations, args.timeout)
-                q_ms = f"{quilt_ms:.1f}" if quilt_ms is not None else ""
+                q_ms = _fmt(quilt_ms, "ms") if quilt_ms is not None else ""
                 if outputs is None:
-                    rows.append([label, opset, backend, "FAIL", "", "", "", q_ms, f"{ort_ms:.1f}", err])
+                    rows.append([label, opset, backend, "FAIL", "", "", "", q_ms, _fmt(ort_ms, "ms"), err])
                     bad += 1
                     log(f"  {label} {backend}: FAIL {err}")
                     continue
@@ -724,7 +781,7 @@ def check(args):
                         notes.append(f"{out_name}: {why}")
                 bad += 0 if ok else 1
                 rows.append([label, opset, backend, "ok" if ok else "MISMATCH", f"{max_diff:.3g}",
-                             f"{scale:.3g}", f"{min_cos:.7f}", q_ms, f"{ort_ms:.1f}", "; ".join(notes)])
+                             f"{scale:.3g}", f"{min_cos:.7f}", q_ms, _fmt(ort_ms, "ms"), "; ".join(notes)])
                 log(f"  {label} {backend}: {rows[-1][3]} max diff {max_diff:.3g} cosine {min_cos:.7f} (max abs ref {scale:.3g})")
     log("")
     log(format_table(header, rows))
@@ -741,6 +798,9 @@ BENCHMARKS_MD = ROOT / "docs" / "BENCHMARKS.md"
 BENCHMARKS_PNG = ROOT / "docs" / "benchmarks.png"
 README = ROOT / "README.md"
 README_SECTION = "benchmarks-table"
+# The small family's benchmark: its own page and README table, no chart (no matplotlib needed).
+BENCHMARKS_SMALL_MD = ROOT / "docs" / "BENCHMARKS-small.md"
+README_SMALL_SECTION = "benchmarks-small-table"
 GENERATED_NOTE = ("<!-- Generated by `tools/zoo.py bench`: never edit it by hand, re-run it "
                   "(docs/ZOO.md). -->")
 
@@ -927,20 +987,21 @@ def write_chart(results, backend_lists, geomeans, threads, path):
     plt.close(fig)
 
 
-def readme_section(benchmarks_text):
-    """The README's benchmarks-table section: the table and the geometric mean from docs/BENCHMARKS.md."""
+def readme_section(benchmarks_text, page="BENCHMARKS.md", command="tools/zoo.py bench"):
+    """The README's benchmarks section: the table and the geometric mean from the docs page."""
     m = re.search(r"<!-- table -->\n(.*?)\n<!-- /table -->", benchmarks_text, re.S)
     if not m:
-        raise SystemExit("zoo: docs/BENCHMARKS.md has no <!-- table --> section: run tools/zoo.py bench")
-    return (m.group(1) + "\n\nGenerated by `tools/zoo.py bench` on a shared, noisy 2-core machine; "
-            "machine, versions and chart: [docs/BENCHMARKS.md](docs/BENCHMARKS.md).")
+        raise SystemExit(f"zoo: docs/{page} has no <!-- table --> section: run {command}")
+    return (m.group(1) + f"\n\nGenerated by `{command}` on a shared, noisy 2-core machine; "
+            f"machine, versions and method: [docs/{page}](docs/{page}).")
 
 
-def update_readme(readme=README, benchmarks=BENCHMARKS_MD):
-    """Fills the README's benchmarks-table section from docs/BENCHMARKS.md."""
-    name = README_SECTION
+def update_readme(readme=README, benchmarks=BENCHMARKS_MD, name=README_SECTION,
+                  command="tools/zoo.py bench"):
+    """Fills the README's benchmarks section `name` from the docs page `benchmarks`."""
     text = readme.read_text()
-    body = f"<!-- {name} -->\n{readme_section(benchmarks.read_text())}\n<!-- /{name} -->"
+    body = (f"<!-- {name} -->\n{readme_section(benchmarks.read_text(), benchmarks.name, command)}"
+            f"\n<!-- /{name} -->")
     if f"<!-- {name} -->" in text and f"<!-- /{name} -->" in text:
         text = re.sub(rf"<!-- {name} -->.*?<!-- /{name} -->", lambda _: body, text, count=1, flags=re.S)
     else:
@@ -950,9 +1011,12 @@ def update_readme(readme=README, benchmarks=BENCHMARKS_MD):
 
 def bench(args):
     quilt = args.quilt or os.environ.get("QUILT_BIN") or str(ROOT / "build" / "quilt")
+    small = args.family == "small"
+    page, section = (BENCHMARKS_SMALL_MD, README_SMALL_SECTION) if small else (BENCHMARKS_MD, README_SECTION)
+    family_arg = " --family small" if small else ""
     if args.update_readme:
-        update_readme()
-        log(f"zoo: filled README.md's {README_SECTION} section from docs/BENCHMARKS.md")
+        update_readme(benchmarks=page, name=section, command=f"tools/zoo.py bench{family_arg}")
+        log(f"zoo: filled README.md's {section} section from {page.relative_to(ROOT)}")
         return 0
     if not Path(quilt).exists():
         log(f"[zoo] {quilt} is missing: building Quilt with tools/setup.sh")
@@ -967,7 +1031,7 @@ def bench(args):
     started = time.time()
     commit, pins = versions_info()
     results, failures, notes, ort_version, baselines, spreads = {}, 0, [], "?", [], []
-    for name in select(args.only):
+    for name in select(args.only, args.family):
         specs = MODELS[name][1]
         path = directory / f"{name}.onnx"
         inputs_dir = directory / f"{name}.inputs"
@@ -1020,7 +1084,7 @@ def bench(args):
     cpu, cores, mem_gib, blas = machine_info(quilt)
     minutes = (time.time() - started) / 60
     only = f" --only {args.only}" if args.only else ""
-    command = (f"tools/zoo.py bench{only} --backends \"{args.backends}\" --threads {args.threads} "
+    command = (f"tools/zoo.py bench{family_arg}{only} --backends \"{args.backends}\" --threads {args.threads} "
                f"--iterations {args.iterations} --warmup {args.warmup} --rounds {args.rounds}")
     baseline = summarize(baselines)
     if spreads:
@@ -1029,8 +1093,28 @@ def bench(args):
                   f"typical case and by up to {100 * max(spreads):.0f} %")
     else:
         spread = "Run with --rounds 2 or more to see how much the rounds differ"
+    if small:
+        models_text = ("the small family, written out with onnx.helper by tools/zoo_small.py (random "
+                       "weights, seed 0), from `tools/zoo.py export --family small`, with their inputs "
+                       "`<model>.inputs/*.npy`")
+        chart = ""
+        reproduce = ("tools/zoo.py export --family small   # the models and their inputs into "
+                     "$QUILT_ZOO_DIR (~/.cache/quilt/zoo)")
+        title = "Benchmarks of the small models: Quilt and onnxruntime side by side"
+        rewrites = "this file and the README's small-models benchmark table"
+    else:
+        models_text = (f"models exported with torch {pins.get('torch', '?')}, torchvision "
+                       f"{pins.get('torchvision', '?')}, transformers {pins.get('transformers', '?')}, "
+                       f"onnxscript {pins.get('onnxscript', '?')} (tools/requirements-zoo.txt): the "
+                       "default-opset files `<model>.onnx` (opset 20, dynamo exporter) from "
+                       "`tools/zoo.py export`, with their inputs `<model>.inputs/*.npy`")
+        chart = "\n![Quilt/ORT latency ratio per model](benchmarks.png)\n"
+        reproduce = ("tools/zoo.py export        # the models and their inputs into $QUILT_ZOO_DIR "
+                     "(~/.cache/quilt/zoo)")
+        title = "Benchmarks: Quilt and onnxruntime side by side"
+        rewrites = "this file, `docs/benchmarks.png` and the README's benchmarks table"
     doc = f"""{GENERATED_NOTE}
-# Benchmarks: Quilt and onnxruntime side by side
+# {title}
 
 Written by `{command}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(started))} ({minutes:.1f} min).
 
@@ -1039,10 +1123,7 @@ a shared virtual machine (KVM): other work may run on it at the same time, so ti
 noisy. {spread}; read ratios within that of 1.0 as even.
 
 **Versions.** Quilt commit `{commit}` (`{quilt if args.quilt else 'build/quilt'}`); onnxruntime {ort_version}
-(CPU execution provider); models exported with torch {pins.get('torch', '?')}, torchvision
-{pins.get('torchvision', '?')}, transformers {pins.get('transformers', '?')}, onnxscript
-{pins.get('onnxscript', '?')} (tools/requirements-zoo.txt): the default-opset files `<model>.onnx`
-(opset 20, dynamo exporter) from `tools/zoo.py export`, with their inputs `<model>.inputs/*.npy`.
+(CPU execution provider); {models_text}.
 
 **Method.** Per model, {args.rounds} rounds, each of them a fresh `quilt bench MODEL --backend LIST
 --threads {args.threads} --warmup {args.warmup} --iterations {args.iterations} --json` process per
@@ -1062,47 +1143,52 @@ the `quilt` executable and OpenBLAS.
 
 {chr(10).join(gm_lines)} (ratio < 1: Quilt is faster).
 <!-- /table -->
-{('' if not notes else chr(10) + 'Failures:' + chr(10) + chr(10) + chr(10).join(notes) + chr(10))}
-![Quilt/ORT latency ratio per model](benchmarks.png)
-
+{('' if not notes else chr(10) + 'Failures:' + chr(10) + chr(10) + chr(10).join(notes) + chr(10))}{chart}
 ## Reproduce
 
 ```sh
 tools/setup.sh             # builds Quilt in build/
-tools/zoo.py export        # the models and their inputs into $QUILT_ZOO_DIR (~/.cache/quilt/zoo)
+{reproduce}
 {command}
 ```
 
-`tools/zoo.py bench` rewrites this file, `docs/benchmarks.png` and the README's benchmarks table.
+`tools/zoo.py bench{family_arg}` rewrites {rewrites}.
 Options: `--only NAME,...`, `--backends "cpu;opencl,cpu"` (a Quilt column and ratio per backend
 list), `--threads`, `--iterations`, `--warmup`, `--rounds`, `--quilt PATH`; `--update-readme`
 only refills the README's table from this file.
 """
-    BENCHMARKS_MD.write_text(doc)
-    write_chart(results, backend_lists, geomeans, args.threads, BENCHMARKS_PNG)
-    update_readme()
-    log(f"\nwrote {BENCHMARKS_MD.relative_to(ROOT)}, {BENCHMARKS_PNG.relative_to(ROOT)} and README.md's "
-        f"{README_SECTION} section ({minutes:.1f} min)")
+    page.write_text(doc)
+    written = [str(page.relative_to(ROOT))]
+    if not small:
+        write_chart(results, backend_lists, geomeans, args.threads, BENCHMARKS_PNG)
+        written.append(str(BENCHMARKS_PNG.relative_to(ROOT)))
+    update_readme(benchmarks=page, name=section, command=f"tools/zoo.py bench{family_arg}")
+    log(f"\nwrote {', '.join(written)} and README.md's {section} section ({minutes:.1f} min)")
     return 1 if failures else 0
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
+    family_help = "classic (torch-exported) or small (onnx.helper) models only"
     p = sub.add_parser("export", help="build the models with random weights and export ONNX")
     p.add_argument("--only", help="comma-separated model names (default: all)")
+    p.add_argument("--family", choices=FAMILIES, help=family_help + " (default: both)")
     p.add_argument("--opset", type=int,
                    help=f"export only at this opset, as <model>-opN.onnx (default: the exporter's "
                         f"default as <model>.onnx and {EXTRA_OPSET} as <model>-op{EXTRA_OPSET}.onnx)")
     p = sub.add_parser("check", help="run the exported models with Quilt and onnxruntime, compare")
     p.add_argument("--only", help="comma-separated model names (default: all)")
+    p.add_argument("--family", choices=FAMILIES, help=family_help + " (default: both)")
     p.add_argument("--backends", default="cpu;opencl,cpu",
                    help='backend lists separated by ";" (default "cpu;opencl,cpu")')
     p.add_argument("--iterations", type=int, default=3, help="timed runs per model (default 3)")
     p.add_argument("--timeout", type=int, default=1800, help="seconds per quilt run (default 1800)")
     p.add_argument("--quilt", help="the quilt binary (default $QUILT_BIN or build/quilt)")
     p = sub.add_parser("bench", help="benchmark Quilt and onnxruntime side by side, write docs/BENCHMARKS.md")
-    p.add_argument("--only", help="comma-separated model names (default: all)")
+    p.add_argument("--only", help="comma-separated model names (default: all of the family)")
+    p.add_argument("--family", choices=FAMILIES, default="classic",
+                   help=family_help + "; small writes docs/BENCHMARKS-small.md (default classic)")
     p.add_argument("--backends", default="cpu",
                    help='Quilt backend lists separated by ";" (default "cpu"; e.g. "cpu;opencl,cpu")')
     p.add_argument("--threads", type=int, default=THREADS, help=f"threads of both (default {THREADS})")
@@ -1128,7 +1214,9 @@ def main(argv=None):
         for name, (_, specs, outputs) in MODELS.items():
             log(f"{name:<30} " + ", ".join(f"{n} {list(s)}" for n, s, _ in specs) + f" -> {', '.join(outputs)}")
         return 0
-    ensure_environment(need_torch=args.command in ("export", "bench"))
+    # torch (and matplotlib, for the classic benchmark's chart) only where a classic model needs it.
+    classic = any(family(n) == "classic" for n in select(args.only, args.family))
+    ensure_environment(need_torch=args.command in ("export", "bench") and classic)
     return {"export": export, "check": check, "bench": bench}[args.command](args)
 
 

@@ -105,9 +105,16 @@ class HelpersTest(unittest.TestCase):
 
     def test_select(self):
         self.assertEqual(zoo.select("gpt2, mnist"), ["gpt2", "mnist"])
-        self.assertEqual(len(zoo.select(None)), 11)
+        self.assertEqual(len(zoo.select(None)), 15)
+        self.assertEqual(len(zoo.select(None, "classic")), 11)
+        self.assertEqual(zoo.select(None, "small"), ["vad", "ocr_cls", "mlp", "kws"])
+        self.assertEqual(zoo.select("kws", "small"), ["kws"])
         with self.assertRaises(SystemExit):
             zoo.select("nope")
+        with self.assertRaises(SystemExit):  # not of the family asked for
+            zoo.select("gpt2", "small")
+        # One file per small model (no -op17 variant to find missing).
+        self.assertEqual([p.name for p in zoo.model_files(Path("/z"), "vad")], ["vad.onnx"])
 
 
 class SplitRewriteTest(unittest.TestCase):
