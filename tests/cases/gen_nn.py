@@ -304,6 +304,16 @@ c.node("avgpool2d_pads", "AveragePool", {"x": rand(2, 3, 5, 7)}, kernel_shape=[3
        pads=[1, 1, 1, 1])
 c.node("avgpool2d_pads_include", "AveragePool", {"x": rand(2, 3, 5, 7)}, kernel_shape=[3, 3],
        pads=[1, 2, 1, 0], count_include_pad=1)
+# Windows wider than the output row: summed by window_sums_wide (8 columns at a time, even and odd
+# rows in two registers), with and without padding, wider than 8 columns, in 1-D and 3-D.
+c.node("avgpool2d_whole_map_kws", "AveragePool", {"x": rand(1, 64, 25, 5)}, kernel_shape=[25, 5])
+c.node("avgpool2d_wide_window_pads", "AveragePool", {"x": rand(2, 3, 6, 11)}, kernel_shape=[3, 10],
+       strides=[2, 3], pads=[1, 2, 1, 2])
+c.node("avgpool2d_wide_window_pads_include", "AveragePool", {"x": rand(1, 2, 6, 11)},
+       kernel_shape=[4, 9], strides=[1, 2], pads=[1, 3, 2, 3], count_include_pad=1)
+c.node("avgpool1d_wide_window", "AveragePool", {"x": rand(1, 4, 19)}, kernel_shape=[17], strides=[2])
+c.node("avgpool3d_wide_window", "AveragePool", {"x": rand(1, 2, 4, 5, 6)}, kernel_shape=[2, 3, 6],
+       pads=[0, 1, 1, 1, 0, 1])
 c.node("avgpool2d_asym_strides", "AveragePool", {"x": rand(1, 2, 9, 8)}, kernel_shape=[3, 2],
        pads=[2, 0, 1, 1], strides=[2, 3])
 c.node("avgpool2d_ceil", "AveragePool", {"x": rand(1, 2, 7, 8)}, kernel_shape=[3, 3],

@@ -1,5 +1,7 @@
 // MaxPool, AveragePool, LpPool, MaxUnpool, GlobalAveragePool, GlobalMaxPool, parallel over (batch,
 // channel) planes. Spatial dims are padded in front to three, as in conv.cpp.
+#include <immintrin.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -7,6 +9,7 @@
 #include <vector>
 
 #include "backends/cpu/kernel.hpp"
+#include "backends/cpu/kernels/short_rows.hpp"
 
 namespace quilt::cpu {
 
@@ -124,6 +127,53 @@ void window_rows(const Geometry& g, const T* x, T* y, T init, Op op) {
           }
         }
     }
+}
+
+// Window sums for windows wider than the output row (a 25x5 average over a 25x5 map), with
+// the additions reassociated: per output, 8 window columns at a time are summed down the
+// window's rows in two registers (even and odd rows), then across. window_rows' one chain of
+// kh * kw dependent adds, and a version keeping the column sums in memory (store-to-load
+// forwarding on every row), took 11.7 and 7 us for 64 such planes.
+bool wide_window_sums(const Geometry& g) {
+  return g.dilation[2] == 1 && g.kernel[2] > g.out[2];
+}
+
+void window_sums_wide(const Geometry& g, const float* x, float* y) {
+  for (int64_t od = 0; od < g.out[0]; ++od) {
+    const auto [d0, d1] =
+        kernel_range(od, g.stride[0], g.pad[0], g.dilation[0], g.kernel[0], g.in[0]);
+    for (int64_t oh = 0; oh < g.out[1]; ++oh) {
+      const auto [h0, h1] =
+          kernel_range(oh, g.stride[1], g.pad[1], g.dilation[1], g.kernel[1], g.in[1]);
+      const int64_t row_step = g.dilation[1] * g.in[2];
+      for (int64_t ow = 0; ow < g.out[2]; ++ow) {
+        const int64_t start = ow * g.stride[2] - g.pad[2];
+        const int64_t lo = std::max<int64_t>(start, 0), hi = std::min(start + g.kernel[2], g.in[2]);
+        __m256 total = _mm256_setzero_ps();
+        for (int64_t c = lo; c < hi; c += 8) {
+          const __m256i mask = lanes8(std::min<int64_t>(8, hi - c));
+          __m256 even = _mm256_setzero_ps(), odd = _mm256_setzero_ps();
+          for (int64_t kd = d0; kd < d1; ++kd) {
+            const int64_t id = od * g.stride[0] - g.pad[0] + kd * g.dilation[0];
+            const int64_t ih = oh * g.stride[1] - g.pad[1] + h0 * g.dilation[1];
+            const float* p = x + (id * g.in[1] + ih) * g.in[2] + c;
+            int64_t kh = h0;
+            for (; kh + 1 < h1; kh += 2, p += 2 * row_step) {
+              even = _mm256_add_ps(even, _mm256_maskload_ps(p, mask));
+              odd = _mm256_add_ps(odd, _mm256_maskload_ps(p + row_step, mask));
+            }
+            if (kh < h1) even = _mm256_add_ps(even, _mm256_maskload_ps(p, mask));
+          }
+          total = _mm256_add_ps(total, _mm256_add_ps(even, odd));
+        }
+        const __m128 half =
+            _mm_add_ps(_mm256_castps256_ps128(total), _mm256_extractf128_ps(total, 1));
+        const __m128 pair = _mm_add_ps(half, _mm_movehl_ps(half, half));
+        y[(od * g.out[1] + oh) * g.out[2] + ow] =
+            _mm_cvtss_f32(_mm_add_ss(pair, _mm_shuffle_ps(pair, pair, 1)));
+      }
+    }
+  }
 }
 
 // Number of window elements along one dim whose position lies in [lo, hi).
@@ -281,12 +331,16 @@ void run_average_pool(KernelContext& ctx, const Geometry& g) {
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
   const int64_t planes = x.dim(0) * x.dim(1);
+  const bool wide = wide_window_sums(g);
   ctx.pool.parallel_for(planes, std::max<int64_t>(1, 16384 / (ovol * kvol)),
                         [&](int64_t b, int64_t e) {
                           for (int64_t p = b; p < e; ++p) {
                             const float* xc = xp + p * ivol;
                             float* yc = yp + p * ovol;
-                            window_rows(g, xc, yc, 0.f, [](float a, float v) { return a + v; });
+                            if (wide)
+                              window_sums_wide(g, xc, yc);
+                            else
+                              window_rows(g, xc, yc, 0.f, [](float a, float v) { return a + v; });
                             for (int64_t o = 0; o < ovol; ++o)
                               yc[o] *= inv_count[static_cast<size_t>(o)];
                           }
