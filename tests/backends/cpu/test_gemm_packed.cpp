@@ -77,7 +77,8 @@ TEST(GemmPacked, PackedBWithActivationsReadInPlace) {
   std::mt19937 rng(13);
   ThreadPool one(1), two(2);
   for (bool trans_a : {false, true})
-    for (int64_t m : {1, 7, 8, 9, 21, 197})
+    for (int64_t m :
+         {1, 2, 3, 4, 7, 8, 9, 10, 12, 19, 21, 197})  // every tail: 1, 2, 4 or 8 rows live
       for (int64_t k : {1, 40, 769})
         for (int64_t n : {5, 48, 100}) {
           const int64_t lda = (trans_a ? m : k) + 3, ldc = n + 2;
