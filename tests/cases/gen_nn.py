@@ -130,6 +130,14 @@ c.node("conv2d_small_map_1x1", "Conv", {"x": rand(1, 96, 7, 7)},
 c.node("conv2d_small_map_atrous", "Conv", {"x": rand(2, 24, 7, 8)},
        initializers={"w": rand(40, 24, 3, 3), "b": rand(40)}, pads=[4, 4, 4, 4],
        dilations=[4, 4], rtol=1e-4, atol=1e-3)
+# 1-D convs on small maps with constant weights: gemm_channels (vectors along the output
+# channels), as the 2-D ones; the first is the VAD's STFT written as a strided conv.
+c.node("conv1d_small_map_const_stft", "Conv", {"x": rand(1, 1, 640)},
+       initializers={"w": rand(258, 1, 256), "b": rand(258)}, strides=[128], **CONV_TOL)
+c.node("conv1d_small_map_const_pads", "Conv", {"x": rand(2, 129, 5)},
+       initializers={"w": rand(128, 129, 3), "b": rand(128)}, pads=[1, 1], **CONV_TOL)
+c.node("conv1d_small_map_const_group_stride", "Conv", {"x": rand(1, 8, 23)},
+       initializers={"w": rand(16, 4, 5)}, group=2, strides=[2], pads=[2, 1], **CONV_TOL)
 c.node("conv1d_basic", "Conv", {"x": rand(2, 3, 10), "w": rand(4, 3, 3), "b": rand(4)},
        **CONV_TOL)
 c.node("conv1d_strides_pads_dil", "Conv", {"x": rand(1, 2, 17), "w": rand(3, 2, 4)},

@@ -273,6 +273,7 @@ class ShiftedInput {
     int64_t max_dh = 0;
     std::vector<int64_t> phase_index(static_cast<size_t>(sh * sw), -1);
     std::vector<std::array<int64_t, 3>> shift;  // per tap: phase, row shift, column shift
+    std::vector<int64_t> reach;                 // per phase: the largest column shift of its taps
     for (int64_t t : taps) {
       const int64_t kh = t / g.kernel[2], kw = t % g.kernel[2];
       const int64_t oh = kh * g.dilation[1], ow = kw * g.dilation[2];
@@ -280,19 +281,18 @@ class ShiftedInput {
       if (ph < 0) {
         ph = static_cast<int64_t>(phases_.size());
         phases_.push_back({oh % sh, ow % sw});
+        reach.push_back(0);
       }
       shift.push_back({ph, oh / sh, ow / sw});
       max_dh = std::max(max_dh, oh / sh);
+      reach[static_cast<size_t>(ph)] = std::max(reach[static_cast<size_t>(ph)], ow / sw);
     }
     // A row's right padding is the next row's left padding: columns read past the row's end
     // wrap onto zeros. So a row needs the columns that hold input and those read before the
     // wrap, not both paddings (3x3 on 14x14: 15 columns, not 16; an eighth fewer products).
     wq_ = g.out[2];  // at least: output (oh, ow) is column oh * wq + ow
     for (size_t p = 0; p < phases_.size(); ++p) {
-      int64_t reach = 0;  // the largest column shift of the taps in this phase
-      for (const auto& [ph, dh, dw] : shift)
-        if (ph == static_cast<int64_t>(p)) reach = std::max(reach, dw);
-      const int64_t wide = g.out[2] + reach;
+      const int64_t wide = g.out[2] + reach[p];
       const auto [qlo, qhi] = valid_range(wide, g.in[2], sw, phases_[p].second - g.pad[2]);
       wq_ = std::max({wq_, std::min(qhi, wide), wide - qlo});
     }
@@ -577,9 +577,11 @@ class ConvKernel : public Kernel {
   // ms), and maps above 28x28 (YOLOv5s) 3 % slower.
   static bool small_map(const NodeSignature& sig, int64_t mg, int64_t depth) {
     if (!gemm_packed_native() || sig.outputs.empty() || !sig.outputs[0].has_shape) return false;
+    // 2-D convs, and 1-D ones (a 1 x W map: the VAD's STFT as a conv, 258 channels x 4 columns).
     const std::vector<int64_t>& d = sig.outputs[0].dims;
-    if (d.size() != 4 || d[2] <= 0 || d[3] <= 0) return false;
-    const int64_t pixels = d[2] * d[3], block = PackedAChannels::kRows;
+    if (d.size() != 4 && d.size() != 3) return false;
+    if (std::any_of(d.begin() + 2, d.end(), [](int64_t v) { return v <= 0; })) return false;
+    const int64_t pixels = d[2] * (d.size() == 4 ? d[3] : 1), block = PackedAChannels::kRows;
     if (pixels <= 64) return true;
     const int64_t padded = (mg + block - 1) / block * block;
     return pixels <= 28 * 28 && depth >= 512 && padded * 8 <= mg * 9;
