@@ -96,8 +96,12 @@ void deinterleave(const float* src, float* even, int64_t n_even, float* odd, int
   const int64_t left = n_even - m + n_odd - m;  // input floats left: fewer than 8
   if (left == 0) return;
   split_even_odd(_mm256_maskload_ps(src + 2 * m, lanes8(left)), _mm256_setzero_ps(), e, o);
-  _mm256_maskstore_ps(even + m, lanes8(n_even - m), e);
-  _mm256_maskstore_ps(odd + m, lanes8(n_odd - m), o);
+  // Through a buffer rather than masked stores, which are microcoded on AMD (short_rows.hpp).
+  alignas(32) float tail[2][kLanes];
+  _mm256_store_ps(tail[0], e);
+  _mm256_store_ps(tail[1], o);
+  for (int64_t i = 0; i < n_even - m; ++i) even[m + i] = tail[0][i];
+  for (int64_t i = 0; i < n_odd - m; ++i) odd[m + i] = tail[1][i];
 }
 
 // Copies the input rows of one band into buf; rows outside the input become zero. Columns outside
