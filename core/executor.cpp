@@ -109,8 +109,44 @@ std::shared_ptr<LanePool> make_lane_pool() {
   return std::make_shared<LanePool>();
 }
 
+// The type of every value for one run: the creation-time ones, overridden only where this run's
+// differ. Copying all of them on every run was a vector allocation per value (204 per run of a
+// 200-node chain).
+class RunTypes {
+ public:
+  explicit RunTypes(const std::vector<TypeShape>& base) : base_(&base) {}
+  const TypeShape& operator[](size_t v) const {
+    return own_.empty() || !set_[v] ? (*base_)[v] : own_[v];
+  }
+  void set(size_t v, const TypeShape& t) {
+    const TypeShape& now = (*this)[v];
+    if (now.dtype == t.dtype && now.has_shape == t.has_shape && now.dims == t.dims) return;
+    own_writable(v) = t;
+  }
+  // Sets the type of a tensor value without building a TypeShape when it is unchanged.
+  void set_of(size_t v, const Tensor& t) {
+    const TypeShape& now = (*this)[v];
+    if (now.dtype == t.dtype() && now.has_shape && now.dims == t.shape()) return;
+    own_writable(v) = TypeShape::of(t);
+  }
+
+ private:
+  TypeShape& own_writable(size_t v) {
+    if (own_.empty()) {
+      own_.resize(base_->size());
+      set_.assign(base_->size(), 0);
+    }
+    set_[v] = 1;
+    return own_[v];
+  }
+  const std::vector<TypeShape>* base_;
+  std::vector<TypeShape> own_;
+  std::vector<char> set_;
+};
+
 // Everything one run owns.
 struct RunState {
+  explicit RunState(const std::vector<TypeShape>& static_types) : types(static_types) {}
   struct SlotState {
     Tensor host;          // host-memory slots
     void* dev = nullptr;  // device slots
@@ -121,7 +157,7 @@ struct RunState {
   std::mutex mutex;
   std::condition_variable cv;
   std::vector<SlotState> slots;
-  std::vector<TypeShape> types;  // per value, for this run
+  RunTypes types;  // per value, for this run
   std::exception_ptr error;
   bool failed = false;
   struct SpanRecord {
@@ -209,7 +245,7 @@ bool ExecutionPlan::infer_patch(const Step& step, RunState& st) const {
       if (!out_types[i].is_static())
         pn.node->fail("could not infer the shape of output '" + names_[pn.outputs[i]] + "'",
                       ErrorCode::Runtime);
-      st.types[pn.outputs[i]] = out_types[i];
+      st.types.set(static_cast<size_t>(pn.outputs[i]), out_types[i]);
     }
   }
   return false;
@@ -357,7 +393,7 @@ void ExecutionPlan::run_host_step(const Step& step, RunState& st) const {
     const int s = step.out_slots[i];
     if (s < 0) continue;
     st.slots[s].host = results[i];
-    st.types[slots_[s].value] = TypeShape::of(results[i]);
+    st.types.set_of(static_cast<size_t>(slots_[s].value), results[i]);
   }
   if (st.profiling) {
     std::lock_guard lock(st.mutex);
@@ -513,15 +549,14 @@ namespace {
 void set_host(RunState& st, int v, const Tensor& t) {
   st.slots[v].host = t;
   st.slots[v].issued = true;
-  if (t.defined()) st.types[v] = TypeShape::of(t);
+  if (t.defined()) st.types.set_of(static_cast<size_t>(v), t);
 }
 }  // namespace
 
 TensorMap ExecutionPlan::run(const TensorMap& inputs, const std::vector<std::string>& output_names,
                              RunProfile* profile) const {
-  RunState st;
+  RunState st(static_types_);
   st.slots.resize(slots_.size());
-  st.types = static_types_;
   for (size_t v = 0; v < names_.size(); ++v) {
     if (constants_[v].defined()) set_host(st, static_cast<int>(v), constants_[v]);
     if (defaults_[v].defined()) set_host(st, static_cast<int>(v), defaults_[v]);
@@ -586,9 +621,8 @@ TensorMap ExecutionPlan::run(const TensorMap& inputs, const std::vector<std::str
 
 std::vector<Tensor> ExecutionPlan::run_subgraph(const std::vector<Tensor>& formal,
                                                 const std::map<std::string, Tensor>& outer) const {
-  RunState st;
+  RunState st(static_types_);
   st.slots.resize(slots_.size());
-  st.types = static_types_;
   for (size_t v = 0; v < names_.size(); ++v)
     if (constants_[v].defined()) set_host(st, static_cast<int>(v), constants_[v]);
   for (size_t i = 0; i < formal_.size(); ++i)

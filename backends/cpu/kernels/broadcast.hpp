@@ -193,10 +193,23 @@ inline void binary_run(O* out, const A* a, int64_t step_a, const B* b, int64_t s
 template <class A, class B, class O, class Op>
 void broadcast_binary(const ThreadPool& pool, const Tensor& a, const Tensor& b, Tensor& out, Op op,
                       int64_t grain = kElementwiseGrain) {
-  BroadcastPlan plan(out.shape(), {a.shape(), b.shape()});
   const A* pa = a.data<A>();
   const B* pb = b.data<B>();
   O* po = out.data<O>();
+  // Operands of the output's shape or of one element need no plan: one loop (a plan costs ten
+  // allocations, more than an op on 64 floats).
+  const int64_t n = out.numel();
+  const bool a_full = a.numel() == n && a.shape() == out.shape(), a_one = a.numel() == 1;
+  const bool b_full = b.numel() == n && b.shape() == out.shape(), b_one = b.numel() == 1;
+  if ((a_full || a_one) && (b_full || b_one)) {
+    if (n == 0) return;
+    pool.parallel_for(n, grain, [&](int64_t begin, int64_t end) {
+      binary_run(po + begin, pa + (a_full ? begin : 0), a_full ? 1 : 0, pb + (b_full ? begin : 0),
+                 b_full ? 1 : 0, end - begin, op);
+    });
+    return;
+  }
+  BroadcastPlan plan(out.shape(), {a.shape(), b.shape()});
   parallel_runs(pool, plan, grain, [&](int64_t o, const int64_t* in, int64_t n, const int64_t* s) {
     binary_run(po + o, pa + in[0], s[0], pb + in[1], s[1], n, op);
   });
