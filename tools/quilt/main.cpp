@@ -1,6 +1,7 @@
 // The quilt command-line tool. Exit codes: 0 ok, 1 failure, 2 bad usage or input.
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -42,12 +43,24 @@ int main(int argc, char** argv) {
     std::printf("quilt %s\n", QUILT_VERSION);
     return 0;
   }
-  if (cmd == "run") return quilt::cli::cmd_run(rest);
-  if (cmd == "plan") return quilt::cli::cmd_plan(rest);
-  if (cmd == "bench") return quilt::cli::cmd_bench(rest);
-  if (cmd == "devices") return quilt::cli::cmd_devices(rest);
-  if (cmd == "ops") return quilt::cli::cmd_ops(rest);
-  if (cmd == "test-onnx") return quilt::cli::cmd_test_onnx(rest);
+  // Each command reports its own errors; this only keeps an exception that escapes one (a bug)
+  // from ending the process by std::terminate.
+  try {
+    if (cmd == "run") return quilt::cli::cmd_run(rest);
+    if (cmd == "plan") return quilt::cli::cmd_plan(rest);
+    if (cmd == "bench") return quilt::cli::cmd_bench(rest);
+    if (cmd == "devices") return quilt::cli::cmd_devices(rest);
+    if (cmd == "ops") return quilt::cli::cmd_ops(rest);
+    if (cmd == "test-onnx") return quilt::cli::cmd_test_onnx(rest);
+  } catch (const quilt::Error& e) {
+    return quilt::cli::report(e);
+  } catch (const std::filesystem::filesystem_error& e) {
+    std::fprintf(stderr, "quilt: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "quilt: unexpected error: %s\n", e.what());
+    return 1;
+  }
   std::fprintf(stderr, "quilt: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
   return 2;
 }
