@@ -226,13 +226,18 @@ void infer_pool(InferenceContext& ctx) {
   if (ceil_mode != 0 && ceil_mode != 1)
     ctx.fail("ceil_mode " + std::to_string(ceil_mode) + " must be 0 or 1");
   // A window entirely in the padding has no value (MaxPool would give -FLT_MAX, AveragePool
-  // 0/0): explicit pads must be smaller than the window, as onnxruntime requires.
+  // 0/0): explicit pads must be smaller than the window's extent, (kernel - 1) * dilation + 1.
+  // (onnxruntime asks for pads smaller than kernel_shape, which refuses dilated windows that
+  // always reach the input.)
   if (w.auto_pad == "NOTSET")
-    for (size_t i = 0; i < w.pads.size(); ++i)
-      if (w.pads[i] >= w.kernel[i % sp])
+    for (size_t i = 0; i < w.pads.size(); ++i) {
+      const size_t d = i % sp;
+      const int64_t extent = (w.kernel[d] - 1) * w.dilations[d] + 1;
+      if (w.pads[i] >= extent)
         ctx.fail("pads " + ints_str(w.pads) + ": pad " + std::to_string(w.pads[i]) +
-                 " is not smaller than kernel_shape " + ints_str(w.kernel) +
-                 ", so a window could hold only padding");
+                 " is not smaller than the window (kernel_shape " + ints_str(w.kernel) +
+                 ", dilations " + ints_str(w.dilations) + "), so a window could hold only padding");
+    }
   if (ctx.node().op_type == "LpPool" && ctx.node().attr_int("p", 2) <= 0)
     ctx.fail("p " + std::to_string(ctx.node().attr_int("p", 2)) + " must be positive");
   if (ctx.node().op_type == "MaxPool") {
