@@ -208,6 +208,16 @@ struct RunState {
   }
 };
 
+namespace {
+// The host value in slot s: a constant stays in the plan (copying every constant into every
+// run's slots was an allocation each: 300 per run of a model whose weights are Constant nodes).
+const Tensor& host_value(const RunState& st, int s, const std::vector<Tensor>& constants) {
+  const Tensor& t = st.slots[s].host;
+  if (t.defined() || static_cast<size_t>(s) >= constants.size()) return t;
+  return constants[s];
+}
+}  // namespace
+
 bool ExecutionPlan::infer_patch(const Step& step, RunState& st) const {
   // st.types starts as static_types_: with the same boundary types, inference would only
   // write them again (MNIST: a tenth of a run, mostly allocations).
@@ -265,10 +275,11 @@ void ExecutionPlan::issue(const Step& step, RunState& st, bool static_types) con
         else
           e->wait("[" + step.label + "]");
       }
-      RunState::SlotState& slot = st.slots[s];
-      if (slots_[s].space == 0)
-        return slot.host.nbytes() ? const_cast<void*>(slot.host.raw_data()) : nullptr;
-      return slot.dev;
+      if (slots_[s].space == 0) {
+        const Tensor& host = host_value(st, s, constants_);
+        return host.nbytes() ? const_cast<void*>(host.raw_data()) : nullptr;
+      }
+      return st.slots[s].dev;
     };
     auto allocate = [&](int s) -> void* {
       const TypeShape& t = st.types[slots_[s].value];
@@ -338,7 +349,7 @@ void ExecutionPlan::issue(const Step& step, RunState& st, bool static_types) con
     } else if (step.kind == StepKind::Upload) {
       const int src = step.in_slots[0];
       st.wait_ready(src, step.label);
-      const Tensor& host = st.slots[src].host;
+      const Tensor& host = host_value(st, src, constants_);
       void* dst = allocate(step.out_slots[0]);
       if (transfer_bytes)
         device.copy_to_device(dst, host.raw_data(), transfer_bytes, {}, event.get(), tag);
@@ -381,7 +392,7 @@ void ExecutionPlan::run_host_step(const Step& step, RunState& st) const {
       continue;
     }
     st.wait_ready(s, step.label);
-    in.push_back(st.slots[s].host);
+    in.push_back(host_value(st, s, constants_));
   }
   std::vector<Tensor> results;
   try {
@@ -558,7 +569,7 @@ TensorMap ExecutionPlan::run(const TensorMap& inputs, const std::vector<std::str
   RunState st(static_types_);
   st.slots.resize(slots_.size());
   for (size_t v = 0; v < names_.size(); ++v) {
-    if (constants_[v].defined()) set_host(st, static_cast<int>(v), constants_[v]);
+    if (constants_[v].defined()) st.slots[v].issued = true;  // read in place (host_value)
     if (defaults_[v].defined()) set_host(st, static_cast<int>(v), defaults_[v]);
   }
   for (const auto& [name, tensor] : inputs) {
@@ -615,7 +626,8 @@ TensorMap ExecutionPlan::run(const TensorMap& inputs, const std::vector<std::str
   std::vector<const Tensor*> caller;
   for (const auto& [_, in] : inputs) caller.push_back(&in);
   TensorMap result;
-  for (const auto& name : wanted) result[name] = detach(st.slots[ids_.at(name)].host, caller);
+  for (const auto& name : wanted)
+    result[name] = detach(host_value(st, ids_.at(name), constants_), caller);
   return result;
 }
 
@@ -624,7 +636,7 @@ std::vector<Tensor> ExecutionPlan::run_subgraph(const std::vector<Tensor>& forma
   RunState st(static_types_);
   st.slots.resize(slots_.size());
   for (size_t v = 0; v < names_.size(); ++v)
-    if (constants_[v].defined()) set_host(st, static_cast<int>(v), constants_[v]);
+    if (constants_[v].defined()) st.slots[v].issued = true;  // read in place (host_value)
   for (size_t i = 0; i < formal_.size(); ++i)
     set_host(st, ids_.at(formal_[i]), i < formal.size() ? formal[i] : Tensor());
   for (const auto& name : outer_) {
@@ -639,9 +651,10 @@ std::vector<Tensor> ExecutionPlan::run_subgraph(const std::vector<Tensor>& forma
   execute(st, wanted, nullptr);
   std::vector<Tensor> out;
   for (int id : wanted) {
-    if (!st.slots[id].host.defined())
+    const Tensor& value = host_value(st, id, constants_);
+    if (!value.defined())
       throw Error(ErrorCode::Runtime, where_ + ": output '" + names_[id] + "' has no value");
-    out.push_back(detach(st.slots[id].host, {}));
+    out.push_back(detach(value, {}));
   }
   return out;
 }

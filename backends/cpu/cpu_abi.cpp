@@ -353,7 +353,12 @@ void run(const quilt_device_s& device, const quilt_executable_s& exe,
     const TypeShape& t = type_at(v);
     return Tensor::wrap(t.dtype, t.dims, data);
   };
-  std::vector<Tensor> values = exe.table.constants;
+  // Values produced in this run; constants are read in place from the table (copying them all
+  // into every run was an allocation per constant).
+  std::vector<Tensor> values(n);
+  auto value = [&](int32_t v) -> const Tensor& {
+    return values[v].defined() ? values[v] : exe.table.constants[v];
+  };
   std::vector<Tensor> boundary(n);  // the host's output buffers, by value
   std::vector<char> keep(n, 0);
   for (size_t i = 0; i < exe.inputs.size(); ++i)
@@ -370,7 +375,7 @@ void run(const quilt_device_s& device, const quilt_executable_s& exe,
     in_ptrs.assign(cn.inputs.size(), nullptr);
     for (size_t i = 0; i < cn.inputs.size(); ++i)
       if (cn.inputs[i] >= 0) {
-        const Tensor& t = values[cn.inputs[i]];
+        const Tensor& t = value(cn.inputs[i]);
         if (!t.defined())
           cn.node.fail("input '" + cn.node.inputs[i] + "' has no value", ErrorCode::Runtime);
         in_ptrs[i] = &t;

@@ -5,7 +5,7 @@
 // are merged, so the common cases become few, long contiguous runs: same-shape inputs are one
 // run, a scalar operand is one run with step 0, a trailing vector (bias) is rows of runs.
 //
-//   BroadcastPlan plan(out.shape(), {a.shape(), b.shape()});
+//   BroadcastPlan plan(out.shape(), {&a.shape(), &b.shape()});
 //   parallel_runs(ctx.pool, plan, kGrain, [&](int64_t o, const int64_t* in, int64_t n,
 //                                              const int64_t* step) {
 //     // out[o + i] = f(a[in[0] + i * step[0]], b[in[1] + i * step[1]]) for i in [0, n)
@@ -16,9 +16,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
+#include "backends/cpu/inline_vector.hpp"
 #include "backends/cpu/thread_pool.hpp"
 #include "quilt/quilt.hpp"
 
@@ -57,55 +59,13 @@ class BroadcastPlan {
   BroadcastPlan(const std::vector<int64_t>& out_shape,
                 const std::vector<std::vector<int64_t>>& in_shapes)
       : num_inputs_(in_shapes.size()) {
-    const size_t rank = out_shape.size();
-    numel_ = 1;
-    for (int64_t d : out_shape) numel_ *= d;
-    // Each input padded to the output's rank with leading 1s.
-    std::vector<std::vector<int64_t>> padded;
-    for (const auto& s : in_shapes) {
-      if (s.size() > rank)
-        throw Error(ErrorCode::Runtime, "broadcast: input of rank " + std::to_string(s.size()) +
-                                            " does not fit output " + to_string(out_shape));
-      std::vector<int64_t> p(rank - s.size(), 1);
-      p.insert(p.end(), s.begin(), s.end());
-      for (size_t d = 0; d < rank; ++d)
-        if (p[d] != out_shape[d] && p[d] != 1)
-          throw Error(ErrorCode::Runtime, "broadcast: input shape " + to_string(s) +
-                                              " does not broadcast to " + to_string(out_shape));
-      padded.push_back(std::move(p));
-    }
-    // Collapse: keep dims of size != 1, merge a dim into the previous kept one when every input
-    // is broadcast in both or in neither.
-    std::vector<int64_t> dims;
-    std::vector<std::vector<char>> full(num_inputs_);  // per kept dim: input not broadcast
-    for (size_t d = 0; d < rank; ++d) {
-      if (out_shape[d] == 1) continue;
-      bool mergeable = !dims.empty();
-      for (size_t k = 0; k < num_inputs_ && mergeable; ++k)
-        if ((padded[k][d] != 1) != static_cast<bool>(full[k].back())) mergeable = false;
-      if (mergeable) {
-        dims.back() *= out_shape[d];
-      } else {
-        dims.push_back(out_shape[d]);
-        for (size_t k = 0; k < num_inputs_; ++k) full[k].push_back(padded[k][d] != 1);
-      }
-    }
-    if (dims.empty()) {  // scalar output (or all dims 1)
-      dims.push_back(1);
-      for (size_t k = 0; k < num_inputs_; ++k) full[k].push_back(1);
-    }
-    dims_ = dims;
-    const size_t r = dims_.size();
-    strides_.assign(num_inputs_ * r, 0);
-    for (size_t k = 0; k < num_inputs_; ++k) {
-      int64_t s = 1;
-      for (size_t d = r; d-- > 0;) {
-        if (full[k][d]) {
-          strides_[k * r + d] = s;
-          s *= dims_[d];
-        }
-      }
-    }
+    init(out_shape, [&](size_t k) -> const std::vector<int64_t>& { return in_shapes[k]; });
+  }
+  // The same without copying the shapes: BroadcastPlan(out.shape(), {&a.shape(), &b.shape()}).
+  BroadcastPlan(const std::vector<int64_t>& out_shape,
+                std::initializer_list<const std::vector<int64_t>*> in_shapes)
+      : num_inputs_(in_shapes.size()) {
+    init(out_shape, [&](size_t k) -> const std::vector<int64_t>& { return *in_shapes.begin()[k]; });
   }
 
   int64_t numel() const { return numel_; }
@@ -126,7 +86,7 @@ class BroadcastPlan {
     if (begin >= end) return;
     const size_t r = dims_.size();
     const int64_t inner = dims_[r - 1];
-    std::vector<int64_t> idx(r), off(num_inputs_, 0), step(num_inputs_);
+    Small idx(r, 0), off(num_inputs_, 0), step(num_inputs_, 0);
     for (size_t k = 0; k < num_inputs_; ++k) step[k] = strides_[k * r + r - 1];
     int64_t rem = begin;
     for (size_t d = r; d-- > 0;) {
@@ -154,10 +114,63 @@ class BroadcastPlan {
   }
 
  private:
+  template <class ShapeOf>
+  void init(const std::vector<int64_t>& out_shape, ShapeOf shape_of) {
+    const size_t rank = out_shape.size();
+    numel_ = 1;
+    for (int64_t d : out_shape) numel_ *= d;
+    // Each input padded to the output's rank with leading 1s: padded[k * rank + d].
+    Small padded(num_inputs_ * rank, 1);
+    for (size_t k = 0; k < num_inputs_; ++k) {
+      const std::vector<int64_t>& s = shape_of(k);
+      if (s.size() > rank)
+        throw Error(ErrorCode::Runtime, "broadcast: input of rank " + std::to_string(s.size()) +
+                                            " does not fit output " + to_string(out_shape));
+      for (size_t i = 0; i < s.size(); ++i) padded[k * rank + rank - s.size() + i] = s[i];
+      for (size_t d = 0; d < rank; ++d)
+        if (padded[k * rank + d] != out_shape[d] && padded[k * rank + d] != 1)
+          throw Error(ErrorCode::Runtime, "broadcast: input shape " + to_string(s) +
+                                              " does not broadcast to " + to_string(out_shape));
+    }
+    // Collapse: keep dims of size != 1, merge a dim into the previous kept one when every input
+    // is broadcast in both or in neither. full[k * rank + j]: input k not broadcast in kept dim j.
+    Small full(num_inputs_ * std::max<size_t>(rank, 1), 0);
+    for (size_t d = 0; d < rank; ++d) {
+      if (out_shape[d] == 1) continue;
+      const size_t j = dims_.size();
+      bool mergeable = j > 0;
+      for (size_t k = 0; k < num_inputs_ && mergeable; ++k)
+        if ((padded[k * rank + d] != 1) != (full[k * rank + j - 1] != 0)) mergeable = false;
+      if (mergeable) {
+        dims_.back() *= out_shape[d];
+      } else {
+        dims_.push_back(out_shape[d]);
+        for (size_t k = 0; k < num_inputs_; ++k) full[k * rank + j] = padded[k * rank + d] != 1;
+      }
+    }
+    const size_t stride_of_full = std::max<size_t>(rank, 1);
+    if (dims_.empty()) {  // scalar output (or all dims 1)
+      dims_.push_back(1);
+      for (size_t k = 0; k < num_inputs_; ++k) full[k * stride_of_full] = 1;
+    }
+    const size_t r = dims_.size();
+    strides_.assign(num_inputs_ * r, 0);
+    for (size_t k = 0; k < num_inputs_; ++k) {
+      int64_t s = 1;
+      for (size_t d = r; d-- > 0;) {
+        if (full[k * stride_of_full + d]) {
+          strides_[k * r + d] = s;
+          s *= dims_[d];
+        }
+      }
+    }
+  }
+
+  using Small = InlineVector<int64_t, 16>;  // no allocation for the usual ranks and arities
   size_t num_inputs_;
   int64_t numel_ = 0;
-  std::vector<int64_t> dims_;     // collapsed output dims, outermost first; never empty
-  std::vector<int64_t> strides_;  // [k * rank + d]: input k's element stride in dim d, 0 = bcast
+  Small dims_;     // collapsed output dims, outermost first; never empty
+  Small strides_;  // [k * rank + d]: input k's element stride in dim d, 0 = broadcast
 };
 
 // Runs plan.for_each_run over the whole output, split across the pool in chunks of >= grain.
@@ -209,7 +222,7 @@ void broadcast_binary(const ThreadPool& pool, const Tensor& a, const Tensor& b, 
     });
     return;
   }
-  BroadcastPlan plan(out.shape(), {a.shape(), b.shape()});
+  BroadcastPlan plan(out.shape(), {&a.shape(), &b.shape()});
   parallel_runs(pool, plan, grain, [&](int64_t o, const int64_t* in, int64_t n, const int64_t* s) {
     binary_run(po + o, pa + in[0], s[0], pb + in[1], s[1], n, op);
   });

@@ -321,7 +321,7 @@ void where_typed(KernelContext& ctx) {
   const Tensor& x = ctx.input(1);
   const Tensor& y = ctx.input(2);
   Tensor& out = ctx.output_uninitialized(0);
-  BroadcastPlan plan(out.shape(), {c.shape(), x.shape(), y.shape()});
+  BroadcastPlan plan(out.shape(), {&c.shape(), &x.shape(), &y.shape()});
   const bool* pc = c.data<bool>();
   const U* px = static_cast<const U*>(x.raw_data());
   const U* py = static_cast<const U*>(y.raw_data());
