@@ -1,7 +1,9 @@
 // RAII wrappers over the backend ABI, and AbiGraph.
 #include "core/device.hpp"
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdlib>
 #include <new>
 
 struct quilt_status_s {
@@ -282,6 +284,19 @@ Device::Device(const LoadedBackend& backend, int32_t index,
   for (const auto& [k, v] : options) opts.push_back({k.c_str(), v.c_str()});
   check_status(api_->device_open(api_->context, index, opts.data(), opts.size(), &handle_),
                "[" + name_ + "] cannot open the device");
+  // A device with its own memory may publish what a command costs it (after opening: the
+  // backend may measure it then), for the partitioner's cost rule.
+  if (!host_memory()) {
+    quilt_device_info_t full{};
+    full.struct_size = sizeof(full);
+    if (quilt_status_t s = api_->device_info(api_->context, index, &full))
+      status_release(s);  // no cost published: the rule only leaves the device out
+    else
+      for (size_t k = 0; k < full.num_properties; ++k)
+        if (full.property_keys[k] && full.property_values[k] &&
+            std::string(full.property_keys[k]) == "launch_ns")
+          launch_ns_ = std::max(0.0, std::strtod(full.property_values[k], nullptr));
+  }
 }
 
 Device::~Device() {

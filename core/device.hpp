@@ -137,6 +137,9 @@ class Device : public std::enable_shared_from_this<Device> {
   const std::string& description() const { return description_; }
   bool host_memory() const { return flags_ & QUILT_DEVICE_HOST_MEMORY; }
   bool synchronous() const { return flags_ & QUILT_DEVICE_SYNCHRONOUS; }
+  // What one command and wait costs on the device, in ns, as its backend measured and published
+  // it (device property "launch_ns", read once the device is open); 0 when it did not.
+  double launch_ns() const { return launch_ns_; }
 
   // "" when the device claims the one-node graph, else the backend's reason.
   std::string supports(AbiGraph& node) const;
@@ -163,6 +166,7 @@ class Device : public std::enable_shared_from_this<Device> {
   quilt_device_t handle_ = nullptr;
   std::string name_, description_;
   uint32_t flags_ = 0;
+  double launch_ns_ = 0;
 };
 
 using DeviceList = std::vector<std::shared_ptr<const Device>>;

@@ -113,6 +113,9 @@ class Assigner {
         if (p >= 0 && on_device(p) && r.device_of[p] == r.device_of[n]) parent[find(n)] = find(p);
       }
     }
+    std::vector<std::vector<int>> consumers(values.size());
+    for (int n = 0; n < n_nodes; ++n)
+      for (int v : nodes_[n].inputs) consumers[v].push_back(n);
     std::map<int, std::vector<int>> components;
     for (int n = 0; n < n_nodes; ++n)
       if (on_device(n)) components[find(n)].push_back(n);
@@ -141,6 +144,8 @@ class Assigner {
         rule = "cost rule: a cheap island of " + std::to_string(members.size()) +
                (members.size() == 1 ? " node" : " nodes") + " on " +
                devices_[r.device_of[members[0]]].name + " would cost two copies; kept on the CPU";
+      else
+        rule = launch_rule(members, r, values, producer, consumers, find, on_device);
       if (rule.empty()) continue;
       bool cpu_runs_all = std::all_of(members.begin(), members.end(),
                                       [&](int n) { return why_not(n, cpu()).empty(); });
@@ -153,6 +158,41 @@ class Assigner {
   }
 
  private:
+  // The measured-launch part of the cost rule: an island the CPU would finish before the device
+  // has been asked for each of its kernels and copies goes back to the CPU (the small models on
+  // PoCL, where every command costs ~17 us). "" when it stays, or when a cost is unknown.
+  template <class Find, class OnDevice>
+  std::string launch_rule(const std::vector<int>& members, const Result& r,
+                          const std::vector<Value>& values, const std::vector<int>& producer,
+                          const std::vector<std::vector<int>>& consumers, Find& find,
+                          OnDevice& on_device) const {
+    const Device& device = devices_[r.device_of[members[0]]];
+    if (device.launch_ns <= 0) return "";
+    double cpu_ns = 0;
+    for (int n : members) {
+      if (nodes_[n].cpu_ns < 0) return "";
+      cpu_ns += nodes_[n].cpu_ns;
+    }
+    const int island = find(members[0]);
+    auto inside = [&](int n) { return on_device(n) && find(n) == island; };
+    std::set<int> copied;  // values copied in or out, once each
+    for (int n : members) {
+      for (int v : nodes_[n].inputs)
+        if (!values[v].constant && (producer[v] < 0 || !inside(producer[v]))) copied.insert(v);
+      for (int v : nodes_[n].outputs)
+        if (values[v].graph_output || std::any_of(consumers[v].begin(), consumers[v].end(),
+                                                  [&](int c) { return !inside(c); }))
+          copied.insert(v);
+    }
+    const size_t commands = members.size() + copied.size();
+    const double device_ns = device.launch_ns * static_cast<double>(commands);
+    if (cpu_ns >= device_ns) return "";
+    return "cost rule: about " + std::to_string(static_cast<int64_t>(cpu_ns / 1000)) +
+           " us on the CPU against " + std::to_string(commands) + " kernels and copies of " +
+           std::to_string(static_cast<int64_t>(device.launch_ns / 1000)) + " us each on " +
+           device.name + "; kept on the CPU";
+  }
+
   const std::vector<Node>& nodes_;
   const std::vector<Device>& devices_;
   const Options& options_;

@@ -6,7 +6,9 @@
 //               claims them (the CPU last, when fallback is allowed). Strict mode fails listing
 //               every node nobody claims, with each device's reason.
 //   2. cost     device islands without a heavy op (at most kIslandMax nodes), or whose values are
-//               all tiny, go back to the CPU: two copies cost more than they save.
+//               all tiny, go back to the CPU: two copies cost more than they save. So does an
+//               island the CPU would finish before the device's launches and copies could
+//               (Node::cpu_ns against Device::launch_ns, when the device measured it).
 //   3. group    nodes, in topological order, join a patch of their device when that adds no
 //               dependency to the patch: so the patch graph stays acyclic whatever the claims
 //               (checked on patch ancestor sets), and independent branches stay apart and
@@ -31,6 +33,9 @@ struct Node {
   std::vector<int> value_inputs;
   std::vector<int> outputs;  // value ids produced
   bool host = false;         // run by the host itself (control flow), alone in its patch
+  // Estimated time on the CPU backend in ns (its multiply-adds and elements at typical rates);
+  // < 0 when the shapes are not known at session creation.
+  double cpu_ns = -1;
 };
 
 struct Value {
@@ -43,6 +48,9 @@ struct Device {
   std::string name;       // "cpu", "example:0"
   int space = 0;          // memory space: 0 = host memory
   bool requested = true;  // in the user's list (the CPU may be only the fallback)
+  // What the device measured a command and wait to cost (its "launch_ns" property); 0 when it
+  // did not say. An island then costs at least launch_ns per kernel and per copy on it.
+  double launch_ns = 0;
 };
 
 struct Options {

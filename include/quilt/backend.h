@@ -235,7 +235,10 @@ typedef struct quilt_device_info {
   const char* name;      /* e.g. "Simulated accelerator 0"; owned by the plugin */
   uint32_t flags;        /* quilt_device_flags_t */
   uint64_t memory_bytes; /* 0 = unknown */
-  size_t num_properties; /* extra lines for `quilt devices`, e.g. {"driver", "3.1"} */
+  /* extra lines for `quilt devices`, e.g. {"driver", "3.1"}. One key is read by the host too:
+     "launch_ns", what a command and a wait for it cost the device (decimal ns), for the
+     partitioner's cost rule (docs/BACKEND_ABI.md). */
+  size_t num_properties;
   const char* const* property_keys;
   const char* const* property_values;
 } quilt_device_info_t;

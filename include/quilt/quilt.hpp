@@ -237,7 +237,9 @@ struct SessionOptions {
   // Creation fails if the pinned backend does not claim the node.
   std::map<std::string, std::string> pinned_nodes;
   // Keeps tiny device islands (shape arithmetic, scalars, a lone cheap op between CPU nodes)
-  // on the CPU rather than paying a copy in and a copy out. false: every claim is honoured.
+  // on the CPU rather than paying a copy in and a copy out, and, on a device that publishes
+  // its per-command cost (launch_ns), islands the CPU would finish before the device's kernels
+  // and copies could be launched. false: every claim is honoured.
   bool partition_cost_rule = true;
   // Backend plugin libraries to load (paths to shared libraries), in addition to those found
   // in the directories of the QUILT_PLUGIN_PATH environment variable (':'-separated). Session

@@ -513,6 +513,41 @@ TEST(PartitionCostRule, IslandsOfUpToTwoCheapNodesGoBack) {
   }
 }
 
+// A chain of `length` MatMuls on acc:0 between CPU Softmaxes, each estimated at `cpu_ns` on the
+// CPU; acc:0 costs `launch_ns` per command.
+TEST(PartitionCostRule, IslandsTheCpuFinishesBeforeTheLaunchesGoBack) {
+  auto run = [](double launch_ns, double cpu_ns, int length = 3) {
+    Rig rig = acc_and_cpu();
+    rig.devices[0].launch_ns = launch_ns;
+    Graph g;
+    int v = g.op("Softmax", {g.input()});
+    for (int k = 0; k < length; ++k) {
+      v = g.op("MatMul", {v, g.constant()});
+      g.nodes.back().cpu_ns = cpu_ns;
+    }
+    g.output(g.op("Softmax", {v}));
+    Result r = rig.run(g);
+    check_invariants(g, rig, r);
+    return r;
+  };
+  // 3 kernels + 2 copies (the constants are no copies) of 20 us = 100 us against 3 x 10 us.
+  Result r = run(20000, 10000);
+  for (int n = 1; n <= 3; ++n) {
+    EXPECT_EQ(r.device_of[n], 1) << "node " << n;
+    EXPECT_EQ(r.reason[n],
+              "cost rule: about 30 us on the CPU against 5 kernels and copies of 20 us each on "
+              "acc:0; kept on the CPU");
+  }
+  // Work the launches do not dwarf stays: 3 x 40 us against 100 us.
+  r = run(20000, 40000);
+  for (int n = 1; n <= 3; ++n) EXPECT_EQ(r.device_of[n], 0) << "node " << n;
+  // No measured launch cost, or a node whose CPU time is unknown: the rule does not apply.
+  r = run(0, 10);
+  for (int n = 1; n <= 3; ++n) EXPECT_EQ(r.device_of[n], 0) << "node " << n;
+  r = run(20000, -1);
+  for (int n = 1; n <= 3; ++n) EXPECT_EQ(r.device_of[n], 0) << "node " << n;
+}
+
 TEST(PartitionCostRule, TinyValuesGoBack) {
   Rig rig = acc_and_cpu();
   const std::string tiny_reason = "cost rule: its values are tiny (at most " +

@@ -180,6 +180,32 @@ TEST(OpenCL, ActivationsWithAttributes) {
   expect_same_as_cpu("activations.onnx", {{"x", x}});
 }
 
+// The device publishes what a command costs it (launch_ns, measured when the plugin lists its
+// devices); with the cost rule on, an island the CPU finishes sooner than the device's launches
+// and copies stays on the CPU. With a symbolic batch its cost is unknown and the claim stands.
+TEST(OpenCL, SmallStaticModelsStayOnTheCpuByMeasuredLaunchCost) {
+  SessionOptions o = opencl_options();
+  o.partition_cost_rule = true;
+  o.fixed_dims = {{"n", 4}};
+  Session small(kDir + "/mlp.onnx", o);
+  for (const auto& n : small.plan().nodes) {
+    EXPECT_EQ(n.backend, "cpu") << small.plan().to_text();
+    EXPECT_EQ(n.reason.rfind("cost rule: about ", 0), 0u) << n.reason;
+    EXPECT_NE(n.reason.find(" us each on opencl:0; kept on the CPU"), std::string::npos)
+        << n.reason;
+  }
+  o.fixed_dims.clear();
+  Session symbolic(kDir + "/mlp.onnx", o);
+  for (const auto& n : symbolic.plan().nodes) EXPECT_EQ(n.backend, "opencl:0") << n.name;
+  o.fixed_dims = {{"n", 4}};
+  o.partition_cost_rule = false;
+  Session forced(kDir + "/mlp.onnx", o);
+  for (const auto& n : forced.plan().nodes) EXPECT_EQ(n.backend, "opencl:0") << n.name;
+  const Tensor x = random_input({4, 37}, 3);
+  const Tensor a = small.run({{"x", x}}).at("y"), b = forced.run({{"x", x}}).at("y");
+  for (int64_t i = 0; i < a.numel(); ++i) EXPECT_NEAR(a.data<float>()[i], b.data<float>()[i], 1e-5);
+}
+
 TEST(OpenCL, CpuFallbackInTheMiddle) {
   Session s = expect_same_as_cpu("fallback.onnx", {{"x", random_input({4, 8}, 8)}});
   const PlanReport& plan = s.plan();
