@@ -240,4 +240,20 @@ std::vector<DeviceDescription> describe_devices(const LoadedBackend& backend) {
   return out;
 }
 
+BackendList list_backends(const std::vector<std::string>& plugins) {
+  const BackendInventory inv = discover_backends(plugins);
+  BackendList out;
+  for (const auto& b : inv.backends) {
+    BackendInfo info{b.name, b.version, b.library, abi_version_string(b.abi_version), {}, ""};
+    try {
+      info.devices = describe_devices(b);
+    } catch (const Error& e) {
+      info.error = e.what();
+    }
+    out.backends.push_back(std::move(info));
+  }
+  for (const auto& f : inv.failures) out.failures.push_back({f.library, f.reason});
+  return out;
+}
+
 }  // namespace quilt

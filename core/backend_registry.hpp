@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "quilt/backend.h"
+#include "quilt/quilt.hpp"
 
 namespace quilt {
 
@@ -47,13 +48,8 @@ BackendInventory discover_backends(const std::vector<std::string>& plugin_paths)
 BackendInventory discover_backends_for(const std::vector<std::string>& names,
                                        const std::vector<std::string>& plugin_paths);
 
-// What `quilt devices` shows for one device of a backend.
-struct DeviceDescription {
-  std::string name;
-  uint32_t flags = 0;  // quilt_device_flags_t
-  uint64_t memory_bytes = 0;
-  std::vector<std::pair<std::string, std::string>> properties;
-};
+// What `quilt devices` shows for one device of a backend (quilt::DeviceInfo, public).
+using DeviceDescription = DeviceInfo;
 // Asks the backend for every device. Throws Error naming the backend if device_info fails.
 std::vector<DeviceDescription> describe_devices(const LoadedBackend& backend);
 

@@ -57,6 +57,8 @@ class ExecutionPlan {
 
   const std::vector<ValueInfo>& inputs() const { return inputs_; }
   const std::vector<ValueInfo>& outputs() const { return outputs_; }
+  // Initializers a run may override (graph inputs with a default, IR >= 4), as declared.
+  const std::vector<ValueInfo>& overridable() const { return overridable_infos_; }
   TensorMap run(const TensorMap& inputs, const std::vector<std::string>& output_names,
                 RunProfile* profile = nullptr) const;
   // Runs a subgraph: formal inputs in the order of the graph's inputs, outer-scope values by
@@ -144,9 +146,10 @@ class ExecutionPlan {
   std::map<std::pair<int, int>, int> slot_ids_;
   std::vector<Step> steps_;
   std::vector<ValueInfo> inputs_, outputs_;
-  std::vector<std::string> overridable_;  // initializers that are also graph inputs
-  std::vector<std::string> formal_;       // subgraph: its inputs, in order
-  std::vector<std::string> outer_;        // subgraph: the outer-scope values it reads
+  std::vector<std::string> overridable_;      // initializers that are also graph inputs
+  std::vector<ValueInfo> overridable_infos_;  // those a run may override (IR >= 4)
+  std::vector<std::string> formal_;           // subgraph: its inputs, in order
+  std::vector<std::string> outer_;            // subgraph: the outer-scope values it reads
   size_t folded_ = 0;
   PlanReport report_;
 };

@@ -106,8 +106,8 @@ std::vector<std::string> resolve_implicit_inputs(Graph& graph);
 struct Model {
   Graph graph;
   int64_t ir_version = 0;
-  std::string producer;
-  std::string path;  // file it was loaded from, or "<bytes>"
+  ModelMetadata metadata;  // producer, version, descriptions, metadata_props, opsets
+  std::string path;        // file it was loaded from, or "<bytes>"
 };
 
 }  // namespace quilt

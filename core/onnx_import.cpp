@@ -493,8 +493,18 @@ Model load_model(const ModelSource& source, const std::string& external_data_dir
   if (ctx.opsets.empty() && proto.ir_version() < 3) ctx.opsets[""] = 1;
   Model model;
   model.ir_version = proto.ir_version();
-  model.producer = proto.producer_name();
   model.path = display_name;
+  ModelMetadata& meta = model.metadata;
+  meta.producer_name = proto.producer_name();
+  meta.producer_version = proto.producer_version();
+  meta.domain = proto.domain();
+  meta.model_version = proto.model_version();
+  meta.description = proto.doc_string();
+  meta.graph_name = proto.graph().name();
+  meta.graph_description = proto.graph().doc_string();
+  for (const auto& p : proto.metadata_props()) meta.custom[p.key()] = p.value();
+  meta.ir_version = proto.ir_version();
+  meta.opsets = ctx.opsets;
   model.graph = std::move(*graph_from_proto(
       proto.graph(), ctx, split ? &split->initializers : nullptr, split ? &split_protos : nullptr));
   resolve_implicit_inputs(model.graph);

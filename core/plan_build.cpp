@@ -235,6 +235,7 @@ void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
       if (ir_version >= 4) {
         defaults_[id] = constants_[id];
         constants_[id] = Tensor();
+        overridable_infos_.push_back(in);
       }
       continue;
     }

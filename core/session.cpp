@@ -246,4 +246,12 @@ const PlanReport& Session::plan() const {
   return impl().plan->report();
 }
 
+const ModelMetadata& Session::metadata() const {
+  return impl_->model->metadata;
+}
+
+const std::vector<ValueInfo>& Session::overridable_initializers() const {
+  return impl_->plan->overridable();
+}
+
 }  // namespace quilt

@@ -11,6 +11,10 @@
 //
 // Every failure is reported as a quilt::Error whose message starts with where it happened
 // (file, node or input) and says what was expected.
+//
+// Besides running models: Session::metadata() (the model's producer, version, custom metadata),
+// Session::overridable_initializers(), Session::plan() (where each node runs), RunProfile's
+// Chrome trace, list_backends() (what Quilt can run on) and version().
 #pragma once
 
 #include <cstddef>
@@ -23,6 +27,9 @@
 #include <vector>
 
 namespace quilt {
+
+// Quilt's version, "MAJOR.MINOR.PATCH".
+const char* version();
 
 // Element types. The numeric values are those of onnx.TensorProto.DataType.
 enum class DType : int32_t {
@@ -221,6 +228,19 @@ struct ValueInfo {
   bool has_shape = false;  // false when the rank is unknown
 };
 
+// Model-level facts from the ModelProto and its graph (Session::metadata()).
+struct ModelMetadata {
+  std::string producer_name, producer_version;
+  std::string domain;
+  int64_t model_version = 0;
+  std::string description;  // the model's doc_string
+  std::string graph_name;
+  std::string graph_description;              // the graph's doc_string
+  std::map<std::string, std::string> custom;  // metadata_props
+  int64_t ir_version = 0;
+  std::map<std::string, int64_t> opsets;  // domain ("" = ai.onnx) -> version
+};
+
 enum class LogLevel { Error = 0, Warning = 1, Info = 2, Debug = 3 };
 
 struct SessionOptions {
@@ -308,6 +328,13 @@ struct RunProfile {
     uint64_t start_ns = 0, end_ns = 0;  // same clock as quilt_host_api_t::now_ns
   };
   std::vector<Span> spans;
+
+  // The spans as a Chrome trace (the JSON object form that Perfetto and chrome://tracing open):
+  // complete ("X") events in microseconds from the first span, a thread per lane named by
+  // "thread_name" metadata, `cat` the span's kind, each node span kept inside its patch's.
+  // process_name names the trace's one process ("quilt model.onnx"). Spans of several runs
+  // may be appended into one profile: they share one clock.
+  std::string to_chrome_trace(const std::string& process_name) const;
 };
 
 using TensorMap = std::map<std::string, Tensor>;
@@ -339,6 +366,13 @@ class Session {
   // Which node runs where, the patches and the transfers.
   const PlanReport& plan() const;
 
+  // The model's producer, version, descriptions and custom metadata.
+  const ModelMetadata& metadata() const;
+  // Initializers that are also graph inputs (IR version >= 4): a run may give a value for them
+  // (same dtype and shape), which replaces the initializer for that run only. As declared in
+  // the graph's inputs.
+  const std::vector<ValueInfo>& overridable_initializers() const;
+
   struct Impl;
 
  private:
@@ -347,5 +381,33 @@ class Session {
   const Impl& impl() const;
   std::shared_ptr<Impl> impl_;
 };
+
+// What Quilt can run on (`quilt devices`): every backend it can load — the built-in CPU first,
+// then the given plugin libraries, those in `quilt-backends/` next to libquilt and those in
+// the QUILT_PLUGIN_PATH directories — with its devices, and every library that could not be
+// used and why. Never throws for a plugin that fails: it is listed in `failures`.
+struct DeviceInfo {
+  std::string name;
+  uint64_t memory_bytes = 0;  // 0 when unknown
+  uint32_t flags = 0;         // quilt_device_flags_t bits (include/quilt/backend.h)
+  std::vector<std::pair<std::string, std::string>> properties;  // as the backend lists them
+};
+struct BackendInfo {
+  std::string name;         // what SessionOptions::backends names it by: "cpu", "opencl"
+  std::string version;      // the plugin's version string ("built-in" for the CPU)
+  std::string library;      // path of the shared library, or "built-in"
+  std::string abi_version;  // "1.1"
+  std::vector<DeviceInfo> devices;
+  std::string error;  // set when the library loaded but could not describe its devices
+};
+struct BackendList {
+  struct Failure {
+    std::string library;  // the path as given or found
+    std::string reason;   // "file not found", "ABI mismatch: ...", ...
+  };
+  std::vector<BackendInfo> backends;
+  std::vector<Failure> failures;
+};
+BackendList list_backends(const std::vector<std::string>& plugins = {});
 
 }  // namespace quilt

@@ -1,6 +1,8 @@
 // The public Session API on real models: metadata, run, output subsets, bad inputs, threads.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <fstream>
 #include <thread>
@@ -214,6 +216,63 @@ TEST(Session, ConstantOutputsAreCopiesTheCallerMayModify) {
   TensorMap b = s.run({});
   EXPECT_EQ(b.at("f32_out").data<float>()[0], 1.5f);
   EXPECT_EQ(b.at("u64_out").data<uint64_t>()[0], UINT64_MAX);
+}
+
+TEST(Session, MetadataComesFromTheModel) {
+  Session s(kDir + "/metadata.onnx");
+  const ModelMetadata& m = s.metadata();
+  EXPECT_EQ(m.producer_name, "quilt-tests");
+  EXPECT_EQ(m.producer_version, "2.5");
+  EXPECT_EQ(m.domain, "org.quilt.tests");
+  EXPECT_EQ(m.model_version, 7);
+  EXPECT_EQ(m.description, "adds w, then Relu");
+  EXPECT_EQ(m.graph_name, "add_relu");
+  EXPECT_EQ(m.graph_description, "the add_relu graph");
+  EXPECT_EQ(m.custom,
+            (std::map<std::string, std::string>{{"author", "quilt"}, {"licence", "none"}}));
+  EXPECT_EQ(m.ir_version, 8);
+  EXPECT_EQ(m.opsets, (std::map<std::string, int64_t>{{"", 17}}));
+  // A model without any of it: empty strings, no custom entries.
+  Session plain(kDir + "/two_outputs.onnx");
+  EXPECT_EQ(plain.metadata().producer_name, "");
+  EXPECT_EQ(plain.metadata().graph_name, "two_outputs");
+  EXPECT_TRUE(plain.metadata().custom.empty());
+}
+
+TEST(Session, OverridableInitializersReplaceTheirValueForOneRun) {
+  Session s(kDir + "/overridable.onnx");
+  ASSERT_EQ(s.inputs().size(), 1u);
+  ASSERT_EQ(s.overridable_initializers().size(), 1u);
+  EXPECT_EQ(s.overridable_initializers()[0].name, "w");
+  EXPECT_EQ(s.overridable_initializers()[0].dtype, DType::Float32);
+  EXPECT_EQ(to_string(s.overridable_initializers()[0].shape), "[4]");
+  Tensor x(DType::Float32, {2, 4});
+  // y = x + w + 10 with the model's w = [0.5, -1, 2, -0.25], then with a given one.
+  EXPECT_EQ(s.run({{"x", x}}).at("y").data<float>()[1], 9.0f);
+  auto w = Tensor::from_vector<float>({4}, {1, 2, 3, 4});
+  EXPECT_EQ(s.run({{"x", x}, {"w", w}}).at("y").data<float>()[1], 12.0f);
+  EXPECT_EQ(s.run({{"x", x}}).at("y").data<float>()[1], 9.0f);
+  expect_error(
+      [&] {
+        s.run({{"x", x}, {"w", Tensor(DType::Float32, {3})}});
+      },
+      ErrorCode::InvalidArgument, {"input 'w' overrides an initializer of float32[4]"});
+  // IR 3 lists every initializer as an input: none of them can be overridden.
+  Session old(kDir + "/overridable_ir3.onnx");
+  EXPECT_TRUE(old.overridable_initializers().empty());
+  expect_error(
+      [&] {
+        old.run({{"x", x}, {"w", w}});
+      },
+      ErrorCode::InvalidArgument, {"input 'w'", "IR version < 4", "cannot be overridden"});
+}
+
+TEST(Session, VersionIsMajorMinorPatch) {
+  const std::string v = version();
+  EXPECT_EQ(std::count(v.begin(), v.end(), '.'), 2) << v;
+  EXPECT_TRUE(std::isdigit(static_cast<unsigned char>(v.front())) &&
+              std::isdigit(static_cast<unsigned char>(v.back())))
+      << v;
 }
 
 TEST(Session, InitializersOnlyFoldedNodesReadAreNotNeededToRun) {

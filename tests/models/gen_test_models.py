@@ -37,6 +37,28 @@ data = add_relu.SerializeToString()
 (out / "not_onnx.onnx").write_text("this is not an ONNX model\n")
 (out / "empty.onnx").write_bytes(b"")
 
+# Model metadata (Session::metadata) on a copy of add_relu.
+meta = onnx.ModelProto()
+meta.CopyFrom(add_relu)
+meta.producer_name, meta.producer_version, meta.domain = "quilt-tests", "2.5", "org.quilt.tests"
+meta.model_version, meta.doc_string = 7, "adds w, then Relu"
+meta.graph.doc_string = "the add_relu graph"
+helper.set_model_props(meta, {"author": "quilt", "licence": "none"})
+save(meta, "metadata.onnx")
+
+# Overridable initializers: w is listed as a graph input too (y = x + w, bias b is not listed).
+# Under IR 4+ a run may give w; under IR 3 every initializer is listed and none is overridable.
+over_graph = helper.make_graph(
+    [helper.make_node("Add", ["x", "w"], ["s"], name="add"), helper.make_node("Add", ["s", "b"], ["y"], name="bias")],
+    "overridable", [vi("x", TensorProto.FLOAT, [2, 4]), vi("w", TensorProto.FLOAT, [4])],
+    [vi("y", TensorProto.FLOAT, [2, 4])],
+    [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.full(4, 10, np.float32), "b")])
+save(helper.make_model(over_graph, opset_imports=OPSET), "overridable.onnx")
+ir3 = helper.make_model(over_graph, opset_imports=[helper.make_opsetid("", 8)])
+ir3.graph.input.append(vi("b", TensorProto.FLOAT, [4]))
+ir3.ir_version = 3
+onnx.save(ir3, out / "overridable_ir3.onnx")
+
 # two outputs, for output subsets: y1 = Relu(x), y2 = Neg(x)
 two = helper.make_model(helper.make_graph(
     [helper.make_node("Relu", ["x"], ["y1"], name="relu"), helper.make_node("Neg", ["x"], ["y2"], name="neg")],

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "core/backend_registry.hpp"
+#include "quilt/backend.h"
 #include "tools/quilt/cli.hpp"
 
 namespace quilt::cli {
@@ -75,41 +75,38 @@ int cmd_devices(const std::vector<std::string>& args) {
     }
   }
   try {
-    const BackendInventory inv = discover_backends(plugins);
+    const BackendList list = list_backends(plugins);
     int status = 0;
-    if (inv.backends.empty() || inv.backends.front().name != "cpu") {
+    if (list.backends.empty() || list.backends.front().name != "cpu") {
       std::fputs("quilt: the built-in CPU backend is missing\n", stderr);
       status = 1;
     }
-    for (size_t b = 0; b < inv.backends.size(); ++b) {
-      const LoadedBackend& backend = inv.backends[b];
+    for (size_t b = 0; b < list.backends.size(); ++b) {
+      const BackendInfo& backend = list.backends[b];
       if (b) std::fputc('\n', stdout);
       // The CPU backend's version is "built-in", which the library column already says.
       const bool versioned = !backend.version.empty() && backend.version != backend.library;
       std::printf("backend %s (%s%sABI %s, %s)\n", backend.name.c_str(),
                   versioned ? ("version " + backend.version).c_str() : "", versioned ? ", " : "",
-                  abi_version_string(backend.abi_version).c_str(), backend.library.c_str());
-      std::vector<DeviceDescription> devices;
-      try {
-        devices = describe_devices(backend);
-      } catch (const Error& e) {
+                  backend.abi_version.c_str(), backend.library.c_str());
+      if (!backend.error.empty()) {
         // A plugin whose devices cannot be described is reported like one that failed to load;
         // the CPU failing is a failure of Quilt itself.
-        std::printf("  error: %s\n", e.what());
+        std::printf("  error: %s\n", backend.error.c_str());
         if (b == 0) status = 1;
         continue;
       }
-      if (devices.empty()) std::printf("  no devices\n");
-      for (size_t i = 0; i < devices.size(); ++i) {
-        const DeviceDescription& d = devices[i];
+      if (backend.devices.empty()) std::printf("  no devices\n");
+      for (size_t i = 0; i < backend.devices.size(); ++i) {
+        const DeviceInfo& d = backend.devices[i];
         std::printf("  device %zu: %s\n", i, d.name.c_str());
         std::printf("    memory: %s\n", format_memory(d.memory_bytes).c_str());
         std::printf("    flags: %s\n", format_flags(d.flags).c_str());
         for (const auto& [k, v] : d.properties) std::printf("    %s: %s\n", k.c_str(), v.c_str());
       }
     }
-    if (!inv.failures.empty()) std::fputc('\n', stdout);
-    for (const auto& f : inv.failures)
+    if (!list.failures.empty()) std::fputc('\n', stdout);
+    for (const auto& f : list.failures)
       std::printf("failed: %s: %s\n", f.library.c_str(), f.reason.c_str());
     std::fflush(stdout);
     return status;
