@@ -498,7 +498,7 @@ Model load_model(const ModelSource& source, const std::string& external_data_dir
   meta.producer_name = proto.producer_name();
   meta.producer_version = proto.producer_version();
   meta.domain = proto.domain();
-  meta.model_version = proto.model_version();
+  if (proto.has_model_version()) meta.model_version = proto.model_version();
   meta.description = proto.doc_string();
   meta.graph_name = proto.graph().name();
   meta.graph_description = proto.graph().doc_string();

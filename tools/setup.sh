@@ -4,7 +4,9 @@
 #     Graphviz (tests render `quilt plan --format dot`), OpenCL (headers, the ICD loader, PoCL as
 #     the CPU device CI tests on, clinfo, CLBlast);
 #   - a project venv (.venv) with the pinned Python packages of tools/requirements.txt;
-#   - an incremental CMake build (Release) in build/.
+#   - an incremental CMake build (Release) in build/;
+#   - the Python package (python/) installed into .venv, built against that build's libquilt
+#     (only the bindings compile, in build/python), again only when python/ or libquilt changed.
 # Sourced by tools/test.sh and tools/demo.sh; defines QUILT_ROOT, QUILT_BUILD, QUILT_PYTHON.
 set -euo pipefail
 
@@ -45,6 +47,11 @@ if [ ! -x "$QUILT_PYTHON" ]; then
     python3 -m venv "$QUILT_ROOT/.venv" >&2
   fi
 fi
+# The Python package's bindings compile against Python.h (python3-dev for Debian's Python).
+if ! "$QUILT_PYTHON" -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
+  quilt_log "installing python3-dev (Python.h, for the Python package)"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-dev >&2
+fi
 REQ="$QUILT_ROOT/tools/requirements.txt"
 STAMP="$QUILT_ROOT/.venv/.quilt-requirements"
 if ! cmp -s "$REQ" "$STAMP"; then
@@ -59,3 +66,14 @@ if [ ! -f "$QUILT_BUILD/CMakeCache.txt" ] || ! grep -q "QUILT_PYTHON:FILEPATH=$Q
 fi
 quilt_log "building"
 cmake --build "$QUILT_BUILD" -j"$(nproc)" >&2
+
+# The Python package, reinstalled when its sources or the libraries it carries changed.
+PY_STAMP="$QUILT_ROOT/.venv/.quilt-python-package"
+py_state="$( (cd "$QUILT_ROOT" && find python -type f ! -path '*/__pycache__/*' ! -path 'python/build/*' -print0 |
+  sort -z | xargs -0 sha1sum; cd "$QUILT_BUILD" && sha1sum libquilt.so quilt-backends/*.so 2>/dev/null; echo "$QUILT_BUILD") | sha1sum)"
+if [ "$py_state" != "$(cat "$PY_STAMP" 2>/dev/null)" ] || ! compgen -G "$QUILT_ROOT/.venv/lib/python3*/site-packages/quilt/_quilt*.so" >/dev/null; then
+  quilt_log "installing the Python package (python/) against $QUILT_BUILD/libquilt.so"
+  "$QUILT_PYTHON" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps \
+    "$QUILT_ROOT/python" -C cmake.define.QUILT_PREBUILT_DIR="$QUILT_BUILD" -C build-dir="$QUILT_BUILD/python" >&2
+  echo "$py_state" > "$PY_STAMP"
+fi

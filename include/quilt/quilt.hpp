@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -232,7 +233,7 @@ struct ValueInfo {
 struct ModelMetadata {
   std::string producer_name, producer_version;
   std::string domain;
-  int64_t model_version = 0;
+  std::optional<int64_t> model_version;  // none when the model does not say
   std::string description;  // the model's doc_string
   std::string graph_name;
   std::string graph_description;              // the graph's doc_string

@@ -237,6 +237,7 @@ TEST(Session, MetadataComesFromTheModel) {
   EXPECT_EQ(plain.metadata().producer_name, "");
   EXPECT_EQ(plain.metadata().graph_name, "two_outputs");
   EXPECT_TRUE(plain.metadata().custom.empty());
+  EXPECT_FALSE(plain.metadata().model_version.has_value());
 }
 
 TEST(Session, OverridableInitializersReplaceTheirValueForOneRun) {

@@ -1,0 +1,1 @@
+"""onnxruntime.capi on Quilt: the modules clients import from it."""

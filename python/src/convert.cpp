@@ -1,0 +1,242 @@
+#include "convert.hpp"
+
+#include <nanobind/ndarray.h>
+
+#include <array>
+#include <cstring>
+
+namespace nb = nanobind;
+
+namespace quilt::python {
+namespace {
+
+struct Numpy {
+  nb::object asarray, ascontiguousarray, dtype;
+};
+// numpy's functions, looked up once (never released: the interpreter may be finalising).
+const Numpy& numpy() {
+  static const Numpy* np = [] {
+    nb::module_ m = nb::module_::import_("numpy");
+    return new Numpy{m.attr("asarray"), m.attr("ascontiguousarray"), m.attr("dtype")};
+  }();
+  return *np;
+}
+
+// The dtypes numpy holds only through ml_dtypes, with the integer type of the same size that
+// carries their bits across the buffer protocol (which cannot describe them).
+struct MlDtype {
+  DType dtype;
+  const char* name;  // numpy dtype name and ml_dtypes attribute
+  const char* bits;  // numpy dtype of the raw bits
+};
+constexpr std::array kMlDtypes = {MlDtype{DType::BFloat16, "bfloat16", "uint16"},
+                                  MlDtype{DType::Float8E4M3FN, "float8_e4m3fn", "uint8"},
+                                  MlDtype{DType::Float8E4M3FNUZ, "float8_e4m3fnuz", "uint8"},
+                                  MlDtype{DType::Float8E5M2, "float8_e5m2", "uint8"},
+                                  MlDtype{DType::Float8E5M2FNUZ, "float8_e5m2fnuz", "uint8"}};
+
+const MlDtype* ml_dtype_of(DType d) {
+  for (const auto& m : kMlDtypes)
+    if (m.dtype == d) return &m;
+  return nullptr;
+}
+
+// DType of a buffer-protocol format ("f", "<f", "l", ...), Undefined when Quilt has none.
+DType dtype_of_format(const char* format, Py_ssize_t itemsize) {
+  if (!format) return itemsize == 1 ? DType::UInt8 : DType::Undefined;  // plain bytes
+  if (*format == '@' || *format == '=' || *format == '<') ++format;
+  if (format[0] == 0 || format[1] != 0) return DType::Undefined;
+  DType d = DType::Undefined;
+  switch (format[0]) {
+    case '?':
+      d = DType::Bool;
+      break;
+    case 'b':
+      d = DType::Int8;
+      break;
+    case 'B':
+      d = DType::UInt8;
+      break;
+    case 'h':
+      d = DType::Int16;
+      break;
+    case 'H':
+      d = DType::UInt16;
+      break;
+    case 'i':
+    case 'l':
+    case 'q':
+      d = itemsize == 4 ? DType::Int32 : DType::Int64;
+      break;
+    case 'I':
+    case 'L':
+    case 'Q':
+      d = itemsize == 4 ? DType::UInt32 : DType::UInt64;
+      break;
+    case 'e':
+      d = DType::Float16;
+      break;
+    case 'f':
+      d = DType::Float32;
+      break;
+    case 'd':
+      d = DType::Float64;
+      break;
+    default:
+      return DType::Undefined;
+  }
+  return static_cast<Py_ssize_t>(dtype_size(d)) == itemsize ? d : DType::Undefined;
+}
+
+std::string numpy_dtype_text(nb::handle obj) {
+  try {
+    return nb::cast<std::string>(nb::str(obj.attr("dtype")));
+  } catch (const std::exception&) {
+    return nb::cast<std::string>(nb::str(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(obj.ptr())))));
+  }
+}
+
+// Why obj cannot be an input, for the message.
+[[noreturn]] void unsupported_input(nb::handle obj, const std::string& name) {
+  const std::string dtype = numpy_dtype_text(obj);
+  std::string why = "which Quilt cannot hold";
+  if (dtype.find("<U") != std::string::npos || dtype.find("|S") != std::string::npos ||
+      dtype == "object")
+    why = "(strings or objects): Quilt has no string tensors";
+  else if (dtype.rfind(">", 0) == 0)
+    why = "(big-endian): pass it in native byte order, e.g. x.astype(x.dtype.newbyteorder('='))";
+  throw Error(ErrorCode::InvalidArgument,
+              "input '" + name + "' has numpy dtype " + dtype + ", " + why);
+}
+
+}  // namespace
+
+HeldBuffers::~HeldBuffers() {
+  for (auto& v : views_) PyBuffer_Release(v.get());
+}
+
+Tensor import_array(nb::handle obj, const std::string& name, DType declared, HeldBuffers& held) {
+  nb::handle src = obj;
+  const MlDtype* raw_bits = nullptr;  // src holds the bits of an ml_dtypes array
+  for (int attempt = 0;; ++attempt) {
+    Py_buffer view{};
+    if (PyObject_GetBuffer(src.ptr(), &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) == 0) {
+      held.views_.push_back(std::make_unique<Py_buffer>(view));
+      const DType d = raw_bits ? raw_bits->dtype : dtype_of_format(view.format, view.itemsize);
+      if (d == DType::Undefined) unsupported_input(src, name);
+      std::vector<int64_t> shape(view.shape, view.shape + view.ndim);
+      return Tensor::wrap(d, std::move(shape), view.buf);
+    }
+    PyErr_Clear();
+    if (attempt == 2) unsupported_input(src, name);
+    try {
+      nb::object converted;
+      const bool is_buffer = PyObject_CheckBuffer(src.ptr());
+      const bool has_dtype = nb::hasattr(src, "dtype");
+      if (has_dtype && nb::hasattr(src.attr("dtype"), "name")) {
+        const std::string dtype_name = nb::cast<std::string>(nb::str(src.attr("dtype").attr("name")));
+        for (const auto& m : kMlDtypes)
+          if (dtype_name == m.name) raw_bits = &m;
+      }
+      if (raw_bits) {
+        converted = numpy().ascontiguousarray(src).attr("view")(raw_bits->bits);
+      } else if (is_buffer) {
+        converted = numpy().ascontiguousarray(src);  // strided: one copy
+      } else if (declared != DType::Undefined && !has_dtype &&
+                 !ml_dtype_of(declared)) {
+        // A list or a scalar: numpy makes it the model's dtype, as onnxruntime does.
+        converted = numpy().ascontiguousarray(numpy().asarray(src, numpy_dtype(declared, name)));
+      } else {
+        converted = numpy().ascontiguousarray(numpy().asarray(src));
+      }
+      held.keep_.push_back(converted);
+      src = held.keep_.back();
+    } catch (const nb::python_error& e) {
+      throw Error(ErrorCode::InvalidArgument,
+                  "input '" + name + "' cannot be read as an array: " + e.what());
+    }
+  }
+}
+
+nb::object numpy_dtype(DType dtype, const std::string& what) {
+  if (const MlDtype* m = ml_dtype_of(dtype)) {
+    try {
+      return numpy().dtype(nb::module_::import_("ml_dtypes").attr(m->name));
+    } catch (const nb::python_error&) {
+      throw Error(ErrorCode::NotImplemented,
+                  what + " is " + m->name +
+                      ", which numpy holds only through the ml_dtypes package: pip install "
+                      "ml_dtypes");
+    }
+  }
+  if (!dtype_supported(dtype))
+    throw Error(ErrorCode::NotImplemented,
+                what + " is " + dtype_name(dtype) + ", which Quilt does not hold as a tensor");
+  return numpy().dtype(dtype_name(dtype));
+}
+
+nb::object export_tensor(Tensor t, const std::string& what) {
+  namespace dl = nb::dlpack;
+  dl::dtype dt{};
+  nb::object view_as;  // the ml_dtypes dtype the raw bits are viewed as
+  switch (t.dtype()) {
+    case DType::Float32:
+      dt = nb::dtype<float>();
+      break;
+    case DType::Float64:
+      dt = nb::dtype<double>();
+      break;
+    case DType::Float16:
+      dt = {static_cast<uint8_t>(dl::dtype_code::Float), 16, 1};
+      break;
+    case DType::Bool:
+      dt = nb::dtype<bool>();
+      break;
+    case DType::Int8:
+      dt = nb::dtype<int8_t>();
+      break;
+    case DType::Int16:
+      dt = nb::dtype<int16_t>();
+      break;
+    case DType::Int32:
+      dt = nb::dtype<int32_t>();
+      break;
+    case DType::Int64:
+      dt = nb::dtype<int64_t>();
+      break;
+    case DType::UInt8:
+      dt = nb::dtype<uint8_t>();
+      break;
+    case DType::UInt16:
+      dt = nb::dtype<uint16_t>();
+      break;
+    case DType::UInt32:
+      dt = nb::dtype<uint32_t>();
+      break;
+    case DType::UInt64:
+      dt = nb::dtype<uint64_t>();
+      break;
+    default:
+      view_as = numpy_dtype(t.dtype(), what);  // throws without ml_dtypes
+      dt = {static_cast<uint8_t>(dl::dtype_code::UInt), static_cast<uint8_t>(8 * dtype_size(t.dtype())),
+            1};
+  }
+  auto* owner = new Tensor(std::move(t));
+  nb::capsule capsule(owner, [](void* p) noexcept { delete static_cast<Tensor*>(p); });
+  std::array<size_t, 16> small{};
+  std::vector<size_t> large;
+  size_t* shape = small.data();
+  const size_t rank = owner->shape().size();
+  if (rank > small.size()) {
+    large.resize(rank);
+    shape = large.data();
+  }
+  for (size_t i = 0; i < rank; ++i) shape[i] = static_cast<size_t>(owner->shape()[i]);
+  static char empty_storage;  // numpy wants a pointer even for zero elements
+  void* data = owner->raw_data() ? owner->raw_data() : &empty_storage;
+  nb::ndarray<nb::numpy> array(data, rank, shape, capsule, nullptr, dt, nb::device::cpu::value);
+  nb::object out = nb::cast(array);
+  return view_as.is_valid() ? out.attr("view")(view_as) : out;
+}
+
+}  // namespace quilt::python
