@@ -11,13 +11,17 @@ namespace quilt::python {
 namespace {
 
 struct Numpy {
-  nb::object asarray, ascontiguousarray, dtype;
+  nb::object asarray, dtype;
+  // A C-contiguous array of obj (obj itself when it is one), of dtype when given.
+  nb::object contiguous(nb::handle obj, nb::handle dtype = nb::none()) const {
+    return asarray(obj, dtype, nb::arg("order") = "C");
+  }
 };
 // numpy's functions, looked up once (never released: the interpreter may be finalising).
 const Numpy& numpy() {
   static const Numpy* np = [] {
     nb::module_ m = nb::module_::import_("numpy");
-    return new Numpy{m.attr("asarray"), m.attr("ascontiguousarray"), m.attr("dtype")};
+    return new Numpy{m.attr("asarray"), m.attr("dtype")};
   }();
   return *np;
 }
@@ -88,12 +92,20 @@ DType dtype_of_format(const char* format, Py_ssize_t itemsize) {
   return static_cast<Py_ssize_t>(dtype_size(d)) == itemsize ? d : DType::Undefined;
 }
 
-std::string numpy_dtype_text(nb::handle obj) {
-  try {
-    return nb::cast<std::string>(nb::str(obj.attr("dtype")));
-  } catch (const std::exception&) {
-    return nb::cast<std::string>(nb::str(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(obj.ptr())))));
+// str(obj), or "" when that fails.
+std::string text_of(nb::handle obj) {
+  nb::object s = nb::steal(PyObject_Str(obj.ptr()));
+  if (!s.is_valid()) {
+    PyErr_Clear();
+    return "";
   }
+  const char* utf8 = PyUnicode_AsUTF8(s.ptr());
+  return utf8 ? utf8 : "";
+}
+
+std::string numpy_dtype_text(nb::handle obj) {
+  if (nb::hasattr(obj, "dtype")) return text_of(obj.attr("dtype"));
+  return text_of(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(obj.ptr()))));
 }
 
 // Why obj cannot be an input, for the message.
@@ -134,20 +146,20 @@ Tensor import_array(nb::handle obj, const std::string& name, DType declared, Hel
       const bool is_buffer = PyObject_CheckBuffer(src.ptr());
       const bool has_dtype = nb::hasattr(src, "dtype");
       if (has_dtype && nb::hasattr(src.attr("dtype"), "name")) {
-        const std::string dtype_name = nb::cast<std::string>(nb::str(src.attr("dtype").attr("name")));
+        const std::string dtype_name = text_of(src.attr("dtype").attr("name"));
         for (const auto& m : kMlDtypes)
           if (dtype_name == m.name) raw_bits = &m;
       }
       if (raw_bits) {
-        converted = numpy().ascontiguousarray(src).attr("view")(raw_bits->bits);
+        converted = numpy().contiguous(src).attr("view")(raw_bits->bits);
       } else if (is_buffer) {
-        converted = numpy().ascontiguousarray(src);  // strided: one copy
+        converted = numpy().contiguous(src);  // strided: one copy
       } else if (declared != DType::Undefined && !has_dtype &&
                  !ml_dtype_of(declared)) {
         // A list or a scalar: numpy makes it the model's dtype, as onnxruntime does.
-        converted = numpy().ascontiguousarray(numpy().asarray(src, numpy_dtype(declared, name)));
+        converted = numpy().contiguous(src, numpy_dtype(declared, name));
       } else {
-        converted = numpy().ascontiguousarray(numpy().asarray(src));
+        converted = numpy().contiguous(src);
       }
       held.keep_.push_back(converted);
       src = held.keep_.back();

@@ -2,7 +2,7 @@
 //
 // In: a C-contiguous array is wrapped (Tensor::wrap) through the buffer protocol, so the
 // tensor reads numpy's memory; anything else (strided arrays, lists, scalars, objects with
-// __array__) goes through numpy.ascontiguousarray / numpy.asarray first, which copies.
+// __array__) goes through numpy.asarray(..., order='C') first, which copies.
 // bfloat16 and float8 arrays (ml_dtypes) are read as their raw bits.
 // Out: the array owns the Tensor's storage through a capsule (its base), so no copy is made
 // and the buffer lives as long as the array, whatever happens to the session.

@@ -10,6 +10,7 @@ Or leave the program as it is and run it with `python -m quilt.as_onnxruntime pr
 __version__ is that of the onnxruntime API followed, with Quilt's as a local version
 ("1.23.2+quilt.0.1.0"), so that clients comparing versions see the API they expect.
 """
+from .capi import _pybind_state  # noqa: F401 (onnxruntime imports it too)
 from .capi.onnxruntime_inference_collection import InferenceSession, IOBinding, OrtValue
 from .capi.onnxruntime_pybind11_state import (
     ExecutionMode,

@@ -196,7 +196,7 @@ class InferenceSession:
     def run(self, output_names, input_feed, run_options=None):
         """The outputs named (all when None or empty) as numpy arrays, in that order."""
         if run_options is not None and run_options.terminate:
-            raise C.ort_error(C.RuntimeException, "Exiting due to terminate flag being set to true.")
+            raise C.ort_error(C.Fail, "Exiting due to terminate flag being set to true.")
         try:
             return self._run_list(output_names, input_feed, self._profile)
         except _quilt.Error as e:

@@ -73,15 +73,22 @@ class ModelRequiresCompilation(Exception):
     pass
 
 
+class InvalidModel(InvalidGraph, Fail, InvalidArgument):
+    """Not an onnxruntime class: raised for a model Quilt finds malformed (a value nothing
+    defines, a cycle, a name defined twice, a type clash). onnxruntime raises InvalidGraph, Fail
+    or InvalidArgument for these, depending on the check that trips, so this is all three and
+    `except` with any of them catches it."""
+
+
 # onnxruntime's status codes, as its messages print them.
 _STATUS = {Fail: (1, "FAIL"), InvalidArgument: (2, "INVALID_ARGUMENT"), NoSuchFile: (3, "NO_SUCHFILE"),
            NoModel: (4, "NO_MODEL"), EngineError: (5, "ENGINE_ERROR"),
            RuntimeException: (6, "RUNTIME_EXCEPTION"), InvalidProtobuf: (7, "INVALID_PROTOBUF"),
            ModelLoaded: (8, "MODEL_LOADED"), NotImplemented: (9, "NOT_IMPLEMENTED"),
-           InvalidGraph: (10, "INVALID_GRAPH"), EPFail: (11, "EP_FAIL")}
+           InvalidGraph: (10, "INVALID_GRAPH"), InvalidModel: (10, "INVALID_GRAPH"), EPFail: (11, "EP_FAIL")}
 
 # quilt.Error.code -> the class onnxruntime raises for that kind of failure.
-_BY_CODE = {"InvalidArgument": InvalidArgument, "InvalidModel": InvalidGraph,
+_BY_CODE = {"InvalidArgument": InvalidArgument, "InvalidModel": InvalidModel,
             "NotImplemented": NotImplemented, "OutOfMemory": RuntimeException, "Io": NoSuchFile,
             "Runtime": RuntimeException}
 
@@ -94,10 +101,10 @@ def ort_error(cls: type, message: str) -> Exception:
 
 def from_quilt_error(e: _quilt.Error) -> Exception:
     """The onnxruntime exception for a Quilt one. A model whose bytes do not parse as a
-    ModelProto is onnxruntime's InvalidProtobuf; other invalid models are InvalidGraph."""
+    ModelProto is onnxruntime's InvalidProtobuf; other invalid models are InvalidModel."""
     message = str(e)
     cls = _BY_CODE.get(getattr(e, "code", ""), Fail)
-    if cls is InvalidGraph and ("is not a valid ONNX protobuf" in message or "is not an ONNX model" in message):
+    if cls is InvalidModel and ("is not a valid ONNX protobuf" in message or "is not an ONNX model" in message):
         cls = InvalidProtobuf
     return ort_error(cls, message)
 

@@ -1,0 +1,148 @@
+"""Errors through quilt.onnxruntime: the class onnxruntime raises for the same mistake, a message
+that names what is wrong, and a session that still works afterwards. Quilt's own API raises
+quilt.Error subclasses for the same cases."""
+import numpy as np
+import onnxruntime as ort
+import pytest
+from conftest import add_bytes, mlp_bytes, model_bytes, vi
+from onnx import TensorProto, helper
+
+import quilt
+import quilt.onnxruntime as qort
+
+X = np.ones((2, 8), np.float32)
+
+# (what, feed, output names, words Quilt's message must hold)
+RUN_MISTAKES = [
+    ("unknown input name", {"x": X, "q": X}, None, ["unknown input 'q'", "inputs are: x"]),
+    ("wrong dtype", {"x": X.astype(np.float64)}, None, ["input 'x'", "float64", "expected float32"]),
+    ("wrong rank", {"x": X.reshape(16)}, None, ["input 'x'", "rank 1", "expected rank 2"]),
+    ("wrong dim", {"x": np.ones((2, 5), np.float32)}, None, ["input 'x'", "dim 1 is 5, expected 8"]),
+    ("unknown output", {"x": X}, ["y", "nope"], ["unknown output 'nope'", "outputs are: y, z"]),
+]
+
+
+@pytest.mark.parametrize("what,feed,names,words", RUN_MISTAKES, ids=[m[0] for m in RUN_MISTAKES])
+def test_run_mistakes_raise_onnxruntimes_class_and_say_what_is_wrong(what, feed, names, words):
+    o, q = ort.InferenceSession(mlp_bytes()), qort.InferenceSession(mlp_bytes())
+    with pytest.raises(Exception) as want:
+        o.run(names, feed)
+    with pytest.raises(Exception) as got:
+        q.run(names, feed)
+    assert type(got.value).__name__ == type(want.value).__name__ == "InvalidArgument"
+    assert type(got.value).__module__ == "quilt." + type(want.value).__module__
+    message = str(got.value)
+    assert message.startswith("[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : ")
+    for w in words:
+        assert w in message, message
+    # The session still works.
+    assert q.run(["z"], {"x": X})[0].shape == (2,)
+
+
+def test_missing_input_is_a_value_error_with_onnxruntimes_message():
+    model = model_bytes([helper.make_node("Add", ["a", "b"], ["c"])], [vi("a", shape=[2]), vi("b", shape=[2])],
+                        [vi("c", shape=[2])])
+    o, q = ort.InferenceSession(model), qort.InferenceSession(model)
+    a = np.ones(2, np.float32)
+    with pytest.raises(ValueError) as want:
+        o.run(None, {"a": a})
+    with pytest.raises(ValueError) as got:
+        q.run(None, {"a": a})
+    assert str(got.value) == str(want.value) == "Required inputs (['b']) are missing from input feed (['a'])."
+
+
+def test_inputs_numpy_cannot_hold_as_a_tensor_are_refused_with_the_input_named():
+    q = qort.InferenceSession(add_bytes())
+    strings = np.array(["a", "b", "c", "d"])
+    with pytest.raises(qort.capi.onnxruntime_pybind11_state.InvalidArgument) as got:
+        q.run(None, {"a": strings, "b": np.ones(4, np.float32)})
+    assert "input 'a' has numpy dtype <U1" in str(got.value) and "no string tensors" in str(got.value)
+    with pytest.raises(qort.capi.onnxruntime_pybind11_state.InvalidArgument, match="input 'a' has numpy dtype complex64"):
+        q.run(None, {"a": np.ones(4, np.complex64), "b": np.ones(4, np.float32)})
+    with pytest.raises(qort.capi.onnxruntime_pybind11_state.InvalidArgument, match="input 'a' has numpy dtype >f4.*byte order"):
+        q.run(None, {"a": np.ones(4, ">f4"), "b": np.ones(4, np.float32)})
+    with pytest.raises(qort.capi.onnxruntime_pybind11_state.InvalidArgument, match="input 'b' cannot be read as an array"):
+        q.run(None, {"a": np.ones(4, np.float32), "b": [[1.0], [1.0, 2.0]]})
+
+
+def test_model_files_that_cannot_be_read_or_parsed(tmp_path):
+    truncated = tmp_path / "truncated.onnx"
+    truncated.write_bytes(mlp_bytes()[:40])
+    text = tmp_path / "text.onnx"
+    text.write_text("this is not an ONNX model\n")
+    cases = [(str(tmp_path / "missing.onnx"), "NoSuchFile", "missing.onnx"),
+             (str(truncated), "InvalidProtobuf", "not a valid ONNX protobuf"),
+             (str(text), "InvalidProtobuf", "not a valid ONNX protobuf"),
+             (b"garbage", "InvalidProtobuf", "not a valid ONNX protobuf")]
+    for source, cls, words in cases:
+        with pytest.raises(Exception) as want:
+            ort.InferenceSession(source)
+        with pytest.raises(Exception) as got:
+            qort.InferenceSession(source)
+        assert type(got.value).__name__ == type(want.value).__name__ == cls, source
+        assert words in str(got.value)
+        with pytest.raises(quilt.Error) as own:
+            quilt.Session(source)
+        assert own.value.code == ("Io" if cls == "NoSuchFile" else "InvalidModel")
+
+
+def test_invalid_graphs_raise_what_onnxruntime_raises_for_each():
+    # onnxruntime raises InvalidArgument, Fail or InvalidGraph depending on the check; Quilt's
+    # InvalidModel is each of them.
+    relu = helper.make_node
+    models = {
+        "'nowhere'": model_bytes([relu("Relu", ["nowhere"], ["y"], name="r")], [vi("x", shape=[2])], [vi("y", shape=[2])]),
+        "cycle": model_bytes([relu("Relu", ["b"], ["a"], name="r1"), relu("Relu", ["a"], ["b"], name="r2"),
+                              relu("Relu", ["x"], ["y"], name="r3")], [vi("x", shape=[2])], [vi("y", shape=[2])]),
+        "'zz' is never produced": model_bytes([relu("Relu", ["x"], ["y"], name="r")], [vi("x", shape=[2])],
+                                              [vi("y", shape=[2]), vi("zz", shape=[2])]),
+    }
+    state = qort.capi.onnxruntime_pybind11_state
+    for words, model in models.items():
+        with pytest.raises(Exception) as want:
+            ort.InferenceSession(model)
+        with pytest.raises(state.InvalidModel) as got:
+            qort.InferenceSession(model)
+        ort_class = getattr(state, type(want.value).__name__)
+        assert isinstance(got.value, ort_class), (words, type(want.value))
+        assert words in str(got.value) and str(got.value).startswith("[ONNXRuntimeError] : 10 : INVALID_GRAPH : ")
+
+
+def test_unsupported_op_is_not_implemented_as_in_onnxruntime():
+    # An op each runtime lacks: onnxruntime has no ImageDecoder kernel, Quilt no LabelEncoder.
+    decoder = model_bytes([helper.make_node("ImageDecoder", ["img"], ["pixels"])], [vi("img", TensorProto.UINT8, [None])],
+                          [vi("pixels", TensorProto.UINT8, None)], opset=20, ir_version=9)
+    with pytest.raises(Exception) as want:
+        ort.InferenceSession(decoder)
+    encoder = model_bytes([helper.make_node("LabelEncoder", ["x"], ["y"], domain="ai.onnx.ml", keys_int64s=[1, 2],
+                                            values_int64s=[10, 20])],
+                          [vi("x", TensorProto.INT64, [3])], [vi("y", TensorProto.INT64, [3])],
+                          domains=[("ai.onnx.ml", 2)])
+    with pytest.raises(Exception) as got:
+        qort.InferenceSession(encoder)
+    assert type(got.value).__name__ == type(want.value).__name__ == "NotImplemented"
+    assert "[ONNXRuntimeError] : 9 : NOT_IMPLEMENTED : " in str(got.value)
+    assert "ai.onnx.ml.LabelEncoder" in str(got.value)
+    with pytest.raises(quilt.NotImplemented) as own:
+        quilt.Session(encoder)
+    assert isinstance(own.value, NotImplementedError) and own.value.code == "NotImplemented"
+
+
+def test_unknown_backend_is_invalid_argument_naming_what_is_available():
+    with pytest.raises(quilt.InvalidArgument) as got:
+        quilt.Session(add_bytes(), backends=["warp-drive"])
+    assert "unknown backend 'warp-drive'" in str(got.value) and "available: cpu" in str(got.value)
+    with pytest.raises(quilt.InvalidArgument, match="log_level 'loud'"):
+        quilt.Session(add_bytes(), log_level="loud")
+    with pytest.raises(quilt.InvalidArgument, match="threads is -1"):
+        quilt.Session(add_bytes(), threads=-1)
+
+
+def test_quilt_errors_are_python_exception_families():
+    assert issubclass(quilt.InvalidArgument, quilt.Error) and issubclass(quilt.InvalidArgument, ValueError)
+    assert issubclass(quilt.Io, OSError) and issubclass(quilt.OutOfMemory, MemoryError)
+    assert issubclass(quilt.Error, RuntimeError)
+    s = quilt.Session(add_bytes())
+    with pytest.raises(quilt.InvalidArgument) as got:
+        s.run({"a": np.ones(4, np.float32)})
+    assert got.value.code == "InvalidArgument" and "missing input 'b' (float32 [4])" in str(got.value)
