@@ -154,8 +154,7 @@ Tensor import_array(nb::handle obj, const std::string& name, DType declared, Hel
         converted = numpy().contiguous(src).attr("view")(raw_bits->bits);
       } else if (is_buffer) {
         converted = numpy().contiguous(src);  // strided: one copy
-      } else if (declared != DType::Undefined && !has_dtype &&
-                 !ml_dtype_of(declared)) {
+      } else if (declared != DType::Undefined && !has_dtype && !ml_dtype_of(declared)) {
         // A list or a scalar: numpy makes it the model's dtype, as onnxruntime does.
         converted = numpy().contiguous(src, numpy_dtype(declared, name));
       } else {
@@ -230,8 +229,8 @@ nb::object export_tensor(Tensor t, const std::string& what) {
       break;
     default:
       view_as = numpy_dtype(t.dtype(), what);  // throws without ml_dtypes
-      dt = {static_cast<uint8_t>(dl::dtype_code::UInt), static_cast<uint8_t>(8 * dtype_size(t.dtype())),
-            1};
+      dt = {static_cast<uint8_t>(dl::dtype_code::UInt),
+            static_cast<uint8_t>(8 * dtype_size(t.dtype())), 1};
   }
   auto* owner = new Tensor(std::move(t));
   nb::capsule capsule(owner, [](void* p) noexcept { delete static_cast<Tensor*>(p); });

@@ -7,9 +7,9 @@ namespace nb = nanobind;
 namespace quilt::python {
 namespace {
 
-constexpr std::array kCodes = {ErrorCode::InvalidArgument, ErrorCode::InvalidModel,
-                               ErrorCode::NotImplemented,  ErrorCode::OutOfMemory,
-                               ErrorCode::Io,              ErrorCode::Runtime};
+constexpr std::array kCodes = {
+    ErrorCode::InvalidArgument, ErrorCode::InvalidModel, ErrorCode::NotImplemented,
+    ErrorCode::OutOfMemory,     ErrorCode::Io,           ErrorCode::Runtime};
 // The Python class name of each, in kCodes order: the enumerator's name.
 constexpr std::array kNames = {"InvalidArgument", "InvalidModel", "NotImplemented",
                                "OutOfMemory",     "Io",           "Runtime"};
@@ -58,8 +58,7 @@ void register_errors(nb::module_& m) {
     PyObject* extra = builtin_base(kCodes[i]);
     nb::object bases = extra ? nb::object(nb::make_tuple(nb::handle(base), nb::handle(extra)))
                              : nb::object(nb::make_tuple(nb::handle(base)));
-    PyObject* type =
-        PyErr_NewException(("quilt." + name).c_str(), bases.ptr(), /*dict=*/nullptr);
+    PyObject* type = PyErr_NewException(("quilt." + name).c_str(), bases.ptr(), /*dict=*/nullptr);
     m.attr(name.c_str()) = nb::steal(type);
     g_types[i] = type;
   }

@@ -85,11 +85,13 @@ class PySession {
     const std::vector<std::string>& order = wanted.empty() ? output_names_ : wanted;
     TensorMap out = run(feed, wanted, profile);
     nb::list result;
-    for (const auto& name : order) result.append(export_tensor(out.at(name), "output '" + name + "'"));
+    for (const auto& name : order)
+      result.append(export_tensor(out.at(name), "output '" + name + "'"));
     return result;
   }
 
-  nb::dict run_dict(nb::handle feed, const std::vector<std::string>& names, Profile* profile) const {
+  nb::dict run_dict(nb::handle feed, const std::vector<std::string>& names,
+                    Profile* profile) const {
     TensorMap out = run(feed, names, profile);
     nb::dict result;
     const std::vector<std::string>& order = names.empty() ? output_names_ : names;
@@ -113,7 +115,8 @@ class PySession {
       nb::gil_scoped_release unlocked;
       return Session::from_bytes(bytes, options, external_data_dir);
     }
-    const std::string path = nb::cast<std::string>(nb::str(nb::module_::import_("os").attr("fspath")(model)));
+    const std::string path =
+        nb::cast<std::string>(nb::str(nb::module_::import_("os").attr("fspath")(model)));
     nb::gil_scoped_release unlocked;
     return Session(path, options);
   }
@@ -124,7 +127,8 @@ class PySession {
     for (auto [key, value] : nb::cast<nb::dict>(feed)) {
       std::string name = nb::cast<std::string>(key);
       auto it = declared_.find(name);
-      Tensor t = import_array(value, name, it == declared_.end() ? DType::Undefined : it->second, held);
+      Tensor t =
+          import_array(value, name, it == declared_.end() ? DType::Undefined : it->second, held);
       inputs.emplace(std::move(name), std::move(t));
     }
     TensorMap out;
@@ -249,8 +253,9 @@ NB_MODULE(_quilt, m) {
            "model: a path (str or os.PathLike) or the serialized ModelProto (bytes-like)")
       .def_prop_ro("inputs", [](const PySession& s) { return value_infos(s.session().inputs()); })
       .def_prop_ro("outputs", [](const PySession& s) { return value_infos(s.session().outputs()); })
-      .def_prop_ro("overridable_initializers",
-                   [](const PySession& s) { return value_infos(s.session().overridable_initializers()); })
+      .def_prop_ro(
+          "overridable_initializers",
+          [](const PySession& s) { return value_infos(s.session().overridable_initializers()); })
       .def_prop_ro("metadata", [](const PySession& s) { return s.session().metadata(); })
       .def("plan_json", [](const PySession& s) { return s.session().plan().to_json(); })
       .def("plan_text", [](const PySession& s) { return s.session().plan().to_text(); })

@@ -17,6 +17,26 @@ from onnx import TensorProto, helper, numpy_helper
 OPSET = 17
 
 
+def pytest_sessionstart(session):
+    """Under CTest (QUILT_BUILD_DIR set), refuse to test an installed package older than the
+    build or than python/: tools/setup.sh reinstalls it."""
+    build, source = os.environ.get("QUILT_BUILD_DIR"), os.environ.get("QUILT_SOURCE_DIR")
+    if not build or not source:
+        return
+    import filecmp
+    from pathlib import Path
+
+    import quilt
+    installed = Path(quilt.__file__).parent
+    pairs = [(Path(build) / "libquilt.so", installed / "libquilt.so")]
+    pairs += [(f, installed / f.relative_to(Path(source) / "python" / "quilt"))
+              for f in (Path(source) / "python" / "quilt").rglob("*.py")]
+    stale = [str(b) for a, b in pairs if not b.exists() or not filecmp.cmp(a, b, shallow=False)]
+    if stale:
+        pytest.exit(f"the installed quilt package ({installed}) is older than the build or python/ "
+                    f"({', '.join(stale[:3])}): run tools/setup.sh (tools/test.sh does)", returncode=1)
+
+
 def vi(name, elem=TensorProto.FLOAT, shape=None):
     return helper.make_tensor_value_info(name, elem, shape)
 
