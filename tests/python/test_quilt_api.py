@@ -2,6 +2,7 @@
 plan`, devices() against `quilt devices`, profiles, metadata and the version. The example
 plugin (tests/plugins) is the second backend."""
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -150,3 +151,15 @@ def test_devices_and_list_backends_match_quilt_devices():
     assert int(cpu["properties"]["cores"]) > 0
     example = [d for d in devices if d["backend"] == "example"]
     assert example and example[0]["memory_bytes"] > 0
+
+
+def test_the_readme_python_example_runs(monkeypatch, capsys):
+    root = Path(__file__).resolve().parents[2]
+    readme = (root / "README.md").read_text()
+    section = readme[readme.index("## Python"):]
+    code = section[section.index("```python") + len("```python"): section.index("```\n", section.index("```python") + 9)]
+    assert len(code.strip().splitlines()) == 5
+    monkeypatch.chdir(root)
+    exec(compile(code, "README.md", "exec"), {})
+    digit, providers = capsys.readouterr().out.strip().split(" ", 1)
+    assert 0 <= int(digit) <= 9 and providers.endswith("'CPUExecutionProvider']")

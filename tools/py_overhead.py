@@ -1,0 +1,112 @@
+"""Per-call overhead of run() from Python: a one-Add model (two float32 [4] inputs) on
+onnxruntime, on quilt.onnxruntime and on quilt.Session, in one process, in alternating rounds.
+
+usage: .venv/bin/python tools/py_overhead.py [--rounds N] [--calls N] [--threads N] [--json]
+
+Each round times --calls back-to-back runs of one runtime; the rounds alternate between the
+runtimes so that a noisy neighbour hits them alike. Prints the median and the minimum of the
+rounds' per-call times (µs), each runtime's ratio to onnxruntime, and the CPU model. The model
+does next to nothing, so the figure is what a call costs: argument conversion, the runtime's
+own per-run work and making the output arrays. Run it on an idle machine: a busy neighbour
+skews onnxruntime's spinning threads more than Quilt's.
+"""
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+
+import numpy as np
+import onnx
+import onnxruntime
+from onnx import TensorProto, helper
+
+import quilt
+import quilt.onnxruntime as qort
+
+
+def add_model() -> bytes:
+    x = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [4]) for n in ("a", "b")]
+    y = helper.make_tensor_value_info("c", TensorProto.FLOAT, [4])
+    model = helper.make_model(helper.make_graph([helper.make_node("Add", ["a", "b"], ["c"])], "add", x, [y]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+def cpu_model() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rounds", type=int, default=15)
+    p.add_argument("--calls", type=int, default=20000)
+    p.add_argument("--threads", type=int, default=0, help="intra-op / Quilt CPU threads (0: the default)")
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args()
+
+    model = add_model()
+    so = onnxruntime.SessionOptions()
+    so.intra_op_num_threads = args.threads
+    qso = qort.SessionOptions()
+    qso.intra_op_num_threads = args.threads
+    ort_session = onnxruntime.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+    qort_session = qort.InferenceSession(model, qso, providers=["CPUExecutionProvider"])
+    native = quilt.Session(model, threads=args.threads)
+    a = np.arange(4, dtype=np.float32)
+    feed = {"a": a, "b": a}
+    runners = {
+        "onnxruntime": lambda: ort_session.run(None, feed),
+        "quilt.onnxruntime": lambda: qort_session.run(None, feed),
+        "quilt.Session": lambda: native.run(feed),
+    }
+    for run in runners.values():
+        out = run()
+        first = next(iter(out.values())) if isinstance(out, dict) else out[0]
+        assert np.array_equal(first, a + a)
+        for _ in range(2000):  # warm-up
+            run()
+    per_call = {name: [] for name in runners}
+    for _ in range(args.rounds):
+        for name, run in runners.items():
+            start = time.perf_counter()
+            for _ in range(args.calls):
+                run()
+            per_call[name].append((time.perf_counter() - start) / args.calls * 1e6)
+
+    base = statistics.median(per_call["onnxruntime"])
+    result = {
+        "cpu": cpu_model(),
+        "python": platform.python_version(),
+        "onnxruntime": onnxruntime.__version__,
+        "quilt": quilt.__version__,
+        "onnx": onnx.__version__,
+        "rounds": args.rounds,
+        "calls_per_round": args.calls,
+        "threads": args.threads,
+        "us_per_call": {name: {"median": round(statistics.median(v), 3), "min": round(min(v), 3),
+                               "ratio_to_onnxruntime": round(statistics.median(v) / base, 3)}
+                        for name, v in per_call.items()},
+    }
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(f"CPU: {result['cpu']}; Python {result['python']}, onnxruntime {result['onnxruntime']}, "
+          f"quilt {result['quilt']}; {args.rounds} alternating rounds of {args.calls} calls, "
+          f"threads {args.threads or 'default'}")
+    print(f"{'runtime':<20} {'median us/call':>15} {'min us/call':>12} {'/ onnxruntime':>14}")
+    for name, r in result["us_per_call"].items():
+        print(f"{name:<20} {r['median']:>15.3f} {r['min']:>12.3f} {r['ratio_to_onnxruntime']:>14.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
