@@ -1,7 +1,9 @@
 """Per-call overhead of run() from Python: a one-Add model (two float32 [4] inputs) on
-onnxruntime, on quilt.onnxruntime and on quilt.Session, in one process, in alternating rounds.
+onnxruntime, on quilt.onnxruntime and on quilt.Session, in one process, in alternating rounds;
+with --zoo, the zoo's models through quilt.onnxruntime against `quilt bench`.
 
 usage: .venv/bin/python tools/py_overhead.py [--rounds N] [--calls N] [--threads N] [--json]
+       .venv/bin/python tools/py_overhead.py --zoo [--only NAME,...] [--rounds N] [--iterations N]
 
 Each round times --calls back-to-back runs of one runtime; the rounds alternate between the
 runtimes so that a noisy neighbour hits them alike. Prints the median and the minimum of the
@@ -9,13 +11,21 @@ rounds' per-call times (µs), each runtime's ratio to onnxruntime, and the CPU m
 does next to nothing, so the figure is what a call costs: argument conversion, the runtime's
 own per-run work and making the output arrays. Run it on an idle machine: a busy neighbour
 skews onnxruntime's spinning threads more than Quilt's.
+
+--zoo takes the classic models `tools/zoo.py export` wrote into $QUILT_ZOO_DIR (with their
+inputs) and, per round, runs `quilt bench --json` (C++, --threads 2) and then the same model
+through quilt.onnxruntime in this process (intra_op_num_threads 2, the same inputs, warm-up and
+iteration counts), and prints each one's median latency and their ratio.
 """
 import argparse
 import json
+import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -45,13 +55,71 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def zoo(args) -> int:
+    """Each zoo model: `quilt bench` (C++) against quilt.onnxruntime from Python, alternating."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    from zoo import MODELS, family, zoo_dir
+
+    quilt_bin = os.environ.get("QUILT_BIN", str(ROOT / "build" / "quilt"))
+    names = [n.strip() for n in args.only.split(",")] if args.only else [n for n in MODELS if family(n) == "classic"]
+    print(f"CPU: {cpu_model()}; quilt {quilt.__version__}; {args.rounds} alternating rounds of "
+          f"{args.warmup} warm-up + {args.iterations} timed runs, 2 threads")
+    print(f"{'model':<30} {'quilt bench ms':>15} {'Python ms':>10} {'Python / C++':>13}")
+    rows = []
+    for name in names:
+        path = zoo_dir() / f"{name}.onnx"
+        inputs_dir = zoo_dir() / f"{name}.inputs"
+        files = {s[0]: inputs_dir / f"{s[0]}.npy" for s in MODELS[name][1]}
+        if not path.exists() or not all(f.exists() for f in files.values()):
+            print(f"{name:<30} missing: tools/zoo.py export --only {name}")
+            continue
+        feed = {k: np.load(f) for k, f in files.items()}
+        so = qort.SessionOptions()
+        so.intra_op_num_threads = 2
+        session = qort.InferenceSession(str(path), so)
+        cmd = [quilt_bin, "bench", str(path), "--threads", "2", "--iterations", str(args.iterations),
+               "--warmup", str(args.warmup), "--json"]
+        for k, f in files.items():
+            cmd += ["--input", f"{k}={f}"]
+        cpp, py = [], []
+        for _ in range(args.rounds):
+            out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+            cpp.append(json.loads(out.stdout.strip().splitlines()[-1])["latency_ms"]["median"])
+            for _ in range(args.warmup):
+                session.run(None, feed)
+            times = []
+            for _ in range(args.iterations):
+                start = time.perf_counter()
+                session.run(None, feed)
+                times.append((time.perf_counter() - start) * 1e3)
+            py.append(statistics.median(times))
+        c, q = statistics.median(cpp), statistics.median(py)
+        rows.append({"model": name, "quilt_bench_ms": c, "python_ms": q, "ratio": q / c})
+        print(f"{name:<30} {c:>15.4g} {q:>10.4g} {q / c:>13.3f}")
+    if rows:
+        print(f"geometric mean of Python / C++: "
+              f"{float(np.exp(np.mean([np.log(r['ratio']) for r in rows]))):.3f} over {len(rows)} models")
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--calls", type=int, default=20000)
     p.add_argument("--threads", type=int, default=0, help="intra-op / Quilt CPU threads (0: the default)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--zoo", action="store_true", help="the zoo's models against quilt bench")
+    p.add_argument("--only", default="", help="--zoo: these models only (comma-separated)")
+    p.add_argument("--iterations", type=int, default=20, help="--zoo: timed runs per round")
+    p.add_argument("--warmup", type=int, default=3, help="--zoo: untimed runs per round")
     args = p.parse_args()
+    if args.zoo:
+        if "--rounds" not in sys.argv:
+            args.rounds = 3
+        return zoo(args)
 
     model = add_model()
     so = onnxruntime.SessionOptions()
