@@ -3,6 +3,9 @@ through QUILT_PLUGIN_PATH or the quilt.plugins session config entry, with provid
 backend options; onnxruntime names and Quilt's side by side."""
 import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
@@ -95,3 +98,22 @@ def test_set_providers_moves_the_session(monkeypatch):
     assert plan_of(s)["totals"]["nodes"] == {"example:0": 3, "cpu": 3}
     s.set_providers(["CPUExecutionProvider"])
     assert plan_of(s)["totals"]["nodes"] == {"cpu": 6}
+
+
+def test_a_cpu_only_session_does_not_load_the_plugins(save):
+    # Listing the backends loads every plugin (the OpenCL one maps LLVM): only a session that
+    # names another provider, or get_available_providers(), may do that.
+    shipped = sorted((Path(quilt.__file__).parent / "quilt-backends").glob("*.so"))
+    if not shipped:
+        pytest.skip("the package carries no plugin (built without OpenCL)")
+    script = (
+        "import quilt.onnxruntime as ort\n"
+        "def loaded():\n"
+        f"    return {shipped[0].name!r} in open('/proc/self/maps').read()\n"
+        f"ort.InferenceSession({save(mlp_bytes())!r})\n"
+        f"ort.InferenceSession({save(mlp_bytes(), 'b.onnx')!r}, providers=['CPUExecutionProvider'])\n"
+        "print(loaded())\n"
+        "ort.get_available_providers()\n"
+        "print(loaded())\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["False", "True"], out.stdout + out.stderr

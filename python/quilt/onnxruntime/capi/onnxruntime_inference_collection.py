@@ -24,9 +24,11 @@ from . import onnxruntime_pybind11_state as C
 _CPU = "CPUExecutionProvider"
 
 
-def _normalize_providers(providers, provider_options, available):
+def _normalize_providers(providers, provider_options, plugins):
     """[(name, {str: str})] for the providers given, warning (as onnxruntime does) about
-    unavailable and duplicate ones, and raising ValueError for malformed arguments."""
+    unavailable and duplicate ones, and raising ValueError for malformed arguments. The
+    backends are listed only when a provider other than the CPU is named: listing loads every
+    plugin (the OpenCL one maps LLVM), which a CPU-only session should not pay for."""
     if providers is None:
         return []
     if not isinstance(providers, collections.abc.Sequence) or isinstance(providers, str):
@@ -50,11 +52,13 @@ def _normalize_providers(providers, provider_options, available):
                 pairs.append(p)
             else:
                 raise ValueError("'providers' values must be either strings or (string, dict) tuples.")
-    out, seen = [], set()
+    out, seen, available = [], set(), None
     for name, options in pairs:
         if name == "cpu":
             name = _CPU
         base = name.split(":", 1)[0]
+        if name != _CPU and available is None:
+            available = C.available_backends(plugins)
         if name != _CPU and base not in available:
             warnings.warn(f"Specified provider '{name}' is not in available provider names."
                           f"Available providers: '{', '.join(available)}'")
@@ -127,8 +131,7 @@ class InferenceSession:
     def _create_session(self, providers, provider_options):
         so = self._sess_options
         plugins = [p for p in so._config.get("quilt.plugins", "").split(os.pathsep) if p]
-        available = C.available_backends(plugins)
-        chosen = _normalize_providers(providers, provider_options, available)
+        chosen = _normalize_providers(providers, provider_options, plugins)
         options = _quilt_options(so, chosen)
         model = self._model_path if self._model_path is not None else self._model_bytes
         try:
