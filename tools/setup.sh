@@ -4,7 +4,7 @@
 #     Graphviz (tests render `quilt plan --format dot`), OpenCL (headers, the ICD loader, PoCL as
 #     the CPU device CI tests on, clinfo, CLBlast);
 #   - a project venv (.venv) with the pinned Python packages of tools/requirements.txt;
-#   - an incremental CMake build (Release) in build/;
+#   - an incremental CMake build (Release) in build/ (or $QUILT_BUILD);
 #   - the Python package (python/) installed into .venv, built against that build's libquilt
 #     (only the bindings compile, in build/python), again only when python/ or libquilt changed.
 # Sourced by tools/test.sh and tools/demo.sh; defines QUILT_ROOT, QUILT_BUILD, QUILT_PYTHON.
@@ -60,9 +60,16 @@ if ! cmp -s "$REQ" "$STAMP"; then
   cp "$REQ" "$STAMP"
 fi
 
-if [ ! -f "$QUILT_BUILD/CMakeCache.txt" ] || ! grep -q "QUILT_PYTHON:FILEPATH=$QUILT_PYTHON\$" "$QUILT_BUILD/CMakeCache.txt"; then
+# QUILT_SANITIZE (set by tools/test.sh --sanitize) builds with those sanitizers, with debug info.
+QUILT_SANITIZE="${QUILT_SANITIZE:-}"
+build_type=Release
+[ -n "$QUILT_SANITIZE" ] && build_type=RelWithDebInfo
+cache="$QUILT_BUILD/CMakeCache.txt"
+if [ ! -f "$cache" ] || ! grep -q "QUILT_PYTHON:FILEPATH=$QUILT_PYTHON\$" "$cache" ||
+   ! grep -q "QUILT_SANITIZE:STRING=$QUILT_SANITIZE\$" "$cache"; then
   quilt_log "configuring $QUILT_BUILD"
-  cmake -S "$QUILT_ROOT" -B "$QUILT_BUILD" -DCMAKE_BUILD_TYPE=Release -DQUILT_PYTHON="$QUILT_PYTHON" >&2
+  cmake -S "$QUILT_ROOT" -B "$QUILT_BUILD" -DCMAKE_BUILD_TYPE=$build_type -DQUILT_PYTHON="$QUILT_PYTHON" \
+    -DQUILT_SANITIZE="$QUILT_SANITIZE" >&2
 fi
 quilt_log "building"
 cmake --build "$QUILT_BUILD" -j"$(nproc)" >&2
