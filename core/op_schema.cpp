@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "core/checked.hpp"
+
 namespace quilt {
 
 int64_t newest_opset(const std::string& domain) {
@@ -18,9 +20,10 @@ bool TypeShape::is_static() const {
 
 int64_t TypeShape::bytes() const {
   if (!is_static() || dtype == DType::Undefined) return -1;
-  int64_t n = static_cast<int64_t>(dtype_size(dtype));
-  for (int64_t d : dims) n *= d;
-  return n;
+  const Checked c(
+      [this] { return "tensor of shape " + to_string(dims) + " (" + dtype_name(dtype) + ")"; },
+      "byte size", ErrorCode::OutOfMemory);
+  return c.mul(c.product(dims), static_cast<int64_t>(dtype_size(dtype)));
 }
 
 InferenceContext::InferenceContext(const Node& node, std::vector<TypeShape> inputs,

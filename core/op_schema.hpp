@@ -29,6 +29,7 @@ struct TypeShape {
   static TypeShape of(const Tensor& t) { return {t.dtype(), true, t.shape()}; }
   bool is_static() const;
   // Bytes of a tensor of this type; -1 unless the dtype is known and the shape static.
+  // Throws Error(OutOfMemory) when the size overflows int64.
   int64_t bytes() const;
 };
 

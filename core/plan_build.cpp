@@ -3,6 +3,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/checked.hpp"
 #include "core/executor.hpp"
 #include "partitioner/partitioner.hpp"
 
@@ -26,11 +27,8 @@ TypeShape type_of(const ValueInfo& info) {
 // Shape / Size of a value whose shape is static at session creation.
 Tensor shape_or_size_of(const Node& node, const std::vector<int64_t>& dims) {
   const auto rank = static_cast<int64_t>(dims.size());
-  if (node.op_type == "Size") {
-    int64_t n = 1;
-    for (int64_t d : dims) n *= d;
-    return Tensor::from_vector<int64_t>({}, {n});
-  }
+  if (node.op_type == "Size")
+    return Tensor::from_vector<int64_t>({}, {Checked(node, "element count").product(dims)});
   int64_t start = node.attr_int("start", 0), end = node.attr_int("end", rank);
   if (start < 0) start += rank;
   if (end < 0) end += rank;

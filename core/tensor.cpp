@@ -1,6 +1,7 @@
 // Tensor storage and dtype tables.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -8,6 +9,7 @@
 #include <new>
 #include <vector>
 
+#include "core/checked.hpp"
 #include "quilt/quilt.hpp"
 
 namespace quilt {
@@ -294,12 +296,14 @@ Tensor Tensor::clone() const {
 }
 
 Tensor Tensor::reshaped(std::vector<int64_t> shape) const {
-  int64_t count = 1;
-  for (int64_t d : shape) count *= d;
-  if (count != numel_)
-    throw Error(ErrorCode::InvalidArgument, "cannot reshape a tensor of shape " +
-                                                quilt::to_string(shape_) + " to " +
-                                                quilt::to_string(shape));
+  auto where = [&] {
+    return "cannot reshape a tensor of shape " + quilt::to_string(shape_) + " to " +
+           quilt::to_string(shape);
+  };
+  if (std::any_of(shape.begin(), shape.end(), [](int64_t d) { return d < 0; }))
+    throw Error(ErrorCode::InvalidArgument, where() + ": a dim is negative");
+  if (Checked(where, "element count", ErrorCode::InvalidArgument).product(shape) != numel_)
+    throw Error(ErrorCode::InvalidArgument, where());
   Tensor t = *this;
   t.shape_ = std::move(shape);
   return t;

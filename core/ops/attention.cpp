@@ -2,6 +2,7 @@
 // RotaryEmbedding and RMSNormalization (opset 23).
 #include <string>
 
+#include "core/checked.hpp"
 #include "core/op_schema.hpp"
 #include "core/ops/attention_dims.hpp"
 
@@ -26,13 +27,6 @@ int64_t split_heads(const Node& node, int64_t hidden, int64_t heads, const std::
     node.fail(what + " hidden size " + str(hidden) + " is not divisible by its " + str(heads) +
               " heads");
   return hidden / heads;
-}
-
-int64_t add_dims(int64_t a, int64_t b) {
-  return a >= 0 && b >= 0 ? a + b : -1;
-}
-int64_t mul_dims(int64_t a, int64_t b) {
-  return a >= 0 && b >= 0 ? a * b : -1;
 }
 
 bool is_float_type(DType d) {
@@ -75,7 +69,9 @@ void infer_attention(InferenceContext& ctx) {
                      optional_shape(ctx, 6));
   const DType q_type = ctx.input_dtype(0);
   if (d.three_d)
-    ctx.set_output(0, q_type, {d.batch, d.q_seq, mul_dims(d.q_heads, d.v_head_size)});
+    ctx.set_output(0, q_type,
+                   {d.batch, d.q_seq,
+                    Checked(ctx.node(), "output hidden size").mul_dims(d.q_heads, d.v_head_size)});
   else
     ctx.set_output(0, q_type, {d.batch, d.q_heads, d.q_seq, d.v_head_size});
   ctx.set_output(1, ctx.input_dtype(1), {d.batch, d.kv_heads, d.total_seq, d.head_size});
@@ -235,7 +231,7 @@ AttentionDims attention_dims(const Node& node, const std::vector<int64_t>& q,
         same_dim(node, pv[3], d.v_head_size, "past_value's head size and V's head size");
     d.past_seq = same_dim(node, pk[2], pv[2], "past_key's and past_value's sequence lengths");
   }
-  d.total_seq = add_dims(d.past_seq, d.kv_seq);
+  d.total_seq = Checked(node, "total sequence length").add_dims(d.past_seq, d.kv_seq);
   if (attn_mask) {
     const auto& m = *attn_mask;
     if (m.empty() || m.size() > 4)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "core/checked.hpp"
 #include "core/op_schema.hpp"
 #include "core/ops/detection_nms.hpp"
 
@@ -262,13 +263,14 @@ void infer_col2im(InferenceContext& ctx) {
       ctx.fail("image_shape " + join(*image) + ", block_shape " + join(*block) + ", dilations " +
                join(dilations) + ", strides " + join(strides) + ", pads " + join(pads) +
                ": expected positive block, dilation and stride values and non-negative others");
-    block_size *= (*block)[i];
-    const int64_t span = dilations[i] * ((*block)[i] - 1) + 1;
-    const int64_t n = ((*image)[i] + pads[i] + pads[i + sp] - span) / strides[i] + 1;
-    if ((*image)[i] + pads[i] + pads[i + sp] < span)
+    const Checked c(node, "block count");
+    block_size = c.mul(block_size, (*block)[i]);
+    const int64_t span = c.add(c.mul(dilations[i], (*block)[i] - 1), 1);
+    const int64_t padded = c.add(c.add((*image)[i], pads[i]), pads[i + sp]);
+    if (padded < span)
       ctx.fail("block " + join(*block) + " (dilated) does not fit in the padded image " +
                join(*image));
-    blocks *= n;
+    blocks = c.mul(blocks, (padded - span) / strides[i] + 1);
   }
   if (in[1] >= 0 && in[1] % block_size != 0)
     ctx.fail("input dim 1 is " + std::to_string(in[1]) +

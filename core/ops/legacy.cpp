@@ -15,6 +15,7 @@
 // The CPU kernels read the node's opset to apply these rules (backends/cpu/kernels/).
 #include <string>
 
+#include "core/checked.hpp"
 #include "core/op_schema.hpp"
 
 namespace quilt {
@@ -100,9 +101,7 @@ void infer_legacy_prelu(InferenceContext& ctx) {
   const auto& x = ctx.input_shape(0);
   const auto& slope = ctx.input_shape(1);
   if (all_known(slope)) {
-    int64_t n = 1;
-    for (int64_t s : slope) n *= s;
-    if (n != 1) {
+    if (Checked(ctx.node(), "slope size").product(slope) != 1) {
       if (x.size() < 2 || slope.size() != 1)
         ctx.node().fail("slope shape " + to_string(slope) + " against X " + to_string(x) +
                             ": before opset 7 only a one-element slope or one slope per channel "

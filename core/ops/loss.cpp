@@ -3,6 +3,7 @@
 // EyeLike, ReverseSequence, Compress.
 #include <algorithm>
 
+#include "core/checked.hpp"
 #include "core/op_schema.hpp"
 
 namespace quilt {
@@ -179,7 +180,8 @@ void infer_compress(InferenceContext& ctx) {
     axis = normalize_axis(ctx, a, rank);
     len = x[static_cast<size_t>(axis)];
   } else {
-    for (int64_t d : x) len = (len < 0 || d < 0) ? kUnknown : len * d;
+    const Checked c(ctx.node(), "element count");
+    for (int64_t d : x) len = c.mul_dims(len, d);
   }
   int64_t kept = kUnknown;
   if (const Tensor* c = ctx.input_value(1); c && len >= 0) {

@@ -3,6 +3,7 @@
 // Momentum) and the ai.onnx.ml Binarizer and ArrayFeatureExtractor.
 #include <algorithm>
 
+#include "core/checked.hpp"
 #include "core/op_schema.hpp"
 #include "core/ops/misc_image.hpp"
 
@@ -94,7 +95,8 @@ void infer_array_feature_extractor(InferenceContext& ctx) {
   const auto& x = ctx.input_shape(0);
   const auto& idx = ctx.input_shape(1);
   int64_t count = 1;
-  for (int64_t d : idx) count = (count < 0 || d < 0) ? -1 : count * d;
+  const Checked c(ctx.node(), "element count");
+  for (int64_t d : idx) count = c.mul_dims(count, d);
   std::vector<int64_t> dims = x.size() <= 1 ? std::vector<int64_t>{1} : x;
   if (x.empty()) ctx.fail("input X is a scalar, expected rank >= 1");
   if (x.size() == 1)
@@ -127,7 +129,8 @@ void infer_linear_attention(InferenceContext& ctx) {
   };
   const int64_t dk = per_head(q[2], hq, "query"), dv = per_head(v[2], hkv, "value");
   per_head(k[2], hkv, "key");
-  ctx.set_output(0, ctx.input_dtype(0), {q[0], q[1], dv < 0 ? -1 : hq * dv});
+  ctx.set_output(0, ctx.input_dtype(0),
+                 {q[0], q[1], Checked(ctx.node(), "output hidden size").mul_dims(hq, dv)});
   const DType state = ctx.has_input(3) ? ctx.input_dtype(3) : ctx.input_dtype(0);
   ctx.set_output(1, state, {q[0], hkv, dk, dv});
 }
@@ -152,7 +155,12 @@ void infer_deform_conv(InferenceContext& ctx) {
   if (kernel.size() != sp || pads.size() != 2 * sp || strides.size() != sp || dil.size() != sp)
     ctx.fail("kernel_shape, pads, strides or dilations do not match " +
              str(static_cast<int64_t>(sp)) + " spatial dims");
-  if (x[1] >= 0 && w[1] >= 0 && x[1] != w[1] * group)
+  for (size_t d = 0; d < sp; ++d)
+    if (strides[d] <= 0 || dil[d] <= 0 || pads[d] < 0 || pads[d + sp] < 0)
+      ctx.fail("strides " + to_string(strides) + ", dilations " + to_string(dil) + " and pads " +
+               to_string(pads) + ": expected positive strides and dilations, non-negative pads");
+  const Checked c(n, "DeformConv size");
+  if (x[1] >= 0 && w[1] >= 0 && x[1] != c.mul(w[1], group))
     ctx.fail("X has " + str(x[1]) + " channels, expected W's " + str(w[1]) + " times group " +
              str(group));
   if (w[0] >= 0 && w[0] % group != 0)
@@ -160,16 +168,19 @@ void infer_deform_conv(InferenceContext& ctx) {
   if (x[1] >= 0 && x[1] % og != 0)
     ctx.fail("X has " + str(x[1]) + " channels, not divisible by offset_group " + str(og));
   int64_t taps = 1;
-  for (int64_t k : kernel) taps *= k;
-  if (off[1] >= 0 && off[1] != og * taps * static_cast<int64_t>(sp))
+  for (int64_t k : kernel) taps = c.mul_dims(taps, k);
+  const int64_t offsets = c.mul_dims(c.mul_dims(og, taps), static_cast<int64_t>(sp));
+  if (off[1] >= 0 && offsets >= 0 && off[1] != offsets)
     ctx.fail("offset has " + str(off[1]) + " channels, expected offset_group * prod(kernel) * " +
-             str(static_cast<int64_t>(sp)) + " = " + str(og * taps * static_cast<int64_t>(sp)));
+             str(static_cast<int64_t>(sp)) + " = " + str(offsets));
   std::vector<int64_t> y = {x[0], w[0]};
   for (size_t d = 0; d < sp; ++d) {
     const int64_t in = x[d + 2];
     int64_t o = -1;
-    if (in >= 0)
-      o = (in + pads[d] + pads[d + sp] - ((kernel[d] - 1) * dil[d] + 1)) / strides[d] + 1;
+    if (in >= 0 && kernel[d] >= 0) {
+      const int64_t dk = c.add(c.mul(kernel[d] - 1, dil[d]), 1);
+      o = c.sub(c.add(c.add(in, pads[d]), pads[d + sp]), dk) / strides[d] + 1;
+    }
     if (o >= 0 && off[d + 2] >= 0 && off[d + 2] != o)
       ctx.fail("offset has spatial shape " + to_string(off) + ", expected output size " + str(o) +
                " in spatial dim " + str(static_cast<int64_t>(d)));
@@ -180,7 +191,7 @@ void infer_deform_conv(InferenceContext& ctx) {
   if (ctx.has_input(4)) {
     const auto& m = ctx.input_shape(4);
     std::vector<int64_t> expect = y;
-    expect[1] = og * taps;
+    expect[1] = c.mul_dims(og, taps);
     if (m != expect && ctx.runtime())
       ctx.fail("mask has shape " + to_string(m) + ", expected " + to_string(expect));
   }

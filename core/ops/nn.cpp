@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string>
 
+#include "core/checked.hpp"
 #include "core/op_schema.hpp"
 
 namespace quilt {
@@ -60,19 +61,21 @@ Window read_window(const InferenceContext& ctx, size_t spatial, bool kernel_requ
 int64_t window_out(const InferenceContext& ctx, const Window& w, size_t i, int64_t in,
                    int64_t kernel, bool ceil_mode) {
   if (in < 0 || kernel < 0) return -1;
-  const int64_t s = w.strides[i];
-  if (w.auto_pad == "SAME_UPPER" || w.auto_pad == "SAME_LOWER") return (in + s - 1) / s;
-  const int64_t dk = (kernel - 1) * w.dilations[i] + 1;
+  const Checked c(ctx.node(), "output size");
+  const int64_t s = w.strides[i];  // > 0, like the dilations and kernel (read_window)
+  if (w.auto_pad == "SAME_UPPER" || w.auto_pad == "SAME_LOWER") return c.add(in, s - 1) / s;
+  const int64_t dk = c.add(c.mul(kernel - 1, w.dilations[i]), 1);
   const int64_t pb = w.auto_pad == "VALID" ? 0 : w.pads[i];
   const int64_t pe = w.auto_pad == "VALID" ? 0 : w.pads[i + w.strides.size()];
-  const int64_t span = in + pb + pe - dk;
+  const int64_t pads = c.add(pb, pe);
+  const int64_t span = c.sub(c.add(in, pads), dk);
   if (span < 0)
     ctx.fail("spatial dim " + std::to_string(i) + " is " + std::to_string(in) + " (+" +
-             std::to_string(pb + pe) + " padding), smaller than the dilated kernel size " +
+             std::to_string(pads) + " padding), smaller than the dilated kernel size " +
              std::to_string(dk));
-  int64_t out = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+  int64_t out = c.add(ceil_mode ? c.add(span, s - 1) / s : span / s, 1);
   // A window that would start entirely in the end padding is dropped.
-  if (ceil_mode && (out - 1) * s >= in + pb) --out;
+  if (ceil_mode && c.mul(out - 1, s) >= c.add(in, pb)) --out;
   return out;
 }
 
@@ -115,9 +118,10 @@ void infer_conv(InferenceContext& ctx) {
   Window w = read_window(ctx, sp, false);
   const int64_t group = ctx.node().attr_int("group", 1);
   if (group <= 0) ctx.fail("group " + std::to_string(group) + " must be positive");
-  if (x[1] >= 0 && wt[1] >= 0 && x[1] != wt[1] * group)
+  const int64_t channels = wt[1] >= 0 ? Checked(ctx.node(), "channel count").mul(wt[1], group) : -1;
+  if (x[1] >= 0 && channels >= 0 && x[1] != channels)
     ctx.fail("X has " + std::to_string(x[1]) + " channels but W " + ints_str(wt) + " with group " +
-             std::to_string(group) + " expects " + std::to_string(wt[1] * group));
+             std::to_string(group) + " expects " + std::to_string(channels));
   if (wt[0] >= 0 && wt[0] % group != 0)
     ctx.fail("W has " + std::to_string(wt[0]) + " output channels, not divisible by group " +
              std::to_string(group));
@@ -161,7 +165,7 @@ void infer_conv_transpose(InferenceContext& ctx) {
   if (wt[0] >= 0 && wt[0] % group != 0)
     ctx.fail("W has " + std::to_string(wt[0]) + " input channels, not divisible by group " +
              std::to_string(group));
-  const int64_t m = wt[1] >= 0 ? wt[1] * group : -1;
+  const int64_t m = wt[1] >= 0 ? Checked(n, "output channel count").mul(wt[1], group) : -1;
   if (ctx.has_input(2)) {
     const auto& b = ctx.input_shape(2);
     if (b.size() != 1 || (b[0] >= 0 && m >= 0 && b[0] != m))
@@ -191,15 +195,16 @@ void infer_conv_transpose(InferenceContext& ctx) {
     if (!output_shape.empty()) {
       o = output_shape[i];
     } else if (in >= 0 && k >= 0) {
+      const Checked c(n, "output size");
+      // stride * (in - 1) + output_padding + the dilated kernel
+      const int64_t dk = c.add(c.mul(k - 1, w.dilations[i]), 1);
+      const int64_t full = c.add(c.add(c.mul(w.strides[i], in - 1), output_padding[i]), dk);
       if (w.auto_pad == "SAME_UPPER" || w.auto_pad == "SAME_LOWER") {
         // As onnx's shape inference (and onnxruntime) size it: in * stride + output_padding,
         // except that a kernel smaller than the stride is never padded negatively.
-        const int64_t dk = (k - 1) * w.dilations[i] + 1;
-        const int64_t total = std::max<int64_t>(0, dk - w.strides[i]);
-        o = w.strides[i] * (in - 1) + output_padding[i] + dk - total;
+        o = c.sub(full, std::max<int64_t>(0, c.sub(dk, w.strides[i])));
       } else {
-        const int64_t pads = w.auto_pad == "VALID" ? 0 : w.pads[i] + w.pads[i + sp];
-        o = w.strides[i] * (in - 1) + output_padding[i] + (k - 1) * w.dilations[i] + 1 - pads;
+        o = c.sub(full, w.auto_pad == "VALID" ? 0 : c.add(w.pads[i], w.pads[i + sp]));
       }
     }
     if (o == 0 || o < -1)
@@ -291,10 +296,11 @@ void infer_max_unpool(InferenceContext& ctx) {
     return;
   }
   std::vector<int64_t> out = {x[0], x[1]};
+  const Checked c(ctx.node(), "output size");
   for (size_t i = 0; i < sp; ++i)
-    out.push_back(x[i + 2] < 0
-                      ? -1
-                      : (x[i + 2] - 1) * w.strides[i] + w.kernel[i] - w.pads[i] - w.pads[i + sp]);
+    out.push_back(x[i + 2] < 0 ? -1
+                               : c.sub(c.add(c.mul(x[i + 2] - 1, w.strides[i]), w.kernel[i]),
+                                       c.add(w.pads[i], w.pads[i + sp])));
   ctx.set_output(0, ctx.input_dtype(0), out);
 }
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <string>
 
+#include "core/checked.hpp"
 #include "core/op_schema.hpp"
 #include "core/ops/quantization_layout.hpp"
 
@@ -39,12 +40,14 @@ void check_scale_and_zero_point(const InferenceContext& ctx) {
   const auto& x = ctx.input_shape(0);
   const auto& s = ctx.input_shape(1);
   QuantLayout layout;
-  if (std::string err = quant_layout(x, s, axis, block_size, layout); !err.empty()) ctx.fail(err);
+  if (std::string err = quant_layout(n, x, s, axis, block_size, layout); !err.empty())
+    ctx.fail(err);
   if (!ctx.has_input(2)) return;
   const auto& z = ctx.input_shape(2);
-  auto numel = [](const std::vector<int64_t>& v) {
+  const Checked c(n, "element count");
+  auto numel = [&c](const std::vector<int64_t>& v) {
     int64_t p = 1;
-    for (int64_t d : v) p = (p < 0 || d < 0) ? -1 : p * d;
+    for (int64_t d : v) p = c.mul_dims(p, d);
     return p;
   };
   // A scalar and a one-element vector are the same per-tensor parameter.
@@ -135,7 +138,8 @@ void infer_dynamic_quantize(InferenceContext& ctx) {
 void check_param_size(const InferenceContext& ctx, size_t i, int64_t count, const char* what) {
   const auto& s = ctx.input_shape(i);
   int64_t n = 1;
-  for (int64_t d : s) n = (n < 0 || d < 0) ? -1 : n * d;
+  const Checked c(ctx.node(), "element count");
+  for (int64_t d : s) n = c.mul_dims(n, d);
   if (s.size() > 1 || (n >= 0 && n != 1 && (count < 0 || n != count)))
     ctx.fail(std::string(what) + " has shape " + to_string(s) + ", expected a scalar" +
              (count >= 0 ? " or " + std::to_string(count) + " values" : std::string()));
@@ -193,9 +197,11 @@ void infer_qlinear_conv(InferenceContext& ctx) {
   const size_t sp = x.size() - 2;
   const int64_t group = n.attr_int("group", 1);
   if (group <= 0) ctx.fail("group " + std::to_string(group) + " must be positive");
-  if (x[1] >= 0 && w[1] >= 0 && x[1] != w[1] * group)
+  const Checked c(n, "output size");
+  const int64_t channels = w[1] >= 0 ? c.mul(w[1], group) : -1;
+  if (x[1] >= 0 && channels >= 0 && x[1] != channels)
     ctx.fail("x has " + std::to_string(x[1]) + " channels but w " + to_string(w) + " with group " +
-             std::to_string(group) + " expects " + std::to_string(w[1] * group));
+             std::to_string(group) + " expects " + std::to_string(channels));
   if (w[0] >= 0 && w[0] % group != 0)
     ctx.fail("w has " + std::to_string(w[0]) + " output channels, not a multiple of group " +
              std::to_string(group));
@@ -234,13 +240,13 @@ void infer_qlinear_conv(InferenceContext& ctx) {
   std::vector<int64_t> y = {x[0], w[0]};
   for (size_t i = 0; i < sp; ++i) {
     const int64_t in = x[i + 2];
-    const int64_t dk = (kernel[i] - 1) * dilations[i] + 1;
     int64_t out = -1;
-    if (in >= 0) {
+    if (in >= 0 && kernel[i] >= 0) {
+      const int64_t dk = c.add(c.mul(kernel[i] - 1, dilations[i]), 1);
       if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-        out = (in + strides[i] - 1) / strides[i];
+        out = c.add(in, strides[i] - 1) / strides[i];
       } else {
-        const int64_t padded = auto_pad == "VALID" ? in : in + pads[i] + pads[i + sp];
+        const int64_t padded = auto_pad == "VALID" ? in : c.add(c.add(in, pads[i]), pads[i + sp]);
         if (padded < dk)
           ctx.fail("spatial dim " + std::to_string(i) + " is " + std::to_string(in) +
                    " (with padding " + std::to_string(padded) +

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/checked.hpp"
 #include "quilt/quilt.hpp"
 
 namespace quilt {
@@ -23,14 +24,16 @@ struct QuantLayout {
   Kind kind = Kind::PerTensor;
   int64_t outer = 1, dim = 1, inner = 1;
   int64_t block = 1;
-  int64_t blocks() const { return (dim + block - 1) / block; }
+  int64_t blocks() const { return dim == 0 ? 0 : (dim - 1) / block + 1; }  // no overflow
 };
 
 // Fills `out` and returns "" when a scale of shape `s` fits x of shape `x`; otherwise what is
 // wrong. `axis` may be negative; block_size 0 means not blocked. Scales with one element in a
 // rank 0 or rank 1 tensor are per-tensor whatever the axis (as onnx's reference treats them).
-inline std::string quant_layout(const std::vector<int64_t>& x, const std::vector<int64_t>& s,
-                                int64_t axis, int64_t block_size, QuantLayout& out) {
+// Throws naming `node` when x's size overflows int64.
+inline std::string quant_layout(const Node& node, const std::vector<int64_t>& x,
+                                const std::vector<int64_t>& s, int64_t axis, int64_t block_size,
+                                QuantLayout& out) {
   out = QuantLayout{};
   if (block_size < 0) return "block_size " + std::to_string(block_size) + " must be >= 0";
   if (s.empty() || (s.size() == 1 && s[0] == 1)) return "";
@@ -40,10 +43,11 @@ inline std::string quant_layout(const std::vector<int64_t>& x, const std::vector
            std::to_string(rank) + " (scale shape " + to_string(s) + " is not per-tensor)";
   if (axis < 0) axis += rank;
   const auto ax = static_cast<size_t>(axis);
+  const Checked c(node, "x's element count");
   for (int64_t i = 0; i < rank; ++i) {
     const int64_t d = x[static_cast<size_t>(i)];
-    if (i < axis) out.outer = (out.outer < 0 || d < 0) ? -1 : out.outer * d;
-    if (i > axis) out.inner = (out.inner < 0 || d < 0) ? -1 : out.inner * d;
+    if (i < axis) out.outer = c.mul_dims(out.outer, d);
+    if (i > axis) out.inner = c.mul_dims(out.inner, d);
   }
   out.dim = x[ax];
   if (block_size == 0) {
@@ -61,7 +65,7 @@ inline std::string quant_layout(const std::vector<int64_t>& x, const std::vector
            " like x " + to_string(x) + " for blocked quantization";
   for (size_t i = 0; i < s.size(); ++i) {
     if (s[i] < 0 || x[i] < 0) continue;
-    const int64_t want = i == ax ? (x[i] + block_size - 1) / block_size : x[i];
+    const int64_t want = i == ax ? (x[i] == 0 ? 0 : (x[i] - 1) / block_size + 1) : x[i];
     if (s[i] != want)
       return "scale has shape " + to_string(s) + ", expected dim " + std::to_string(i) + " to be " +
              std::to_string(want) + " for x " + to_string(x) + ", axis " + std::to_string(axis) +

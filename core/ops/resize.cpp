@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/checked.hpp"
 #include "core/half.hpp"
 #include "core/op_schema.hpp"
 
@@ -70,7 +71,7 @@ void apply_scales(const InferenceContext& ctx, const std::vector<float>& scales,
       ctx.fail("scales[" + std::to_string(i) + "] is " + std::to_string(s) + ", expected " +
                (min_scale > 0 ? "a value >= 1" : "a finite value > 0"));
     int64_t& d = dims[static_cast<size_t>(axes[i])];
-    if (d >= 0) d = static_cast<int64_t>(s * static_cast<float>(d));
+    if (d >= 0) d = Checked(ctx.node(), "output size").to_int64(s * static_cast<float>(d));
   }
 }
 
@@ -167,7 +168,9 @@ void infer_resize(InferenceContext& ctx) {
         for (int64_t a : axes) {
           int64_t& out = dims[static_cast<size_t>(a)];
           const int64_t d = in[static_cast<size_t>(a)];
-          out = !known ? -1 : static_cast<int64_t>(std::round(scale * static_cast<float>(d)));
+          out = !known ? -1
+                       : Checked(node, "output size")
+                             .to_int64(std::round(scale * static_cast<float>(d)));
         }
       }
     }

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "core/checked.hpp"
 #include "core/op_schema.hpp"
 
 namespace quilt {
@@ -132,18 +133,20 @@ void infer_rnn(InferenceContext& ctx, const RnnOp& op) {
   int64_t w_rows = dim_or_unknown(ctx, 1, 1);
   hidden = first_known({hidden, dim_or_unknown(ctx, 2, 2),
                         w_rows >= 0 && w_rows % op.gates == 0 ? w_rows / op.gates : -1});
-  int64_t gh = hidden >= 0 ? op.gates * hidden : -1;
+  // W, R, B and P stack the gates' blocks: sizes of up to 8 * hidden_size.
+  const Checked c(node, "gates * hidden_size");
+  int64_t gh = hidden >= 0 ? c.mul(op.gates, hidden) : -1;
 
   check_input(ctx, 1, "W", {dirs, gh, input});
   check_input(ctx, 2, "R", {dirs, gh, hidden});
-  check_input(ctx, 3, "B", {dirs, gh >= 0 ? 2 * gh : -1});
+  check_input(ctx, 3, "B", {dirs, gh >= 0 ? c.mul(2, gh) : -1});
   check_input(ctx, 4, "sequence_lens", {batch});
   std::vector<int64_t> state = layout == 0 ? std::vector<int64_t>{dirs, batch, hidden}
                                            : std::vector<int64_t>{batch, dirs, hidden};
   check_input(ctx, 5, "initial_h", state);
   if (op.max_inputs > 6) {
     check_input(ctx, 6, "initial_c", state);
-    check_input(ctx, 7, "P", {dirs, hidden >= 0 ? 3 * hidden : -1});
+    check_input(ctx, 7, "P", {dirs, hidden >= 0 ? c.mul(3, hidden) : -1});
   }
 
   // Fill unknown dims from the other inputs so that run-time shapes are static.

@@ -2,6 +2,7 @@
 // and Blackman windows, and MelWeightMatrix (17).
 //
 // Complex values are a trailing dim of 2 (real, imaginary); real ones a trailing dim of 1.
+#include "core/checked.hpp"
 #include "core/op_schema.hpp"
 
 #include <optional>
@@ -91,7 +92,7 @@ void infer_dft(InferenceContext& ctx) {
     if (n < 1) ctx.fail("dft_length is " + std::to_string(n) + ", expected >= 1");
   } else if (in[static_cast<size_t>(axis)] >= 0) {
     const int64_t dim = in[static_cast<size_t>(axis)];
-    n = irfft ? 2 * (dim - 1) : dim;
+    n = irfft ? Checked(ctx.node(), "default dft_length").mul(2, dim - 1) : dim;
     if (n < 1)
       ctx.fail("the default dft_length is " + std::to_string(n) + " for axis dim " +
                std::to_string(dim) + "; give dft_length or a longer axis");

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <set>
 
+#include "core/checked.hpp"
 #include "core/op_schema.hpp"
 
 namespace quilt {
@@ -23,17 +24,13 @@ std::string str(int64_t v) {
 }
 
 // Product of dims[begin, end); -1 when one of them is unknown (0 wins over unknown).
-int64_t product(const std::vector<int64_t>& dims, size_t begin, size_t end) {
-  int64_t p = 1;
-  bool unknown = false;
-  for (size_t i = begin; i < end; ++i) {
-    if (dims[i] < 0)
-      unknown = true;
-    else
-      p *= dims[i];
-  }
-  if (p == 0) return 0;
-  return unknown ? kUnknown : p;
+int64_t product(const InferenceContext& ctx, const std::vector<int64_t>& dims, size_t begin,
+                size_t end) {
+  std::vector<int64_t> known;
+  for (size_t i = begin; i < end; ++i)
+    if (dims[i] >= 0) known.push_back(dims[i]);
+  const int64_t p = Checked(ctx.node(), "element count").product(known);
+  return p == 0 || known.size() == end - begin ? p : kUnknown;
 }
 
 // Normalised axes without duplicates, for a tensor of the given rank.
@@ -54,7 +51,7 @@ std::vector<int64_t> unique_axes(const InferenceContext& ctx, const std::vector<
 void infer_reshape(InferenceContext& ctx, const std::vector<int64_t>& target, bool allowzero) {
   const auto& in = ctx.input_shape(0);
   std::vector<int64_t> out(target.size());
-  int64_t infer_at = -1, known = 1;
+  int64_t infer_at = -1;
   bool unknown = false, has_zero = false;
   for (size_t i = 0; i < target.size(); ++i) {
     int64_t t = target[i];
@@ -73,14 +70,14 @@ void infer_reshape(InferenceContext& ctx, const std::vector<int64_t>& target, bo
       out[i] = t;
       has_zero = has_zero || t == 0;
     }
-    if (out[i] < 0)
-      unknown = true;
-    else
-      known *= out[i];
+    if (out[i] < 0) unknown = true;
   }
   if (allowzero && has_zero && infer_at >= 0)
     ctx.fail("shape " + to_string(target) + " has both 0 and -1, which allowzero=1 forbids");
-  const int64_t total = product(in, 0, in.size());
+  const int64_t total = product(ctx, in, 0, in.size());
+  // The product of the other dims (used when they are all known): the -1 dim counts as 1.
+  if (infer_at >= 0) out[static_cast<size_t>(infer_at)] = 1;
+  const int64_t known = product(ctx, out, 0, out.size());
   if (infer_at >= 0) {
     out[static_cast<size_t>(infer_at)] = kUnknown;
     if (total >= 0 && !unknown) {
@@ -104,7 +101,7 @@ void infer_flatten(InferenceContext& ctx) {
     ctx.fail("axis " + str(axis) + " is out of range [" + str(-rank) + ", " + str(rank) + "]");
   if (axis < 0) axis += rank;
   const auto a = static_cast<size_t>(axis);
-  ctx.set_output(0, ctx.input_dtype(0), {product(in, 0, a), product(in, a, in.size())});
+  ctx.set_output(0, ctx.input_dtype(0), {product(ctx, in, 0, a), product(ctx, in, a, in.size())});
 }
 
 // Axes of Squeeze/Unsqueeze: an attribute before opset 13, an optional input since.
@@ -217,11 +214,13 @@ void infer_depth_to_space(InferenceContext& ctx) {
   const int64_t b = blocksize(ctx);
   const std::string mode = ctx.node().attr_string("mode", "DCR");
   if (mode != "DCR" && mode != "CRD") ctx.fail("mode '" + mode + "' is not DCR or CRD");
-  if (in[1] >= 0 && in[1] % (b * b) != 0)
-    ctx.fail("input channels " + str(in[1]) + " are not divisible by blocksize^2 = " + str(b * b));
-  auto scale = [](int64_t d, int64_t f) { return d < 0 ? kUnknown : d * f; };
+  const Checked c(ctx.node(), "output size");
+  const int64_t b2 = c.mul(b, b);
+  if (in[1] >= 0 && in[1] % b2 != 0)
+    ctx.fail("input channels " + str(in[1]) + " are not divisible by blocksize^2 = " + str(b2));
+  auto scale = [&c](int64_t d, int64_t f) { return d < 0 ? kUnknown : c.mul(d, f); };
   ctx.set_output(0, ctx.input_dtype(0),
-                 {in[0], in[1] < 0 ? kUnknown : in[1] / (b * b), scale(in[2], b), scale(in[3], b)});
+                 {in[0], in[1] < 0 ? kUnknown : in[1] / b2, scale(in[2], b), scale(in[3], b)});
 }
 
 void infer_space_to_depth(InferenceContext& ctx) {
@@ -233,8 +232,9 @@ void infer_space_to_depth(InferenceContext& ctx) {
       ctx.fail("input shape " + to_string(in) + ": spatial dims must be divisible by blocksize " +
                str(b));
   auto div = [b](int64_t d) { return d < 0 ? kUnknown : d / b; };
+  const Checked c(ctx.node(), "output channel count");
   ctx.set_output(0, ctx.input_dtype(0),
-                 {in[0], in[1] < 0 ? kUnknown : in[1] * b * b, div(in[2]), div(in[3])});
+                 {in[0], in[1] < 0 ? kUnknown : c.mul(c.mul(in[1], b), b), div(in[2]), div(in[3])});
 }
 
 }  // namespace

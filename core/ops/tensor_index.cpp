@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/checked.hpp"
 #include "core/half.hpp"
 #include "core/op_schema.hpp"
 
@@ -211,7 +212,7 @@ void infer_one_hot(InferenceContext& ctx) {
   if (const Tensor* d = ctx.input_value(1)) {
     const double v = scalar_value(ctx, *d, "depth");
     if (!(v >= 1)) ctx.fail("depth is " + std::to_string(v) + ", expected >= 1");
-    depth = static_cast<int64_t>(v);
+    depth = Checked(ctx.node(), "depth").to_int64(v);
   }
   std::vector<int64_t> out(idx);
   out.insert(out.begin() + axis, depth);

@@ -2,6 +2,7 @@
 // Range, Trilu.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/float8.hpp"
 #include "core/half.hpp"
@@ -63,12 +64,14 @@ int64_t range_count(const Tensor& start, const Tensor& limit, const Tensor& delt
     if (n > 9.0e18) ctx.fail("the range has more than 2^63 elements");
     return n > 0 ? static_cast<int64_t>(n) : 0;
   } else {
-    // Exact ceil((l - s) / d) in 64 bits.
-    const int64_t num = static_cast<int64_t>(l) - static_cast<int64_t>(s);
-    const int64_t den = d;
+    // Exact ceil((l - s) / d) in 128 bits: l - s of two int64s needs 65.
+    const __int128 num = static_cast<__int128>(l) - static_cast<__int128>(s);
+    const __int128 den = d;
     if ((num > 0) != (den > 0) || num == 0) return 0;
-    const int64_t an = num < 0 ? -num : num, ad = den < 0 ? -den : den;
-    return (an + ad - 1) / ad;
+    const __int128 an = num < 0 ? -num : num, ad = den < 0 ? -den : den;
+    const __int128 n = (an - 1) / ad + 1;
+    if (n > std::numeric_limits<int64_t>::max()) ctx.fail("the range has more than 2^63 elements");
+    return static_cast<int64_t>(n);
   }
 }
 

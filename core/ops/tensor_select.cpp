@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "core/checked.hpp"
 #include "core/op_schema.hpp"
 
 namespace quilt {
@@ -51,7 +52,7 @@ void infer_concat(InferenceContext& ctx) {
       auto& o = out[static_cast<size_t>(d)];
       const int64_t v = s[static_cast<size_t>(d)];
       if (d == axis) {
-        o = (o < 0 || v < 0) ? kUnknown : o + v;
+        o = (o < 0 || v < 0) ? kUnknown : Checked(ctx.node(), "concatenated size").add(o, v);
       } else if (o < 0) {
         o = v;
       } else if (v >= 0 && v != o) {
@@ -82,9 +83,10 @@ void infer_split(InferenceContext& ctx) {
       ctx.fail("split " + to_string(*split) + " has " + str(split->size()) +
                " entries but the node has " + str(n) + " outputs");
     int64_t sum = 0;
+    const Checked c(ctx.node(), "the sum of split");
     for (int64_t s : *split) {
       if (s < 0) ctx.fail("split " + to_string(*split) + " has a negative size");
-      sum += s;
+      sum = c.add(sum, s);
     }
     if (dim >= 0 && sum != dim)
       ctx.fail("split " + to_string(*split) + " sums to " + str(sum) + " but axis " + str(axis) +
@@ -95,7 +97,7 @@ void infer_split(InferenceContext& ctx) {
     if (num != n)
       ctx.fail("num_outputs is " + str(num) + " but the node has " + str(n) + " outputs");
     if (dim >= 0) {
-      const int64_t chunk = (dim + n - 1) / n;
+      const int64_t chunk = dim == 0 ? 0 : (dim - 1) / n + 1;  // ceil(dim / n), overflow-free
       const int64_t last = dim - chunk * (n - 1);
       if (last < 0)
         ctx.fail("axis " + str(axis) + " of size " + str(dim) + " cannot be split into " + str(n) +
@@ -147,8 +149,10 @@ void infer_slice(InferenceContext& ctx) {
     if (steps[i] == 0) ctx.fail("steps[" + str(i) + "] is 0");
     const int64_t dim = in[static_cast<size_t>(norm[i])];
     if (dim < 0) continue;  // stays unknown
-    // A step longer than the axis takes one element at most; clamping avoids overflow.
-    const int64_t step = std::clamp<int64_t>(steps[i], -(dim + 1), dim + 1);
+    // A step at least as long as the axis takes one element at most; clamping makes -step
+    // safe. The lengths are ceil(span / step) as (span - 1) / step + 1, which cannot overflow.
+    const int64_t bound = std::max<int64_t>(dim, 1);
+    const int64_t step = std::clamp<int64_t>(steps[i], -bound, bound);
     int64_t start = starts[i], end = ends[i];
     if (start < 0) start += dim;
     if (end < 0) end += dim;
@@ -156,13 +160,13 @@ void infer_slice(InferenceContext& ctx) {
     if (step > 0) {
       start = std::clamp<int64_t>(start, 0, dim);
       end = std::clamp<int64_t>(end, 0, dim);
-      len = end > start ? (end - start + step - 1) / step : 0;
+      len = end > start ? (end - start - 1) / step + 1 : 0;
     } else {
       // Going backwards, start clamps to [0, dim - 1] but end to [-1, dim - 1] (-1 = past the
       // front). min/max rather than clamp: dim may be 0.
       start = std::min(std::max<int64_t>(start, 0), dim - 1);
       end = std::min(std::max<int64_t>(end, -1), dim - 1);
-      len = start > end ? (start - end + (-step) - 1) / (-step) : 0;
+      len = start > end ? (start - end - 1) / (-step) + 1 : 0;
     }
     out[static_cast<size_t>(norm[i])] = len;
   }
@@ -187,7 +191,9 @@ void infer_tile(InferenceContext& ctx) {
   std::vector<int64_t> out(in.size());
   for (size_t i = 0; i < in.size(); ++i) {
     if (repeats[i] < 0) ctx.fail("repeats " + to_string(repeats) + " has a negative entry");
-    out[i] = repeats[i] == 0 ? 0 : (in[i] < 0 ? kUnknown : in[i] * repeats[i]);
+    out[i] = repeats[i] == 0 ? 0
+             : in[i] < 0     ? kUnknown
+                             : Checked(ctx.node(), "output size").mul(in[i], repeats[i]);
   }
   ctx.set_output(0, ctx.input_dtype(0), out);
 }
@@ -215,7 +221,8 @@ void infer_pad(InferenceContext& ctx) {
   for (size_t i = 0; i < axes.size(); ++i) {
     auto& d = out[static_cast<size_t>(axes[i])];
     if (d < 0) continue;
-    const int64_t padded = d + pads[i] + pads[i + axes.size()];
+    const Checked c(ctx.node(), "padded size");
+    const int64_t padded = c.add(c.add(d, pads[i]), pads[i + axes.size()]);
     if (padded < 0)
       ctx.fail("pads " + to_string(pads) + " crop axis " + str(axes[i]) + " of size " + str(d) +
                " below zero");

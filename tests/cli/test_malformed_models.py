@@ -1,6 +1,7 @@
 """Robustness: `quilt run` on corrupted models (random byte flips and truncations of models from
 the ONNX suite, fixed seed) must fail cleanly with exit code 1 or 2 and a message, or run —
-never crash, hang or die by a signal.
+never crash, hang or die by a signal. Models with hostile attributes (sizes overflowing int64)
+must fail with exit code 2 and a message naming the node and what overflowed.
 
 usage: test_malformed_models.py QUILT_BINARY ONNX_NODE_CASES_DIR WORK_DIR [COUNT]
 """
@@ -8,6 +9,8 @@ import random
 import subprocess
 import sys
 from pathlib import Path
+
+from onnx import TensorProto, helper
 
 quilt, cases, work = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
 count = int(sys.argv[4]) if len(sys.argv) > 4 else 150
@@ -37,5 +40,41 @@ for i, source in enumerate(models[:count]):
     else:
         failed += 1
         print(f"FAIL {path} (from {source.parent.name}): exit {r.returncode}: {stderr[-300:]!r}")
+
+# Hostile attributes whose sizes overflow int64 (or divide by zero): exit 2 with the node and
+# what overflowed, never undefined behaviour that happens to give some error or a crash.
+I64_MAX, I64_2P62 = 2**63 - 1, 2**62
+
+
+def hostile(name, node, inputs, expect):
+    global passed, failed
+    graph = helper.make_graph(
+        [node], name, [helper.make_tensor_value_info(k, TensorProto.FLOAT, s) for k, s in inputs],
+        [helper.make_tensor_value_info(node.output[0], TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    path = work / f"{name}.onnx"
+    path.write_bytes(model.SerializeToString())
+    r = subprocess.run([str(quilt), "run", str(path)], capture_output=True, timeout=60)
+    stderr = r.stderr.decode("utf-8", "replace")
+    if r.returncode == 2 and stderr.strip() == f"quilt: {expect}":
+        passed += 1
+        path.unlink()
+    else:
+        failed += 1
+        print(f"FAIL {path}: exit {r.returncode}: {stderr[-300:]!r}, expected {expect!r}")
+
+
+hostile("conv_huge_pads", helper.make_node("Conv", ["x", "w"], ["y"], name="c", pads=[I64_MAX, 0, 0, 0]),
+        [("x", [1, 1, 5, 5]), ("w", [1, 1, 3, 3])],
+        '[Conv node "c"] output size overflows int64: 5 + 9223372036854775807')
+hostile("lstm_huge_hidden_size", helper.make_node("LSTM", ["x", "w", "r"], ["y"], name="l", hidden_size=I64_2P62),
+        [("x", [2, 1, 3]), ("w", [1, 4, 3]), ("r", [1, 4, 1])],
+        '[LSTM node "l"] gates * hidden_size overflows int64: 4 * 4611686018427387904')
+hostile("deform_conv_zero_stride",
+        helper.make_node("DeformConv", ["x", "w", "o"], ["y"], name="d", strides=[0, 1]),
+        [("x", [1, 1, 5, 5]), ("w", [1, 1, 3, 3]), ("o", [1, 18, 3, 3])],
+        '[DeformConv node "d"] strides [0, 1], dilations [1, 1] and pads [0, 0, 0, 0]: expected '
+        'positive strides and dilations, non-negative pads')
+
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

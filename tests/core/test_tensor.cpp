@@ -4,8 +4,10 @@
 
 #include "core/half.hpp"
 #include "quilt/quilt.hpp"
+#include "tests/expect_error.hpp"
 
 using namespace quilt;
+using quilt::testing::expect_error;
 
 TEST(Tensor, AllocatesZeroedStorageOfTheRightSize) {
   Tensor t(DType::Float32, {2, 3});
@@ -74,6 +76,28 @@ TEST(Tensor, CopiesShareStorageAndCloneDoesNot) {
   EXPECT_EQ(r.shape(), (std::vector<int64_t>{4}));
   EXPECT_THROW(a.reshaped({3}), Error);
   EXPECT_THROW((Tensor::from_vector<float>({3}, {1, 2})), Error);
+}
+
+TEST(Tensor, ReshapedRejectsNegativeAndOverflowingShapes) {
+  auto a = Tensor::from_vector<float>({2, 2}, {1, 2, 3, 4});
+  // Two negative dims multiply to the element count; before, that passed.
+  expect_error(
+      [&] {
+        a.reshaped({-2, -2});
+      },
+      ErrorCode::InvalidArgument,
+      {"cannot reshape a tensor of shape [2, 2] to [-2, -2]: a dim is negative"});
+  // 2^32 * 2^32 wrapped around to 0 before (undefined behaviour): the product is checked.
+  const int64_t big = int64_t{1} << 32;
+  expect_error(
+      [&] {
+        a.reshaped({big, big, 4});
+      },
+      ErrorCode::InvalidArgument,
+      {"cannot reshape a tensor of shape [2, 2] to [4294967296, 4294967296, 4]: "
+       "element count overflows int64: 4294967296 * 4294967296"});
+  EXPECT_EQ(Tensor(DType::Float32, {0, 3}).reshaped({big, 0}).shape(),
+            (std::vector<int64_t>{big, 0}));
 }
 
 TEST(Half, RoundTripsAndRoundsToNearestEven) {

@@ -50,8 +50,8 @@ QuantLayout layout_of(const KernelContext& ctx) {
   const Node& n = ctx.node;
   const int64_t block_size = n.opset >= 21 ? n.attr_int("block_size", 0) : 0;
   QuantLayout l;
-  std::string err = quant_layout(ctx.input(0).shape(), ctx.input(1).shape(), n.attr_int("axis", 1),
-                                 block_size, l);
+  std::string err = quant_layout(n, ctx.input(0).shape(), ctx.input(1).shape(),
+                                 n.attr_int("axis", 1), block_size, l);
   if (!err.empty()) n.fail(err);
   if (ctx.has_input(2) && ctx.input(2).numel() != ctx.input(1).numel())
     n.fail("zero point has shape " + to_string(ctx.input(2).shape()) +
