@@ -96,6 +96,24 @@ c.node("div_int_truncates", "Div", {"a": np.array([7, -7, 7, -7, 0, 9], i64), "b
 c.node("div_int32_truncates", "Div", {"a": np.array([7, -7, 7, -7, -1], i32), "b": np.array([2, 2, -2, -2, 3], i32)})
 c.node("add_int64_const", "Add", {"a": randint(4, dtype=i64)}, initializers={"b": np.array([1, 2, 3, 4], i64)})
 
+# Integers wrap around on overflow (two's complement, as numpy and onnxruntime do): every pair
+# of edge values of each type, expected from numpy's wrapping arithmetic. uint16 * uint16
+# overflows C++'s int, to which it promotes.
+def int_edges(dt):
+    info = np.iinfo(dt)
+    return np.array(sorted({info.max, info.min, info.max // 2 + 1, info.min // 2, 3, 1, 0}), dt)
+
+
+for dt in [i32, i64, np.int8, np.int16, np.uint16, np.uint32, np.uint64]:
+    e = int_edges(dt)
+    a, b = np.repeat(e, len(e)), np.tile(e, len(e))
+    for op, fn in [("Add", np.add), ("Sub", np.subtract), ("Mul", np.multiply)]:
+        c.node(f"{op.lower()}_{np.dtype(dt).name}_wraps", op, {"a": a, "b": b},
+               expected={"y": fn(a, b)})
+    if np.dtype(dt).kind == "i":
+        c.node(f"neg_{np.dtype(dt).name}_wraps", "Neg", {"x": e}, expected={"y": np.negative(e)})
+    c.node(f"abs_{np.dtype(dt).name}_wraps", "Abs", {"x": e}, expected={"y": np.abs(e)})
+
 # ---- Pow ----
 c.node("pow_basic", "Pow", {"a": rand(3, 4, low=0.1, high=3), "b": rand(3, 4, low=-2, high=2)})
 c.node("pow_bcast", "Pow", {"a": rand(2, 3, 4, low=0.1, high=3), "b": rand(4, low=-2, high=2)})

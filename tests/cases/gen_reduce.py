@@ -220,6 +220,11 @@ node("cumsum_runtime_axis", "CumSum", {"x": rand(6, 7), "axis": np.array(-2, np.
            reverse=1)
 node("cumsum_1d", "CumSum", {"x": rand(33)}, initializers={"axis": np.array(0, np.int64)},
            exclusive=1)
+# Integer sums wrap around on overflow like numpy's.
+for dt in (np.int32, np.int64):
+    xi = np.array([[np.iinfo(dt).max, 1, np.iinfo(dt).min, -1, np.iinfo(dt).max]] * 2, dt)
+    node(f"cumsum_{np.dtype(dt).name}_wraps", "CumSum", {"x": xi},
+         initializers={"axis": np.array(1, np.int64)}, expected={"y": np.cumsum(xi, axis=1, dtype=dt)})
 node("cumsum_big", "CumSum", {"x": rand(50, 3000)}, initializers={"axis": np.array(1, np.int64)},
            atol=1e-4)
 node("cumsum_big_axis0", "CumSum", {"x": rand(300, 500)}, initializers={"axis": np.array(0, np.int64)},

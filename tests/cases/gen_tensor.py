@@ -321,6 +321,14 @@ c.node("range_int32", "Range", scalars(np.int32, -5, 7, 3))
 c.node("range_int64", "Range", scalars(I64, 10, 0, -3))
 c.node("range_int16", "Range", scalars(np.int16, 1, 9, 2))
 c.node("range_empty", "Range", scalars(I64, 5, 5, 1))
+# Limits at the ends of the type: limit - start and i * delta do not fit it, the values do.
+for dt in (np.int32, I64):
+    lo, hi = int(np.iinfo(dt).min), int(np.iinfo(dt).max)
+    step = (hi + 1) // 2  # a quarter of the type's range: 3 * step alone does not fit
+    c.node(f"range_{np.dtype(dt).name}_extremes", "Range", scalars(dt, lo, hi, step),
+           expected={"y": np.array([lo + k * step for k in range(4)], dt)})
+    c.node(f"range_{np.dtype(dt).name}_extremes_down", "Range", scalars(dt, hi, lo, lo),
+           expected={"y": np.array([hi, hi + lo], dt)})
 c.node("range_empty_wrong_dir", "Range", scalars(I64, 5, 8, -1))
 c.node("range_const", "Range", {}, initializers=scalars(I64, 0, 10, 1))
 

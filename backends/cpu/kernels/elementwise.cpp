@@ -7,6 +7,7 @@
 
 #include "backends/cpu/kernel.hpp"
 #include "backends/cpu/kernels/broadcast.hpp"
+#include "backends/cpu/kernels/wrapping.hpp"
 
 namespace quilt::cpu {
 
@@ -30,22 +31,23 @@ void dispatch(const KernelContext& ctx, Types types, Fn&& fn) {
 
 // ---- arithmetic ----
 
+// Integers wrap around (wrapping.hpp); floats are the plain operators.
 struct AddOp {
   template <class T>
   T operator()(T a, T b) const {
-    return static_cast<T>(a + b);
+    return wrapping_add(a, b);
   }
 };
 struct SubOp {
   template <class T>
   T operator()(T a, T b) const {
-    return static_cast<T>(a - b);
+    return wrapping_sub(a, b);
   }
 };
 struct MulOp {
   template <class T>
   T operator()(T a, T b) const {
-    return static_cast<T>(a * b);
+    return wrapping_mul(a, b);
   }
 };
 // Integer division truncates toward zero like C; x / 0 gives 0 and MIN / -1 wraps instead of
@@ -58,7 +60,7 @@ struct DivOp {
     } else {
       if (b == 0) return 0;
       if constexpr (std::is_signed_v<T>)
-        if (b == -1) return static_cast<T>(0 - static_cast<std::make_unsigned_t<T>>(a));
+        if (b == -1) return wrapping_neg(a);
       return static_cast<T>(a / b);
     }
   }

@@ -20,6 +20,7 @@
 #include "backends/cpu/activation.hpp"
 #include "backends/cpu/kernel.hpp"
 #include "backends/cpu/kernels/broadcast.hpp"
+#include "backends/cpu/kernels/wrapping.hpp"
 
 namespace quilt::cpu {
 
@@ -342,7 +343,7 @@ void register_cpu_elementwise_unary(KernelRegistry& r) {
   add_simple<SignedTypes>(
       r, "Relu", [](auto x) { return x < 0 ? decltype(x)(0) : x; }, kElementwiseGrain);
   add_simple<SignedTypes>(
-      r, "Neg", [](auto x) { return decltype(x)(-x); }, kElementwiseGrain);
+      r, "Neg", [](auto x) { return wrapping_neg(x); }, kElementwiseGrain);
   add_simple<NumericTypes>(
       r, "Abs",
       [](auto x) {
@@ -352,7 +353,7 @@ void register_cpu_elementwise_unary(KernelRegistry& r) {
         else if constexpr (std::is_floating_point_v<T>)
           return std::fabs(x);
         else
-          return static_cast<T>(x < 0 ? -x : x);
+          return x < 0 ? wrapping_neg(x) : x;  // the most negative integer stays itself
       },
       kElementwiseGrain);
   add_simple<NumericTypes>(

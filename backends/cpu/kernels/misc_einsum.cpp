@@ -12,6 +12,7 @@
 #include "backends/cpu/blas.hpp"
 #include "backends/cpu/kernel.hpp"
 #include "backends/cpu/kernels/broadcast.hpp"
+#include "backends/cpu/kernels/wrapping.hpp"
 #include "core/ops/misc_einsum.hpp"
 
 namespace quilt::cpu {
@@ -34,26 +35,6 @@ struct Operand {
   std::vector<int> labels;  // one per dim; may repeat only before the first reduce
   std::vector<int64_t> dims;
 };
-
-// Signed integers wrap on overflow (as onnxruntime's do) instead of being undefined behaviour.
-template <class T>
-T add(T a, T b) {
-  if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-  } else {
-    return a + b;
-  }
-}
-template <class T>
-T mul(T a, T b) {
-  if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
-  } else {
-    return a * b;
-  }
-}
 
 bool contains(const std::vector<int>& v, int l) {
   return std::find(v.begin(), v.end(), l) != v.end();
@@ -117,7 +98,8 @@ Operand<T> reduce_to(Operand<T> op, const std::vector<int>& target,
   int64_t s = 0, o = 0;
   const int64_t inner = extent[r - 1], si = src_stride[r - 1], oi = dst_stride[r - 1];
   for (int64_t done = 0; done < total; done += inner) {
-    for (int64_t i = 0; i < inner; ++i) dst[o + i * oi] = add(dst[o + i * oi], op.data[s + i * si]);
+    for (int64_t i = 0; i < inner; ++i)
+      dst[o + i * oi] = wrapping_add(dst[o + i * oi], op.data[s + i * si]);
     for (size_t d = r - 1; d-- > 0;) {
       ++idx[d];
       s += src_stride[d];
@@ -151,7 +133,7 @@ void batched_gemm(const ThreadPool& pool, int64_t batch, int64_t m, int64_t n, i
         for (int64_t p = 0; p < k; ++p) {
           const T av = ar[p];
           const T* br = bb + p * n;
-          for (int64_t j = 0; j < n; ++j) cr[j] = add(cr[j], mul(av, br[j]));
+          for (int64_t j = 0; j < n; ++j) cr[j] = wrapping_add(cr[j], wrapping_mul(av, br[j]));
         }
       }
     });

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "backends/cpu/kernel.hpp"
+#include "backends/cpu/kernels/wrapping.hpp"
 
 namespace quilt::cpu {
 
@@ -198,7 +199,7 @@ void cumsum(KernelContext& ctx) {
       const int64_t prev = reverse ? k + 1 : k - 1;
       const T* before = dst + at(prev);
       const T* add = src + at(exclusive ? prev : k);
-      for (int64_t t = 0; t < len; ++t) out[t] = before[t] + add[t];
+      for (int64_t t = 0; t < len; ++t) out[t] = wrapping_add(before[t], add[t]);
     }
   });
 }

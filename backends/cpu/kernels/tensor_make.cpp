@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "backends/cpu/kernel.hpp"
+#include "backends/cpu/kernels/wrapping.hpp"
 #include "core/float8.hpp"
 #include "core/half.hpp"
 
@@ -61,8 +62,15 @@ void range_as(KernelContext& ctx) {
   const T start = ctx.input(0).data<T>()[0], delta = ctx.input(2).data<T>()[0];
   Tensor& out = ctx.output(0);
   T* o = out.data<T>();
-  for (int64_t i = 0; i < out.numel(); ++i)
-    o[i] = static_cast<T>(start + static_cast<T>(i) * delta);
+  if constexpr (std::is_integral_v<T>) {
+    // Every value lies between start and limit, but i * delta alone may not fit T (start
+    // -2^63, delta 2^62): wrapping arithmetic ends at the exact value instead of overflowing.
+    for (int64_t i = 0; i < out.numel(); ++i)
+      o[i] = wrapping_add(start, wrapping_mul(static_cast<T>(i), delta));
+  } else {
+    for (int64_t i = 0; i < out.numel(); ++i)
+      o[i] = static_cast<T>(start + static_cast<T>(i) * delta);
+  }
 }
 
 void range(KernelContext& ctx) {
