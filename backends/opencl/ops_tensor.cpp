@@ -233,7 +233,10 @@ Status enqueue_slice(Launch& launch, const NodeDesc& desc) {
   std::vector<int64_t> src(in.size());
   int64_t base = 0;
   for (size_t k = 0; k < in.size(); ++k) {
-    const int64_t d = in[k], step = v[3 * k + 2];
+    // A step at least as long as the axis takes one element at most (as the core's shape
+    // inference has it): clamped, step * stride stays within the tensor's size.
+    const int64_t d = in[k], bound = std::max<int64_t>(d, 1);
+    const int64_t step = std::clamp<int64_t>(v[3 * k + 2], -bound, bound);
     src[k] = step * in_strides[k];
     if (d == 0 || out[k] == 0) continue;
     int64_t start = v[3 * k];

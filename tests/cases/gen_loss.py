@@ -198,6 +198,10 @@ x5 = rand(1, 5, 3, 2, 4) * 3
 case("lrn_5d", "LRN", {"x": x5}, [lrn_ref(x5, 4, 0.3)], size=4, alpha=0.3)
 xl = rand(2, 16, 64, 64) * 3
 case("lrn_large", "LRN", {"x": xl}, [lrn_ref(xl, 5, 0.01)], size=5, alpha=0.01)
+# A window wider than the channels covers them all; only alpha / size still sees the size.
+big = 2**62 + 1
+lrn_huge = (x.astype(np.float64) / (1 + 0.5 / big * (x.astype(np.float64) ** 2).sum(axis=1, keepdims=True)) ** 0.75).astype(np.float32)
+case("lrn_huge_size", "LRN", {"x": x}, [lrn_huge], ort=False, size=big, alpha=0.5)
 
 # ---- CumProd (opset 26) ----
 
@@ -256,6 +260,10 @@ case("eyelike_o9", "EyeLike", {"x": randint(3, 3, dtype=np.int32)},
 case("eyelike_o22", "EyeLike", {"x": rand(3, 5)}, [eye_ref((3, 5), 2, np.float64)], opset=22,
      dtype=11, k=2)
 case("eyelike_empty", "EyeLike", {"x": rand(0, 3)}, [eye_ref((0, 3), 0, np.float32)])
+# k far outside the matrix: no diagonal (i + k and -k would overflow).
+for k in (np.iinfo(np.int64).max, np.iinfo(np.int64).min):
+    case(f"eyelike_k_{'max' if k > 0 else 'min'}", "EyeLike", {"x": rand(4, 6)},
+         [np.zeros((4, 6), np.float32)], ort=False, k=int(k))
 
 # ---- ReverseSequence ----
 

@@ -227,6 +227,14 @@ ref_node("tfidf_tfidf_int32", "TfIdfVectorizer", {"x": np.array([4, 5, 4, 6, 5, 
        9, mode="TFIDF", min_gram_length=2, max_gram_length=2, max_skip_count=2,
        ngram_counts=[0, 2], ngram_indexes=[1, 0, 3, 2], pool_int64s=[4, 5, 4, 5, 4, 6],
        weights=[0.5, 2.0, 3.0, 1.5])
+# Huge gram lengths and skips count what fits the row: here the same as 2 and 3 (rows of 5).
+tfidf_x = np.array([[1, 2, 3, 2, 3], [3, 1, 2, 2, 1]], dtype=np.int64)
+tfidf_attrs = dict(mode="TF", min_gram_length=1, ngram_counts=[0, 3], ngram_indexes=[0, 1, 2, 3, 4],
+                   pool_int64s=[1, 2, 3, 2, 3, 3, 1])
+c.node("tfidf_huge_lengths", "TfIdfVectorizer", {"x": tfidf_x}, opset=9,
+       expected=reference("TfIdfVectorizer", {"x": tfidf_x}, 1, 9, max_gram_length=2,
+                          max_skip_count=3, **tfidf_attrs),
+       max_gram_length=2**62, max_skip_count=2**62, **tfidf_attrs)
 
 
 # ---- ImageDecoder: images encoded here, expected pixels known by construction ----

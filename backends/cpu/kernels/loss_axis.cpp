@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "backends/cpu/kernel.hpp"
+#include "backends/cpu/kernels/wrapping.hpp"
 #include "core/half.hpp"
 
 namespace quilt::cpu {
@@ -134,7 +135,8 @@ void lrn(KernelContext& ctx) {
   const AxisView v = view_at(xt.shape(), 1);
   const T* x = xt.data<T>();
   T* y = ctx.output(0).data<T>();
-  for_blocks(ctx.pool, v, v.n * size, [&](int64_t o, int64_t c0, int64_t len) {
+  // Work per element: the channels in the window, at most all of them (size may be huge).
+  for_blocks(ctx.pool, v, v.n * std::min(size, v.n), [&](int64_t o, int64_t c0, int64_t len) {
     std::vector<double> sum(static_cast<size_t>(len));
     const T* xs = x + o * v.n * v.inner + c0;
     T* ys = y + o * v.n * v.inner + c0;
@@ -169,17 +171,14 @@ void run_lrn(KernelContext& ctx) {
 // ---- CumProd ----
 
 // Products in the element type, one step at a time like numpy.cumprod: integers wrap around
-// (computed unsigned, so signed overflow is defined), float16 rounds after every product (the
-// float32 product of two float16 values is exact, so this is float16 multiplication).
+// (wrapping.hpp), float16 rounds after every product (the float32 product of two float16
+// values is exact, so this is float16 multiplication).
 template <class T>
 Storage<T> multiply(Storage<T> a, Storage<T> b) {
   if constexpr (std::is_same_v<T, Half>) {
     return float_to_half(half_to_float(a) * half_to_float(b));
-  } else if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
   } else {
-    return a * b;
+    return wrapping_mul(a, b);
   }
 }
 

@@ -38,7 +38,8 @@ std::vector<std::byte> one_of(DType dtype) {
 void run_eyelike(KernelContext& ctx) {
   Tensor& y = ctx.output(0);
   const int64_t rows = y.dim(0), cols = y.dim(1);
-  const int64_t k = ctx.node.attr_int("k", 0);
+  // Beyond [-rows, cols] no element is on the diagonal; clamping keeps -k and i + k in range.
+  const int64_t k = std::clamp<int64_t>(ctx.node.attr_int("k", 0), -rows, cols);
   const size_t size = dtype_size(y.dtype());
   const std::vector<std::byte> one = one_of(y.dtype());
   auto* out = static_cast<std::byte*>(y.raw_data());

@@ -1,6 +1,7 @@
 // The CPU TfIdfVectorizer kernel for integer n-grams: the pool's n-grams (sizes min..max) go in
 // a map at creation; each row then counts every n-gram taken with gaps of 0..max_skip_count
 // (unigrams once), and the counts are weighted by the mode.
+#include <algorithm>
 #include <map>
 
 #include "backends/cpu/kernel.hpp"
@@ -57,14 +58,18 @@ class TfIdf : public Kernel {
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t* row = values.data() + r * len;
       std::vector<int64_t> freq(static_cast<size_t>(width_), 0);
-      for (int64_t size = min_; size <= max_; ++size)
-        for (int64_t d = 1; d <= (size == 1 ? 1 : skip_ + 1); ++d)
+      // Only n-grams that fit the row: size <= len and (size - 1) * d <= len - 1, which also
+      // bounds the loops when the attributes are huge.
+      for (int64_t size = min_; size <= std::min(max_, len); ++size) {
+        const int64_t max_d = size == 1 ? 1 : std::min(skip_, (len - 1) / (size - 1) - 1) + 1;
+        for (int64_t d = 1; d <= max_d; ++d)
           for (int64_t s = 0; s + (size - 1) * d < len; ++s) {
             gram.clear();
             for (int64_t j = 0; j < size; ++j) gram.push_back(row[s + j * d]);
             auto it = grams_.find(gram);
             if (it != grams_.end()) ++freq[static_cast<size_t>(it->second)];
           }
+      }
       for (int64_t i = 0; i < width_; ++i) {
         const auto f = static_cast<float>(freq[static_cast<size_t>(i)]);
         const float w = weights_.empty() ? 1.0f : weights_[static_cast<size_t>(i)];
