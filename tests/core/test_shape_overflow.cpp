@@ -27,8 +27,11 @@ Node make(const std::string& op, int64_t opset, size_t inputs, size_t outputs = 
   n.op_type = op;
   for (char c : op) n.name += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   n.opset = opset;
-  for (size_t i = 0; i < inputs; ++i) n.inputs.push_back("i" + std::to_string(i));
-  for (size_t i = 0; i < outputs; ++i) n.outputs.push_back("o" + std::to_string(i));
+  // Appended, not "i" + to_string(i): GCC 12 warns falsely (-Wrestrict) on that form here.
+  for (size_t i = 0; i < inputs; ++i)
+    n.inputs.push_back(std::string("i").append(std::to_string(i)));
+  for (size_t i = 0; i < outputs; ++i)
+    n.outputs.push_back(std::string("o").append(std::to_string(i)));
   return n;
 }
 
