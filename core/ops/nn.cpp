@@ -237,7 +237,8 @@ void infer_pool(InferenceContext& ctx) {
   if (w.auto_pad == "NOTSET")
     for (size_t i = 0; i < w.pads.size(); ++i) {
       const size_t d = i % sp;
-      const int64_t extent = (w.kernel[d] - 1) * w.dilations[d] + 1;
+      const Checked c(ctx.node(), "window extent");
+      const int64_t extent = c.add(c.mul(w.kernel[d] - 1, w.dilations[d]), 1);
       if (w.pads[i] >= extent)
         ctx.fail("pads " + ints_str(w.pads) + ": pad " + std::to_string(w.pads[i]) +
                  " is not smaller than the window (kernel_shape " + ints_str(w.kernel) +

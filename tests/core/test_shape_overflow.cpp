@@ -166,6 +166,11 @@ TEST(ShapeOverflow, PoolsConvTransposeAndMaxUnpool) {
   set(pool, "ceil_mode", 1);
   EXPECT_EQ(error_of(pool, {f32({1, 1, 5, 5})}),
             "[MaxPool node \"maxpool\"] output size overflows int64: 4 + 9223372036854775806");
+  Node dilated_pool = make("MaxPool", 17, 1);
+  set(dilated_pool, "kernel_shape", {3, 3});
+  set(dilated_pool, "dilations", {k2p62, 1});
+  EXPECT_EQ(error_of(dilated_pool, {f32({1, 1, 5, 5})}),
+            "[MaxPool node \"maxpool\"] window extent overflows int64: 2 * 4611686018427387904");
   Node transpose = make("ConvTranspose", 17, 2);
   set(transpose, "strides", {k2p62, 1});
   EXPECT_EQ(error_of(transpose, {f32({1, 1, 5, 5}), f32({1, 1, 3, 3})}),
