@@ -74,13 +74,17 @@ fi
 quilt_log "building"
 cmake --build "$QUILT_BUILD" -j"$(nproc)" >&2
 
-# The Python package, reinstalled when its sources or the libraries it carries changed.
-PY_STAMP="$QUILT_ROOT/.venv/.quilt-python-package"
-py_state="$( (cd "$QUILT_ROOT" && find python -type f ! -path '*/__pycache__/*' ! -path 'python/build/*' -print0 |
-  sort -z | xargs -0 sha1sum; cd "$QUILT_BUILD" && sha1sum libquilt.so quilt-backends/*.so 2>/dev/null; echo "$QUILT_BUILD") | sha1sum)"
-if [ "$py_state" != "$(cat "$PY_STAMP" 2>/dev/null)" ] || ! compgen -G "$QUILT_ROOT/.venv/lib/python3*/site-packages/quilt/_quilt*.so" >/dev/null; then
-  quilt_log "installing the Python package (python/) against $QUILT_BUILD/libquilt.so"
-  "$QUILT_PYTHON" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps \
-    "$QUILT_ROOT/python" -C cmake.define.QUILT_PREBUILT_DIR="$QUILT_BUILD" -C build-dir="$QUILT_BUILD/python" >&2
-  echo "$py_state" > "$PY_STAMP"
+# The Python package, reinstalled when its sources or the libraries it carries changed. Not for
+# sanitizer builds: the venv holds one build of the package (the plain one), and its interpreter,
+# not instrumented, cannot load ASan-built libraries without the runtime preloaded.
+if [ -z "$QUILT_SANITIZE" ]; then
+  PY_STAMP="$QUILT_ROOT/.venv/.quilt-python-package"
+  py_state="$( (cd "$QUILT_ROOT" && find python -type f ! -path '*/__pycache__/*' ! -path 'python/build/*' -print0 |
+    sort -z | xargs -0 sha1sum; cd "$QUILT_BUILD" && sha1sum libquilt.so quilt-backends/*.so 2>/dev/null; echo "$QUILT_BUILD") | sha1sum)"
+  if [ "$py_state" != "$(cat "$PY_STAMP" 2>/dev/null)" ] || ! compgen -G "$QUILT_ROOT/.venv/lib/python3*/site-packages/quilt/_quilt*.so" >/dev/null; then
+    quilt_log "installing the Python package (python/) against $QUILT_BUILD/libquilt.so"
+    "$QUILT_PYTHON" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps \
+      "$QUILT_ROOT/python" -C cmake.define.QUILT_PREBUILT_DIR="$QUILT_BUILD" -C build-dir="$QUILT_BUILD/python" >&2
+    echo "$py_state" > "$PY_STAMP"
+  fi
 fi
