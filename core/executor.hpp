@@ -33,9 +33,10 @@ struct PlanOptions {
   const Logger* logger = nullptr;
   bool cpu_fallback = true;
   bool cost_rule = true;
-  std::map<std::string, int> pinned;  // node name -> index into the device list
-  std::vector<bool> requested;        // per device: in the user's list
-  int cpu_index = -1;                 // the CPU in the device list (-1: the last)
+  std::map<std::string, int> pinned;          // node name -> index into the device list
+  std::vector<bool> requested;                // per device: in the user's list
+  int cpu_index = -1;                         // the CPU in the device list (-1: the last)
+  std::vector<PlanReport::Rewrite> rewrites;  // what the passes did before planning, reported
 };
 
 struct RunState;

@@ -51,7 +51,9 @@ struct Node {
   std::string name;
   std::string op_type;
   std::string domain;  // "" for the default ONNX domain
-  int64_t opset = 0;   // the model's opset for this node's domain
+  // The opset of the node's semantics: the model's opset for its domain, or newer for a node
+  // the optimisation passes made (core/optimize/: a Gelu is opset 20 in any model).
+  int64_t opset = 0;
   std::vector<std::string> inputs;
   std::vector<std::string> outputs;
   std::map<std::string, Attribute> attributes;

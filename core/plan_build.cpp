@@ -462,6 +462,7 @@ void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
     if (pdevices[d].requested || (static_cast<int>(d) == cpu_index_ && options.cpu_fallback))
       report_.backends.push_back(devices_[d]->name());
   report_.folded_nodes = static_cast<int>(folded_);
+  report_.rewrites = options.rewrites;
   std::vector<int> report_node(live.size());
   for (size_t n = 0; n < live.size(); ++n) {
     const Node& node = *live[n].node;

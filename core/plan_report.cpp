@@ -84,6 +84,7 @@ std::vector<std::string> backends_in_order(const PlanReport& r) {
 
 struct Totals {
   std::vector<std::pair<std::string, int>> nodes_per_backend;
+  int rewritten_away = 0;      // model nodes the rewrites removed
   int64_t transfer_bytes = 0;  // known sizes only
   int unknown_transfers = 0;
 };
@@ -96,6 +97,7 @@ Totals totals(const PlanReport& r) {
       if (n.patch >= 0 && n.backend == b) ++count;
     if (count > 0) t.nodes_per_backend.emplace_back(b, count);
   }
+  for (const auto& w : r.rewrites) t.rewritten_away += w.nodes_removed;
   for (const auto& tr : r.transfers) {
     if (tr.bytes < 0)
       ++t.unknown_transfers;
@@ -108,6 +110,13 @@ Totals totals(const PlanReport& r) {
 const PlanReport::Node* node_at(const PlanReport& r, int index) {
   if (index < 0 || static_cast<size_t>(index) >= r.nodes.size()) return nullptr;
   return &r.nodes[static_cast<size_t>(index)];
+}
+
+// "batchnorm into conv 35, hardswish 20", or "none".
+std::string rewrites_line(const PlanReport& r) {
+  std::vector<std::string> items;
+  for (const auto& w : r.rewrites) items.push_back(w.pattern + " " + std::to_string(w.count));
+  return items.empty() ? "none" : join(items, ", ");
 }
 
 std::string plural(size_t n, const char* word) {
@@ -162,6 +171,8 @@ std::string PlanReport::to_text() const {
   }
   for (size_t t : at_end) out += transfer_line(transfers[t]) + "\n";
 
+  out += "rewrites: " + rewrites_line(*this) + "\n";
+
   std::vector<const Node*> fallbacks;
   for (const auto& n : nodes)
     if (!n.reason.empty()) fallbacks.push_back(&n);
@@ -179,7 +190,9 @@ std::string PlanReport::to_text() const {
   for (const auto& [b, n] : t.nodes_per_backend) per_backend.push_back(b + " " + std::to_string(n));
   out += "totals:\n";
   out += "  nodes: " + (per_backend.empty() ? std::string("none") : join(per_backend, ", ")) +
-         "; folded " + std::to_string(folded_nodes) + "\n";
+         "; folded " + std::to_string(folded_nodes);
+  if (t.rewritten_away > 0) out += "; rewritten away " + std::to_string(t.rewritten_away);
+  out += "\n";
   out += "  patches: " + std::to_string(patches.size()) + "\n";
   out += "  transfers: " + std::to_string(transfers.size());
   if (t.unknown_transfers == 0)
@@ -256,6 +269,13 @@ std::string PlanReport::to_json() const {
   }
   out += transfers.empty() ? "],\n" : "\n  ],\n";
 
+  std::vector<std::string> rewritten;
+  for (const auto& w : rewrites)
+    rewritten.push_back("{\"pattern\": " + json_string(w.pattern) +
+                        ", \"count\": " + std::to_string(w.count) +
+                        ", \"nodes_removed\": " + std::to_string(w.nodes_removed) + "}");
+  out += "  \"rewrites\": [" + join(rewritten, ", ") + "],\n";
+
   const Totals t = totals(*this);
   std::vector<std::string> per_backend;
   for (const auto& [b, n] : t.nodes_per_backend)
@@ -265,6 +285,7 @@ std::string PlanReport::to_json() const {
     if (!n.reason.empty()) ++fallbacks;
   out += "  \"totals\": {\"nodes\": {" + join(per_backend, ", ") +
          "}, \"folded_nodes\": " + std::to_string(folded_nodes) +
+         ", \"rewritten_away\": " + std::to_string(t.rewritten_away) +
          ", \"patches\": " + std::to_string(patches.size()) +
          ", \"transfers\": " + std::to_string(transfers.size()) +
          ", \"transfer_bytes\": " + std::to_string(t.transfer_bytes) +
@@ -334,7 +355,8 @@ std::string PlanReport::to_dot() const {
   out +=
       "  graph [compound=true, rankdir=TB, fontname=\"Helvetica\", fontsize=12, labelloc=t, "
       "label=\"" +
-      dot_escape(model) + "\\nbackends: " + dot_escape(join(backends, ", ")) + "\"];\n";
+      dot_escape(model) + "\\nbackends: " + dot_escape(join(backends, ", ")) +
+      (rewrites.empty() ? "" : "\\nrewrites: " + dot_escape(rewrites_line(*this))) + "\"];\n";
   out += "  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", fontsize=10];\n";
   out += "  edge [fontname=\"Helvetica\", fontsize=9];\n";
 

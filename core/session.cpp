@@ -7,6 +7,7 @@
 #include "core/executor.hpp"
 #include "core/log.hpp"
 #include "core/onnx_import.hpp"
+#include "core/optimize/optimize.hpp"
 #include "core/parse_int.hpp"
 #include "core/validate.hpp"
 #include "quilt/quilt.hpp"
@@ -119,7 +120,7 @@ std::shared_ptr<Session::Impl> make_impl(std::unique_ptr<Model> model,
     throw Error(ErrorCode::InvalidArgument,
                 "SessionOptions.optimization_level is " +
                     std::to_string(options.optimization_level) +
-                    ", expected 0 (as written) or 1 (constant folding)");
+                    ", expected 0 (as written) or 1 (constant folding and pattern rewrites)");
   if (static_cast<int>(options.log_level) < static_cast<int>(LogLevel::Error) ||
       static_cast<int>(options.log_level) > static_cast<int>(LogLevel::Debug))
     throw Error(ErrorCode::InvalidArgument,
@@ -130,6 +131,11 @@ std::shared_ptr<Session::Impl> make_impl(std::unique_ptr<Model> model,
   impl->model = std::move(model);
   validate_model(*impl->model, SchemaRegistry::builtin());
   fix_dims(impl->model->graph, options.fixed_dims);
+  // Pins name the model's nodes as written, some of which the rewrites replace.
+  std::set<std::string> node_names;
+  collect_node_names(impl->model->graph, node_names);
+  const std::vector<PlanReport::Rewrite> rewrites =
+      optimize_model(*impl->model, options.optimization_level);
 
   std::vector<std::string> named = options.backends;
   for (const auto& [name, _] : options.backend_options) named.push_back(name);
@@ -169,6 +175,7 @@ std::shared_ptr<Session::Impl> make_impl(std::unique_ptr<Model> model,
   plan_options.logger = &impl->logger;
   plan_options.cpu_fallback = options.cpu_fallback;
   plan_options.cost_rule = options.partition_cost_rule;
+  plan_options.rewrites = rewrites;
   for (size_t i = 0; i < specs.size(); ++i) {
     const BackendSpec& s = specs[i];
     std::map<std::string, std::string> device_options;
@@ -181,12 +188,16 @@ std::shared_ptr<Session::Impl> make_impl(std::unique_ptr<Model> model,
     plan_options.requested.push_back(s.backend != "cpu" || cpu_listed);
     if (s.backend == "cpu") plan_options.cpu_index = static_cast<int>(i);
   }
-  std::set<std::string> node_names;
-  collect_node_names(impl->model->graph, node_names);
+  std::set<std::string> kept_names;
+  collect_node_names(impl->model->graph, kept_names);
   for (const auto& [node, backend] : options.pinned_nodes) {
     if (!node_names.count(node))
       throw Error(ErrorCode::InvalidArgument, "SessionOptions.pinned_nodes names node '" + node +
                                                   "', which is not in the model's graph");
+    if (!kept_names.count(node))
+      impl->logger.warning("SessionOptions.pinned_nodes: node '" + node +
+                           "' was fused into another node by the optimisation passes, so its "
+                           "pin has no effect (optimization_level 0 keeps every node)");
     int found = -1;
     for (size_t i = 0; i < impl->devices.size(); ++i)
       if (impl->devices[i]->name() == backend ||

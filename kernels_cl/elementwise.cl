@@ -110,6 +110,10 @@ UNARY(hard_sigmoid, T v = alpha * x + beta; return CLAMP01(v);)
 UNARY(hard_swish, T v = x / (T)(6.0f) + (T)(0.5f); return x * CLAMP01(v);)
 // x + log1p(e^-x) for x > 0, log1p(e^x) below.
 UNARY(softplus, return log1p(exp(-fabs(x))) + fmax(x, (T)(0.0f));)
+// x * sigmoid(alpha x), the sigmoid in the form that never overflows.
+UNARY(swish, T z = alpha * x; T e = exp(-fabs(z)); T r = (T)(1.0f) / ((T)(1.0f) + e);
+      return x * select(e * r, r, z >= (T)(0.0f));)
+UNARY(mish, return x * tanh(log1p(exp(-fabs(x))) + fmax(x, (T)(0.0f)));)
 UNARY(gelu, return (T)(0.5f) * x * ((T)(1.0f) + erf(x * (T)(0.70710678118654752f)));)
 UNARY(gelu_tanh, return (T)(0.5f) * x *
                         ((T)(1.0f) +

@@ -1,6 +1,6 @@
-// BatchNormalization (inference, folded to y = x * a[c] + b[c]), InstanceNormalization and
-// LayerNormalization (ops_norm.cpp). Statistics: one work-item per normalised row or plane, two
-// passes (mean, then the variance of x - mean); no local memory.
+// BatchNormalization (inference, folded to y = x * a[c] + b[c]), InstanceNormalization,
+// LayerNormalization and RMSNormalization (ops_norm.cpp). Statistics: one work-item per
+// normalised row or plane, two passes (mean, then the variance of x - mean); no local memory.
 
 // ab holds a[0..C) then b[0..C); channel of flat element i is (i / inner) % C.
 kernel void batchnorm(global const float* x, global const float* ab, global float* y, int C,
@@ -57,4 +57,22 @@ kernel void layernorm(global const float* x, global const float* scale, global c
     const float v = (in[j] - m.x) * m.y;
     out[j] = has_bias ? fma(v, scale[j], bias[j]) : v * scale[j];
   }
+}
+
+// One work-item per row: y = x / sqrt(mean(x^2) + eps) * scale, the sum of squares compensated
+// as in moments().
+kernel void rmsnorm(global const float* x, global const float* scale, global float* y, int rows,
+                    int n, float eps) {
+  const int r = get_global_id(0);
+  if (r >= rows) return;
+  global const float* in = x + (long)r * n;
+  global float* out = y + (long)r * n;
+  float sq = 0.0f, c = 0.0f;
+  for (int j = 0; j < n; ++j) {
+    const float t = in[j] * in[j] - c, s = sq + t;
+    c = (s - sq) - t;
+    sq = s;
+  }
+  const float inv = rsqrt(sq / (float)n + eps);
+  for (int j = 0; j < n; ++j) out[j] = in[j] * inv * scale[j];
 }

@@ -1,7 +1,6 @@
 #include "backends/cpu/fusion.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <optional>
 
 #include "backends/cpu/kernel.hpp"
@@ -28,6 +27,8 @@ std::optional<Activation> activation_of(const PatchNode& n, const std::vector<Te
   if (op == "Sigmoid") return Activation{Kind::Sigmoid};
   if (op == "Tanh") return Activation{Kind::Tanh};
   if (op == "HardSwish") return Activation{Kind::HardSwish};
+  // x * sigmoid(x), which the core's rewrites make of the Sigmoid + Mul exporters write.
+  if (op == "Swish" && node.attr_float("alpha", 1.f) == 1.f) return Activation{Kind::Silu};
   if (op == "LeakyRelu") return Activation{Kind::LeakyRelu, node.attr_float("alpha", 0.01f)};
   if (op == "HardSigmoid")
     return Activation{Kind::HardSigmoid, node.attr_float("alpha", 0.2f),
@@ -49,10 +50,6 @@ std::optional<Activation> activation_of(const PatchNode& n, const std::vector<Te
     return Activation{Kind::Clip, lo, hi};
   }
   return std::nullopt;
-}
-
-bool near(std::optional<float> v, float want) {
-  return v && std::fabs(*v - want) <= 1e-4f * std::fabs(want);
 }
 
 // The node's other input when one of its two inputs is v ({-1} when not).
@@ -104,104 +101,13 @@ bool is_residual_add(const PatchNode& add, int32_t out, const std::vector<TypeSh
   return true;
 }
 
-// GELU written out with tanh, as GPT-2's exporters write it (transformers' gelu_new):
-//   y = (x * 0.5) * (1 + Tanh(0.7978845608 * (x + 0.044715 * Pow(x, 3))))
-// with every multiply and add in either operand order. The whole chain becomes one
-// Gelu(approximate="tanh") node on x: one vectorised pass instead of eight over memory.
-int fuse_gelu_tanh(std::vector<PatchNode>& nodes, const std::vector<TypeShape>& types,
-                   const std::vector<Tensor>& constants, const std::vector<char>& kept,
-                   std::vector<char>& removed) {
-  std::vector<std::vector<size_t>> consumers(types.size());
-  std::vector<int> producer(types.size(), -1);
-  for (size_t k = 0; k < nodes.size(); ++k) {
-    for (int32_t v : nodes[k].inputs)
-      if (v >= 0) consumers[v].push_back(k);
-    for (int32_t v : nodes[k].outputs)
-      if (v >= 0) producer[v] = static_cast<int>(k);
-  }
-  // The node that produces v, if v is read only by that one consumer and not exported.
-  auto private_producer = [&](int32_t v) -> const PatchNode* {
-    if (v < 0 || kept[v] || consumers[v].size() != 1 || producer[v] < 0) return nullptr;
-    return removed[static_cast<size_t>(producer[v])] ? nullptr : &nodes[producer[v]];
-  };
-  auto scalar = [&](int32_t v) { return scalar_constant(constants, v); };
-  int folded = 0;
-  for (size_t t = 0; t < nodes.size(); ++t) {
-    const PatchNode& tanh = nodes[t];
-    if (removed[t] || !is_op(tanh, "Tanh") || tanh.inputs.empty()) continue;
-    // Upwards: 0.79788 * (x + 0.044715 * x^3).
-    const PatchNode* scale = private_producer(tanh.inputs[0]);
-    if (!scale || !is_op(*scale, "Mul")) continue;
-    int32_t inner = -1;
-    for (int32_t in : scale->inputs)
-      if (near(scalar(in), 0.7978845608f)) inner = other_input(*scale, in);
-    const PatchNode* sum = private_producer(inner);
-    if (!sum || !is_op(*sum, "Add")) continue;
-    int32_t x = -1;
-    const PatchNode* cubic = nullptr;
-    for (int32_t in : sum->inputs) {
-      const PatchNode* c = private_producer(in);
-      if (c && is_op(*c, "Mul")) {
-        for (int32_t cin : c->inputs)
-          if (near(scalar(cin), 0.044715f)) {
-            const PatchNode* pw = private_producer(other_input(*c, cin));
-            if (pw && is_op(*pw, "Pow") && pw->inputs.size() == 2 &&
-                near(scalar(pw->inputs[1]), 3.f) && other_input(*sum, in) == pw->inputs[0]) {
-              cubic = c;
-              x = pw->inputs[0];
-            }
-          }
-      }
-    }
-    if (!cubic || x < 0 || types[x].dtype != DType::Float32) continue;
-    // Downwards: (1 + tanh) * (x * 0.5).
-    if (kept[tanh.outputs[0]] || consumers[tanh.outputs[0]].size() != 1) continue;
-    const PatchNode& one = nodes[consumers[tanh.outputs[0]][0]];
-    if (!is_op(one, "Add") || !near(scalar(other_input(one, tanh.outputs[0])), 1.f) ||
-        kept[one.outputs[0]] || consumers[one.outputs[0]].size() != 1)
-      continue;
-    const size_t last = consumers[one.outputs[0]][0];
-    const PatchNode& out = nodes[last];
-    const PatchNode* half = private_producer(other_input(out, one.outputs[0]));
-    if (!is_op(out, "Mul") || !half || !is_op(*half, "Mul") || other_input(*half, x) < 0 ||
-        !near(scalar(other_input(*half, x)), 0.5f) || types[out.outputs[0]].dtype != DType::Float32)
-      continue;
-    // Every node of the chain but the last leaves; the last becomes the Gelu.
-    const PatchNode* pow = nullptr;
-    for (int32_t in : cubic->inputs)
-      if (const PatchNode* p = private_producer(in); p && is_op(*p, "Pow")) pow = p;
-    std::string x_name;
-    for (size_t i = 0; i < half->inputs.size(); ++i)
-      if (half->inputs[i] == x) x_name = half->node.inputs[i];
-    std::vector<int32_t> gone;
-    for (const PatchNode* c : {&tanh, scale, sum, cubic, pow, &one, half}) {
-      const size_t k = static_cast<size_t>(c - nodes.data());
-      removed[k] = 1;
-      gone.push_back(c->graph_index);
-    }
-    PatchNode& gelu = nodes[last];
-    Attribute approximate;
-    approximate.name = "approximate";
-    approximate.kind = Attribute::Kind::String;
-    approximate.s = "tanh";
-    gelu.node.op_type = "Gelu";
-    gelu.node.attributes.clear();
-    gelu.node.attributes["approximate"] = approximate;
-    gelu.node.inputs = {x_name};
-    gelu.inputs = {x};
-    gelu.folded.insert(gelu.folded.end(), gone.begin(), gone.end());
-    folded += static_cast<int>(gone.size());
-  }
-  return folded;
-}
-
 }  // namespace
 
 int fuse_activations(std::vector<PatchNode>& nodes, const std::vector<TypeShape>& types,
                      const std::vector<Tensor>& constants, const std::vector<char>& kept,
                      const KernelRegistry& registry) {
   std::vector<char> removed(nodes.size(), 0);
-  int folded = fuse_gelu_tanh(nodes, types, constants, kept, removed);
+  int folded = 0;
   std::vector<std::vector<size_t>> consumers(types.size());
   for (size_t k = 0; k < nodes.size(); ++k)
     for (int32_t v : nodes[k].inputs)
@@ -249,27 +155,6 @@ int fuse_activations(std::vector<PatchNode>& nodes, const std::vector<TypeShape>
     // A residual Add: Add(out, r) or Add(r, out) with r another float32 value of out's shape.
     absorb_add(entry->residual_slot, producer.residual_input,
                [&](const PatchNode& add) { return is_residual_add(add, out, types); });
-    // The SiLU pair: P's output read by exactly a Sigmoid and a Mul of (P, Sigmoid).
-    if (!kept[out] && consumers[out].size() == 2) {
-      size_t s = consumers[out][0], m = consumers[out][1];
-      if (nodes[s].node.op_type == "Mul") std::swap(s, m);
-      const PatchNode& sig = nodes[s];
-      const PatchNode& mul = nodes[m];
-      if (sig.node.op_type == "Sigmoid" && sig.node.domain.empty() && mul.node.op_type == "Mul" &&
-          mul.node.domain.empty() && mul.inputs.size() == 2 && !sig.outputs.empty() &&
-          only_consumer(sig.outputs[0]) == m &&
-          ((mul.inputs[0] == out && mul.inputs[1] == sig.outputs[0]) ||
-           (mul.inputs[1] == out && mul.inputs[0] == sig.outputs[0])) &&
-          types[mul.outputs[0]].dtype == DType::Float32) {
-        producer.activation = Activation{Kind::Silu};
-        producer.outputs[0] = mul.outputs[0];
-        producer.node.outputs[0] = mul.node.outputs[0];
-        producer.folded.insert(producer.folded.end(), {sig.graph_index, mul.graph_index});
-        removed[s] = removed[m] = 1;
-        folded += 2;
-        continue;
-      }
-    }
     std::optional<size_t> a = only_consumer(out);
     if (!a || removed[*a] || nodes[*a].inputs[0] != out) continue;
     std::optional<Activation> act = activation_of(nodes[*a], constants);

@@ -3,10 +3,7 @@
 // a second pass over memory (and a second buffer). The patterns, float32 only:
 //
 //   P -> A                         A one of Relu, LeakyRelu, Clip (constant bounds), HardSigmoid,
-//                                  HardSwish, Sigmoid, Tanh, Gelu
-//   P -> Sigmoid -> Mul(P, s)      SiLU, as exporters write x * sigmoid(x)
-//   (x * 0.5) * (1 + Tanh(0.79788 * (x + 0.044715 * Pow(x, 3))))
-//                                  GELU as GPT-2's exporters write it: one Gelu(tanh) node
+//                                  HardSwish, Sigmoid, Tanh, Gelu, Swish (alpha 1: SiLU)
 //   MatMul -> Add(m, bias)         bias a constant [N] (or [1, ..., N]) row added to every row;
 //                                  an activation after the Add then fuses as above (BERT/ViT:
 //                                  MatMul -> Add -> Gelu is one kernel)
@@ -18,6 +15,8 @@
 // produces A's (or Mul's) output value and the folded nodes leave the patch. A value the patch
 // exports (`kept`) is never folded away, so other patches and the host see every value they
 // read. This is a CPU-kernel concern: other backends fuse, or not, in their own compile.
+// Activations written out as several nodes (x * Sigmoid(x), GPT-2's tanh GELU) are made one op
+// by the core's rewrites (core/optimize/activations.cpp) before the patch reaches this pass.
 #pragma once
 
 #include <cstdint>

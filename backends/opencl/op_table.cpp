@@ -41,6 +41,8 @@ const OpDef kOps[] = {
     {"HardSwish", 1, 1, "elementwise", 0, prepare_unary, enqueue_unary},
     {"Softplus", 1, 1, "elementwise", 0, prepare_unary, enqueue_unary},
     {"Gelu", 1, 1, "elementwise", 0, prepare_unary, enqueue_unary},
+    {"Swish", 1, 1, "elementwise", 0, prepare_unary, enqueue_unary},
+    {"Mish", 1, 1, "elementwise", 0, prepare_unary, enqueue_unary},
     {"Elu", 1, 1, "elementwise", 0, prepare_unary, enqueue_unary},
     {"Selu", 1, 1, "elementwise", 0, prepare_unary, enqueue_unary},
     // GEMM-shaped (ops_gemm.cpp)
@@ -67,6 +69,7 @@ const OpDef kOps[] = {
     {"BatchNormalization", 5, 5, "norm", 0, prepare_batchnorm, enqueue_batchnorm, upload_batchnorm},
     {"InstanceNormalization", 3, 3, "norm", 0, prepare_instancenorm, enqueue_instancenorm},
     {"LayerNormalization", 2, 3, "norm", 0, prepare_layernorm, enqueue_layernorm},
+    {"RMSNormalization", 2, 2, "norm", 0, prepare_rmsnorm, enqueue_rmsnorm},
     // reductions (ops_reduce.cpp)
     {"ReduceSum", 1, 2, "reduce", kInput1, prepare_reduce, enqueue_reduce},
     {"ReduceMean", 1, 2, "reduce", kInput1, prepare_reduce, enqueue_reduce},

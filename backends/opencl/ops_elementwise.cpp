@@ -45,6 +45,8 @@ constexpr UnaryKernel kUnary[] = {
     {"HardSwish", "hard_swish", 0, 0},
     {"Softplus", "softplus", 0, 0},
     {"Gelu", "gelu", 0, 0},
+    {"Swish", "swish", 1.0f, 0},  // opset 24; the core's rewrites make it of x * Sigmoid(x)
+    {"Mish", "mish", 0, 0},
     {"Elu", "elu", 1.0f, 0},
     {"Selu", "selu", 1.67326319217681884765625f, 1.05070102214813232421875f},
 };

@@ -1,6 +1,6 @@
 // BatchNormalization (inference: constant scale, B, mean and var folded at compile into one
-// scale and shift per channel), InstanceNormalization and LayerNormalization (output 0 only,
-// scale and bias over exactly the normalised trailing dims), kernels_cl/norm.cl.
+// scale and shift per channel), InstanceNormalization, LayerNormalization and RMSNormalization
+// (output 0 only, scale and bias over exactly the normalised trailing dims), kernels_cl/norm.cl.
 #include <cmath>
 
 #include "opencl.hpp"
@@ -103,16 +103,17 @@ Status enqueue_instancenorm(Launch& launch, const NodeDesc& desc) {
                     static_cast<cl_int>(element_count(xd) / planes), desc.f[0]);
 }
 
-std::string prepare_layernorm(const NodeView& view, NodeDesc* desc) {
+namespace {
+
+// LayerNormalization and RMSNormalization: the trailing dims from `axis` on are normalised;
+// scale (and B) must cover exactly those dims (leading 1s allowed), no broadcasting.
+std::string prepare_trailing_norm(const std::string& op, const NodeView& view, NodeDesc* desc) {
   const quilt_value_t& x = *view.input(0);
   const int64_t rank = x.info.rank;
   int64_t axis = view.int_attribute("axis", -1);
-  if (axis < -rank || axis >= rank)
-    return "LayerNormalization: axis " + std::to_string(axis) + " out of range";
+  if (axis < -rank || axis >= rank) return op + ": axis " + std::to_string(axis) + " out of range";
   if (axis < 0) axis += rank;
-  if (view.int_attribute("stash_type", 1) != 1)
-    return "LayerNormalization: stash_type other than 1 (float32)";
-  // Scale and B must cover the normalised dims exactly (leading 1s allowed): no broadcasting.
+  if (view.int_attribute("stash_type", 1) != 1) return op + ": stash_type other than 1 (float32)";
   for (size_t i = 1; i <= 2; ++i) {
     const quilt_value_t* p = view.input(i);
     if (!p) continue;
@@ -121,36 +122,58 @@ std::string prepare_layernorm(const NodeView& view, NodeDesc* desc) {
     for (size_t k = 0; k < d.size(); ++k) {
       const int64_t xk = static_cast<int64_t>(k) - static_cast<int64_t>(d.size()) + rank;
       if (static_cast<int64_t>(d.size()) - static_cast<int64_t>(k) > norm_rank) {
-        if (d[k] != 1)
-          return "LayerNormalization: scale/B vary over the leading (not normalised) dims";
+        if (d[k] != 1) return op + ": scale/B vary over the leading (not normalised) dims";
         continue;
       }
       if (d[k] < 0 || (d[k] == 1 && x.info.dims[xk] != 1) ||
           (x.info.dims[xk] >= 0 && d[k] != x.info.dims[xk]))
-        return "LayerNormalization: scale/B broadcast over the normalised dims (only their exact "
-               "shape)";
+        return op + ": scale/B broadcast over the normalised dims (only their exact shape)";
     }
     if (static_cast<int64_t>(d.size()) < norm_rank)
       for (int64_t k = axis; k < rank - static_cast<int64_t>(d.size()); ++k)
         if (x.info.dims[k] != 1)
-          return "LayerNormalization: scale/B broadcast over the normalised dims (only their "
-                 "exact shape)";
+          return op + ": scale/B broadcast over the normalised dims (only their exact shape)";
   }
   desc->i[0] = axis;
   desc->f[0] = view.float_attribute("epsilon", 1e-5f);
   return "";
 }
 
-Status enqueue_layernorm(Launch& launch, const NodeDesc& desc) {
+// rows x n: the dims before axis, and those from axis on.
+std::pair<int64_t, int64_t> rows_and_row(Launch& launch, const NodeDesc& desc) {
   auto xd = launch.dims(desc.inputs[0]);
   int64_t rows = 1, n = 1;
   for (size_t d = 0; d < xd.size(); ++d) (static_cast<int64_t>(d) < desc.i[0] ? rows : n) *= xd[d];
+  return {rows, n};
+}
+
+}  // namespace
+
+std::string prepare_layernorm(const NodeView& view, NodeDesc* desc) {
+  return prepare_trailing_norm("LayerNormalization", view, desc);
+}
+
+Status enqueue_layernorm(Launch& launch, const NodeDesc& desc) {
+  const auto [rows, n] = rows_and_row(launch, desc);
   if (rows * n == 0) return {};
   const bool has_bias = desc.inputs.size() > 2 && desc.inputs[2] >= 0;
   cl_mem scale = launch.buffer(desc.inputs[1]);
   return launch.run("norm", "layernorm", {static_cast<size_t>(rows), 1, 1}, {kLocal1d, 1, 1},
                     launch.buffer(desc.inputs[0]), scale,
                     has_bias ? launch.buffer(desc.inputs[2]) : scale, cl_int{has_bias ? 1 : 0},
+                    launch.buffer(desc.outputs[0]), static_cast<cl_int>(rows),
+                    static_cast<cl_int>(n), desc.f[0]);
+}
+
+std::string prepare_rmsnorm(const NodeView& view, NodeDesc* desc) {
+  return prepare_trailing_norm("RMSNormalization", view, desc);
+}
+
+Status enqueue_rmsnorm(Launch& launch, const NodeDesc& desc) {
+  const auto [rows, n] = rows_and_row(launch, desc);
+  if (rows * n == 0) return {};
+  return launch.run("norm", "rmsnorm", {static_cast<size_t>(rows), 1, 1}, {kLocal1d, 1, 1},
+                    launch.buffer(desc.inputs[0]), launch.buffer(desc.inputs[1]),
                     launch.buffer(desc.outputs[0]), static_cast<cl_int>(rows),
                     static_cast<cl_int>(n), desc.f[0]);
 }

@@ -190,7 +190,10 @@ typedef struct quilt_node {
   const char* name; /* may be "" */
   const char* op_type;
   const char* domain; /* "" for the default ONNX domain */
-  int64_t opset;      /* the model's opset for this domain */
+  /* The opset whose semantics the node has: the model's opset for this domain, or a newer one
+     for a node the core's rewrites made of an op the model's opset lacks (a Gelu, opset 20, in
+     an opset-17 model). */
+  int64_t opset;
   int64_t index; /* position in the model file; names unnamed nodes in messages ("Add node #5") */
   size_t num_inputs;
   const int32_t* inputs; /* indices into the graph's values; -1 = optional input absent */

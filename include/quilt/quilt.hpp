@@ -272,7 +272,11 @@ struct SessionOptions {
   // Fixes named symbolic dims of the model's inputs and outputs ({"batch", 1}): shapes become
   // static, so more folds at creation and plans know every copy's size. Inputs must then match.
   std::map<std::string, int64_t> fixed_dims;
-  // 0 = run the graph as written; 1 = constant folding and other exact rewrites.
+  // 0 = run the graph as written; 1 = constant folding and the pattern rewrites: Constant nodes
+  // to initializers, BatchNormalization folded into the Conv/ConvTranspose/Gemm before it,
+  // written-out activations (HardSwish, HardSigmoid, Gelu, Mish, Swish) and normalisations
+  // (LayerNormalization, RMSNormalization, Softmax) back to one op, MatMul + Add to Gemm.
+  // Results equal level 0's up to rounding; PlanReport::rewrites counts what was rewritten.
   int optimization_level = 1;
   // What this session logs to stderr. Plugins' own messages name no session: they are shown up
   // to the most verbose level among the sessions alive at the time.
@@ -306,12 +310,20 @@ struct PlanReport {
     int producer_patch = -1;  // -1: a graph input or constant
     std::vector<int> consumer_patches;
   };
+  // What the optimisation passes (level 1) rewrote before planning, per pattern:
+  // {"batchnorm into conv", 35}, {"hardswish", 20}, ... in the order the passes run.
+  struct Rewrite {
+    std::string pattern;
+    int count = 0;
+    int nodes_removed = 0;  // how many fewer nodes the graph has for them
+  };
   std::string model;
   std::vector<std::string> backends;  // the priority list, CPU fallback included when allowed
   std::vector<Node> nodes;            // in topological order
   std::vector<Patch> patches;
   std::vector<Transfer> transfers;
   int folded_nodes = 0;
+  std::vector<Rewrite> rewrites;  // patterns rewritten at least once (subgraphs included)
 
   std::string to_text() const;
   std::string to_json() const;

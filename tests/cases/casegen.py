@@ -55,26 +55,32 @@ class Cases:
 
     def model(self, name, graph_nodes, inputs: dict, outputs: list, initializers: dict | None = None,
               opset=DEFAULT_OPSET, rtol=1e-4, atol=1e-5, expected: dict | None = None,
-              output_types: dict | None = None):
+              output_types: dict | None = None, rewrites: dict | None = None, ir_version=8,
+              graph_inputs: list | None = None):
         """A whole graph. inputs: name -> array (fed at run time). initializers: name -> array
         (constants in the model). outputs: output names. expected: name -> array to use instead
         of onnxruntime (when ORT lacks the op). output_types: name -> TensorProto dtype when the
-        output dtype differs from float32 (only needed with expected=None and no ORT)."""
+        output dtype differs from float32 (only needed with expected=None and no ORT).
+        rewrites: pattern -> count the level-1 passes must report (core/optimize; case_runner
+        checks it, and that level 0 rewrites nothing); {} for none. graph_inputs: initializer
+        names also listed as graph inputs (overridable from IR 4 on)."""
         assert name not in self.names, f"duplicate case {name}"
         self.names.add(name)
         initializers = initializers or {}
         graph = helper.make_graph(
             graph_nodes, name,
-            [_value_info(k, v) for k, v in inputs.items()],
+            [_value_info(k, v) for k, v in inputs.items()] +
+            [_value_info(k, initializers[k]) for k in graph_inputs or []],
             [helper.make_tensor_value_info(o, output_types[o], None) if o in (output_types or {})
              else helper.make_empty_tensor_value_info(o) for o in outputs],
             [numpy_helper.from_array(v, k) for k, v in initializers.items()])
         m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-        m.ir_version = 8
+        m.ir_version = ir_version
         if expected is None:
             import onnxruntime as ort
             so = ort.SessionOptions()
             so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+            so.log_severity_level = 3  # no warnings about unused initializers
             sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
             results = sess.run(outputs, inputs)
             expected = dict(zip(outputs, results))
@@ -92,6 +98,8 @@ class Cases:
             (data_dir / f"output_{i}.pb").write_bytes(
                 numpy_helper.from_array(np.asarray(expected[o]), o).SerializeToString())
         (case_dir / "tolerance").write_text(f"{rtol} {atol}\n")
+        if rewrites is not None:
+            (case_dir / "rewrites").write_text("".join(f"{n} {p}\n" for p, n in rewrites.items()))
 
     def node(self, name, op_type, inputs: dict, n_outputs=1, initializers: dict | None = None,
              opset=DEFAULT_OPSET, rtol=1e-4, atol=1e-5, expected=None, domain="", **attrs):

@@ -153,26 +153,3 @@ c.model("gemm_runtime_b_add_bias", [N("Gemm", ["a", "b"], ["g"], alpha=0.5), N("
                                     N("Relu", ["s"], ["y"])],
         {"a": rand(6, 16), "b": rand(16, 5)}, ["y"], {"bm": rand(5)})
 
-
-# GELU written out with tanh (GPT-2's gelu_new), in the exporter's operand order and swapped;
-# a near miss (another cubic coefficient) is not fused and still right; x read elsewhere too.
-def gelu_tanh_chain(x, y, coeff=0.044715, swap=False, p=""):
-    def mul(a, b, out):
-        return N("Mul", [b, a] if swap else [a, b], [out])
-    return [mul(x, p + "half", p + "m"), N("Pow", [x, p + "three"], [p + "cube"]),
-            mul(p + "cube", p + "coeff", p + "mc"), N("Add", [p + "mc", x] if swap else [x, p + "mc"], [p + "s"]),
-            mul(p + "s", p + "k", p + "u"), N("Tanh", [p + "u"], [p + "t"]),
-            N("Add", [p + "t", p + "one"], [p + "a"]), mul(p + "m", p + "a", y)], \
-        {p + "half": rand(low=0.5, high=0.5), p + "three": rand(low=3, high=3),
-         p + "coeff": rand(low=coeff, high=coeff), p + "k": rand(low=0.7978845608, high=0.7978845608),
-         p + "one": rand(low=1, high=1)}
-
-
-for name, kwargs in [("gelu_tanh_chain", {}), ("gelu_tanh_chain_swapped", {"swap": True}),
-                     ("gelu_tanh_chain_near_miss", {"coeff": 0.05})]:
-    nodes, consts = gelu_tanh_chain("x", "y", **kwargs)
-    c.model(name, nodes, {"x": rand(3, 40, low=-4, high=4)}, ["y"], consts)
-nodes, consts = gelu_tanh_chain("h", "g", p="q_")
-c.model("gemm_gelu_tanh_chain_x_read_twice",
-        [N("Gemm", ["a", "wg"], ["h"])] + nodes + [N("Add", ["g", "h"], ["y"])],
-        {"a": rand(4, 16)}, ["y"], {"wg": rand(16, 24), **consts})

@@ -104,10 +104,15 @@ def check_plan(label, extra):
     nodes, patches, transfers = plan["nodes"], plan["patches"], plan["transfers"]
     check(f"{label}: json format", plan.get("format") == "quilt-plan/1", plan.get("format"))
     check(f"{label}: json model", plan["model"].endswith("mixed.onnx"), plan["model"])
-    # Folded nodes may be listed (patch null) or only counted.
+    # Folded nodes may be listed (patch null) or only counted; rewritten ones are counted.
     listed_folded = sum(1 for n in nodes if n["patch"] is None)
-    check(f"{label}: every node reported", len(nodes) - listed_folded + plan["totals"]["folded_nodes"] == NODE_COUNT,
-          f"{len(nodes)} nodes listed, {plan['totals']['folded_nodes']} folded; the model has {NODE_COUNT}")
+    rewritten = plan["totals"]["rewritten_away"]
+    check(f"{label}: every node reported",
+          len(nodes) - listed_folded + plan["totals"]["folded_nodes"] + rewritten == NODE_COUNT,
+          f"{len(nodes)} nodes listed, {plan['totals']['folded_nodes']} folded, {rewritten} rewritten away; "
+          f"the model has {NODE_COUNT}")
+    check(f"{label}: rewrites add up", rewritten == sum(w["nodes_removed"] for w in plan["rewrites"]),
+          json.dumps(plan["rewrites"]))
     check(f"{label}: node names", {n["name"] for n in nodes} <= {n.name for n in mixed.graph.node},
           [n["name"] for n in nodes])
     placed = [n for n in nodes if n["patch"] is not None]
@@ -212,6 +217,52 @@ if plan:
 plan0 = check_plan("cpu level 0", ["--optimization-level", "0"])
 if plan0:
     check("level 0: nothing folded", plan0["totals"]["folded_nodes"] == 0, json.dumps(plan0["totals"]))
+    check("level 0: nothing rewritten", plan0["rewrites"] == [] and plan0["totals"]["rewritten_away"] == 0,
+          json.dumps(plan0["rewrites"]))
+
+# ---- what the rewrites did ----------------------------------------------------------------
+# Conv -> BN -> hard-swish written out (paddle2onnx), with its weights as Constant nodes, then
+# MatMul + Add: counted per pattern in text, JSON and DOT; level 0 rewrites nothing.
+def scalar(name, v):
+    return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.array(v, np.float32), name))
+
+
+rw_nodes = [scalar("three", 3.0), scalar("zero", 0.0), scalar("six", 6.0),
+            helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+            helper.make_node("BatchNormalization", ["c", "s", "b", "m", "v"], ["n"], name="bn"),
+            helper.make_node("Add", ["n", "three"], ["a"], name="hs_add"),
+            helper.make_node("Clip", ["a", "zero", "six"], ["cl"], name="hs_clip"),
+            helper.make_node("Div", ["cl", "six"], ["d"], name="hs_div"),
+            helper.make_node("Mul", ["n", "d"], ["h"], name="hs_mul"),
+            helper.make_node("Flatten", ["h"], ["f"], name="flat"),
+            helper.make_node("MatMul", ["f", "wm"], ["mm"], name="fc"),
+            helper.make_node("Add", ["mm", "bm"], ["y"], name="fc_bias")]
+rw_model = helper.make_model(helper.make_graph(
+    rw_nodes, "rewrites", [vi("x", [1, 2, 4, 4])], [vi("y", [1, 3])],
+    [numpy_helper.from_array(v, k) for k, v in {
+        "w": rng.standard_normal((4, 2, 1, 1)).astype(np.float32), "s": np.ones(4, np.float32),
+        "b": np.zeros(4, np.float32), "m": np.zeros(4, np.float32), "v": np.ones(4, np.float32),
+        "wm": rng.standard_normal((64, 3)).astype(np.float32), "bm": np.ones(3, np.float32)}.items()]),
+    opset_imports=[helper.make_opsetid("", 11)])
+rw_model.ir_version = 7
+RW = WORK / "rewrites.onnx"
+onnx.save(rw_model, RW)
+want_line = "rewrites: constant nodes 3, matmul+add into gemm 1, batchnorm into conv 1, hardswish 1"
+r = expect("plan lists the rewrites", ["plan", RW], 0, want_line, "rewritten away 8", stream="stdout")
+r = expect("plan json rewrites", ["plan", RW, "--format", "json"], 0, stream="stdout")
+rw = json.loads(r.stdout) if r.returncode == 0 else {"rewrites": [], "nodes": [], "totals": {}}
+check("json rewrites: pattern, count, nodes removed", rw["rewrites"] == [
+    {"pattern": "constant nodes", "count": 3, "nodes_removed": 3},
+    {"pattern": "matmul+add into gemm", "count": 1, "nodes_removed": 1},
+    {"pattern": "batchnorm into conv", "count": 1, "nodes_removed": 1},
+    {"pattern": "hardswish", "count": 1, "nodes_removed": 3}], json.dumps(rw["rewrites"]))
+check("json: the rewritten nodes", [(n["name"], n["op_type"]) for n in rw["nodes"]] ==
+      [("conv", "Conv"), ("hs_mul", "HardSwish"), ("flat", "Flatten"), ("fc_bias", "Gemm")], json.dumps(rw["nodes"]))
+check("json: every node accounted for", len(rw["nodes"]) + rw["totals"].get("rewritten_away", 0) == len(rw_nodes),
+      json.dumps(rw["totals"]))
+expect("plan dot rewrites", ["plan", RW, "--format", "dot"], 0, "\\n" + want_line, stream="stdout")
+expect("plan level 0: rewrites none", ["plan", RW, "--optimization-level", "0"], 0, "rewrites: none",
+       stream="stdout")
 check_plan("cpu options", ["--backend", "cpu", "--strict", "--no-cost-rule", "--pin", "r0=cpu"])
 
 out = WORK / "plan.json"
@@ -283,8 +334,9 @@ else:
     plan = check_plan("example", [*P, "--backend", "example,cpu", "--no-cost-rule"])
     if plan:
         by_name = {n["name"]: n for n in plan["nodes"]}
-        check("example: MatMul/Add/Relu on the plugin",
-              all(by_name[k]["backend"].startswith("example") for k in ("mm0", "add0", "r0")), json.dumps(by_name))
+        # MatMul + the bias Add are one Gemm named after the Add (the level-1 rewrites).
+        check("example: Gemm/Relu on the plugin", "mm0" not in by_name and by_name["add0"]["op_type"] == "Gemm"
+              and all(by_name[k]["backend"].startswith("example") for k in ("add0", "r0")), json.dumps(by_name))
         check("example: Softmax and Mul fall back to the cpu with a reason",
               all(by_name[k]["backend"] == "cpu" and "example" in by_name[k]["reason"] for k in ("sm", 'scale "q"')),
               json.dumps(by_name))

@@ -1,6 +1,8 @@
 // Runs Quilt's op cases (ONNX backend-test layout) in-process at each optimization level and
 // prints one line per failing case, then "N passed, N failed". Exits 1 if any case failed.
 // (`quilt test-onnx` runs the same cases with process isolation and the suite's classification.)
+// A case directory may hold a `rewrites` file, one "COUNT PATTERN" line per pattern the level-1
+// passes must rewrite (core/optimize/; none at level 0): the plan report must list exactly those.
 //
 //   case_runner [--filter REGEX] [--opt-levels 0,1] [--backend LIST] PATH...
 //
@@ -8,6 +10,9 @@
 // are found by the library itself); nodes no listed backend claims run on the CPU.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <optional>
 #include <regex>
 #include <string>
 #include <vector>
@@ -16,6 +21,47 @@
 
 using namespace quilt;
 using namespace quilt::cli;
+
+namespace {
+
+// Sorted "COUNT PATTERN" lines, one string.
+std::string joined(std::vector<std::string> lines) {
+  std::sort(lines.begin(), lines.end());
+  std::string out;
+  for (const auto& l : lines) out += l + "; ";
+  return out;
+}
+
+std::string rewrites_text(const std::vector<PlanReport::Rewrite>& rewrites) {
+  std::vector<std::string> lines;
+  for (const auto& r : rewrites) lines.push_back(std::to_string(r.count) + " " + r.pattern);
+  return joined(lines);
+}
+
+// What the plan at this level must say the passes rewrote, or nullopt when the case does not say.
+std::optional<std::string> expected_rewrites(const OnnxCase& c, int level) {
+  std::ifstream in(std::filesystem::path(c.model).parent_path() / "rewrites");
+  if (!in) return std::nullopt;
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty() && level > 0) lines.push_back(line);
+  return joined(lines);
+}
+
+// "" when the plan's rewrites are those expected, else what differs.
+std::string check_rewrites(const OnnxCase& c, const SessionOptions& options) {
+  const std::optional<std::string> want = expected_rewrites(c, options.optimization_level);
+  if (!want) return "";
+  try {
+    const std::string got = rewrites_text(Session(c.model, options).plan().rewrites);
+    if (got == *want) return "";
+    return "rewrites: want [" + *want + "], plan says [" + got + "]";
+  } catch (const Error& e) {
+    return std::string("rewrites: ") + e.what();
+  }
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   std::regex filter(".*");
@@ -64,6 +110,10 @@ int main(int argc, char** argv) {
       if (r.status != CaseStatus::Pass) {
         problem = "(opt level " + std::to_string(level) + ") " + case_status_name(r.status) + ": " +
                   r.message;
+        break;
+      }
+      if (std::string bad = check_rewrites(c, options); !bad.empty()) {
+        problem = "(opt level " + std::to_string(level) + ") " + bad;
         break;
       }
     }

@@ -308,7 +308,7 @@ SupportFn clip_support() {
 
 // The activations of backends/cpu/activation.hpp: float32 through its vector code (the same
 // one Conv/Gemm/MatMul use when the activation is fused into them), other dtypes through the
-// scalar kernel registered before.
+// scalar kernel registered before, as are the forms `make` answers Kind::None for.
 template <class MakeActivation>
 void add_activation(KernelRegistry& r, const char* op, MakeActivation make, int64_t grain) {
   KernelFactory generic = r.find(op, "")->create;
@@ -328,8 +328,10 @@ void add_activation(KernelRegistry& r, const char* op, MakeActivation make, int6
                                   [&](int64_t b, int64_t e) { act.apply(px + b, py + b, e - b); });
           }
         };
+        const Activation act = make(sig.node);
+        if (act.none()) return generic(sig);  // a form the vectorised activations lack
         auto k = std::make_unique<Fast>();
-        k->act = make(sig.node);
+        k->act = act;
         k->other = generic(sig);
         k->grain = grain;
         return k;
@@ -527,6 +529,12 @@ void register_cpu_elementwise_unary(KernelRegistry& r) {
   add_activation(r, "Relu", fixed(Kind::Relu), kElementwiseGrain);
   add_activation(r, "HardSwish", fixed(Kind::HardSwish), kElementwiseGrain);
   add_activation(r, "Sigmoid", fixed(Kind::Sigmoid), kMathGrain);
+  add_activation(
+      r, "Swish",
+      [](const Node& n) {
+        return Activation{n.attr_float("alpha", 1.f) == 1.f ? Kind::Silu : Kind::None};
+      },
+      kMathGrain);
   add_activation(r, "Tanh", fixed(Kind::Tanh), kMathGrain);
   add_activation(
       r, "LeakyRelu",

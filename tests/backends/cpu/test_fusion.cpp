@@ -47,18 +47,34 @@ TEST(Fusion, ConvAndActivationBecomeOneNode) {
   EXPECT_EQ(p.nodes[0].folded, std::vector<int32_t>{1});
 }
 
-TEST(Fusion, SigmoidTimesInputIsSilu) {
-  for (bool swapped : {false, true}) {
-    Patch p(5);
-    p.add("Conv", {0, 1}, {2});
-    p.add("Sigmoid", {2}, {3});
-    p.add("Mul", swapped ? std::vector<int32_t>{3, 2} : std::vector<int32_t>{2, 3}, {4});
-    p.kept[4] = 1;
-    EXPECT_EQ(p.fuse(), 2);
-    ASSERT_EQ(p.nodes.size(), 1u);
-    EXPECT_EQ(p.nodes[0].activation.kind, Activation::Kind::Silu);
-    EXPECT_EQ(p.nodes[0].outputs, std::vector<int32_t>{4});
-  }
+TEST(Fusion, SwishIsSiluInTheKernel) {
+  Patch p(4);
+  p.add("Conv", {0, 1}, {2});
+  p.add("Swish", {2}, {3});
+  p.nodes[1].node.opset = 24;
+  p.kept[3] = 1;
+  EXPECT_EQ(p.fuse(), 1);
+  ASSERT_EQ(p.nodes.size(), 1u);
+  EXPECT_EQ(p.nodes[0].activation.kind, Activation::Kind::Silu);
+  EXPECT_EQ(p.nodes[0].outputs, std::vector<int32_t>{3});
+}
+
+TEST(Fusion, SwishWithAnotherAlphaAndWrittenOutSiluStaySeparate) {
+  Patch p(4);  // x * sigmoid(2x) has no fused form
+  p.add("Conv", {0, 1}, {2});
+  p.add("Swish", {2}, {3});
+  Attribute alpha;
+  alpha.name = "alpha";
+  alpha.kind = Attribute::Kind::Float;
+  alpha.f = 2.f;
+  p.nodes[1].node.attributes["alpha"] = alpha;
+  EXPECT_EQ(p.fuse(), 0);
+  // Sigmoid + Mul is the core's to rewrite into Swish (core/optimize): the CPU pass leaves it.
+  Patch q(5);
+  q.add("Conv", {0, 1}, {2});
+  q.add("Sigmoid", {2}, {3});
+  q.add("Mul", {2, 3}, {4});
+  EXPECT_EQ(q.fuse(), 0);
 }
 
 TEST(Fusion, ClipNeedsConstantBounds) {
@@ -87,14 +103,6 @@ TEST(Fusion, LeavesValuesOthersReadAlone) {
     p.add("Conv", {0, 1}, {2});
     p.add("Relu", {2}, {3});
     p.add("Add", {2, 3}, {4});
-    EXPECT_EQ(p.fuse(), 0);
-  }
-  {  // the Sigmoid of a SiLU is read elsewhere too
-    Patch p(6);
-    p.add("Conv", {0, 1}, {2});
-    p.add("Sigmoid", {2}, {3});
-    p.add("Mul", {2, 3}, {4});
-    p.add("Add", {4, 3}, {5});
     EXPECT_EQ(p.fuse(), 0);
   }
   {  // a producer whose kernel takes no activation, and a non-float output
@@ -184,28 +192,6 @@ TEST(Fusion, ResidualMustHaveTheConvsShapeAndTheSumStayPrivate) {
   twice.add("Conv", {0, 1}, {2});
   twice.add("Add", {2, 2}, {3});
   EXPECT_EQ(twice.fuse(), 0);
-}
-
-TEST(Fusion, GeluWrittenWithTanhBecomesOneNode) {
-  // 0 x; constants 1 half, 2 three, 3 coeff, 4 k, 5 one; 6.. intermediates; 13 y
-  Patch p(14);
-  const float values[] = {0.5f, 3.f, 0.044715f, 0.7978845608f, 1.f};
-  for (int i = 0; i < 5; ++i) p.constants[1 + i] = Tensor::from_vector<float>({}, {values[i]});
-  p.add("Mul", {0, 1}, {6});    // x * 0.5
-  p.add("Pow", {0, 2}, {7});    // x^3
-  p.add("Mul", {7, 3}, {8});    // * 0.044715
-  p.add("Add", {0, 8}, {9});    // x + ...
-  p.add("Mul", {9, 4}, {10});   // * sqrt(2/pi)
-  p.add("Tanh", {10}, {11});    //
-  p.add("Add", {11, 5}, {12});  // 1 + tanh
-  p.add("Mul", {6, 12}, {13});  // y
-  EXPECT_EQ(p.fuse(), 7);
-  ASSERT_EQ(p.nodes.size(), 1u);
-  EXPECT_EQ(p.nodes[0].node.op_type, "Gelu");
-  EXPECT_EQ(p.nodes[0].node.attr_string("approximate", ""), "tanh");
-  EXPECT_EQ(p.nodes[0].inputs, std::vector<int32_t>{0});
-  EXPECT_EQ(p.nodes[0].node.inputs, std::vector<std::string>{"v0"});
-  EXPECT_EQ(p.nodes[0].outputs, std::vector<int32_t>{13});
 }
 
 }  // namespace

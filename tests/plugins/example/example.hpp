@@ -121,6 +121,11 @@ struct ConvParams {
   std::vector<int64_t> strides{1, 1}, dilations{1, 1}, pads{0, 0, 0, 0}, kernel_shape;
 };
 
+struct GemmParams {
+  bool trans_a = false, trans_b = false;
+  float alpha = 1.0f, beta = 1.0f;
+};
+
 struct TensorView {
   float* data;  // null when empty
   std::span<const int64_t> dims;
@@ -134,6 +139,7 @@ struct NodeDesc {
   const OpDef* op = nullptr;
   std::vector<int32_t> inputs, outputs;  // indices into the executable's values; -1 = absent
   ConvParams conv;
+  GemmParams gemm;
 };
 
 struct OpDef {

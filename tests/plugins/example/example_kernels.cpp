@@ -126,6 +126,59 @@ Status run_matmul(const NodeDesc& desc, std::span<const TensorView> in,
   return {};
 }
 
+// ---- Gemm (Y = alpha * A' * B' + beta * C, C broadcast to [M, N]) ----
+// Quilt's core writes MatMul + Add of a constant bias as a Gemm (optimisation level 1), so a
+// device that runs MatMul and Add keeps such layers by running Gemm too.
+
+std::string prepare_gemm(const quilt_graph_t& graph, const quilt_node_t& node, NodeDesc* desc) {
+  if (node.opset < 7) return "Gemm: legacy broadcast attribute (opset < 7) not supported";
+  for (size_t i = 0; i < 2; ++i)
+    if (input_value(graph, node, i)->info.rank != 2)
+      return std::string("Gemm: input '") + input_value(graph, node, i)->name + "' has rank " +
+             std::to_string(input_value(graph, node, i)->info.rank) + ", expected 2";
+  if (const quilt_value_t* c = input_value(graph, node, 2); c && c->info.rank > 2)
+    return std::string("Gemm: C '") + c->name + "' has rank " + std::to_string(c->info.rank) +
+           ", expected at most 2";
+  GemmParams& p = desc->gemm;
+  if (const quilt_attribute_t* a = find_attribute(node, "transA")) p.trans_a = a->i != 0;
+  if (const quilt_attribute_t* a = find_attribute(node, "transB")) p.trans_b = a->i != 0;
+  if (const quilt_attribute_t* a = find_attribute(node, "alpha")) p.alpha = a->f;
+  if (const quilt_attribute_t* a = find_attribute(node, "beta")) p.beta = a->f;
+  return "";
+}
+
+Status run_gemm(const NodeDesc& desc, std::span<const TensorView> in,
+                std::span<const TensorView> out) {
+  const GemmParams& p = desc.gemm;
+  const int64_t m = in[0].dims[p.trans_a ? 1 : 0], k = in[0].dims[p.trans_a ? 0 : 1];
+  const int64_t n = in[1].dims[p.trans_b ? 0 : 1];
+  if (in[1].dims[p.trans_b ? 1 : 0] != k)
+    return fail(QUILT_STATUS_INVALID_ARGUMENT, "Gemm node '" + desc.name + "': inner dims of " +
+                                                   format_dims(in[0].dims) + " and " +
+                                                   format_dims(in[1].dims) + " differ");
+  const Dims expected{m, n};
+  if (!std::ranges::equal(expected, out[0].dims))
+    return shape_mismatch(desc, "Gemm", out[0].dims, expected);
+  const bool has_c = in.size() > 2 && in[2].data;
+  Dims with_c;
+  if (has_c && (!broadcast_shape(in[2].dims, expected, &with_c) || with_c != expected))
+    return fail(QUILT_STATUS_INVALID_ARGUMENT,
+                "Gemm node '" + desc.name + "': C " + format_dims(in[2].dims) +
+                    " does not broadcast to " + format_dims(expected));
+  const Dims c_stride = has_c ? broadcast_strides(in[2].dims, 2) : Dims{0, 0};
+  const float *a = in[0].data, *b = in[1].data;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      float sum = 0.0f;
+      for (int64_t q = 0; q < k; ++q)
+        sum += a[p.trans_a ? q * m + i : i * k + q] * b[p.trans_b ? j * k + q : q * n + j];
+      float y = p.alpha * sum;
+      if (has_c) y += p.beta * in[2].data[i * c_stride[0] + j * c_stride[1]];
+      out[0].data[i * n + j] = y;
+    }
+  return {};
+}
+
 // ---- Add (numpy broadcasting, any ranks) ----
 
 std::string prepare_add(const quilt_graph_t&, const quilt_node_t& node, NodeDesc*) {
@@ -288,9 +341,8 @@ Status run_conv(const NodeDesc& desc, std::span<const TensorView> in,
 }
 
 const OpDef kOps[] = {
-    {"MatMul", 2, 2, prepare_matmul, run_matmul},
-    {"Add", 2, 2, prepare_add, run_add},
-    {"Relu", 1, 1, prepare_relu, run_relu},
+    {"MatMul", 2, 2, prepare_matmul, run_matmul}, {"Gemm", 2, 3, prepare_gemm, run_gemm},
+    {"Add", 2, 2, prepare_add, run_add},          {"Relu", 1, 1, prepare_relu, run_relu},
     {"Conv", 2, 3, prepare_conv, run_conv},
 };
 
