@@ -105,12 +105,14 @@ std::optional<std::vector<int64_t>> trailing_dims(const Rewriter& r, const std::
   return dims;
 }
 
-// A constant that varies only along `dims` (right-aligned), as a tensor of exactly those dims:
-// its own name when it already is one, else a new initializer holding it broadcast.
-std::optional<std::string> at_shape(Rewriter& r, const std::string& v,
+// A constant that varies only along `dims` (right-aligned) and has no more dims than x, as a
+// tensor of exactly those dims: its own name when it already is one, else a new initializer
+// holding it broadcast.
+std::optional<std::string> at_shape(Rewriter& r, const std::string& v, const std::string& x,
                                     const std::vector<int64_t>& dims) {
   const Tensor* t = r.constant(v);
-  if (!t || t->dtype() != DType::Float32) return std::nullopt;
+  if (!t || t->dtype() != DType::Float32 || t->rank() > static_cast<int64_t>(r.type(x).dims.size()))
+    return std::nullopt;
   std::vector<int64_t> shape = t->shape();
   while (shape.size() > dims.size() && shape.front() == 1) shape.erase(shape.begin());
   if (shape.size() > dims.size()) return std::nullopt;
@@ -141,30 +143,27 @@ bool last_axes(const std::vector<int64_t>& axes) {
   return true;
 }
 
-// y [* gamma] [+ beta] after the normalised value y, gamma and beta constants: extends nodes,
-// sets the output and the scale and bias inputs (scale ones when there is no gamma).
+// y [* gamma] [+ beta] after the normalised value y, gamma and beta constants that fit the
+// op (at_shape; a Mul or Add that does not fit stays after it): extends nodes, gives the output
+// and the scale and bias inputs (scale ones when there is no gamma).
 struct Affine {
   std::string out, scale, bias;
 };
-std::optional<Affine> affine_after(Rewriter& r, const std::string& y,
-                                   const std::vector<int64_t>& dims, bool with_bias,
-                                   std::vector<size_t>& nodes) {
+Affine affine_after(Rewriter& r, const std::string& x, const std::string& y,
+                    const std::vector<int64_t>& dims, bool with_bias, std::vector<size_t>& nodes) {
   Affine a{y, "", ""};
-  if (const Node* mul = next(r, a.out, "Mul"); mul && r.constant(other(*mul, a.out))) {
-    const std::optional<std::string> g = at_shape(r, other(*mul, a.out), dims);
-    if (!g) return std::nullopt;
-    a.scale = *g;
-    nodes.push_back(r.index_of(mul));
-    a.out = mul->outputs[0];
-  }
-  if (const Node* add = with_bias ? next(r, a.out, "Add") : nullptr;
-      add && r.constant(other(*add, a.out))) {
-    const std::optional<std::string> b = at_shape(r, other(*add, a.out), dims);
-    if (!b) return std::nullopt;
-    a.bias = *b;
-    nodes.push_back(r.index_of(add));
-    a.out = add->outputs[0];
-  }
+  // Takes v's sole reader op_type into the match when its other operand fits as `into`.
+  auto take = [&](const char* op_type, std::string& into) {
+    const Node* n = next(r, a.out, op_type);
+    const std::optional<std::string> c = n ? at_shape(r, other(*n, a.out), x, dims) : std::nullopt;
+    if (!c) return false;
+    into = *c;
+    nodes.push_back(r.index_of(n));
+    a.out = n->outputs[0];
+    return true;
+  };
+  // A bias only after gamma or with no Mul at all: beta is added after the scaling.
+  if ((take("Mul", a.scale) || !next(r, a.out, "Mul")) && with_bias) take("Add", a.bias);
   if (a.scale.empty()) {
     int64_t n = 1;
     for (int64_t d : dims) n *= d;
@@ -212,13 +211,12 @@ bool layer_norm(Rewriter& r, size_t i) {
     if (!norm || !dims) continue;
     more.insert(more.end(), nodes.begin(), nodes.end());
     if (!fusable(r, more, r.index_of(norm))) continue;
-    const std::optional<Affine> a = affine_after(r, norm->outputs[0], *dims, true, more);
-    if (!a) continue;
-    Node ln = make_node("LayerNormalization", mean, 17, {x, a->scale}, {});
-    if (!a->bias.empty()) ln.inputs.push_back(a->bias);
+    const Affine a = affine_after(r, x, norm->outputs[0], *dims, true, more);
+    Node ln = make_node("LayerNormalization", mean, 17, {x, a.scale}, {});
+    if (!a.bias.empty()) ln.inputs.push_back(a.bias);
     set_attr(ln, "axis", -static_cast<int64_t>(axes->size()));
     set_attr(ln, "epsilon", root->second);
-    return rewrite(r, more, a->out, std::move(ln));
+    return rewrite(r, more, a.out, std::move(ln));
   }
   return false;
 }
@@ -236,12 +234,11 @@ bool rms_norm(Rewriter& r, size_t i) {
   const Node* norm = root ? divided(r, x, root->first, nodes) : nullptr;
   const auto dims = trailing_dims(r, x, axes->size());
   if (!norm || !dims || !fusable(r, nodes, r.index_of(norm))) return false;
-  const std::optional<Affine> a = affine_after(r, norm->outputs[0], *dims, false, nodes);
-  if (!a) return false;
-  Node rms = make_node("RMSNormalization", ms, 23, {x, a->scale}, {});
+  const Affine a = affine_after(r, x, norm->outputs[0], *dims, false, nodes);
+  Node rms = make_node("RMSNormalization", ms, 23, {x, a.scale}, {});
   set_attr(rms, "axis", -static_cast<int64_t>(axes->size()));
   set_attr(rms, "epsilon", root->second);
-  return rewrite(r, nodes, a->out, std::move(rms));
+  return rewrite(r, nodes, a.out, std::move(rms));
 }
 
 bool softmax(Rewriter& r, size_t i) {

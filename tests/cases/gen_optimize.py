@@ -260,6 +260,10 @@ c.model("layernorm_positive_axis_gamma_1xn", layer_norm(axes=(2,), gamma="g1n", 
 c.model("layernorm_two_axes", layer_norm(axes=(-2, -1)), XL, ["y"], LN, rewrites={"layernorm": 1})
 c.model("layernorm_runtime_gamma", layer_norm(beta=None, gamma="gr"), {**XL, "gr": rand(16)}, ["y"], LN,
         rewrites={"layernorm": 1})
+# gamma [1, 1, 1, 16] makes the product rank 4: not a LayerNormalization of the rank-3 x (the
+# normalisation itself still is one, the Mul stays).
+c.model("layernorm_gamma_raises_rank", layer_norm(beta=None, gamma="g4"), XL, ["y"], {**LN, "g4": rand(1, 1, 1, 16)},
+        rewrites={"layernorm": 1})
 c.model("layernorm_not_last_axis", layer_norm(axes=(1,)), XL, ["y"], {**LN, "gamma": rand(16), "beta": rand(16)},
         rewrites={})
 # d = x - mean is read outside: no LayerNormalization, but d * rsqrt(mean(d^2) + eps) * gamma is
