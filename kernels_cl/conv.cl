@@ -55,8 +55,8 @@ inline float16 conv_bias(global const float* bias, int has_bias, int m0, int cou
 
 // A fused activation (the host folds a Conv's only reader into it): act.x is the kind, act.y
 // and act.z its parameters. 0 none, 1 Relu, 2 LeakyRelu(alpha), 3 Clip(min, max),
-// 4 HardSigmoid(alpha, beta), 5 HardSwish, 6 Sigmoid, 7 SiLU (x * Sigmoid(x), as exporters write
-// it: Sigmoid then Mul); the formulas of elementwise.cl's kernels,
+// 4 HardSigmoid(alpha, beta), 5 HardSwish, 6 Sigmoid, 7 Swish(alpha) (x * Sigmoid(alpha x): SiLU
+// for alpha 1); the formulas of elementwise.cl's kernels,
 // on whole vectors (one scalar call per value made the convs slower than the separate kernels).
 #define CONV_ACT(T, NAME)                                                                  \
   inline T NAME(T v, float4 act) {                                                         \
@@ -73,8 +73,9 @@ inline float16 conv_bias(global const float* bias, int has_bias, int m0, int cou
       return v * select(fmin(fmax(h, (T)(0.0f)), (T)(1.0f)), h, isnan(h));                 \
     }                                                                                      \
     if (kind == 6 || kind == 7) {                                                          \
-      const T e = exp(-fabs(v)), r = (T)(1.0f) / ((T)(1.0f) + e);                          \
-      const T sigmoid = select(e * r, r, v >= (T)(0.0f));                                  \
+      const T z = kind == 7 ? act.y * v : v;                                               \
+      const T e = exp(-fabs(z)), r = (T)(1.0f) / ((T)(1.0f) + e);                          \
+      const T sigmoid = select(e * r, r, z >= (T)(0.0f));                                  \
       return kind == 6 ? sigmoid : v * sigmoid;                                            \
     }                                                                                      \
     return v;                                                                              \

@@ -265,8 +265,8 @@ quilt_status_t supports(quilt_device_t, const quilt_graph_t* graph, int32_t* cla
 // Folds an activation into the Conv it follows when it is the Conv output's only reader and
 // that output does not leave the patch: the conv kernel applies it as it stores the tile
 // (conv_act), and the activation's output becomes a view of the Conv's. Saves a kernel launch
-// and a pass over the tensor per pair (MobileNetV3 has 40 such pairs). Sigmoid + Mul, SiLU,
-// folds as one (EfficientNet-B0 and YOLOv5s).
+// and a pass over the tensor per pair (MobileNetV3 has 40 such pairs). SiLU arrives as one
+// Swish node (the core rewrites EfficientNet's and YOLOv5's Sigmoid + Mul into it).
 void fuse_conv_activations(Patch* patch) {
   const size_t n = patch->value_names.size();
   std::vector<int> readers(n, 0);
@@ -278,42 +278,24 @@ void fuse_conv_activations(Patch* patch) {
     const char* kernel;
     float kind;
   };
-  constexpr Kind kKinds[] = {{"relu", 1},         {"leaky_relu", 2}, {"clip", 3},
-                             {"hard_sigmoid", 4}, {"hard_swish", 5}, {"sigmoid", 6}};
-  // SiLU as exporters write it: Sigmoid(v) read only by Mul(v, Sigmoid(v)), either order.
-  auto silu_mul = [&](const NodeDesc& sigmoid) -> NodeDesc* {
-    const int32_t v = sigmoid.inputs[0], s = sigmoid.outputs[0];
-    if (readers[v] != 2 || readers[s] != 1) return nullptr;
-    for (NodeDesc& mul : patch->nodes)
-      if (mul.kernel == "mul" && mul.op && mul.op->enqueue == enqueue_binary && !mul.folded &&
-          ((mul.inputs[0] == v && mul.inputs[1] == s) ||
-           (mul.inputs[0] == s && mul.inputs[1] == v)))
-        return &mul;
-    return nullptr;
-  };
+  constexpr Kind kKinds[] = {{"relu", 1},       {"leaky_relu", 2}, {"clip", 3}, {"hard_sigmoid", 4},
+                             {"hard_swish", 5}, {"sigmoid", 6},    {"swish", 7}};
   for (NodeDesc& act : patch->nodes) {
     if (act.folded || act.inputs.empty() || act.inputs[0] < 0) continue;
     const int32_t v = act.inputs[0];
     const Kind* kind = nullptr;
     for (const Kind& k : kKinds)
       if (act.kernel == k.kernel && act.op && act.op->enqueue == enqueue_unary) kind = &k;
-    if (!kind || patch->root[v] != v) continue;
-    NodeDesc* mul = act.kernel == "sigmoid" ? silu_mul(act) : nullptr;
-    if (readers[v] != 1 && !mul) continue;
+    if (!kind || patch->root[v] != v || readers[v] != 1) continue;
     for (NodeDesc& conv : patch->nodes) {
       if (conv.outputs.empty() || conv.outputs[0] != v || conv.act.s[0] != 0.0f) continue;
       if (conv.kernel != "conv_direct" && conv.kernel != "conv1x1" &&
           conv.kernel != "conv_depthwise")
         break;
-      conv.act = {{mul ? 7.0f : kind->kind, act.f[0], act.f[1], 0.0f}};
+      conv.act = {{kind->kind, act.f[0], act.f[1], 0.0f}};
       act.folded = true;
       patch->produced[act.outputs[0]] = 0;
       patch->root[act.outputs[0]] = v;
-      if (mul) {  // the Mul's output is the SiLU; Sigmoid's output is read by nothing else
-        mul->folded = true;
-        patch->produced[mul->outputs[0]] = 0;
-        patch->root[mul->outputs[0]] = v;
-      }
       break;
     }
   }

@@ -75,14 +75,15 @@ const Node* divided(const Rewriter& r, const std::string& num, const std::string
   return nullptr;
 }
 
-// Sqrt(ms + eps) read from the mean of squares ms: the Sqrt's output and eps.
+// Sqrt(ms + eps) read from the mean of squares ms: the Sqrt's output and eps (of rank 0 or 1,
+// which cannot raise the rank of the statistics).
 std::optional<std::pair<std::string, float>> root_of(const Rewriter& r, const std::string& ms,
                                                      std::vector<size_t>& nodes) {
   const Node* add = next(r, ms, "Add");
   if (!add) return std::nullopt;
   const std::optional<double> eps = r.scalar(other(*add, ms));
-  const Node* sqrt = add ? next(r, add->outputs[0], "Sqrt") : nullptr;
-  if (!eps || !sqrt) return std::nullopt;
+  const Node* sqrt = next(r, add->outputs[0], "Sqrt");
+  if (!eps || r.scalar_rank(other(*add, ms)) > 1 || !sqrt) return std::nullopt;
   nodes.push_back(r.index_of(add));
   nodes.push_back(r.index_of(sqrt));
   return std::make_pair(sqrt->outputs[0], static_cast<float>(*eps));

@@ -93,6 +93,27 @@ TEST(PlanReportText, FallbacksAndTotals) {
       << text;
 }
 
+TEST(PlanReport, RewritesPerPatternInEveryFormat) {
+  PlanReport r = two_backend_report();
+  EXPECT_TRUE(contains(r.to_text(), "\nrewrites: none\n"));
+  EXPECT_TRUE(contains(r.to_json(), "\"rewrites\": [],\n"));
+  EXPECT_FALSE(contains(r.to_dot(), "rewrites"));
+  r.rewrites = {{"batchnorm into conv", 35, 35}, {"hardswish", 20, 60}};
+  const std::string text = r.to_text();
+  EXPECT_TRUE(contains(text, "\nrewrites: batchnorm into conv 35, hardswish 20\nfallbacks:"))
+      << text;
+  EXPECT_TRUE(contains(text, "  nodes: example:0 3, cpu 1; folded 1; rewritten away 95\n")) << text;
+  const std::string json = r.to_json();
+  EXPECT_TRUE(contains(json,
+                       "\"rewrites\": [{\"pattern\": \"batchnorm into conv\", \"count\": 35, "
+                       "\"nodes_removed\": 35}, {\"pattern\": \"hardswish\", \"count\": 20, "
+                       "\"nodes_removed\": 60}],\n"))
+      << json;
+  EXPECT_TRUE(contains(json, "\"rewritten_away\": 95")) << json;
+  EXPECT_TRUE(contains(r.to_dot(), "\\nrewrites: batchnorm into conv 35, hardswish 20\"];"))
+      << r.to_dot();
+}
+
 TEST(PlanReportText, NoFallbacksSaysSo) {
   PlanReport r = two_backend_report();
   r.nodes[3].reason.clear();
@@ -114,7 +135,8 @@ TEST(PlanReportText, LongNodeListsAreShortened) {
   PlanReport::Patch p;
   p.backend = "cpu";
   for (int i = 0; i < 20; ++i) {
-    r.nodes.push_back({"n" + std::to_string(i), "Relu", 0, "cpu", ""});
+    // (append, not "n" + ...: GCC 12 warns -Wrestrict on the latter here)
+    r.nodes.push_back({std::string("n").append(std::to_string(i)), "Relu", 0, "cpu", ""});
     p.nodes.push_back(i);
   }
   p.inputs = {"x"};
@@ -167,7 +189,8 @@ TEST(PlanReportJson, KeyFieldsAndEscaping) {
   EXPECT_TRUE(contains(json, "\"bytes\": null, \"producer_patch\": 0"));
   EXPECT_TRUE(contains(json,
                        "\"totals\": {\"nodes\": {\"example:0\": 3, \"cpu\": 1}, "
-                       "\"folded_nodes\": 1, \"patches\": 2, \"transfers\": 2, "
+                       "\"folded_nodes\": 1, \"rewritten_away\": 0, \"patches\": 2, "
+                       "\"transfers\": 2, "
                        "\"transfer_bytes\": 4096, \"transfers_of_unknown_size\": 1, "
                        "\"fallbacks\": 1}"))
       << json;
