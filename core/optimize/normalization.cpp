@@ -96,23 +96,36 @@ const Node* square_of(const Rewriter& r, const std::string& v, const Node* n) {
   return nullptr;
 }
 
-// The dims the last `count` axes of x span, when all are known.
-std::optional<std::vector<int64_t>> trailing_dims(const Rewriter& r, const std::string& x,
-                                                  size_t count) {
+// The dims the last `count` axes of x span, when all are known. Where x's shape is known only at
+// run time (a transformer's sequence length), the dims of gamma, the constant the normalised
+// value y is then multiplied by, when it has exactly `count` dims and none of 1: a model only
+// multiplies by a gamma of the normalised shape (as onnxruntime's LayerNormFusion assumes).
+std::optional<std::vector<int64_t>> normalised_dims(const Rewriter& r, const std::string& x,
+                                                    const std::string& y, size_t count) {
   const TypeShape& t = r.type(x);
-  if (!t.has_shape || t.dims.size() < count) return std::nullopt;
-  std::vector<int64_t> dims(t.dims.end() - static_cast<std::ptrdiff_t>(count), t.dims.end());
-  if (std::any_of(dims.begin(), dims.end(), [](int64_t d) { return d < 0; })) return std::nullopt;
+  std::vector<int64_t> dims;
+  if (t.has_shape && t.dims.size() >= count) {
+    dims.assign(t.dims.end() - static_cast<std::ptrdiff_t>(count), t.dims.end());
+  } else if (const Node* mul = next(r, y, "Mul"); mul && !t.has_shape) {
+    const Tensor* gamma = r.constant(other(*mul, y));
+    if (!gamma || gamma->rank() != static_cast<int64_t>(count)) return std::nullopt;
+    dims = gamma->shape();
+    if (std::find(dims.begin(), dims.end(), 1) != dims.end()) return std::nullopt;
+  }
+  if (dims.empty() || std::any_of(dims.begin(), dims.end(), [](int64_t d) { return d < 0; }))
+    return std::nullopt;
   return dims;
 }
 
-// A constant that varies only along `dims` (right-aligned) and has no more dims than x, as a
-// tensor of exactly those dims: its own name when it already is one, else a new initializer
-// holding it broadcast.
+// A constant that varies only along `dims` (right-aligned) and has no more dims than x (or than
+// dims, x's rank unknown), as a tensor of exactly those dims: its own name when it already is
+// one, else a new initializer holding it broadcast.
 std::optional<std::string> at_shape(Rewriter& r, const std::string& v, const std::string& x,
                                     const std::vector<int64_t>& dims) {
   const Tensor* t = r.constant(v);
-  if (!t || t->dtype() != DType::Float32 || t->rank() > static_cast<int64_t>(r.type(x).dims.size()))
+  const TypeShape& tx = r.type(x);
+  const size_t max_rank = tx.has_shape ? tx.dims.size() : dims.size();
+  if (!t || t->dtype() != DType::Float32 || static_cast<size_t>(t->rank()) > max_rank)
     return std::nullopt;
   std::vector<int64_t> shape = t->shape();
   while (shape.size() > dims.size() && shape.front() == 1) shape.erase(shape.begin());
@@ -208,8 +221,8 @@ bool layer_norm(Rewriter& r, size_t i) {
     std::vector<size_t> more = {r.index_of(sq), r.index_of(var)};
     const auto root = root_of(r, var->outputs[0], more);
     const Node* norm = root ? divided(r, d, root->first, more) : nullptr;
-    const auto dims = trailing_dims(r, x, axes->size());
-    if (!norm || !dims) continue;
+    const auto dims = norm ? normalised_dims(r, x, norm->outputs[0], axes->size()) : std::nullopt;
+    if (!dims) continue;
     more.insert(more.end(), nodes.begin(), nodes.end());
     if (!fusable(r, more, r.index_of(norm))) continue;
     const Affine a = affine_after(r, x, norm->outputs[0], *dims, true, more);
@@ -233,8 +246,8 @@ bool rms_norm(Rewriter& r, size_t i) {
   std::vector<size_t> nodes = {r.index_of(sq), i};
   const auto root = root_of(r, ms.outputs[0], nodes);
   const Node* norm = root ? divided(r, x, root->first, nodes) : nullptr;
-  const auto dims = trailing_dims(r, x, axes->size());
-  if (!norm || !dims || !fusable(r, nodes, r.index_of(norm))) return false;
+  const auto dims = norm ? normalised_dims(r, x, norm->outputs[0], axes->size()) : std::nullopt;
+  if (!dims || !fusable(r, nodes, r.index_of(norm))) return false;
   const Affine a = affine_after(r, x, norm->outputs[0], *dims, false, nodes);
   Node rms = make_node("RMSNormalization", ms, 23, {x, a.scale}, {});
   set_attr(rms, "axis", -static_cast<int64_t>(axes->size()));

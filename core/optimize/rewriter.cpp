@@ -150,6 +150,92 @@ const TypeShape& Rewriter::type(const std::string& v) const {
   return unknown;
 }
 
+namespace {
+
+// Where inference cannot say more (an input's rank is known only at run time, after a Reshape to
+// a computed shape, as in every transformer with a symbolic sequence length), the dtype of the
+// ops whose output has an input's type T: the patterns need the dtype even where the shape is
+// unknown. The input it comes from, or -1.
+int same_type_input(const Node& n) {
+  static const std::set<std::string> first = {"Abs",
+                                              "Add",
+                                              "AveragePool",
+                                              "BatchNormalization",
+                                              "Ceil",
+                                              "Clip",
+                                              "Concat",
+                                              "Conv",
+                                              "ConvTranspose",
+                                              "Cos",
+                                              "CumSum",
+                                              "Div",
+                                              "Dropout",
+                                              "Elu",
+                                              "Erf",
+                                              "Exp",
+                                              "Expand",
+                                              "Flatten",
+                                              "Floor",
+                                              "Gather",
+                                              "GatherElements",
+                                              "Gelu",
+                                              "Gemm",
+                                              "GlobalAveragePool",
+                                              "GlobalMaxPool",
+                                              "GroupNormalization",
+                                              "HardSigmoid",
+                                              "HardSwish",
+                                              "Identity",
+                                              "InstanceNormalization",
+                                              "LayerNormalization",
+                                              "LeakyRelu",
+                                              "Log",
+                                              "LogSoftmax",
+                                              "MatMul",
+                                              "Max",
+                                              "MaxPool",
+                                              "Min",
+                                              "Mish",
+                                              "Mul",
+                                              "Neg",
+                                              "Pad",
+                                              "Pow",
+                                              "RMSNormalization",
+                                              "Reciprocal",
+                                              "ReduceL2",
+                                              "ReduceMax",
+                                              "ReduceMean",
+                                              "ReduceMin",
+                                              "ReduceProd",
+                                              "ReduceSum",
+                                              "Relu",
+                                              "Reshape",
+                                              "Resize",
+                                              "Round",
+                                              "Selu",
+                                              "Sigmoid",
+                                              "Sign",
+                                              "Sin",
+                                              "Slice",
+                                              "Softmax",
+                                              "Softplus",
+                                              "Softsign",
+                                              "Split",
+                                              "Sqrt",
+                                              "Squeeze",
+                                              "Sub",
+                                              "Swish",
+                                              "Tanh",
+                                              "Tile",
+                                              "Transpose",
+                                              "Unsqueeze"};
+  if (!n.domain.empty()) return -1;
+  if (n.op_type == "Where") return 1;
+  return first.count(n.op_type) ? 0 : -1;
+}
+
+}  // namespace
+
 void Rewriter::infer_types() const {
   typed_ = true;
   for (const auto& [name, t] : graph_.initializers) types_[name] = TypeShape::of(t);
@@ -177,8 +263,15 @@ void Rewriter::infer_types() const {
         // Left unknown: the plan's own inference reports the node, with the model's context.
       }
     }
-    for (size_t o = 0; o < n.outputs.size() && o < out.size(); ++o)
-      if (!n.outputs[o].empty()) types_[n.outputs[o]] = out[o];
+    const int from = same_type_input(n);
+    for (size_t o = 0; o < n.outputs.size() && o < out.size(); ++o) {
+      if (n.outputs[o].empty()) continue;
+      // Split's outputs all have the input's type; Dropout's mask and MaxPool's indices do not.
+      if (out[o].dtype == DType::Undefined && from >= 0 && (o == 0 || n.op_type == "Split") &&
+          static_cast<size_t>(from) < in_types.size())
+        out[o].dtype = in_types[static_cast<size_t>(from)].dtype;
+      types_[n.outputs[o]] = out[o];
+    }
   }
 }
 

@@ -269,6 +269,15 @@ c.model("layernorm_not_last_axis", layer_norm(axes=(1,)), XL, ["y"], {**LN, "gam
 # d = x - mean is read outside: no LayerNormalization, but d * rsqrt(mean(d^2) + eps) * gamma is
 # an RMSNormalization of d (the Add of beta stays).
 c.model("layernorm_centred_is_output", layer_norm(), XL, ["y", "d"], LN, rewrites={"rmsnorm": 1})
+# x of a shape known only at run time (a Reshape to a computed shape, as in transformers with a
+# symbolic sequence length): the normalised dims come from gamma, the dtype from the Reshape's input.
+c.model("layernorm_shape_known_at_run_time",
+        [N("Shape", ["x_in"], ["shp"]), N("Reshape", ["x_in", "shp"], ["x"])] + layer_norm(), {"x_in": rand(2, 5, 16)},
+        ["y"], LN, rewrites={"layernorm": 1})
+c.model("gelu_shape_known_at_run_time",
+        [N("Shape", ["x_in"], ["shp"]), N("Reshape", ["x_in", "shp"], ["x"]), N("Div", ["x", "sqrt2"], ["u"]),
+         N("Erf", ["u"], ["e"]), N("Add", ["e", "one"], ["a"]), N("Mul", ["x", "a"], ["m"]),
+         N("Mul", ["m", "half"], ["y"])], {"x_in": rand(3, 40)}, ["y"], G, rewrites={"gelu": 1})
 RMS = {"two": s(2), "eps": s(1e-6), "w": rand(16), "one": s(1)}
 c.model("rmsnorm_llama", [N("Pow", ["x", "two"], ["sq"]), N("ReduceMean", ["sq"], ["ms"], axes=[-1]),
                           N("Add", ["ms", "eps"], ["ve"]), N("Sqrt", ["ve"], ["sd"]), N("Reciprocal", ["sd"], ["rs"]),
