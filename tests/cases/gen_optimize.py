@@ -333,3 +333,13 @@ c.model("if_branches", [N("If", ["cond"], ["y"], then_branch=branch("then", "har
                               else_branch=branch("else", "silu"))],
         {**X4, "cond": np.array(True)}, ["y"], {**bn_params(6), **HS}, opset=13,
         rewrites={"constant nodes": 2, "batchnorm into conv": 2, "hardswish": 1, "swish": 1})
+# A Loop body carrying x through three SiLUs written out, one iteration at a time.
+loop_body = helper.make_graph(
+    [N("Identity", ["cond_in"], ["cond_out"]), N("Sigmoid", ["x_in"], ["sg"]), N("Mul", ["x_in", "sg"], ["x_out"])],
+    "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+             helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+             helper.make_tensor_value_info("x_in", TensorProto.FLOAT, [3, 40])],
+    [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+     helper.make_tensor_value_info("x_out", TensorProto.FLOAT, [3, 40])])
+c.model("loop_body_silu", [N("Loop", ["trips", "", "x"], ["y"], body=loop_body)], XG, ["y"],
+        {"trips": np.array(3, np.int64)}, opset=13, rewrites={"swish": 1})

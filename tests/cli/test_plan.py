@@ -263,6 +263,11 @@ check("json: every node accounted for", len(rw["nodes"]) + rw["totals"].get("rew
 expect("plan dot rewrites", ["plan", RW, "--format", "dot"], 0, "\\n" + want_line, stream="stdout")
 expect("plan level 0: rewrites none", ["plan", RW, "--optimization-level", "0"], 0, "rewrites: none",
        stream="stdout")
+# A pin of a node the rewrites replaced is not an error, but it is said (level 0 keeps the node).
+expect("pin of a rewritten node", ["plan", RW, "--pin", "hs_add=cpu"], 0, "node 'hs_add' was fused into another",
+       "optimization_level 0 keeps every node")
+expect("pin of a rewritten node at level 0", ["plan", RW, "--pin", "hs_add=cpu", "--optimization-level", "0"], 0,
+       'Add "hs_add"', stream="stdout")
 check_plan("cpu options", ["--backend", "cpu", "--strict", "--no-cost-rule", "--pin", "r0=cpu"])
 
 out = WORK / "plan.json"
