@@ -58,7 +58,8 @@ def model_bytes(nodes, inputs, outputs, initializers=(), opset=OPSET, ir_version
 
 
 def mlp_bytes(seed=0, batch="batch"):
-    """y = Softmax(Relu(x @ W + b)), z = ReduceSum(y * 2) per row: x float32 [batch, 8]."""
+    """y = Softmax(Relu(x @ W + b)), z = ReduceSum(y * 2) per row: x float32 [batch, 8]. Six nodes
+    as written, five at level 1 (MatMul + Add become one Gemm)."""
     rng = np.random.default_rng(seed)
     inits = [numpy_helper.from_array(rng.standard_normal((8, 6)).astype(np.float32), "W"),
              numpy_helper.from_array(rng.standard_normal(6).astype(np.float32), "b"),

@@ -49,8 +49,8 @@ def test_plan_is_quilt_plan_json_text_and_dot(save):
     assert s.plan_text() == run_cli(*cli).stdout
     assert s.plan_dot() == run_cli(*cli, "--format", "dot").stdout
     plan = s.plan()
-    assert plan["totals"]["nodes"] == {"example:0": 3, "cpu": 3}
-    assert [n["backend"] for n in plan["nodes"]] == ["example:0"] * 3 + ["cpu"] * 3
+    assert plan["totals"]["nodes"] == {"example:0": 2, "cpu": 3}
+    assert [n["backend"] for n in plan["nodes"]] == ["example:0"] * 2 + ["cpu"] * 3
 
 
 def test_strict_mode_pinning_and_the_cost_rule(save):
