@@ -13,11 +13,21 @@ using optimize::Rewriter;
 struct Pass {
   void (*run)(Rewriter&);
   std::vector<const char*> patterns;  // what it counts, in report order
+  // Run again while it rewrites something: an inlined branch may hold an If of its own.
+  bool until_done = false;
 };
+
+// Rewrites counted so far, all patterns together.
+int total(const Counts& counts) {
+  int n = 0;
+  for (const auto& e : counts.nonzero()) n += e.count;
+  return n;
+}
 
 const std::vector<Pass>& passes() {
   static const std::vector<Pass> list = {
       {optimize::constants_to_initializers, {"constant nodes"}},
+      {optimize::inline_constant_ifs, {"constant if"}, /*until_done=*/true},
       {optimize::matmul_add_to_gemm, {"matmul+add into gemm"}},
       {optimize::fold_batch_norms,
        {"batchnorm into conv", "batchnorm into convtranspose", "batchnorm into gemm"}},
@@ -53,9 +63,14 @@ std::vector<PlanReport::Rewrite> optimize_model(Model& model, int level) {
     for (const char* p : pass.patterns) counts.declare(p);
   NameSet names(model.graph);
   for (const Pass& pass : passes()) {
-    run_pass(pass, model.graph, nullptr, model.ir_version, names, counts);
-    // Subgraphs may read fewer outer values now; the next pass sees exactly which.
-    resolve_implicit_inputs(model.graph);
+    // Bounded: real exports nest subgraphs up to about 25 deep.
+    for (int round = 0; round < 64; ++round) {
+      const int before = total(counts);
+      run_pass(pass, model.graph, nullptr, model.ir_version, names, counts);
+      // Subgraphs may read fewer outer values now; the next pass sees exactly which.
+      resolve_implicit_inputs(model.graph);
+      if (!pass.until_done || total(counts) == before) break;
+    }
   }
   std::vector<PlanReport::Rewrite> out;
   for (const auto& e : counts.nonzero()) out.push_back({e.pattern, e.count, e.nodes_removed});

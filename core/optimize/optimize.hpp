@@ -4,6 +4,7 @@
 // Each pass is a pattern family in a file of its own, run in this fixed order over the model's
 // graph and every If/Loop/Scan body:
 //   constants.cpp      Constant nodes -> initializers (the later passes then see every weight)
+//   control_flow.cpp   an If whose condition is known at load -> the branch it takes
 //   gemm.cpp           MatMul + Add of a constant bias -> Gemm
 //   batchnorm.cpp      BatchNormalization folded into the Conv / ConvTranspose / Gemm before it
 //   activations.cpp    HardSwish, Gelu, Mish, Swish, HardSigmoid written out -> the one op

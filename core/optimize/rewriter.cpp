@@ -339,13 +339,140 @@ std::string Rewriter::add_initializer(const std::string& base, Tensor value) {
 void Rewriter::finish() {
   std::vector<Node> kept;
   kept.reserve(graph_.nodes.size());
-  for (size_t i = 0; i < graph_.nodes.size(); ++i)
-    if (!dead_[i]) kept.push_back(std::move(graph_.nodes[i]));
+  for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+    if (auto it = spliced_.find(i); it != spliced_.end()) {
+      for (Node& n : it->second) kept.push_back(std::move(n));
+    } else if (!dead_[i]) {
+      kept.push_back(std::move(graph_.nodes[i]));
+    }
+  }
   graph_.nodes = std::move(kept);
   std::set<std::string> read(outside_reads_.begin(), outside_reads_.end());
   read.insert(formal_.begin(), formal_.end());
-  for (const auto& n : graph_.nodes) read.insert(n.inputs.begin(), n.inputs.end());
+  for (const auto& n : graph_.nodes) {
+    read.insert(n.inputs.begin(), n.inputs.end());
+    read.insert(n.implicit_inputs.begin(), n.implicit_inputs.end());
+  }
   std::erase_if(graph_.initializers, [&](const auto& kv) { return !read.count(kv.first); });
+}
+
+namespace {
+
+// Names graph g defines itself (its inputs, initializers and node outputs): they shadow outer ones.
+std::set<std::string> defined_in(const Graph& g) {
+  std::set<std::string> out;
+  for (const auto& in : g.inputs) out.insert(in.name);
+  for (const auto& [name, _] : g.initializers) out.insert(name);
+  for (const auto& n : g.nodes)
+    for (const auto& o : n.outputs)
+      if (!o.empty()) out.insert(o);
+  return out;
+}
+
+void rename_in(std::vector<std::string>& names, const std::map<std::string, std::string>& to) {
+  for (auto& v : names)
+    if (auto it = to.find(v); it != to.end()) v = it->second;
+}
+
+// Renames, in the subgraphs of g's nodes, the outer values they read (where no subgraph in
+// between defines a value of that name).
+void rename_outer_reads(Graph& g, std::map<std::string, std::string> to);
+
+void rename_subgraph_reads(Node& n, const std::map<std::string, std::string>& to) {
+  rename_in(n.implicit_inputs, to);
+  for (auto& [_, a] : n.attributes) {
+    if (a.g) rename_outer_reads(*a.g, to);
+    for (auto& sub : a.graphs) rename_outer_reads(*sub, to);
+  }
+}
+
+void rename_outer_reads(Graph& g, std::map<std::string, std::string> to) {
+  for (const auto& name : defined_in(g)) to.erase(name);
+  if (to.empty()) return;
+  for (auto& n : g.nodes) {
+    rename_in(n.inputs, to);
+    rename_subgraph_reads(n, to);
+  }
+  for (auto& out : g.outputs)
+    if (auto it = to.find(out.name); it != to.end()) out.name = it->second;
+}
+
+}  // namespace
+
+bool Rewriter::visible(const std::string& v) const {
+  return defines(v) || (parent_ && parent_->visible(v));
+}
+
+bool Rewriter::inline_graph(size_t i, Graph body) {
+  if (dead_[i]) return false;
+  const Node& n = graph_.nodes[i];
+  if (!body.inputs.empty() || body.outputs.size() != n.outputs.size()) return false;
+  const std::set<std::string> defined = defined_in(body);
+  // The body's outputs take the node's output names: a value the body makes is renamed to it;
+  // an outer value, or one already given a name, goes through an Identity.
+  std::map<std::string, std::string> to;
+  std::vector<Node> identities;
+  for (size_t k = 0; k < n.outputs.size(); ++k) {
+    const std::string &out = n.outputs[k], &made = body.outputs[k].name;
+    if (out.empty()) continue;
+    if (defined.count(made) && !to.count(made)) {
+      to[made] = out;
+    } else {
+      identities.push_back(make_node("Identity", n, 1, {made}, {out}));
+      identities.back().name = n.name.empty() ? out : n.name + "/" + out;
+    }
+  }
+  // Values of the body named like one this graph or an enclosing one defines get fresh names.
+  for (const auto& name : defined)
+    if (!to.count(name) && visible(name)) to[name] = names_.fresh(name);
+  for (auto& bn : body.nodes) {
+    rename_in(bn.inputs, to);
+    rename_in(bn.outputs, to);
+    rename_subgraph_reads(bn, to);
+  }
+  for (auto& id : identities) rename_in(id.inputs, to);
+
+  index_reads(i, -1);
+  for (const auto& o : n.outputs) producer_.erase(o);
+  dead_[i] = 1;
+  ++removed_;
+  for (auto& [name, value] : body.initializers) {
+    auto it = to.find(name);
+    const std::string& as = it == to.end() ? name : it->second;
+    local_.insert(as);
+    graph_.initializers[as] = std::move(value);
+  }
+  for (auto& [name, info] : body.value_info) {
+    auto it = to.find(name);
+    info.name = it == to.end() ? name : it->second;
+    graph_.value_info[info.name] = std::move(info);
+  }
+  std::vector<Node>& nodes = spliced_[i];
+  for (auto& bn : body.nodes) nodes.push_back(std::move(bn));
+  for (auto& id : identities) nodes.push_back(std::move(id));
+  for (const auto& bn : nodes)
+    for (const auto& o : bn.outputs) local_.insert(o);
+  // Types are inferred again on first use (the new nodes are not among them: unknown).
+  typed_ = false;
+  types_.clear();
+  return true;
+}
+
+void Rewriter::drop_unread(const std::vector<size_t>& nodes) {
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+    const size_t j = *it;
+    if (dead_[j]) continue;
+    const Node& n = graph_.nodes[j];
+    const bool read = std::any_of(n.outputs.begin(), n.outputs.end(), [&](const std::string& o) {
+      auto r = readers_.find(o);
+      return outside_reads_.count(o) || (r != readers_.end() && !r->second.empty());
+    });
+    if (read) continue;
+    index_reads(j, -1);
+    for (const auto& o : n.outputs) producer_.erase(o);
+    dead_[j] = 1;
+    ++removed_;
+  }
 }
 
 // ---- helpers ----

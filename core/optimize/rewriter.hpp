@@ -102,6 +102,15 @@ class Rewriter {
   bool to_initializer(size_t i, Tensor value);
   // Adds an initializer named after base (unique in the model); returns its name.
   std::string add_initializer(const std::string& base, Tensor value);
+  // Replaces node i (an If) by the nodes of `body`, the branch it would take: the body's
+  // initializers join this graph's, its outputs take the node's output names (through an
+  // Identity where the body outputs an outer value or one value twice), and its values named
+  // like one this graph or an enclosing graph defines are renamed. Subgraphs of the body's nodes
+  // are carried along; they are rewritten by the passes' next round.
+  bool inline_graph(size_t i, Graph body);
+  // Removes those of `nodes` (in the order they were found, producers first) whose outputs no
+  // node, graph output or subgraph reads any more, readers first.
+  void drop_unread(const std::vector<size_t>& nodes);
   // Counts one rewrite of pattern: the fuse() or to_initializer() just done.
   void count(const std::string& pattern) {
     counts_.add(pattern, removed_);
@@ -116,6 +125,8 @@ class Rewriter {
   void index_reads(size_t node, int sign);
   void infer_types() const;
   bool defines(const std::string& v) const { return local_.count(v) != 0; }
+  // v is defined in this graph or an enclosing one.
+  bool visible(const std::string& v) const;
 
   Graph& graph_;
   const Rewriter* parent_;
@@ -124,6 +135,7 @@ class Rewriter {
   std::vector<char> dead_;
   int removed_ = 0;  // nodes removed since the last count()
   std::vector<size_t> order_;
+  std::map<size_t, std::vector<Node>> spliced_;  // inline_graph(): the nodes replacing node i
   std::map<std::string, size_t> producer_;
   std::map<std::string, std::vector<size_t>> readers_;  // node index per reading input slot
   std::set<std::string> outside_reads_;                 // graph outputs and values subgraphs read
@@ -168,6 +180,7 @@ bool keeps_shape(const Rewriter& r, const std::string& x, const std::string& out
 
 // The passes, in the order the pipeline runs them (core/optimize/optimize.cpp).
 void constants_to_initializers(Rewriter& r);  // constants.cpp
+void inline_constant_ifs(Rewriter& r);        // control_flow.cpp
 void matmul_add_to_gemm(Rewriter& r);         // gemm.cpp
 void fold_batch_norms(Rewriter& r);           // batchnorm.cpp
 void fuse_activations(Rewriter& r);           // activations.cpp
