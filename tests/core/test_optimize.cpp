@@ -173,9 +173,10 @@ Graph one_node_graph(const std::string& name, const std::string& op, const std::
   return g;
 }
 
-// y = If(true) then `then` else `other`, with the implicit inputs of the branches resolved.
+// y = If(cond) then `then` else `other`, with the implicit inputs of the branches resolved.
+// An If on a graph input (a constant condition would have the If inlined: control_flow.cpp).
 void add_if(Builder& b, Graph then, Graph other, const std::string& y) {
-  b.init("cond", Tensor::from_vector<bool>({}, {true}));
+  b.m.graph.inputs.push_back({"cond", DType::Bool, {}, true});
   Node& n = b.node("If", {"cond"}, {y});
   n.attributes["then_branch"] = graph_attr("then_branch", std::move(then));
   n.attributes["else_branch"] = graph_attr("else_branch", std::move(other));
@@ -610,4 +611,53 @@ TEST(Optimize, NewInitializersNeverTakeAnExistingName) {
   EXPECT_NE(conv.inputs[1], "w_bn");
   EXPECT_EQ(b.m.graph.initializers.at("w_bn").numel(), 1);
   EXPECT_EQ(b.m.graph.initializers.at(conv.inputs[1]).numel(), 3 * 2 * 9);
+}
+
+TEST(Optimize, AConstantIfIsReplacedByItsBranchWithCollidingNamesRenamed) {
+  // y = If(true) { t = Sigmoid(x); v = If(c2) { a = Identity(t) } else { b = Identity(x) } }:
+  // the branch's t collides with the outer t = Relu(x), so it is renamed, also where the nested
+  // If's branch reads it; the nested If (on a graph input) stays.
+  Builder b(13);
+  b.input("x", {2, 3});
+  b.m.graph.inputs.push_back({"c2", DType::Bool, {}, true});
+  b.node("Relu", {"x"}, {"t"});
+  b.output("t");
+  Graph branch;
+  branch.name = "then";
+  Node sig;
+  sig.op_type = "Sigmoid";
+  sig.opset = 13;
+  sig.inputs = {"x"};
+  sig.outputs = {"t"};
+  branch.nodes.push_back(sig);
+  Node inner;
+  inner.op_type = "If";
+  inner.opset = 13;
+  inner.inputs = {"c2"};
+  inner.outputs = {"v"};
+  inner.attributes["then_branch"] =
+      graph_attr("then_branch", one_node_graph("t2", "Identity", "t", "a", 13));
+  inner.attributes["else_branch"] =
+      graph_attr("else_branch", one_node_graph("e2", "Identity", "x", "b", 13));
+  branch.nodes.push_back(inner);
+  branch.outputs.push_back({"v", DType::Float32, {}, false});
+  b.init("cond", Tensor::from_vector<bool>({}, {true}));
+  Node& n = b.node("If", {"cond"}, {"y"});
+  n.attributes["then_branch"] = graph_attr("then_branch", std::move(branch));
+  n.attributes["else_branch"] =
+      graph_attr("else_branch", one_node_graph("else", "Neg", "x", "e", 13));
+  b.output("y");
+  resolve_implicit_inputs(b.m.graph);
+
+  const auto r = b.optimize();
+  EXPECT_EQ(count_of(r, "constant if"), 1);
+  EXPECT_EQ(ops(b.m.graph), (std::vector<std::string>{"Relu", "Sigmoid", "If"}));
+  const Node& s = b.m.graph.nodes[1];
+  ASSERT_EQ(s.outputs.size(), 1u);
+  EXPECT_NE(s.outputs[0], "t");
+  const Node& nested = b.m.graph.nodes[2];
+  EXPECT_EQ(nested.outputs, std::vector<std::string>{"y"});  // the If's output name
+  EXPECT_EQ(nested.attributes.at("then_branch").g->nodes[0].inputs,
+            std::vector<std::string>{s.outputs[0]});
+  EXPECT_FALSE(b.m.graph.initializers.count("cond"));  // nothing reads it any more
 }
