@@ -175,6 +175,9 @@ class KernelRegistry {
   // A faster kernel for an op already in the table (same capability answer); throws if absent.
   void replace_kernel(const std::string& op_type, KernelFactory create,
                       const std::string& domain = "");
+  // Every kernel without a float16/bfloat16 path also runs half nodes, on float32 values
+  // widened from them and rounded back (backends/cpu/widen.cpp). Called once, last.
+  void widen_half_floats();
   const KernelEntry* find(const std::string& op_type, const std::string& domain) const;
   std::vector<std::string> op_types() const;
 

@@ -122,6 +122,7 @@ const KernelRegistry& KernelRegistry::builtin() {
     register_cpu_signal(r);
     register_cpu_detection(r);
     register_cpu_misc(r);
+    r.widen_half_floats();
     return r;
   }();
   return registry;

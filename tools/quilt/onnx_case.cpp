@@ -96,7 +96,7 @@ void add_dir_cases(const fs::path& dir, std::vector<OnnxCase>& out) {
 }
 
 bool is_float(DType d) {
-  return d == DType::Float32 || d == DType::Float64 || d == DType::Float16;
+  return d == DType::Float32 || d == DType::Float64 || d == DType::Float16 || d == DType::BFloat16;
 }
 
 // Exact for integers and bool; |got - want| <= atol + rtol * |want| for floats, NaN == NaN.
