@@ -8,8 +8,10 @@
 // and are not wrapped.
 #include <immintrin.h>
 
+#include <cstring>
+
+#include "backends/cpu/half_convert.hpp"
 #include "backends/cpu/kernel.hpp"
-#include "core/float8.hpp"
 #include "core/half.hpp"
 
 namespace quilt::cpu {
@@ -45,40 +47,10 @@ __attribute__((target("avx2,f16c"))) void float_to_half_f16c(const float* src, u
   for (; i < n; ++i) dst[i] = float_to_half(src[i]);
 }
 
-// from (float16 or bfloat16) -> to (float32, same shape).
-void widen(const Tensor& from, Tensor& to, const ThreadPool& pool) {
-  const auto* src = static_cast<const uint16_t*>(from.raw_data());
-  float* dst = to.data<float>();
-  pool.parallel_for(from.numel(), 1 << 16, [&](int64_t lo, int64_t hi) {
-    if (from.dtype() == DType::BFloat16) {
-      for (int64_t i = lo; i < hi; ++i) dst[i] = bfloat16_to_float(src[i]);
-    } else if (has_f16c()) {
-      half_to_float_f16c(src + lo, dst + lo, hi - lo);
-    } else {
-      for (int64_t i = lo; i < hi; ++i) dst[i] = half_to_float(src[i]);
-    }
-  });
-}
-
-// from (float32) -> to (float16 or bfloat16, same shape), rounding to nearest even.
-void narrow(const Tensor& from, Tensor& to, const ThreadPool& pool) {
-  const float* src = from.data<float>();
-  auto* dst = static_cast<uint16_t*>(to.raw_data());
-  pool.parallel_for(from.numel(), 1 << 16, [&](int64_t lo, int64_t hi) {
-    if (to.dtype() == DType::BFloat16) {
-      for (int64_t i = lo; i < hi; ++i) dst[i] = float_to_bfloat16(src[i]);
-    } else if (has_f16c()) {
-      float_to_half_f16c(src + lo, dst + lo, hi - lo);
-    } else {
-      for (int64_t i = lo; i < hi; ++i) dst[i] = float_to_half(src[i]);
-    }
-  });
-}
-
 Tensor widened(const Tensor& t) {
   Tensor out(DType::Float32, t.shape());
   static const ThreadPool serial(1);
-  widen(t, out, serial);
+  widen_half(t, out, serial);
   return out;
 }
 
@@ -132,7 +104,7 @@ class WidenedKernel : public Kernel {
         ins[i] = &wide_.owned[i];  // a weight, widened at creation
       } else if (is_half(x.dtype())) {
         held[i] = Tensor::scratch(DType::Float32, x.shape(), false);
-        widen(x, held[i], ctx.pool);
+        widen_half(x, held[i], ctx.pool);
         ins[i] = &held[i];
       } else {
         ins[i] = &x;
@@ -150,7 +122,7 @@ class WidenedKernel : public Kernel {
     for (size_t o = 0; o < m; ++o) {
       if (!ctx.wants_output(o) || !outs[o].defined()) continue;
       if (is_half(out_dtype_[o])) {
-        narrow(outs[o], ctx.output_uninitialized(o), ctx.pool);
+        narrow_half(outs[o], ctx.output_uninitialized(o), ctx.pool);
       } else {
         ctx.set_output(o, std::move(outs[o]));
       }
@@ -171,6 +143,43 @@ class WidenedKernel : public Kernel {
 };
 
 }  // namespace
+
+void widen_half(const Tensor& from, Tensor& to, const ThreadPool& pool) {
+  const auto* src = static_cast<const uint16_t*>(from.raw_data());
+  float* dst = to.data<float>();
+  pool.parallel_for(from.numel(), 1 << 16, [&](int64_t lo, int64_t hi) {
+    if (from.dtype() == DType::BFloat16) {
+      for (int64_t i = lo; i < hi; ++i) {  // exact: the top half of a float32
+        const uint32_t bits = uint32_t{src[i]} << 16;
+        std::memcpy(dst + i, &bits, sizeof bits);
+      }
+    } else if (has_f16c()) {
+      half_to_float_f16c(src + lo, dst + lo, hi - lo);
+    } else {
+      for (int64_t i = lo; i < hi; ++i) dst[i] = half_to_float(src[i]);
+    }
+  });
+}
+
+void narrow_half(const Tensor& from, Tensor& to, const ThreadPool& pool) {
+  const float* src = from.data<float>();
+  auto* dst = static_cast<uint16_t*>(to.raw_data());
+  pool.parallel_for(from.numel(), 1 << 16, [&](int64_t lo, int64_t hi) {
+    if (to.dtype() == DType::BFloat16) {
+      for (int64_t i = lo; i < hi; ++i) {
+        uint32_t bits;
+        std::memcpy(&bits, src + i, sizeof bits);
+        dst[i] = (bits & 0x7fffffffu) > 0x7f800000u  // NaN stays NaN, quiet
+                     ? static_cast<uint16_t>((bits >> 16) | 0x40)
+                     : static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1)) >> 16);
+      }
+    } else if (has_f16c()) {
+      float_to_half_f16c(src + lo, dst + lo, hi - lo);
+    } else {
+      for (int64_t i = lo; i < hi; ++i) dst[i] = float_to_half(src[i]);
+    }
+  });
+}
 
 void KernelRegistry::widen_half_floats() {
   for (KernelEntry& e : entries_) {

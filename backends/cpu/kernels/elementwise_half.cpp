@@ -3,6 +3,7 @@
 // float32 and rounding once is at least as accurate as native float16 arithmetic.
 #include <vector>
 
+#include "backends/cpu/half_convert.hpp"
 #include "backends/cpu/kernel.hpp"
 #include "backends/cpu/kernels/broadcast.hpp"
 #include "core/half.hpp"
@@ -17,20 +18,8 @@ namespace {
 
 Tensor widen(const Tensor& t, const ThreadPool& pool) {
   Tensor out(DType::Float32, t.shape());
-  const uint16_t* src = t.data<uint16_t>();
-  float* dst = out.data<float>();
-  pool.parallel_for(t.numel(), kElementwiseGrain, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) dst[i] = half_to_float(src[i]);
-  });
+  widen_half(t, out, pool);
   return out;
-}
-
-void narrow_into(const Tensor& t, Tensor& out, const ThreadPool& pool) {
-  const float* src = t.data<float>();
-  uint16_t* dst = out.data<uint16_t>();
-  pool.parallel_for(t.numel(), kElementwiseGrain, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) dst[i] = float_to_half(src[i]);
-  });
 }
 
 }  // namespace
@@ -64,7 +53,7 @@ KernelFn via_float32(KernelFn fn, bool output_like_input) {
     KernelContext inner(ctx.node, inputs, types, outputs, ctx.pool);
     fn(inner);
     if (narrow)
-      narrow_into(outputs[0], ctx.output(0), ctx.pool);
+      narrow_half(outputs[0], ctx.output(0), ctx.pool);
     else
       ctx.set_output(0, outputs[0]);
   };
