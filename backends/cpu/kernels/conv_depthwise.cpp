@@ -338,6 +338,9 @@ void depthwise_conv2d(const DepthwiseGeometry& g, int64_t planes, int64_t channe
                       const float* w, const float* bias, float* y, const Activation& act,
                       const ThreadPool& pool, bool allow_avx512) {
   if (planes <= 0 || g.out_h <= 0 || g.out_w <= 0) return;
+  if (allow_avx512 && has_avx512() &&
+      depthwise_narrow_avx512(g, planes, channels, x, w, bias, y, act, pool))
+    return;
   Plan p = make_plan(g);
   BandFn band_fn = allow_avx512 && has_avx512() ? band_kernel_avx512(g) : nullptr;
   const bool act_in_tiles = band_fn && has_act16(act.kind);

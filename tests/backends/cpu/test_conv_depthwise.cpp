@@ -244,3 +244,30 @@ TEST(CpuDepthwiseConv, Avx512TilesAreUsed) {
   EXPECT_NE(band_kernel_avx512(make_case(1, 1, 112, 112, 3, 3, 2, 1, 1).g), nullptr);
   EXPECT_EQ(band_kernel_avx512(make_case(1, 1, 7, 7, 5, 5, 1, 1, 2).g), nullptr);
 }
+
+TEST(CpuDepthwiseConv, NarrowPlanesOnTheFlattenedKernel) {
+  // Rows of at most 8 columns, stride 1, kernels up to 3x3: the AVX-512 flattened-plane kernel (a
+  // keyword spotter's 25x5 maps, widths 1 to 8, 3x1 and 1x1 kernels, padding on one side only,
+  // planes whose padded size is just under and over its buffer budget); the 5x5 and 7x7 ones
+  // take the row tiles.
+  ThreadPool pool(2);
+  std::vector<Case> cases = {
+      make_case(1, 64, 25, 5, 3, 3, 1, 1, 1), make_case(2, 3, 7, 7, 5, 5, 1, 1, 2),
+      make_case(1, 4, 9, 1, 3, 3, 1, 1, 1),   make_case(1, 3, 12, 8, 7, 7, 1, 1, 3),
+      make_case(1, 2, 30, 6, 3, 1, 1, 1, 0),  make_case(1, 2, 5, 10, 3, 3, 1, 1, 0),
+      make_case(1, 3, 6, 4, 1, 1, 1, 1, 0),   make_case(1, 2, 2, 2, 3, 3, 1, 1, 1),
+      make_case(1, 2, 800, 5, 3, 3, 1, 1, 1), make_case(1, 2, 2000, 5, 3, 3, 1, 1, 1)};
+  DepthwiseGeometry g{10, 6, 0, 0, 3, 3,
+                      1,  1, 1, 1, 2, 0};  // pads top 2 / bottom 0, left 0 / right 2
+  g.out_h = out_size(10, 3, 1, 1, 2, 0);
+  g.out_w = out_size(6, 3, 1, 1, 0, 2);
+  cases.push_back({g, 1, 3, true, Activation::Kind::None});
+  unsigned seed = 500;
+  for (const Case& c : cases)
+    for (auto act : kActs) {
+      Case d = c;
+      d.avx512 = true;
+      d.act = act;
+      check(d, pool, seed++);
+    }
+}
