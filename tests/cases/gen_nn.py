@@ -35,6 +35,13 @@ c.node("conv2d_asym_pads_strides", "Conv", {"x": rand(1, 2, 9, 8), "w": rand(3, 
        pads=[0, 2, 1, 0], strides=[2, 3], **CONV_TOL)
 c.node("conv2d_dilations", "Conv", {"x": rand(1, 2, 10, 9), "w": rand(3, 2, 3, 3)},
        dilations=[2, 3], pads=[1, 1, 2, 2], **CONV_TOL)
+# A keyword spotter's first conv: one input channel, 10x4 stride 2 onto a 25x5 map, whose GEMM
+# rows are wider than the output rows (copied out a masked vector per row on AVX-512); with a
+# constant weight and bias, and as a 64-channel layer.
+c.node("conv2d_kws_first_layer", "Conv", {"x": rand(1, 1, 49, 10)}, pads=[4, 1, 5, 2], strides=[2, 2],
+       initializers={"w": rand(64, 1, 10, 4), "b": rand(64)}, **CONV_TOL)
+c.node("conv2d_narrow_output_rows", "Conv", {"x": rand(2, 3, 13, 12), "w": rand(5, 3, 3, 3)},
+       pads=[1, 1, 1, 1], strides=[2, 2], **CONV_TOL)
 c.node("conv2d_pad_larger_than_kernel", "Conv", {"x": rand(1, 2, 4, 5), "w": rand(2, 2, 2, 2)},
        pads=[3, 4, 3, 2], **CONV_TOL)
 c.node("conv2d_stride_gt_kernel", "Conv", {"x": rand(1, 3, 11, 10), "w": rand(2, 3, 2, 2)},

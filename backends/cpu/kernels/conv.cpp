@@ -18,6 +18,7 @@
 #include "backends/cpu/blas.hpp"
 #include "backends/cpu/gemm_packed.hpp"
 #include "backends/cpu/kernel.hpp"
+#include "backends/cpu/avx512.hpp"
 #include "backends/cpu/kernels/conv_depthwise.hpp"
 #include "backends/cpu/kernels/conv_direct.hpp"
 #include "backends/cpu/kernels/short_rows.hpp"
@@ -544,6 +545,12 @@ class ConvKernel : public Kernel {
           gemm_packed(pk, shifted->rows(), cols, wp, ldw, bg, act_before, ctx.pool);
           ctx.pool.parallel_for(
               mg, std::max<int64_t>(1, 16384 / ovol), [&](int64_t lo, int64_t hi) {
+                if (!rg && g.out[2] <= 16 && has_avx512f()) {
+                  for (int64_t m = lo; m < hi; ++m)
+                    copy_narrow_rows(wp + m * ldw, shifted->width(), yg + m * ovol, g.out[2],
+                                     g.out[1]);
+                  return;
+                }
                 for (int64_t m = lo; m < hi; ++m)
                   for (int64_t oh = 0; oh < g.out[1]; ++oh) {
                     const float* src = wp + m * ldw + oh * shifted->width();
