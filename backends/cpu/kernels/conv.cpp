@@ -1,7 +1,7 @@
 // Conv: pointwise convs are one GEMM per (batch, group) on the packed GEMM; depthwise convs run
 // the direct kernel of conv_depthwise.cpp (3-D ones the plane kernels here); other 1-D and 2-D
 // convs run the packed GEMM reading their windows in place from a padded copy of the input
-// (ShiftedInput); 3-D ones im2col + packed GEMM. ConvInteger: im2col + integer GEMM.
+// (ShiftedInput); 3-D ones im2col + packed GEMM. ConvInteger is in conv_integer.cpp.
 // Spatial dims are padded in front to three (1-D and 2-D convs are 3-D convs with size-1 leading
 // dims), so one code path serves every rank.
 #include <immintrin.h>
@@ -21,17 +21,12 @@
 #include "backends/cpu/avx512.hpp"
 #include "backends/cpu/kernels/conv_depthwise.hpp"
 #include "backends/cpu/kernels/conv_direct.hpp"
+#include "backends/cpu/kernels/conv_geometry.hpp"
 #include "backends/cpu/kernels/short_rows.hpp"
 
 namespace quilt::cpu {
 
-std::vector<int64_t> window_pad_begins(const Node& node, const std::vector<int64_t>& x_shape,
-                                       const std::vector<int64_t>& kernel,
-                                       const std::vector<int64_t>& y_shape);
-
 namespace {
-
-using Dims3 = std::array<int64_t, 3>;
 
 // The row stride of a product buffer of `cols` columns: a whole number of cache lines, so the
 // GEMM's threads, which split the columns in 48-float strips, never write the same line (rows
@@ -64,102 +59,6 @@ std::vector<int64_t> plane_rows(int64_t channels, int64_t plane) {
 
 // Upper bound of the unfolded-input buffer of the im2col path.
 constexpr int64_t kColBytes = 16 << 20;
-
-// A sliding window over three spatial dims.
-struct Geometry {
-  Dims3 in{1, 1, 1}, out{1, 1, 1}, kernel{1, 1, 1}, stride{1, 1, 1}, dilation{1, 1, 1},
-      pad{0, 0, 0};
-  // Per kernel column kw: the output columns [first, second) whose input column is inside the
-  // input. Computed once per run: the divisions are too slow for inner loops.
-  std::vector<std::pair<int64_t, int64_t>> w_ranges;
-  int64_t in_size() const { return in[0] * in[1] * in[2]; }
-  int64_t out_size() const { return out[0] * out[1] * out[2]; }
-  int64_t kernel_size() const { return kernel[0] * kernel[1] * kernel[2]; }
-};
-
-// Outputs o in [lo, hi) read input o * stride + offset inside [0, in).
-std::pair<int64_t, int64_t> valid_range(int64_t out, int64_t in, int64_t stride, int64_t offset) {
-  int64_t lo = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
-  int64_t hi = in - offset <= 0 ? 0 : (in - offset + stride - 1) / stride;
-  lo = std::min(lo, out);
-  hi = std::clamp(hi, lo, out);
-  return {lo, hi};
-}
-
-Geometry conv_geometry(const Node& node, const std::vector<int64_t>& x_shape,
-                       const std::vector<int64_t>& w_shape, const std::vector<int64_t>& y_shape) {
-  const size_t sp = x_shape.size() - 2;
-  std::vector<int64_t> kernel(w_shape.begin() + 2, w_shape.end());
-  const auto strides = node.attr_ints("strides", std::vector<int64_t>(sp, 1));
-  const auto dilations = node.attr_ints("dilations", std::vector<int64_t>(sp, 1));
-  const auto pads = window_pad_begins(node, x_shape, kernel, y_shape);
-  Geometry g;
-  for (size_t i = 0; i < sp; ++i) {
-    const size_t j = 3 - sp + i;
-    g.in[j] = x_shape[i + 2];
-    g.out[j] = y_shape[i + 2];
-    g.kernel[j] = kernel[i];
-    g.stride[j] = strides[i];
-    g.dilation[j] = dilations[i];
-    g.pad[j] = pads[i];
-    // One output along a dim reads the same window whatever the stride: stride 1 keeps every
-    // path's buffers (which grow with the stride) small for a hostile stride like 2^40.
-    if (g.out[j] == 1) g.stride[j] = 1;
-  }
-  for (int64_t kw = 0; kw < g.kernel[2]; ++kw)
-    g.w_ranges.push_back(
-        valid_range(g.out[2], g.in[2], g.stride[2], kw * g.dilation[2] - g.pad[2]));
-  return g;
-}
-
-// Unfolds channels [0, channels) of x (each g.in_size()) into col for the output rows
-// [row_begin, row_end) (a row = one (od, oh) pair, g.out[2] positions): one col row per
-// (channel, kernel offset), one col column per output position in those rows.
-// `taps` lists the kernel offsets to unfold (all of them, or those that ever read inside the
-// input).
-template <class T, class U>
-void im2col(const Geometry& g, const std::vector<int64_t>& taps, const T* x, int64_t channels,
-            int64_t row_begin, int64_t row_end, U* col, const ThreadPool& pool,
-            U zero_point = U(0)) {
-  const int64_t ntaps = static_cast<int64_t>(taps.size()), ivol = g.in_size();
-  const int64_t width = (row_end - row_begin) * g.out[2];
-  pool.parallel_for(channels * ntaps, std::max<int64_t>(1, 16384 / std::max<int64_t>(width, 1)),
-                    [&](int64_t begin, int64_t end) {
-                      for (int64_t r = begin; r < end; ++r) {
-                        const int64_t c = r / ntaps;
-                        const int64_t kidx = taps[static_cast<size_t>(r % ntaps)];
-                        const int64_t kd = kidx / (g.kernel[1] * g.kernel[2]);
-                        const int64_t kh = kidx / g.kernel[2] % g.kernel[1];
-                        const int64_t kw = kidx % g.kernel[2];
-                        const T* xc = x + c * ivol;
-                        U* dst = col + r * width;
-                        const int64_t off_w = kw * g.dilation[2] - g.pad[2];
-                        auto [wlo, whi] = g.w_ranges[static_cast<size_t>(kw)];
-                        for (int64_t row = row_begin; row < row_end; ++row, dst += g.out[2]) {
-                          const int64_t od = row / g.out[1], oh = row % g.out[1];
-                          const int64_t id = od * g.stride[0] - g.pad[0] + kd * g.dilation[0];
-                          const int64_t ih = oh * g.stride[1] - g.pad[1] + kh * g.dilation[1];
-                          if (id < 0 || id >= g.in[0] || ih < 0 || ih >= g.in[1]) {
-                            std::fill(dst, dst + g.out[2], U(0));
-                            continue;
-                          }
-                          const T* src = xc + (id * g.in[1] + ih) * g.in[2];
-                          std::fill(dst, dst + wlo, U(0));
-                          if constexpr (!std::is_same_v<T, U>) {
-                            // Quantized input: shift by the zero point so that padding reads 0.
-                            for (int64_t ow = wlo; ow < whi; ++ow)
-                              dst[ow] = static_cast<U>(src[ow * g.stride[2] + off_w]) - zero_point;
-                          } else if (g.stride[2] == 1) {
-                            std::copy(src + wlo + off_w, src + whi + off_w, dst + wlo);
-                          } else {
-                            for (int64_t ow = wlo; ow < whi; ++ow)
-                              dst[ow] = src[ow * g.stride[2] + off_w];
-                          }
-                          std::fill(dst + whi, dst + g.out[2], U(0));
-                        }
-                      }
-                    });
-}
 
 // One channel of a depthwise conv: y (already holding the bias) += window sums of x.
 void depthwise_plane(const Geometry& g, const float* x, const float* w, float* y) {
@@ -371,12 +270,6 @@ std::vector<int64_t> live_taps(const Geometry& g) {
         if (dlo < dhi && hlo < hhi && wlo < whi)
           taps.push_back((kd * g.kernel[1] + kh) * g.kernel[2] + kw);
       }
-  return taps;
-}
-
-std::vector<int64_t> all_taps(const Geometry& g) {
-  std::vector<int64_t> taps(static_cast<size_t>(g.kernel_size()));
-  for (size_t i = 0; i < taps.size(); ++i) taps[i] = static_cast<int64_t>(i);
   return taps;
 }
 
@@ -878,73 +771,6 @@ class ConvKernel : public Kernel {
   mutable std::shared_ptr<const std::vector<PackedA>> tap_packed_;
 };
 
-// ConvInteger: y (int32) = conv(x - x_zero_point, w - w_zero_point), no bias. x_zero_point is
-// per tensor; w_zero_point per tensor or per output channel. im2col of the shifted input, then
-// an integer GEMM per output channel.
-template <class TX, class TW>
-void conv_integer(KernelContext& ctx) {
-  const Tensor& x = ctx.input(0);
-  const Tensor& w = ctx.input(1);
-  Tensor& y = ctx.output(0);
-  if (y.numel() == 0) return;
-  const int64_t group = ctx.node.attr_int("group", 1);
-  const Geometry g = conv_geometry(ctx.node, x.shape(), w.shape(), y.shape());
-  const int64_t batch = x.dim(0), c_in = x.dim(1), c_out = y.dim(1);
-  const int64_t cg = c_in / group, mg = c_out / group;
-  const int64_t ivol = g.in_size(), ovol = g.out_size(), kvol = g.kernel_size();
-  int32_t x_zp = 0;
-  if (const Tensor* t = ctx.optional_input(2)) {
-    if (t->numel() != 1)
-      ctx.node.fail("x_zero_point has shape " + to_string(t->shape()) + ", expected one value",
-                    ErrorCode::NotImplemented);
-    x_zp = t->dtype() == DType::Int8 ? t->data<int8_t>()[0] : t->data<uint8_t>()[0];
-  }
-  std::vector<int32_t> w_zp(static_cast<size_t>(c_out), 0);
-  if (const Tensor* t = ctx.optional_input(3)) {
-    if (t->numel() != 1 && t->numel() != c_out)
-      ctx.node.fail("w_zero_point has shape " + to_string(t->shape()) + ", expected 1 or " +
-                        std::to_string(c_out) + " values",
-                    ErrorCode::InvalidArgument);
-    for (int64_t m = 0; m < c_out; ++m) {
-      const int64_t at = t->numel() == 1 ? 0 : m;
-      w_zp[static_cast<size_t>(m)] =
-          t->dtype() == DType::Int8 ? t->data<int8_t>()[at] : t->data<uint8_t>()[at];
-    }
-  }
-  const TX* xp = x.data<TX>();
-  const TW* wp = w.data<TW>();
-  int32_t* yp = y.data<int32_t>();
-  const int64_t rows = cg * kvol;
-  const std::vector<int64_t> taps = all_taps(g);
-  std::vector<int32_t> col(static_cast<size_t>(rows * ovol));
-  for (int64_t n = 0; n < batch; ++n)
-    for (int64_t grp = 0; grp < group; ++grp) {
-      im2col(g, taps, xp + (n * c_in + grp * cg) * ivol, cg, 0, g.out[0] * g.out[1], col.data(),
-             ctx.pool, x_zp);
-      ctx.pool.parallel_for(mg, 1, [&](int64_t begin, int64_t end) {
-        for (int64_t mi = begin; mi < end; ++mi) {
-          const int64_t m = grp * mg + mi;
-          const TW* wm = wp + m * rows;
-          int32_t* ym = yp + (n * c_out + m) * ovol;
-          for (int64_t p = 0; p < rows; ++p) {
-            const int32_t wv = static_cast<int32_t>(wm[p]) - w_zp[static_cast<size_t>(m)];
-            const int32_t* crow = col.data() + p * ovol;
-            for (int64_t o = 0; o < ovol; ++o) ym[o] += wv * crow[o];
-          }
-        }
-      });
-    }
-}
-
-void run_conv_integer(KernelContext& ctx) {
-  const bool x_signed = ctx.input(0).dtype() == DType::Int8;
-  const bool w_signed = ctx.input(1).dtype() == DType::Int8;
-  if (x_signed && w_signed) return conv_integer<int8_t, int8_t>(ctx);
-  if (x_signed) return conv_integer<int8_t, uint8_t>(ctx);
-  if (w_signed) return conv_integer<uint8_t, int8_t>(ctx);
-  conv_integer<uint8_t, uint8_t>(ctx);
-}
-
 std::string conv_support(const NodeSignature& sig) {
   for (size_t i = 0; i < sig.inputs.size(); ++i)
     if (sig.inputs[i].dtype != DType::Float32 && sig.inputs[i].dtype != DType::Undefined)
@@ -958,18 +784,6 @@ std::string conv_support(const NodeSignature& sig) {
 }  // namespace
 
 void register_cpu_conv(KernelRegistry& r) {
-  r.add(
-      "ConvInteger",
-      [](const NodeSignature& sig) -> std::string {
-        if (std::string why = dtypes_of_input({DType::Int8, DType::UInt8})(sig); !why.empty())
-          return why;
-        if (std::string why = dtypes_of_input({DType::Int8, DType::UInt8}, 1)(sig); !why.empty())
-          return why;
-        if (sig.inputs[0].has_shape && sig.inputs[0].dims.size() > 5)
-          return "only 1-D, 2-D and 3-D convolutions are supported";
-        return "";
-      },
-      run_conv_integer);
   r.add("Conv", conv_support,
         KernelFactory([](const NodeSignature& sig) -> std::unique_ptr<Kernel> {
           return std::make_unique<ConvKernel>(sig);

@@ -8,6 +8,7 @@
 #include "backends/cpu/blas.hpp"
 #include "backends/cpu/gemm_packed.hpp"
 #include "backends/cpu/kernel.hpp"
+#include "backends/cpu/kernels/matmul_batch.hpp"
 
 namespace quilt::cpu {
 namespace {
@@ -224,54 +225,6 @@ void naive_matmul(const T* a, const T* b, T* y, int64_t m, int64_t k, int64_t n)
   }
 }
 
-// numpy matmul batching: 1-D operands are promoted to matrices, batch dims broadcast. Calls
-// fn(a_offset, b_offset, y_offset) in elements for each (m x k) * (k x n) product.
-template <class Fn>
-void for_each_product(std::vector<int64_t> as, std::vector<int64_t> bs, int64_t b_numel, Fn&& fn) {
-  if (as.size() == 1) as.insert(as.begin(), 1);
-  if (bs.size() == 1) bs.push_back(1);
-  const int64_t m = as[as.size() - 2], k = as.back(), n = bs.back();
-  if (b_numel == k * n) {
-    // B is shared by every batch of A: fold A's batch dims into M.
-    fn(int64_t{0}, int64_t{0}, int64_t{0}, -1);
-    return;
-  }
-  // Walk the output batch index, mapping it into A's and B's.
-  const size_t rank = std::max(as.size(), bs.size());
-  while (as.size() < rank) as.insert(as.begin(), 1);
-  while (bs.size() < rank) bs.insert(bs.begin(), 1);
-  const size_t nb = rank - 2;
-  std::vector<int64_t> out_batch(nb), a_stride(nb), b_stride(nb);
-  int64_t sa = m * k, sb = k * n, batches = 1;
-  for (size_t i = nb; i-- > 0;) {
-    out_batch[i] = std::max(as[i], bs[i]);
-    a_stride[i] = as[i] == 1 ? 0 : sa;
-    b_stride[i] = bs[i] == 1 ? 0 : sb;
-    sa *= as[i];
-    sb *= bs[i];
-    batches *= out_batch[i];
-  }
-  std::vector<int64_t> idx(nb, 0);
-  for (int64_t t = 0; t < batches; ++t) {
-    int64_t ao = 0, bo = 0;
-    for (size_t i = 0; i < nb; ++i) {
-      ao += idx[i] * a_stride[i];
-      bo += idx[i] * b_stride[i];
-    }
-    fn(ao, bo, t * m * n, m);
-    for (size_t i = nb; i-- > 0;) {
-      if (++idx[i] < out_batch[i]) break;
-      idx[i] = 0;
-    }
-  }
-}
-
-// (m, k, n) of a numpy matmul of these shapes.
-std::array<int64_t, 3> matmul_dims(const std::vector<int64_t>& as, const std::vector<int64_t>& bs) {
-  const int64_t m = as.size() == 1 ? 1 : as[as.size() - 2];
-  return {m, as.back(), bs.size() == 1 ? 1 : bs.back()};
-}
-
 // float32: products on Quilt's packed GEMM. Several products (attention heads) run one per
 // thread; one product is split across the pool. A fused bias (a row added to every row) goes
 // before the fused activation.
@@ -371,64 +324,6 @@ void matmul(KernelContext& ctx) {
                    });
 }
 
-// MatMulInteger: y (int32) = (A - a_zero_point) * (B - b_zero_point). The zero points are
-// per tensor (one value), per row of A (M values) or per column of B (N values).
-template <class TA, class TB>
-void matmul_integer(KernelContext& ctx) {
-  const Tensor& a = ctx.input(0);
-  const Tensor& b = ctx.input(1);
-  Tensor& y = ctx.output(0);
-  if (y.numel() == 0) return;
-  const auto [m, k, n] = matmul_dims(a.shape(), b.shape());
-  auto zero_points = [&](size_t input, int64_t count, const char* what) {
-    std::vector<int32_t> zp(static_cast<size_t>(count), 0);
-    const Tensor* t = ctx.optional_input(input);
-    if (!t) return zp;
-    if (t->rank() > 1 || (t->numel() != 1 && t->numel() != count))
-      ctx.node.fail(std::string(what) + " has shape " + to_string(t->shape()) +
-                        ", expected a scalar or " + std::to_string(count) + " values",
-                    ErrorCode::NotImplemented);
-    for (int64_t i = 0; i < count; ++i)
-      zp[static_cast<size_t>(i)] = t->dtype() == DType::Int8
-                                       ? t->data<int8_t>()[t->numel() == 1 ? 0 : i]
-                                       : t->data<uint8_t>()[t->numel() == 1 ? 0 : i];
-    return zp;
-  };
-  const auto a_zp = zero_points(2, m, "a_zero_point");
-  const auto b_zp = zero_points(3, n, "b_zero_point");
-  const TA* ap = a.data<TA>();
-  const TB* bp = b.data<TB>();
-  int32_t* yp = y.data<int32_t>();
-  for_each_product(
-      a.shape(), b.shape(), b.numel(), [&](int64_t ao, int64_t bo, int64_t yo, int64_t rows) {
-        if (rows < 0) rows = y.numel() / n;
-        std::vector<int32_t> bq(static_cast<size_t>(k * n));
-        for (int64_t p = 0; p < k; ++p)
-          for (int64_t j = 0; j < n; ++j)
-            bq[static_cast<size_t>(p * n + j)] =
-                static_cast<int32_t>(bp[bo + p * n + j]) - b_zp[static_cast<size_t>(j)];
-        for (int64_t i = 0; i < rows; ++i) {
-          int32_t* yrow = yp + yo + i * n;
-          std::fill(yrow, yrow + n, 0);
-          const int32_t zp = a_zp[static_cast<size_t>(i % m)];
-          for (int64_t p = 0; p < k; ++p) {
-            const int32_t av = static_cast<int32_t>(ap[ao + i * k + p]) - zp;
-            const int32_t* brow = bq.data() + p * n;
-            for (int64_t j = 0; j < n; ++j) yrow[j] += av * brow[j];
-          }
-        }
-      });
-}
-
-void run_matmul_integer(KernelContext& ctx) {
-  const bool a_signed = ctx.input(0).dtype() == DType::Int8;
-  const bool b_signed = ctx.input(1).dtype() == DType::Int8;
-  if (a_signed && b_signed) return matmul_integer<int8_t, int8_t>(ctx);
-  if (a_signed) return matmul_integer<int8_t, uint8_t>(ctx);
-  if (b_signed) return matmul_integer<uint8_t, int8_t>(ctx);
-  matmul_integer<uint8_t, uint8_t>(ctx);
-}
-
 void run_matmul(KernelContext& ctx) {
   switch (ctx.input(0).dtype()) {
     case DType::Float64:
@@ -463,7 +358,6 @@ void register_cpu_gemm(KernelRegistry& r) {
         }));
   r.accept_fused_activation("MatMul");
   r.accept_fused_bias("MatMul", 2);
-  r.add("MatMulInteger", dtypes_of_input({DType::Int8, DType::UInt8}), run_matmul_integer);
 }
 
 }  // namespace quilt::cpu

@@ -1,5 +1,6 @@
 // CPU kernels of the quantization op family: QuantizeLinear, DequantizeLinear and
-// DynamicQuantizeLinear here; QLinearMatMul and QLinearConv in quantization_qlinear.cpp.
+// DynamicQuantizeLinear here; MatMulInteger and QLinearMatMul in gemm_integer.cpp, ConvInteger and
+// QLinearConv in conv_integer.cpp.
 //
 // QuantizeLinear divides in the precision the spec names (the `precision` attribute, else the
 // scale's type; float16 division is a float32 division rounded to float16, which is correctly
@@ -18,8 +19,6 @@
 #include "core/ops/quantization_layout.hpp"
 
 namespace quilt::cpu {
-
-void register_cpu_qlinear(KernelRegistry& r);
 
 namespace {
 
@@ -335,7 +334,8 @@ void register_cpu_quantization(KernelRegistry& r) {
   r.add("QuantizeLinear", quantize_support, run_quantize);
   r.add("DequantizeLinear", dequantize_support, run_dequantize);
   r.add("DynamicQuantizeLinear", float_only(), run_dynamic_quantize);
-  register_cpu_qlinear(r);
+  register_cpu_gemm_integer(r);
+  register_cpu_conv_integer(r);
 }
 
 }  // namespace quilt::cpu

@@ -1,6 +1,6 @@
 // Helpers shared by the quantization kernels: reading scale / zero-point tensors into plain
-// vectors, round-half-to-even with saturation, and the support checks for element types Quilt
-// cannot hold.
+// vectors, round-half-to-even with saturation, the support checks for element types Quilt
+// cannot hold, and what the integer products share.
 #pragma once
 
 #include <algorithm>
@@ -93,5 +93,104 @@ inline int64_t known_numel(const NodeSignature& sig, size_t i) {
   for (int64_t d : sig.inputs[i].dims) n *= d;
   return n;
 }
+
+// ---- the integer products (gemm_integer.cpp, conv_integer.cpp) ----
+
+// Per-output-channel (or per-column) multipliers a_scale * b_scale[j] / y_scale.
+inline std::vector<float> requant_multipliers(const Tensor& a_scale, const Tensor& b_scale,
+                                              const Tensor& y_scale, int64_t count) {
+  const bool half = b_scale.dtype() == DType::Float16;
+  const float as = load_float(a_scale, 0), ys = load_float(y_scale, 0);
+  std::vector<float> m(static_cast<size_t>(count));
+  for (int64_t j = 0; j < count; ++j) {
+    const float bs = load_float(b_scale, b_scale.numel() == 1 ? 0 : j);
+    const float v = half ? round_to_half(round_to_half(as * bs) / ys) : as * bs / ys;
+    m[static_cast<size_t>(j)] = v;
+  }
+  return m;
+}
+
+// An int8/uint8 zero point as int32 values: {0} when absent, else its one value or its `count`
+// values (one per row, column or channel). Its type must be its operand's.
+inline std::vector<int32_t> int8_zero_points(const Node& node, const Tensor* t, int64_t count,
+                                             const char* what, DType operand) {
+  if (!t) return {0};
+  if (t->dtype() != operand)
+    node.fail(std::string(what) + " is " + dtype_name(t->dtype()) + " but its operand is " +
+                  dtype_name(operand),
+              ErrorCode::InvalidArgument);
+  if (t->numel() != 1 && t->numel() != count)
+    node.fail(
+        std::string(what) + " has shape " + to_string(t->shape()) + ", expected " +
+            (count == 1 ? std::string("one value") : "1 or " + std::to_string(count) + " values"),
+        ErrorCode::InvalidArgument);
+  std::vector<int32_t> zp(static_cast<size_t>(t->numel()));
+  for (int64_t i = 0; i < t->numel(); ++i)
+    zp[static_cast<size_t>(i)] =
+        t->dtype() == DType::Int8 ? t->data<int8_t>()[i] : t->data<uint8_t>()[i];
+  return zp;
+}
+
+inline std::string int8_input(const NodeSignature& sig, size_t i, const char* what) {
+  if (unholdable_input(sig, i))
+    return std::string(what) + " has a float8 type, which Quilt's tensors cannot hold";
+  if (!dtype_in(sig.inputs[i].dtype, {DType::Int8, DType::UInt8}))
+    return std::string(what) + " is " + dtype_name(sig.inputs[i].dtype) + ", expected int8/uint8";
+  return "";
+}
+
+inline std::string per_tensor(const NodeSignature& sig, size_t i, const char* what) {
+  const int64_t n = known_numel(sig, i);
+  if (n > 1)
+    return std::string(what) + " has " + std::to_string(n) +
+           " values; the CPU kernel supports per-tensor values only here";
+  return "";
+}
+
+inline std::string qlinear_matmul_support(const NodeSignature& sig) {
+  for (auto [i, what] : {std::pair<size_t, const char*>{0, "a"}, {3, "b"}, {7, "y_zero_point"}})
+    if (auto r = int8_input(sig, i, what); !r.empty()) return r;
+  for (size_t i : {1, 4, 6})
+    if (unholdable_input(sig, i) ||
+        !dtype_in(sig.inputs[i].dtype, {DType::Float32, DType::Float16}))
+      return "scales must be float32 or float16 (bfloat16 cannot be held)";
+  // onnx's reference broadcasts a 1-D a/y scale along columns, the spec along rows: refused.
+  for (auto [i, what] : {std::pair<size_t, const char*>{1, "a_scale"},
+                         {2, "a_zero_point"},
+                         {6, "y_scale"},
+                         {7, "y_zero_point"}})
+    if (auto r = per_tensor(sig, i, what); !r.empty()) return r;
+  return "";
+}
+
+inline std::string qlinear_conv_support(const NodeSignature& sig) {
+  for (auto [i, what] : {std::pair<size_t, const char*>{0, "x"},
+                         {2, "x_zero_point"},
+                         {3, "w"},
+                         {5, "w_zero_point"},
+                         {7, "y_zero_point"}})
+    if (auto r = int8_input(sig, i, what); !r.empty()) return r;
+  for (size_t i : {1, 4, 6})
+    if (!dtype_in(sig.inputs[i].dtype, {DType::Float32})) return "scales must be float32";
+  for (auto [i, what] : {std::pair<size_t, const char*>{1, "x_scale"},
+                         {2, "x_zero_point"},
+                         {6, "y_scale"},
+                         {7, "y_zero_point"}})
+    if (auto r = per_tensor(sig, i, what); !r.empty()) return r;
+  return "";
+}
+
+// Fails naming the input unless each listed input holds one value (per-tensor parameters).
+inline void require_one_value(const KernelContext& ctx,
+                              std::initializer_list<std::pair<size_t, const char*>> inputs) {
+  for (auto [i, what] : inputs)
+    if (ctx.input(i).numel() != 1)
+      ctx.node.fail(std::string(what) + " has " + std::to_string(ctx.input(i).numel()) +
+                        " values; the CPU kernel supports one (per tensor)",
+                    ErrorCode::NotImplemented);
+}
+
+void register_cpu_gemm_integer(KernelRegistry& r);
+void register_cpu_conv_integer(KernelRegistry& r);
 
 }  // namespace quilt::cpu

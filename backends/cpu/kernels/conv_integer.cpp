@@ -1,0 +1,205 @@
+// ConvInteger and QLinearConv on the integer GEMM (backends/cpu/qgemm.hpp): the weights are the
+// broadcast rows (int8; uint8 weights shifted by 128), packed once when the kernel is created if
+// constant; the input is unfolded (im2col, padding reading x's zero point) and interleaved into
+// uint8 panels of 16 output positions x 4 depths (int8 inputs shifted by 128). Output rows are
+// output channels and columns output positions, so C is the NCHW output itself. QLinearConv adds
+// its int32 bias and requantizes in the store: y = saturate(round_half_even(acc * x_scale *
+// w_scale[c] / y_scale) + y_zero_point), the multiplier in float32 and the product in double, as
+// onnx's reference does.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <string>
+
+#include "backends/cpu/kernel.hpp"
+#include "backends/cpu/kernels/conv_geometry.hpp"
+#include "backends/cpu/kernels/quantization_common.hpp"
+#include "backends/cpu/qgemm.hpp"
+
+namespace quilt::cpu {
+namespace {
+
+struct Slots {
+  size_t x, x_zp, w, w_zp;
+};
+constexpr Slots kConvInteger{0, 2, 1, 3};
+constexpr Slots kQLinearConv{0, 2, 3, 5};
+
+// Writes k rows of n bytes (row stride ld) into p's panels, each byte xor flip, and p's column
+// sums. Four rows and 16 columns at a time: the 4 x 16 byte block is transposed by two rounds
+// of unpacks into the panel's 16 x 4 layout.
+void interleave(const uint8_t* src, int64_t ld, int64_t k, int64_t n, uint8_t flip, QPanels& p,
+                const ThreadPool& pool) {
+  const int64_t k4 = p.depth4(), np = (n + QPanels::kCols - 1) / QPanels::kCols;
+  const __m128i fl = _mm_set1_epi8(static_cast<char>(flip));
+  pool.parallel_for(
+      np, std::max<int64_t>(1, 4096 / std::max<int64_t>(k, 1)), [&](int64_t lo, int64_t hi) {
+        alignas(16) uint8_t tail[4][16];
+        for (int64_t pb = lo; pb < hi; ++pb) {
+          const int64_t j0 = pb * QPanels::kCols, cols = std::min<int64_t>(QPanels::kCols, n - j0);
+          uint8_t* dst = p.data() + pb * k4 * QPanels::kCols * 4;
+          __m128i sum[4] = {_mm_setzero_si128(), _mm_setzero_si128(), _mm_setzero_si128(),
+                            _mm_setzero_si128()};
+          const __m128i ones8 = _mm_set1_epi8(1), ones16 = _mm_set1_epi16(1);
+          for (int64_t q = 0; q < k4; ++q) {
+            __m128i r[4];
+            for (int b = 0; b < 4; ++b) {
+              const int64_t row = q * 4 + b;
+              if (row >= k) {
+                r[b] = _mm_setzero_si128();  // depths past k: zero, whatever the flip
+                continue;
+              }
+              const uint8_t* s = src + row * ld + j0;
+              if (cols == QPanels::kCols) {
+                r[b] = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s)), fl);
+              } else {
+                std::memset(tail[b], 0, 16);
+                for (int64_t c = 0; c < cols; ++c) tail[b][c] = s[c] ^ flip;
+                r[b] = _mm_load_si128(reinterpret_cast<const __m128i*>(tail[b]));
+              }
+            }
+            const __m128i t0 = _mm_unpacklo_epi8(r[0], r[1]), t1 = _mm_unpackhi_epi8(r[0], r[1]);
+            const __m128i t2 = _mm_unpacklo_epi8(r[2], r[3]), t3 = _mm_unpackhi_epi8(r[2], r[3]);
+            const __m128i o[4] = {_mm_unpacklo_epi16(t0, t2), _mm_unpackhi_epi16(t0, t2),
+                                  _mm_unpacklo_epi16(t1, t3), _mm_unpackhi_epi16(t1, t3)};
+            for (int v = 0; v < 4; ++v) {
+              _mm_store_si128(reinterpret_cast<__m128i*>(dst + q * 64 + v * 16), o[v]);
+              sum[v] =
+                  _mm_add_epi32(sum[v], _mm_madd_epi16(_mm_maddubs_epi16(o[v], ones8), ones16));
+            }
+          }
+          alignas(16) int32_t s[16];
+          for (int v = 0; v < 4; ++v)
+            _mm_store_si128(reinterpret_cast<__m128i*>(s + v * 4), sum[v]);
+          std::copy(s, s + cols, p.sums() + j0);
+        }
+      });
+}
+
+class QConvKernel : public Kernel {
+ public:
+  QConvKernel(const NodeSignature& sig, bool qlinear)
+      : qlinear_(qlinear), s_(qlinear ? kQLinearConv : kConvInteger) {
+    const int64_t group = sig.node.attr_int("group", 1);
+    const Tensor* w = s_.w < sig.constants.size() ? sig.constants[s_.w] : nullptr;
+    if (w && w->rank() >= 3 && group > 0 && w->dim(0) % group == 0 &&
+        (w->dtype() == DType::Int8 || w->dtype() == DType::UInt8)) {
+      const int64_t depth = w->numel() / w->dim(0);
+      weights_ =
+          QRows::pack(w->raw_data(), w->dtype() == DType::Int8, w->dim(0), depth, depth, false);
+    }
+  }
+
+  void run(KernelContext& ctx) const override {
+    const Node& node = ctx.node;
+    const Tensor& x = ctx.input(s_.x);
+    const Tensor& w = ctx.input(s_.w);
+    Tensor& y = ctx.output_uninitialized(0);
+    if (y.numel() == 0) return;
+    if (x.rank() > 5) node.fail("only 1-D, 2-D and 3-D convolutions are supported");
+    const int64_t group = node.attr_int("group", 1);
+    const int64_t batch = x.dim(0), c_in = x.dim(1), c_out = w.dim(0);
+    const int64_t cg = c_in / group, mg = c_out / group;
+    const Geometry g = conv_geometry(node, x.shape(), w.shape(), y.shape());
+    const int64_t kvol = g.kernel_size(), depth = cg * kvol, pixels = g.out_size();
+    if (qlinear_)
+      require_one_value(ctx,
+                        {{1, "x_scale"}, {2, "x_zero_point"}, {6, "y_scale"}, {7, "y_zero_point"}});
+    const std::vector<int32_t> x_zp =
+        int8_zero_points(node, ctx.optional_input(s_.x_zp), 1, "x_zero_point", x.dtype());
+    const std::vector<int32_t> w_zp =
+        int8_zero_points(node, ctx.optional_input(s_.w_zp), c_out, "w_zero_point", w.dtype());
+    const bool x_signed = x.dtype() == DType::Int8, w_signed = w.dtype() == DType::Int8;
+    std::optional<QRows> own;
+    if (!weights_ || weights_->rows() != c_out || weights_->depth() != depth)
+      own = QRows::pack(w.raw_data(), w_signed, c_out, depth, depth, false, &ctx.pool);
+    const QRows& wr = own ? *own : *weights_;
+    std::vector<int32_t> row_off(static_cast<size_t>(c_out));
+    for (int64_t m = 0; m < c_out; ++m)
+      row_off[static_cast<size_t>(m)] =
+          stored_offset(w_zp[w_zp.size() == 1 ? 0 : static_cast<size_t>(m)], w_signed, false);
+    const std::vector<int32_t> col_off(static_cast<size_t>(pixels),
+                                       stored_offset(x_zp[0], x_signed, true));
+
+    QStore store;
+    std::vector<float> mult;
+    const size_t esize = qlinear_ ? 1 : 4;
+    if (qlinear_) {
+      if (ctx.input(4).numel() != 1 && ctx.input(4).numel() != c_out)
+        node.fail("w_scale has " + std::to_string(ctx.input(4).numel()) +
+                      " values, expected 1 or " + std::to_string(c_out) +
+                      " (one per output channel)",
+                  ErrorCode::InvalidArgument);
+      mult = requant_multipliers(ctx.input(1), ctx.input(4), ctx.input(6), c_out);
+      store.kind = y.dtype() == DType::Int8 ? QStore::Kind::Int8 : QStore::Kind::UInt8;
+      store.per_row_scale = true;
+      store.zero_point = int_values(&ctx.input(7), 1)[0];
+      if (const Tensor* b = ctx.optional_input(8)) {
+        if (b->dtype() != DType::Int32 || b->numel() != c_out)
+          node.fail("B is " + std::string(dtype_name(b->dtype())) + " " + to_string(b->shape()) +
+                        ", expected int32 with " + std::to_string(c_out) + " values",
+                    ErrorCode::InvalidArgument);
+        store.bias = b->data<int32_t>();
+        store.per_row_bias = true;
+      }
+    }
+    store.ldc = pixels;
+
+    // Pointwise convs read their input planes as they are; others unfold them first.
+    const bool pointwise =
+        kvol == 1 && g.in == g.out && g.stride == Dims3{1, 1, 1} && g.pad == Dims3{0, 0, 0};
+    std::vector<uint8_t> col(pointwise ? 0 : static_cast<size_t>(depth * pixels));
+    const std::vector<int64_t> taps = all_taps(g);
+    QPanels panels(depth, pixels, true);
+    const auto* xp = static_cast<const uint8_t*>(x.raw_data());
+    const auto pad = static_cast<uint8_t>(x_zp[0]);  // x's zero point, as x's bytes
+    const uint8_t flip = x_signed ? 0x80 : 0;
+    for (int64_t nb = 0; nb < batch; ++nb)
+      for (int64_t grp = 0; grp < group; ++grp) {
+        const uint8_t* xg = xp + (nb * c_in + grp * cg) * g.in_size();
+        if (pointwise) {
+          interleave(xg, pixels, depth, pixels, flip, panels, ctx.pool);
+        } else {
+          im2col(g, taps, xg, cg, 0, g.out[0] * g.out[1], col.data(), ctx.pool, pad);
+          interleave(col.data(), pixels, depth, pixels, flip, panels, ctx.pool);
+        }
+        QStore s = store;
+        s.c = static_cast<uint8_t*>(y.raw_data()) + (nb * c_out + grp * mg) * pixels * esize;
+        if (qlinear_) s.scale = mult.data() + grp * mg;
+        if (s.bias) s.bias += grp * mg;
+        qgemm(qgemm_isa(), wr, grp * mg, mg, row_off.data() + grp * mg, panels, col_off.data(), s,
+              ctx.pool);
+      }
+  }
+
+ private:
+  bool qlinear_;
+  Slots s_;
+  std::optional<QRows> weights_;
+};
+
+std::string conv_integer_support(const NodeSignature& sig) {
+  if (std::string why = dtypes_of_input({DType::Int8, DType::UInt8})(sig); !why.empty()) return why;
+  if (std::string why = dtypes_of_input({DType::Int8, DType::UInt8}, 1)(sig); !why.empty())
+    return why;
+  if (sig.inputs[0].has_shape && sig.inputs[0].dims.size() > 5)
+    return "only 1-D, 2-D and 3-D convolutions are supported";
+  return "";
+}
+
+}  // namespace
+
+void register_cpu_conv_integer(KernelRegistry& r) {
+  r.add("ConvInteger", conv_integer_support,
+        KernelFactory([](const NodeSignature& sig) -> std::unique_ptr<Kernel> {
+          return std::make_unique<QConvKernel>(sig, false);
+        }));
+  r.add("QLinearConv", qlinear_conv_support,
+        KernelFactory([](const NodeSignature& sig) -> std::unique_ptr<Kernel> {
+          return std::make_unique<QConvKernel>(sig, true);
+        }));
+}
+
+}  // namespace quilt::cpu
