@@ -138,6 +138,27 @@ c.node("q21_blocked_axis0_no_zp", "QuantizeLinear", {"x": rand(5, 4), "s": scale
 c.node("q21_blocked_neg_axis_int16", "QuantizeLinear",
        {"x": rand(2, 3, 9, low=-50, high=50), "s": scale(2, 3, 3),
         "z": randint(2, 3, 3, low=-99, high=99, dtype=np.int16)}, axis=-1, block_size=4)
+# The vectorised float32 -> int8/uint8 path (32 elements at a time, then a scalar tail): ties,
+# saturation and tails per tensor, per axis (runs of 37) and blocked (scales varying along the
+# run), each long enough to go through the vector loop.
+c.node("q21_vector_ties_uint8", "QuantizeLinear",
+       {"x": np.tile(ties, 11), "s": arr(1.0, f32), "z": arr(3, np.uint8)})
+c.node("q21_vector_ties_int8", "QuantizeLinear",
+       {"x": np.tile(ties, 11) * f32(0.5), "s": arr(0.5, f32), "z": arr(-4, np.int8)})
+c.node("q21_vector_per_axis_tail", "QuantizeLinear",
+       {"x": rand(2, 5, 37, low=-4, high=4), "s": scale(5),
+        "z": randint(5, low=-128, high=128, dtype=np.int8)}, axis=1)
+c.node("q21_vector_blocked_rows", "QuantizeLinear",
+       {"x": rand(6, 70, low=-3, high=3), "s": scale(3, 70),
+        "z": randint(3, 70, low=0, high=256, dtype=np.uint8)}, axis=0, block_size=2)
+# NaN quantizes to the zero point (Quilt's choice; the spec leaves it open, so no reference).
+nan_x = np.tile(arr([np.nan, 1.0, -np.inf, np.inf], f32), 17)
+c.node("q21_vector_nan", "QuantizeLinear", {"x": nan_x, "s": arr(0.5, f32), "z": arr(7, np.int8)},
+       expected={"y": np.tile(arr([7, 9, -128, 127], np.int8), 17)})
+# DynamicQuantizeLinear's vector min/max over chunks and its vector quantization.
+c.node("dyn_vector_long", "DynamicQuantizeLinear", {"x": rand(3, 1000, low=-5, high=2)},
+       n_outputs=3)
+
 # The precision attribute (opset 23): x and the scale are cast to it and divided in it.
 # onnxruntime 1.23 lacks it and onnx 1.22's reference evaluator dispatches opset 23+ to its
 # opset-21 class, which rejects the attribute, so the expected values are the reference formula

@@ -8,6 +8,8 @@
 // rounding to float8 (nearest even, the `saturate` attribute deciding overflow, like Cast), as
 // onnx's reference does; float8 zero points must be 0 (nonzero ones are refused). 4/2-bit types
 // cannot be held by a Tensor and are refused.
+#include <immintrin.h>
+
 #include <algorithm>
 #include <limits>
 #include <type_traits>
@@ -97,6 +99,36 @@ std::string quantize_support(const NodeSignature& sig) {
   return reason;
 }
 
+// saturate(round_half_even(x[i] / scale) + zp) for float32 x into int8/uint8, 32 at a time: the
+// same division (correctly rounded) and rounding as saturate_round, NaN giving the zero point.
+// scale and zp hold one value (step 0) or one per element (step 1, a blocked layout).
+template <class Y>
+void quantize_f32_run(const float* x, int64_t n, const float* scale, const float* zp, int step,
+                      Y* y) {
+  constexpr bool u8 = std::is_same_v<Y, uint8_t>;
+  const __m256 lo = _mm256_set1_ps(u8 ? 0.f : -128.f), hi = _mm256_set1_ps(u8 ? 255.f : 127.f);
+  auto eight = [&](int64_t i) {
+    const __m256 s = step ? _mm256_loadu_ps(scale + i) : _mm256_set1_ps(scale[0]);
+    const __m256 z = step ? _mm256_loadu_ps(zp + i) : _mm256_set1_ps(zp[0]);
+    __m256 q = _mm256_div_ps(_mm256_loadu_ps(x + i), s);
+    q = _mm256_and_ps(q, _mm256_cmp_ps(q, q, _CMP_ORD_Q));  // NaN -> 0
+    q = _mm256_round_ps(q, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    q = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(q, z), lo), hi);
+    return _mm256_cvtps_epi32(q);
+  };
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    // In range already, so the saturating packs only narrow; then undo their lane interleave.
+    const __m256i ab = _mm256_packs_epi32(eight(i), eight(i + 8));
+    const __m256i cd = _mm256_packs_epi32(eight(i + 16), eight(i + 24));
+    const __m256i v = u8 ? _mm256_packus_epi16(ab, cd) : _mm256_packs_epi16(ab, cd);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i),
+                        _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  }
+  for (; i < n; ++i)
+    y[i] = saturate_round<Y>(x[i] / scale[step ? i : 0], static_cast<int64_t>(zp[step ? i : 0]));
+}
+
 template <class Y>
 void quantize(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
@@ -112,6 +144,17 @@ void quantize(KernelContext& ctx) {
   const float* xf = x_half ? nullptr : x.data<float>();
   const uint16_t* xh = x_half ? x.data<uint16_t>() : nullptr;
   const bool half_div = prec == DType::Float16;
+  if constexpr (sizeof(Y) == 1) {
+    if (!x_half && !half_div) {
+      const std::vector<float> zpf(zp.begin(), zp.end());
+      for_each_param_run(ctx.pool, l, x.numel(),
+                         [&](int64_t e, int64_t n, int64_t p, int64_t step) {
+                           quantize_f32_run(xf + e, n, scale.data() + p, zpf.data() + p,
+                                            static_cast<int>(step), y + e);
+                         });
+      return;
+    }
+  }
   for_each_param_run(ctx.pool, l, x.numel(), [&](int64_t e, int64_t n, int64_t p, int64_t step) {
     for (int64_t i = 0; i < n; ++i) {
       const auto k = static_cast<size_t>(p + i * step);
@@ -312,17 +355,46 @@ void run_dequantize(KernelContext& ctx) {
 void run_dynamic_quantize(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const float* xp = x.data<float>();
-  float lo = 0, hi = 0;
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    lo = std::min(lo, xp[i]);
-    hi = std::max(hi, xp[i]);
-  }
+  // min(0, min x) and max(0, max x), NaNs skipped (as std::min/max with the bound first), over
+  // chunks of the pool, eight lanes at a time.
+  const int64_t chunks = std::max<int64_t>(
+      1, std::min<int64_t>(ctx.pool.threads() * 4, x.numel() / kElementwiseGrain));
+  std::vector<float> los(static_cast<size_t>(chunks), 0.f), his(static_cast<size_t>(chunks), 0.f);
+  ctx.pool.parallel_for(chunks, 1, [&](int64_t cb, int64_t ce) {
+    for (int64_t c = cb; c < ce; ++c) {
+      const int64_t b = x.numel() * c / chunks, e = x.numel() * (c + 1) / chunks;
+      __m256 vlo = _mm256_setzero_ps(), vhi = _mm256_setzero_ps();
+      int64_t i = b;
+      for (; i + 8 <= e; i += 8) {
+        const __m256 v = _mm256_loadu_ps(xp + i);
+        vlo = _mm256_min_ps(v, vlo);  // a NaN v keeps the bound
+        vhi = _mm256_max_ps(v, vhi);
+      }
+      alignas(32) float l8[8], h8[8];
+      _mm256_store_ps(l8, vlo);
+      _mm256_store_ps(h8, vhi);
+      float lo = 0, hi = 0;
+      for (int k = 0; k < 8; ++k) {
+        lo = std::min(lo, l8[k]);
+        hi = std::max(hi, h8[k]);
+      }
+      for (; i < e; ++i) {
+        lo = std::min(lo, xp[i]);
+        hi = std::max(hi, xp[i]);
+      }
+      los[static_cast<size_t>(c)] = lo;
+      his[static_cast<size_t>(c)] = hi;
+    }
+  });
+  const float lo = *std::min_element(los.begin(), los.end());
+  const float hi = *std::max_element(his.begin(), his.end());
   const float scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
   const float zp_f = std::clamp(0.0f - lo / scale, 0.0f, 255.0f);
   const auto zp = static_cast<int64_t>(std::nearbyint(zp_f));
   uint8_t* y = ctx.output(0).data<uint8_t>();
+  const float zpf = static_cast<float>(zp);
   ctx.pool.parallel_for(x.numel(), kElementwiseGrain, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) y[i] = saturate_round<uint8_t>(xp[i] / scale, zp);
+    quantize_f32_run(xp + b, e - b, &scale, &zpf, 0, y + b);
   });
   if (ctx.wants_output(1)) ctx.output(1).data<float>()[0] = scale;
   if (ctx.wants_output(2)) ctx.output(2).data<uint8_t>()[0] = static_cast<uint8_t>(zp);
