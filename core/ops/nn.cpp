@@ -336,10 +336,34 @@ void infer_gemm(InferenceContext& ctx) {
   ctx.set_output(0, ctx.input_dtype(0), {m, n});
 }
 
-// MatMul's shape; MatMulInteger (A, B of int8/uint8 with zero points) gives int32.
+// MatMul's shape; MatMulInteger (A, B of int8/uint8 with zero points) gives int32;
+// com.microsoft's MatMulIntegerToFloat (int8/uint8 A and B, scales, zero points, bias) and
+// DynamicQuantizeMatMul (float32 A, int8/uint8 B) give float32.
 void infer_matmul(InferenceContext& ctx) {
-  const bool integer = ctx.node().op_type == "MatMulInteger";
-  if (!integer) check_same_dtype(ctx, 2);
+  const std::string& op = ctx.node().op_type;
+  const bool integer = op == "MatMulInteger";
+  const bool dynamic = op == "DynamicQuantizeMatMul";
+  const bool to_float = op == "MatMulIntegerToFloat" || dynamic;
+  if (to_float) {
+    auto expect = [&](size_t i, std::initializer_list<DType> allowed, const char* what) {
+      if (!ctx.has_input(i) || ctx.input_dtype(i) == DType::Undefined) return;
+      for (DType d : allowed)
+        if (ctx.input_dtype(i) == d) return;
+      ctx.fail(
+          std::string(what) + " has dtype " + dtype_name(ctx.input_dtype(i)) + ", expected " +
+          dtype_name(*allowed.begin()) +
+          (allowed.size() > 1 ? std::string(" or ") + dtype_name(*(allowed.begin() + 1)) : ""));
+    };
+    expect(0,
+           dynamic ? std::initializer_list<DType>{DType::Float32}
+                   : std::initializer_list<DType>{DType::UInt8, DType::Int8},
+           "A");
+    expect(1, {DType::Int8, DType::UInt8}, "B");
+    for (size_t i : dynamic ? std::vector<size_t>{2, 4} : std::vector<size_t>{2, 3, 6})
+      expect(i, {DType::Float32}, i == (dynamic ? 4u : 6u) ? "bias" : "scale");
+  } else if (!integer) {
+    check_same_dtype(ctx, 2);
+  }
   if (integer) {
     for (size_t i = 0; i < ctx.num_inputs(); ++i) {
       if (!ctx.has_input(i)) continue;
@@ -351,7 +375,7 @@ void infer_matmul(InferenceContext& ctx) {
     for (size_t i = 2; i < 4; ++i)
       if (ctx.has_input(i) && ctx.input_dtype(i) != ctx.input_dtype(i - 2) &&
           ctx.input_dtype(i) != DType::Undefined && ctx.input_dtype(i - 2) != DType::Undefined)
-        ctx.fail("zero point input " + std::to_string(i) + " has dtype " +
+        ctx.fail(std::string(i == 2 ? "a_zero_point" : "b_zero_point") + " has dtype " +
                  dtype_name(ctx.input_dtype(i)) + ", expected " +
                  dtype_name(ctx.input_dtype(i - 2)));
   }
@@ -371,7 +395,7 @@ void infer_matmul(InferenceContext& ctx) {
                                               std::vector<int64_t>(b.begin(), b.end() - 2));
   if (!a_vec) out.push_back(a[a.size() - 2]);
   if (!b_vec) out.push_back(b.back());
-  ctx.set_output(0, integer ? DType::Int32 : ctx.input_dtype(0), out);
+  ctx.set_output(0, integer ? DType::Int32 : to_float ? DType::Float32 : ctx.input_dtype(0), out);
 }
 
 }  // namespace
@@ -412,6 +436,17 @@ void register_nn_schemas(SchemaRegistry& r) {
          .min_opset = 10,
          .min_inputs = 2,
          .max_inputs = 4,
+         .infer = infer_matmul});
+  // onnxruntime's contrib ops, as its quantizer writes them.
+  r.add({.op_type = "MatMulIntegerToFloat",
+         .domain = "com.microsoft",
+         .min_inputs = 4,
+         .max_inputs = 7,
+         .infer = infer_matmul});
+  r.add({.op_type = "DynamicQuantizeMatMul",
+         .domain = "com.microsoft",
+         .min_inputs = 3,
+         .max_inputs = 5,
          .infer = infer_matmul});
 }
 

@@ -1,5 +1,8 @@
 // Schemas and shape inference of the quantization op family: QuantizeLinear, DequantizeLinear,
-// DynamicQuantizeLinear, QLinearMatMul and QLinearConv.
+// DynamicQuantizeLinear, QLinearMatMul and QLinearConv; and onnxruntime's com.microsoft
+// QuantizeLinear, DequantizeLinear, QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu and
+// QLinearGlobalAveragePool (MatMulIntegerToFloat and DynamicQuantizeMatMul are with MatMul in
+// nn.cpp).
 //
 // Element types the spec allows but Quilt's Tensor cannot hold (float8e8m0, 4-bit, 2-bit) arrive
 // as Undefined; inference then leaves the output dtype Undefined and the kernels' support
@@ -141,8 +144,9 @@ void check_param_size(const InferenceContext& ctx, size_t i, int64_t count, cons
   const Checked c(ctx.node(), "element count");
   for (int64_t d : s) n = c.mul_dims(n, d);
   if (s.size() > 1 || (n >= 0 && n != 1 && (count < 0 || n != count)))
-    ctx.fail(std::string(what) + " has shape " + to_string(s) + ", expected a scalar" +
-             (count >= 0 ? " or " + std::to_string(count) + " values" : std::string()));
+    ctx.fail(
+        std::string(what) + " has shape " + to_string(s) + ", expected a scalar" +
+        (count >= 0 && count != 1 ? " or " + std::to_string(count) + " values" : std::string()));
 }
 
 // QLinearMatMul: MatMul's shapes (numpy batch broadcasting), output of y_zero_point's type.
@@ -259,6 +263,54 @@ void infer_qlinear_conv(InferenceContext& ctx) {
   ctx.set_output(0, ctx.input_dtype(7), y);
 }
 
+// ---- onnxruntime's com.microsoft QLinear* ops: dequantize, compute in float, quantize ----
+
+// A per-tensor scale (float32) or zero point (int8/uint8, the data's type) at input i.
+void check_qparam(const InferenceContext& ctx, size_t i, bool scale, DType data, const char* what) {
+  if (!ctx.has_input(i)) return;
+  if (scale)
+    check_dtype(ctx, i, {DType::Float32}, what);
+  else if (data != DType::Undefined)
+    check_dtype(ctx, i, {data}, what);
+  if (ctx.input_has_shape(i)) check_param_size(ctx, i, 1, what);
+}
+
+// QLinearAdd / QLinearMul: (A, A_scale, A_zero_point, B, B_scale, B_zero_point, C_scale,
+// C_zero_point) -> C, numpy broadcasting.
+void infer_qlinear_binary(InferenceContext& ctx) {
+  check_dtype(ctx, 0, {DType::Int8, DType::UInt8}, "A");
+  const DType t = ctx.input_dtype(0);
+  if (t != DType::Undefined) check_dtype(ctx, 3, {t}, "B");
+  check_qparam(ctx, 1, true, t, "A_scale");
+  check_qparam(ctx, 2, false, t, "A_zero_point");
+  check_qparam(ctx, 4, true, t, "B_scale");
+  check_qparam(ctx, 5, false, t, "B_zero_point");
+  check_qparam(ctx, 6, true, t, "C_scale");
+  check_qparam(ctx, 7, false, t, "C_zero_point");
+  ctx.set_output(0, t, broadcast_shapes(ctx, ctx.input_shape(0), ctx.input_shape(3)));
+}
+
+// QLinearSigmoid / QLinearLeakyRelu: (X, X_scale, X_zero_point, Y_scale, Y_zero_point) -> Y.
+void infer_qlinear_unary(InferenceContext& ctx) {
+  check_dtype(ctx, 0, {DType::Int8, DType::UInt8}, "X");
+  const DType t = ctx.input_dtype(0);
+  check_qparam(ctx, 1, true, t, "X_scale");
+  check_qparam(ctx, 2, false, t, "X_zero_point");
+  check_qparam(ctx, 3, true, t, "Y_scale");
+  check_qparam(ctx, 4, false, t, "Y_zero_point");
+  ctx.set_output(0, t, ctx.input_shape(0));
+}
+
+// QLinearGlobalAveragePool: the spatial dims become 1 (after C, or before it with channels_last).
+void infer_qlinear_global_pool(InferenceContext& ctx) {
+  infer_qlinear_unary(ctx);
+  std::vector<int64_t> y = ctx.input_shape(0);
+  if (y.size() < 3) ctx.fail("X has shape " + to_string(y) + ", expected rank >= 3");
+  const bool last = ctx.node().attr_int("channels_last", 0) != 0;
+  for (size_t d = last ? 1 : 2; d < (last ? y.size() - 1 : y.size()); ++d) y[d] = 1;
+  ctx.set_output(0, ctx.input_dtype(0), y);
+}
+
 }  // namespace
 
 void register_quantization_schemas(SchemaRegistry& r) {
@@ -290,6 +342,36 @@ void register_quantization_schemas(SchemaRegistry& r) {
          .min_inputs = 8,
          .max_inputs = 9,
          .infer = infer_qlinear_conv});
+  // onnxruntime's contrib ops, as its quantizer writes them. QuantizeLinear and DequantizeLinear
+  // are the ONNX ops (axis attribute, per-tensor or per-axis).
+  const std::string ms = "com.microsoft";
+  r.add({.op_type = "QuantizeLinear",
+         .domain = ms,
+         .min_inputs = 2,
+         .max_inputs = 3,
+         .infer = infer_quantize});
+  r.add({.op_type = "DequantizeLinear",
+         .domain = ms,
+         .min_inputs = 2,
+         .max_inputs = 3,
+         .infer = infer_dequantize});
+  for (const char* op : {"QLinearAdd", "QLinearMul"})
+    r.add({.op_type = op,
+           .domain = ms,
+           .min_inputs = 7,
+           .max_inputs = 8,
+           .infer = infer_qlinear_binary});
+  for (const char* op : {"QLinearSigmoid", "QLinearLeakyRelu"})
+    r.add({.op_type = op,
+           .domain = ms,
+           .min_inputs = 4,
+           .max_inputs = 5,
+           .infer = infer_qlinear_unary});
+  r.add({.op_type = "QLinearGlobalAveragePool",
+         .domain = ms,
+         .min_inputs = 5,
+         .max_inputs = 5,
+         .infer = infer_qlinear_global_pool});
 }
 
 }  // namespace quilt

@@ -1,10 +1,12 @@
-// MatMulInteger and QLinearMatMul on the integer GEMM (backends/cpu/qgemm.hpp): A's rows are
-// broadcast as uint8 (int8 ones shifted by 128) against B in panels as int8 (uint8 ones shifted
-// by 128); the zero points and the shifts are corrected exactly in the store. Constant 2-D
-// weights B are packed once, when the kernel is created. QLinearMatMul requantizes in the store:
-// y = saturate(round_half_even(acc * a_scale * b_scale[j] / y_scale) + y_zero_point), the
-// multiplier computed in the scales' type and the product taken in double, as onnx's reference
-// does.
+// MatMulInteger, QLinearMatMul and onnxruntime's com.microsoft MatMulIntegerToFloat and
+// DynamicQuantizeMatMul (A quantized to uint8 as DynamicQuantizeLinear does) on the integer GEMM
+// (backends/cpu/qgemm.hpp): A's rows are broadcast as uint8 (int8 ones shifted by 128) against B
+// in panels as int8 (uint8 ones shifted by 128); the zero points and the shifts are corrected
+// exactly in the store. Constant 2-D weights B are packed once, when the kernel is created.
+// QLinearMatMul requantizes in the store: y = saturate(round_half_even(acc * a_scale *
+// b_scale[j] / y_scale) + y_zero_point), the multiplier computed in the scales' type and the
+// product taken in double, as onnx's reference does. The float ops store float(acc) * a_scale *
+// b_scale[j] + bias[j].
 #include <optional>
 #include <string>
 
@@ -16,17 +18,29 @@
 namespace quilt::cpu {
 namespace {
 
-// Input slots of the two ops.
+// The ops on this kernel and their input slots (absent: npos).
+enum class Mode { Integer, QLinear, ToFloat, DynamicToFloat };
+constexpr size_t kNone = static_cast<size_t>(-1);
 struct Slots {
-  size_t a, a_zp, b, b_zp;
+  size_t a, a_zp, b, b_zp, a_scale, b_scale, bias;
 };
-constexpr Slots kMatMulInteger{0, 2, 1, 3};
-constexpr Slots kQLinearMatMul{0, 2, 3, 5};
+constexpr Slots slots(Mode mode) {
+  switch (mode) {
+    case Mode::Integer:  // MatMulInteger(A, B, a_zero_point, b_zero_point)
+      return {0, 2, 1, 3, kNone, kNone, kNone};
+    case Mode::QLinear:  // QLinearMatMul(a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp)
+      return {0, 2, 3, 5, 1, 4, kNone};
+    case Mode::ToFloat:  // MatMulIntegerToFloat(A, B, a_scale, b_scale, a_zp, b_zp, bias)
+      return {0, 4, 1, 5, 2, 3, 6};
+    case Mode::DynamicToFloat:  // DynamicQuantizeMatMul(A, B, b_scale, b_zp, bias)
+      return {0, kNone, 1, 3, kNone, 2, 4};
+  }
+  return {};
+}
 
 class QMatMulKernel : public Kernel {
  public:
-  QMatMulKernel(const NodeSignature& sig, bool qlinear)
-      : qlinear_(qlinear), s_(qlinear ? kQLinearMatMul : kMatMulInteger) {
+  QMatMulKernel(const NodeSignature& sig, Mode mode) : mode_(mode), s_(slots(mode)) {
     const Tensor* b = s_.b < sig.constants.size() ? sig.constants[s_.b] : nullptr;
     if (b && b->rank() == 2 && (b->dtype() == DType::Int8 || b->dtype() == DType::UInt8))
       packed_ = QPanels::pack(b->raw_data(), b->dtype() == DType::Int8, b->dim(0), b->dim(1),
@@ -40,16 +54,37 @@ class QMatMulKernel : public Kernel {
     Tensor& y = ctx.output_uninitialized(0);
     if (y.numel() == 0) return;
     const auto [m, k, n] = matmul_dims(a.shape(), b.shape());
-    if (qlinear_)
+    const bool qlinear = mode_ == Mode::QLinear, to_float = mode_ >= Mode::ToFloat;
+    if (qlinear)
       require_one_value(ctx,
                         {{1, "a_scale"}, {2, "a_zero_point"}, {6, "y_scale"}, {7, "y_zero_point"}});
-    const std::vector<int32_t> a_zp =
-        zero_points(node, ctx.optional_input(s_.a_zp), qlinear_ ? 1 : m, "a_zero_point", a.dtype());
+    if (mode_ == Mode::ToFloat) require_one_value(ctx, {{s_.a_scale, "a_scale"}});
+    // A as int8/uint8: as given, or quantized here (DynamicQuantizeMatMul, uint8).
+    const void* a_data = a.raw_data();
+    DType a_type = a.dtype();
+    std::vector<int32_t> a_zp;
+    float a_scale = 1.f;
+    std::vector<uint8_t> a_quantized;
+    if (mode_ == Mode::DynamicToFloat) {
+      if (a.dtype() != DType::Float32)
+        node.fail("A is " + std::string(dtype_name(a.dtype())) + ", expected float32");
+      a_quantized.resize(static_cast<size_t>(a.numel()));
+      const auto [scale, zp] =
+          dynamic_quantize_u8(a.data<float>(), a.numel(), a_quantized.data(), ctx.pool);
+      a_data = a_quantized.data();
+      a_type = DType::UInt8;
+      a_zp = {zp};
+      a_scale = scale;
+    } else {
+      a_zp = zero_points(node, ctx.optional_input(s_.a_zp), qlinear || to_float ? 1 : m,
+                         "a_zero_point", a.dtype());
+      if (mode_ == Mode::ToFloat) a_scale = load_float(ctx.input(s_.a_scale), 0);
+    }
     const std::vector<int32_t> b_zp =
         zero_points(node, ctx.optional_input(s_.b_zp), n, "b_zero_point", b.dtype());
-    const bool a_signed = a.dtype() == DType::Int8, b_signed = b.dtype() == DType::Int8;
+    const bool a_signed = a_type == DType::Int8, b_signed = b.dtype() == DType::Int8;
     const int64_t total_rows = a.numel() / k;
-    const QRows rows = QRows::pack(a.raw_data(), a_signed, total_rows, k, k, true, &ctx.pool);
+    const QRows rows = QRows::pack(a_data, a_signed, total_rows, k, k, true, &ctx.pool);
     std::vector<int32_t> row_off(static_cast<size_t>(total_rows));
     for (int64_t r = 0; r < total_rows; ++r)
       row_off[static_cast<size_t>(r)] =
@@ -60,17 +95,37 @@ class QMatMulKernel : public Kernel {
           stored_offset(b_zp[b_zp.size() == 1 ? 0 : static_cast<size_t>(j)], b_signed, false);
     QStore store;
     std::vector<float> mult;
-    if (qlinear_) {
-      if (ctx.input(4).numel() != 1 && ctx.input(4).numel() != n)
-        node.fail("b_scale has " + std::to_string(ctx.input(4).numel()) +
-                  " values, expected 1 or " + std::to_string(n) + " (one per column of b)");
+    if (qlinear || to_float) {
+      const Tensor& bs = ctx.input(s_.b_scale);
+      if (bs.numel() != 1 && bs.numel() != n)
+        node.fail("b_scale has " + std::to_string(bs.numel()) + " values, expected 1 or " +
+                      std::to_string(n) + " (one per column of B)",
+                  ErrorCode::InvalidArgument);
+    }
+    if (qlinear) {
       mult = requant_multipliers(ctx.input(1), ctx.input(4), ctx.input(6), n);
       store.kind = y.dtype() == DType::Int8 ? QStore::Kind::Int8 : QStore::Kind::UInt8;
       store.scale = mult.data();
       store.zero_point = int_values(&ctx.input(7), 1)[0];
+    } else if (to_float) {
+      // y = float(acc) * (a_scale * b_scale[j]) + bias[j], as onnxruntime's kernels.
+      const Tensor& bs = ctx.input(s_.b_scale);
+      mult.resize(static_cast<size_t>(n));
+      for (int64_t j = 0; j < n; ++j)
+        mult[static_cast<size_t>(j)] = a_scale * load_float(bs, bs.numel() == 1 ? 0 : j);
+      store.kind = QStore::Kind::Float32;
+      store.scale = mult.data();
+      if (const Tensor* bias = ctx.optional_input(s_.bias)) {
+        if (bias->dtype() != DType::Float32 || bias->numel() != n)
+          node.fail("bias is " + std::string(dtype_name(bias->dtype())) + " " +
+                        to_string(bias->shape()) + ", expected float32 with " + std::to_string(n) +
+                        " values (one per column of B)",
+                    ErrorCode::InvalidArgument);
+        store.fbias = bias->data<float>();
+      }
     }
     store.ldc = n;
-    const size_t esize = y.dtype() == DType::Int32 ? 4 : 1;
+    const size_t esize = y.dtype() == DType::Int8 || y.dtype() == DType::UInt8 ? 1 : 4;
     const bool packed = packed_ && b.rank() == 2 && packed_->depth() == k && packed_->cols() == n;
     for_each_product(a.shape(), b.shape(), b.numel(),
                      [&](int64_t ao, int64_t bo, int64_t yo, int64_t count) {
@@ -97,7 +152,7 @@ class QMatMulKernel : public Kernel {
     return int8_zero_points(node, t, count, what, operand);
   }
 
-  bool qlinear_;
+  Mode mode_;
   Slots s_;
   std::optional<QPanels> packed_;
 };
@@ -105,14 +160,17 @@ class QMatMulKernel : public Kernel {
 }  // namespace
 
 void register_cpu_gemm_integer(KernelRegistry& r) {
-  r.add("MatMulInteger", dtypes_of_input({DType::Int8, DType::UInt8}),
-        KernelFactory([](const NodeSignature& sig) -> std::unique_ptr<Kernel> {
-          return std::make_unique<QMatMulKernel>(sig, false);
-        }));
-  r.add("QLinearMatMul", qlinear_matmul_support,
-        KernelFactory([](const NodeSignature& sig) -> std::unique_ptr<Kernel> {
-          return std::make_unique<QMatMulKernel>(sig, true);
-        }));
+  auto factory = [](Mode mode) {
+    return KernelFactory([mode](const NodeSignature& sig) -> std::unique_ptr<Kernel> {
+      return std::make_unique<QMatMulKernel>(sig, mode);
+    });
+  };
+  r.add("MatMulInteger", dtypes_of_input({DType::Int8, DType::UInt8}), factory(Mode::Integer));
+  r.add("QLinearMatMul", qlinear_matmul_support, factory(Mode::QLinear));
+  r.add("MatMulIntegerToFloat", dtypes_of_input({DType::Int8, DType::UInt8}),
+        factory(Mode::ToFloat), "com.microsoft");
+  r.add("DynamicQuantizeMatMul", dtypes_of_input({DType::Float32}), factory(Mode::DynamicToFloat),
+        "com.microsoft");
 }
 
 }  // namespace quilt::cpu

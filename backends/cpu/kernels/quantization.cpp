@@ -349,20 +349,29 @@ void run_dequantize(KernelContext& ctx) {
 
 // ---- DynamicQuantizeLinear ----
 
+void run_dynamic_quantize(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  uint8_t* y = ctx.output(0).data<uint8_t>();
+  const auto [scale, zp] = dynamic_quantize_u8(x.data<float>(), x.numel(), y, ctx.pool);
+  if (ctx.wants_output(1)) ctx.output(1).data<float>()[0] = scale;
+  if (ctx.wants_output(2)) ctx.output(2).data<uint8_t>()[0] = zp;
+}
+
+}  // namespace
+
 // uint8 quantization over [min(0, min x), max(0, max x)] in float32. When that range is empty
 // (x all zeros) the spec's formula divides by zero; like onnxruntime (whose formula onnx's
 // reference quotes) the scale is then 1. y and the zero point are 0 whatever the scale.
-void run_dynamic_quantize(KernelContext& ctx) {
-  const Tensor& x = ctx.input(0);
-  const float* xp = x.data<float>();
+std::pair<float, uint8_t> dynamic_quantize_u8(const float* xp, int64_t count, uint8_t* y,
+                                              const ThreadPool& pool) {
   // min(0, min x) and max(0, max x), NaNs skipped (as std::min/max with the bound first), over
   // chunks of the pool, eight lanes at a time.
-  const int64_t chunks = std::max<int64_t>(
-      1, std::min<int64_t>(ctx.pool.threads() * 4, x.numel() / kElementwiseGrain));
+  const int64_t chunks =
+      std::max<int64_t>(1, std::min<int64_t>(pool.threads() * 4, count / kElementwiseGrain));
   std::vector<float> los(static_cast<size_t>(chunks), 0.f), his(static_cast<size_t>(chunks), 0.f);
-  ctx.pool.parallel_for(chunks, 1, [&](int64_t cb, int64_t ce) {
+  pool.parallel_for(chunks, 1, [&](int64_t cb, int64_t ce) {
     for (int64_t c = cb; c < ce; ++c) {
-      const int64_t b = x.numel() * c / chunks, e = x.numel() * (c + 1) / chunks;
+      const int64_t b = count * c / chunks, e = count * (c + 1) / chunks;
       __m256 vlo = _mm256_setzero_ps(), vhi = _mm256_setzero_ps();
       int64_t i = b;
       for (; i + 8 <= e; i += 8) {
@@ -391,23 +400,22 @@ void run_dynamic_quantize(KernelContext& ctx) {
   const float scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
   const float zp_f = std::clamp(0.0f - lo / scale, 0.0f, 255.0f);
   const auto zp = static_cast<int64_t>(std::nearbyint(zp_f));
-  uint8_t* y = ctx.output(0).data<uint8_t>();
   const float zpf = static_cast<float>(zp);
-  ctx.pool.parallel_for(x.numel(), kElementwiseGrain, [&](int64_t b, int64_t e) {
+  pool.parallel_for(count, kElementwiseGrain, [&](int64_t b, int64_t e) {
     quantize_f32_run(xp + b, e - b, &scale, &zpf, 0, y + b);
   });
-  if (ctx.wants_output(1)) ctx.output(1).data<float>()[0] = scale;
-  if (ctx.wants_output(2)) ctx.output(2).data<uint8_t>()[0] = static_cast<uint8_t>(zp);
+  return {scale, static_cast<uint8_t>(zp)};
 }
 
-}  // namespace
-
 void register_cpu_quantization(KernelRegistry& r) {
-  r.add("QuantizeLinear", quantize_support, run_quantize);
-  r.add("DequantizeLinear", dequantize_support, run_dequantize);
+  for (const char* domain : {"", "com.microsoft"}) {
+    r.add("QuantizeLinear", quantize_support, run_quantize, domain);
+    r.add("DequantizeLinear", dequantize_support, run_dequantize, domain);
+  }
   r.add("DynamicQuantizeLinear", float_only(), run_dynamic_quantize);
   register_cpu_gemm_integer(r);
   register_cpu_conv_integer(r);
+  register_cpu_quantization_contrib(r);
 }
 
 }  // namespace quilt::cpu

@@ -190,7 +190,12 @@ inline void require_one_value(const KernelContext& ctx,
                     ErrorCode::NotImplemented);
 }
 
+// DynamicQuantizeLinear's uint8 quantization of x (count values) into y: its scale and zero point.
+std::pair<float, uint8_t> dynamic_quantize_u8(const float* x, int64_t count, uint8_t* y,
+                                              const ThreadPool& pool);
+
 void register_cpu_gemm_integer(KernelRegistry& r);
+void register_cpu_quantization_contrib(KernelRegistry& r);
 void register_cpu_conv_integer(KernelRegistry& r);
 
 }  // namespace quilt::cpu

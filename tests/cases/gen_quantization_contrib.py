@@ -1,0 +1,159 @@
+"""Cases of onnxruntime's com.microsoft quantized ops (what its quantizer writes in the QOperator
+and dynamic formats): QuantizeLinear, DequantizeLinear, QLinearAdd, QLinearMul, QLinearSigmoid,
+QLinearLeakyRelu, QLinearGlobalAveragePool, MatMulIntegerToFloat, DynamicQuantizeMatMul.
+
+The QLinear* ops' expected values are their documented semantics in numpy (dequantize in
+float32, the op, quantize with round half to even and saturation); every one is also run on
+onnxruntime and must agree with it within one quantization step (its kernels use other float
+formulas, so values at a rounding tie may land on the other side), else the generator stops.
+The float ops (MatMulIntegerToFloat, DynamicQuantizeMatMul) and com.microsoft Q/DQ take
+onnxruntime's outputs."""
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from casegen import Cases, rand, randint
+
+MS = "com.microsoft"
+f32 = np.float32
+
+
+class ContribCases(Cases):
+    def contrib(self, name, op_type, inputs, initializers=None, expected=None, out_type=None,
+                rtol=1e-4, atol=1e-5, max_step=1, **attrs):
+        initializers = initializers or {}
+        names = [k if not k.startswith("_") else "" for k in list(inputs) + list(initializers)]
+        node = helper.make_node(op_type, names, ["y"], name=name, domain=MS, **attrs)
+        feeds = {k: v for k, v in inputs.items() if not k.startswith("_")}
+        if out_type is None:
+            if expected is not None:
+                out_type = helper.np_dtype_to_tensor_dtype(expected.dtype)
+            elif op_type == "QuantizeLinear":
+                out_type = helper.np_dtype_to_tensor_dtype(initializers["z"].dtype)
+            else:
+                out_type = TensorProto.FLOAT
+        graph = helper.make_graph(
+            [node], name,
+            [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+             for k, v in feeds.items()],
+            [helper.make_tensor_value_info("y", out_type, None)],
+            [numpy_helper.from_array(v, k) for k, v in initializers.items()])
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid(MS, 1)])
+        m.ir_version = 8
+        import onnxruntime as ort
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        got = ort.InferenceSession(m.SerializeToString(), so,
+                                   providers=["CPUExecutionProvider"]).run(["y"], feeds)[0]
+        if expected is None:
+            expected = got
+        else:
+            diff = np.abs(got.astype(np.int64) - expected.astype(np.int64))
+            assert got.shape == expected.shape and diff.max(initial=0) <= max_step, (name, diff.max())
+        case = self.dir / name
+        data = case / "test_data_set_0"
+        data.mkdir(parents=True)
+        m.graph.output[0].CopyFrom(helper.make_tensor_value_info(
+            "y", helper.np_dtype_to_tensor_dtype(expected.dtype), expected.shape))
+        onnx.save(m, case / "model.onnx")
+        for i, (k, v) in enumerate(feeds.items()):
+            (data / f"input_{i}.pb").write_bytes(numpy_helper.from_array(v, k).SerializeToString())
+        (data / "output_0.pb").write_bytes(numpy_helper.from_array(expected, "y").SerializeToString())
+        (case / "tolerance").write_text(f"{rtol} {atol}\n")
+
+
+c = ContribCases("quantization_contrib")
+
+
+def q(shape, t):
+    info = np.iinfo(t)
+    return randint(*shape, low=info.min, high=info.max + 1, dtype=t)
+
+
+def quantize(v, scale, zp, t):
+    info = np.iinfo(t)
+    r = np.rint((v / f32(scale)).astype(f32)).astype(np.float64) + zp
+    return np.clip(r, info.min, info.max).astype(t)
+
+
+def deq(x, scale, zp):
+    return (x.astype(np.int32) - np.int32(zp)).astype(f32) * f32(scale)
+
+
+# ---- QLinearAdd / QLinearMul ----
+for t in (np.uint8, np.int8):
+    tn = np.dtype(t).name
+    zp = (lambda v: np.array(v, t))
+    for op, fn in (("QLinearAdd", np.add), ("QLinearMul", np.multiply)):
+        for shape_a, shape_b in (((3, 40), (3, 40)), ((2, 3, 17), (17,)), ((4, 1, 5), (1, 6, 1)),
+                                 ((70,), ())):
+            a, b = q(shape_a, t), q(shape_b, t)
+            az, bz, cz = zp(5 if t == np.int8 else 130), zp(-9 if t == np.int8 else 100), zp(3)
+            sa, sb = f32(0.05), f32(0.03)
+            sc = f32(0.08) if op == "QLinearAdd" else f32(0.6)
+            want = quantize(fn(deq(a, sa, az), deq(b, sb, bz)), sc, int(cz), t)
+            c.contrib(f"{op.lower()}_{tn}_{'x'.join(map(str, shape_a))}_{len(shape_b)}d", op,
+                      {"a": a, "as": np.array(sa), "az": az, "b": b, "bs": np.array(sb), "bz": bz,
+                       "cs": np.array(sc), "cz": cz}, expected=want)
+# ---- QLinearSigmoid / QLinearLeakyRelu: every input value ----
+for t in (np.uint8, np.int8):
+    tn = np.dtype(t).name
+    info = np.iinfo(t)
+    x = np.arange(info.min, info.max + 1, dtype=np.int64).astype(t).reshape(4, 64)
+    xz, yz = np.array(3 if t == np.int8 else 128, t), np.array(info.min if t == np.int8 else 0, t)
+    xs, ys = f32(0.06), f32(1 / 256)
+    d = deq(x, xs, xz).astype(np.float64)
+    want = quantize((1 / (1 + np.exp(-d))).astype(f32), ys, int(yz), t)
+    c.contrib(f"qlinearsigmoid_{tn}", "QLinearSigmoid",
+              {"x": x, "xs": np.array(xs), "xz": xz, "ys": np.array(ys), "yz": yz}, expected=want)
+    for alpha in (0.1, 0.01):
+        dx = deq(x, xs, xz)
+        want = quantize(np.where(dx >= 0, dx, dx * f32(alpha)).astype(f32), f32(0.04), 2, t)
+        c.contrib(f"qlinearleakyrelu_{tn}_{alpha}", "QLinearLeakyRelu",
+                  {"x": x, "xs": np.array(xs), "xz": xz, "ys": np.array(f32(0.04)),
+                   "yz": np.array(2, t)}, expected=want, alpha=alpha)
+
+# ---- QLinearGlobalAveragePool ----
+for t in (np.uint8, np.int8):
+    tn = np.dtype(t).name
+    for last in (0, 1):
+        x = q((2, 7, 5, 6) if not last else (2, 5, 6, 7), t)
+        xz, yz = np.array(10, t), np.array(-3 if t == np.int8 else 7, t)
+        xs, ys = f32(0.1), f32(0.02)
+        axes = (2, 3) if not last else (1, 2)
+        s = (x.astype(np.int64) - int(xz)).sum(axis=axes, keepdims=True).astype(np.float64)
+        v = s * np.float64(xs) / np.float64(30) / np.float64(ys)
+        info = np.iinfo(t)
+        want = np.clip(np.rint(v) + int(yz), info.min, info.max).astype(t)
+        c.contrib(f"qlinearglobalavgpool_{tn}_channels_last{last}", "QLinearGlobalAveragePool",
+                  {"x": x, "xs": np.array(xs), "xz": xz, "ys": np.array(ys), "yz": yz},
+                  expected=want, channels_last=last)
+
+# ---- MatMulIntegerToFloat / DynamicQuantizeMatMul (onnxruntime's float outputs) ----
+for ta, tb in ((np.uint8, np.int8), (np.uint8, np.uint8), (np.int8, np.int8)):
+    name = f"{np.dtype(ta).name}_{np.dtype(tb).name}"
+    a, b = q((3, 9, 70), ta), q((70, 33), tb)
+    c.contrib(f"matmulintegertofloat_{name}", "MatMulIntegerToFloat",
+              {"a": a}, initializers={"b": b, "as": np.array(f32(0.02)),
+                                      "bs": rand(33, low=0.01, high=0.03),
+                                      "az": np.array(7, ta), "bz": q((33,), tb),
+                                      "bias": rand(33)}, rtol=1e-5, atol=1e-4)
+c.contrib("matmulintegertofloat_runtime_b_no_zp", "MatMulIntegerToFloat",
+          {"a": q((5, 20), np.uint8), "b": q((20, 17), np.int8), "as": np.array(f32(0.1)),
+           "bs": np.array(f32(0.05))}, rtol=1e-5, atol=1e-4)
+c.contrib("dynamicquantizematmul", "DynamicQuantizeMatMul",
+          {"a": rand(4, 6, 64, low=-3, high=2)},
+          initializers={"b": q((64, 50), np.int8), "bs": rand(50, low=0.01, high=0.02),
+                        "bz": np.zeros(50, np.int8), "bias": rand(50)}, rtol=1e-4, atol=1e-3)
+c.contrib("dynamicquantizematmul_uint8_b", "DynamicQuantizeMatMul",
+          {"a": rand(7, 33, low=-1, high=1)},
+          initializers={"b": q((33, 16), np.uint8), "bs": np.array(f32(0.01)),
+                        "bz": np.array(128, np.uint8)}, rtol=1e-4, atol=1e-3)
+
+# ---- com.microsoft QuantizeLinear / DequantizeLinear ----
+c.contrib("ms_quantizelinear_per_axis", "QuantizeLinear",
+          {"x": rand(2, 4, 40, low=-2, high=2)},
+          initializers={"s": rand(4, low=0.01, high=0.02), "z": q((4,), np.int8)}, axis=1)
+c.contrib("ms_dequantizelinear", "DequantizeLinear", {"x": q((3, 50), np.uint8)},
+          initializers={"s": np.array(f32(0.03)), "z": np.array(9, np.uint8)})

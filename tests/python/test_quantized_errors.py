@@ -1,0 +1,99 @@
+"""Bad inputs to the quantized ops (integer GEMM, QLinear*, com.microsoft ops): Quilt refuses each
+with an error that names the node and says what is wrong, at session creation when the shapes
+are known then, else at run time."""
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import quilt
+
+U8, I8, F = TensorProto.UINT8, TensorProto.INT8, TensorProto.FLOAT
+
+
+def model(op, inputs, inits, out_type, domain="", **attrs):
+    """One node named "n" of op; inputs: (name, elem type, shape) fed at run time; inits:
+    name -> array (constants). The node's inputs are the inputs then the constants, in order,
+    "" for an absent optional one."""
+    names = [i[0] for i in inputs] + list(inits)
+    node = helper.make_node(op, [n if not n.startswith("_") else "" for n in names], ["y"],
+                            name="n", domain=domain, **attrs)
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
+        [helper.make_tensor_value_info("y", out_type, None)],
+        [numpy_helper.from_array(v, k) for k, v in inits.items() if not k.startswith("_")])
+    opsets = [helper.make_opsetid("", 21)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    m = helper.make_model(graph, opset_imports=opsets)
+    m.ir_version = 10
+    return m.SerializeToString()
+
+
+def u8(*s):
+    return np.zeros(s, np.uint8)
+
+
+def i8(*s):
+    return np.zeros(s, np.int8)
+
+
+def f32(v):
+    return np.array(v, np.float32)
+
+
+def qmm(bz):
+    return model("QLinearMatMul", [("a", U8, [3, 4])],
+                 {"as": f32(0.1), "az": np.array(1, np.uint8), "b": i8(4, 5), "bs": f32(0.1),
+                  "bz": bz, "ys": f32(0.2), "yz": np.array(0, np.uint8)}, U8)
+
+
+CASES = [
+    # (what, model bytes, feeds, words the message must hold)
+    ("MatMulInteger b_zero_point of 3 values for 5 columns",
+     model("MatMulInteger", [("a", U8, [2, 4])], {"b": u8(4, 5), "_az": None,
+                                                   "bz": np.zeros(3, np.uint8)}, TensorProto.INT32),
+     {"a": u8(2, 4)}, ["MatMulInteger", '"n"', "b_zero_point", "[3]", "5"]),
+    ("MatMulInteger zero point of the wrong type",
+     model("MatMulInteger", [("a", U8, [2, 4])], {"b": u8(4, 5), "az": np.array(1, np.int8)},
+           TensorProto.INT32),
+     {"a": u8(2, 4)}, ['"n"', "a_zero_point", "int8", "uint8"]),
+    ("QLinearMatMul b_zero_point per column of the wrong length", qmm(np.zeros(3, np.int8)),
+     {"a": u8(3, 4)}, ['"n"', "b_zero_point", "[3]", "5"]),
+    ("ConvInteger w_zero_point of the wrong length",
+     model("ConvInteger", [("x", U8, [1, 2, 5, 5])],
+           {"w": u8(4, 2, 3, 3), "xz": np.array(1, np.uint8), "wz": np.zeros(3, np.uint8)},
+           TensorProto.INT32),
+     {"x": u8(1, 2, 5, 5)}, ["ConvInteger", '"n"', "w_zero_point", "[3]", "4"]),
+    ("ConvInteger x_zero_point of several values",
+     model("ConvInteger", [("x", U8, [1, 2, 5, 5])],
+           {"w": u8(4, 2, 3, 3), "xz": np.zeros(2, np.uint8)}, TensorProto.INT32),
+     {"x": u8(1, 2, 5, 5)}, ['"n"', "x_zero_point", "[2]", "one value"]),
+    ("QLinearConv bias of the wrong length",
+     model("QLinearConv", [("x", U8, [1, 2, 5, 5])],
+           {"xs": f32(0.1), "xz": np.array(1, np.uint8), "w": i8(4, 2, 3, 3), "ws": f32(0.1),
+            "wz": np.array(0, np.int8), "ys": f32(0.2), "yz": np.array(0, np.uint8),
+            "b": np.zeros(3, np.int32)}, U8),
+     {"x": u8(1, 2, 5, 5)}, ["QLinearConv", '"n"', "B", "[3]", "[4]"]),
+    ("QLinearSigmoid zero point of the wrong type",
+     model("QLinearSigmoid", [("x", U8, [2, 3])],
+           {"xs": f32(0.1), "xz": np.array(1, np.int8), "ys": f32(0.1), "yz": np.array(0, np.uint8)},
+           U8, domain="com.microsoft"),
+     {"x": u8(2, 3)}, ["QLinearSigmoid", '"n"', "X_zero_point", "int8", "uint8"]),
+    ("QLinearGlobalAveragePool per-channel scale",
+     model("QLinearGlobalAveragePool", [("x", U8, [1, 3, 4, 4])],
+           {"xs": np.full(3, 0.1, np.float32), "xz": np.array(1, np.uint8), "ys": f32(0.1),
+            "yz": np.array(0, np.uint8)}, U8, domain="com.microsoft"),
+     {"x": u8(1, 3, 4, 4)}, ['"n"', "X_scale", "[3]", "expected a scalar"]),
+    ("MatMulIntegerToFloat bias of the wrong length",
+     model("MatMulIntegerToFloat", [("a", U8, [2, 4])],
+           {"b": i8(4, 5), "as": f32(0.1), "bs": f32(0.1), "_az": None, "_bz": None,
+            "bias": np.zeros(4, np.float32)}, F, domain="com.microsoft"),
+     {"a": u8(2, 4)}, ["MatMulIntegerToFloat", '"n"', "bias", "[4]", "5 values"]),
+]
+
+
+@pytest.mark.parametrize("what,blob,feeds,words", CASES, ids=[c[0] for c in CASES])
+def test_bad_quantized_inputs_name_the_node_and_the_problem(what, blob, feeds, words):
+    with pytest.raises(quilt.Error) as got:
+        quilt.Session(blob).run(feeds)
+    message = str(got.value)
+    for w in words:
+        assert w in message, message
