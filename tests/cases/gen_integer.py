@@ -151,6 +151,11 @@ conv_shapes = [  # (n, c_in, h, w, c_out, k, group, stride, pad, dilation)
     (1, 6, 10, 10, 12, 3, 3, 1, 2, 2),   # groups, dilation
     (1, 16, 13, 13, 33, 3, 1, 1, 1, 1),
     (1, 3, 20, 19, 48, 5, 1, 2, 2, 1),
+    # Maps large enough for chunks of output rows per thread (conv_integer.cpp), the chunks a
+    # whole number of 16-position panels (width 37: 16 rows) or not (the last one).
+    (1, 32, 70, 37, 5, 3, 1, 1, 1, 1),
+    (1, 8, 64, 64, 16, 3, 1, 1, 1, 1),
+    (1, 40, 96, 96, 7, 1, 1, 1, 0, 1),   # pointwise, chunked
 ]
 for i, (n, cin, h, wd, m, k, group, stride, pad, dil) in enumerate(conv_shapes):
     tx, tw = types[i % len(types)]
