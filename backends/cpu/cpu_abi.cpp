@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "backends/cpu/blas.hpp"
+#include "backends/cpu/qgemm.hpp"
 #include "backends/cpu/fusion.hpp"
 #include "backends/cpu/kernel.hpp"
 #include "core/backend_registry.hpp"
@@ -186,10 +187,11 @@ quilt_status_t device_info(void*, int32_t, quilt_device_info_t* info) {
       // loads OpenBLAS, which a session loads only if a kernel calls it.
       static const std::vector<std::string> strings = {
           std::to_string(std::thread::hardware_concurrency()), blas_core_description(),
-          std::to_string(KernelRegistry::builtin().op_types().size())};
-      static const char* keys[] = {"cores", "blas", "ops"};
-      static const char* values[] = {strings[0].c_str(), strings[1].c_str(), strings[2].c_str()};
-      info->num_properties = 3;
+          std::to_string(KernelRegistry::builtin().op_types().size()), qgemm_description()};
+      static const char* keys[] = {"cores", "blas", "ops", "int8 gemm"};
+      static const char* values[] = {strings[0].c_str(), strings[1].c_str(), strings[2].c_str(),
+                                     strings[3].c_str()};
+      info->num_properties = 4;
       info->property_keys = keys;
       info->property_values = values;
     }

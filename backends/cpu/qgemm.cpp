@@ -1,5 +1,6 @@
 #include "backends/cpu/qgemm.hpp"
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <algorithm>
@@ -378,6 +379,17 @@ const char* qisa_name(QIsa isa) {
       return "scalar";
   }
   return "?";
+}
+
+std::string qgemm_description() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  bool avx_vnni = false, amx_int8 = false;
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) amx_int8 = (d >> 25) & 1;
+  if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) avx_vnni = (a >> 4) & 1;
+  auto yes = [](bool v) { return v ? "yes" : "no"; };
+  return std::string(qisa_name(qgemm_isa())) + " (CPU: avx512-vnni " +
+         yes(best_isa() == QIsa::Avx512Vnni) + ", avx-vnni " + yes(avx_vnni) + ", amx-int8 " +
+         yes(amx_int8) + "; Quilt has no AVX-VNNI or AMX path)";
 }
 
 bool qisa_supported(QIsa isa) {

@@ -38,6 +38,9 @@ const char* qisa_name(QIsa isa);
 QIsa qgemm_isa();
 // Whether this CPU can run `isa`.
 bool qisa_supported(QIsa isa);
+// For `quilt devices`: the path in use and the integer instructions the CPU offers, e.g.
+// "avx512vnni (CPU: avx512-vnni yes, avx-vnni no, amx-int8 no)".
+std::string qgemm_description();
 
 // Bytes packed 16 columns x 4 depths at a time; columns past n and depths past k are zero.
 // Stored as uint8 or int8 (is_unsigned); sums[j] is column j's sum of the stored values.
