@@ -307,10 +307,10 @@ void infer_max_unpool(InferenceContext& ctx) {
 
 // ---- Gemm / MatMul ----
 
-void infer_gemm(InferenceContext& ctx) {
-  check_same_dtype(ctx, 2);
-  const auto& a = ctx.input_shape(0);
-  const auto& b = ctx.input_shape(1);
+// Gemm's (M, N) from A (input a), B (input b) and the optional C (input c), with transA/transB.
+std::vector<int64_t> gemm_shape(InferenceContext& ctx, size_t ai, size_t bi, size_t ci) {
+  const auto& a = ctx.input_shape(ai);
+  const auto& b = ctx.input_shape(bi);
   if (a.size() != 2) ctx.fail("A has shape " + ints_str(a) + ", expected a matrix (rank 2)");
   if (b.size() != 2) ctx.fail("B has shape " + ints_str(b) + ", expected a matrix (rank 2)");
   const bool ta = ctx.node().attr_int("transA", 0) != 0;
@@ -321,8 +321,8 @@ void infer_gemm(InferenceContext& ctx) {
     ctx.fail("A " + ints_str(a) + (ta ? " (transposed)" : "") + " and B " + ints_str(b) +
              (tb ? " (transposed)" : "") + " have inner dims " + std::to_string(ka) + " and " +
              std::to_string(kb) + ", expected equal");
-  if (ctx.has_input(2)) {
-    const auto& c = ctx.input_shape(2);
+  if (ctx.has_input(ci)) {
+    const auto& c = ctx.input_shape(ci);
     const std::vector<int64_t> mn = {m, n};
     bool ok = c.size() <= 2;
     for (size_t i = 0; ok && i < c.size(); ++i) {
@@ -333,7 +333,29 @@ void infer_gemm(InferenceContext& ctx) {
       ctx.fail("C has shape " + ints_str(c) +
                ", expected one that broadcasts to (M, N) = " + ints_str(mn));
   }
-  ctx.set_output(0, ctx.input_dtype(0), {m, n});
+  return {m, n};
+}
+
+void infer_gemm(InferenceContext& ctx) {
+  check_same_dtype(ctx, 2);
+  ctx.set_output(0, ctx.input_dtype(0), gemm_shape(ctx, 0, 1, 2));
+}
+
+// com.microsoft QGemm(A, a_scale, a_zero_point, B, b_scale, b_zero_point, C, y_scale,
+// y_zero_point): Gemm's shape; int8/uint8 of y_zero_point's type with y_scale, else float32.
+void infer_qgemm(InferenceContext& ctx) {
+  for (size_t i : {0, 3})
+    if (ctx.has_input(i) && ctx.input_dtype(i) != DType::Undefined &&
+        ctx.input_dtype(i) != DType::Int8 && ctx.input_dtype(i) != DType::UInt8)
+      ctx.fail(std::string(i == 0 ? "A" : "B") + " has dtype " + dtype_name(ctx.input_dtype(i)) +
+               ", expected int8 or uint8");
+  if (ctx.has_input(6) && ctx.input_dtype(6) != DType::Undefined &&
+      ctx.input_dtype(6) != DType::Int32)
+    ctx.fail("C has dtype " + std::string(dtype_name(ctx.input_dtype(6))) + ", expected int32");
+  const bool quantized = ctx.has_input(7);
+  DType out = DType::Float32;
+  if (quantized) out = ctx.has_input(8) ? ctx.input_dtype(8) : DType::UInt8;
+  ctx.set_output(0, out, gemm_shape(ctx, 0, 3, 6));
 }
 
 // MatMul's shape; MatMulInteger (A, B of int8/uint8 with zero points) gives int32;
@@ -443,6 +465,11 @@ void register_nn_schemas(SchemaRegistry& r) {
          .min_inputs = 4,
          .max_inputs = 7,
          .infer = infer_matmul});
+  r.add({.op_type = "QGemm",
+         .domain = "com.microsoft",
+         .min_inputs = 6,
+         .max_inputs = 9,
+         .infer = infer_qgemm});
   r.add({.op_type = "DynamicQuantizeMatMul",
          .domain = "com.microsoft",
          .min_inputs = 3,

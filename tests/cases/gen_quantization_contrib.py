@@ -157,3 +157,31 @@ c.contrib("ms_quantizelinear_per_axis", "QuantizeLinear",
           initializers={"s": rand(4, low=0.01, high=0.02), "z": q((4,), np.int8)}, axis=1)
 c.contrib("ms_dequantizelinear", "DequantizeLinear", {"x": q((3, 50), np.uint8)},
           initializers={"s": np.array(f32(0.03)), "z": np.array(9, np.uint8)})
+
+# ---- QGemm: requantized (the spec-style numpy reference, onnxruntime within one step) and float
+for ta, tb, trans_b, ty in ((np.uint8, np.int8, 1, np.uint8), (np.int8, np.int8, 0, np.int8),
+                            (np.uint8, np.uint8, 1, np.uint8)):
+    name = f"{np.dtype(ta).name}_{np.dtype(tb).name}_transb{trans_b}"
+    m, k, n = 6, 50, 21
+    a = q((m, k), ta)
+    b = q((n, k) if trans_b else (k, n), tb)
+    bmat = b.T if trans_b else b
+    az, bz = np.array(3, ta), q((n,), tb)
+    c_bias = randint(n, low=-3000, high=3000, dtype=np.int32)
+    a_s, b_s, y_s, alpha = f32(0.02), rand(n, low=0.01, high=0.02), f32(0.7), 0.5
+    yz = np.array(5, ty)
+    acc = ((a.astype(np.int64) - int(az)) @ (bmat.astype(np.int64) - bz.astype(np.int64))
+           + c_bias.astype(np.int64))
+    mult = ((f32(alpha) * a_s) * b_s / y_s).astype(f32)
+    info = np.iinfo(ty)
+    want = np.clip(np.rint(acc * mult.astype(np.float64)) + int(yz), info.min, info.max).astype(ty)
+    c.contrib(f"qgemm_{name}", "QGemm", {"a": a},
+              initializers={"as": np.array(a_s), "az": az, "b": b, "bs": b_s, "bz": bz,
+                            "c": c_bias, "ys": np.array(y_s), "yz": yz},
+              expected=want, alpha=alpha, transB=trans_b)
+c.contrib("qgemm_float_output", "QGemm", {"a": q((5, 40), np.uint8)},
+          initializers={"as": np.array(f32(0.03)), "az": np.array(128, np.uint8),
+                        "b": q((40, 19), np.int8), "bs": np.array(f32(0.01)),
+                        "bz": np.array(0, np.int8), "c": randint(19, low=-500, high=500,
+                                                                 dtype=np.int32)},
+          rtol=1e-5, atol=1e-4)
