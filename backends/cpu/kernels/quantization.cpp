@@ -99,36 +99,6 @@ std::string quantize_support(const NodeSignature& sig) {
   return reason;
 }
 
-// saturate(round_half_even(x[i] / scale) + zp) for float32 x into int8/uint8, 32 at a time: the
-// same division (correctly rounded) and rounding as saturate_round, NaN giving the zero point.
-// scale and zp hold one value (step 0) or one per element (step 1, a blocked layout).
-template <class Y>
-void quantize_f32_run(const float* x, int64_t n, const float* scale, const float* zp, int step,
-                      Y* y) {
-  constexpr bool u8 = std::is_same_v<Y, uint8_t>;
-  const __m256 lo = _mm256_set1_ps(u8 ? 0.f : -128.f), hi = _mm256_set1_ps(u8 ? 255.f : 127.f);
-  auto eight = [&](int64_t i) {
-    const __m256 s = step ? _mm256_loadu_ps(scale + i) : _mm256_set1_ps(scale[0]);
-    const __m256 z = step ? _mm256_loadu_ps(zp + i) : _mm256_set1_ps(zp[0]);
-    __m256 q = _mm256_div_ps(_mm256_loadu_ps(x + i), s);
-    q = _mm256_and_ps(q, _mm256_cmp_ps(q, q, _CMP_ORD_Q));  // NaN -> 0
-    q = _mm256_round_ps(q, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    q = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(q, z), lo), hi);
-    return _mm256_cvtps_epi32(q);
-  };
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    // In range already, so the saturating packs only narrow; then undo their lane interleave.
-    const __m256i ab = _mm256_packs_epi32(eight(i), eight(i + 8));
-    const __m256i cd = _mm256_packs_epi32(eight(i + 16), eight(i + 24));
-    const __m256i v = u8 ? _mm256_packus_epi16(ab, cd) : _mm256_packs_epi16(ab, cd);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i),
-                        _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
-  }
-  for (; i < n; ++i)
-    y[i] = saturate_round<Y>(x[i] / scale[step ? i : 0], static_cast<int64_t>(zp[step ? i : 0]));
-}
-
 template <class Y>
 void quantize(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
@@ -358,6 +328,41 @@ void run_dynamic_quantize(KernelContext& ctx) {
 }
 
 }  // namespace
+
+// saturate(round_half_even(x[i] / scale) + zp) for float32 x into int8/uint8, 32 at a time: the
+// same division (correctly rounded) and rounding as saturate_round, NaN giving the zero point.
+// scale and zp hold one value (step 0) or one per element (step 1, a blocked layout).
+template <class Y>
+void quantize_f32_run(const float* x, int64_t n, const float* scale, const float* zp, int step,
+                      Y* y) {
+  constexpr bool u8 = std::is_same_v<Y, uint8_t>;
+  const __m256 lo = _mm256_set1_ps(u8 ? 0.f : -128.f), hi = _mm256_set1_ps(u8 ? 255.f : 127.f);
+  auto eight = [&](int64_t i) {
+    const __m256 s = step ? _mm256_loadu_ps(scale + i) : _mm256_set1_ps(scale[0]);
+    const __m256 z = step ? _mm256_loadu_ps(zp + i) : _mm256_set1_ps(zp[0]);
+    __m256 q = _mm256_div_ps(_mm256_loadu_ps(x + i), s);
+    q = _mm256_and_ps(q, _mm256_cmp_ps(q, q, _CMP_ORD_Q));  // NaN -> 0
+    q = _mm256_round_ps(q, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    q = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(q, z), lo), hi);
+    return _mm256_cvtps_epi32(q);
+  };
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    // In range already, so the saturating packs only narrow; then undo their lane interleave.
+    const __m256i ab = _mm256_packs_epi32(eight(i), eight(i + 8));
+    const __m256i cd = _mm256_packs_epi32(eight(i + 16), eight(i + 24));
+    const __m256i v = u8 ? _mm256_packus_epi16(ab, cd) : _mm256_packs_epi16(ab, cd);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i),
+                        _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  }
+  for (; i < n; ++i)
+    y[i] = saturate_round<Y>(x[i] / scale[step ? i : 0], static_cast<int64_t>(zp[step ? i : 0]));
+}
+
+template void quantize_f32_run<uint8_t>(const float*, int64_t, const float*, const float*, int,
+                                        uint8_t*);
+template void quantize_f32_run<int8_t>(const float*, int64_t, const float*, const float*, int,
+                                       int8_t*);
 
 // uint8 quantization over [min(0, min x), max(0, max x)] in float32. When that range is empty
 // (x all zeros) the spec's formula divides by zero; like onnxruntime (whose formula onnx's

@@ -190,6 +190,12 @@ inline void require_one_value(const KernelContext& ctx,
                     ErrorCode::NotImplemented);
 }
 
+// y[i] = saturate(round_half_even(x[i] / scale) + zp) into int8/uint8 (Y), vectorised; scale
+// and zp hold one value (step 0) or n (step 1). NaN gives the zero point.
+template <class Y>
+void quantize_f32_run(const float* x, int64_t n, const float* scale, const float* zp, int step,
+                      Y* y);
+
 // DynamicQuantizeLinear's uint8 quantization of x (count values) into y: its scale and zero point.
 std::pair<float, uint8_t> dynamic_quantize_u8(const float* x, int64_t count, uint8_t* y,
                                               const ThreadPool& pool);
