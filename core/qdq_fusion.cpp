@@ -437,6 +437,20 @@ class Fuser {
     n.index = mm.index;
     dead_.insert(cast);
     dead_.insert(mul);
+    // A following Add of a constant row of N floats (the layer's bias) becomes the op's bias.
+    auto ra = readers_.find(mn.outputs[0]);
+    if (!graph_outputs_.count(mn.outputs[0]) && ra != readers_.end() && ra->second.size() == 1) {
+      const Node& an = g_.nodes[ra->second[0]];
+      if (is_op(an, "Add")) {
+        const std::string& bias = an.inputs[0] == mn.outputs[0] ? an.inputs[1] : an.inputs[0];
+        const Tensor* bt = constant(bias);
+        if (bt && bt->dtype() == DType::Float32 && bt->rank() == 1 && bt->dim(0) == b->dim(1)) {
+          n.inputs.push_back(bias);
+          n.outputs = {an.outputs[0]};
+          dead_.insert(ra->second[0]);
+        }
+      }
+    }
     g_.nodes[i] = std::move(n);
     // The scale product and the dynamic quantization go when nothing else reads them.
     created_.insert(sn.outputs[0]);

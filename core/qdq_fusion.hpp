@@ -10,7 +10,7 @@
 //   DQ(x) -> MaxPool -> Q (the same scale and zero point)  =>  MaxPool on the integers
 //
 // and the dynamic pattern DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul(scale product)
-// => com.microsoft.DynamicQuantizeMatMul. A group is fused only when its scales and zero
+// [-> Add(constant bias row)] => com.microsoft.DynamicQuantizeMatMul. A group is fused only when its scales and zero
 // points are per-tensor constants (per-channel for the weights), the types are int8/uint8, and
 // no one else reads the float values it removes; DequantizeLinear nodes left without readers
 // are removed. The fused node keeps the float op's name.

@@ -118,6 +118,13 @@ c.model("dynamic_matmul__com.microsoft.DynamicQuantizeMatMul", nodes,
         {"x": rand(2, 7, 32, low=-3, high=3)}, ["y"],
         {"w": w, "w_z": np.array(0, I8), "w_s": np.array(0.01, f32)}, opset=OPSET, rtol=1e-4,
         atol=1e-3)
+# ... with the layer's bias added after (fused as the op's bias).
+nodes[-1] = helper.make_node("Mul", ["acc_f", "scale"], ["y_nobias"])
+nodes.append(helper.make_node("Add", ["y_nobias", "bias"], ["y"]))
+c.model("dynamic_matmul_bias__com.microsoft.DynamicQuantizeMatMul", nodes,
+        {"x": rand(3, 32, low=-3, high=3)}, ["y"],
+        {"w": w, "w_z": np.array(0, I8), "w_s": np.array(0.01, f32), "bias": rand(20)},
+        opset=OPSET, rtol=1e-4, atol=1e-3)
 
 # ---- groups that must stay unfused: a float value read elsewhere too, per-tensor Q missing ----
 xn, xi = qdq("x", 0.05, (128, U8), "x")
