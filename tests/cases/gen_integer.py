@@ -156,6 +156,11 @@ conv_shapes = [  # (n, c_in, h, w, c_out, k, group, stride, pad, dilation)
     (1, 32, 70, 37, 5, 3, 1, 1, 1, 1),
     (1, 8, 64, 64, 16, 3, 1, 1, 1, 1),
     (1, 40, 96, 96, 7, 1, 1, 1, 0, 1),   # pointwise, chunked
+    # depthwise (the direct loop): strided and dilated, every operand type pair
+    (2, 6, 11, 10, 6, 3, 6, 2, 1, 2),
+    (1, 5, 9, 8, 5, 5, 5, 2, 2, 1),
+    (1, 4, 7, 7, 4, 3, 4, 1, 0, 1),
+    (1, 3, 6, 9, 3, 3, 3, 3, 1, 1),
 ]
 for i, (n, cin, h, wd, m, k, group, stride, pad, dil) in enumerate(conv_shapes):
     tx, tw = types[i % len(types)]

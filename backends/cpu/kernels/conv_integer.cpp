@@ -142,6 +142,7 @@ class QConvKernel : public Kernel {
       mult = requant_multipliers(ctx.input(1), ctx.input(4), ctx.input(6), c_out);
       store.kind = y.dtype() == DType::Int8 ? QStore::Kind::Int8 : QStore::Kind::UInt8;
       store.per_row_scale = true;
+      store.scale = mult.data();
       store.zero_point = int_values(&ctx.input(7), 1)[0];
       if (const Tensor* b = ctx.optional_input(8)) {
         if (b->dtype() != DType::Int32 || b->numel() != c_out)
@@ -154,6 +155,13 @@ class QConvKernel : public Kernel {
     }
     store.ldc = pixels;
 
+    // Depthwise convs (one input and one output channel per group): a direct loop per
+    // channel; the GEMM would see one-row products.
+    if (cg == 1 && mg == 1) {
+      const auto* wp = static_cast<const uint8_t*>(w.raw_data());
+      return depthwise(ctx, g, batch * c_out, c_out, xp_of(x), x_signed, x_zp[0], wp, w_signed,
+                       w_zp, store, y, esize);
+    }
     // Pointwise convs read their input planes as they are; others unfold them first.
     const bool pointwise =
         kvol == 1 && g.in == g.out && g.stride == Dims3{1, 1, 1} && g.pad == Dims3{0, 0, 0};
@@ -215,6 +223,85 @@ class QConvKernel : public Kernel {
   }
 
  private:
+  // out[ow] += (x[ow * step] - zp) * w for ow in [lo, hi); step 1 apart so that it vectorises.
+  template <class T>
+  static void depthwise_row(const T* __restrict x, int64_t step, int64_t lo, int64_t hi, int32_t zp,
+                            int32_t w, int32_t* __restrict out) {
+    if (step == 1)
+      for (int64_t i = lo; i < hi; ++i) out[i] += (int32_t{x[i]} - zp) * w;
+    else
+      for (int64_t i = lo; i < hi; ++i) out[i] += (int32_t{x[i * step]} - zp) * w;
+  }
+
+  static const uint8_t* xp_of(const Tensor& x) { return static_cast<const uint8_t*>(x.raw_data()); }
+
+  // planes = batch * channels planes of x, each convolved with its channel's kernel:
+  // acc = sum (x - x_zp) (w - w_zp[c]) (+ bias[c]) over the window (padding contributes 0),
+  // then stored as int32 or requantized per `store` (per-channel scale).
+  static void depthwise(KernelContext& ctx, const Geometry& g, int64_t planes, int64_t channels,
+                        const uint8_t* xp, bool x_signed, int32_t x_zp, const uint8_t* wp,
+                        bool w_signed, const std::vector<int32_t>& w_zp, const QStore& store,
+                        Tensor& y, size_t esize) {
+    const int64_t in_plane = g.in_size(), out_plane = g.out_size(), kvol = g.kernel_size();
+    ctx.pool.parallel_for(planes, 1, [&](int64_t lo, int64_t hi) {
+      std::vector<int32_t> acc(static_cast<size_t>(out_plane));
+      for (int64_t pl = lo; pl < hi; ++pl) {
+        const int64_t c = pl % channels;
+        const int32_t bias = store.bias ? store.bias[c] : 0;
+        std::fill(acc.begin(), acc.end(), bias);
+        const int32_t wz = w_zp[w_zp.size() == 1 ? 0 : static_cast<size_t>(c)];
+        const uint8_t* xc = xp + pl * in_plane;
+        for (int64_t kd = 0; kd < g.kernel[0]; ++kd)
+          for (int64_t kh = 0; kh < g.kernel[1]; ++kh)
+            for (int64_t kw = 0; kw < g.kernel[2]; ++kw) {
+              const int64_t kidx = (kd * g.kernel[1] + kh) * g.kernel[2] + kw;
+              const uint8_t wb = wp[c * kvol + kidx];
+              const int32_t wv = (w_signed ? int32_t{static_cast<int8_t>(wb)} : int32_t{wb}) - wz;
+              if (wv == 0) continue;
+              const auto [wlo, whi] = g.w_ranges[static_cast<size_t>(kw)];
+              const int64_t off_w = kw * g.dilation[2] - g.pad[2];
+              for (int64_t od = 0; od < g.out[0]; ++od) {
+                const int64_t id = od * g.stride[0] - g.pad[0] + kd * g.dilation[0];
+                if (id < 0 || id >= g.in[0]) continue;
+                for (int64_t oh = 0; oh < g.out[1]; ++oh) {
+                  const int64_t ih = oh * g.stride[1] - g.pad[1] + kh * g.dilation[1];
+                  if (ih < 0 || ih >= g.in[1]) continue;
+                  const uint8_t* row = xc + (id * g.in[1] + ih) * g.in[2];
+                  int32_t* out = acc.data() + (od * g.out[1] + oh) * g.out[2];
+                  const int64_t st = g.stride[2];
+                  const uint8_t* r = row + off_w;
+                  // Stride 1 apart (contiguous, vectorised) and x's signedness as a type.
+                  if (x_signed)
+                    depthwise_row(reinterpret_cast<const int8_t*>(r), st, wlo, whi, x_zp, wv, out);
+                  else
+                    depthwise_row(r, st, wlo, whi, x_zp, wv, out);
+                }
+              }
+            }
+        uint8_t* yb = static_cast<uint8_t*>(y.raw_data()) + pl * out_plane * esize;
+        switch (store.kind) {
+          case QStore::Kind::Int32:
+            std::copy(acc.begin(), acc.end(), reinterpret_cast<int32_t*>(yb));
+            break;
+          case QStore::Kind::UInt8:
+          case QStore::Kind::Int8: {
+            const double m = store.scale[c];
+            const int64_t zp = store.zero_point;
+            const int32_t* a = acc.data();
+            if (store.kind == QStore::Kind::UInt8)
+              for (int64_t i = 0; i < out_plane; ++i) yb[i] = saturate_round<uint8_t>(a[i] * m, zp);
+            else
+              for (int64_t i = 0; i < out_plane; ++i)
+                reinterpret_cast<int8_t*>(yb)[i] = saturate_round<int8_t>(a[i] * m, zp);
+            break;
+          }
+          case QStore::Kind::Float32:
+            break;  // not used by convolutions
+        }
+      }
+    });
+  }
+
   bool qlinear_;
   Slots s_;
   std::optional<QRows> weights_;
