@@ -7,7 +7,8 @@ QLinearMatMul (128 x 768 x 3072, constant weights), the float32 MatMul of the sa
 ConvInteger / QLinearConv / float32 Conv (64 -> 64 channels, 3x3, 56x56), QuantizeLinear and
 DequantizeLinear on 16 MiB (per tensor and per axis) and DynamicQuantizeLinear. Each round times
 --calls runs of one runtime; rounds alternate between the runtimes so a noisy neighbour hits
-both alike. Prints the median of the rounds per call (ms), Quilt/onnxruntime (of the medians
+both alike (onnxruntime's threads do not spin between runs, so they leave the cores to Quilt's
+round). Prints the median of the rounds per call (ms), Quilt/onnxruntime (of the medians
 and of the fastest rounds), GB/s per thread
 for the (de)quantize ops, the CPU model and the integer GEMM path Quilt used (QUILT_CPU_ISA
 forces one). The machine may be shared: read the ratios, not the absolute times.
@@ -122,6 +123,9 @@ def main():
             continue
         so = onnxruntime.SessionOptions()
         so.intra_op_num_threads = args.threads
+        # Its threads would otherwise spin after each run, taking the cores from Quilt's next
+        # round on a small machine.
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
         ort = onnxruntime.InferenceSession(blob, so, providers=["CPUExecutionProvider"])
         qso = qort.SessionOptions()
         qso.intra_op_num_threads = args.threads

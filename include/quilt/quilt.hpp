@@ -276,7 +276,9 @@ struct SessionOptions {
   // to initializers, BatchNormalization folded into the Conv/ConvTranspose/Gemm before it,
   // written-out activations (HardSwish, HardSigmoid, Gelu, Mish, Swish) and normalisations
   // (LayerNormalization, RMSNormalization, Softmax) back to one op, MatMul + Add to Gemm.
-  // Results equal level 0's up to rounding; PlanReport::rewrites counts what was rewritten.
+  // Results equal level 0's up to rounding, except QDQ groups, which become quantized ops
+  // (integer math, as onnxruntime runs them: a value at a rounding tie may land one
+  // quantization step away); PlanReport::rewrites counts what was rewritten.
   int optimization_level = 1;
   // What this session logs to stderr. Plugins' own messages name no session: they are shown up
   // to the most verbose level among the sessions alive at the time.
