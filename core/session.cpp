@@ -9,7 +9,6 @@
 #include "core/onnx_import.hpp"
 #include "core/optimize/optimize.hpp"
 #include "core/parse_int.hpp"
-#include "core/qdq_fusion.hpp"
 #include "core/validate.hpp"
 #include "quilt/quilt.hpp"
 
@@ -208,12 +207,6 @@ std::shared_ptr<Session::Impl> make_impl(std::unique_ptr<Model> model,
       throw Error(ErrorCode::InvalidArgument, "node '" + node + "' is pinned to '" + backend +
                                                   "', which is not in SessionOptions.backends");
     plan_options.pinned[node] = found;
-  }
-  // QDQ groups become quantized ops (integer math) from optimization level 1; pinning, a
-  // debugging aid, runs the graph as written.
-  if (options.optimization_level >= 1 && options.pinned_nodes.empty()) {
-    if (const int fused = fuse_qdq(impl->model->graph))
-      impl->logger.info("QDQ fusion: " + std::to_string(fused) + " groups run as quantized ops");
   }
   impl->plan = std::make_unique<ExecutionPlan>(*impl->model, impl->devices, plan_options);
   return impl;

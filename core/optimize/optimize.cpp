@@ -28,6 +28,9 @@ const std::vector<Pass>& passes() {
   static const std::vector<Pass> list = {
       {optimize::constants_to_initializers, {"constant nodes"}},
       {optimize::inline_constant_ifs, {"constant if"}, /*until_done=*/true},
+      {optimize::fuse_qdq,
+       {"qdq conv", "qdq matmul", "qdq gemm", "qdq add", "qdq mul", "qdq sigmoid", "qdq leakyrelu",
+        "qdq globalaveragepool", "qdq maxpool", "dynamic matmul"}},
       {optimize::matmul_add_to_gemm, {"matmul+add into gemm"}},
       {optimize::fold_batch_norms,
        {"batchnorm into conv", "batchnorm into convtranspose", "batchnorm into gemm"}},

@@ -181,6 +181,7 @@ bool keeps_shape(const Rewriter& r, const std::string& x, const std::string& out
 // The passes, in the order the pipeline runs them (core/optimize/optimize.cpp).
 void constants_to_initializers(Rewriter& r);  // constants.cpp
 void inline_constant_ifs(Rewriter& r);        // control_flow.cpp
+void fuse_qdq(Rewriter& r);                   // qdq.cpp
 void matmul_add_to_gemm(Rewriter& r);         // gemm.cpp
 void fold_batch_norms(Rewriter& r);           // batchnorm.cpp
 void fuse_activations(Rewriter& r);           // activations.cpp

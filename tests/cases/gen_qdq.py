@@ -1,4 +1,4 @@
-"""Cases of the QDQ fusion (core/qdq_fusion.cpp): models in onnxruntime's QDQ format, float in
+"""Cases of the QDQ fusion (core/optimize/qdq.cpp): models in onnxruntime's QDQ format, float in
 and out. case_runner runs each at optimization level 0 (the graph as written: DequantizeLinear,
 the float op, QuantizeLinear) and 1 (fused into the quantized op), against onnxruntime with its
 graph optimizations off (the unfused float arithmetic). The two can differ by one step of the
