@@ -355,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
             info = handle.info.remote().result()
         except Exception as e:
             print(f"quilt.serve: deploying {args.model} failed: {e}", file=sys.stderr)
-            _cleanup(args, local)
+            _cleanup(args, local, failed=True)
             return 1
         batching = (f"batching along dim 0 ({info['batch_dim']}), up to {args.max_batch_size} rows"
                     if info["batching"] else f"no batching ({info['batching_refused']})")
@@ -371,12 +371,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
 
-def _cleanup(args, local: bool) -> None:
+def _cleanup(args, local: bool, failed: bool = False) -> None:
+    """Stops what this command started: the local instance, or the application on the cluster
+    (kept with --detach, unless it failed to deploy)."""
     import ray
     try:
         if local:
             serve.shutdown()
-        elif not args.detach:
+        elif failed or not args.detach:
             serve.delete(args.name)
     finally:
         ray.shutdown()
