@@ -195,11 +195,17 @@ def find_batch_dim(inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec],
             + ", ".join(first))
 
 
-def batchable_model(model: str | bytes, symbol: str) -> bytes:
+class BatchRefused(Exception):
+    """Why a model is served without batching (batchable_model)."""
+
+
+def batchable_model(model: str | bytes, symbol: str, fixed_dims: Mapping[str, int] | None = None) -> bytes:
     """The model with its fixed leading 1 made the symbolic dim `symbol`: graph inputs and
     outputs, and the constant shapes of Reshape nodes that start with 1 (now 0, "copy the
     input's dim", with allowzero off, which means the same for shapes without zeros). Whether
-    this batches correctly is checked by running it (ModelServer), not assumed."""
+    this batches correctly is checked by running it (ModelServer), not assumed. Raises
+    BatchRefused when the leading 1 is a symbolic dim that fixed_dims fixes (the session shows
+    it as 1)."""
     try:
         import onnx
         from onnx import numpy_helper
@@ -207,6 +213,10 @@ def batchable_model(model: str | bytes, symbol: str) -> bytes:
         raise RuntimeError("batching a model with a fixed batch of 1 needs the onnx package "
                            "(pip install onnx) to rewrite its batch dim") from e
     proto = onnx.load_model_from_string(model) if isinstance(model, bytes) else onnx.load(model)
+    for value in list(proto.graph.input) + list(proto.graph.output):
+        dim = value.type.tensor_type.shape.dim[0]
+        if dim.HasField("dim_param") and dim.dim_param in (fixed_dims or {}):
+            raise BatchRefused(f"fixed_dims sets the batch dim '{dim.dim_param}' to {fixed_dims[dim.dim_param]}")
     for value in list(proto.graph.input) + list(proto.graph.output):
         dim = value.type.tensor_type.shape.dim[0]
         dim.Clear()
@@ -425,14 +435,20 @@ class ModelServer:
             if isinstance(found, str):
                 self.batching_refused = found
             elif found.rewritten:
-                runner = None  # one session of a large model at a time
-                batched = make(batchable_model(source, found.symbol), options, data_dir)
-                self.batching_refused = self._check_batching(batched, found)
-                if self.batching_refused:
-                    runner = make(source, options, data_dir)
+                try:
+                    rewritten = batchable_model(source, found.symbol, options.get("fixed_dims"))
+                except BatchRefused as e:
+                    self.batching_refused = str(e)
                 else:
-                    runner, self.batch = batched, found
-                del batched
+                    runner = None  # one session of a large model at a time
+                    batched = make(rewritten, options, data_dir)
+                    del rewritten
+                    self.batching_refused = self._check_batching(batched, found)
+                    if self.batching_refused:
+                        runner = make(source, options, data_dir)
+                    else:
+                        runner, self.batch = batched, found
+                    del batched
             else:
                 self.batch = found
         self.runner = runner

@@ -181,29 +181,35 @@ def app(model: str | os.PathLike, *, engine: str = "quilt", replicas: int = 1, t
         num_cpus: float | None = None, batching: bool = True, max_batch_size: int = 8,
         batch_wait_ms: float = 5.0, max_ongoing_requests: int | None = None,
         max_replicas_per_node: int | None = None, health_check_period_s: float = 10.0,
-        warmup: bool = True, name: str = "quilt", **session_options) -> serve.Application:
+        max_constructor_retries: int = 3, warmup: bool = True, name: str = "quilt",
+        **session_options) -> serve.Application:
     """A Ray Serve application serving `model` (a path each replica can read).
 
     threads: Quilt's CPU threads per replica; each replica reserves `num_cpus` of Ray's CPUs
     (default: threads). session_options: the other fields of quilt.Session (backends,
     cpu_fallback, pinned_nodes, partition_cost_rule, plugins, backend_options, fixed_dims,
     optimization_level, log_level). batching: @serve.batch along the batch dim, up to
-    max_batch_size rows, waiting at most batch_wait_ms for a batch to fill. Quilt has no
-    precision option: a model runs in the types it was exported with."""
+    max_batch_size rows, waiting at most batch_wait_ms for a batch to fill. A replica whose
+    model does not load is started again up to max_constructor_retries times (Ray Serve's
+    default, 20, keeps a cluster busy for minutes with a model that cannot load) before the
+    deployment fails. Quilt has no precision option: a model runs in the types it was
+    exported with."""
     known = _session_option_names() - {"threads"}
     unknown = sorted(set(session_options) - known)
     if unknown:
         raise TypeError(f"unknown option {', '.join(unknown)} (quilt.Session's options: {', '.join(sorted(known))})")
     if engine not in ("quilt", "onnxruntime"):
         raise ValueError(f"unknown engine '{engine}' (known: quilt, onnxruntime)")
-    if int(replicas) < 1 or int(max_batch_size) < 1 or int(threads) < 0:
-        raise ValueError("replicas and max_batch_size must be at least 1, threads at least 0")
+    if int(replicas) < 1 or int(max_batch_size) < 1 or int(threads) < 0 or int(max_constructor_retries) < 1:
+        raise ValueError("replicas, max_batch_size and max_constructor_retries must be at least 1, "
+                         "threads at least 0")
     path = os.path.abspath(os.fspath(model))
     options: dict[str, Any] = {"threads": int(threads), **session_options}
     ongoing = max_ongoing_requests or (max(5, 2 * int(max_batch_size)) if batching else 5)
     deployment = QuiltModel.options(
         name=name, num_replicas=int(replicas), max_ongoing_requests=int(ongoing),
         health_check_period_s=float(health_check_period_s),
+        max_constructor_retry_count=int(max_constructor_retries),
         ray_actor_options={"num_cpus": float(num_cpus if num_cpus is not None else max(int(threads), 1))},
         **({"max_replicas_per_node": int(max_replicas_per_node)} if max_replicas_per_node else {}))
     return deployment.bind(path, engine, options, bool(batching), int(max_batch_size),
@@ -217,7 +223,7 @@ def build_app(args: dict[str, str]) -> serve.Application:
     if "model" not in args:
         raise ValueError("build_app needs model=PATH")
     ints = {"replicas", "threads", "max_batch_size", "max_ongoing_requests", "max_replicas_per_node",
-            "optimization_level"}
+            "max_constructor_retries", "optimization_level"}
     floats = {"num_cpus", "batch_wait_ms", "health_check_period_s"}
     bools = {"batching", "warmup", "cpu_fallback", "partition_cost_rule"}
     lists = {"backends", "plugins"}
@@ -256,7 +262,9 @@ def _parser() -> argparse.ArgumentParser:
                "and the quilt package) and is deleted when this command ends, unless --detach.")
     p.add_argument("model", help="the ONNX model (a path every replica's node can read)")
     p.add_argument("--replicas", type=int, default=1, help="number of replicas (default 1)")
-    p.add_argument("--port", type=int, default=8000, help="HTTP port of Ray Serve's proxies (default 8000)")
+    p.add_argument("--port", type=int, default=8000,
+                   help="HTTP port of Ray Serve's proxies (default 8000; on a cluster where Serve "
+                        "already runs, its proxies keep the port they have)")
     p.add_argument("--host", default="127.0.0.1", help="HTTP host of the proxies (default 127.0.0.1; "
                                                        "0.0.0.0 to listen on every interface)")
     p.add_argument("--address", help="an existing Ray cluster (HOST:PORT of its head's GCS, or 'auto'); "
@@ -290,6 +298,8 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--proxy-location", choices=["EveryNode", "HeadOnly", "Disabled"], default="EveryNode",
                    help="where Ray Serve runs HTTP proxies (default EveryNode)")
     b.add_argument("--health-check-period", type=float, default=10.0, help="seconds between health checks")
+    b.add_argument("--max-constructor-retries", type=int, default=3,
+                   help="times a replica whose model does not load is started again (default 3)")
     b.add_argument("--no-warmup", action="store_true", help="no run on generated inputs at load")
     p.add_argument("--detach", action="store_true", help="deploy and exit, leaving the application running")
     return p
@@ -329,7 +339,8 @@ def main(argv: list[str] | None = None) -> int:
                           max_batch_size=args.max_batch_size, batch_wait_ms=args.batch_wait_ms,
                           max_ongoing_requests=args.max_ongoing_requests,
                           max_replicas_per_node=args.max_replicas_per_node,
-                          health_check_period_s=args.health_check_period, warmup=not args.no_warmup,
+                          health_check_period_s=args.health_check_period,
+                          max_constructor_retries=args.max_constructor_retries, warmup=not args.no_warmup,
                           name=args.name, **options)
     except (TypeError, ValueError) as e:
         parser.error(str(e))
@@ -354,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
             handle = serve.run(application, name=args.name, route_prefix=args.route_prefix)
             info = handle.info.remote().result()
         except Exception as e:
-            print(f"quilt.serve: deploying {args.model} failed: {e}", file=sys.stderr)
+            print(f"quilt.serve: deploying {args.model} failed: {e}{_status_messages(args.name)}", file=sys.stderr)
             _cleanup(args, local, failed=True)
             return 1
         batching = (f"batching along dim 0 ({info['batch_dim']}), up to {args.max_batch_size} rows"
@@ -369,6 +380,22 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         _cleanup(args, local)
         return 0
+
+
+def _status_messages(name: str) -> str:
+    """What Ray Serve says about the application and its deployments (a replica's constructor
+    error, with the model named: ModelLoadError), for a deployment that failed."""
+    try:
+        application = serve.status().applications.get(name)
+    except Exception:  # noqa: BLE001 - the controller is gone: nothing more to say
+        return ""
+    if application is None:
+        return ""
+    lines = [f"\n{name}: {application.message}"] if application.message else []
+    for deployment_name, deployment in application.deployments.items():
+        if deployment.message:
+            lines.append(f"\n{deployment_name} ({deployment.status}): {deployment.message}")
+    return "".join(lines)
 
 
 def _cleanup(args, local: bool, failed: bool = False) -> None:
