@@ -317,3 +317,18 @@ def test_a_symbolic_batch_that_fixed_dims_pins_is_not_batched():
     assert not server.info()["batching"]
     assert server.info()["batching_refused"] == "fixed_dims sets the batch dim 'batch' to 1"
     assert server.run([server.parse(*encode_request({"image": X}, "npy"))])[0].batch_rows == 1
+
+
+def test_build_app_for_ray_serves_own_cli_converts_its_string_arguments():
+    # `serve run quilt.serve:build_app model=... replicas=2 ...` passes every value as a string.
+    application = quilt.serve.build_app({"model": DIGITS, "replicas": "2", "threads": "1", "batching": "false",
+                                         "batch_wait_ms": "2.5", "backends": "cpu", "name": "digits"})
+    from ray import serve
+    assert isinstance(application, serve.Application)
+    deployment = application._bound_deployment  # Ray's, read only to check the conversion
+    assert deployment.name == "digits" and deployment.num_replicas == 2
+    assert deployment.init_args == (DIGITS, "quilt", {"threads": 1, "backends": ["cpu"]}, False, 8, 0.0025, True)
+    with pytest.raises(ValueError, match="build_app needs model=PATH"):
+        quilt.serve.build_app({"replicas": "2"})
+    with pytest.raises(ValueError, match="invalid literal for int"):
+        quilt.serve.build_app({"model": DIGITS, "replicas": "two"})

@@ -89,6 +89,65 @@ def replica_actors():
             if a["name"].startswith("SERVE_REPLICA::quilt#")}
 
 
+def _processes_mentioning(text: str) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                if text.encode() in (entry / "cmdline").read_bytes():
+                    pids.append(int(entry.name))
+            except OSError:
+                pass
+    return pids
+
+
+def test_the_command_on_a_local_ray_instance_serves_and_stops_it_all(tmp_path):
+    # `python -m quilt.serve MODEL --replicas 2 --port P`, as the README shows: a Ray instance of
+    # its own (its temp dir here), until SIGTERM, which stops Ray with it.
+    import signal
+    import tempfile
+    ray_tmp = tempfile.mkdtemp(prefix="qlocal-")  # short: Ray's socket paths live under it
+    port = free_port()
+    log = open(tmp_path / "serve.log", "w+")
+    proc = subprocess.Popen([sys.executable, "-m", "quilt.serve", str(MODEL), "--replicas", "2", "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True,
+                            env={**os.environ, "RAY_TMPDIR": ray_tmp})
+    try:
+        ready = {}
+
+        def read_first_line():
+            ready["line"] = proc.stdout.readline()
+        reader = threading.Thread(target=read_first_line, daemon=True)
+        reader.start()
+        reader.join(240)
+        line = ready.get("line", "")
+        log.seek(0)
+        assert line.startswith(f"quilt.serve: {MODEL} on http://127.0.0.1:{port}/ (2 replicas, quilt on cpu, "
+                               "batching along dim 0 (batch), up to 8 rows)"), line + log.read()[-3000:]
+        x = np.full((1, 1, 8, 8), 0.5, np.float32)
+        status, _, content = post(f"http://127.0.0.1:{port}/", *encode_request({"image": x}, "json"))
+        assert status == 200, content
+        (got,) = decode_response(content, "application/json").values()
+        assert np.array_equal(got, quilt.Session(str(MODEL), threads=1).run({"image": x})["probabilities"])
+        assert _processes_mentioning(ray_tmp), "no Ray process runs with the command's temp dir"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(120) == 0
+        deadline = time.monotonic() + 30
+        while _processes_mentioning(ray_tmp) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not _processes_mentioning(ray_tmp), "Ray processes left after the command stopped"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+        for pid in _processes_mentioning(ray_tmp):  # whatever a failure left
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        subprocess.run(["rm", "-rf", ray_tmp], check=False)
+
+
 def test_two_nodes_two_replicas_1000_requests_one_replica_killed(cluster, deployed):
     import ray
     from ray import serve
@@ -297,3 +356,24 @@ def test_a_replica_whose_runs_fail_is_replaced_through_the_health_check(cluster,
             break
         time.sleep(0.5)
     assert now != replica, "the replica whose runs fail was not replaced within 90 s"
+
+
+def test_ray_serves_own_cli_deploys_build_app(cluster, deployed):
+    # `serve run quilt.serve:build_app model=... replicas=...`, as the README shows, on the cluster.
+    serve_cli = str(Path(sys.executable).with_name("serve"))
+    deployed.append("cli")
+    r = subprocess.run([serve_cli, "run", "--non-blocking", "--address", cluster.address, "--name", "cli",
+                        "--route-prefix", "/cli", "quilt.serve:build_app", f"model={MODEL}", "replicas=1",
+                        "threads=1", "name=cli"], capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stdout + r.stderr
+    url = f"http://127.0.0.1:{cluster.serve_port}/cli"
+    deadline = time.monotonic() + 120
+    status, content = 0, b""
+    while time.monotonic() < deadline:
+        status, headers, content = post(url, *encode_request({"image": np.ones((1, 1, 8, 8), np.float32)}, "npy"))
+        if status == 200:
+            break
+        time.sleep(1)
+    assert status == 200, content
+    want = quilt.Session(str(MODEL), threads=1).run({"image": np.ones((1, 1, 8, 8), np.float32)})["probabilities"]
+    assert np.array_equal(np.load(io.BytesIO(content)), want)
