@@ -44,7 +44,8 @@ def _die_with_parent():
 
 
 def _sessions_processes(session_ids: set[int]) -> list[int]:
-    """Process ids whose session id is one of session_ids (field 6 of /proc/PID/stat)."""
+    """Ids of the live processes whose session id is one of session_ids (field 6 of
+    /proc/PID/stat); zombies (dead, not yet reaped by their parent) are not counted."""
     pids = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -54,7 +55,7 @@ def _sessions_processes(session_ids: set[int]) -> list[int]:
         except OSError:
             continue
         fields = stat[stat.rindex(")") + 2:].split()
-        if int(fields[3]) in session_ids:
+        if int(fields[3]) in session_ids and fields[0] not in ("Z", "X"):
             pids.append(int(entry.name))
     return pids
 
@@ -149,8 +150,9 @@ class RayCluster:
                 p.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 pass
-        # Whatever a node left (workers in their own process groups, a stuck raylet).
-        for _ in range(3):
+        # Whatever a node left (workers in their own process groups, a stuck raylet), until
+        # none is left: a killed process takes a moment to go, a dying raylet may still fork.
+        for _ in range(40):
             left = _sessions_processes(sessions)
             if not left:
                 break
