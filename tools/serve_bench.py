@@ -14,8 +14,9 @@ configuration is deployed, warmed up for --warmup seconds under load, then measu
 .npz for several) on one keep-alive connection and waiting for the answer before the next
 request. The first answer of each configuration is checked against a direct run of the same
 engine. Configurations alternate between the engines, so that a neighbour's load hits both
-alike; with --rounds N each is measured N times and the round with the most requests/s is
-reported (with the others in --json). Prints a markdown table, the CPU model and the load.
+alike; with --rounds N each is measured N times, and every round is reported with the load
+average at its end: compare the engines within a round. Prints markdown tables (also of the
+engines alone, --engine-rows), the CPU model and the load.
 Run it where nothing else of yours runs: the clients share the machine with the replica.
 """
 from __future__ import annotations
@@ -246,22 +247,20 @@ def main() -> int:
     engine_rows = engine_alone(zoo, models, engines, [int(r) for r in args.engine_rows.split(",") if r],
                                args.threads) if args.engine_rows else []
 
-    best = {}
-    for row in results:
-        key = (row["model"], row["engine"], row["batching"])
-        if key not in best or row["requests_per_s"] > best[key]["requests_per_s"]:
-            best[key] = row
     print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; {args.clients} clients, {args.duration:.0f} s "
           f"measured after {args.warmup:.0f} s, 1 replica x {args.threads} threads, max batch "
           f"{args.max_batch_size}, batch wait {args.batch_wait_ms:g} ms; load average at the end "
           f"{os.getloadavg()[0]:.2f}")
     print()
-    print("| model | engine | batching | requests/s | p50 ms | p99 ms | mean batch rows | run ms | errors |")
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|")
-    for (model, engine, batching), row in best.items():
-        print(f"| {model} | {engine} | {'on' if batching else 'off (batch 1)'} | "
-              f"{row['requests_per_s']:.2f} | {row['p50_ms']:.1f} | {row['p99_ms']:.1f} | "
-              f"{row['mean_batch_rows']:.2f} | {row['mean_run_ms']:.1f} | {row['errors']} |")
+    print("| model | engine | batching | round | requests/s | p50 ms | p99 ms | rows per run | run ms "
+          "| requests | errors | load |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    order = {(m, b, e): k for k, (m, b, e) in enumerate((m, b, e) for m in models for b in batchings for e in engines)}
+    for row in sorted(results, key=lambda r: (order[(r["model"], r["batching"], r["engine"])], r["round"])):
+        print(f"| {row['model']} | {row['engine']} | {'on' if row['batching'] else 'off (batch 1)'} | "
+              f"{row['round']} | {row['requests_per_s']:.2f} | {row['p50_ms']:.0f} | {row['p99_ms']:.0f} | "
+              f"{row['mean_batch_rows']:.2f} | {row['mean_run_ms']:.0f} | {row['requests']} | {row['errors']} | "
+              f"{row['loadavg'][0]:.1f} |")
     if engine_rows:
         print()
         print(f"The engines alone ({args.threads} threads, no Ray): median time of one run of a batch")
