@@ -159,9 +159,13 @@ BackendInventory discover_backends(const std::vector<std::string>& plugin_paths)
   std::vector<std::string> dirs;
   Dl_info self{};
   if (dladdr(reinterpret_cast<void*>(&discover_backends), &self) && self.dli_fname) {
-    auto dir = std::filesystem::path(self.dli_fname).parent_path() / "quilt-backends";
-    std::error_code ec;
-    if (std::filesystem::is_directory(dir, ec)) dirs.push_back(dir.string());
+    const auto here = std::filesystem::path(self.dli_fname).parent_path();
+    // Next to libquilt; and, for a program holding the runtime itself (the installed quilt
+    // CLI in bin/), where the installed libquilt's are.
+    for (const auto& dir : {here / "quilt-backends", here / QUILT_BIN_TO_PLUGINS}) {
+      std::error_code ec;
+      if (std::filesystem::is_directory(dir, ec)) dirs.push_back(dir.string());
+    }
   }
   if (const char* env = std::getenv("QUILT_PLUGIN_PATH")) {
     std::string list = env;

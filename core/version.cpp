@@ -1,10 +1,10 @@
-// quilt::version(): the project's version, given by CMake to this file alone.
+// quilt::version(): the version of the library, from the header it was built with.
 #include "quilt/quilt.hpp"
 
 namespace quilt {
 
 const char* version() {
-  return QUILT_VERSION;
+  return QUILT_VERSION_STRING;
 }
 
 }  // namespace quilt

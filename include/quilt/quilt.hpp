@@ -15,7 +15,33 @@
 // Besides running models: Session::metadata() (the model's producer, version, custom metadata),
 // Session::overridable_initializers(), Session::plan() (where each node runs), RunProfile's
 // Chrome trace, list_backends() (what Quilt can run on) and version().
+//
+// Installed, it is found with CMake's find_package(Quilt) (target Quilt::quilt, which carries
+// the C++20 requirement) or pkg-config (`quilt`; compile with -std=c++20). Only what this header
+// declares is exported from libquilt.
 #pragma once
+
+// The version of this header; version() is that of the library loaded at run time. The library's
+// SONAME changes with MAJOR.MINOR (while MAJOR is 0, a minor version may change the C++ ABI).
+// CMakeLists.txt reads the project's version from these three lines.
+#define QUILT_VERSION_MAJOR 0
+#define QUILT_VERSION_MINOR 1
+#define QUILT_VERSION_PATCH 0
+#define QUILT_VERSION_STRING "0.1.0"
+// One number for comparisons: QUILT_VERSION_NUMBER >= QUILT_MAKE_VERSION(0, 2, 0).
+#define QUILT_MAKE_VERSION(major, minor, patch) ((major)*10000 + (minor)*100 + (patch))
+#define QUILT_VERSION_NUMBER \
+  QUILT_MAKE_VERSION(QUILT_VERSION_MAJOR, QUILT_VERSION_MINOR, QUILT_VERSION_PATCH)
+
+// Marks what libquilt exports; everything else in it is hidden (and a version script hides the
+// rest of what the compiler would export, such as template instantiations of the std library).
+#if defined(_WIN32)
+#define QUILT_API
+#define QUILT_HIDDEN
+#else
+#define QUILT_API __attribute__((visibility("default")))
+#define QUILT_HIDDEN __attribute__((visibility("hidden")))
+#endif
 
 #include <cstddef>
 #include <cstdint>
@@ -30,7 +56,7 @@
 namespace quilt {
 
 // Quilt's version, "MAJOR.MINOR.PATCH".
-const char* version();
+QUILT_API const char* version();
 
 // Element types. The numeric values are those of onnx.TensorProto.DataType.
 enum class DType : int32_t {
@@ -57,11 +83,11 @@ enum class DType : int32_t {
 };
 
 // Size of one element in bytes; 0 for Undefined and String.
-size_t dtype_size(DType dtype);
+QUILT_API size_t dtype_size(DType dtype);
 // "float32", "int64", ...; "undefined" for anything Quilt does not know.
-const char* dtype_name(DType dtype);
+QUILT_API const char* dtype_name(DType dtype);
 // True for the dtypes a Tensor can hold (everything above except Undefined and String).
-bool dtype_supported(DType dtype);
+QUILT_API bool dtype_supported(DType dtype);
 
 enum class ErrorCode {
   InvalidArgument,  // bad input from the caller: wrong name, dtype, shape, option
@@ -72,9 +98,9 @@ enum class ErrorCode {
   Runtime,          // anything else that failed while running
 };
 
-const char* error_code_name(ErrorCode code);
+QUILT_API const char* error_code_name(ErrorCode code);
 
-class Error : public std::runtime_error {
+class QUILT_API Error : public std::runtime_error {
  public:
   Error(ErrorCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
   ErrorCode code() const { return code_; }
@@ -85,7 +111,7 @@ class Error : public std::runtime_error {
 
 // A dense, row-major tensor on the host. Copies share the same storage (like a shared_ptr);
 // use clone() for a deep copy.
-class Tensor {
+class QUILT_API Tensor {
  public:
   Tensor() = default;
   // Allocates zero-initialised storage. Throws Error(OutOfMemory) if the size overflows or
@@ -219,8 +245,8 @@ struct Dim {
   bool is_fixed() const { return value >= 0; }
 };
 
-std::string to_string(const std::vector<Dim>& shape);
-std::string to_string(const std::vector<int64_t>& shape);
+QUILT_API std::string to_string(const std::vector<Dim>& shape);
+QUILT_API std::string to_string(const std::vector<int64_t>& shape);
 
 struct ValueInfo {
   std::string name;
@@ -234,7 +260,7 @@ struct ModelMetadata {
   std::string producer_name, producer_version;
   std::string domain;
   std::optional<int64_t> model_version;  // none when the model does not say
-  std::string description;  // the model's doc_string
+  std::string description;               // the model's doc_string
   std::string graph_name;
   std::string graph_description;              // the graph's doc_string
   std::map<std::string, std::string> custom;  // metadata_props
@@ -286,7 +312,7 @@ struct SessionOptions {
 };
 
 // Where each node of a session runs and where the copies are (quilt plan).
-struct PlanReport {
+struct QUILT_API PlanReport {
   struct Node {
     std::string name;     // node name ("" if unnamed)
     std::string op_type;  // with "domain." prefix outside the default domain
@@ -334,7 +360,7 @@ struct PlanReport {
 };
 
 // What one run did, step by step, with host-clock timestamps (Session::run with a profile).
-struct RunProfile {
+struct QUILT_API RunProfile {
   struct Span {
     std::string
         name;  // `patch 2 on example:0 (...)`, `Conv node "c1"`, `transfer 'x' host -> example:0`
@@ -354,7 +380,7 @@ struct RunProfile {
 
 using TensorMap = std::map<std::string, Tensor>;
 
-class Session {
+class QUILT_API Session {
  public:
   // Loads an ONNX model file; external-data files are resolved relative to it.
   explicit Session(const std::string& model_path, const SessionOptions& options = {});
@@ -388,7 +414,7 @@ class Session {
   // the graph's inputs.
   const std::vector<ValueInfo>& overridable_initializers() const;
 
-  struct Impl;
+  struct QUILT_HIDDEN Impl;
 
  private:
   explicit Session(std::shared_ptr<Impl> impl);
@@ -423,6 +449,6 @@ struct BackendList {
   std::vector<BackendInfo> backends;
   std::vector<Failure> failures;
 };
-BackendList list_backends(const std::vector<std::string>& plugins = {});
+QUILT_API BackendList list_backends(const std::vector<std::string>& plugins = {});
 
 }  // namespace quilt

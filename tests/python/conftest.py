@@ -28,7 +28,9 @@ def pytest_sessionstart(session):
 
     import quilt
     installed = Path(quilt.__file__).parent
-    pairs = [(Path(build) / "libquilt.so", installed / "libquilt.so")]
+    # The package carries libquilt under its SONAME's name (libquilt.so.MAJOR.MINOR).
+    shipped = sorted(installed.glob("libquilt.so.*")) or [installed / "libquilt.so.*"]
+    pairs = [(Path(build) / "libquilt.so", shipped[0])]
     pairs += [(f, installed / f.relative_to(Path(source) / "python" / "quilt"))
               for f in (Path(source) / "python" / "quilt").rglob("*.py")]
     stale = [str(b) for a, b in pairs if not b.exists() or not filecmp.cmp(a, b, shallow=False)]

@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (cmd == "--version") {
-    std::printf("quilt %s\n", QUILT_VERSION);
+    std::printf("quilt %s\n", quilt::version());
     return 0;
   }
   // Each command reports its own errors; this only keeps an exception that escapes one (a bug)
