@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -63,6 +65,66 @@ LibraryCache& cache() {
   return c;
 }
 
+// The slots every backend fills, in table order; the others (release, event_timestamps and
+// those after event_timestamps) are optional.
+#define QUILT_REQUIRED_SLOT(slot) \
+  { #slot, offsetof(quilt_backend_t, slot) }
+struct RequiredSlot {
+  const char* name;
+  size_t offset;
+};
+constexpr RequiredSlot kRequiredSlots[] = {
+    QUILT_REQUIRED_SLOT(device_count),
+    QUILT_REQUIRED_SLOT(device_info),
+    QUILT_REQUIRED_SLOT(device_open),
+    QUILT_REQUIRED_SLOT(device_close),
+    QUILT_REQUIRED_SLOT(supports),
+    QUILT_REQUIRED_SLOT(compile),
+    QUILT_REQUIRED_SLOT(executable_release),
+    QUILT_REQUIRED_SLOT(execute),
+    QUILT_REQUIRED_SLOT(alloc),
+    QUILT_REQUIRED_SLOT(free),
+    QUILT_REQUIRED_SLOT(copy_to_device),
+    QUILT_REQUIRED_SLOT(copy_to_host),
+    QUILT_REQUIRED_SLOT(event_create),
+    QUILT_REQUIRED_SLOT(event_wait),
+    QUILT_REQUIRED_SLOT(event_query),
+    QUILT_REQUIRED_SLOT(event_release),
+};
+#undef QUILT_REQUIRED_SLOT
+constexpr size_t kRequiredSize = offsetof(quilt_backend_t, event_release) + sizeof(void*);
+
+}  // namespace
+
+std::string check_backend_table(const quilt_backend_t& backend) {
+  const uint32_t theirs = backend.abi_version;
+  if ((theirs >> 16) != QUILT_BACKEND_ABI_MAJOR)
+    return "ABI mismatch: the plugin was built for backend ABI " + abi_version_string(theirs) +
+           ", this Quilt speaks " + abi_version_string(QUILT_BACKEND_ABI_VERSION) +
+           " (the major versions differ)";
+  if (backend.struct_size < kRequiredSize)
+    return "ABI mismatch: the plugin's quilt_backend_t is " + std::to_string(backend.struct_size) +
+           " bytes (struct_size), too short for the slots every backend has (" +
+           std::to_string(kRequiredSize) + " bytes, through event_release; backend ABI " +
+           abi_version_string(theirs) + ", this Quilt speaks " +
+           abi_version_string(QUILT_BACKEND_ABI_VERSION) + ")";
+  std::vector<std::string> missing;
+  for (const RequiredSlot& slot : kRequiredSlots) {
+    void* fn = nullptr;
+    std::memcpy(&fn, reinterpret_cast<const char*>(&backend) + slot.offset, sizeof(fn));
+    if (!fn) missing.push_back(slot.name);
+  }
+  if (!missing.empty()) {
+    std::string list;
+    for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
+    return std::string("required slot") + (missing.size() > 1 ? "s " : " ") + list +
+           (missing.size() > 1 ? " are" : " is") + " NULL in the plugin's quilt_backend_t";
+  }
+  return "";
+}
+
+namespace {
+
 // Loads one library; returns the backend or sets *failure.
 const quilt_backend_t* load_library(const std::string& path, std::string* failure) {
   std::error_code ec;
@@ -96,12 +158,8 @@ const quilt_backend_t* load_library(const std::string& path, std::string* failur
     return remember(nullptr, "initialisation failed: " + take_status_message(s));
   }
   if (!backend) return remember(nullptr, "initialisation returned no backend");
-  const uint32_t theirs = backend->abi_version;
-  if ((theirs >> 16) != QUILT_BACKEND_ABI_MAJOR ||
-      backend->struct_size < offsetof(quilt_backend_t, event_timestamps))
-    return remember(nullptr, "ABI mismatch: the plugin was built for backend ABI " +
-                                 abi_version_string(theirs) + ", this Quilt speaks " +
-                                 abi_version_string(QUILT_BACKEND_ABI_VERSION));
+  if (std::string why = check_backend_table(*backend); !why.empty())
+    return remember(nullptr, std::move(why));
   std::string name = backend->name ? backend->name : "";
   bool valid = !name.empty() && std::all_of(name.begin(), name.end(), [](char ch) {
     return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_';

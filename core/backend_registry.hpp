@@ -60,6 +60,11 @@ uint64_t host_now_ns();
 // The built-in CPU backend's ABI table (backends/cpu/cpu_abi.cpp).
 const quilt_backend_t* cpu_backend_api();
 
+// Why a plugin's table cannot be used ("" when it can): another major ABI version, a
+// struct_size too short for the required slots (both sizes named), required slots left NULL
+// (each named).
+std::string check_backend_table(const quilt_backend_t& backend);
+
 // "1.0" for an ABI version number.
 std::string abi_version_string(uint32_t version);
 

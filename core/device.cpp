@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 
 struct quilt_status_s {
@@ -309,8 +310,14 @@ std::string Device::supports(AbiGraph& node) const {
   check_status(api_->supports(handle_, node.get(), &claimed, reason, sizeof(reason)),
                "[" + name_ + "] capability query");
   if (claimed) return "";
+  // A reason that fills the buffer without its NUL is cut, and says so.
+  const bool terminated = std::memchr(reason, 0, sizeof(reason)) != nullptr;
   reason[sizeof(reason) - 1] = 0;
-  return reason[0] ? std::string(reason) : "not supported (no reason given)";
+  if (!reason[0]) return "not supported (no reason given)";
+  if (!terminated)
+    return std::string(reason) + "... (the backend's reason was cut: no NUL within " +
+           std::to_string(sizeof(reason)) + " bytes)";
+  return reason;
 }
 
 std::shared_ptr<Executable> Device::compile(AbiGraph& graph, const std::string& where) const {

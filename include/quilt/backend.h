@@ -33,15 +33,47 @@
  * major version: new per-node or per-value information arrives as new arrays at the end of
  * quilt_graph_t. The host refuses a plugin whose major version differs from its own, with a
  * message naming both. History: 1.0; 1.1 added quilt_graph_t.constant_done (and the optional
- * node_timing of quilt_execute_args_t, which came without a minor bump).
+ * node_timing of quilt_execute_args_t, which came without a minor bump). A plugin built against
+ * an older minor version keeps working: the host reads no slot or field beyond the struct_size
+ * it was given.
  *
  * Errors. Every fallible slot returns a quilt_status_t: NULL means success; otherwise a status
  * made with host->status_create(code, message), which the host reads and frees. Messages should
  * name what failed ("[example] MatMul: device out of memory (asked 64 MiB, 12 MiB free)").
  * A backend never aborts the process and never throws.
  *
+ * Required slots. Every slot of quilt_backend_t is required except those marked Optional
+ * (release, event_timestamps). The host checks the table when it loads the plugin and refuses one
+ * whose struct_size is too short for the required slots or that leaves one NULL, naming it. A
+ * QUILT_DEVICE_HOST_MEMORY device still fills the copy slots (never called) and a
+ * QUILT_DEVICE_SYNCHRONOUS one the event slots (never called for it; see below).
+ *
+ * Synchronous devices. A device whose flags have QUILT_DEVICE_SYNCHRONOUS is given no events:
+ * signal_event is NULL and wait_events is empty in execute and in the copies, and event_create
+ * is never called for it. Its work must be finished when the call returns, and a failure must
+ * be returned by the call itself; there is no event to carry it (a failure reported any other
+ * way is lost, and the run goes on with unwritten outputs).
+ *
+ * Argument lifetimes. Everything the host passes by pointer is valid only during the call,
+ * unless the slot says otherwise: the quilt_graph_t of supports and compile and all its arrays
+ * and strings (except constant data, which lives as long as the executable compiled from the
+ * graph), quilt_execute_args_t and its arrays (values, dims, inputs, outputs, wait_events),
+ * the wait_events arrays of the copies, device_open's options. Copy what you need to keep.
+ * The memory the pointers point to is another matter: device buffers given to execute and the
+ * copies stay allocated, and host memory given to a copy stays valid and untouched, until the
+ * operation's signal_event is signalled (until the call returns on a synchronous device).
+ * Strings the plugin returns (name, version, device_info's) must stay valid until release.
+ *
  * Threads. Every slot of an open device may be called from several threads at once (a session
- * may run on several threads, and the host issues work from one thread per device).
+ * may run on several threads, several sessions may use one device index, and the host issues
+ * work from one thread per device and run): supports, compile, execute, alloc, free, the copies
+ * and the event slots must be thread-safe, and one executable may be executing for several runs
+ * at once with different buffers. event_wait and event_query may be called from a thread other
+ * than the one that issued the operation. node_timing may be called from any thread. The
+ * exceptions: quilt_backend_init is called once per process (the host loads each library once
+ * and never unloads it); device_close is called once per opened device, after every other call
+ * on that device has returned; release, if ever called, comes after everything else (this
+ * Quilt never unloads a plugin and does not call it).
  *
  * A minimal plugin (see tests/plugins/example/ for a complete one):
  *
@@ -361,6 +393,7 @@ typedef struct quilt_backend {
    * own issue and completion times). Valid after the event is signalled. */
   quilt_status_t (*event_timestamps)(quilt_device_t device, quilt_event_t event, uint64_t* start_ns,
                                      uint64_t* end_ns);
+
 } quilt_backend_t;
 
 /* The entry point a plugin exports. The plugin may refuse a host whose major ABI version is

@@ -11,9 +11,11 @@
 #include <charconv>
 #include <chrono>
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <new>
+#include <utility>
 
 #include "example.hpp"
 
@@ -383,6 +385,59 @@ const quilt_backend_t kBackend = {
     .event_timestamps = event_timestamps,
 };
 
+#ifdef QUILT_EXAMPLE_FAULTS
+// A variant for the host's load-time checks, configured by the environment when it is loaded
+// (the tests load copies of it under different names, one per case):
+//   QUILT_EXAMPLE_NULL_SLOT=<slot>      that slot of the table is NULL
+//   QUILT_EXAMPLE_STRUCT_SIZE=<bytes>   the table's struct_size (an older or broken plugin)
+//   QUILT_EXAMPLE_ABI_MINOR=<minor>     abi_version 1.<minor>
+//   QUILT_EXAMPLE_UNTERMINATED_REASON=1 supports() refuses filling reason without a NUL
+quilt_backend_t g_faulty;
+
+quilt_status_t supports_unterminated(quilt_device_t device, const quilt_graph_t* graph,
+                                     int32_t* claimed, char* reason, size_t reason_size) {
+  quilt_status_t s = supports(device, graph, claimed, reason, reason_size);
+  if (!s && !*claimed && reason_size > 0) std::memset(reason, 'x', reason_size);
+  return s;
+}
+
+const quilt_backend_t* faulty_backend() {
+  g_faulty = kBackend;
+  if (const char* slot = std::getenv("QUILT_EXAMPLE_NULL_SLOT")) {
+    // Every function pointer of the table, by name.
+    const std::pair<const char*, size_t> slots[] = {
+        {"release", offsetof(quilt_backend_t, release)},
+        {"device_count", offsetof(quilt_backend_t, device_count)},
+        {"device_info", offsetof(quilt_backend_t, device_info)},
+        {"device_open", offsetof(quilt_backend_t, device_open)},
+        {"device_close", offsetof(quilt_backend_t, device_close)},
+        {"supports", offsetof(quilt_backend_t, supports)},
+        {"compile", offsetof(quilt_backend_t, compile)},
+        {"executable_release", offsetof(quilt_backend_t, executable_release)},
+        {"execute", offsetof(quilt_backend_t, execute)},
+        {"alloc", offsetof(quilt_backend_t, alloc)},
+        {"free", offsetof(quilt_backend_t, free)},
+        {"copy_to_device", offsetof(quilt_backend_t, copy_to_device)},
+        {"copy_to_host", offsetof(quilt_backend_t, copy_to_host)},
+        {"event_create", offsetof(quilt_backend_t, event_create)},
+        {"event_wait", offsetof(quilt_backend_t, event_wait)},
+        {"event_query", offsetof(quilt_backend_t, event_query)},
+        {"event_release", offsetof(quilt_backend_t, event_release)},
+        {"event_timestamps", offsetof(quilt_backend_t, event_timestamps)},
+    };
+    for (const auto& [name, offset] : slots)
+      if (std::strcmp(slot, name) == 0)
+        std::memset(reinterpret_cast<char*>(&g_faulty) + offset, 0, sizeof(void (*)()));
+  }
+  if (const char* size = std::getenv("QUILT_EXAMPLE_STRUCT_SIZE"))
+    g_faulty.struct_size = static_cast<uint32_t>(std::strtoul(size, nullptr, 10));
+  if (const char* minor = std::getenv("QUILT_EXAMPLE_ABI_MINOR"))
+    g_faulty.abi_version = (QUILT_BACKEND_ABI_MAJOR << 16) | std::strtoul(minor, nullptr, 10);
+  if (std::getenv("QUILT_EXAMPLE_UNTERMINATED_REASON")) g_faulty.supports = supports_unterminated;
+  return &g_faulty;
+}
+#endif
+
 }  // namespace
 
 extern "C" QUILT_BACKEND_EXPORT quilt_status_t quilt_backend_init(const quilt_host_api_t* host,
@@ -402,6 +457,9 @@ extern "C" QUILT_BACKEND_EXPORT quilt_status_t quilt_backend_init(const quilt_ho
 #ifdef QUILT_EXAMPLE_INIT_FAIL  // a variant for the host's handling of a failing entry point
   (void)backend;
   return host->status_create(QUILT_STATUS_RUNTIME_ERROR, "example: simulated driver not found");
+#elif defined(QUILT_EXAMPLE_FAULTS)
+  *backend = faulty_backend();
+  return nullptr;
 #else
   *backend = &kBackend;
   return nullptr;

@@ -1,0 +1,136 @@
+// The host's load-time checks of a plugin's table, on copies of the example plugin whose table
+// the environment alters (tests/plugins, QUILT_EXAMPLE_FAULTS): each required slot NULL, a short
+// struct_size, a table of an older minor version (1.0, 1.1), optional slots NULL, and a supports()
+// reason without NUL. Each copy has its own file name: a library is loaded once per process.
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstdlib>
+#include <filesystem>
+
+#include "quilt/backend.h"
+#include "quilt/quilt.hpp"
+#include "tests/expect_error.hpp"
+#include "tests/tensor_testing.hpp"
+
+using namespace quilt;
+using quilt::testing::expect_error;
+
+namespace {
+
+const std::string kDir = QUILT_TEST_MODELS_DIR;
+
+// A copy of the faulty example plugin under a name of its own, loaded with `env` set.
+class FaultyPlugin {
+ public:
+  FaultyPlugin(const std::string& tag, const std::map<std::string, std::string>& env) : env_(env) {
+    const std::filesystem::path dir = QUILT_TEST_WORK_DIR;
+    std::filesystem::create_directories(dir);
+    path_ = (dir / ("libquilt_faulty_" + tag + ".so")).string();
+    std::filesystem::copy_file(QUILT_FAULTY_PLUGIN_PATH, path_,
+                               std::filesystem::copy_options::overwrite_existing);
+    for (const auto& [k, v] : env_) setenv(k.c_str(), v.c_str(), 1);
+  }
+  ~FaultyPlugin() {
+    for (const auto& [k, v] : env_) unsetenv(k.c_str());
+  }
+  SessionOptions options() const {
+    SessionOptions o;
+    o.threads = 2;
+    o.plugins = {path_};
+    o.backends = {"example", "cpu"};
+    return o;
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::map<std::string, std::string> env_;
+  std::string path_;
+};
+
+// hetero_mlp split between the plugin and the CPU gives the CPU's answer.
+void expect_runs_like_cpu(const SessionOptions& options) {
+  SessionOptions cpu_only;
+  cpu_only.threads = 2;
+  Session cpu(kDir + "/hetero_mlp.onnx", cpu_only);
+  Session split(kDir + "/hetero_mlp.onnx", options);
+  ASSERT_GE(split.plan().patches.size(), 2u);
+  EXPECT_EQ(split.plan().patches[0].backend, "example:0");
+  Tensor x = quilt::testing::random_input({8, 64}, 1);
+  quilt::testing::expect_close(split.run({{"x", x}}).at("y"), cpu.run({{"x", x}}).at("y"));
+}
+
+std::string version_string(uint32_t major, uint32_t minor) {
+  return std::to_string(major) + "." + std::to_string(minor);
+}
+
+}  // namespace
+
+TEST(PluginChecks, EachRequiredSlotNullIsALoadErrorNamingIt) {
+  const char* slots[] = {"device_count", "device_info", "device_open",        "device_close",
+                         "supports",     "compile",     "executable_release", "execute",
+                         "alloc",        "free",        "copy_to_device",     "copy_to_host",
+                         "event_create", "event_wait",  "event_query",        "event_release"};
+  for (const char* slot : slots) {
+    SCOPED_TRACE(slot);
+    FaultyPlugin plugin(std::string("null_") + slot, {{"QUILT_EXAMPLE_NULL_SLOT", slot}});
+    expect_error(
+        [&] { Session(kDir + "/hetero_mlp.onnx", plugin.options()); }, ErrorCode::InvalidArgument,
+        {"'" + plugin.path() + "' not loaded",
+         "required slot " + std::string(slot) + " is NULL in the plugin's quilt_backend_t"});
+    // quilt devices lists it as a failure with the same reason, and nothing crashes.
+    const BackendList list = list_backends({plugin.path()});
+    ASSERT_EQ(list.failures.size(), 1u);
+    EXPECT_NE(list.failures[0].reason.find(std::string("required slot ") + slot),
+              std::string::npos);
+  }
+}
+
+TEST(PluginChecks, OptionalSlotsMayBeNull) {
+  for (const char* slot : {"release", "event_timestamps"}) {
+    SCOPED_TRACE(slot);
+    FaultyPlugin plugin(std::string("null_") + slot, {{"QUILT_EXAMPLE_NULL_SLOT", slot}});
+    expect_runs_like_cpu(plugin.options());
+  }
+}
+
+TEST(PluginChecks, AShortStructSizeNamesTheSizeGivenAndTheSizeNeeded) {
+  const size_t needed = offsetof(quilt_backend_t, event_release) + sizeof(void*);
+  FaultyPlugin plugin("short", {{"QUILT_EXAMPLE_STRUCT_SIZE", std::to_string(needed - 8)}});
+  expect_error(
+      [&] { Session(kDir + "/hetero_mlp.onnx", plugin.options()); }, ErrorCode::InvalidArgument,
+      {"ABI mismatch", "quilt_backend_t is " + std::to_string(needed - 8) + " bytes",
+       "(" + std::to_string(needed) + " bytes, through event_release",
+       "this Quilt speaks " + version_string(QUILT_BACKEND_ABI_MAJOR, QUILT_BACKEND_ABI_MINOR)});
+}
+
+TEST(PluginChecks, TablesOfOlderMinorVersionsStillWork) {
+  // ABI 1.0 and 1.1 tables ended after event_timestamps: the host reads nothing beyond.
+  const size_t v11 = offsetof(quilt_backend_t, event_timestamps) + sizeof(void*);
+  FaultyPlugin v1_1("abi_1_1", {{"QUILT_EXAMPLE_STRUCT_SIZE", std::to_string(v11)},
+                                {"QUILT_EXAMPLE_ABI_MINOR", "1"}});
+  expect_runs_like_cpu(v1_1.options());
+  // Without event_timestamps either (the smallest table that has every required slot).
+  FaultyPlugin v1_0("abi_1_0", {{"QUILT_EXAMPLE_STRUCT_SIZE", std::to_string(v11 - 8)},
+                                {"QUILT_EXAMPLE_ABI_MINOR", "0"}});
+  expect_runs_like_cpu(v1_0.options());
+  const BackendList list = list_backends({v1_0.path()});
+  bool found = false;
+  for (const auto& b : list.backends)
+    if (b.name == "example") found = b.abi_version == "1.0";
+  EXPECT_TRUE(found);
+}
+
+TEST(PluginChecks, AReasonWithoutNulIsCutAndSaysSo) {
+  FaultyPlugin plugin("unterminated", {{"QUILT_EXAMPLE_UNTERMINATED_REASON", "1"}});
+  Session s(kDir + "/hetero_mlp.onnx", plugin.options());
+  bool seen = false;
+  for (const auto& n : s.plan().nodes) {
+    if (n.name != "sm") continue;
+    seen = true;
+    EXPECT_NE(n.reason.find("xxxxxxxx... (the backend's reason was cut: no NUL within 512 bytes)"),
+              std::string::npos)
+        << n.reason;
+  }
+  EXPECT_TRUE(seen);
+}
