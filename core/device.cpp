@@ -285,6 +285,9 @@ Device::Device(const LoadedBackend& backend, int32_t index,
   for (const auto& [k, v] : options) opts.push_back({k.c_str(), v.c_str()});
   check_status(api_->device_open(api_->context, index, opts.data(), opts.size(), &handle_),
                "[" + name_ + "] cannot open the device");
+  brackets_runs_ =
+      has_slot(*api_, &quilt_backend_t::run_begin, offsetof(quilt_backend_t, run_begin)) &&
+      has_slot(*api_, &quilt_backend_t::run_end, offsetof(quilt_backend_t, run_end));
   // A device with its own memory may publish what a command costs it (after opening: the
   // backend may measure it then), for the partitioner's cost rule.
   if (!host_memory()) {
@@ -298,6 +301,14 @@ Device::Device(const LoadedBackend& backend, int32_t index,
             std::string(full.property_keys[k]) == "launch_ns")
           launch_ns_ = std::max(0.0, std::strtod(full.property_values[k], nullptr));
   }
+}
+
+void Device::run_begin(uint64_t run) const {
+  check_status(api_->run_begin(handle_, run), "[" + name_ + "] run_begin");
+}
+
+void Device::run_end(uint64_t run) const {
+  api_->run_end(handle_, run);
 }
 
 Device::~Device() {

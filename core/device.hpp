@@ -157,6 +157,11 @@ class Device : public std::enable_shared_from_this<Device> {
                     const std::vector<quilt_event_t>& waits, const Event* signal,
                     const std::string& where) const;
 
+  // ABI 1.2: whether the backend has run_begin/run_end; run_begin throws its failure.
+  bool brackets_runs() const { return brackets_runs_; }
+  void run_begin(uint64_t run) const;
+  void run_end(uint64_t run) const;
+
   const quilt_backend_t& api() const { return *api_; }
   quilt_device_t handle() const { return handle_; }
 
@@ -167,6 +172,7 @@ class Device : public std::enable_shared_from_this<Device> {
   std::string name_, description_;
   uint32_t flags_ = 0;
   double launch_ns_ = 0;
+  bool brackets_runs_ = false;
 };
 
 using DeviceList = std::vector<std::shared_ptr<const Device>>;

@@ -3,6 +3,7 @@
 #include "core/executor.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -146,6 +147,8 @@ class RunTypes {
 
 // Everything one run owns.
 struct RunState {
+  // This run's id for the backends' run_begin/run_end and execute (0 until the run begins).
+  uint64_t run = 0;
   explicit RunState(const std::vector<TypeShape>& static_types) : types(static_types) {}
   struct SlotState {
     Tensor host;          // host-memory slots
@@ -333,6 +336,7 @@ void ExecutionPlan::issue(const Step& step, RunState& st, bool static_types) con
       args.wait_events = waits.data();
       args.num_wait_events = waits.size();
       args.signal_event = event ? event->handle() : nullptr;
+      args.run = device.brackets_runs() ? st.run : 0;
       if (st.profiling) {
         std::lock_guard lock(st.mutex);
         st.timing_contexts.push_back(std::make_unique<RunState::NodeTimingContext>(
@@ -439,6 +443,27 @@ void ExecutionPlan::execute(RunState& st, const std::vector<int>& wanted,
         for (int i : steps_[s].in_slots)
           if (i >= 0) ++uses[i];
 
+  // ABI 1.2: devices whose backend brackets runs hear of this one before its first operation
+  // on them, and (below) after the last has completed and its buffers are freed.
+  static std::atomic<uint64_t> next_run{1};
+  st.run = next_run.fetch_add(1);
+  std::vector<const Device*> begun;
+  {
+    std::vector<char> used(devices_.size(), 0);
+    for (size_t s = 0; s < steps_.size(); ++s)
+      if (run_step[s] && steps_[s].kind != StepKind::Host) used[steps_[s].device] = 1;
+    for (size_t d = 0; d < devices_.size(); ++d) {
+      if (!used[d] || !devices_[d]->brackets_runs()) continue;
+      try {
+        devices_[d]->run_begin(st.run);
+      } catch (...) {
+        for (const Device* b : begun) b->run_end(st.run);
+        throw;
+      }
+      begun.push_back(devices_[d].get());
+    }
+  }
+
   std::vector<std::unique_ptr<Lane>> lanes(devices_.size());
   auto lane = [&](int d) -> Lane& {
     if (!lanes[d]) lanes[d] = lane_pool_->take();
@@ -520,6 +545,7 @@ void ExecutionPlan::execute(RunState& st, const std::vector<int>& wanted,
     if (slot.dev) slot.owner->free(slot.dev);
     slot.dev = nullptr;
   }
+  for (const Device* b : begun) b->run_end(st.run);
   st.spans.clear();
   st.node_spans.clear();
   if (st.error) std::rethrow_exception(st.error);

@@ -541,6 +541,8 @@ const quilt_backend_t kCpuBackend = {
     event_query,
     event_release,
     event_timestamps,
+    nullptr,  // run_begin, run_end: nothing to do per run
+    nullptr,
 };
 
 }  // namespace

@@ -33,9 +33,9 @@
  * major version: new per-node or per-value information arrives as new arrays at the end of
  * quilt_graph_t. The host refuses a plugin whose major version differs from its own, with a
  * message naming both. History: 1.0; 1.1 added quilt_graph_t.constant_done (and the optional
- * node_timing of quilt_execute_args_t, which came without a minor bump). A plugin built against
- * an older minor version keeps working: the host reads no slot or field beyond the struct_size
- * it was given.
+ * node_timing of quilt_execute_args_t, which came without a minor bump); 1.2 added the optional
+ * run_begin / run_end slots and quilt_execute_args_t.run. A plugin built against an older minor
+ * version keeps working: the host reads no slot or field beyond the struct_size it was given.
  *
  * Errors. Every fallible slot returns a quilt_status_t: NULL means success; otherwise a status
  * made with host->status_create(code, message), which the host reads and frees. Messages should
@@ -43,10 +43,10 @@
  * A backend never aborts the process and never throws.
  *
  * Required slots. Every slot of quilt_backend_t is required except those marked Optional
- * (release, event_timestamps). The host checks the table when it loads the plugin and refuses one
- * whose struct_size is too short for the required slots or that leaves one NULL, naming it. A
- * QUILT_DEVICE_HOST_MEMORY device still fills the copy slots (never called) and a
- * QUILT_DEVICE_SYNCHRONOUS one the event slots (never called for it; see below).
+ * (release, event_timestamps, run_begin, run_end). The host checks the table when it loads the
+ * plugin and refuses one whose struct_size is too short for the required slots or that leaves one
+ * NULL, naming it. A QUILT_DEVICE_HOST_MEMORY device still fills the copy slots (never called) and
+ * a QUILT_DEVICE_SYNCHRONOUS one the event slots (never called for it; see below).
  *
  * Synchronous devices. A device whose flags have QUILT_DEVICE_SYNCHRONOUS is given no events:
  * signal_event is NULL and wait_events is empty in execute and in the copies, and event_create
@@ -96,7 +96,7 @@ extern "C" {
 #endif
 
 #define QUILT_BACKEND_ABI_MAJOR 1
-#define QUILT_BACKEND_ABI_MINOR 1
+#define QUILT_BACKEND_ABI_MINOR 2
 #define QUILT_BACKEND_ABI_VERSION ((QUILT_BACKEND_ABI_MAJOR << 16) | QUILT_BACKEND_ABI_MINOR)
 
 /* The one symbol a plugin exports. */
@@ -310,6 +310,9 @@ typedef struct quilt_execute_args {
    * signalled. A backend that cannot time nodes ignores it. */
   void (*node_timing)(void* context, size_t node, uint64_t start_ns, uint64_t end_ns);
   void* node_timing_context;
+  /* ABI 1.2: the run this execution belongs to, as given to run_begin; 0 when the backend has
+   * no run_begin. */
+  uint64_t run;
 } quilt_execute_args_t;
 
 /* ---- the backend ------------------------------------------------------------------------- */
@@ -394,6 +397,18 @@ typedef struct quilt_backend {
   quilt_status_t (*event_timestamps)(quilt_device_t device, quilt_event_t event, uint64_t* start_ns,
                                      uint64_t* end_ns);
 
+  /* -- runs (ABI 1.2) -- */
+  /* One Session::run on this device, bracketed: run_begin before the host issues the run's
+   * first operation on the device (alloc, copy or execute), run_end once every operation of
+   * the run on the device has completed and the host has freed the run's buffers of it. For
+   * per-run arenas, graph capture, or batching the run's submissions. `run` is unique among
+   * the runs of the process (runs of one device may overlap: concurrent Session::run calls,
+   * and the bodies of If/Loop/Scan, which are runs of their own); every execute of the run
+   * carries it in quilt_execute_args_t.run. Optional (both or neither; NULL: the host brackets
+   * nothing). A run_begin failure fails the run before anything was issued (run_end is then
+   * not called for that device). */
+  quilt_status_t (*run_begin)(quilt_device_t device, uint64_t run);
+  void (*run_end)(quilt_device_t device, uint64_t run);
 } quilt_backend_t;
 
 /* The entry point a plugin exports. The plugin may refuse a host whose major ABI version is

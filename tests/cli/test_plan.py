@@ -281,7 +281,7 @@ expect("run accepts backend options", ["run", MODEL, "--backend", "cpu", "--no-c
 expect("devices --help", ["devices", "--help"], 0, "usage: quilt devices", "--plugin PATH", stream="stdout")
 expect("devices bad argument", ["devices", "--json"], 2, "unexpected argument '--json'")
 expect("devices plugin without path", ["devices", "--plugin"], 2, "--plugin needs a library path")
-r = expect("devices", ["devices"], 0, "backend cpu (", "ABI 1.1, built-in)", "device 0: ", "memory: ",
+r = expect("devices", ["devices"], 0, "backend cpu (", "ABI 1.2, built-in)", "device 0: ", "memory: ",
            "flags: ", stream="stdout")
 check("devices: cpu first", r.stdout.startswith("backend cpu "), r.stdout[:200])
 expect("devices missing plugin", ["devices", "--plugin", "/nonexistent/libquilt_x.so"], 0, "backend cpu",

@@ -14,7 +14,7 @@ TEST(ListBackends, CpuFirstThenPluginsWithTheirDevicesAndFailuresWithReasons) {
   const BackendInfo& cpu = list.backends[0];
   EXPECT_EQ(cpu.name, "cpu");
   EXPECT_EQ(cpu.library, "built-in");
-  EXPECT_EQ(cpu.abi_version, "1.1");
+  EXPECT_EQ(cpu.abi_version, "1.2");
   EXPECT_TRUE(cpu.error.empty()) << cpu.error;
   ASSERT_EQ(cpu.devices.size(), 1u);
   EXPECT_TRUE(cpu.devices[0].flags & QUILT_DEVICE_HOST_MEMORY);

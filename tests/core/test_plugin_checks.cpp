@@ -60,6 +60,16 @@ void expect_runs_like_cpu(const SessionOptions& options) {
   quilt::testing::expect_close(split.run({{"x", x}}).at("y"), cpu.run({{"x", x}}).at("y"));
 }
 
+// The example plugin (first) and the CPU, with options for the plugin's devices.
+SessionOptions with_example(std::map<std::string, std::string> example_options) {
+  SessionOptions o;
+  o.threads = 2;
+  o.plugins = {QUILT_EXAMPLE_PLUGIN_PATH};
+  o.backends = {"example", "cpu"};
+  o.backend_options["example"] = std::move(example_options);
+  return o;
+}
+
 std::string version_string(uint32_t major, uint32_t minor) {
   return std::to_string(major) + "." + std::to_string(minor);
 }
@@ -133,4 +143,24 @@ TEST(PluginChecks, AReasonWithoutNulIsCutAndSaysSo) {
         << n.reason;
   }
   EXPECT_TRUE(seen);
+}
+
+TEST(PluginChecks, RunsAreBracketedByRunBeginAndRunEnd) {
+  // check_runs: the example fails an execute outside a begun run, and a run_begin while
+  // another run is open (the runs here are sequential, so the previous one must have ended).
+  const SessionOptions o = with_example({{"check_runs", "1"}});
+  for (int i = 0; i < 3; ++i) expect_runs_like_cpu(o);
+  Session s(kDir + "/hetero_mlp.onnx", o);
+  for (int i = 0; i < 3; ++i) s.run({{"x", quilt::testing::random_input({8, 64}, i)}});
+}
+
+TEST(PluginChecks, ARunBeginFailureFailsEachRunCleanly) {
+  Session s(kDir + "/hetero_mlp.onnx", with_example({{"fail_run_begin", "1"}}));
+  Tensor x = quilt::testing::random_input({8, 64}, 1);
+  for (int i = 0; i < 2; ++i)
+    expect_error(
+        [&] {
+          s.run({{"x", x}});
+        },
+        ErrorCode::Runtime, {"[example:0] run_begin: [example] run_begin: injected failure"});
 }

@@ -174,6 +174,10 @@ struct Options {
   uint64_t execute_delay_ms = 0;
   std::string fail_execute_on, fail_compile_on;
   uint64_t fail_execute_count = 0;  // with fail_execute_on: fail only this many times (0 = always)
+  // ABI 1.2 runs, for the host's tests: "1" = every execute must belong to a begun run and, the
+  // runs being sequential, run_begin finds no other run open (so the last one ended).
+  bool check_runs = false;
+  bool fail_run_begin = false;  // run_begin fails
 };
 
 // Turns C++ exceptions (bad_alloc from a vector, say) into a status: nothing crosses the ABI.
@@ -221,6 +225,8 @@ struct quilt_device_s {
         arena(options.memory_limit) {}
 
   std::atomic<uint64_t> injected_failures{0};
+  std::mutex runs_mutex;
+  std::vector<uint64_t> open_runs;  // begun and not yet ended (ABI 1.2)
 
   void* address(uint64_t offset) const { return reinterpret_cast<void*>(base + offset); }
   // The arena offset of a device address, checked to span `bytes` of one allocation.

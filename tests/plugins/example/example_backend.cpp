@@ -24,7 +24,8 @@ using namespace quilt::example;
 namespace {
 
 constexpr const char* kKnownOptions =
-    "memory_limit, execute_delay_ms, fail_execute_on, fail_execute_count, fail_compile_on";
+    "memory_limit, execute_delay_ms, fail_execute_on, fail_execute_count, fail_compile_on, "
+    "check_runs, fail_run_begin";
 
 Status parse_options(const quilt_option_t* options, size_t count, Options* out) {
   auto number = [](const char* key, const char* text, uint64_t* value) -> Status {
@@ -52,6 +53,10 @@ Status parse_options(const quilt_option_t* options, size_t count, Options* out) 
       status = number("fail_execute_count", value, &out->fail_execute_count);
     } else if (key == "fail_compile_on") {
       out->fail_compile_on = value;
+    } else if (key == "check_runs") {
+      out->check_runs = std::string(value) == "1";
+    } else if (key == "fail_run_begin") {
+      out->fail_run_begin = std::string(value) == "1";
     } else {
       status = fail(QUILT_STATUS_INVALID_ARGUMENT,
                     "unknown option '" + key + "' (known: " + kKnownOptions + ")");
@@ -306,6 +311,16 @@ quilt_status_t execute(quilt_device_t device, quilt_executable_t executable,
     if (!args || args->struct_size <
                      offsetof(quilt_execute_args_t, signal_event) + sizeof(args->signal_event))
       return fail(QUILT_STATUS_INVALID_ARGUMENT, "execute: args struct too small");
+    if (device->options.check_runs) {
+      const uint64_t run =
+          args->struct_size >= offsetof(quilt_execute_args_t, run) + sizeof(args->run) ? args->run
+                                                                                       : 0;
+      std::lock_guard lock(device->runs_mutex);
+      if (std::find(device->open_runs.begin(), device->open_runs.end(), run) ==
+          device->open_runs.end())
+        return fail(QUILT_STATUS_INVALID_ARGUMENT,
+                    "execute: run " + std::to_string(run) + " was not begun (check_runs)");
+    }
     std::shared_ptr<const Program> program = executable->program;
     // The host's arrays are valid only during this call: copy shapes and pointers now.
     std::vector<Dims> shapes;
@@ -349,6 +364,31 @@ quilt_status_t execute(quilt_device_t device, quilt_executable_t executable,
   });
 }
 
+// ABI 1.2: a run's bracket. The example only checks the host's contract (check_runs).
+quilt_status_t run_begin(quilt_device_t device, uint64_t run) {
+  return guarded([&]() -> Status {
+    if (device->options.fail_run_begin)
+      return fail(QUILT_STATUS_DEVICE_ERROR,
+                  "run_begin: injected failure (run " + std::to_string(run) + ")");
+    std::lock_guard lock(device->runs_mutex);
+    if (device->options.check_runs && !device->open_runs.empty())
+      return fail(QUILT_STATUS_INVALID_ARGUMENT, "run_begin: run " +
+                                                     std::to_string(device->open_runs[0]) +
+                                                     " was never ended (check_runs)");
+    if (std::find(device->open_runs.begin(), device->open_runs.end(), run) !=
+        device->open_runs.end())
+      return fail(QUILT_STATUS_INVALID_ARGUMENT,
+                  "run_begin: run " + std::to_string(run) + " begun twice");
+    device->open_runs.push_back(run);
+    return {};
+  });
+}
+
+void run_end(quilt_device_t device, uint64_t run) {
+  std::lock_guard lock(device->runs_mutex);
+  std::erase(device->open_runs, run);
+}
+
 void release(void*) {
   set_host(nullptr);
 }
@@ -383,6 +423,8 @@ const quilt_backend_t kBackend = {
     .event_query = event_query,
     .event_release = event_release,
     .event_timestamps = event_timestamps,
+    .run_begin = run_begin,
+    .run_end = run_end,
 };
 
 #ifdef QUILT_EXAMPLE_FAULTS
@@ -424,6 +466,8 @@ const quilt_backend_t* faulty_backend() {
         {"event_query", offsetof(quilt_backend_t, event_query)},
         {"event_release", offsetof(quilt_backend_t, event_release)},
         {"event_timestamps", offsetof(quilt_backend_t, event_timestamps)},
+        {"run_begin", offsetof(quilt_backend_t, run_begin)},
+        {"run_end", offsetof(quilt_backend_t, run_end)},
     };
     for (const auto& [name, offset] : slots)
       if (std::strcmp(slot, name) == 0)
