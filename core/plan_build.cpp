@@ -512,6 +512,12 @@ void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
       for (int v : live[n].inputs)
         if (v >= 0) reads.insert(v);
       for (const auto& name : live[n].node->implicit_inputs) reads.insert(value_id(name));
+      // Constants whose values shape inference reads (a Split's sizes, a Resize's scales) stay
+      // whatever the backend says: a run whose shapes were not all known at creation reads them.
+      if (live[n].schema)
+        for (int i : live[n].schema->value_inputs)
+          if (static_cast<size_t>(i) < live[n].inputs.size() && live[n].inputs[i] >= 0)
+            holders[live[n].inputs[i]] += kKept;
     }
     for (int v : reads) holders[v] += pp.device < 0 ? kKept : 1;
   }
