@@ -288,9 +288,10 @@ Device::Device(const LoadedBackend& backend, int32_t index,
   brackets_runs_ =
       has_slot(*api_, &quilt_backend_t::run_begin, offsetof(quilt_backend_t, run_begin)) &&
       has_slot(*api_, &quilt_backend_t::run_end, offsetof(quilt_backend_t, run_end));
-  // A device with its own memory may publish what a command costs it (after opening: the
-  // backend may measure it then), for the partitioner's cost rule.
-  if (!host_memory()) {
+  // A device with its own memory or its own queue may publish what a command costs it (after
+  // opening: the backend may measure it then), for the partitioner's cost rule. (The CPU, host
+  // memory and synchronous, publishes nothing; asking would load OpenBLAS.)
+  if (!host_memory() || !synchronous()) {
     quilt_device_info_t full{};
     full.struct_size = sizeof(full);
     if (quilt_status_t s = api_->device_info(api_->context, index, &full))

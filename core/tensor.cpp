@@ -140,7 +140,9 @@ std::string to_string(const std::vector<Dim>& shape) {
 
 namespace {
 
-constexpr size_t kAlignment = 64;
+// 128: an OpenCL device that shares the host's memory (PoCL: CL_DEVICE_MEM_BASE_ADDR_ALIGN is
+// 128 bytes) works on a tensor in place only when it is aligned so, and stages it otherwise.
+constexpr size_t kAlignment = 128;
 
 // Large scratch buffers (kernel outputs, Tensor::scratch) are kept for reuse instead of going
 // back to malloc: glibc serves them

@@ -101,10 +101,11 @@ class Assigner {
       return parent[x] == x ? x : parent[x] = find(parent[x]);
     };
     // Pinned nodes belong to islands (their neighbours pay no copy to reach them) but are
-    // never moved: an island with a pinned node stays.
+    // never moved: an island with a pinned node stays. A device that shares the host's memory
+    // (no copies) but publishes a launch cost has islands too: its kernels still cost that.
     auto on_device = [&](int n) {
       int d = r.device_of[n];
-      return d >= 0 && devices_[d].space != 0;
+      return d >= 0 && (devices_[d].space != 0 || devices_[d].launch_ns > 0);
     };
     for (int n = 0; n < n_nodes; ++n) {
       if (!on_device(n)) continue;

@@ -13,7 +13,9 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "opencl.hpp"
 
@@ -107,6 +109,14 @@ void enumerate_devices() {
       cl_device_fp_config fp = 0;
       clGetDeviceInfo(id, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, nullptr);
       d.correctly_rounded_divide_sqrt = (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
+      cl_bool unified = CL_FALSE;
+      clGetDeviceInfo(id, CL_DEVICE_HOST_UNIFIED_MEMORY, sizeof unified, &unified, nullptr);
+      const char* host_memory_env = std::getenv("QUILT_OPENCL_HOST_MEMORY");
+      d.host_memory =
+          unified == CL_TRUE && !(host_memory_env && std::string_view(host_memory_env) == "0");
+      cl_uint align_bits = 0;
+      clGetDeviceInfo(id, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof align_bits, &align_bits, nullptr);
+      d.base_align = std::max<size_t>(align_bits / 8, 1);
       d.keys = {"platform", "driver version", "OpenCL version", "compute units", "fp16"};
       d.values = {d.platform_name, d.driver_version, d.cl_version, std::to_string(units),
                   d.fp16 ? "yes (cl_khr_fp16)" : "no"};
@@ -201,7 +211,8 @@ quilt_status_t device_info(void*, int32_t index, quilt_device_info_t* info) {
 #define QUILT_OPENCL_FITS(field) \
   (info->struct_size >= offsetof(quilt_device_info_t, field) + sizeof(info->field))
     if (QUILT_OPENCL_FITS(name)) info->name = d.name.c_str();
-    if (QUILT_OPENCL_FITS(flags)) info->flags = 0;  // own memory space, asynchronous
+    // Asynchronous; its own memory space unless it shares the host's.
+    if (QUILT_OPENCL_FITS(flags)) info->flags = d.host_memory ? QUILT_DEVICE_HOST_MEMORY : 0;
     if (QUILT_OPENCL_FITS(memory_bytes)) info->memory_bytes = d.memory_bytes;
     if (QUILT_OPENCL_FITS(property_values)) {
       info->num_properties = d.keys.size();
@@ -312,6 +323,7 @@ Status compile_patch(quilt_device_s& device, const quilt_graph_t& graph, Patch* 
   patch->constants.resize(n);
   patch->produced.assign(n, 0);
   std::vector<char> available(n, 0);
+  std::vector<size_t> upload_bytes(n, 0);
   for (size_t v = 0; v < n; ++v) {
     patch->root[v] = static_cast<int32_t>(v);
     const quilt_value_t& value = graph.values[v];
@@ -327,14 +339,7 @@ Status compile_patch(quilt_device_s& device, const quilt_graph_t& graph, Patch* 
                   "compile: constant '" + patch->value_names[v] + "' has an unknown shape");
     const size_t bytes = element_count({info.dims, static_cast<size_t>(info.rank)}) *
                          (info.dtype == QUILT_DTYPE_BOOL ? 1 : sizeof(float));
-    if (bytes == 0) continue;
-    cl_int err = CL_SUCCESS;
-    *patch->constants[v].out() =
-        clCreateBuffer(device.context.get(), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, bytes,
-                       const_cast<void*>(value.constant), &err);
-    if (err != CL_SUCCESS)
-      return cl_fail(
-          err, "upload of constant '" + patch->value_names[v] + "' (" + format_bytes(bytes) + ")");
+    if (bytes > 0) upload_bytes[v] = bytes;  // uploaded below, unless only packed copies are read
   }
   for (size_t i = 0; i < graph.num_inputs; ++i) {
     if (!in_range(graph.inputs[i]))
@@ -367,6 +372,30 @@ Status compile_patch(quilt_device_s& device, const quilt_graph_t& graph, Patch* 
     }
     patch->nodes.push_back(std::move(desc));
   }
+  // A constant goes to the device as it is only if a node reads it so: not the weights of a
+  // Conv or a MatMul/Gemm that packed them at compile (their kernels read the packed copy alone),
+  // which would otherwise be held twice.
+  std::vector<char> read_as_is(n, 0);
+  for (const NodeDesc& desc : patch->nodes)
+    for (size_t k = 0; k < desc.inputs.size(); ++k) {
+      const int32_t v = desc.inputs[k];
+      if (v < 0) continue;
+      const std::string_view op = desc.op->op_type;
+      const bool packed_conv =
+          (op == "Conv" || op == "ConvTranspose") && k == 1 && desc.packed && params(desc).get();
+      const bool packed_gemm = (op == "MatMul" || op == "Gemm") && k == 1 && desc.packed;
+      if (!packed_conv && !packed_gemm) read_as_is[v] = 1;
+    }
+  for (size_t v = 0; v < n; ++v) {
+    if (!upload_bytes[v] || !read_as_is[v]) continue;
+    cl_int err = CL_SUCCESS;
+    *patch->constants[v].out() =
+        clCreateBuffer(device.context.get(), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                       upload_bytes[v], const_cast<void*>(graph.values[v].constant), &err);
+    if (err != CL_SUCCESS)
+      return cl_fail(err, "upload of constant '" + patch->value_names[v] + "' (" +
+                              format_bytes(upload_bytes[v]) + ")");
+  }
   for (size_t i = 0; i < graph.num_outputs; ++i) {
     int32_t v = graph.outputs[i];
     if (!in_range(v) || !available[v])
@@ -386,12 +415,40 @@ quilt_status_t compile(quilt_device_t device, const quilt_graph_t* graph,
     auto patch = std::make_shared<Patch>();
     if (Status s = compile_patch(*device, *graph, patch.get()); !s.ok()) return s;
     *executable = new quilt_executable_s{std::move(patch)};
+    // Every constant is on the device now (or was read into the nodes' parameters): the host
+    // may free its copy (ABI 1.1), so weights are not held twice.
+    if (graph->struct_size >=
+            offsetof(quilt_graph_t, constant_done_context) + sizeof(graph->constant_done_context) &&
+        graph->constant_done)
+      for (size_t v = 0; v < graph->num_values; ++v)
+        if (graph->values[v].constant)
+          graph->constant_done(graph->constant_done_context, static_cast<int32_t>(v));
     return {};
   });
 }
 
 void executable_release(quilt_device_t, quilt_executable_t executable) {
   delete executable;
+}
+
+size_t dtype_size(int32_t dtype) {
+  switch (dtype) {
+    case QUILT_DTYPE_BOOL:
+    case QUILT_DTYPE_UINT8:
+    case QUILT_DTYPE_INT8:
+      return 1;
+    case QUILT_DTYPE_FLOAT16:
+    case QUILT_DTYPE_BFLOAT16:
+    case QUILT_DTYPE_INT16:
+    case QUILT_DTYPE_UINT16:
+      return 2;
+    case QUILT_DTYPE_INT64:
+    case QUILT_DTYPE_UINT64:
+    case QUILT_DTYPE_FLOAT64:
+      return 8;
+    default:
+      return 4;
+  }
 }
 
 // Enqueues one execution of the patch; the caller holds the device's enqueue lock.
@@ -411,25 +468,64 @@ Status enqueue_patch(quilt_device_s& device, const Patch& patch, const quilt_exe
                                                     format_dims(shapes[v]) +
                                                     " has 2^31 or more elements");
   }
+  std::vector<cl_mem> in_mems(patch.inputs.size()), out_mems(patch.outputs.size());
+  Launch launch(device, std::move(shapes), std::vector<cl_mem>(n, nullptr), std::move(waits));
+  // On a host-memory device the pointers are the host's: each becomes a buffer over that
+  // memory when it is aligned as the device needs, else a pool buffer staged in (and out) by
+  // the queue. The wrappers go with this call; OpenCL keeps them until their commands end.
+  std::vector<Mem> wrappers;
+  std::vector<std::pair<size_t, bool>> synced_outputs;  // (output, wrapped: map; else read)
+  auto host_buffer = [&](void* ptr, int32_t v, bool input, cl_mem* out, bool* wrapped) -> Status {
+    *out = nullptr;
+    *wrapped = false;
+    if (!ptr) return {};  // empty
+    const size_t bytes = element_count(launch.dims(v)) * dtype_size(args.values[v].dtype);
+    if (reinterpret_cast<uintptr_t>(ptr) % device.entry->base_align == 0) {
+      cl_int err = CL_SUCCESS;
+      const cl_mem_flags access = input ? CL_MEM_READ_ONLY : CL_MEM_READ_WRITE;
+      *wrappers.emplace_back().out() =
+          clCreateBuffer(device.context.get(), access | CL_MEM_USE_HOST_PTR, bytes, ptr, &err);
+      if (err != CL_SUCCESS)
+        return cl_fail(err, "wrap the host memory of '" + patch.value_names[v] + "'");
+      *out = wrappers.back().get();
+      *wrapped = true;
+      return {};
+    }
+    if (Status s = launch.scratch(bytes, out); !s.ok())
+      return {s.code, s.message + " '" + patch.value_names[v] + "'"};
+    return input ? launch.write(*out, ptr, bytes) : Status{};
+  };
+  for (const bool input : {true, false}) {
+    const std::vector<int32_t>& values = input ? patch.inputs : patch.outputs;
+    std::vector<cl_mem>& mems = input ? in_mems : out_mems;
+    for (size_t i = 0; i < values.size(); ++i) {
+      void* ptr = input ? args.inputs[i] : args.outputs[i];
+      if (!device.entry->host_memory) {
+        mems[i] = static_cast<cl_mem>(ptr);
+        continue;
+      }
+      bool wrapped = false;
+      if (Status s = host_buffer(ptr, values[i], input, &mems[i], &wrapped); !s.ok()) return s;
+      if (!input && mems[i]) synced_outputs.emplace_back(i, wrapped);
+    }
+  }
   std::vector<cl_mem> buffers(n, nullptr);
   std::vector<char> assigned(n, 0);
   for (size_t v = 0; v < n; ++v)
     if (patch.constants[v]) buffers[v] = patch.constants[v].get(), assigned[v] = 1;
   for (size_t i = 0; i < patch.inputs.size(); ++i)
-    buffers[patch.inputs[i]] = static_cast<cl_mem>(args.inputs[i]), assigned[patch.inputs[i]] = 1;
+    buffers[patch.inputs[i]] = in_mems[i], assigned[patch.inputs[i]] = 1;
   // An output a kernel writes gets the host's buffer; so does the value an output is a view of,
   // unless that value already has a buffer (then the output is a copy at the boundary).
   for (size_t i = 0; i < patch.outputs.size(); ++i) {
     int32_t v = patch.outputs[i];
-    if (patch.root[v] == v && !assigned[v])
-      buffers[v] = static_cast<cl_mem>(args.outputs[i]), assigned[v] = 1;
+    if (patch.root[v] == v && !assigned[v]) buffers[v] = out_mems[i], assigned[v] = 1;
   }
   for (size_t i = 0; i < patch.outputs.size(); ++i) {
     int32_t r = patch.root[patch.outputs[i]];
-    if (!assigned[r] && patch.produced[r])
-      buffers[r] = static_cast<cl_mem>(args.outputs[i]), assigned[r] = 1;
+    if (!assigned[r] && patch.produced[r]) buffers[r] = out_mems[i], assigned[r] = 1;
   }
-  Launch launch(device, std::move(shapes), buffers, std::move(waits));
+  for (size_t v = 0; v < n; ++v) launch.set_buffer(static_cast<int32_t>(v), buffers[v]);
   for (size_t v = 0; v < n; ++v) {
     if (assigned[v] || !patch.produced[v] || patch.root[v] != static_cast<int32_t>(v)) continue;
     size_t bytes = element_count(launch.dims(static_cast<int32_t>(v))) * sizeof(float);
@@ -452,10 +548,17 @@ Status enqueue_patch(quilt_device_s& device, const Patch& patch, const quilt_exe
   }
   for (size_t i = 0; i < patch.outputs.size(); ++i) {
     int32_t v = patch.outputs[i];
-    cl_mem dst = static_cast<cl_mem>(args.outputs[i]), src = launch.buffer(v);
+    cl_mem dst = out_mems[i], src = launch.buffer(v);
     if (dst && src != dst)
       if (Status s = launch.copy(src, dst, element_count(launch.dims(v)) * sizeof(float)); !s.ok())
         return s;
+  }
+  for (const auto& [i, wrapped] : synced_outputs) {
+    const int32_t v = patch.outputs[i];
+    const size_t bytes = element_count(launch.dims(v)) * dtype_size(args.values[v].dtype);
+    Status s = wrapped ? launch.sync_to_host(out_mems[i], bytes)
+                       : launch.read(out_mems[i], args.outputs[i], bytes);
+    if (!s.ok()) return s;
   }
   if (Status s = launch.finish(first, last); !s.ok()) return s;
   if (node_events) *node_events = launch.take_node_events();

@@ -434,6 +434,33 @@ Status Launch::copy(cl_mem src, cl_mem dst, size_t bytes) {
   return enqueued(err, event, "enqueue copy");
 }
 
+Status Launch::write(cl_mem dst, const void* src, size_t bytes) {
+  cl_event event = nullptr;
+  cl_int err = clEnqueueWriteBuffer(device_.queue.get(), dst, CL_FALSE, 0, bytes, src,
+                                    first_ ? 0 : static_cast<cl_uint>(waits_.size()),
+                                    first_ || waits_.empty() ? nullptr : waits_.data(), &event);
+  return enqueued(err, event, "enqueue write of an input");
+}
+
+Status Launch::read(cl_mem src, void* dst, size_t bytes) {
+  cl_event event = nullptr;
+  cl_int err = clEnqueueReadBuffer(device_.queue.get(), src, CL_FALSE, 0, bytes, dst,
+                                   first_ ? 0 : static_cast<cl_uint>(waits_.size()),
+                                   first_ || waits_.empty() ? nullptr : waits_.data(), &event);
+  return enqueued(err, event, "enqueue read of an output");
+}
+
+Status Launch::sync_to_host(cl_mem mem, size_t bytes) {
+  cl_event event = nullptr;
+  cl_int err = CL_SUCCESS;
+  void* p = clEnqueueMapBuffer(device_.queue.get(), mem, CL_FALSE, CL_MAP_READ, 0, bytes,
+                               first_ ? 0 : static_cast<cl_uint>(waits_.size()),
+                               first_ || waits_.empty() ? nullptr : waits_.data(), &event, &err);
+  if (Status s = enqueued(err, event, "enqueue map of an output"); !s.ok()) return s;
+  err = clEnqueueUnmapMemObject(device_.queue.get(), mem, p, 0, nullptr, &event);
+  return enqueued(err, event, "enqueue unmap of an output");
+}
+
 Status Launch::wait_for_waits() {
   if (first_ || waits_.empty()) return {};
   cl_event event = nullptr;

@@ -84,6 +84,12 @@ struct DeviceEntry {
   uint64_t memory_bytes = 0, max_alloc_bytes = 0;
   uint32_t compute_units = 0;
   bool fp16 = false, correctly_rounded_divide_sqrt = false;
+  // The device's memory is the host's (CL_DEVICE_HOST_UNIFIED_MEMORY: PoCL, integrated GPUs):
+  // it is offered to Quilt as QUILT_DEVICE_HOST_MEMORY, so the host passes its own buffers to
+  // execute and inserts no copies; execute wraps them (CL_MEM_USE_HOST_PTR) when aligned to
+  // base_align, else stages them through the queue. QUILT_OPENCL_HOST_MEMORY=0 turns it off.
+  bool host_memory = false;
+  size_t base_align = 128;  // CL_DEVICE_MEM_BASE_ADDR_ALIGN, in bytes
   // device_info's properties; the pointer arrays point into the strings.
   std::vector<std::string> keys, values;
   std::vector<const char*> key_ptrs, value_ptrs;
@@ -377,6 +383,12 @@ class Launch {
   Status run(const std::string& family, const std::string& kernel_name,
              std::array<size_t, 3> global, std::array<size_t, 3> local, const Args&... args);
   Status copy(cl_mem src, cl_mem dst, size_t bytes);
+  // Host memory staged through the queue, in queue order (host-memory devices, unaligned
+  // pointers): host -> buffer, buffer -> host.
+  Status write(cl_mem dst, const void* src, size_t bytes);
+  Status read(cl_mem src, void* dst, size_t bytes);
+  // Makes a CL_MEM_USE_HOST_PTR buffer's contents visible in its host memory (map, unmap).
+  Status sync_to_host(cl_mem mem, size_t bytes);
   // For libraries that enqueue without a wait list (CLBlast): before its first command, a
   // marker holding the execution's wait events (the queue is in order); after it, adopt()
   // takes the library's event as this launch's latest.
