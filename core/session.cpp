@@ -1,5 +1,6 @@
 // Session: load, validate, choose devices, plan, run.
 #include <algorithm>
+#include <new>
 #include <set>
 
 #include "core/backend_registry.hpp"
@@ -212,17 +213,31 @@ std::shared_ptr<Session::Impl> make_impl(std::unique_ptr<Model> model,
   return impl;
 }
 
+// Session creation allocates all along (parsing, folding, packing, devices, threads): running
+// out of memory anywhere is Error(OutOfMemory), like in a run, not a std::bad_alloc escaping.
+template <class F>
+std::shared_ptr<Session::Impl> creating(F f) {
+  try {
+    return f();
+  } catch (const std::bad_alloc&) {
+    throw Error(ErrorCode::OutOfMemory, "out of memory while creating the session");
+  }
+}
+
 }  // namespace
 
 Session::Session(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Session::Session(const std::string& model_path, const SessionOptions& options)
-    : impl_(make_impl(std::make_unique<Model>(load_model_file(model_path)), options)) {}
+    : impl_(creating([&] {
+        return make_impl(std::make_unique<Model>(load_model_file(model_path)), options);
+      })) {}
 
 Session Session::from_bytes(std::span<const std::byte> model, const SessionOptions& options,
                             const std::string& external_data_dir) {
-  return Session(
-      make_impl(std::make_unique<Model>(load_model_bytes(model, external_data_dir)), options));
+  return Session(creating([&] {
+    return make_impl(std::make_unique<Model>(load_model_bytes(model, external_data_dir)), options);
+  }));
 }
 
 Session::Session(Session&&) noexcept = default;

@@ -279,9 +279,7 @@ void pack_a_blocks(const float* a, int64_t m, int64_t k, int64_t lda, bool trans
 float* pack_a_for_call(const float* a, int64_t m, int64_t k, int64_t lda, bool transposed,
                        const ThreadPool& pool) {
   const int64_t blocks = (m + kMr - 1) / kMr;
-  thread_local std::vector<float> buffer;
-  buffer.resize(static_cast<size_t>(blocks * k * kMr) + 16);
-  float* pa = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(buffer.data()) + 63) / 64 * 64);
+  float* pa = thread_scratch(3, blocks * k * kMr);  // 64-byte aligned
   if (blocks * k * kMr < (int64_t{1} << 16))
     pack_a_blocks(a, m, k, lda, transposed, 0, blocks, pa);
   else
@@ -321,13 +319,8 @@ void run_tiles(const float* packed_a, int64_t m, int64_t k, const BSource& b, in
   const int64_t tasks = col_tasks * row_tasks;
   const int64_t strips_per_task = (strips + col_tasks - 1) / col_tasks;
   auto work = [&](int64_t t0, int64_t t1) {
-    thread_local std::shared_ptr<float[]> panel;
-    thread_local int64_t panel_strips = 0;
     const int64_t group = std::min(strips_per_task, kGroup);
-    if (panel_strips < group) {
-      panel = aligned_floats(kKc * kNr * group);
-      panel_strips = group;
-    }
+    float* panel = thread_scratch(4, kKc * kNr * group);
     for (int64_t t = t0; t < t1; ++t) {
       // Strips and row blocks dealt evenly (task sizes differ by one at most): rounding every
       // task up to the same count left the last one short, and a thread idle at the end
@@ -339,7 +332,7 @@ void run_tiles(const float* packed_a, int64_t m, int64_t k, const BSource& b, in
       const int64_t r1 = std::min(m, (rt + 1) * row_blocks / row_tasks * kMr);
       if (j0 < j1 && r0 < r1)
         run_tile_range(packed_a, k, b, j0, j1, r0, r1, c, ldc, bias, col_bias, act, residual,
-                       panel.get());
+                       panel);
     }
   };
   if (tasks == 1) {

@@ -1,5 +1,6 @@
 #include "backends/cpu/thread_pool.hpp"
 
+#include <pthread.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -151,20 +152,64 @@ void ThreadPool::for_each_task(int64_t tasks, FunctionRef<void(int64_t)> fn) con
   });
 }
 
-float* thread_scratch(int slot, int64_t count) {
-  struct Buffer {
-    std::unique_ptr<float[], void (*)(void*)> data{nullptr, std::free};
-    int64_t size = 0;
-  };
-  thread_local std::array<Buffer, 3> buffers;
-  Buffer& b = buffers.at(static_cast<size_t>(slot));
-  if (b.size < count) {
-    const size_t bytes = (static_cast<size_t>(count) * sizeof(float) + 63) / 64 * 64;
-    b.data.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
-    if (!b.data) throw std::bad_alloc();
-    b.size = count;
+namespace {
+
+// The per-thread buffers hang off a pthread key, not a C++ thread_local with a destructor: glibc
+// registers such a destructor (__cxa_thread_atexit) with a calloc the first time a thread touches
+// the object, and when that calloc fails it aborts the process ("failed to register TLS
+// destructor") instead of letting the allocation fail. Under an address-space cap, the first
+// GEMM of a pool worker did exactly that. pthread_setspecific on one of the first 32 keys needs
+// no allocation, and reports ENOMEM otherwise; the thread_local below is a plain pointer.
+struct ScratchBuffer {
+  void* data = nullptr;
+  size_t bytes = 0;
+};
+struct ThreadScratch {
+  std::array<ScratchBuffer, kScratchSlots> slots;
+  ~ThreadScratch() {
+    for (auto& s : slots) std::free(s.data);
   }
-  return b.data.get();
+};
+
+pthread_key_t scratch_key() {
+  static const pthread_key_t key = [] {
+    pthread_key_t k;
+    if (pthread_key_create(&k, [](void* p) { delete static_cast<ThreadScratch*>(p); }) != 0)
+      throw std::bad_alloc();
+    return k;
+  }();
+  return key;
+}
+
+ThreadScratch& this_thread_scratch() {
+  thread_local ThreadScratch* mine = nullptr;  // owned by the key: freed at thread exit
+  if (!mine) {
+    const pthread_key_t key = scratch_key();
+    auto owned = std::make_unique<ThreadScratch>();
+    if (pthread_setspecific(key, owned.get()) != 0) throw std::bad_alloc();
+    mine = owned.release();
+  }
+  return *mine;
+}
+
+}  // namespace
+
+void* thread_scratch_bytes(int slot, size_t bytes) {
+  ScratchBuffer& b = this_thread_scratch().slots.at(static_cast<size_t>(slot));
+  if (b.bytes < bytes || !b.data) {
+    const size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, rounded);
+    if (!p) throw std::bad_alloc();
+    std::free(b.data);
+    b.data = p;
+    b.bytes = rounded;
+  }
+  return b.data;
+}
+
+float* thread_scratch(int slot, int64_t count) {
+  return static_cast<float*>(
+      thread_scratch_bytes(slot, static_cast<size_t>(count) * sizeof(float)));
 }
 
 }  // namespace quilt::cpu

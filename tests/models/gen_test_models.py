@@ -363,3 +363,23 @@ unpool = helper.make_model(helper.make_graph(
     "max_unpool", [vi("x", TensorProto.FLOAT, [1, 4, 64, 64]), vi("i", TensorProto.INT64, [1, 4, 64, 64])],
     [vi("y", TensorProto.FLOAT, [1, 4, 128, 128])]), opset_imports=[helper.make_opsetid("", 11)])
 save(unpool, "max_unpool.onnx")
+
+# stress_dynamic (tests/core/test_stress.cpp): symbolic batch and spatial dims, so each run of
+# one session infers shapes, sizes its buffers and tiles its kernels anew. Conv -> Relu is one
+# output ([n, 8, h, w]); global pooling -> MatMul -> Softmax the other ([n, 4]).
+g = helper.make_graph([N("Conv", ["x", "SK", "SB"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+                       N("Relu", ["c"], ["features"], name="relu"),
+                       N("GlobalAveragePool", ["features"], ["p"], name="gap"),
+                       N("Flatten", ["p"], ["f"], name="flatten", axis=1),
+                       N("MatMul", ["f", "SW"], ["logits"], name="mm"),
+                       N("Softmax", ["logits"], ["probs"], name="softmax", axis=-1)],
+                      "stress_dynamic", [vi("x", TensorProto.FLOAT, ["n", 3, "h", "w"])],
+                      [vi("features", TensorProto.FLOAT, ["n", 8, "h", "w"]), vi("probs", TensorProto.FLOAT, ["n", 4])],
+                      [weight("SK", 8, 3, 3, 3), weight("SB", 8), weight("SW", 8, 4)])
+save(helper.make_model(g, opset_imports=OPSET), "stress_dynamic.onnx")
+# stress_weights: 4 MiB of weights, so that creating a session needs memory (the file read, the
+# parsed tensor, the packed GEMM operand): test_stress.cpp creates it under address-space caps.
+g = helper.make_graph([N("MatMul", ["x", "BW"], ["y"], name="mm")], "stress_weights",
+                      [vi("x", TensorProto.FLOAT, ["n", 1024])], [vi("y", TensorProto.FLOAT, ["n", 1024])],
+                      [weight("BW", 1024, 1024)])
+save(helper.make_model(g, opset_imports=OPSET), "stress_weights.onnx")

@@ -209,11 +209,12 @@ bool separable(const Geometry& g) {
 
 template <class T, class Op>
 void window_separable(const Geometry& g, const T* x, T* y, T init, Op op) {
-  thread_local std::vector<T> rows;  // per input row: the maxima of the output columns' windows
-  rows.resize(static_cast<size_t>(g.in[1] * g.out[2]));
+  // Per input row: the maxima of the output columns' windows (per-thread, grown, kept).
+  T* const rows =
+      static_cast<T*>(thread_scratch_bytes(6, static_cast<size_t>(g.in[1] * g.out[2]) * sizeof(T)));
   const int64_t sw = g.stride[2];
   for (int64_t ih = 0; ih < g.in[1]; ++ih) {
-    T* h = rows.data() + ih * g.out[2];
+    T* h = rows + ih * g.out[2];
     const T* xrow = x + ih * g.in[2];
     std::fill(h, h + g.out[2], init);
     for (int64_t kw = 0; kw < g.kernel[2]; ++kw) {
@@ -231,7 +232,7 @@ void window_separable(const Geometry& g, const T* x, T* y, T init, Op op) {
     const int64_t top = oh * g.stride[1] - g.pad[1];
     const auto [h0, h1] = kernel_range(oh, g.stride[1], g.pad[1], 1, g.kernel[1], g.in[1]);
     for (int64_t kh = h0; kh < h1; ++kh) {
-      const T* h = rows.data() + (top + kh) * g.out[2];
+      const T* h = rows + (top + kh) * g.out[2];
       for (int64_t ow = 0; ow < g.out[2]; ++ow) yrow[ow] = op(yrow[ow], h[ow]);
     }
   }
