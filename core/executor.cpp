@@ -599,8 +599,9 @@ TensorMap ExecutionPlan::run(const TensorMap& inputs, const std::vector<std::str
     if (defaults_[v].defined()) set_host(st, static_cast<int>(v), defaults_[v]);
   }
   for (const auto& [name, tensor] : inputs) {
-    auto in = std::find_if(inputs_.begin(), inputs_.end(),
-                           [&](const ValueInfo& v) { return v.name == name; });
+    auto in = std::find_if(inputs_.begin(), inputs_.end(), [&name = name](const ValueInfo& v) {
+      return v.name == name;
+    });  // (an explicit capture: clang before 16 cannot capture a structured binding)
     if (in == inputs_.end()) {
       if (std::find(overridable_.begin(), overridable_.end(), name) != overridable_.end()) {
         const int id = ids_.at(name);

@@ -63,7 +63,7 @@ __attribute__((target("avx512f,prfchw"))) void micro_kernel(
     for (int64_t i = 0; i < rows; ++i)
       for (int j = 0; j < NV; ++j) {
         if (finish.residual) _mm_prefetch(finish.residual + i * ldc + j * kLanes, _MM_HINT_T0);
-        if (first) _m_prefetchw(c + i * ldc + j * kLanes);
+        if (first) __builtin_prefetch(c + i * ldc + j * kLanes, 1, 3);  // prefetchw
       }
   __m512 acc[kLive][NV];
 #pragma GCC unroll 8

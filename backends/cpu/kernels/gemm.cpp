@@ -233,7 +233,10 @@ void matmul_f32(KernelContext& ctx) {
   const Tensor& b = ctx.input(1);
   Tensor& y = ctx.output_uninitialized(0);
   if (y.numel() == 0) return;
-  const auto [m, k, n] = matmul_dims(a.shape(), b.shape());
+  // Plain variables, not a structured binding: the lambdas below capture them, which clang
+  // before 16 refuses for bindings (the fuzz build uses Debian's clang 15).
+  const auto dims = matmul_dims(a.shape(), b.shape());
+  const int64_t k = dims[1], n = dims[2];
   const float* ap = a.data<float>();
   const float* bp = b.data<float>();
   float* yp = y.data<float>();
@@ -313,7 +316,10 @@ void matmul(KernelContext& ctx) {
   const Tensor& b = ctx.input(1);
   Tensor& y = ctx.output(0);
   if (y.numel() == 0) return;
-  const auto [m, k, n] = matmul_dims(a.shape(), b.shape());
+  // Plain variables, not a structured binding: the lambdas below capture them, which clang
+  // before 16 refuses for bindings (the fuzz build uses Debian's clang 15).
+  const auto dims = matmul_dims(a.shape(), b.shape());
+  const int64_t k = dims[1], n = dims[2];
   const T* ap = a.data<T>();
   const T* bp = b.data<T>();
   T* yp = y.data<T>();
