@@ -1,0 +1,73 @@
+"""Seed corpora and a dictionary for the fuzzers of tests/fuzz (run by tools/fuzz.sh).
+
+    make_seeds.py OUT_DIR TEST_MODELS_DIR
+
+OUT_DIR/models/: every model.onnx of onnx's backend test data (node, simple, pytorch-*, light)
+up to 64 KiB, the test models (tests/models/gen_test_models.py's output) and
+tools/models/digits_cnn.onnx, named by content hash (duplicates once).
+OUT_DIR/npy/: .npy files of every dtype Quilt reads, format versions 1-3, 0-d to 4-d, Fortran
+order and big-endian (which must be refused), and the digits samples.
+OUT_DIR/onnx.dict: libFuzzer dictionary of op names, attribute names and domains.
+"""
+import hashlib
+import io
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+MAX_BYTES = 64 * 1024
+
+
+def put(folder: Path, data: bytes, suffix: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / (hashlib.sha1(data).hexdigest()[:16] + suffix)).write_bytes(data)
+
+
+def main() -> None:
+    out, test_models = Path(sys.argv[1]), Path(sys.argv[2])
+    root = Path(__file__).resolve().parents[2]
+    data = Path(onnx.__file__).parent / "backend" / "test" / "data"
+    models = [p for s in ("node", "simple", "pytorch-converted", "pytorch-operator", "light")
+              for p in sorted((data / s).glob("*/model.onnx"))]
+    models += sorted(test_models.rglob("*.onnx")) + [root / "tools" / "models" / "digits_cnn.onnx"]
+    n = 0
+    for p in models:
+        b = p.read_bytes()
+        if len(b) <= MAX_BYTES:
+            put(out / "models", b, ".onnx")
+            n += 1
+
+    m = 0
+    for dtype in ("<f4", "<f8", "<f2", "<i8", "<i4", "<i2", "|i1", "<u8", "<u4", "<u2", "|u1", "|b1"):
+        for shape in ((), (0,), (3,), (2, 3), (1, 2, 2, 2)):
+            a = (np.arange(int(np.prod(shape)), dtype=np.int64) % 3).astype(dtype).reshape(shape)
+            for version in ((1, 0), (2, 0), (3, 0)):
+                f = io.BytesIO()
+                np.lib.format.write_array(f, a, version=version)
+                put(out / "npy", f.getvalue(), ".npy")
+                m += 1
+    for odd in (np.asfortranarray(np.ones((2, 3), "<f4")), np.ones((2, 2), ">f4")):
+        f = io.BytesIO()
+        np.lib.format.write_array(f, odd, version=(1, 0))
+        put(out / "npy", f.getvalue(), ".npy")
+    for p in sorted((root / "tools" / "models").glob("*.npy")):
+        put(out / "npy", p.read_bytes(), ".npy")
+
+    words = set()
+    for schema in onnx.defs.get_all_schemas_with_history():
+        words.add(schema.name)
+        words.update(schema.attributes.keys())
+        if schema.domain:
+            words.add(schema.domain)
+    words.update(["descr", "fortran_order", "shape", "False", "True", "<f4", "<i8", "|b1"])
+    with open(out / "onnx.dict", "w") as f:
+        for w in sorted(words):
+            f.write('"' + w.replace("\\", "\\\\").replace('"', '\\"') + '"\n')
+    print(f"seeds: {n} models, {m + 2} npy files, {len(words)} dictionary words in {out}")
+
+
+if __name__ == "__main__":
+    main()
