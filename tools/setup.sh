@@ -3,7 +3,8 @@
 #   - Debian packages (apt-get) for the compiler (and ccache, which CMake uses when present), protobuf + libonnx-dev, OpenBLAS, GoogleTest,
 #     Graphviz (tests render `quilt plan --format dot`), iproute2 (`ip`, for the loopback-only
 #     network namespace of the Ray Serve cluster test, tools/loopback_only.sh), OpenCL (headers,
-#     the ICD loader, PoCL as the CPU device CI tests on, clinfo, CLBlast);
+#     the ICD loader, PoCL as the CPU device CI tests on, clinfo, CLBlast, Oclgrind: the strict
+#     simulated device the opencl_oclgrind test checks the kernels on);
 #   - a project venv (.venv) with the pinned Python packages of tools/requirements.txt;
 #   - an incremental CMake build (Release) in build/ (or $QUILT_BUILD);
 #   - the Python package (python/) installed into .venv, built against that build's libquilt
@@ -27,7 +28,7 @@ APT_PACKAGES=(
   libopenblas-dev libgtest-dev
   graphviz
   iproute2
-  ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo libclblast-dev
+  ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo libclblast-dev oclgrind
 )
 
 missing=()

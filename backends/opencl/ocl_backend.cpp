@@ -146,6 +146,15 @@ constexpr const char* kKnownOptions = "cache_dir, extra_build_options, gemm, max
 
 Status parse_options(const quilt_option_t* options, size_t count, Options* out) {
   out->cache_dir = default_cache_dir();
+  // QUILT_OPENCL_GEMM: the default of option gemm (the Oclgrind tests set `own`: measuring a
+  // 512^3 product on a simulator would take hours).
+  if (const char* gemm = std::getenv("QUILT_OPENCL_GEMM"); gemm && *gemm) {
+    const std::string value = gemm;
+    if (value != "auto" && value != "own" && value != "clblast")
+      return fail(QUILT_STATUS_INVALID_ARGUMENT,
+                  "QUILT_OPENCL_GEMM: '" + value + "' is not one of auto, own, clblast");
+    out->gemm = value;
+  }
   for (size_t i = 0; i < count; ++i) {
     std::string key = options[i].key, value = options[i].value ? options[i].value : "";
     if (key == "cache_dir") {
