@@ -19,12 +19,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::fclose(f);
   quilt::fuzz::expect_only_quilt_errors([&] {
     quilt::Tensor t = quilt::cli::read_npy(path);
-    // Touch every byte the tensor claims to hold.
+    // Touch every byte the tensor claims to hold (ASan checks each read).
     const auto* p = static_cast<const unsigned char*>(t.raw_data());
     unsigned sum = 0;
     for (size_t i = 0; i < t.nbytes(); ++i) sum += p[i];
-    static volatile unsigned sink;
-    sink = sum;
+    if (sum == 0xdeadbeef) std::fprintf(stderr, "%u\n", sum);  // keeps the loop
   });
   return 0;
 }
