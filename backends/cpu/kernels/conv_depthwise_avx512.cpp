@@ -266,10 +266,8 @@ QUILT_AVX512 void narrow_planes(const DepthwiseGeometry& g, const Narrow& n, int
                                 const float* bias, float* y, const Activation& act,
                                 const int64_t* taps) {
   // Padding is never written by the row copies, so one clear serves every plane of the range.
-  thread_local std::vector<float> scratch;
-  const size_t need = static_cast<size_t>(n.plane + n.nvec * kLanes);
-  if (scratch.size() < need) scratch.resize(need);
-  float* buf = scratch.data();
+  // The depthwise conv's band slot: this path replaces the band kernel, never runs beside it.
+  float* buf = thread_scratch(5, n.plane + n.nvec * kLanes);
   float* flat = buf + n.plane;
   std::fill(buf, buf + n.plane, 0.f);
   const int64_t ntaps = g.kernel_h * g.kernel_w, in_size = g.in_h * g.in_w;
