@@ -27,8 +27,8 @@ inline bool has_avx512f() {
 // gathered into contiguous narrow rows, one masked load and store per row (copy_row's 4-then-1
 // tail was a quarter of a 10x4 stride-2 conv on a 25x5 map). AVX-512F only.
 __attribute__((target("avx512f"))) inline void copy_narrow_rows(const float* src,
-                                                                 int64_t src_stride, float* dst,
-                                                                 int64_t width, int64_t rows) {
+                                                                int64_t src_stride, float* dst,
+                                                                int64_t width, int64_t rows) {
   const __mmask16 m = static_cast<__mmask16>((1u << width) - 1);
   for (int64_t r = 0; r < rows; ++r, src += src_stride, dst += width)
     _mm512_mask_storeu_ps(dst, m, _mm512_maskz_loadu_ps(m, src));

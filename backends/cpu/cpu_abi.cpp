@@ -12,9 +12,9 @@
 #include <thread>
 
 #include "backends/cpu/blas.hpp"
-#include "backends/cpu/qgemm.hpp"
 #include "backends/cpu/fusion.hpp"
 #include "backends/cpu/kernel.hpp"
+#include "backends/cpu/qgemm.hpp"
 #include "core/backend_registry.hpp"
 #include "core/device.hpp"
 #include "core/parse_int.hpp"

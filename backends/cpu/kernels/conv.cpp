@@ -15,10 +15,10 @@
 #include <type_traits>
 
 #include "backends/cpu/activation.hpp"
+#include "backends/cpu/avx512.hpp"
 #include "backends/cpu/blas.hpp"
 #include "backends/cpu/gemm_packed.hpp"
 #include "backends/cpu/kernel.hpp"
-#include "backends/cpu/avx512.hpp"
 #include "backends/cpu/kernels/conv_depthwise.hpp"
 #include "backends/cpu/kernels/conv_direct.hpp"
 #include "backends/cpu/kernels/conv_geometry.hpp"
