@@ -28,8 +28,12 @@ from pathlib import Path
 
 if "ray" in sys.modules:
     raise ImportError("import ray_cluster before ray: it sets the environment Ray reads when imported")
+# The head's proxy routes to every replica, not first to the one on its own node (Ray Serve's
+# default): the cluster test needs answers from both nodes, and with local preference the first
+# 254 answers of a fresh-clone run all came from the head's replica.
 os.environ.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32),
-                   "RAY_USAGE_STATS_ENABLED": "0", "RAY_metrics_report_interval_ms": "1000"})
+                   "RAY_USAGE_STATS_ENABLED": "0", "RAY_metrics_report_interval_ms": "1000",
+                   "RAY_SERVE_PROXY_PREFER_LOCAL_NODE_ROUTING": "0"})
 
 
 def free_port() -> int:
