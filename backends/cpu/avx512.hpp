@@ -34,6 +34,16 @@ __attribute__((target("avx512f"))) inline void copy_narrow_rows(const float* src
     _mm512_mask_storeu_ps(dst, m, _mm512_maskz_loadu_ps(m, src));
 }
 
+// dst[j] = row[j] for j in [lo, hi), pad for the rest of j < width <= 16: one row of an
+// unfolded (im2col) input at stride 1. Lanes outside [lo, hi) are not read. AVX-512F only.
+__attribute__((target("avx512f"))) inline void unfold_narrow_row(const float* row, int64_t lo,
+                                                                 int64_t hi, int64_t width,
+                                                                 float pad, float* dst) {
+  const __mmask16 valid = static_cast<__mmask16>(((1u << hi) - 1) & ~((1u << lo) - 1));
+  const __m512 v = _mm512_mask_loadu_ps(_mm512_set1_ps(pad), valid, row);
+  _mm512_mask_storeu_ps(dst, static_cast<__mmask16>((1u << width) - 1), v);
+}
+
 // The lanes of a 16-float vector at element i of an n-element row: all of them, or the tail's.
 inline __mmask16 lanes16(int64_t i, int64_t n) {
   return n - i >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (n - i)) - 1);

@@ -655,6 +655,26 @@ c.node("conv2d_small_images_batch", "Conv", {"x": rand(37, 3, 8, 8), "w": rand(8
        pads=[1, 1, 1, 1], **CONV_TOL)
 c.node("conv2d_small_images_batch_grouped", "Conv", {"x": rand(9, 4, 6, 5), "w": rand(6, 2, 3, 3)},
        group=2, strides=[2, 1], **CONV_TOL)
+# The same with constant weights (ConvKernel's batch path: a run of images unfolded side by side,
+# one GEMM, rows moved into place; rows of at most 16 unfolded by masked vectors): the digits
+# demo's two convs; a pointwise one; a 16-wide output row; dilation; stride 2 (not the masked
+# rows); enough output channels for gemm_channels (run_small_map, the batch split over threads).
+c.node("conv2d_small_images_batch_const_digits1", "Conv", {"x": rand(41, 1, 8, 8)},
+       initializers={"w": rand(8, 1, 3, 3), "b": rand(8)}, pads=[1, 1, 1, 1], **CONV_TOL)
+c.node("conv2d_small_images_batch_const_digits2", "Conv", {"x": rand(23, 8, 4, 4)},
+       initializers={"w": rand(16, 8, 3, 3), "b": rand(16)}, pads=[1, 1, 1, 1], **CONV_TOL)
+c.node("conv2d_small_images_batch_const_1x1", "Conv", {"x": rand(19, 12, 5, 5)},
+       initializers={"w": rand(10, 12, 1, 1)}, **CONV_TOL)
+c.node("conv2d_small_images_batch_const_row16", "Conv", {"x": rand(5, 2, 6, 16)},
+       initializers={"w": rand(4, 2, 3, 3), "b": rand(4)}, pads=[1, 1, 1, 1], **CONV_TOL)
+c.node("conv2d_small_images_batch_const_dilated", "Conv", {"x": rand(9, 3, 8, 8)},
+       initializers={"w": rand(4, 3, 3, 3)}, pads=[2, 1, 2, 3], dilations=[2, 2], **CONV_TOL)
+c.node("conv2d_small_images_batch_const_stride2", "Conv", {"x": rand(7, 3, 13, 17)},
+       initializers={"w": rand(5, 3, 3, 3), "b": rand(5)}, pads=[1, 1, 1, 1], strides=[2, 2],
+       **CONV_TOL)
+c.node("conv2d_small_images_batch_const_channels", "Conv", {"x": rand(6, 16, 4, 4)},
+       initializers={"w": rand(70, 16, 3, 3), "b": rand(70)}, pads=[1, 1, 1, 1],
+       rtol=1e-4, atol=1e-3)
 c.node("maxpool2d_2x2_stride2_odd", "MaxPool", {"x": rand(3, 5, 7, 9)}, kernel_shape=[2, 2], strides=[2, 2])
 x_nan = rand(1, 2, 4, 4)
 x_nan[0, 0, 0, 1] = np.nan

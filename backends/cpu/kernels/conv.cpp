@@ -377,22 +377,35 @@ class ConvKernel : public Kernel {
     const std::vector<PackedA>& packed = run_packed.empty() ? packed_ : run_packed;
     const int64_t depth = cg * kl;
 
-    // Small images in a batch (e.g. 8x8 digits): one image's GEMM is too small to split, so
-    // split the batch across the pool instead.
+    // Small images in a batch (the digits demo: 8x8 and 4x4): one image's GEMM is too small to
+    // split, or to fill the GEMM's 48-column strips (4x4: 16 columns), so the batch is split
+    // across the pool and each thread unfolds a run of its images side by side, one GEMM for
+    // them all, then moves each image's rows into place. Image by image, the demo's second conv
+    // took 581 us at 2 threads, 408 at 1.
     const int64_t image_macs = c_out * ovol * depth;
     if (batch > 1 && ctx.pool.threads() > 1 && image_macs < (int64_t{1} << 21) &&
         depth * ovol * static_cast<int64_t>(sizeof(float)) <= kColBytes) {
       static const ThreadPool serial(1);
+      // Images per GEMM: their unfolded input within 256 KiB (L2), at least one.
+      const int64_t run = std::clamp<int64_t>(
+          (int64_t{256} << 10) / (depth * ovol * static_cast<int64_t>(sizeof(float))), 1, batch);
       ctx.pool.parallel_for(batch, 1, [&](int64_t begin, int64_t end) {
-        std::vector<float> col(pointwise ? 0 : static_cast<size_t>(depth * ovol));
-        for (int64_t n = begin; n < end; ++n)
+        const int64_t most = std::min(run, end - begin), ld = most * ovol;
+        std::vector<float> col(static_cast<size_t>(depth * ld)), prod(static_cast<size_t>(mg * ld));
+        for (int64_t n0 = begin; n0 < end; n0 += most) {
+          const int64_t count = std::min(most, end - n0), cols = count * ovol;
           for (int64_t grp = 0; grp < group_; ++grp) {
-            const float* xg = xp + (n * c_in + grp * cg) * ivol;
-            if (!pointwise) im2col(g, taps, xg, cg, 0, g.out[0] * g.out[1], col.data(), serial);
-            gemm_packed(packed[static_cast<size_t>(grp)], pointwise ? xg : col.data(), ovol, ovol,
-                        yp + (n * c_out + grp * mg) * ovol, ovol, bp ? bp + grp * mg : nullptr,
-                        act_before, serial);
+            for (int64_t i = 0; i < count; ++i)
+              im2col(g, taps, xp + ((n0 + i) * c_in + grp * cg) * ivol, cg, 0, g.out[0] * g.out[1],
+                     col.data() + i * ovol, serial, 0.0f, ld);
+            gemm_packed(packed[static_cast<size_t>(grp)], col.data(), ld, cols, prod.data(), ld,
+                        bp ? bp + grp * mg : nullptr, act_before, serial);
+            for (int64_t i = 0; i < count; ++i)
+              for (int64_t m = 0; m < mg; ++m)
+                copy_row(prod.data() + m * ld + i * ovol,
+                         yp + ((n0 + i) * c_out + grp * mg + m) * ovol, ovol);
           }
+        }
       });
       if (rp) add_residual();
       return;
@@ -482,8 +495,11 @@ class ConvKernel : public Kernel {
     if (d.size() != 4 && d.size() != 3) return false;
     if (std::any_of(d.begin() + 2, d.end(), [](int64_t v) { return v <= 0; })) return false;
     const int64_t pixels = d[2] * (d.size() == 4 ? d[3] : 1), block = PackedAChannels::kRows;
-    if (pixels <= 64) return true;
     const int64_t padded = (mg + block - 1) / block * block;
+    // Unless gemm_channels' 64-row tiles would waste more of their lanes than gemm_packed's
+    // 48-column strips: the digits demo's 8 -> 8 and 8 -> 16 convs on 8x8 and 4x4 maps used
+    // an eighth and a quarter of each tile (1.69 ms a batch of 360, 0.5 on gemm_packed).
+    if (pixels <= 64) return mg * ((pixels + 47) / 48 * 48) >= pixels * padded;
     return pixels <= 28 * 28 && depth >= 512 && padded * 8 <= mg * 9;
   }
 
@@ -494,21 +510,34 @@ class ConvKernel : public Kernel {
     const int64_t batch = ctx.input(0).dim(0), c_in = ctx.input(0).dim(1);
     const int64_t cg = c_in / group_, mg = static_cast<int64_t>(channel_packed_[0].rows());
     const int64_t c_out = mg * group_, ivol = g.in_size(), ovol = g.out_size();
-    std::optional<ShiftedInput> shifted;
-    if (!pointwise) shifted.emplace(g, taps, cg);
     const std::vector<int64_t> plane_offsets =
         pointwise ? plane_rows(cg, ivol) : std::vector<int64_t>{};
-    for (int64_t n = 0; n < batch; ++n)
-      for (int64_t grp = 0; grp < group_; ++grp) {
-        const float* xg = xp + (n * c_in + grp * cg) * ivol;
-        const int64_t yo = (n * c_out + grp * mg) * ovol;
-        if (shifted) shifted->fill(xg, ctx.pool);
-        const BRows rows = shifted ? shifted->rows() : BRows{xg, plane_offsets.data()};
-        const PixelRows cols{ovol, g.out[2], shifted ? shifted->width() : g.out[2]};
-        gemm_channels(channel_packed_[static_cast<size_t>(grp)], rows, cols, yp + yo, ovol,
-                      bp ? bp + grp * mg : nullptr, ctx.activation, ctx.pool,
-                      rp ? rp + yo : nullptr);
-      }
+    // Images [begin, end), each one's products split across `pool`.
+    auto images = [&](int64_t begin, int64_t end, const ThreadPool& pool) {
+      std::optional<ShiftedInput> shifted;  // its planes are this thread's scratch
+      if (!pointwise) shifted.emplace(g, taps, cg);
+      for (int64_t n = begin; n < end; ++n)
+        for (int64_t grp = 0; grp < group_; ++grp) {
+          const float* xg = xp + (n * c_in + grp * cg) * ivol;
+          const int64_t yo = (n * c_out + grp * mg) * ovol;
+          if (shifted) shifted->fill(xg, pool);
+          const BRows rows = shifted ? shifted->rows() : BRows{xg, plane_offsets.data()};
+          const PixelRows cols{ovol, g.out[2], shifted ? shifted->width() : g.out[2]};
+          gemm_channels(channel_packed_[static_cast<size_t>(grp)], rows, cols, yp + yo, ovol,
+                        bp ? bp + grp * mg : nullptr, ctx.activation, pool, rp ? rp + yo : nullptr);
+        }
+    };
+    // Small images in a batch (the digits demo: 360 8x8 images): one image's product is too
+    // small to split (2 threads took 843 us on the demo's first conv where 1 took 500 us, two
+    // pool dispatches per image), so the batch is split across the pool instead.
+    const int64_t depth = channel_packed_[0].depth();
+    if (batch > 1 && ctx.pool.threads() > 1 && c_out * ovol * depth < (int64_t{1} << 21)) {
+      static const ThreadPool serial(1);
+      ctx.pool.parallel_for(batch, 1,
+                            [&](int64_t begin, int64_t end) { images(begin, end, serial); });
+      return;
+    }
+    images(0, batch, ctx.pool);
   }
 
   // One PackedA per group: rows [grp * mg, (grp + 1) * mg) of the weights, `depth` wide.

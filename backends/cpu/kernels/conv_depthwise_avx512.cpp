@@ -4,6 +4,10 @@
 // and is reached only through band_kernel_avx512, which the caller uses only when the CPU has it.
 #include <immintrin.h>
 
+// GCC 12 warns that _mm512_undefined_ps() is used uninitialized when the masked intrinsics
+// inline into functions with wider targets (GCC bug 105593, fixed in GCC 13): not a bug here.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
 #include <algorithm>
 #include <optional>
 #include <vector>
