@@ -14,14 +14,18 @@
 #include "backends/cpu/blas.hpp"
 #include "backends/cpu/fusion.hpp"
 #include "backends/cpu/kernel.hpp"
+#include "backends/cpu/kernels/conv_blocked.hpp"
+#include "backends/cpu/layout.hpp"
 #include "backends/cpu/qgemm.hpp"
 #include "core/backend_registry.hpp"
 #include "core/device.hpp"
 #include "core/parse_int.hpp"
 
 struct quilt_device_s {
-  explicit quilt_device_s(int threads) : pool(threads) {}
+  quilt_device_s(int threads, bool blocked_layout)
+      : pool(threads), blocked_layout(blocked_layout) {}
   quilt::cpu::ThreadPool pool;
+  bool blocked_layout;  // option layout: blocked (default) or nchw (backends/cpu/layout.hpp)
 };
 
 struct quilt_event_s {
@@ -140,7 +144,7 @@ struct CompiledNode : PatchNode {
   bool recheck = false;  // some input dtype was unknown at compile time
 };
 
-NodeSignature signature_of(const CompiledNode& cn, const ValueTable& table) {
+NodeSignature signature_of(const PatchNode& cn, const ValueTable& table) {
   NodeSignature sig{cn.node, {}, {}, {}};
   for (int32_t v : cn.inputs) {
     sig.inputs.push_back(v < 0 ? TypeShape{} : table.types[v]);
@@ -206,9 +210,17 @@ quilt_status_t device_open(void*, int32_t, const quilt_option_t* options, size_t
                            quilt_device_t* device) {
   try {
     int threads = 0;
+    // The layout's default: QUILT_CPU_LAYOUT when set (tests run the same cases both ways),
+    // else NCHW. The blocked layout is opt-in until it measures faster (docs/BLOCKED_LAYOUT.md).
+    const char* layout_env = std::getenv("QUILT_CPU_LAYOUT");
+    std::string layout = layout_env && *layout_env ? layout_env : "nchw";
+    std::string layout_from = "QUILT_CPU_LAYOUT";
     for (size_t i = 0; i < num_options; ++i) {
       const std::string key = options[i].key, value = options[i].value;
-      if (key == "threads") {
+      if (key == "layout") {
+        layout = value;
+        layout_from = "option layout";
+      } else if (key == "threads") {
         const auto t = parse_int64(value);
         if (!t || *t < 0 || *t > SessionOptions::kMaxThreads)
           return make_status(QUILT_STATUS_INVALID_ARGUMENT,
@@ -218,11 +230,15 @@ quilt_status_t device_open(void*, int32_t, const quilt_option_t* options, size_t
         threads = static_cast<int>(*t);
       } else {
         return make_status(QUILT_STATUS_INVALID_ARGUMENT,
-                           "[cpu] unknown option '" + key + "'; known options: threads");
+                           "[cpu] unknown option '" + key + "'; known options: layout, threads");
       }
     }
+    if (layout != "blocked" && layout != "nchw")
+      return make_status(QUILT_STATUS_INVALID_ARGUMENT,
+                         "[cpu] " + layout_from + " is '" + layout + "', expected blocked or nchw");
+    const bool blocked_layout = layout == "blocked";
     if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    auto* d = new quilt_device_s(threads);
+    auto* d = new quilt_device_s(threads, blocked_layout);
     blas_set_threads(threads);
     host_api()->log(QUILT_LOG_DEBUG,
                     ("cpu backend: " + std::to_string(threads) + " threads").c_str());
@@ -263,7 +279,7 @@ quilt_status_t supports(quilt_device_t, const quilt_graph_t* g, int32_t* claimed
   }
 }
 
-quilt_status_t compile(quilt_device_t, const quilt_graph_t* g, quilt_executable_t* out) {
+quilt_status_t compile(quilt_device_t device, const quilt_graph_t* g, quilt_executable_t* out) {
   try {
     auto exe = std::make_unique<quilt_executable_s>(*g);
     exe->inputs.assign(g->inputs, g->inputs + g->num_inputs);
@@ -280,6 +296,13 @@ quilt_status_t compile(quilt_device_t, const quilt_graph_t* g, quilt_executable_
     for (int32_t v : exe->outputs) kept[v] = 1;
     fuse_activations(patch, exe->table.types, exe->table.constants, kept,
                      KernelRegistry::builtin());
+    // The blocked layout (backends/cpu/layout.hpp): which nodes can run on its kernels, then
+    // which values are stored blocked.
+    std::vector<char> capable(patch.size(), 0);
+    if (device->blocked_layout)
+      for (size_t k = 0; k < patch.size(); ++k)
+        capable[k] = blocked_conv_capable(signature_of(patch[k], exe->table), patch[k].activation);
+    const std::vector<char> blocked = blocked_values(patch, capable, g->num_values, kept);
     exe->last_use.assign(g->num_values, -1);
     exe->nodes.reserve(patch.size());
     // Constants every reader copied at creation: the host may free their data as soon as the
@@ -304,7 +327,25 @@ quilt_status_t compile(quilt_device_t, const quilt_graph_t* g, quilt_executable_
         if (exe->table.types[v].dtype == DType::Undefined) cn.recheck = true;
         exe->last_use[v] = static_cast<int>(k);
       }
-      cn.kernel = cn.entry->create(signature_of(cn, exe->table));
+      const auto is_blocked = [&](int32_t index) {
+        return index >= 0 && static_cast<size_t>(index) < cn.inputs.size() &&
+               cn.inputs[static_cast<size_t>(index)] >= 0 &&
+               blocked[static_cast<size_t>(cn.inputs[static_cast<size_t>(index)])];
+      };
+      const bool in_blocked = is_blocked(0), residual_blocked = is_blocked(cn.residual_input);
+      const bool out_blocked =
+          !cn.outputs.empty() && cn.outputs[0] >= 0 && blocked[static_cast<size_t>(cn.outputs[0])];
+      if (capable[k] && (in_blocked || out_blocked || residual_blocked)) {
+        cn.kernel = make_blocked_conv(signature_of(cn, exe->table), in_blocked, out_blocked,
+                                      residual_blocked);
+        host_api()->log(QUILT_LOG_DEBUG,
+                        ("cpu: " + cn.node.op_type + " node \"" + cn.node.name +
+                         "\" on the blocked layout (input " + (in_blocked ? "blocked" : "NCHW") +
+                         ", output " + (out_blocked ? "blocked" : "NCHW") + ")")
+                            .c_str());
+      } else {
+        cn.kernel = cn.entry->create(signature_of(cn, exe->table));
+      }
       for (size_t i = 0; offer_done && i < cn.inputs.size(); ++i) {
         const int32_t v = cn.inputs[i];
         if (v < 0 || !exe->table.constants[v].defined()) continue;

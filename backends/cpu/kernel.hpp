@@ -62,6 +62,9 @@ class KernelContext {
     if (uninitialized_.size() <= i) uninitialized_.resize(i + 1, 0);
     uninitialized_[i] = 1;
   }
+  // Allocates output i (not zero-filled) with `dims`, in a layout private to the CPU patch
+  // (a blocked tensor, backends/cpu/layout.hpp): only for values the patch does not export.
+  Tensor& output_private(size_t i, std::vector<int64_t> dims);
   // Sets output i to an existing tensor (e.g. a view of an input for Reshape); its dtype and
   // shape must match the inferred ones.
   void set_output(size_t i, Tensor t);

@@ -13,9 +13,12 @@
 
 #include "backends/cpu/kernels/conv_depthwise.hpp"
 #include "backends/cpu/kernels/conv_depthwise_internal.hpp"
+#include "tests/backends/cpu/activation_reference.hpp"
 
 using namespace quilt::cpu;
 using depthwise_detail::band_kernel_avx512;
+using quilt::cpu::testing::activate;
+using quilt::cpu::testing::window_out_size;
 
 namespace {
 
@@ -44,32 +47,12 @@ constexpr Activation::Kind kActs[] = {Activation::Kind::None, Activation::Kind::
                                       Activation::Kind::HardSwish, Activation::Kind::Silu,
                                       Activation::Kind::Tanh};
 
-double activate(Activation::Kind k, double v) {
-  switch (k) {
-    case Activation::Kind::Relu:
-      return std::max(v, 0.0);
-    case Activation::Kind::HardSwish:
-      return v * std::clamp(v / 6 + 0.5, 0.0, 1.0);
-    case Activation::Kind::Silu:
-      return v / (1 + std::exp(-v));
-    case Activation::Kind::Tanh:
-      return std::tanh(v);
-    default:
-      return v;
-  }
-}
-
-// ONNX's output size for explicit begin/end pads.
-int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t d, int64_t pad_begin, int64_t pad_end) {
-  return (in + pad_begin + pad_end - (k - 1) * d - 1) / s + 1;
-}
-
 Case make_case(int64_t batch, int64_t channels, int64_t in_h, int64_t in_w, int64_t kh, int64_t kw,
                int64_t s, int64_t d, int64_t pad, bool bias = true,
                Activation::Kind act = Activation::Kind::None) {
   DepthwiseGeometry g{in_h, in_w, 0, 0, kh, kw, s, s, d, d, pad, pad};
-  g.out_h = out_size(in_h, kh, s, d, pad, pad);
-  g.out_w = out_size(in_w, kw, s, d, pad, pad);
+  g.out_h = window_out_size(in_h, kh, s, d, pad, pad);
+  g.out_w = window_out_size(in_w, kw, s, d, pad, pad);
   return {g, batch, channels, bias, act};
 }
 
@@ -165,12 +148,12 @@ TEST(CpuDepthwiseConv, EdgeCases) {
   // Asymmetric effective padding: pad_top/pad_left differ, the end pads follow from the output.
   {
     DepthwiseGeometry g{10, 13, 0, 0, 3, 5, 1, 2, 1, 1, 0, 3};
-    g.out_h = out_size(10, 3, 1, 1, 0, 2);
-    g.out_w = out_size(13, 5, 2, 1, 3, 0);
+    g.out_h = window_out_size(10, 3, 1, 1, 0, 2);
+    g.out_w = window_out_size(13, 5, 2, 1, 3, 0);
     cases.push_back({g, 1, 3, true, Activation::Kind::None});
     DepthwiseGeometry h{12, 12, 0, 0, 4, 2, 2, 1, 1, 3, 2, 0};
-    h.out_h = out_size(12, 4, 2, 1, 2, 1);
-    h.out_w = out_size(12, 2, 1, 3, 0, 1);
+    h.out_h = window_out_size(12, 4, 2, 1, 2, 1);
+    h.out_w = window_out_size(12, 2, 1, 3, 0, 1);
     cases.push_back({h, 2, 2, false, Activation::Kind::Relu});
   }
   unsigned seed = 100;
@@ -210,8 +193,10 @@ TEST(CpuDepthwiseConv, RandomGeometries) {
     const int64_t eff_w = (g.kernel_w - 1) * g.dilation_w + 1;
     g.pad_top = pick(0, eff_h);
     g.pad_left = pick(0, eff_w);
-    g.out_h = out_size(g.in_h, g.kernel_h, g.stride_h, g.dilation_h, g.pad_top, pick(0, eff_h));
-    g.out_w = out_size(g.in_w, g.kernel_w, g.stride_w, g.dilation_w, g.pad_left, pick(0, eff_w));
+    g.out_h =
+        window_out_size(g.in_h, g.kernel_h, g.stride_h, g.dilation_h, g.pad_top, pick(0, eff_h));
+    g.out_w =
+        window_out_size(g.in_w, g.kernel_w, g.stride_w, g.dilation_w, g.pad_left, pick(0, eff_w));
     if (g.out_h < 1 || g.out_w < 1) continue;
     Case c{g, pick(1, 2), pick(1, 6), pick(0, 1) == 1, kActs[pick(0, std::size(kActs) - 1)]};
     for (bool avx512 : {false, true}) {
@@ -259,8 +244,8 @@ TEST(CpuDepthwiseConv, NarrowPlanesOnTheFlattenedKernel) {
       make_case(1, 2, 800, 5, 3, 3, 1, 1, 1), make_case(1, 2, 2000, 5, 3, 3, 1, 1, 1)};
   DepthwiseGeometry g{10, 6, 0, 0, 3, 3,
                       1,  1, 1, 1, 2, 0};  // pads top 2 / bottom 0, left 0 / right 2
-  g.out_h = out_size(10, 3, 1, 1, 2, 0);
-  g.out_w = out_size(6, 3, 1, 1, 0, 2);
+  g.out_h = window_out_size(10, 3, 1, 1, 2, 0);
+  g.out_w = window_out_size(6, 3, 1, 1, 0, 2);
   cases.push_back({g, 1, 3, true, Activation::Kind::None});
   unsigned seed = 500;
   for (const Case& c : cases)

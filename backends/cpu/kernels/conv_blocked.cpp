@@ -1,0 +1,497 @@
+// The blocked-layout (NCHW16c) convolutions: conv_blocked.hpp says what they compute. Every
+// function here that uses AVX-512 is compiled for it (QUILT_AVX512) and is reached only from a
+// kernel that blocked_conv_capable accepted, which requires the CPU to have it.
+#include "backends/cpu/kernels/conv_blocked.hpp"
+
+#include <immintrin.h>
+
+// GCC 12 warns that _mm512_undefined_ps() is used uninitialized when the masked intrinsics
+// inline into functions with wider targets (GCC bug 105593, fixed in GCC 13): not a bug here.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+#include <array>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backends/cpu/avx512.hpp"
+#include "backends/cpu/kernels/conv_geometry.hpp"
+
+#define QUILT_AVX512 __attribute__((target("avx512f")))
+
+namespace quilt::cpu {
+namespace {
+
+constexpr int64_t kLanes = 16;
+constexpr int kMaxPixels = 12;  // output pixels per register tile
+
+int64_t blocks(int64_t channels) {
+  return (channels + kLanes - 1) / kLanes;
+}
+
+// Where the 16 channels [16 cb, 16 cb + 16) of pixel (y, x) of image n are, in either layout.
+// Blocked: one vector. NCHW: 16 floats a plane apart (lane l at l * h * w), gathered and
+// scattered; lanes past the channel count are left alone.
+struct Plane {
+  float* data = nullptr;
+  bool blocked = false;
+  int64_t c = 0, h = 0, w = 0;
+
+  int64_t image() const { return blocked ? blocks(c) * kLanes * h * w : c * h * w; }
+  // The first float of channel block cb at (y, x): lane 0's.
+  float* at(int64_t n, int64_t cb, int64_t y, int64_t x) const {
+    return data + n * image() + cb * kLanes * h * w + (y * w + x) * (blocked ? kLanes : 1);
+  }
+  __mmask16 lanes(int64_t cb) const {
+    const int64_t live = std::min<int64_t>(kLanes, c - cb * kLanes);
+    return static_cast<__mmask16>((1u << live) - 1);
+  }
+};
+
+// The lane offsets of an NCHW plane of hw pixels: l * hw.
+QUILT_AVX512 __m512i lane_index(int64_t hw) {
+  return _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                            _mm512_set1_epi32(static_cast<int>(hw)));
+}
+
+// The output side of a tile: residual, activation, store.
+struct Epilogue {
+  Plane y, residual;  // residual.data null: none
+  Activation act;
+};
+
+QUILT_AVX512 __attribute__((always_inline)) inline void finish(const Epilogue& e, int64_t n,
+                                                               int64_t cb, int64_t y, int64_t x,
+                                                               __m512 v, __m512i index) {
+  if (e.residual.data) {
+    const float* r = e.residual.at(n, cb, y, x);
+    v = _mm512_add_ps(
+        v, e.residual.blocked
+               ? _mm512_loadu_ps(r)
+               : _mm512_mask_i32gather_ps(_mm512_setzero_ps(), e.residual.lanes(cb), index, r, 4));
+  }
+  v = act16(e.act.kind, v, _mm512_set1_ps(e.act.alpha), _mm512_set1_ps(e.act.beta));
+  float* out = e.y.at(n, cb, y, x);
+  if (e.y.blocked)
+    _mm512_storeu_ps(out, v);
+  else
+    _mm512_mask_i32scatter_ps(out, e.y.lanes(cb), index, v, 4);
+}
+
+// ---- direct (group 1) ----
+
+// What a tile reads: the input (padding already applied: every window is whole), the packed
+// weights and bias, and the window.
+struct TileArgs {
+  Plane x;
+  const float* w;  // direct: [blocks(c_out)][kh][kw][c_in][16]; depthwise: [blocks(c)][kh][kw][16]
+  const float* bias;  // [blocks(c_out) * 16]
+  int64_t kh, kw, sh, sw, dh, dw;
+  int64_t block_weights;  // direct: one output block's weights, kh * kw * c_in * 16
+};
+
+// Output pixels (y, x0 .. x0 + P) of output blocks ob0 .. ob0 + OB, over kernel rows [ky0, ky1)
+// and columns [kx0, kx1), all of which read inside the input for every pixel of the tile.
+// STEP: floats from one output pixel's input to the next's when known at compile (16: a blocked
+// input at stride 1), else 0 (a.sw times the input's column stride). A constant step makes
+// the broadcasts' addresses immediate offsets instead of a register each.
+template <int P, int OB, int STEP>
+QUILT_AVX512 void direct_tile(const TileArgs& a, const Epilogue& e, int64_t n, int64_t ob0,
+                              int64_t y, int64_t x0, int64_t ky0, int64_t ky1, int64_t kx0,
+                              int64_t kx1) {
+  __m512 acc[OB][P];
+  for (int o = 0; o < OB; ++o) {
+    const __m512 b = _mm512_loadu_ps(a.bias + (ob0 + o) * kLanes);
+    for (int p = 0; p < P; ++p) acc[o][p] = b;
+  }
+  const int64_t col = a.x.blocked ? kLanes : 1, row = a.x.w * col;
+  const int64_t lane = a.x.blocked ? 1 : a.x.h * a.x.w, block = kLanes * a.x.h * a.x.w;
+  const int64_t step = STEP ? STEP : a.sw * col;  // from one output pixel's input to the next's
+  const float* xn = a.x.data + n * a.x.image() + y * a.sh * row + x0 * a.sw * col;
+  const float* wo = a.w + ob0 * a.block_weights;
+  const int64_t c_in = a.x.c;
+  // Channels innermost, for each kernel offset: a 1x1 conv is one loop of c_in steps, each
+  // OB weight loads, P broadcasts and OB x P FMAs (channels outermost, a pointwise conv spent
+  // as many instructions on the offset loops' bookkeeping as on its FMAs).
+  for (int64_t ky = ky0; ky < ky1; ++ky)
+    for (int64_t kx = kx0; kx < kx1; ++kx) {
+      const float* xt = xn + ky * a.dh * row + kx * a.dw * col;
+      const float* wt = wo + (ky * a.kw + kx) * c_in * kLanes;
+      for (int64_t c0 = 0; c0 < c_in; c0 += kLanes) {
+        const float* xc = xt + c0 / kLanes * block;
+        const float* wc = wt + c0 * kLanes;
+        const int64_t count = std::min<int64_t>(kLanes, c_in - c0);
+        for (int64_t l = 0; l < count; ++l, xc += lane, wc += kLanes) {
+          __m512 w[OB];
+          for (int o = 0; o < OB; ++o) w[o] = _mm512_loadu_ps(wc + o * a.block_weights);
+          for (int p = 0; p < P; ++p) {
+            const __m512 v = _mm512_set1_ps(xc[p * step]);
+            for (int o = 0; o < OB; ++o) acc[o][p] = _mm512_fmadd_ps(w[o], v, acc[o][p]);
+          }
+        }
+      }
+    }
+  const __m512i index = lane_index(e.y.h * e.y.w);
+  for (int o = 0; o < OB; ++o)
+    for (int p = 0; p < P; ++p) finish(e, n, ob0 + o, y, x0 + p, acc[o][p], index);
+}
+
+using DirectTile = void (*)(const TileArgs&, const Epilogue&, int64_t, int64_t, int64_t, int64_t,
+                            int64_t, int64_t, int64_t, int64_t);
+
+// Tiles of OB output blocks x P pixels keep OB * P <= kAccumulators vectors in registers: 4 x 6
+// when there are 4 blocks (64 channels) or more, which broadcasts each input value into 4 FMAs
+// (2 x 12 did so into 2, and ran the keyword spotter's 64 -> 64 pointwise convs at 2/3 of the
+// FMA peak, the broadcasts competing for the vector ports).
+constexpr int kAccumulators = 24;
+constexpr int kMaxBlocks = 4;
+constexpr int max_pixels(int ob) {
+  return std::min(kMaxPixels, kAccumulators / ob);
+}
+
+template <int OB, int STEP, size_t... I>
+constexpr std::array<DirectTile, kMaxPixels> direct_tiles(std::index_sequence<I...>) {
+  return {(static_cast<int>(I) + 1 <= max_pixels(OB)
+               ? &direct_tile<static_cast<int>(I) + 1, OB, STEP>
+               : nullptr)...};
+}
+template <int STEP>
+constexpr std::array<std::array<DirectTile, kMaxPixels>, kMaxBlocks> direct_tables() {
+  constexpr auto seq = std::make_index_sequence<kMaxPixels>{};
+  return {direct_tiles<1, STEP>(seq), direct_tiles<2, STEP>(seq), direct_tiles<3, STEP>(seq),
+          direct_tiles<4, STEP>(seq)};
+}
+// [step 16][OB - 1][P - 1]
+constexpr std::array<std::array<std::array<DirectTile, kMaxPixels>, kMaxBlocks>, 2> kDirectTiles = {
+    direct_tables<0>(), direct_tables<kLanes>()};
+
+// ---- depthwise ----
+
+template <int P>
+QUILT_AVX512 void depthwise_tile(const TileArgs& a, const Epilogue& e, int64_t n, int64_t cb,
+                                 int64_t y, int64_t x0, int64_t ky0, int64_t ky1, int64_t kx0,
+                                 int64_t kx1) {
+  __m512 acc[P];
+  const __m512 b = _mm512_loadu_ps(a.bias + cb * kLanes);
+  for (int p = 0; p < P; ++p) acc[p] = b;
+  const int64_t row = a.x.w * kLanes, step = a.sw * kLanes;
+  const float* xn = a.x.at(n, cb, 0, 0) + y * a.sh * row + x0 * a.sw * kLanes;
+  const float* wc = a.w + cb * a.kh * a.kw * kLanes;
+  for (int64_t ky = ky0; ky < ky1; ++ky) {
+    const float* xr = xn + ky * a.dh * row;
+    for (int64_t kx = kx0; kx < kx1; ++kx) {
+      const __m512 w = _mm512_loadu_ps(wc + (ky * a.kw + kx) * kLanes);
+      const float* xp = xr + kx * a.dw * kLanes;
+      for (int p = 0; p < P; ++p)
+        acc[p] = _mm512_fmadd_ps(w, _mm512_loadu_ps(xp + p * step), acc[p]);
+    }
+  }
+  const __m512i index = lane_index(e.y.h * e.y.w);
+  for (int p = 0; p < P; ++p) finish(e, n, cb, y, x0 + p, acc[p], index);
+}
+
+using DepthwiseTile = void (*)(const TileArgs&, const Epilogue&, int64_t, int64_t, int64_t, int64_t,
+                               int64_t, int64_t, int64_t, int64_t);
+
+template <size_t... I>
+constexpr std::array<DepthwiseTile, sizeof...(I)> depthwise_tiles(std::index_sequence<I...>) {
+  return {&depthwise_tile<static_cast<int>(I) + 1>...};
+}
+constexpr std::array<DepthwiseTile, kMaxPixels> kDepthwiseTiles =
+    depthwise_tiles(std::make_index_sequence<kMaxPixels>{});
+
+// count pixels of an NCHW row (16 channel planes hw apart, `lanes` of them live) as blocked
+// vectors at dst.
+QUILT_AVX512 void gather_pixels(const float* src, __mmask16 lanes, int64_t hw, int64_t count,
+                                float* dst) {
+  const __m512i index = lane_index(hw);
+  for (int64_t p = 0; p < count; ++p)
+    _mm512_storeu_ps(dst + p * kLanes,
+                     _mm512_mask_i32gather_ps(_mm512_setzero_ps(), lanes, index, src + p, 4));
+}
+
+void reorder_in(const float* x, int64_t c, int64_t hw, float* y) {
+  const Plane plane{const_cast<float*>(x), false, c, 1, hw};
+  for (int64_t cb = 0; cb < blocks(c); ++cb)
+    gather_pixels(x + cb * kLanes * hw, plane.lanes(cb), hw, hw, y + cb * kLanes * hw);
+}
+
+QUILT_AVX512 void reorder_out(const float* x, int64_t c, int64_t hw, float* y) {
+  const __m512i index = lane_index(hw);
+  for (int64_t cb = 0; cb < blocks(c); ++cb) {
+    const int64_t live = std::min<int64_t>(kLanes, c - cb * kLanes);
+    const __mmask16 m = static_cast<__mmask16>((1u << live) - 1);
+    const float* src = x + cb * kLanes * hw;
+    float* dst = y + cb * kLanes * hw;
+    for (int64_t p = 0; p < hw; ++p)
+      _mm512_mask_i32scatter_ps(dst + p, m, index, _mm512_loadu_ps(src + p * kLanes), 4);
+  }
+}
+
+class BlockedConvKernel : public Kernel {
+ public:
+  BlockedConvKernel(const NodeSignature& sig, bool in_blocked, bool out_blocked,
+                    bool residual_blocked)
+      : in_blocked_(in_blocked), out_blocked_(out_blocked), residual_blocked_(residual_blocked) {
+    const Tensor& w = *sig.constants[1];
+    w_shape_ = w.shape();
+    const int64_t c_out = w.dim(0), depth = w.dim(1), taps = w.dim(2) * w.dim(3);
+    depthwise_ = sig.node.attr_int("group", 1) != 1;
+    c_in_ = depthwise_ ? c_out : depth;
+    const int64_t cb = blocks(c_out);
+    const float* wp = w.data<float>();
+    if (depthwise_) {  // [cb][taps][16]
+      weights_.assign(static_cast<size_t>(cb * taps * kLanes), 0.f);
+      for (int64_t m = 0; m < c_out; ++m)
+        for (int64_t t = 0; t < taps; ++t)
+          weights_[static_cast<size_t>(((m / kLanes) * taps + t) * kLanes + m % kLanes)] =
+              wp[m * taps + t];
+    } else {  // [cb][taps][c_in][16]
+      weights_.assign(static_cast<size_t>(cb * depth * taps * kLanes), 0.f);
+      for (int64_t m = 0; m < c_out; ++m)
+        for (int64_t c = 0; c < depth; ++c)
+          for (int64_t t = 0; t < taps; ++t)
+            weights_[static_cast<size_t>((((m / kLanes) * taps + t) * depth + c) * kLanes +
+                                         m % kLanes)] = wp[(m * depth + c) * taps + t];
+    }
+    memo_.keep({&sig.inputs[0], &sig.outputs[0]},
+               [&](const auto& s) { return conv_geometry(sig.node, s[0], w_shape_, s[1]); });
+    bias_.assign(static_cast<size_t>(cb * kLanes), 0.f);
+    if (sig.constants.size() > 2 && sig.constants[2]) {
+      const float* bp = sig.constants[2]->data<float>();
+      for (int64_t m = 0; m < c_out; ++m) bias_[static_cast<size_t>(m)] = bp[m];
+    }
+  }
+
+  bool reads_constant(size_t i) const override { return i != 1 && i != 2; }
+
+  void run(KernelContext& ctx) const override {
+    const Tensor& x = ctx.input(0);
+    const std::vector<int64_t>& y_shape = ctx.output_shape(0);
+    // The input's logical NCHW shape.
+    std::vector<int64_t> x_shape = x.shape();
+    if (in_blocked_) {
+      if (x.rank() != 5 || x.dim(1) != blocks(c_in_) || x.dim(4) != kLanes)
+        ctx.node.fail("blocked input is " + to_string(x.shape()) + "; expected [N, " +
+                          std::to_string(blocks(c_in_)) + ", H, W, 16]",
+                      ErrorCode::Runtime);
+      x_shape = {x.dim(0), c_in_, x.dim(2), x.dim(3)};
+    } else if (x.rank() != 4 || x.dim(1) != c_in_) {
+      ctx.node.fail("input is " + to_string(x.shape()) + "; expected [N, " + std::to_string(c_in_) +
+                        ", H, W]",
+                    ErrorCode::Runtime);
+    }
+    const int64_t n = x_shape[0], c_out = w_shape_[0];
+    if (y_shape.size() != 4 || y_shape[0] != n || y_shape[1] != c_out)
+      ctx.node.fail(
+          "output shape " + to_string(y_shape) + " does not fit the input " + to_string(x_shape),
+          ErrorCode::Runtime);
+    Geometry layout;
+    const Geometry& g = memo_.get({x_shape, y_shape}, layout, [&] {
+      return conv_geometry(ctx.node, x_shape, w_shape_, y_shape);
+    });
+    const int64_t out_h = g.out[1], out_w = g.out[2];
+    // Lane offsets are 32-bit: an NCHW plane must stay below 2^31 / 16 floats.
+    if (std::max(g.in[1] * g.in[2], out_h * out_w) > std::numeric_limits<int32_t>::max() / kLanes)
+      ctx.node.fail("a plane of " + std::to_string(std::max(g.in[1] * g.in[2], out_h * out_w)) +
+                        " pixels is too large for the blocked layout",
+                    ErrorCode::Runtime);
+    Tensor& y = out_blocked_ ? ctx.output_private(0, {n, blocks(c_out), out_h, out_w, kLanes})
+                             : ctx.output_uninitialized(0);
+    if (y.numel() == 0) return;
+    Epilogue e;
+    e.y = {y.data<float>(), out_blocked_, c_out, out_h, out_w};
+    e.residual = {nullptr, residual_blocked_, c_out, out_h, out_w};
+    e.act = ctx.activation;
+    if (const Tensor* r = ctx.residual) {
+      const std::vector<int64_t> want =
+          residual_blocked_ ? std::vector<int64_t>{n, blocks(c_out), out_h, out_w, kLanes}
+                            : y_shape;
+      if (r->dtype() != DType::Float32 || r->shape() != want)
+        ctx.node.fail("fused residual is " + std::string(dtype_name(r->dtype())) + " " +
+                          to_string(r->shape()) + "; expected float32 " + to_string(want),
+                      ErrorCode::Runtime);
+      e.residual.data = const_cast<float*>(r->data<float>());
+    }
+    Plane in{const_cast<float*>(x.data<float>()), in_blocked_, c_in_, g.in[1], g.in[2]};
+    // Windows that read padding, or a depthwise input in NCHW: the input is copied once into a
+    // zero-bordered plane (blocked for the depthwise kernel), so that every tile reads whole
+    // windows: per-pixel edge tiles were most of the keyword spotter's 25x5 maps.
+    Tensor padded;
+    Geometry inner = g;
+    if (reads_padding(g) || (depthwise_ && !in.blocked)) {
+      in = pad_input(ctx, in, g, depthwise_ || in.blocked, n, padded);
+      inner.in[1] = in.h;
+      inner.in[2] = in.w;
+      inner.pad = {0, 0, 0};
+    }
+    // 1x1 windows at stride 1 over the whole plane: its rows are one row, so tiles run across
+    // them (a 25x5 map: 11 tiles of up to 12 pixels, not 25 of 5).
+    if (inner.kernel[1] == 1 && inner.kernel[2] == 1 && inner.stride[1] == 1 &&
+        inner.stride[2] == 1 && inner.in[1] == inner.out[1] && inner.in[2] == inner.out[2]) {
+      in.w *= in.h;
+      in.h = 1;
+      e.y.w *= e.y.h;
+      e.y.h = 1;
+      e.residual.w *= e.residual.h;
+      e.residual.h = 1;
+      inner.in = inner.out = {1, 1, in.w};
+    }
+    if (depthwise_)
+      run_depthwise(ctx, inner, in, e, n);
+    else
+      run_direct(ctx, inner, in, e, n);
+  }
+
+ private:
+  // Whether some window reads outside the input (padding).
+  static bool reads_padding(const Geometry& g) {
+    for (int d = 1; d < 3; ++d)
+      if (g.pad[d] > 0 ||
+          (g.out[d] - 1) * g.stride[d] + (g.kernel[d] - 1) * g.dilation[d] - g.pad[d] >= g.in[d])
+        return true;
+    return false;
+  }
+
+  // The input as every window reads it, padding included: rows and columns
+  // [-pad, (out - 1) * stride + (kernel - 1) * dilation + 1 - pad) of each plane, zeros outside
+  // the input; in the input's layout, or blocked when `blocked`.
+  static Plane pad_input(KernelContext& ctx, const Plane& in, const Geometry& g, bool blocked,
+                         int64_t n, Tensor& storage) {
+    const int64_t hp = (g.out[1] - 1) * g.stride[1] + (g.kernel[1] - 1) * g.dilation[1] + 1;
+    const int64_t wp = (g.out[2] - 1) * g.stride[2] + (g.kernel[2] - 1) * g.dilation[2] + 1;
+    const int64_t cb = blocks(in.c), top = g.pad[1], left = g.pad[2];
+    storage = Tensor::scratch(DType::Float32,
+                              blocked ? std::vector<int64_t>{n, cb, hp, wp, kLanes}
+                                      : std::vector<int64_t>{n, in.c, hp, wp},
+                              false);
+    Plane out{storage.data<float>(), blocked, in.c, hp, wp};
+    // Input columns [c0, c1) land at padded columns [c0 + left, c1 + left).
+    const int64_t c0 = std::max<int64_t>(0, -left), c1 = std::min(in.w, wp - left);
+    const int64_t planes = blocked ? cb : in.c, lanes = blocked ? kLanes : 1;
+    const int64_t hw = in.h * in.w;
+    ctx.pool.parallel_for(n * planes, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t t = lo; t < hi; ++t) {
+        const int64_t img = t / planes, pl = t % planes;
+        float* dst = out.data + (img * planes + pl) * hp * wp * lanes;
+        for (int64_t r = 0; r < hp; ++r, dst += wp * lanes) {
+          const int64_t ih = r - top;
+          if (ih < 0 || ih >= in.h || c1 <= c0) {
+            std::fill(dst, dst + wp * lanes, 0.f);
+            continue;
+          }
+          std::fill(dst, dst + (c0 + left) * lanes, 0.f);
+          std::fill(dst + (c1 + left) * lanes, dst + wp * lanes, 0.f);
+          float* row = dst + (c0 + left) * lanes;
+          if (in.blocked || !blocked) {  // same layout: a copy
+            const float* src = in.at(img, blocked ? pl : 0, ih, c0) + (blocked ? 0 : pl * hw);
+            std::copy(src, src + (c1 - c0) * lanes, row);
+          } else {  // NCHW into blocked: 16 channels gathered per pixel
+            gather_pixels(in.data + (img * in.c + pl * kLanes) * hw + ih * in.w + c0, in.lanes(pl),
+                          hw, c1 - c0, row);
+          }
+        }
+      }
+    });
+    return out;
+  }
+
+  TileArgs tile_args(const Geometry& g, const Plane& in) const {
+    return {in,
+            weights_.data(),
+            bias_.data(),
+            g.kernel[1],
+            g.kernel[2],
+            g.stride[1],
+            g.stride[2],
+            g.dilation[1],
+            g.dilation[2],
+            c_in_ * g.kernel[1] * g.kernel[2] * kLanes};
+  }
+
+  void run_direct(KernelContext& ctx, const Geometry& g, const Plane& in, const Epilogue& e,
+                  int64_t n) const {
+    const TileArgs a = tile_args(g, in);
+    const int64_t out_blocks = blocks(e.y.c), rows = e.y.h, cols = e.y.w;
+    const int64_t group = std::min<int64_t>(kMaxBlocks, out_blocks);
+    const int64_t groups = (out_blocks + group - 1) / group;
+    // Columns split into chunks when rows and channel groups alone leave a thread idle (a 1x1
+    // conv over a whole map is one row): whole tiles each.
+    const int64_t tile = max_pixels(static_cast<int>(group));
+    const int64_t wanted = 4 * ctx.pool.threads(), tasks = n * groups * rows;
+    const int64_t chunks =
+        std::clamp<int64_t>((wanted + tasks - 1) / tasks, 1, (cols + tile - 1) / tile);
+    const int64_t chunk = ((cols + chunks - 1) / chunks + tile - 1) / tile * tile;
+    const size_t step16 = in.blocked && g.stride[2] == 1 ? 1 : 0;
+    ctx.pool.parallel_for(tasks * chunks, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t t = lo; t < hi; ++t) {
+        const int64_t part = t % chunks, y = t / chunks % rows, grp = t / chunks / rows % groups,
+                      img = t / chunks / rows / groups;
+        const int64_t ob0 = grp * group, ob = std::min(group, out_blocks - ob0);
+        const int64_t most = max_pixels(static_cast<int>(ob));
+        const int64_t end = std::min(cols, (part + 1) * chunk);
+        for (int64_t x = part * chunk; x < end; x += most)
+          kDirectTiles[step16][static_cast<size_t>(ob - 1)][static_cast<size_t>(
+              std::min(most, end - x) - 1)](a, e, img, ob0, y, x, 0, g.kernel[1], 0, g.kernel[2]);
+      }
+    });
+  }
+
+  void run_depthwise(KernelContext& ctx, const Geometry& g, const Plane& in, const Epilogue& e,
+                     int64_t n) const {
+    const TileArgs a = tile_args(g, in);
+    const int64_t cb = blocks(in.c), rows = e.y.h, cols = e.y.w;
+    ctx.pool.parallel_for(n * cb * rows, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t t = lo; t < hi; ++t) {
+        const int64_t y = t % rows, b = t / rows % cb, img = t / rows / cb;
+        for (int64_t x = 0; x < cols; x += kMaxPixels)
+          kDepthwiseTiles[static_cast<size_t>(std::min<int64_t>(kMaxPixels, cols - x) - 1)](
+              a, e, img, b, y, x, 0, g.kernel[1], 0, g.kernel[2]);
+      }
+    });
+  }
+
+  bool in_blocked_, out_blocked_, residual_blocked_;
+  bool depthwise_ = false;
+  int64_t c_in_ = 0;
+  std::vector<int64_t> w_shape_;
+  std::vector<float> weights_, bias_;
+  ShapeMemo<Geometry> memo_;
+};
+
+}  // namespace
+
+bool blocked_conv_capable(const NodeSignature& sig, const Activation& activation) {
+  if (sig.node.op_type != "Conv" || !sig.node.domain.empty() || !has_avx512f() ||
+      !has_act16(activation.kind))
+    return false;
+  if (sig.inputs.empty() || sig.inputs[0].dtype != DType::Float32 || !sig.inputs[0].has_shape ||
+      sig.inputs[0].dims.size() != 4 || sig.inputs[0].dims[1] <= 0)
+    return false;
+  if (sig.constants.size() < 2 || !sig.constants[1]) return false;
+  const Tensor& w = *sig.constants[1];
+  if (w.dtype() != DType::Float32 || w.rank() != 4 || w.numel() == 0) return false;
+  if (sig.inputs.size() > 2 && !sig.node.inputs[2].empty() &&
+      (!sig.constants[2] || sig.constants[2]->dtype() != DType::Float32 ||
+       sig.constants[2]->numel() != w.dim(0)))
+    return false;
+  const int64_t c_in = sig.inputs[0].dims[1], group = sig.node.attr_int("group", 1);
+  if (group == 1) return w.dim(1) == c_in;
+  return group == c_in && w.dim(0) == c_in && w.dim(1) == 1;  // depthwise, multiplier 1
+}
+
+std::unique_ptr<Kernel> make_blocked_conv(const NodeSignature& sig, bool in_blocked,
+                                          bool out_blocked, bool residual_blocked) {
+  return std::make_unique<BlockedConvKernel>(sig, in_blocked, out_blocked, residual_blocked);
+}
+
+void reorder_to_blocked(const float* x, int64_t c, int64_t hw, float* y) {
+  reorder_in(x, c, hw, y);
+}
+
+void reorder_from_blocked(const float* x, int64_t c, int64_t hw, float* y) {
+  reorder_out(x, c, hw, y);
+}
+
+}  // namespace quilt::cpu

@@ -1,0 +1,39 @@
+// Convolutions on the channel-blocked layout (NCHW16c) of the CPU backend, AVX-512 only.
+//
+// A blocked tensor of logical shape [N, C, H, W] is stored as [N, ceil(C / 16), H, W, 16]: the 16
+// channels of a block are one vector at each pixel, channels past C are padding (finite values,
+// never read as channels). The layout is private to a CPU patch (backends/cpu/layout.hpp decides
+// which values use it); the host and other backends only ever see NCHW.
+//
+// Two kernels, each reading its input and residual and writing its output in either layout, so a
+// blocked region needs no reorder nodes: its first conv reads NCHW and its last writes NCHW.
+//  - direct: any kernel size, stride, dilation and padding, group 1. Register tiles of up to 12
+//    output pixels x 2 channel blocks; the input is broadcast a channel at a time, so an NCHW
+//    input (a network's first conv, 1 or 3 channels) is read in place without padding to 16.
+//  - depthwise (group = channels, one output channel each): 16 channels per vector, 12 pixels per
+//    tile; an NCHW input is reordered once per run.
+// Bias, a fused residual (added first) and the fused activation are applied in registers before
+// the store.
+#pragma once
+
+#include <memory>
+
+#include "backends/cpu/kernel.hpp"
+
+namespace quilt::cpu {
+
+// Whether a Conv node can run on the blocked kernels: float32, 2-D, constant weights (and bias),
+// group 1 or depthwise, an activation the kernels apply in registers, and an AVX-512 CPU.
+bool blocked_conv_capable(const NodeSignature& sig, const Activation& activation);
+
+// The kernel for a capable node; `in_blocked`, `out_blocked` and `residual_blocked` say which
+// of input 0, output 0 and the fused residual are blocked tensors.
+std::unique_ptr<Kernel> make_blocked_conv(const NodeSignature& sig, bool in_blocked,
+                                          bool out_blocked, bool residual_blocked);
+
+// Reorders: one image's [C, H, W] into [ceil(C / 16), H, W, 16] (padding channels zeroed) and
+// back. For tests and the kernels' edges.
+void reorder_to_blocked(const float* x, int64_t c, int64_t hw, float* y);
+void reorder_from_blocked(const float* x, int64_t c, int64_t hw, float* y);
+
+}  // namespace quilt::cpu

@@ -1,0 +1,270 @@
+// The blocked-layout convolutions (backends/cpu/kernels/conv_blocked.hpp) against a plain
+// nested-loop reference in double: random geometries (kernel sizes, strides, dilations,
+// asymmetric padding wider than the kernel, 1-pixel maps), ragged channel counts (1, 3, 17, 33,
+// not multiples of 16), dense and depthwise, every combination of input, output and residual
+// layout, bias, and the activations the kernels apply in registers. The padding lanes of blocked
+// inputs are NaN, so a kernel that read them as channels would fail.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/avx512.hpp"
+#include "backends/cpu/kernels/conv_blocked.hpp"
+#include "tests/backends/cpu/activation_reference.hpp"
+
+namespace quilt::cpu {
+namespace {
+
+using testing::activate;
+using testing::window_out_size;
+
+constexpr int64_t kLanes = 16;
+
+struct Case {
+  int64_t n, c_in, c_out, h, w, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
+  bool depthwise, bias, in_blocked, out_blocked;
+  int residual;  // 0 none, 1 NCHW, 2 blocked
+  Activation::Kind act;
+};
+
+std::string describe(const Case& c) {
+  std::ostringstream s;
+  s << "x=[" << c.n << "," << c.c_in << "," << c.h << "," << c.w << "] c_out=" << c.c_out
+    << " k=" << c.kh << "x" << c.kw << " s=" << c.sh << "," << c.sw << " d=" << c.dh << "," << c.dw
+    << " pads=" << c.pt << "," << c.pl << "," << c.pb << "," << c.pr << " depthwise=" << c.depthwise
+    << " bias=" << c.bias << " in_blocked=" << c.in_blocked << " out_blocked=" << c.out_blocked
+    << " residual=" << c.residual << " act=" << Activation{c.act}.name();
+  return s.str();
+}
+
+Attribute ints(const std::string& name, std::vector<int64_t> v) {
+  Attribute a;
+  a.name = name;
+  a.kind = Attribute::Kind::Ints;
+  a.ints = std::move(v);
+  return a;
+}
+
+// NCHW [n, c, hw] -> blocked [n, ceil(c / 16), hw, 16], padding lanes NaN.
+std::vector<float> to_blocked(const std::vector<float>& x, int64_t n, int64_t c, int64_t hw) {
+  const int64_t cb = (c + kLanes - 1) / kLanes;
+  std::vector<float> y(static_cast<size_t>(n * cb * hw * kLanes),
+                       std::numeric_limits<float>::quiet_NaN());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t p = 0; p < hw; ++p)
+        y[static_cast<size_t>(((i * cb + ch / kLanes) * hw + p) * kLanes + ch % kLanes)] =
+            x[static_cast<size_t>((i * c + ch) * hw + p)];
+  return y;
+}
+
+void check(const Case& c, const ThreadPool& pool, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  const int64_t oh = window_out_size(c.h, c.kh, c.sh, c.dh, c.pt, c.pb);
+  const int64_t ow = window_out_size(c.w, c.kw, c.sw, c.dw, c.pl, c.pr);
+  ASSERT_GT(oh, 0);
+  ASSERT_GT(ow, 0);
+  const int64_t depth = c.depthwise ? 1 : c.c_in;
+  std::vector<float> x(static_cast<size_t>(c.n * c.c_in * c.h * c.w));
+  std::vector<float> w(static_cast<size_t>(c.c_out * depth * c.kh * c.kw)),
+      b(static_cast<size_t>(c.c_out)), r(static_cast<size_t>(c.n * c.c_out * oh * ow));
+  for (auto* v : {&x, &w, &b, &r})
+    for (float& f : *v) f = u(rng);
+
+  Node node;
+  node.op_type = "Conv";
+  node.name = "conv";
+  node.inputs = {"x", "w", c.bias ? "b" : ""};
+  node.outputs = {"y"};
+  node.attributes["pads"] = ints("pads", {c.pt, c.pl, c.pb, c.pr});
+  node.attributes["strides"] = ints("strides", {c.sh, c.sw});
+  node.attributes["dilations"] = ints("dilations", {c.dh, c.dw});
+  if (c.depthwise) {
+    Attribute g;
+    g.name = "group";
+    g.kind = Attribute::Kind::Int;
+    g.i = c.c_in;
+    node.attributes["group"] = g;
+  }
+  const Tensor wt = Tensor::from_vector({c.c_out, depth, c.kh, c.kw}, w);
+  const Tensor bt = Tensor::from_vector({c.c_out}, b);
+  const std::vector<int64_t> y_shape{c.n, c.c_out, oh, ow};
+  NodeSignature sig{
+      node,
+      {TypeShape{DType::Float32, true, {c.n, c.c_in, c.h, c.w}},
+       TypeShape{DType::Float32, true, wt.shape()}, TypeShape{DType::Float32, true, bt.shape()}},
+      {TypeShape{DType::Float32, true, y_shape}},
+      {nullptr, &wt, c.bias ? &bt : nullptr}};
+  Activation act;
+  act.kind = c.act;
+  ASSERT_TRUE(blocked_conv_capable(sig, act)) << describe(c);
+  const auto kernel = make_blocked_conv(sig, c.in_blocked, c.out_blocked, c.residual == 2);
+
+  const int64_t cbi = (c.c_in + kLanes - 1) / kLanes, cbo = (c.c_out + kLanes - 1) / kLanes;
+  const Tensor xt = c.in_blocked ? Tensor::from_vector({c.n, cbi, c.h, c.w, kLanes},
+                                                       to_blocked(x, c.n, c.c_in, c.h * c.w))
+                                 : Tensor::from_vector({c.n, c.c_in, c.h, c.w}, x);
+  const Tensor rt = c.residual == 2 ? Tensor::from_vector({c.n, cbo, oh, ow, kLanes},
+                                                          to_blocked(r, c.n, c.c_out, oh * ow))
+                                    : Tensor::from_vector(y_shape, r);
+  const Tensor* inputs[] = {&xt, &wt, c.bias ? &bt : nullptr};
+  const TypeShape out_type{DType::Float32, true, y_shape};
+  std::vector<Tensor> outs(1);
+  KernelContext ctx(node, inputs, {&out_type, 1}, outs, pool);
+  ctx.activation = act;
+  if (c.residual) ctx.residual = &rt;
+  kernel->run(ctx);
+
+  // The output back in NCHW.
+  std::vector<float> y(static_cast<size_t>(c.n * c.c_out * oh * ow));
+  if (c.out_blocked) {
+    ASSERT_EQ(outs[0].shape(), (std::vector<int64_t>{c.n, cbo, oh, ow, kLanes})) << describe(c);
+    for (int64_t i = 0; i < c.n; ++i)
+      reorder_from_blocked(outs[0].data<float>() + i * cbo * kLanes * oh * ow, c.c_out, oh * ow,
+                           y.data() + i * c.c_out * oh * ow);
+  } else {
+    ASSERT_EQ(outs[0].shape(), y_shape) << describe(c);
+    std::copy(outs[0].data<float>(), outs[0].data<float>() + y.size(), y.begin());
+  }
+  for (int64_t i = 0; i < c.n; ++i)
+    for (int64_t m = 0; m < c.c_out; ++m)
+      for (int64_t yy = 0; yy < oh; ++yy)
+        for (int64_t xx = 0; xx < ow; ++xx) {
+          double sum = c.bias ? b[static_cast<size_t>(m)] : 0.0, magnitude = std::fabs(sum);
+          const int64_t c0 = c.depthwise ? m : 0, c1 = c.depthwise ? m + 1 : c.c_in;
+          for (int64_t ch = c0; ch < c1; ++ch)
+            for (int64_t ky = 0; ky < c.kh; ++ky)
+              for (int64_t kx = 0; kx < c.kw; ++kx) {
+                const int64_t iy = yy * c.sh - c.pt + ky * c.dh, ix = xx * c.sw - c.pl + kx * c.dw;
+                if (iy < 0 || iy >= c.h || ix < 0 || ix >= c.w) continue;
+                const double term =
+                    double(
+                        w[static_cast<size_t>(((m * depth + ch - c0) * c.kh + ky) * c.kw + kx)]) *
+                    x[static_cast<size_t>(((i * c.c_in + ch) * c.h + iy) * c.w + ix)];
+                sum += term;
+                magnitude += std::fabs(term);
+              }
+          const size_t at = static_cast<size_t>(((i * c.c_out + m) * oh + yy) * ow + xx);
+          if (c.residual) sum += r[at];
+          const double want = activate(c.act, sum);
+          ASSERT_NEAR(y[at], want, 1e-5 * magnitude + 1e-5 + 2e-6 * std::fabs(want))
+              << describe(c) << " at [" << i << ", " << m << ", " << yy << ", " << xx << "]";
+        }
+}
+
+TEST(CpuBlockedConv, RandomGeometriesInEveryLayout) {
+  if (!has_avx512f()) GTEST_SKIP() << "the blocked kernels need AVX-512";
+  std::mt19937 rng(7);
+  auto pick = [&](std::initializer_list<int64_t> v) {
+    return *(v.begin() + std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng));
+  };
+  const Activation::Kind acts[] = {Activation::Kind::None, Activation::Kind::Relu,
+                                   Activation::Kind::HardSwish, Activation::Kind::Silu};
+  ThreadPool one(1), two(2);
+  for (int i = 0; i < 300; ++i) {
+    Case c{};
+    c.depthwise = i % 3 == 0;
+    c.n = pick({1, 1, 2});
+    c.c_in = c.depthwise ? pick({3, 16, 17, 33, 64}) : pick({1, 3, 16, 17, 33});
+    c.c_out = c.depthwise ? c.c_in : pick({3, 8, 16, 17, 33, 64, 70});
+    c.kh = pick({1, 1, 2, 3, 3, 5, 7, 10});
+    c.kw = pick({1, 1, 2, 3, 3, 4, 5, 7});
+    c.sh = pick({1, 1, 2, 3});
+    c.sw = pick({1, 1, 2, 3});
+    c.dh = pick({1, 1, 2});
+    c.dw = pick({1, 1, 3});
+    c.pt = pick({0, 0, 1, 3});
+    c.pl = pick({0, 1, 2, 4});
+    c.pb = pick({0, 1, 2});
+    c.pr = pick({0, 0, 1, 5});
+    c.h = std::uniform_int_distribution<int64_t>(1, 14)(rng);
+    c.w = std::uniform_int_distribution<int64_t>(1, 30)(rng);
+    if (window_out_size(c.h, c.kh, c.sh, c.dh, c.pt, c.pb) <= 0 ||
+        window_out_size(c.w, c.kw, c.sw, c.dw, c.pl, c.pr) <= 0) {
+      --i;
+      continue;
+    }
+    c.bias = i % 4 != 1;
+    c.in_blocked = i % 2 == 0;
+    c.out_blocked = i / 2 % 2 == 0;
+    c.residual = i / 4 % 3;
+    c.act = acts[i / 12 % 4];
+    check(c, i % 2 ? two : one, static_cast<unsigned>(i));
+    if (HasFatalFailure()) return;
+  }
+}
+
+// The shapes the zoo's networks have, each in every layout: the keyword spotter's first conv
+// and its 64-channel pairs, ResNet's 7x7 stem, EfficientNet's 5x5 depthwise, 1x1 maps.
+TEST(CpuBlockedConv, ZooShapes) {
+  if (!has_avx512f()) GTEST_SKIP() << "the blocked kernels need AVX-512";
+  ThreadPool two(2);
+  const Case shapes[] = {
+      {1, 1,     64,   49,    10,   10, 4,
+       2, 2,     1,    1,     4,    1,  5,
+       2, false, true, false, true, 0,  Activation::Kind::Relu},
+      {1, 64,   64,   25,   5,    3, 3,
+       1, 1,    1,    1,    1,    1, 1,
+       1, true, true, true, true, 0, Activation::Kind::Relu},
+      {1, 64,    64,   25,   5,     1, 1,
+       1, 1,     1,    1,    0,     0, 0,
+       0, false, true, true, false, 0, Activation::Kind::Relu},
+      {1, 3,     64,   32,    32,   7, 7,
+       2, 2,     1,    1,     3,    3, 3,
+       3, false, true, false, true, 0, Activation::Kind::Relu},
+      {1, 40,   40,   14,   14,   5, 5,
+       2, 2,    1,    1,    2,    2, 2,
+       2, true, true, true, true, 0, Activation::Kind::Silu},
+      {2, 96,    24,   1,    1,    1, 1,
+       1, 1,     1,    1,    0,    0, 0,
+       0, false, true, true, true, 2, Activation::Kind::HardSwish},
+      {1, 64,    64,    14,   14,   3, 3,
+       1, 1,     2,     2,    2,    2, 2,
+       2, false, false, true, true, 2, Activation::Kind::Relu},
+  };
+  unsigned seed = 100;
+  for (Case c : shapes)
+    for (int layouts = 0; layouts < 4; ++layouts) {
+      c.in_blocked = layouts & 1;
+      c.out_blocked = layouts & 2;
+      check(c, two, seed++);
+      if (HasFatalFailure()) return;
+    }
+}
+
+TEST(CpuBlockedConv, OnlyFloat2dDenseOrDepthwiseWithRegisterActivations) {
+  Node node;
+  node.op_type = "Conv";
+  node.inputs = {"x", "w"};
+  node.outputs = {"y"};
+  const Tensor w = Tensor::from_vector({4, 2, 3, 3}, std::vector<float>(72, 1.f));
+  NodeSignature sig{
+      node,
+      {TypeShape{DType::Float32, true, {1, 4, 8, 8}}, TypeShape{DType::Float32, true, w.shape()}},
+      {TypeShape{DType::Float32, true, {1, 4, 6, 6}}},
+      {nullptr, &w}};
+  Activation none, tanh;
+  tanh.kind = Activation::Kind::Tanh;
+  EXPECT_FALSE(blocked_conv_capable(sig, none));  // group 2 of 4 channels: neither kind
+  Attribute g;
+  g.name = "group";
+  g.kind = Attribute::Kind::Int;
+  g.i = 2;
+  node.attributes["group"] = g;
+  EXPECT_FALSE(blocked_conv_capable(sig, none));  // grouped, not depthwise
+  sig.inputs[0].dims = {1, 2, 8, 8};
+  node.attributes.erase("group");
+  EXPECT_EQ(blocked_conv_capable(sig, none), has_avx512f());
+  EXPECT_FALSE(blocked_conv_capable(sig, tanh));  // applied after the store, not in registers
+  sig.constants[1] = nullptr;                     // weights computed at run time
+  EXPECT_FALSE(blocked_conv_capable(sig, none));
+}
+
+}  // namespace
+}  // namespace quilt::cpu

@@ -1,0 +1,90 @@
+"""The CPU's blocked layout (NCHW16c, backends/cpu/layout.hpp and kernels/conv_blocked.cpp): chains
+of convs whose values between them are stored blocked, the region's NCHW edges, fused residuals
+in either layout, ragged channel counts (3, 17, 33: not multiples of 16), every kernel size,
+stride, dilation and padding the zoo has, and the shapes where a value must stay NCHW (a graph
+output, a reader without a blocked kernel). Expected outputs come from onnxruntime."""
+from onnx import helper
+
+from casegen import Cases, rand
+
+c = Cases("layout")
+N = helper.make_node
+TOL = {"rtol": 1e-4, "atol": 1e-4}
+
+
+def conv(x, w, y, b=None, **attrs):
+    return N("Conv", [x, w] + ([b] if b else []), [y], **attrs)
+
+
+# Ragged channels through a dense 3x3, a strided depthwise, a 1x1 and a dilated conv with
+# asymmetric pads: 3 -> 17 -> 17 -> 33 -> 16, activations the kernels apply in registers.
+c.model("chain_ragged",
+        [conv("x", "w1", "a", "b1", pads=[1, 1, 1, 1]), N("Relu", ["a"], ["a1"]),
+         conv("a1", "w2", "d", "b2", group=17, pads=[1, 1, 1, 1], strides=[2, 2]),
+         conv("d", "w3", "p", "b3"), N("HardSwish", ["p"], ["p1"]),
+         conv("p1", "w4", "y", pads=[2, 1, 3, 2], dilations=[2, 2])],
+        {"x": rand(2, 3, 13, 11)}, ["y"],
+        {"w1": rand(17, 3, 3, 3), "b1": rand(17), "w2": rand(17, 1, 3, 3), "b2": rand(17),
+         "w3": rand(33, 17, 1, 1), "b3": rand(33), "w4": rand(16, 33, 3, 3)}, **TOL)
+# The keyword spotter's shape: one input channel, a 10x4 stride-2 first conv, depthwise and
+# pointwise pairs on a 25x5 map.
+c.model("kws_like",
+        [conv("x", "w1", "a", "b1", pads=[4, 1, 5, 2], strides=[2, 2]), N("Relu", ["a"], ["a1"]),
+         conv("a1", "wd", "d", "bd", group=64, pads=[1, 1, 1, 1]), N("Relu", ["d"], ["d1"]),
+         conv("d1", "wp", "p", "bp"), N("Relu", ["p"], ["y"])],
+        {"x": rand(1, 1, 49, 10)}, ["y"],
+        {"w1": rand(64, 1, 10, 4), "b1": rand(64), "wd": rand(64, 1, 3, 3), "bd": rand(64),
+         "wp": rand(64, 64, 1, 1), "bp": rand(64)}, **TOL)
+# A residual connection inside the region (the Add folds into the second conv, its other operand
+# blocked), then a third conv: ResNet's basic block.
+c.model("residual_blocked",
+        [conv("x", "w1", "a", "b1", pads=[1, 1, 1, 1]), N("Relu", ["a"], ["a1"]),
+         conv("a1", "w2", "b", "b2", pads=[1, 1, 1, 1]), N("Add", ["b", "a1"], ["s"]),
+         N("Relu", ["s"], ["s1"]), conv("s1", "w3", "y", strides=[2, 2])],
+        {"x": rand(3, 5, 9, 10)}, ["y"],
+        {"w1": rand(20, 5, 3, 3), "b1": rand(20), "w2": rand(20, 20, 3, 3), "b2": rand(20),
+         "w3": rand(6, 20, 1, 1)}, **TOL)
+# The residual is the graph's input (NCHW) while the conv's output stays blocked.
+c.model("residual_nchw_into_blocked",
+        [conv("x", "w1", "a", pads=[1, 1, 1, 1]), conv("a", "w2", "b", "b2", pads=[1, 1, 1, 1]),
+         N("Add", ["x", "b"], ["s"]), N("Relu", ["s"], ["s1"]), conv("s1", "w3", "y")],
+        {"x": rand(2, 17, 7, 6)}, ["y"],
+        {"w1": rand(9, 17, 3, 3), "w2": rand(17, 9, 3, 3), "b2": rand(17), "w3": rand(4, 17, 1, 1)},
+        **TOL)
+# Values that must stay NCHW: an intermediate that is also a graph output, and one read by an op
+# without a blocked kernel (MaxPool), the chain resuming after it.
+c.model("intermediate_output_and_pool",
+        [conv("x", "w1", "a", "b1", pads=[1, 1, 1, 1]), conv("a", "w2", "b"),
+         N("MaxPool", ["b"], ["m"], kernel_shape=[2, 2], strides=[2, 2]),
+         conv("m", "w3", "c3", pads=[1, 1, 1, 1]), conv("c3", "w4", "y")],
+        {"x": rand(1, 3, 12, 12)}, ["a", "y"],
+        {"w1": rand(8, 3, 3, 3), "b1": rand(8), "w2": rand(16, 8, 1, 1), "w3": rand(33, 16, 3, 3),
+         "w4": rand(5, 33, 1, 1)}, **TOL)
+# Windows wider than the map, pads larger than the kernel, a 1x1 map, stride above the kernel,
+# SAME_UPPER, 7x7 stride 2 (ResNet's stem) and 5x5 depthwise (EfficientNet).
+c.model("edges",
+        [conv("x", "w1", "a", "b1", kernel_shape=[7, 7], pads=[3, 3, 3, 3], strides=[2, 2]),
+         conv("a", "w2", "b", group=16, auto_pad="SAME_UPPER", kernel_shape=[5, 5]),
+         conv("b", "w3", "c3", pads=[4, 0, 2, 5], strides=[3, 2]),
+         conv("c3", "w4", "d", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+         conv("d", "w5", "y", strides=[4, 4])],
+        {"x": rand(2, 3, 15, 9)}, ["y"],
+        {"w1": rand(16, 3, 7, 7), "b1": rand(16), "w2": rand(16, 1, 5, 5), "w3": rand(19, 16, 2, 2),
+         "w4": rand(19, 19, 3, 3), "w5": rand(7, 19, 1, 1)}, **TOL)
+c.model("one_pixel_map",
+        [conv("x", "w1", "a", "b1"), N("Sigmoid", ["a"], ["a1"]), conv("a1", "w2", "y", "b2")],
+        {"x": rand(4, 40, 1, 1)}, ["y"],
+        {"w1": rand(10, 40, 1, 1), "b1": rand(10), "w2": rand(40, 10, 1, 1), "b2": rand(40)}, **TOL)
+# An activation the blocked kernels don't apply in registers (Tanh): those convs keep the NCHW
+# kernels, their neighbours still chain.
+c.model("tanh_breaks_the_region",
+        [conv("x", "w1", "a", pads=[1, 1, 1, 1]), N("Tanh", ["a"], ["a1"]),
+         conv("a1", "w2", "b"), N("Relu", ["b"], ["b1"]), conv("b1", "w3", "y")],
+        {"x": rand(1, 6, 8, 8)}, ["y"],
+        {"w1": rand(12, 6, 3, 3), "w2": rand(12, 12, 1, 1), "w3": rand(3, 12, 1, 1)}, **TOL)
+# A depthwise conv reading the graph's input (NCHW, reordered in the kernel) and writing blocked.
+c.model("depthwise_first",
+        [conv("x", "wd", "d", group=20, pads=[1, 1, 1, 1], strides=[2, 1], dilations=[1, 2]),
+         conv("d", "wp", "y", "bp")],
+        {"x": rand(2, 20, 9, 14)}, ["y"], {"wd": rand(20, 1, 3, 3), "wp": rand(8, 20, 1, 1),
+                                            "bp": rand(8)}, **TOL)
