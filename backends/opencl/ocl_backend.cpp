@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string_view>
 
 #include "opencl.hpp"
@@ -191,6 +192,10 @@ struct Patch {
   std::vector<Mem> constants;  // per value: the uploaded constant, or empty
   std::vector<char> produced;  // per value: written by a kernel of this patch
   std::vector<int32_t> inputs, outputs;
+  // Per value with a buffer of its own (root): the first node that writes it and the last that
+  // reads it or a view of it (-1: none). An intermediate's buffer serves later values once it is
+  // dead: the queue is in order.
+  std::vector<int32_t> first_write, last_read;
 };
 
 }  // namespace
@@ -413,6 +418,16 @@ Status compile_patch(quilt_device_s& device, const quilt_graph_t& graph, Patch* 
     patch->outputs.push_back(v);
   }
   fuse_conv_activations(patch);
+  patch->first_write.assign(n, -1);
+  patch->last_read.assign(n, -1);
+  for (size_t i = 0; i < patch->nodes.size(); ++i) {
+    const NodeDesc& desc = patch->nodes[i];
+    for (int32_t v : desc.outputs)
+      if (v >= 0 && patch->first_write[patch->root[v]] < 0)
+        patch->first_write[patch->root[v]] = static_cast<int32_t>(i);
+    for (int32_t v : desc.inputs)
+      if (v >= 0) patch->last_read[patch->root[v]] = static_cast<int32_t>(i);
+  }
   return {};
 }
 
@@ -535,25 +550,51 @@ Status enqueue_patch(quilt_device_s& device, const Patch& patch, const quilt_exe
     if (!assigned[r] && patch.produced[r]) buffers[r] = out_mems[i], assigned[r] = 1;
   }
   for (size_t v = 0; v < n; ++v) launch.set_buffer(static_cast<int32_t>(v), buffers[v]);
-  for (size_t v = 0; v < n; ++v) {
-    if (assigned[v] || !patch.produced[v] || patch.root[v] != static_cast<int32_t>(v)) continue;
-    size_t bytes = element_count(launch.dims(static_cast<int32_t>(v))) * sizeof(float);
-    if (bytes == 0) continue;
-    cl_mem mem = nullptr;
-    if (Status s = launch.scratch(bytes, &mem); !s.ok())
-      return {s.code, s.message + " '" + patch.value_names[v] + "'"};
-    launch.set_buffer(static_cast<int32_t>(v), mem);
-  }
+  // Intermediates get a buffer when their first writer runs and give it back after their last
+  // reader: one buffer per value for the whole launch held Real-ESRGAN's 1,093 nodes' outputs
+  // at once (1.3 GiB peak on opencl,cpu against 0.24 GiB on the CPU).
+  auto scratch_value = [&](int32_t v) {
+    return !assigned[v] && patch.produced[v] && patch.root[v] == v;
+  };
+  std::multimap<size_t, cl_mem> dead;  // buffers of dead intermediates, by size
+  std::vector<size_t> held(n, 0);      // bytes of each intermediate's buffer
+  std::vector<std::vector<int32_t>> dies_after(patch.nodes.size());
   for (size_t v = 0; v < n; ++v)
-    if (patch.root[v] != static_cast<int32_t>(v))
-      launch.set_buffer(static_cast<int32_t>(v), launch.buffer(patch.root[v]));
+    if (scratch_value(static_cast<int32_t>(v)) && patch.last_read[v] >= 0)
+      dies_after[static_cast<size_t>(patch.last_read[v])].push_back(static_cast<int32_t>(v));
   if (node_events) launch.time_nodes();
   for (size_t i = 0; i < patch.nodes.size(); ++i) {
     const NodeDesc& node = patch.nodes[i];
-    if (!node.op->enqueue || node.folded) continue;  // a view or a folded activation
-    launch.begin_node(i);
-    if (Status s = node.op->enqueue(launch, node); !s.ok())
-      return {s.code, s.message + " (" + node.name + ")"};
+    for (int32_t v : node.outputs) {
+      if (v < 0) continue;
+      const int32_t r = patch.root[v];
+      if (scratch_value(r) && patch.first_write[r] == static_cast<int32_t>(i) && !held[r]) {
+        const size_t bytes = element_count(launch.dims(r)) * sizeof(float);
+        if (bytes) {
+          cl_mem mem = nullptr;
+          // The smallest dead buffer that fits and wastes at most half of itself.
+          auto it = dead.lower_bound(bytes);
+          if (it != dead.end() && it->first <= 2 * bytes) {
+            mem = it->second;
+            held[r] = it->first;
+            dead.erase(it);
+          } else if (Status s = launch.scratch(bytes, &mem); !s.ok()) {
+            return {s.code, s.message + " '" + patch.value_names[r] + "'"};
+          } else {
+            held[r] = (bytes + 255) / 256 * 256;
+          }
+          launch.set_buffer(r, mem);
+        }
+      }
+      if (r != v) launch.set_buffer(v, launch.buffer(r));
+    }
+    if (node.op->enqueue && !node.folded) {  // else a view or a folded activation
+      launch.begin_node(i);
+      if (Status s = node.op->enqueue(launch, node); !s.ok())
+        return {s.code, s.message + " (" + node.name + ")"};
+    }
+    for (int32_t v : dies_after[i])
+      if (held[v]) dead.emplace(held[v], launch.buffer(v));
   }
   for (size_t i = 0; i < patch.outputs.size(); ++i) {
     int32_t v = patch.outputs[i];
@@ -638,6 +679,9 @@ const quilt_backend_t kBackend = {
     .event_query = event_query,
     .event_release = event_release,
     .event_timestamps = event_timestamps,
+    // ABI 1.2's run brackets: nothing to do per run (buffers come from the launch's pool).
+    .run_begin = nullptr,
+    .run_end = nullptr,
 };
 
 }  // namespace
