@@ -211,7 +211,7 @@ quilt_status_t device_open(void*, int32_t, const quilt_option_t* options, size_t
   try {
     int threads = 0;
     // The layout's default: QUILT_CPU_LAYOUT when set (tests run the same cases both ways),
-    // else NCHW. The blocked layout is opt-in until it measures faster (docs/BLOCKED_LAYOUT.md).
+    // else NCHW. The blocked layout is opt-in until it measures faster (README, "The CPU backend").
     const char* layout_env = std::getenv("QUILT_CPU_LAYOUT");
     std::string layout = layout_env && *layout_env ? layout_env : "nchw";
     std::string layout_from = "QUILT_CPU_LAYOUT";
