@@ -302,11 +302,13 @@ class InferenceSession:
     # --- profiling ------------------------------------------------------------------------
     def end_profiling(self) -> str:
         """Writes the runs made since the session was created (with enable_profiling) as a
-        Chrome trace, a lane per device, and returns the file's name: PREFIX_DATE_TIME.json
-        in the working directory. Later runs are not profiled; "" when not profiling."""
+        Chrome trace, a lane per device, and returns the file's name: PREFIX_DATE_TIME_MS.json
+        in the working directory, stamped with the session's creation as onnxruntime 1.32 does.
+        Later runs are not profiled; "" when not profiling."""
         if self._profile is None:
             return ""
-        stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+        start = datetime.datetime.fromtimestamp(self._profiling_start_ns / 1e9)
+        stamp = f"{start:%Y-%m-%d_%H-%M-%S}_{start.microsecond // 1000:03d}"
         path = f"{self._sess_options.profile_file_prefix}_{stamp}.json"
         model = self._model_path or "<bytes>"
         with open(path, "w") as f:
