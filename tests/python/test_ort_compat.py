@@ -548,3 +548,43 @@ def test_tensorrt_and_tensorrt_rtx_together_are_refused():
     # AttributeError ('_fallback_providers') on a build without TensorRT.
     with pytest.raises(ValueError, match="Cannot enable both 'TensorrtExecutionProvider' and 'NvTensorRTRTXExecutionProvider'"):
         qort.InferenceSession(add_bytes(), providers=["TensorrtExecutionProvider", "NvTensorRTRTXExecutionProvider"])
+
+
+def test_logger_callback_gets_quilts_messages_like_onnxruntimes(capfd, monkeypatch):
+    got = []
+    so = qort.SessionOptions()
+    so.log_severity_level = 0  # Quilt's debug: the plan
+    try:
+        qort.set_default_logger_callback(lambda *args: got.append(args), 0)
+        qort.InferenceSession(mlp_bytes(), so)
+    finally:
+        qort.set_default_logger_callback(None)
+        qort.set_default_logger_severity(2)
+    assert got, "no message reached the callback"
+    assert all(len(args) == 5 and args[1:4] == ("quilt", "", "") for args in got)
+    assert {args[0] for args in got} <= {0, 1, 2, 3} and any(args[0] == 0 for args in got)
+    assert any("softmax" in args[4] for args in got)  # the plan names the nodes
+    assert "[quilt debug]" not in capfd.readouterr().err
+    # Without a callback the messages go to stderr again.
+    qort.InferenceSession(mlp_bytes(), so)
+    assert "[quilt debug]" in capfd.readouterr().err
+    # A callback that raises: the message goes to stderr and the exception to sys.unraisablehook.
+    raised = []
+    monkeypatch.setattr("sys.unraisablehook", lambda info: raised.append(info.exc_value))
+
+    def broken(*args):
+        raise KeyError("broken callback")
+    try:
+        qort.set_default_logger_callback(broken, 0)
+        qort.InferenceSession(mlp_bytes(), so)
+    finally:
+        qort.set_default_logger_callback(None)
+        qort.set_default_logger_severity(2)
+    assert raised and isinstance(raised[0], KeyError)
+    assert "[quilt debug]" in capfd.readouterr().err
+    # Bad arguments: onnxruntime's checks and messages.
+    for module in (ort, qort):
+        with pytest.raises(RuntimeError, match="Invalid logging severity"):
+            module.set_default_logger_callback(None, 7)
+        with pytest.raises(RuntimeError, match="callback must be a callable"):
+            module.set_default_logger_callback(3)

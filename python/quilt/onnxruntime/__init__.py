@@ -30,6 +30,7 @@ from .capi.onnxruntime_pybind11_state import (
     get_build_info,
     get_device,
     get_version_string,
+    set_default_logger_callback,
     set_default_logger_severity,
     set_default_logger_verbosity,
     set_seed,
@@ -45,5 +46,6 @@ __all__ = [
     "OrtMemType", "OrtValue", "RunOptions", "SessionOptions",
     "disable_telemetry_events", "enable_telemetry_events", "get_all_providers",
     "get_available_providers", "get_build_info", "get_device", "get_version_string",
-    "set_default_logger_severity", "set_default_logger_verbosity", "set_seed", "__version__",
+    "set_default_logger_callback", "set_default_logger_severity", "set_default_logger_verbosity",
+    "set_seed", "__version__",
 ]

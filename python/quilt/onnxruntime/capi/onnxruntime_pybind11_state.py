@@ -360,6 +360,33 @@ def default_logger_severity() -> int:
     return _default_log_severity
 
 
+# Quilt's LogLevel (Error 0 ... Debug 3) -> onnxruntime's severity (0 verbose ... 4 fatal).
+_ORT_SEVERITY = {0: 3, 1: 2, 2: 1, 3: 0}
+
+
+def set_default_logger_callback(callback, severity: int = 2) -> None:
+    """Quilt's log messages to callback(severity, category, logid, code_location, message)
+    instead of stderr, as onnxruntime's: severity is onnxruntime's (0 verbose for Quilt's debug,
+    1 info, 2 warning, 3 error), category "quilt", logid and code_location "". Installing one
+    sets the default severity (sessions whose log_severity_level is -1 follow it); None
+    restores stderr and keeps the severity. Messages logged on Quilt's worker threads, from
+    inside the callback, or whose call raised (reported through sys.unraisablehook) go to
+    stderr, as onnxruntime sends such messages to its platform sink."""
+    severity = int(severity)
+    if not 0 <= severity <= 4:
+        raise RuntimeError("Invalid logging severity. 0:Verbose, 1:Info, 2:Warning, 3:Error, 4:Fatal")
+    if callback is None:
+        _quilt.set_log_sink(None)
+        return
+    if not callable(callback):
+        raise RuntimeError("callback must be a callable")
+
+    def sink(level: int, message: str) -> None:
+        callback(_ORT_SEVERITY[level], "quilt", "", "", message)
+    _quilt.set_log_sink(sink)
+    set_default_logger_severity(severity)
+
+
 def set_default_logger_verbosity(level: int) -> None:
     pass  # Quilt has one verbosity per log level
 
