@@ -2,7 +2,7 @@
 // work-item; no local memory.
 // g0 = (H, W, OH, OW, KH, KW, sh, sw), g1 = (dh, dw, ph, pw, peh, pew, average, count_mode):
 // ph/pw lead pads, peh/pew trailing pads; count_mode 0 divides by the window's elements inside
-// the input, 1 by those inside the padded input, 2 by the whole kernel.
+// the input, 1 by those inside the padded input.
 
 // Kernel offsets k in [0, K) whose position o * s - p + k * d lies in [lo, hi).
 inline int pool_count(int o, int s, int p, int K, int d, int lo, int hi) {
@@ -39,14 +39,10 @@ kernel void pool2d(global const float* x, global float* y, int8 g0, int8 g1, int
     }
   }
   if (average) {
-    int count;
-    if (count_mode == 2) {
-      count = KH * KW;
-    } else {
-      const int lh = count_mode ? -ph : 0, lw = count_mode ? -pw : 0;
-      const int hh = count_mode ? H + peh : H, hw = count_mode ? W + pew : W;
-      count = pool_count(oh, sh, ph, KH, dh, lh, hh) * pool_count(ow, sw, pw, KW, dw, lw, hw);
-    }
+    const int lh = count_mode ? -ph : 0, lw = count_mode ? -pw : 0;
+    const int hh = count_mode ? H + peh : H, hw = count_mode ? W + pew : W;
+    const int count =
+        pool_count(oh, sh, ph, KH, dh, lh, hh) * pool_count(ow, sw, pw, KW, dw, lw, hw);
     acc /= (float)count;
   }
   y[(long)plane * OH * OW + (long)oh * OW + ow] = acc;

@@ -107,10 +107,46 @@ inline int resize_nearest(int mode, float x) {
   }
 }
 
-// Taps of one axis: i0, i1 and the weight of i1 (nearest: i1 = i0, weight 0).
+// Nearest index of the exact coordinate num / den (den > 0), as the CPU backend rounds it.
+inline int resize_nearest_exact(int mode, long num, long den) {
+  long fl = num / den;
+  if (num % den != 0 && num < 0) --fl;
+  const long rem = num - fl * den;  // in [0, den)
+  switch (mode) {
+    case 0:
+      return (int)(2 * rem <= den ? fl : fl + 1);
+    case 1:
+      return (int)(2 * rem < den ? fl : fl + 1);
+    case 2:
+      return (int)fl;
+    default:
+      return (int)(rem == 0 ? fl : fl + 1);
+  }
+}
+
+// Taps of one axis: i0, i1 and the weight of i1 (nearest: i1 = i0, weight 0). exact: the scale
+// is out / in (from sizes), and a nearest coordinate is the exact fraction of the CPU backend.
 inline float3 resize_taps(int o, int in, int out, float scale, float fout, int coord, int linear,
-                          int nearest) {
+                          int nearest, int exact) {
   if (scale == 1.0f && in == out) return (float3)(o, o, 0.0f);
+  if (!linear && exact) {
+    const long lo = o, li = in, lout = out;
+    long num = 0, den = 1;
+    if (coord == 1) {
+      num = lo * li;
+      den = lout;
+    } else if (coord == 2) {
+      if (out > 1) {
+        num = lo * (li - 1);
+        den = lout - 1;
+      }
+    } else if (coord == 0 || out > 1) {  // half_pixel, or pytorch_half_pixel
+      num = (2 * lo + 1) * li - lout;
+      den = 2 * lout;
+    }
+    const int i = clamp(resize_nearest_exact(nearest, num, den), 0, in - 1);
+    return (float3)(i, i, 0.0f);
+  }
   const float x = resize_coord(coord, (float)o, scale, fout, (float)in);
   if (!linear) {
     const int i = clamp(resize_nearest(nearest, x), 0, in - 1);
@@ -127,7 +163,8 @@ kernel void resize_axis(global float* taps, int first, int in, int out, float sc
                         int4 mode) {
   const int o = get_global_id(0);
   if (o >= out) return;
-  vstore3(resize_taps(o, in, out, scale, fout, mode.s0, mode.s2, mode.s1), first + o, taps);
+  vstore3(resize_taps(o, in, out, scale, fout, mode.s0, mode.s2, mode.s1, mode.s3), first + o,
+          taps);
 }
 
 // Resize of H and W of NCHW planes from the axes' taps (rows 0..OH, then columns 0..OW): one

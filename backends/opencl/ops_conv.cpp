@@ -98,7 +98,7 @@ int64_t pad_begin(int64_t mode, int64_t explicit_pad, int64_t in, int64_t out, i
   if (mode == kNotSet) return explicit_pad;
   if (mode == kValid) return 0;
   const int64_t total = std::max<int64_t>(0, (out - 1) * stride + (k - 1) * dilation + 1 - in);
-  return mode == kSameUpper ? total / 2 : (total + 1) / 2;
+  return mode == kSameUpper ? total / 2 : total - total / 2;
 }
 
 // The weights in the conv_direct layout: packed at compile when constant, else by conv_pack into

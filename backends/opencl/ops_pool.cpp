@@ -63,8 +63,9 @@ std::string prepare_pool(const NodeView& view, NodeDesc* desc) {
          pads[0],   pads[1],   pads[2],    pads[3],    auto_pad,     0};
   if (average) {
     const bool include_pad = view.int_attribute("count_include_pad", 0) != 0;
-    // Before opset 19 (as onnxruntime runs it) count_include_pad divides by the whole kernel.
-    p.v[kCountMode] = !include_pad ? 0 : (view.node.opset < 19 ? 2 : 1);
+    // count_include_pad counts the window's elements inside the padded input, in every opset
+    // (a ceil_mode window reaching past the end padding counts less than the whole kernel).
+    p.v[kCountMode] = include_pad ? 1 : 0;
   }
   desc->i[0] = average ? 1 : 0;
   return "";
@@ -90,7 +91,7 @@ Status enqueue_pool(Launch& launch, const NodeDesc& desc) {
       default: {
         // As the spec and the CPU backend: a negative total moves the windows into the input.
         const int64_t total_pad = (out - 1) * s + dk - in;
-        begin[d] = p.v[kAutoPad] == kSameUpper ? total_pad / 2 : (total_pad + 1) / 2;
+        begin[d] = p.v[kAutoPad] == kSameUpper ? total_pad / 2 : total_pad - total_pad / 2;
         end[d] = total_pad - begin[d];
       }
     }

@@ -1,6 +1,6 @@
 // ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceL2 (kernels_cl/reduce.cl): axes from the
 // attribute (before opset 18; ReduceSum before 13) or an int64 constant input, keepdims (the
-// output shape is the host's), noop_with_empty_axes (then a copy).
+// output shape is the host's), noop_with_empty_axes (then a copy; |x| for ReduceL2).
 #include <algorithm>
 #include <cstring>
 
@@ -40,7 +40,11 @@ std::string prepare_reduce(const NodeView& view, NodeDesc* desc) {
       axes.assign(values, values + n);
     }
     if (axes.empty() && view.int_attribute("noop_with_empty_axes", 0) != 0) {
-      desc->i[1] = 1;  // a copy
+      // Reducing no axis: a copy, except that ReduceL2 still takes sqrt(x^2) = |x| per element
+      // (the spec: composite reductions keep their non-reduction steps), a reduction over
+      // one element each.
+      desc->i[0] = 0;
+      desc->i[1] = kind->op == 4 ? 0 : 1;
       desc->i[2] = kind->op;
       return "";
     }

@@ -437,8 +437,9 @@ Status enqueue_resize(Launch& launch, const NodeDesc& desc) {
   if (Status s = launch.scratch(static_cast<size_t>(3 * (out[2] + out[3])) * sizeof(float), &taps);
       !s.ok())
     return s;
+  // mode.s3: the scale is out / in (sizes), so nearest coordinates are exact fractions.
   const cl_int4 mode{{static_cast<cl_int>(desc.i[0]), static_cast<cl_int>(desc.i[1]),
-                      static_cast<cl_int>(desc.i[2]), 0}};
+                      static_cast<cl_int>(desc.i[2]), desc.i[3] ? 0 : 1}};
   for (int d = 0; d < 2; ++d)
     if (Status s = launch.run("tensor", "resize_axis", {static_cast<size_t>(out[2 + d]), 1, 1},
                               {kLocal1d, 1, 1}, taps, static_cast<cl_int>(d ? out[2] : 0),

@@ -83,6 +83,9 @@ void infer_dft(InferenceContext& ctx) {
 
   const bool irfft = onesided && inverse;
   if (irfft && last == 1) ctx.fail("onesided inverse DFT (IRFFT) needs complex input (last dim 2)");
+  // The spec: a one-sided forward DFT (RFFT) takes real input only.
+  if (onesided && !inverse && last == 2)
+    ctx.fail("onesided forward DFT (RFFT) needs real input (last dim 1), got complex (last dim 2)");
 
   int64_t n = -1;
   if (ctx.has_input(1)) {

@@ -45,6 +45,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -269,6 +270,13 @@ struct ModelMetadata {
 };
 
 enum class LogLevel { Error = 0, Warning = 1, Info = 2, Debug = 3 };
+
+// Where Quilt's log messages go. Each message a session or backend logs (at or below its
+// level) is offered to the sink on the thread that logs it; a sink that returns false leaves it
+// to stderr, where it goes without a sink. nullptr restores stderr. Messages are not offered
+// again from inside the sink (one it logs goes to stderr).
+using LogSink = std::function<bool(LogLevel level, const std::string& message)>;
+QUILT_API void set_log_sink(LogSink sink);
 
 struct SessionOptions {
   static constexpr int kMaxThreads = 4096;

@@ -199,6 +199,37 @@ NB_MODULE(_quilt, m) {
       .value("Info", LogLevel::Info)
       .value("Debug", LogLevel::Debug);
 
+  // set_log_sink(callable(level: int, message: str) or None). The callable gets the messages
+  // logged on threads Python knows (the one creating or running a session: its GIL is taken
+  // back for the call); those of Quilt's worker threads, which have no Python thread state and
+  // could deadlock waiting for the GIL, go to stderr, as do messages whose call raised (the
+  // exception is reported through sys.unraisablehook).
+  m.def(
+      "set_log_sink",
+      [](nb::object sink) {
+        if (sink.is_none()) {
+          quilt::set_log_sink(nullptr);
+          return;
+        }
+        // Kept alive for good: a thread may still be inside a replaced sink, and the sink's
+        // copies are destroyed on threads that may not hold the GIL. One reference per call.
+        PyObject* callable = sink.inc_ref().ptr();
+        quilt::set_log_sink([callable](LogLevel level, const std::string& message) {
+          if (PyGILState_GetThisThreadState() == nullptr) return false;
+          nb::gil_scoped_acquire gil;
+          PyObject* result =
+              PyObject_CallFunction(callable, "is#", static_cast<int>(level), message.data(),
+                                    static_cast<Py_ssize_t>(message.size()));
+          if (result == nullptr) {
+            PyErr_WriteUnraisable(callable);
+            return false;
+          }
+          Py_DECREF(result);
+          return true;
+        });
+      },
+      "sink"_a.none());
+
   nb::class_<SessionOptions>(m, "SessionOptions", "quilt::SessionOptions, field for field.")
       .def(nb::init<>())
       .def_rw("threads", &SessionOptions::threads)

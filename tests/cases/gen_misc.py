@@ -162,7 +162,7 @@ const_model("bernoulli_bool_out", helper.make_node(
     {"x": p}, p.astype(bool), opset=15)
 
 
-# ---- ops from newer opsets (onnxruntime 1.23 lacks them): onnx's reference gives the answer ----
+# ---- ops from newer opsets (onnxruntime 1.23 lacked them): onnx's reference gives the answer ----
 def ref_node(name, op_type, inputs, opset, n_outputs=1, **attrs):
     expected = reference(op_type, inputs, n_outputs, opset, **attrs)
     c.node(name, op_type, inputs, n_outputs=n_outputs, opset=opset, expected=expected, **attrs)

@@ -7,7 +7,7 @@ from onnx import TensorProto, helper
 
 
 class NnCases(Cases):
-    """Cases.node with declared output types: onnxruntime 1.23 rejects outputs of type
+    """Cases.node with declared output types: onnxruntime rejects outputs of type
     UNDEFINED, which Cases.node declares. Output 0 has input 0's dtype (int32 for the
     *Integer ops); output 1 (MaxPool's Indices) is int64."""
 
@@ -22,6 +22,30 @@ class NnCases(Cases):
         node = helper.make_node(op_type, names, outs, name=name, domain=domain, **attrs)
         self.model(name, [node], inputs, outs, initializers, opset, rtol, atol, expected,
                    output_types=types)
+
+
+def pool_negative_same(op_type, x, kernel_shape, strides, auto_pad):
+    """MaxPool/AveragePool/LpPool (p = 2) with auto_pad SAME where the spec's total padding
+    (out - 1) * stride + kernel - in is negative (out = ceil(in / stride)): split as a positive
+    total is (SAME_UPPER: head = total // 2, SAME_LOWER: head = total - total // 2), a negative
+    head skips input pixels at the start. Each window then lies inside the input (the cases
+    below), so no pad value enters a max or a mean."""
+    spatial = x.shape[2:]
+    starts = []
+    for n, k, st in zip(spatial, kernel_shape, strides):
+        out = -(-n // st)
+        total = (out - 1) * st + k - n
+        assert total < 0 and total % 2 == 0, "the cases below: an even negative total"
+        head = total // 2 if auto_pad == "SAME_UPPER" else total - total // 2
+        starts.append([o * st - head for o in range(out)])
+    reduce = {"MaxPool": np.max, "AveragePool": np.mean,
+              "LpPool": lambda w, axis: np.sqrt(np.sum(w.astype(np.float64) ** 2, axis=axis))}[op_type]
+    y = np.empty(x.shape[:2] + tuple(len(s_) for s_ in starts), x.dtype)
+    for pos in np.ndindex(*y.shape[2:]):
+        window = tuple(slice(starts[d][p], starts[d][p] + kernel_shape[d]) for d, p in enumerate(pos))
+        assert all(0 <= w.start and w.stop <= n for w, n in zip(window, spatial))
+        y[(...,) + pos] = reduce(x[(...,) + window], axis=tuple(range(2, x.ndim)))
+    return y
 
 
 c = NnCases("nn")
@@ -514,13 +538,23 @@ c.node("conv1d_same_upper_stride_gt_kernel", "Conv", {"x": rand(1, 2, 9), "w": r
        auto_pad="SAME_UPPER", strides=[3], **CONV_TOL)
 c.node("conv2d_same_lower_stride_gt_kernel", "Conv", {"x": rand(1, 2, 8, 9), "w": rand(2, 2, 2, 1)},
        auto_pad="SAME_LOWER", strides=[4, 3], **CONV_TOL)
+# onnxruntime 1.32 refuses MaxPool and AveragePool here ("padding values must be non-negative"),
+# and onnx 1.22's reference evaluator fails on them; the spec defines them (output
+# ceil(in / stride) and its SAME padding formula), so pool_negative_same computes their answer.
+# LpPool compares with onnxruntime 1.32 under SAME_UPPER; under SAME_LOWER onnxruntime starts at
+# (total + 1) / 2 = 0 in C's division where the spec splits -2 evenly (-1, -1), as
+# pool_negative_same does (1.23 did the same for all three).
 for op in ("MaxPool", "AveragePool", "LpPool"):
-    c.node(f"{op.lower()}1d_same_upper_stride_gt_kernel", op, {"x": rand(1, 2, 9)},
-           kernel_shape=[1], auto_pad="SAME_UPPER", strides=[3])
-    c.node(f"{op.lower()}2d_same_lower_stride_gt_kernel", op, {"x": rand(1, 2, 8, 9)},
-           kernel_shape=[2, 1], auto_pad="SAME_LOWER", strides=[4, 3])
-    c.node(f"{op.lower()}2d_same_upper_stride_gt_kernel", op, {"x": rand(1, 2, 8, 9)},
-           kernel_shape=[2, 1], auto_pad="SAME_UPPER", strides=[4, 3])
+    for name, x, attrs in (
+            ("1d_same_upper_stride_gt_kernel", rand(1, 2, 9),
+             dict(kernel_shape=[1], auto_pad="SAME_UPPER", strides=[3])),
+            ("2d_same_lower_stride_gt_kernel", rand(1, 2, 8, 9),
+             dict(kernel_shape=[2, 1], auto_pad="SAME_LOWER", strides=[4, 3])),
+            ("2d_same_upper_stride_gt_kernel", rand(1, 2, 8, 9),
+             dict(kernel_shape=[2, 1], auto_pad="SAME_UPPER", strides=[4, 3]))):
+        ort_ok = op == "LpPool" and attrs["auto_pad"] == "SAME_UPPER"
+        expected = None if ort_ok else {"y": pool_negative_same(op, x, **attrs)}
+        c.node(f"{op.lower()}{name}", op, {"x": x}, expected=expected, **attrs)
 c.node("convt2d_same_upper_stride_gt_kernel", "ConvTranspose",
        {"x": rand(1, 2, 5, 4), "w": rand(2, 2, 1, 2)}, auto_pad="SAME_UPPER", strides=[3, 3],
        **CONV_TOL)

@@ -2,8 +2,13 @@
 
 Expected values come from onnxruntime, except where noted: align_corners with a scale whose
 product with the input size is not an integer follows the ONNX reference (and the conformance
-tests), which onnxruntime does not.
+tests), which onnxruntime does not; nearest with `sizes` (outside tf_crop_and_resize) is
+computed in exact arithmetic (nearest_sizes_exact), which onnxruntime 1.32 matches except where
+its float32 coordinate misses an exact integer under floor or ceil.
 """
+import math
+from fractions import Fraction
+
 import numpy as np
 import onnx
 from onnx import helper
@@ -92,6 +97,43 @@ def scale_case_ok(coord, scales):
                                            for s, d in zip(scales, X4.shape))
 
 
+def nearest_sizes_exact(x, sizes, coord, nearest_mode):
+    """Nearest Resize with `sizes` in exact arithmetic: the scale is out/in, so every source
+    coordinate is a fraction, and one exactly on a pixel or halfway between two rounds as
+    nearest_mode says. onnxruntime 1.32 computes it in float32 and agrees except where that
+    misses an exact integer under floor or ceil (nearest_half_pixel_floor_sizes_one: 5x7 -> 1x1,
+    width coordinate 0.5 * 7 - 0.5 = 3, which float32 makes 2.9999998, floor 2): there the spec's
+    answer is this one."""
+    def coordinate(o, n_in, n_out):
+        o, s = Fraction(o), Fraction(n_out, n_in)
+        if coord in ("half_pixel", "half_pixel_symmetric"):  # symmetric: no offset when s = out/in
+            return (o + Fraction(1, 2)) / s - Fraction(1, 2)
+        if coord == "pytorch_half_pixel":
+            return (o + Fraction(1, 2)) / s - Fraction(1, 2) if n_out > 1 else Fraction(0)
+        if coord == "asymmetric":
+            return o / s
+        if coord == "align_corners":
+            return o * (n_in - 1) / (n_out - 1) if n_out > 1 else Fraction(0)
+        if coord == "tf_half_pixel_for_nn":
+            return (o + Fraction(1, 2)) / s
+        raise ValueError(coord)
+
+    def index(c, downsample):
+        fl = math.floor(c)
+        rounded = {"round_prefer_floor": fl if c - fl <= Fraction(1, 2) else fl + 1,
+                   "round_prefer_ceil": fl if c - fl < Fraction(1, 2) else fl + 1,
+                   "floor": fl, "ceil": math.ceil(c)}[nearest_mode]
+        return rounded
+
+    out = x
+    for axis, (n_in, n_out) in enumerate(zip(x.shape, sizes)):
+        if n_in == n_out:
+            continue
+        idx = [min(max(index(coordinate(o, n_in, n_out), n_out < n_in), 0), n_in - 1) for o in range(n_out)]
+        out = np.take(out, idx, axis=axis)
+    return out
+
+
 # ---- nearest: every coordinate mode x nearest_mode, up/down/fractional and sizes ----
 for coord in COORDS:
     for nm in NEAREST_MODES:
@@ -106,8 +148,10 @@ for coord in COORDS:
                    coordinate_transformation_mode=coord, extrapolation_value=7.0)
         for zname, sz in SIZES.items():
             roi = ROI if coord == "tf_crop_and_resize" else None
+            expected = None if roi is not None else {"y": nearest_sizes_exact(X4, sz, coord, nm)}
             resize(f"nearest_{coord}_{nm}_{zname}", X4, sizes=sz, roi=roi, mode="nearest",
-                   nearest_mode=nm, coordinate_transformation_mode=coord, extrapolation_value=-2.0)
+                   nearest_mode=nm, coordinate_transformation_mode=coord, extrapolation_value=-2.0,
+                   expected=expected)
 
 # ---- linear and cubic: every coordinate mode, up/down/fractional and sizes ----
 for mode in ["linear", "cubic"]:
@@ -197,6 +241,16 @@ resize("linear_nhwc", rand(1, 5, 6, 3), scales=[1, 1.6, 0.5, 1], mode="linear")
 resize("cubic_rank2", rand(5, 6), scales=[1.8, 0.7], mode="cubic")
 resize("linear_identity", X4, scales=[1, 1, 1, 1], mode="linear")
 resize("nearest_to_one", X4, sizes=[1, 2, 1, 1], mode="nearest")
+# With `sizes` the scale is out/in exactly, so a nearest coordinate can land exactly on a pixel
+# or halfway between two, and rounds as nearest_mode says. Output 1 of 2 from 14, asymmetric:
+# 1 * 14/2 = 7 exactly, floor 7. onnxruntime 1.32 (like 1.23) computes 6.9999995 in float32 and
+# takes 6, against the spec; the expected indices here are exact integer arithmetic. (Ties such
+# as 7/2 under round_prefer_ceil, which onnxruntime 1.32 rounds exactly, are checked against it
+# in nearest_asymmetric_round_prefer_ceil_sizes_down.)
+x_tie = rand(1, 2, 3, 14)
+resize("nearest_asymmetric_floor_sizes_exact", x_tie, sizes=[1, 2, 3, 2], mode="nearest",
+       coordinate_transformation_mode="asymmetric", nearest_mode="floor",
+       expected={"y": x_tie[..., [0, 7]]})
 resize("linear_from_one", rand(1, 1, 1, 1), sizes=[1, 1, 3, 2], mode="linear")
 resize("cubic_from_two", rand(1, 1, 2, 2), sizes=[1, 1, 5, 3], mode="cubic")
 resize("linear_large", rand(2, 3, 40, 50), scales=[1, 1, 1.5, 2], mode="linear")

@@ -447,8 +447,19 @@ c.node("onehot_axis1", "OneHot", {"i": arr([0, -1], [1, 3])},
        initializers={"d": np.array(4, I64), "v": vals}, axis=1)
 c.node("onehot_out_of_range", "OneHot", {"i": arr(0, 7, -9, 2)},
        initializers={"d": np.array(3, I64), "v": vals})
+# Float indices are cast to int64 (truncated toward zero) before use, as the spec says: 2.7
+# selects 2, -1.5 selects -1 (the last). onnxruntime does so from 1.32 on; 1.23 (and onnx 1.22's
+# reference evaluator) selected nothing for an index that is not a whole number.
 c.node("onehot_float_idx", "OneHot", {"i": np.array([1.0, 2.7, 0.0], np.float32)},
        initializers={"d": np.array(3.0, np.float32), "v": vals})
+c.node("onehot_float_idx_truncated", "OneHot", {"i": np.array([-1.5, -0.4, 3.9, 2.0], np.float32)},
+       initializers={"d": np.array(4.0, np.float32), "v": vals})
+# An index no int64 holds (NaN, infinite, 1e30) selects nothing, like one out of range (by hand:
+# the cast is undefined there, and onnxruntime's result is whatever its conversion gives).
+c.node("onehot_float_idx_not_castable", "OneHot",
+       {"i": np.array([np.nan, np.inf, -np.inf, 1e30, 1.0], np.float32)},
+       initializers={"d": np.array(3.0, np.float32), "v": vals},
+       expected={"y": np.array([[0, 0, 0]] * 4 + [[0, 1, 0]], np.float32)})
 c.node("onehot_runtime_depth", "OneHot", {"i": arr(1, 2), "d": np.array([5], I64), "v": vals})
 c.node("onehot_int32_idx_f64", "OneHot", {"i": arr(1, 0, dtype=np.int32)},
        initializers={"d": np.array(2, np.int32), "v": np.array([2.0, 3.0], np.float64)}, opset=11)

@@ -5,7 +5,10 @@
 #include <cctype>
 #include <cmath>
 #include <fstream>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "quilt/quilt.hpp"
 #include "tests/expect_error.hpp"
@@ -207,6 +210,37 @@ TEST(Session, LogLevelBelongsToTheSessionNotTheProcess) {
   }
   const std::string quiet = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(quiet.find("[quilt debug]"), std::string::npos) << quiet;
+}
+
+TEST(Session, ALogSinkTakesTheMessagesOrLeavesThemToStderr) {
+  SessionOptions debug;
+  debug.log_level = LogLevel::Debug;
+  std::vector<std::pair<LogLevel, std::string>> got;
+  set_log_sink([&got](LogLevel level, const std::string& message) {
+    got.emplace_back(level, message);
+    return true;
+  });
+  ::testing::internal::CaptureStderr();
+  { Session s(kDir + "/add_relu.onnx", debug); }
+  std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err.find("[quilt debug]"), std::string::npos) << err;
+  ASSERT_FALSE(got.empty());
+  EXPECT_TRUE(std::any_of(got.begin(), got.end(), [](const auto& m) {
+    return m.first == LogLevel::Debug && m.second.find("cpu backend:") != std::string::npos;
+  }));
+  // A sink that declines leaves the message to stderr; nullptr restores stderr.
+  set_log_sink([](LogLevel, const std::string&) { return false; });
+  ::testing::internal::CaptureStderr();
+  { Session s(kDir + "/add_relu.onnx", debug); }
+  err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("[quilt debug] cpu backend:"), std::string::npos) << err;
+  set_log_sink(nullptr);
+  const size_t before = got.size();
+  ::testing::internal::CaptureStderr();
+  { Session s(kDir + "/add_relu.onnx", debug); }
+  err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("[quilt debug] cpu backend:"), std::string::npos) << err;
+  EXPECT_EQ(got.size(), before);
 }
 
 TEST(Session, ConstantOutputsAreCopiesTheCallerMayModify) {

@@ -146,3 +146,22 @@ def test_quilt_errors_are_python_exception_families():
     with pytest.raises(quilt.InvalidArgument) as got:
         s.run({"a": np.ones(4, np.float32)})
     assert got.value.code == "InvalidArgument" and "missing input 'b' (float32 [4])" in str(got.value)
+
+
+def test_a_onesided_forward_dft_of_complex_input_is_refused_like_onnxruntime():
+    """The spec: onesided=1 with inverse=0 (RFFT) takes real input only (last dim 1)."""
+    model = model_bytes([helper.make_node("DFT", ["x"], ["y"], name="rfft", axis=1, onesided=1)],
+                        [vi("x", shape=[2, 8, 2])], [vi("y", shape=None)])
+    with pytest.raises(Exception) as want:
+        ort.InferenceSession(model)
+    with pytest.raises(qort.capi.onnxruntime_pybind11_state.Fail) as got:
+        qort.InferenceSession(model)
+    assert type(want.value).__name__ == "Fail" and "one-sided DFT requires real input" in str(want.value)
+    message = str(got.value)
+    assert "DFT node \"rfft\"" in message and "needs real input (last dim 1), got complex (last dim 2)" in message
+    # Real input is fine on both.
+    real = model_bytes([helper.make_node("DFT", ["x"], ["y"], name="rfft", axis=1, onesided=1)],
+                       [vi("x", shape=[2, 8, 1])], [vi("y", shape=None)])
+    x = np.random.default_rng(0).standard_normal((2, 8, 1)).astype(np.float32)
+    np.testing.assert_allclose(qort.InferenceSession(real).run(None, {"x": x})[0],
+                               ort.InferenceSession(real).run(None, {"x": x})[0], rtol=1e-4, atol=1e-5)

@@ -4,6 +4,7 @@ run_with_ort_values and profiling."""
 import json
 import os
 import pathlib
+import re
 import threading
 
 import numpy as np
@@ -344,9 +345,11 @@ def test_end_profiling_writes_quilts_chrome_trace(tmp_path, monkeypatch):
             sess.run(None, {"x": np.ones((2, 8), np.float32)})
         names[module] = sess.end_profiling()
         assert sess.end_profiling() == ""
-    # The same file-name pattern as onnxruntime: PREFIX_DATE_TIME.json in the working directory.
+    # The same file-name pattern as onnxruntime: PREFIX_DATE_TIME_MILLISECONDS.json in the working
+    # directory (onnxruntime 1.32 added the milliseconds), stamped when the session was created.
     assert os.path.exists(names[qort]) and names[qort].startswith("prof_") and names[qort].endswith(".json")
-    assert len(names[qort]) == len(names[ort])
+    assert re.fullmatch(r"prof_\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d_\d{3}\.json", names[ort]), names[ort]
+    assert re.fullmatch(r"prof_\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d_\d{3}\.json", names[qort]), names[qort]
     trace = json.loads(pathlib.Path(names[qort]).read_text())
     events = [e for e in trace["traceEvents"] if e["ph"] == "X"]
     patches = [e for e in events if e["cat"] == "patch"]
@@ -355,3 +358,233 @@ def test_end_profiling_writes_quilts_chrome_trace(tmp_path, monkeypatch):
     assert any(e["name"] == "Softmax node \"softmax\"" and e["cat"] == "node" for e in events)
     # Not profiling: nothing written.
     assert qort.InferenceSession(mlp_bytes()).end_profiling() == ""
+
+
+# ---- onnxruntime 1.32's additions -------------------------------------------------------------
+
+def assignment_model():
+    """y = Relu(a + b) * c: three nodes, none fused by either runtime."""
+    return model_bytes([helper.make_node("Add", ["a", "b"], ["s"], name="add"),
+                        helper.make_node("Relu", ["s"], ["r"], name="relu"),
+                        helper.make_node("Mul", ["r", "c"], ["y"], name="mul")],
+                       [vi("a", shape=[4]), vi("b", shape=[4]), vi("c", shape=[4])], [vi("y", shape=[4])])
+
+
+def test_provider_graph_assignment_info_matches_onnxruntime():
+    so_o, so_q = ort.SessionOptions(), qort.SessionOptions()
+    for so in (so_o, so_q):
+        so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
+    o = ort.InferenceSession(assignment_model(), so_o)
+    q = qort.InferenceSession(assignment_model(), so_q)
+
+    def nodes(session):
+        return sorted((sg.ep_name, n.name, n.domain, n.op_type)
+                      for sg in session.get_provider_graph_assignment_info() for n in sg.get_nodes())
+    assert nodes(q) == nodes(o) == [("CPUExecutionProvider", "add", "", "Add"),
+                                    ("CPUExecutionProvider", "mul", "", "Mul"),
+                                    ("CPUExecutionProvider", "relu", "", "Relu")]
+    assert all(isinstance(sg, qort.OrtEpAssignedSubgraph) for sg in q.get_provider_graph_assignment_info())
+    # Without the config entry both refuse, saying which entry to set.
+    for module in (ort, qort):
+        with pytest.raises(Exception) as info:
+            module.InferenceSession(assignment_model()).get_provider_graph_assignment_info()
+        assert type(info.value).__name__ == "Fail"
+        assert "'session.record_ep_graph_assignment_info' must be set to \"1\"" in str(info.value)
+
+
+def test_provider_graph_assignment_info_gives_the_domain_and_leaves_folded_nodes_out():
+    """A com.microsoft node has its domain apart from its op_type; a node folded into a constant
+    runs on no provider."""
+    inits = [numpy_helper.from_array(np.ones(2, np.float32), "k"), numpy_helper.from_array(np.float32(0.5), "scale"),
+             numpy_helper.from_array(np.uint8(10), "zero")]
+    model = model_bytes([helper.make_node("Neg", ["k"], ["nk"], name="fold_me"),
+                         helper.make_node("Add", ["x", "nk"], ["s"], name="add"),
+                         helper.make_node("QuantizeLinear", ["s", "scale", "zero"], ["y"], name="quantize",
+                                          domain="com.microsoft")],
+                        [vi("x", shape=[2])], [vi("y", TensorProto.UINT8, [2])], inits, domains=[("com.microsoft", 1)])
+    so = qort.SessionOptions()
+    so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
+    q = qort.InferenceSession(model, so)
+    got = [(sg.ep_name, n.name, n.domain, n.op_type) for sg in q.get_provider_graph_assignment_info()
+           for n in sg.get_nodes()]
+    assert sorted(got) == [("CPUExecutionProvider", "add", "", "Add"),
+                           ("CPUExecutionProvider", "quantize", "com.microsoft", "QuantizeLinear")]
+    x = np.array([3.5, -2], np.float32)
+    np.testing.assert_array_equal(q.run(None, {"x": x})[0], ort.InferenceSession(model).run(None, {"x": x})[0])
+
+
+def test_session_scoped_ort_values_like_onnxruntime():
+    results = {}
+    for module in (ort, qort):
+        s, other = module.InferenceSession(add_bytes()), module.InferenceSession(add_bytes())
+        v = s.create_ortvalue_from_shape_and_type([4], np.float32, "cpu")
+        assert (v.shape(), v.data_type(), v.device_name()) == ([4], "tensor(float)", "cpu")
+        assert s.create_ortvalue_from_shape_and_type([2, 3], 7, "cpu").data_type() == "tensor(int64)"
+        v.update_inplace(np.arange(4, dtype=np.float32))
+        results[module] = s.run(None, {"a": v, "b": v})[0]
+        with pytest.raises(ValueError, match="Session-scoped OrtValue must be used with the session that created it"):
+            other.run(None, {"a": v, "b": v})
+        with pytest.raises(ValueError, match="Session-scoped OrtValue must be used with the session that created it"):
+            other.run_with_ort_values(None, {"a": v, "b": v})
+        with pytest.raises(ValueError, match="Session-scoped OrtValue must be bound to the session that created it"):
+            other.io_binding().bind_ortvalue_input("a", v)
+        with pytest.raises(ValueError, match="IOBinding must be used with the session that created it"):
+            other.run_with_iobinding(s.io_binding())
+        for element_type in (np.str_, object, 8):  # 8: ONNX's string
+            with pytest.raises(RuntimeError, match="only supported for numeric tensor types"):
+                s.create_ortvalue_from_shape_and_type([4], element_type, "cpu")
+        with pytest.raises(TypeError, match="device_type"):
+            s.create_ortvalue_from_shape_and_type([4], np.float32)
+        # A value that belongs to no session goes anywhere.
+        free = module.OrtValue.ortvalue_from_numpy(np.ones(4, np.float32))
+        assert other.run(None, {"a": free, "b": free})[0].tolist() == [2, 2, 2, 2]
+    np.testing.assert_array_equal(results[qort], results[ort])
+    with pytest.raises(qort.capi.onnxruntime_pybind11_state.InvalidArgument, match="host \\(cpu\\) buffers"):
+        qort.InferenceSession(add_bytes()).create_ortvalue_from_shape_and_type([4], np.float32, "cuda")
+
+
+def test_a_binding_made_before_set_providers_is_refused_after_it():
+    s = qort.InferenceSession(add_bytes())
+    binding = s.io_binding()
+    s.set_providers(["CPUExecutionProvider"])
+    with pytest.raises(ValueError, match="IOBinding must be used with the session that created it"):
+        s.run_with_iobinding(binding)
+
+
+def test_graph_capture_and_dynamic_options_like_onnxruntimes_cpu_provider():
+    for module in (ort, qort):
+        s = module.InferenceSession(add_bytes())
+        assert s.release_captured_graph() is None and s.release_captured_graph(5) is None
+        s.set_ep_dynamic_options({"ep.dynamic.workload_type": "Efficient"})
+        with pytest.raises(RuntimeError, match="No options were provided"):
+            s.set_ep_dynamic_options({})
+        a = np.ones(4, np.float32)
+        assert s.run(None, {"a": a, "b": a})[0].tolist() == [2, 2, 2, 2]
+
+
+def test_ort_value_dlpack_like_onnxruntime():
+    for module in (ort, qort):
+        a = np.arange(6, dtype=np.float32).reshape(2, 3)
+        for source in (a, a.__dlpack__()):
+            v = module.OrtValue.from_dlpack(source)
+            assert v.shape() == [2, 3] and v.data_type() == "tensor(float)"
+            np.testing.assert_array_equal(v.numpy(), a)
+        v = module.OrtValue.from_dlpack(a)
+        a[0, 0] = 42  # no copy
+        assert v.numpy()[0, 0] == 42
+        assert module.OrtValue.from_dlpack(np.array([True, False])).data_type() == "tensor(bool)"
+        assert module.OrtValue.from_dlpack(np.ones(2, np.float16)).data_type() == "tensor(float16)"
+        with pytest.raises(RuntimeError, match="contiguous"):
+            module.OrtValue.from_dlpack(a[:, ::2])
+        for bad in (3, [1, 2]):
+            with pytest.raises(TypeError, match="from_dlpack expected a valid DLPack capsule named 'dltensor'"):
+                module.OrtValue.from_dlpack(bad)
+        # And out: numpy (or any DLPack consumer) reads the OrtValue in place.
+        w = module.OrtValue.ortvalue_from_numpy(a)
+        assert w.__dlpack_device__() == (1, 0)
+        back = np.from_dlpack(w)
+        assert back.ctypes.data == w.data_ptr()
+        np.testing.assert_array_equal(back, a)
+
+
+def test_update_inplace_like_onnxruntime():
+    for module in (ort, qort):
+        v = module.OrtValue.ortvalue_from_numpy(np.zeros(4, np.float32))
+        v.update_inplace(np.arange(8, dtype=np.float32)[::2])  # strided source
+        assert v.numpy().tolist() == [0, 2, 4, 6]
+        v.update_inplace(np.ones((2, 2), np.float32))  # same size, other shape
+        assert v.numpy().tolist() == [1, 1, 1, 1]
+        v.update_inplace(module.OrtValue.ortvalue_from_numpy(np.full(4, 7, np.float32)))
+        assert v.numpy().tolist() == [7, 7, 7, 7]
+        with pytest.raises(TypeError, match="data must be a numpy.ndarray or an OrtValue"):
+            v.update_inplace([1, 2, 3, 4])
+        with pytest.raises(RuntimeError, match="does not match the size of the OrtValue"):
+            v.update_inplace(np.ones(3, np.float32))
+        with pytest.raises(RuntimeError, match="must have the same size"):
+            v.update_inplace(module.OrtValue.ortvalue_from_numpy(np.ones(3, np.float32)))
+    # onnxruntime copies the bytes of another dtype (float64 into float32 gives garbage); Quilt
+    # converts the values.
+    v = qort.OrtValue.ortvalue_from_numpy(np.zeros(4, np.float32))
+    v.update_inplace(np.array([1.5, 2, 3, 4], np.float64))
+    assert v.numpy().tolist() == [1.5, 2, 3, 4]
+
+
+def test_vendor_ids_and_memory_info():
+    assert {k: int(v) for k, v in qort.OrtDeviceVendorId.__members__.items()} == {
+        k: int(v) for k, v in ort.OrtDeviceVendorId.__members__.items()}
+    a = np.ones(3, np.float32)
+    for module in (ort, qort):
+        v = module.OrtValue.ortvalue_from_numpy(a, "cpu", 0, module.OrtDeviceVendorId.NONE)
+        assert v.device_name() == "cpu"
+        assert module.OrtValue.ortvalue_from_shape_and_type([2], np.float32, memory_info=None).shape() == [2]
+    with pytest.raises(qort.capi.onnxruntime_pybind11_state.InvalidArgument, match="memory_info: Quilt has no OrtMemoryInfo"):
+        qort.OrtValue.ortvalue_from_shape_and_type([2], np.float32, memory_info=object())
+
+
+def test_new_session_options_calls_like_onnxruntime():
+    def read(name, buffer):
+        pass
+    for module in (ort, qort):
+        so = module.SessionOptions()
+        so.set_ep_context_data_read_func(read, 1 << 20)
+        so.clear_ep_context_data_read_func()
+        with pytest.raises(RuntimeError, match="must not be None"):
+            so.set_ep_context_data_read_func(None, 100)
+        with pytest.raises(RuntimeError, match="max_data_size must be finite and greater than zero"):
+            so.set_ep_context_data_read_func(read, 0)
+        for args in ((3, 100), (read, -1)):
+            with pytest.raises(TypeError):
+                so.set_ep_context_data_read_func(*args)
+        # The callback changes nothing for a model without EPContext nodes.
+        so.set_ep_context_data_read_func(read, 100)
+        a = np.ones(4, np.float32)
+        assert module.InferenceSession(add_bytes(), so).run(None, {"a": a, "b": a})[0].tolist() == [2, 2, 2, 2]
+    with pytest.raises(qort.capi.onnxruntime_pybind11_state.NotImplemented, match="external data from the files"):
+        qort.SessionOptions().add_external_initializers_from_files_in_memory(["w.bin"], [b"1234"], [4])
+
+
+def test_tensorrt_and_tensorrt_rtx_together_are_refused():
+    # onnxruntime 1.32 means to raise this ValueError; its fallback path turns it into an
+    # AttributeError ('_fallback_providers') on a build without TensorRT.
+    with pytest.raises(ValueError, match="Cannot enable both 'TensorrtExecutionProvider' and 'NvTensorRTRTXExecutionProvider'"):
+        qort.InferenceSession(add_bytes(), providers=["TensorrtExecutionProvider", "NvTensorRTRTXExecutionProvider"])
+
+
+def test_logger_callback_gets_quilts_messages_like_onnxruntimes(capfd, monkeypatch):
+    got = []
+    so = qort.SessionOptions()
+    so.log_severity_level = 0  # Quilt's debug: the plan
+    try:
+        qort.set_default_logger_callback(lambda *args: got.append(args), 0)
+        qort.InferenceSession(mlp_bytes(), so)
+    finally:
+        qort.set_default_logger_callback(None)
+        qort.set_default_logger_severity(2)
+    assert got, "no message reached the callback"
+    assert all(len(args) == 5 and args[1:4] == ("quilt", "", "") for args in got)
+    assert {args[0] for args in got} <= {0, 1, 2, 3} and any(args[0] == 0 for args in got)
+    assert any("softmax" in args[4] for args in got)  # the plan names the nodes
+    assert "[quilt debug]" not in capfd.readouterr().err
+    # Without a callback the messages go to stderr again.
+    qort.InferenceSession(mlp_bytes(), so)
+    assert "[quilt debug]" in capfd.readouterr().err
+    # A callback that raises: the message goes to stderr and the exception to sys.unraisablehook.
+    raised = []
+    monkeypatch.setattr("sys.unraisablehook", lambda info: raised.append(info.exc_value))
+
+    def broken(*args):
+        raise KeyError("broken callback")
+    try:
+        qort.set_default_logger_callback(broken, 0)
+        qort.InferenceSession(mlp_bytes(), so)
+    finally:
+        qort.set_default_logger_callback(None)
+        qort.set_default_logger_severity(2)
+    assert raised and isinstance(raised[0], KeyError)
+    assert "[quilt debug]" in capfd.readouterr().err
+    # Bad arguments: onnxruntime's checks and messages.
+    for module in (ort, qort):
+        with pytest.raises(RuntimeError, match="Invalid logging severity"):
+            module.set_default_logger_callback(None, 7)
+        with pytest.raises(RuntimeError, match="callback must be a callable"):
+            module.set_default_logger_callback(3)

@@ -31,10 +31,12 @@ std::vector<int64_t> window_pad_begins(const Node& node, const std::vector<int64
       const int64_t dk = (kernel[i] - 1) * dilations[i] + 1;
       int64_t total = (y_shape[i + 2] - 1) * strides[i] + dk - x_shape[i + 2];
       // The total is negative when the stride exceeds the kernel. Conv (like onnxruntime)
-      // then pads nothing; the pools follow the spec's formula and onnxruntime, where a
-      // negative leading pad moves the windows into the input.
+      // then pads nothing; the pools follow the spec's formula, where a negative leading pad
+      // moves the windows into the input. The odd one of the total goes to the end for
+      // SAME_UPPER and to the start for SAME_LOWER, whatever its sign (-2 splits -1, -1;
+      // onnxruntime 1.23 began SAME_LOWER at (-2 + 1) / 2 = 0, and 1.32 refuses a negative total).
       if (conv) total = std::max<int64_t>(0, total);
-      begins[i] = auto_pad == "SAME_UPPER" ? total / 2 : (total + 1) / 2;
+      begins[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
     }
   }
   return begins;

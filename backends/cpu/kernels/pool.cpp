@@ -308,10 +308,9 @@ void run_average_pool(KernelContext& ctx, const Geometry& g) {
   const int64_t ivol = g.in_size(), ovol = g.out_size();
   const int64_t kvol = g.kernel[0] * g.kernel[1] * g.kernel[2];
   // Divisors depend only on the output position: with count_include_pad the window is
-  // clipped to the padded input, else to the input itself. Before opset 19 (as onnxruntime
-  // runs it) count_include_pad always divides by the kernel size, even for a ceil_mode window
-  // reaching past the end padding.
-  const bool whole_kernel = include_pad && ctx.node.opset < 19;
+  // clipped to the padded input, else to the input itself, in every opset (the spec and its
+  // reference; onnxruntime before 1.32 divided by the whole kernel before opset 19, even for a
+  // ceil_mode window reaching past the end padding).
   std::vector<float> inv_count(static_cast<size_t>(ovol));
   {
     int64_t o = 0;
@@ -325,7 +324,6 @@ void run_average_pool(KernelContext& ctx, const Geometry& g) {
             const int64_t hi = include_pad ? g.in[d] + g.pad_end[d] : g.in[d];
             count *= count_in(pos[d], g.stride[d], g.pad[d], g.kernel[d], g.dilation[d], lo, hi);
           }
-          if (whole_kernel) count = kvol;
           inv_count[static_cast<size_t>(o)] = 1.f / static_cast<float>(count);
         }
   }

@@ -135,6 +135,8 @@ double sum_lanes(const float* x, int64_t n, F f) {
 template <class T, class F>
 struct SumOfOp {
   using Acc = Wide<T>;
+  // Whether reducing a single element gives it back (a no-axis reduction is then a copy).
+  static constexpr bool kIdentityOnOne = std::is_same_v<F, Identity>;
   static Acc init() { return 0; }
   static void add(Acc& a, T x) {
     if constexpr (std::is_floating_point_v<T>)
@@ -163,16 +165,19 @@ template <class T>
 struct SumSquareOp : SumOfOp<T, Square> {};
 template <class T>
 struct L2Op : SumSquareOp<T> {
+  static constexpr bool kIdentityOnOne = false;
   static T finish(double a, int64_t) { return static_cast<T>(std::sqrt(a)); }
 };
 template <class T>
 struct LogSumOp : SumOp<T> {
+  static constexpr bool kIdentityOnOne = false;
   static T finish(double a, int64_t) { return static_cast<T>(std::log(a)); }
 };
 
 template <class T>
 struct ProdOp {
   using Acc = Wide<T>;
+  static constexpr bool kIdentityOnOne = true;
   static Acc init() { return 1; }
   static void add(Acc& a, T x) {
     if constexpr (std::is_floating_point_v<T>)
@@ -190,6 +195,7 @@ struct ProdOp {
 template <class T, bool Max>
 struct ExtremumOp {
   using Acc = T;
+  static constexpr bool kIdentityOnOne = true;
   static Acc init() {
     if constexpr (std::is_floating_point_v<T>)
       return Max ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
@@ -232,6 +238,7 @@ struct MinOp : ExtremumOp<T, false> {};
 // One pass: keeps the running maximum and the sum of exp(x - max), rescaled when max grows.
 template <class T>
 struct LogSumExpOp {
+  static constexpr bool kIdentityOnOne = true;  // one element x: x + log(1)
   struct Acc {
     double max, sum;
   };
@@ -299,8 +306,10 @@ void run_plan(const ReducePlan& p, const T* x, T* y, const ThreadPool& pool) {
                     });
 }
 
-// Which axes the node reduces, or nullopt when it is a no-op (empty axes with
-// noop_with_empty_axes = 1).
+// Which axes the node reduces, or nullopt when it reduces none (empty axes with
+// noop_with_empty_axes = 1): then the reduction step is the identity, but composite reductions
+// still apply their element-wise steps (the spec: ReduceL1 gives |x|, ReduceL2 sqrt(x^2),
+// ReduceSumSquare x^2, ReduceLogSum log(x)).
 std::optional<std::vector<char>> reduced_axes(const KernelContext& ctx, bool axes_from_input) {
   const Node& node = ctx.node;
   const int64_t rank = ctx.input(0).rank();
@@ -330,13 +339,15 @@ void run_reduce(KernelContext& ctx, int64_t first_input_axes_opset) {
       run_reduce<Op, Extra>(c, first_input_axes_opset);
     });
   auto reduced = reduced_axes(ctx, ctx.node.opset >= first_input_axes_opset);
-  if (!reduced) {
+  if (!reduced && Op<float>::kIdentityOnOne) {
     ctx.set_output(0, x);
     return;
   }
   Tensor& y = ctx.output(0);
   if (y.numel() == 0) return;
-  ReducePlan plan = make_plan(x.shape(), *reduced);
+  // No axis reduced: a reduction over one element each, which applies the element-wise steps.
+  ReducePlan plan =
+      make_plan(x.shape(), reduced ? *reduced : std::vector<char>(x.shape().size(), 0));
   auto go = [&]<class T>(T) { run_plan<T, Op<T>>(plan, x.data<T>(), y.data<T>(), ctx.pool); };
   if (x.dtype() == DType::Float32) return go(float{});
   if (x.dtype() == DType::Float64) return go(double{});

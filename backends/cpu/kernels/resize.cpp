@@ -3,13 +3,18 @@
 // Every mode is separable: output position o along an axis reads a few input positions (taps)
 // with weights, and the N-D result is the product over axes. A per-axis plan (AxisTaps) holds
 // those taps; nearest gathers through the plans in one pass, linear and cubic apply them one
-// axis at a time. Coordinates are computed in float32 in the same order as onnxruntime so that
-// nearest rounding flips at the same outputs.
+// axis at a time. Coordinates are computed in float32 in the same order as onnxruntime, except
+// nearest coordinates when the scale comes from `sizes`: the scale is then the ratio of two
+// integers and the coordinate an exact fraction, so a coordinate exactly halfway between two
+// pixels (7/2 for output 2 of 4 from 7, asymmetric) or on one rounds as nearest_mode says rather
+// than as float32's error falls (onnxruntime rounds such ties exactly from 1.32 on).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <type_traits>
+#include <utility>
 
 #include "backends/cpu/kernel.hpp"
 #include "core/half.hpp"
@@ -85,30 +90,31 @@ ResizeParams parse_params(const Node& node) {
   return p;
 }
 
-// Where output position x lies in the input, in input pixel units.
-float source_coord(Coord c, float x, float scale, float out_len, float in_len, float roi_start,
-                   float roi_end) {
+// Where output position x lies in the input, in input pixel units (F: float or double).
+template <class F>
+F source_coord(Coord c, F x, F scale, F out_len, F in_len, F roi_start, F roi_end) {
+  const F half = F(0.5);
   switch (c) {
     case Coord::HalfPixel:
-      return (x + 0.5f) / scale - 0.5f;
+      return (x + half) / scale - half;
     case Coord::HalfPixelSymmetric: {
       // Centres the sampled region when floor() made the output smaller than in_len * scale.
-      const float adjustment = out_len / (scale * in_len);
-      const float offset = in_len / 2 * (1 - adjustment);
-      return offset + (x + 0.5f) / scale - 0.5f;
+      const F adjustment = out_len / (scale * in_len);
+      const F offset = in_len / 2 * (1 - adjustment);
+      return offset + (x + half) / scale - half;
     }
     case Coord::PytorchHalfPixel:
-      return out_len > 1 ? (x + 0.5f) / scale - 0.5f : 0.0f;
+      return out_len > 1 ? (x + half) / scale - half : F(0);
     case Coord::AlignCorners:
-      return out_len == 1 ? 0.0f : x * (in_len - 1) / (out_len - 1);
+      return out_len == 1 ? F(0) : x * (in_len - 1) / (out_len - 1);
     case Coord::Asymmetric:
       return x / scale;
     case Coord::TfHalfPixelForNN:
-      return (x + 0.5f) / scale;
+      return (x + half) / scale;
     case Coord::TfCropAndResize:
       return out_len > 1 ? roi_start * (in_len - 1) +
                                (x * (roi_end - roi_start) * (in_len - 1)) / (out_len - 1)
-                         : 0.5f * (roi_start + roi_end) * (in_len - 1);
+                         : half * (roi_start + roi_end) * (in_len - 1);
   }
   return 0;
 }
@@ -151,9 +157,66 @@ struct AxisTaps {
   bool identity = false;  // out == in and every position reads itself with weight 1
 };
 
-// from_scales: the output size came from a scale factor rather than `sizes`.
-AxisTaps plan_axis(const ResizeParams& p, int64_t in, int64_t out, float scale, bool from_scales,
-                   float roi_start, float roi_end) {
+// An exact fraction num/den (den > 0).
+struct Fraction {
+  __int128 num, den;
+};
+
+// The nearest coordinate of output position x as an exact fraction when the scale is the ratio
+// of integers P/Q (from `sizes`), or nullopt for a mode whose coordinate involves the float roi.
+std::optional<Fraction> exact_coord(Coord c, int64_t x, int64_t P, int64_t Q, int64_t in,
+                                    int64_t out) {
+  using I = __int128;
+  const I X = x;
+  switch (c) {
+    case Coord::Asymmetric:
+      return Fraction{X * Q, P};
+    case Coord::HalfPixel:
+      return Fraction{(2 * X + 1) * Q - P, 2 * I{P}};
+    case Coord::PytorchHalfPixel:
+      return out > 1 ? Fraction{(2 * X + 1) * Q - P, 2 * I{P}} : Fraction{0, 1};
+    case Coord::TfHalfPixelForNN:
+      return Fraction{(2 * X + 1) * Q, 2 * I{P}};
+    case Coord::AlignCorners:
+      return out == 1 ? Fraction{0, 1} : Fraction{X * (in - 1), out - 1};
+    case Coord::HalfPixelSymmetric:  // offset in/2 * (1 - out / (scale * in)), plus half_pixel
+      return Fraction{I{P} * in - I{out} * Q + (2 * X + 1) * Q - P, 2 * I{P}};
+    case Coord::TfCropAndResize:
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+int64_t floor_div(__int128 n, __int128 d) {
+  __int128 q = n / d;
+  if ((n % d != 0) && ((n < 0) != (d < 0))) --q;
+  return static_cast<int64_t>(q);
+}
+
+int64_t nearest_index_exact(Nearest m, Fraction f, bool downsample) {
+  const int64_t fl = floor_div(f.num, f.den);
+  const __int128 rem = f.num - __int128{fl} * f.den;  // in [0, den)
+  const int64_t ce = rem == 0 ? fl : fl + 1;
+  switch (m) {
+    case Nearest::RoundPreferFloor:
+      return 2 * rem <= f.den ? fl : fl + 1;
+    case Nearest::RoundPreferCeil:
+      return 2 * rem < f.den ? fl : fl + 1;
+    case Nearest::Floor:
+      return fl;
+    case Nearest::Ceil:
+      return ce;
+    case Nearest::Simple:  // truncation toward zero when upsampling
+      return downsample ? ce : (f.num < 0 ? ce : fl);
+  }
+  return 0;
+}
+
+// from_scales: the output size came from a scale factor rather than `sizes`; then ratio is
+// {0, 0}, else the scale is ratio.first / ratio.second exactly.
+AxisTaps plan_axis(const ResizeParams& p, int64_t in, int64_t out, float scale,
+                   std::pair<int64_t, int64_t> ratio, bool from_scales, float roi_start,
+                   float roi_end) {
   AxisTaps t;
   t.in = in;
   t.out = out;
@@ -184,8 +247,16 @@ AxisTaps plan_axis(const ResizeParams& p, int64_t in, int64_t out, float scale, 
   const float fout =
       p.coord == Coord::AlignCorners && from_scales ? scale * fin : static_cast<float>(out);
   for (int64_t o = 0; o < out; ++o) {
+    if (nearest && ratio.second > 0) {
+      if (auto f = exact_coord(p.coord, o, ratio.first, ratio.second, in, out)) {
+        t.index[static_cast<size_t>(o)] =
+            std::clamp<int64_t>(nearest_index_exact(p.nearest, *f, scale < 1), 0, in - 1);
+        t.weight[static_cast<size_t>(o)] = 1;
+        continue;
+      }
+    }
     const float x =
-        source_coord(p.coord, static_cast<float>(o), scale, fout, fin, roi_start, roi_end);
+        source_coord<float>(p.coord, static_cast<float>(o), scale, fout, fin, roi_start, roi_end);
     if (p.coord == Coord::TfCropAndResize && (x < 0 || x > fin - 1)) {
       t.outside[static_cast<size_t>(o)] = 1;
       continue;
@@ -282,6 +353,8 @@ std::vector<AxisTaps> plan(const ResizeParams& p, KernelContext& ctx) {
     for (int64_t a = 0; a < rank; ++a) axes.push_back(a);
 
   std::vector<float> scales(static_cast<size_t>(rank), 1.0f);
+  // For `sizes`: each axis's scale as the exact ratio sizes[j] / in[j] it came from.
+  std::vector<std::pair<int64_t, int64_t>> ratios(static_cast<size_t>(rank), {0, 0});
   bool from_scales = true;
   std::vector<float> roi_start(static_cast<size_t>(rank), 0.0f);
   std::vector<float> roi_end(static_cast<size_t>(rank), 1.0f);
@@ -291,15 +364,24 @@ std::vector<AxisTaps> plan(const ResizeParams& p, KernelContext& ctx) {
     from_scales = false;
     const std::vector<int64_t> sizes = int_values(ctx.input(3));
     std::vector<float> s(axes.size());
+    std::vector<std::pair<int64_t, int64_t>> r(axes.size());
     for (size_t i = 0; i < axes.size(); ++i) {
       const int64_t d = in[static_cast<size_t>(axes[i])];
       s[i] = d == 0 ? 1.0f : static_cast<float>(sizes[i]) / static_cast<float>(d);
+      r[i] = d == 0 ? std::pair<int64_t, int64_t>{1, 1} : std::pair<int64_t, int64_t>{sizes[i], d};
     }
-    if (p.policy == Policy::NotLarger)
-      std::fill(s.begin(), s.end(), *std::min_element(s.begin(), s.end()));
-    if (p.policy == Policy::NotSmaller)
-      std::fill(s.begin(), s.end(), *std::max_element(s.begin(), s.end()));
-    for (size_t i = 0; i < axes.size(); ++i) scales[static_cast<size_t>(axes[i])] = s[i];
+    // The policies take one axis's scale for all (the smallest or the largest).
+    if (p.policy != Policy::Stretch && !s.empty()) {
+      const auto pick = p.policy == Policy::NotLarger ? std::min_element(s.begin(), s.end())
+                                                      : std::max_element(s.begin(), s.end());
+      const auto k = static_cast<size_t>(pick - s.begin());
+      std::fill(s.begin(), s.end(), s[k]);
+      std::fill(r.begin(), r.end(), r[k]);
+    }
+    for (size_t i = 0; i < axes.size(); ++i) {
+      scales[static_cast<size_t>(axes[i])] = s[i];
+      ratios[static_cast<size_t>(axes[i])] = r[i];
+    }
   } else {
     const std::vector<float> s = float_values(ctx.input(p.opset == 10 ? 1 : 2));
     for (size_t i = 0; i < axes.size(); ++i) scales[static_cast<size_t>(axes[i])] = s[i];
@@ -313,7 +395,8 @@ std::vector<AxisTaps> plan(const ResizeParams& p, KernelContext& ctx) {
   }
   std::vector<AxisTaps> plans;
   for (size_t a = 0; a < in.size(); ++a)
-    plans.push_back(plan_axis(p, in[a], out[a], scales[a], from_scales, roi_start[a], roi_end[a]));
+    plans.push_back(
+        plan_axis(p, in[a], out[a], scales[a], ratios[a], from_scales, roi_start[a], roi_end[a]));
   return plans;
 }
 

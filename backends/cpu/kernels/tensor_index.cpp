@@ -401,7 +401,9 @@ int64_t int_at(const Tensor& t, int64_t i) {
   }
 }
 
-bool is_whole_at(const Tensor& t, int64_t i) {
+// Whether element i casts to int64 (a float that is finite and within int64's range; any
+// integer does).
+bool castable_at(const Tensor& t, int64_t i) {
   double v;
   switch (t.dtype()) {
     case DType::Float32:
@@ -416,7 +418,7 @@ bool is_whole_at(const Tensor& t, int64_t i) {
     default:
       return true;
   }
-  return std::isfinite(v) && std::trunc(v) == v;
+  return std::isfinite(v) && std::fabs(v) < 0x1p63;
 }
 
 std::string one_hot_support(const NodeSignature& sig) {
@@ -441,8 +443,9 @@ void one_hot(KernelContext& ctx) {
   for (int64_t i = 0; i < out.numel(); ++i)
     std::memcpy(dst + i * static_cast<int64_t>(es), off, es);
   for (int64_t i = 0; i < indices.numel(); ++i) {
-    // A float index that is not a whole number selects nothing (as in onnxruntime).
-    if (!is_whole_at(indices, i)) continue;
+    // A float index is cast to int64 first (the spec; onnxruntime from 1.32 on): 2.7 selects 2.
+    // One that no int64 holds (NaN, infinite, huge) selects nothing, as one out of range does.
+    if (!castable_at(indices, i)) continue;
     int64_t k = int_at(indices, i);
     if (k < 0) k += depth;
     if (k < 0 || k >= depth) continue;  // out of range: the row stays all off

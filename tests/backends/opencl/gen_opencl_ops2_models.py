@@ -146,6 +146,9 @@ for op in ["ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceL2"]:
         red_outputs.append(vi(name, None))
 red_nodes.append(N("ReduceSum", ["x", "axes_empty"], ["noop"], name="noop", noop_with_empty_axes=1))
 red_outputs.append(vi("noop", None))
+# No axis reduced, but ReduceL2 still takes sqrt(x^2) = |x| (the spec's composite reductions).
+red_nodes.append(N("ReduceL2", ["x", "axes_empty"], ["noop_l2"], name="noop_l2", noop_with_empty_axes=1))
+red_outputs.append(vi("noop_l2", None))
 save("reduce", red_nodes, [X4], red_outputs,
      [ints("axes_hw", [2, 3]), ints("axes_c", [1]), ints("axes_neg", [-1]), ints("axes_nh", [0, 2]),
       ints("axes_empty", [])], opset=18)
@@ -179,10 +182,16 @@ save("tensor", [
       coordinate_transformation_mode="pytorch_half_pixel"),
     N("Resize", ["x", "", "scales_down"], ["rs_near_ceil"], name="rs_near_ceil", mode="nearest",
       nearest_mode="round_prefer_ceil"),
+    # Sizes: exact coordinates, ties included (width 70 -> 4: output 1 at 17.5 exactly, 3 -> 4:
+    # output 2 at 1.5), rounded as the CPU rounds them.
+    N("Resize", ["x", "", "", "sizes"], ["rs_tie"], name="rs_tie", mode="nearest",
+      coordinate_transformation_mode="asymmetric", nearest_mode="round_prefer_ceil", axes=[2, 3]),
+    N("Resize", ["x", "", "", "sizes"], ["rs_tie_hp"], name="rs_tie_hp", mode="nearest",
+      coordinate_transformation_mode="half_pixel", nearest_mode="round_prefer_floor", axes=[2, 3]),
 ], [X4, vi("x2", ["n", 3, "h", "w"])],
     [vi(n, None) for n in ["t0213", "t_rev", "cat1", "cat_last", "s0", "s1", "s2", "e0", "e1", "sl",
                            "sl2", "g1", "g0", "pad", "pad_neg", "up_nearest", "up_linear",
-                           "rs_align", "rs_asym", "rs_pt", "rs_near_ceil"]],
+                           "rs_align", "rs_asym", "rs_pt", "rs_near_ceil", "rs_tie", "rs_tie_hp"]],
     [ints("split", [2, 5, 1]), ints("starts", [1, -1, 0]), ints("ends", [7, -100, 1000]),
      ints("axes", [1, 3, 2]), ints("steps", [2, -2, 3]), ints("starts2", [0, 1]),
      ints("ends2", [1, 5]), ints("idx", [[7, 0], [2, -1]]),

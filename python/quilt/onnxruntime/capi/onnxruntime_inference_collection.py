@@ -11,6 +11,8 @@ from __future__ import annotations
 import collections.abc
 import ctypes
 import datetime
+import enum
+import json
 import os
 import threading
 import time
@@ -22,6 +24,22 @@ from ... import _quilt
 from . import onnxruntime_pybind11_state as C
 
 _CPU = "CPUExecutionProvider"
+
+# The session config entry that get_provider_graph_assignment_info needs, as in onnxruntime.
+_RECORD_ASSIGNMENT = "session.record_ep_graph_assignment_info"
+
+
+class OrtDeviceVendorId(enum.IntEnum):
+    """PCI vendor ids (onnxruntime's OrtDeviceVendorId). Quilt's values are host memory, so a
+    vendor_id argument does not change where they live."""
+    NONE = 0x0000
+    AMD = 0x1002
+    NVIDIA = 0x10DE
+    ARM = 0x13B5
+    MICROSOFT = 0x1414
+    HUAWEI = 0x19E5
+    QUALCOMM = 0x5143
+    INTEL = 0x8086
 
 
 def _normalize_providers(providers, provider_options, plugins):
@@ -52,6 +70,10 @@ def _normalize_providers(providers, provider_options, plugins):
                 pairs.append(p)
             else:
                 raise ValueError("'providers' values must be either strings or (string, dict) tuples.")
+    names = [name for name, _ in pairs]
+    if "TensorrtExecutionProvider" in names and "NvTensorRTRTXExecutionProvider" in names:
+        raise ValueError("Cannot enable both 'TensorrtExecutionProvider' and 'NvTensorRTRTXExecutionProvider' "
+                         "in the same session.")
     out, seen, available = [], set(), None
     for name, options in pairs:
         if name == "cpu":
@@ -153,6 +175,7 @@ class InferenceSession:
         self._run_list = self._sess.run_list
         self._profile = _quilt.Profile() if so.enable_profiling else None
         self._profiling_start_ns = time.time_ns() if so.enable_profiling else 0
+        self._record_assignment = so._config.get(_RECORD_ASSIGNMENT) == "1"
 
     # --- metadata -------------------------------------------------------------------------
     def get_session_options(self):
@@ -176,6 +199,29 @@ class InferenceSession:
     def get_provider_options(self):
         return self._provider_options
 
+    def get_provider_graph_assignment_info(self):
+        """One OrtEpAssignedSubgraph per patch of Quilt's plan, in issue order: ep_name is the
+        backend that runs it ('CPUExecutionProvider' for the CPU and for control flow, which the
+        core runs on the host; another backend as the plan names it, with its device:
+        'opencl:0'), its nodes as the plan has them (after Quilt's rewrites; nodes folded into
+        constants run nowhere and are in none). Needs the session config entry
+        session.record_ep_graph_assignment_info = "1" at creation, as with onnxruntime."""
+        if not self._record_assignment:
+            raise C.ort_error(C.Fail, f"Session configuration entry '{_RECORD_ASSIGNMENT}' must be set to \"1\" "
+                              "to retrieve EP graph assignment information.")
+        plan = json.loads(self._sess.plan_json())
+        subgraphs = []
+        for patch in plan["patches"]:
+            backend = patch["backend"]
+            ep = _CPU if backend.split(":", 1)[0] in ("cpu", "host") else backend
+            nodes = []
+            for index in patch["nodes"]:
+                node = plan["nodes"][index]
+                domain, _, op_type = node["op_type"].rpartition(".")
+                nodes.append(C.OrtEpAssignedNode(node["name"], domain, op_type))
+            subgraphs.append(C.OrtEpAssignedSubgraph(ep, nodes))
+        return subgraphs
+
     def set_providers(self, providers=None, provider_options=None):
         """Re-creates the session on other providers (all available ones when None)."""
         if providers is None:
@@ -196,8 +242,16 @@ class InferenceSession:
             return ValueError(f"Required inputs ({missing}) are missing from input feed ({list(feed)}).")
         return C.from_quilt_error(e)
 
+    def _check_ort_values(self, values, action="used with"):
+        """onnxruntime's check: an OrtValue made by a session's allocator
+        (create_ortvalue_from_shape_and_type) belongs to that session."""
+        for v in values:
+            if isinstance(v, OrtValue) and v._session is not None and v._session is not self._sess:
+                raise ValueError(f"Session-scoped OrtValue must be {action} the session that created it.")
+
     def run(self, output_names, input_feed, run_options=None):
         """The outputs named (all when None or empty) as numpy arrays, in that order."""
+        self._check_ort_values(input_feed.values())
         if run_options is not None and run_options.terminate:
             raise C.ort_error(C.Fail, "Exiting due to terminate flag being set to true.")
         try:
@@ -217,6 +271,7 @@ class InferenceSession:
         threading.Thread(target=work, daemon=True).start()
 
     def run_with_ort_values(self, output_names, input_dict_ort_values, run_options=None):
+        self._check_ort_values(input_dict_ort_values.values())
         feed = {k: v.numpy() if isinstance(v, OrtValue) else v for k, v in input_dict_ort_values.items()}
         return [OrtValue(a) for a in self.run(output_names, feed, run_options)]
 
@@ -224,16 +279,36 @@ class InferenceSession:
         return IOBinding(self)
 
     def run_with_iobinding(self, iobinding, run_options=None):
+        if iobinding._sess is not self._sess:
+            raise ValueError("IOBinding must be used with the session that created it.")
         iobinding._run(self, run_options)
+
+    def create_ortvalue_from_shape_and_type(self, shape, element_type, device_type, device_id=0, vendor_id=-1):
+        """An uninitialised host OrtValue that belongs to this session, as onnxruntime's does:
+        run, run_with_ort_values and io_binding of another session refuse it (ValueError)."""
+        _check_cpu(device_type, "InferenceSession.create_ortvalue_from_shape_and_type")
+        dtype = _numeric_dtype(element_type)
+        return OrtValue(np.empty(tuple(int(d) for d in shape), dtype), session=self._sess)
+
+    def release_captured_graph(self, graph_annotation_id: int = 0) -> None:
+        """No effect, as onnxruntime for providers without graph capture: Quilt captures none."""
+
+    def set_ep_dynamic_options(self, options) -> None:
+        """No effect, as onnxruntime's CPU provider: Quilt's backends take their options at
+        session creation (provider options). An empty dict is refused, as by onnxruntime."""
+        if not options:
+            raise RuntimeError("No options were provided")
 
     # --- profiling ------------------------------------------------------------------------
     def end_profiling(self) -> str:
         """Writes the runs made since the session was created (with enable_profiling) as a
-        Chrome trace, a lane per device, and returns the file's name: PREFIX_DATE_TIME.json
-        in the working directory. Later runs are not profiled; "" when not profiling."""
+        Chrome trace, a lane per device, and returns the file's name: PREFIX_DATE_TIME_MS.json
+        in the working directory, stamped with the session's creation as onnxruntime 1.32 does.
+        Later runs are not profiled; "" when not profiling."""
         if self._profile is None:
             return ""
-        stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+        start = datetime.datetime.fromtimestamp(self._profiling_start_ns / 1e9)
+        stamp = f"{start:%Y-%m-%d_%H-%M-%S}_{start.microsecond // 1000:03d}"
         path = f"{self._sess_options.profile_file_prefix}_{stamp}.json"
         model = self._model_path or "<bytes>"
         with open(path, "w") as f:
@@ -260,6 +335,17 @@ def _numpy_dtype(element_type) -> np.dtype:
     return np.dtype(element_type)
 
 
+def _numeric_dtype(element_type) -> np.dtype:
+    """The numpy dtype of a numeric tensor type (onnxruntime's rule for values it allocates)."""
+    try:
+        dtype = _numpy_dtype(element_type)
+    except (C.InvalidArgument, TypeError):
+        dtype = None
+    if dtype is None or dtype.kind not in "biuf":
+        raise RuntimeError("Creation of OrtValues is currently only supported for numeric tensor types")
+    return dtype
+
+
 def _check_cpu(device_type, what):
     if str(device_type).lower() != "cpu":
         raise C.ort_error(C.InvalidArgument, f"{what}: device '{device_type}': Quilt binds host (cpu) buffers "
@@ -280,10 +366,11 @@ def _array_at(buffer_ptr: int, element_type, shape) -> np.ndarray:
 class OrtValue:
     """A host tensor: a numpy array (onnxruntime's OrtValue on the CPU)."""
 
-    __slots__ = ("_array",)
+    __slots__ = ("_array", "_session")
 
-    def __init__(self, array: np.ndarray):
+    def __init__(self, array: np.ndarray, session=None):
         self._array = array
+        self._session = session  # the _quilt.Session it belongs to (create_ortvalue_from_shape_and_type)
 
     @classmethod
     def ortvalue_from_numpy(cls, numpy_obj, device_type="cpu", device_id=0, vendor_id=-1):
@@ -295,9 +382,38 @@ class OrtValue:
         return cls(np.asarray(data).view(_numpy_dtype(onnx_element_type)))
 
     @classmethod
-    def ortvalue_from_shape_and_type(cls, shape, element_type, device_type="cpu", device_id=0, vendor_id=-1):
+    def ortvalue_from_shape_and_type(cls, shape, element_type, device_type="cpu", device_id=0, vendor_id=-1,
+                                     memory_info=None):
+        if memory_info is not None:
+            raise C.ort_error(C.InvalidArgument, "OrtValue.ortvalue_from_shape_and_type: memory_info: Quilt has no "
+                              "OrtMemoryInfo (its OrtValues are host memory); leave it None")
         _check_cpu(device_type, "OrtValue.ortvalue_from_shape_and_type")
         return cls(np.empty(tuple(shape), _numpy_dtype(element_type)))
+
+    @classmethod
+    def from_dlpack(cls, data, /):
+        """An OrtValue over a DLPack tensor's memory (no copy): an object with __dlpack__ or a
+        raw 'dltensor' capsule, on the CPU and contiguous, as onnxruntime requires."""
+        if hasattr(data, "__dlpack__"):
+            source = data
+        elif type(data).__name__ == "PyCapsule":
+            source = _Capsule(data)
+        else:
+            raise TypeError("from_dlpack expected a valid DLPack capsule named 'dltensor'")
+        try:
+            array = np.from_dlpack(source)
+        except (BufferError, RuntimeError, ValueError) as e:
+            raise RuntimeError(f"OrtValue.from_dlpack: {e} (Quilt's OrtValues are host memory)") from None
+        if not array.flags.c_contiguous:
+            raise RuntimeError(f"OrtValue.from_dlpack: the tensor of shape {list(array.shape)} is not contiguous; "
+                               "onnxruntime, and Quilt, take only contiguous tensors")
+        return cls(array)
+
+    def __dlpack__(self, *, stream=None):
+        return self._array.__dlpack__(stream=stream)
+
+    def __dlpack_device__(self):
+        return self._array.__dlpack_device__()
 
     def data_ptr(self) -> int:
         return self._array.ctypes.data
@@ -332,11 +448,34 @@ class OrtValue:
     def numpy(self) -> np.ndarray:
         return self._array
 
-    def update_inplace(self, np_arr) -> None:
-        np.copyto(self._array, np_arr)
+    def update_inplace(self, data) -> None:
+        """Copies data (a numpy array or an OrtValue with as many elements) into this value's
+        memory, converting its dtype as numpy.copyto does (onnxruntime copies the bytes)."""
+        if isinstance(data, OrtValue):
+            if data.tensor_size_in_bytes() != self.tensor_size_in_bytes():
+                raise RuntimeError("The source and destination OrtValues must have the same size")
+            data = data._array
+        elif not isinstance(data, np.ndarray):
+            raise TypeError("data must be a numpy.ndarray or an OrtValue.")
+        if data.size != self._array.size:
+            raise RuntimeError("The input size of numpy arrays does not match the size of the OrtValue.")
+        np.copyto(self._array, data.reshape(self._array.shape))
 
     def __array__(self, dtype=None, copy=None):
         return self._array if dtype is None else self._array.astype(dtype, copy=False)
+
+
+class _Capsule:
+    """A raw DLPack capsule as numpy.from_dlpack takes it (numpy reads the device from it)."""
+
+    def __init__(self, capsule):
+        self._capsule = capsule
+
+    def __dlpack__(self, stream=None):
+        return self._capsule
+
+    def __dlpack_device__(self):
+        return (1, 0)  # kDLCPU; numpy refuses a capsule on another device
 
 
 class IOBinding:
@@ -346,6 +485,7 @@ class IOBinding:
 
     def __init__(self, session: InferenceSession):
         self._session = session
+        self._sess = session._sess  # the Quilt session it was made for (set_providers makes another)
         self._inputs = {}
         self._outputs = {}  # name -> OrtValue to fill, or None
         self._results = []
@@ -358,6 +498,7 @@ class IOBinding:
         self._inputs[name] = _array_at(buffer_ptr, element_type, shape)
 
     def bind_ortvalue_input(self, name, ortvalue):
+        self._session._check_ort_values([ortvalue], "bound to")
         self._inputs[name] = ortvalue.numpy()
 
     def synchronize_inputs(self):
@@ -373,6 +514,7 @@ class IOBinding:
             self._outputs[name] = None
 
     def bind_ortvalue_output(self, name, ortvalue):
+        self._session._check_ort_values([ortvalue], "bound to")
         self._outputs[name] = ortvalue
 
     def synchronize_outputs(self):

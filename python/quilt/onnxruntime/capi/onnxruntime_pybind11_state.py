@@ -1,5 +1,6 @@
 """What onnxruntime.capi.onnxruntime_pybind11_state holds that clients use: the exception classes,
-SessionOptions, RunOptions, the enums, NodeArg, ModelMetadata and the module functions.
+SessionOptions, RunOptions, the enums, NodeArg, ModelMetadata, OrtEpAssignedSubgraph/Node and
+the module functions.
 
 Quilt errors (quilt.Error) become the classes onnxruntime raises for the same failure, with its
 message form "[ONNXRuntimeError] : CODE : NAME : message" and Quilt's message, which names the
@@ -14,7 +15,7 @@ import warnings
 from ... import _quilt
 
 # The onnxruntime release whose Python API this module follows.
-ORT_API_VERSION = "1.23.2"
+ORT_API_VERSION = "1.32.0"
 
 
 class Fail(Exception):
@@ -163,13 +164,15 @@ class SessionOptions:
     execution_order, enable_cpu_mem_arena, enable_mem_pattern, enable_mem_reuse,
     use_deterministic_compute (Quilt's kernels are deterministic), log_verbosity_level, logid,
     optimized_model_filepath (nothing is written), use_per_session_threads,
-    add_free_dimension_override_by_denotation and the other config entries."""
+    add_free_dimension_override_by_denotation, set_ep_context_data_read_func (Quilt runs no
+    EPContext nodes, so nothing calls it) and the other config entries."""
 
     __slots__ = ("enable_cpu_mem_arena", "enable_mem_pattern", "enable_mem_reuse", "enable_profiling",
                  "execution_mode", "execution_order", "graph_optimization_level", "inter_op_num_threads",
                  "intra_op_num_threads", "log_severity_level", "log_verbosity_level", "logid",
                  "optimized_model_filepath", "profile_file_prefix", "use_deterministic_compute",
-                 "use_per_session_threads", "_config", "_free_dims", "_denotation_dims")
+                 "use_per_session_threads", "_config", "_free_dims", "_denotation_dims",
+                 "_ep_context_read")
 
     def __init__(self):
         self.enable_cpu_mem_arena = True
@@ -191,6 +194,7 @@ class SessionOptions:
         self._config = {}
         self._free_dims = {}
         self._denotation_dims = {}
+        self._ep_context_read = None
 
     def add_session_config_entry(self, key: str, value: str) -> None:
         self._config[str(key)] = str(value)
@@ -225,6 +229,27 @@ class SessionOptions:
     def add_external_initializers(self, names, ortvalues) -> None:
         raise ort_error(NotImplemented, "add_external_initializers: Quilt reads external data from the "
                         "files the model names")
+
+    def add_external_initializers_from_files_in_memory(self, names, buffers, lengths) -> None:
+        raise ort_error(NotImplemented, "add_external_initializers_from_files_in_memory: Quilt reads "
+                        "external data from the files the model names")
+
+    def set_ep_context_data_read_func(self, read_func, max_data_size: int) -> None:
+        """Checked as onnxruntime checks it, then kept with no effect: the callback supplies the
+        data of EPContext nodes (an execution provider's precompiled blobs), which Quilt does not
+        run (a model with one fails at creation, naming the node)."""
+        if read_func is None:
+            raise RuntimeError("EPContext data read callback must not be None.")
+        if not callable(read_func):
+            raise TypeError("set_ep_context_data_read_func(): read_func must be callable")
+        if isinstance(max_data_size, bool) or not isinstance(max_data_size, int) or max_data_size < 0:
+            raise TypeError("set_ep_context_data_read_func(): max_data_size must be an int >= 0")
+        if max_data_size == 0 or max_data_size >= 2**64 - 1:
+            raise RuntimeError("EPContext data max_data_size must be finite and greater than zero.")
+        self._ep_context_read = (read_func, int(max_data_size))
+
+    def clear_ep_context_data_read_func(self) -> None:
+        self._ep_context_read = None
 
 
 class RunOptions:
@@ -294,6 +319,34 @@ class ModelMetadata:
         self.custom_metadata_map = dict(m.custom)
 
 
+class OrtEpAssignedNode:
+    """A node of an OrtEpAssignedSubgraph: its name, domain ("" for ONNX's) and op_type."""
+
+    __slots__ = ("name", "domain", "op_type")
+
+    def __init__(self, name: str, domain: str, op_type: str):
+        self.name, self.domain, self.op_type = name, domain, op_type
+
+    def __repr__(self):
+        return f"OrtEpAssignedNode(name={self.name!r}, domain={self.domain!r}, op_type={self.op_type!r})"
+
+
+class OrtEpAssignedSubgraph:
+    """The nodes one provider runs together: a Quilt patch (InferenceSession.
+    get_provider_graph_assignment_info)."""
+
+    __slots__ = ("ep_name", "_nodes")
+
+    def __init__(self, ep_name: str, nodes: list):
+        self.ep_name, self._nodes = ep_name, list(nodes)
+
+    def get_nodes(self) -> list:
+        return list(self._nodes)
+
+    def __repr__(self):
+        return f"OrtEpAssignedSubgraph(ep_name={self.ep_name!r}, nodes={len(self._nodes)})"
+
+
 _default_log_severity = 2
 
 
@@ -305,6 +358,33 @@ def set_default_logger_severity(level: int) -> None:
 
 def default_logger_severity() -> int:
     return _default_log_severity
+
+
+# Quilt's LogLevel (Error 0 ... Debug 3) -> onnxruntime's severity (0 verbose ... 4 fatal).
+_ORT_SEVERITY = {0: 3, 1: 2, 2: 1, 3: 0}
+
+
+def set_default_logger_callback(callback, severity: int = 2) -> None:
+    """Quilt's log messages to callback(severity, category, logid, code_location, message)
+    instead of stderr, as onnxruntime's: severity is onnxruntime's (0 verbose for Quilt's debug,
+    1 info, 2 warning, 3 error), category "quilt", logid and code_location "". Installing one
+    sets the default severity (sessions whose log_severity_level is -1 follow it); None
+    restores stderr and keeps the severity. Messages logged on Quilt's worker threads, from
+    inside the callback, or whose call raised (reported through sys.unraisablehook) go to
+    stderr, as onnxruntime sends such messages to its platform sink."""
+    severity = int(severity)
+    if not 0 <= severity <= 4:
+        raise RuntimeError("Invalid logging severity. 0:Verbose, 1:Info, 2:Warning, 3:Error, 4:Fatal")
+    if callback is None:
+        _quilt.set_log_sink(None)
+        return
+    if not callable(callback):
+        raise RuntimeError("callback must be a callable")
+
+    def sink(level: int, message: str) -> None:
+        callback(_ORT_SEVERITY[level], "quilt", "", "", message)
+    _quilt.set_log_sink(sink)
+    set_default_logger_severity(severity)
 
 
 def set_default_logger_verbosity(level: int) -> None:
