@@ -155,7 +155,7 @@ void infer_imputer(InferenceContext& ctx) {
 // The dtype of a LabelEncoder's values (outputs): from values_tensor, values_int64s or
 // values_floats; strings are refused.
 DType label_encoder_values(const InferenceContext& ctx) {
-  refuse_strings(ctx, {"keys_strings", "values_strings", "default_string"});
+  refuse_strings(ctx, {"keys_strings", "values_strings", "default_string", "classes_strings"});
   const Node& n = ctx.node();
   if (const Tensor* t = n.attr_tensor("values_tensor")) return t->dtype();
   if (n.has_attr("values_int64s")) return DType::Int64;
