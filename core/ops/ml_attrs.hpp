@@ -96,40 +96,58 @@ struct Forest {
   int64_t max_feature = -1;
   bool all_leq = true;  // every branch is BRANCH_LEQ without a missing-value track
 
+  // The child of branch nd that row x goes to.
+  template <bool kAllLeq>
+  const Flat* step(const Flat* nd, const T* x) const {
+    const T v = x[nd->feature];
+    bool go;
+    if constexpr (kAllLeq) {
+      go = v <= nd->value;
+    } else {
+      switch (nd->mode) {
+        case Mode::Leq:
+          go = v <= nd->value;
+          break;
+        case Mode::Lt:
+          go = v < nd->value;
+          break;
+        case Mode::Gte:
+          go = v >= nd->value;
+          break;
+        case Mode::Gt:
+          go = v > nd->value;
+          break;
+        case Mode::Eq:
+          go = v == nd->value;
+          break;
+        default:
+          go = v != nd->value;
+      }
+      if (nd->missing_true && std::isnan(v)) go = true;
+    }
+    return nodes.data() + (go ? nd->yes : nd->no);
+  }
+
   template <bool kAllLeq>
   const Flat& leaf(int32_t root, const T* x) const {
-    const Flat* base = nodes.data();
-    const Flat* nd = base + root;
-    while (nd->feature >= 0) {
-      const T v = x[nd->feature];
-      bool go;
-      if constexpr (kAllLeq) {
-        go = v <= nd->value;
-      } else {
-        switch (nd->mode) {
-          case Mode::Leq:
-            go = v <= nd->value;
-            break;
-          case Mode::Lt:
-            go = v < nd->value;
-            break;
-          case Mode::Gte:
-            go = v >= nd->value;
-            break;
-          case Mode::Gt:
-            go = v > nd->value;
-            break;
-          case Mode::Eq:
-            go = v == nd->value;
-            break;
-          default:
-            go = v != nd->value;
-        }
-        if (nd->missing_true && std::isnan(v)) go = true;
-      }
-      nd = base + (go ? nd->yes : nd->no);
-    }
+    const Flat* nd = nodes.data() + root;
+    while (nd->feature >= 0) nd = step<kAllLeq>(nd, x);
     return *nd;
+  }
+
+  // The leaves of n <= kLanes rows (x, x + stride, ...) in the tree at root, walked in lockstep:
+  // their chains of dependent loads overlap instead of running one after the other.
+  template <bool kAllLeq, int kLanes>
+  void leaves(int32_t root, const T* x, int64_t stride, int n, const Flat** out) const {
+    for (int i = 0; i < n; ++i) out[i] = nodes.data() + root;
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (int i = 0; i < n; ++i)
+        if (out[i]->feature >= 0) {
+          out[i] = step<kAllLeq>(out[i], x + i * stride);
+          moved = true;
+        }
+    }
   }
 };
 

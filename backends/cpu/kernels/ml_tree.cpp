@@ -3,8 +3,9 @@
 // array of nodes per ensemble (core/ops/ml_attrs.hpp), each tree laid out depth-first from its
 // root, with the children as absolute indices and the leaves pointing at their weights; malformed
 // ensembles are refused by the schema before that. A run walks blocks of rows through every tree
-// (trees outer, rows inner, so a tree's nodes stay in cache), the blocks spread over the pool; a
-// few rows and many trees split the trees over the pool instead. Aggregation, base values,
+// (trees outer, rows inner, so a tree's nodes stay in cache), eight rows at a time in lockstep so
+// that their chains of dependent loads overlap, the blocks spread over the pool; a few rows and
+// many trees split the trees over the pool instead. Aggregation, base values,
 // post-transforms and the binary-classifier conventions follow onnxruntime's, in the threshold type
 // (double for double X, float otherwise) as it does, so that labels agree exactly.
 #include <cmath>
@@ -102,21 +103,30 @@ class TreeKernel : public Kernel {
       }
       return;
     }
-    constexpr int64_t kBlock = 64;
-    const int64_t blocks = (rows.rows + kBlock - 1) / kBlock;
+    // Row blocks as large as the threads allow up to 256 rows (each block reads every tree once;
+    // 64-row blocks read a 500-tree forest four times as often and ran ~1.5x slower on 1,000 rows).
+    const int64_t block = std::clamp<int64_t>((rows.rows + threads - 1) / threads, 8, 256);
+    constexpr int kLanes = 8;
+    const int64_t blocks = (rows.rows + block - 1) / block;
     ctx.pool.parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
-      std::vector<Scores<T>> sc(static_cast<size_t>(kBlock));
+      std::vector<Scores<T>> sc(static_cast<size_t>(block));
       for (int64_t b = b0; b < b1; ++b) {
-        const int64_t r0 = b * kBlock, r1 = std::min(rows.rows, r0 + kBlock);
+        const int64_t r0 = b * block, r1 = std::min(rows.rows, r0 + block);
         for (int64_t r = r0; r < r1; ++r) sc[static_cast<size_t>(r - r0)].reset(targets);
-        for (int64_t t = 0; t < trees; ++t)
-          for (int64_t r = r0; r < r1; ++r)
-            add_leaf(forest_.all_leq
-                         ? forest_.template leaf<true>(forest_.roots[static_cast<size_t>(t)],
-                                                       rows.data + r * rows.cols)
-                         : forest_.template leaf<false>(forest_.roots[static_cast<size_t>(t)],
-                                                        rows.data + r * rows.cols),
-                     sc[static_cast<size_t>(r - r0)]);
+        for (int64_t t = 0; t < trees; ++t) {
+          const int32_t root = forest_.roots[static_cast<size_t>(t)];
+          for (int64_t r = r0; r < r1; r += kLanes) {
+            const int n = static_cast<int>(std::min<int64_t>(kLanes, r1 - r));
+            const typename Forest<T>::Flat* found[kLanes];
+            if (forest_.all_leq)
+              forest_.template leaves<true, kLanes>(root, rows.data + r * rows.cols, rows.cols, n,
+                                                    found);
+            else
+              forest_.template leaves<false, kLanes>(root, rows.data + r * rows.cols, rows.cols, n,
+                                                     found);
+            for (int i = 0; i < n; ++i) add_leaf(*found[i], sc[static_cast<size_t>(r - r0 + i)]);
+          }
+        }
         for (int64_t r = r0; r < r1; ++r)
           finalize(sc[static_cast<size_t>(r - r0)], z + static_cast<size_t>(r) * targets,
                    y ? y + r : nullptr);
