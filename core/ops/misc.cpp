@@ -7,6 +7,7 @@
 namespace quilt {
 
 void register_misc_extra_schemas(SchemaRegistry& r);
+void register_ml_schemas(SchemaRegistry& r);
 
 namespace {
 
@@ -149,6 +150,7 @@ void register_misc_schemas(SchemaRegistry& r) {
   r.add({.op_type = "RandomNormalLike", .infer = infer_random_like});
   r.add({.op_type = "Bernoulli", .min_opset = 15, .infer = infer_bernoulli});
   register_misc_extra_schemas(r);
+  register_ml_schemas(r);
 }
 
 }  // namespace quilt

@@ -88,18 +88,37 @@ class Cases:
         for o in m.graph.output:
             arr = np.asarray(expected[o.name])
             o.CopyFrom(_value_info(o.name, arr))
+        case_dir = self._write(name, m, inputs, outputs, expected, rtol, atol)
+        if rewrites is not None:
+            (case_dir / "rewrites").write_text("".join(f"{n} {p}\n" for p, n in rewrites.items()))
+
+    def whole(self, name, model, inputs: dict, rtol=1e-5, atol=1e-5, expected: dict | None = None):
+        """A model built elsewhere (e.g. converted by skl2onnx), with its outputs from
+        onnxruntime (or `expected`: output name -> array)."""
+        assert name not in self.names, f"duplicate case {name}"
+        self.names.add(name)
+        outputs = [o.name for o in model.graph.output]
+        if expected is None:
+            import onnxruntime as ort
+            so = ort.SessionOptions()
+            so.log_severity_level = 3
+            sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+            expected = dict(zip(outputs, sess.run(outputs, inputs)))
+        self._write(name, model, inputs, outputs, expected, rtol, atol)
+
+    def _write(self, name, model, inputs, outputs, expected, rtol, atol):
+        """Writes the case's model, inputs, expected outputs and tolerance; returns its folder."""
         case_dir = self.dir / name
         data_dir = case_dir / "test_data_set_0"
         data_dir.mkdir(parents=True)
-        onnx.save(m, case_dir / "model.onnx")
+        onnx.save(model, case_dir / "model.onnx")
         for i, (k, v) in enumerate(inputs.items()):
             (data_dir / f"input_{i}.pb").write_bytes(numpy_helper.from_array(np.asarray(v), k).SerializeToString())
         for i, o in enumerate(outputs):
             (data_dir / f"output_{i}.pb").write_bytes(
                 numpy_helper.from_array(np.asarray(expected[o]), o).SerializeToString())
         (case_dir / "tolerance").write_text(f"{rtol} {atol}\n")
-        if rewrites is not None:
-            (case_dir / "rewrites").write_text("".join(f"{n} {p}\n" for p, n in rewrites.items()))
+        return case_dir
 
     def node(self, name, op_type, inputs: dict, n_outputs=1, initializers: dict | None = None,
              opset=DEFAULT_OPSET, rtol=1e-4, atol=1e-5, expected=None, domain="", **attrs):

@@ -14,6 +14,8 @@ namespace quilt::cpu {
 void register_cpu_misc_einsum(KernelRegistry& r);
 void register_cpu_misc_extra(KernelRegistry& r);
 void register_cpu_misc_tree(KernelRegistry& r);
+void register_cpu_ml_tree(KernelRegistry& r);
+void register_cpu_ml(KernelRegistry& r);
 void register_cpu_misc_flex_attention(KernelRegistry& r);
 void register_cpu_misc_tfidf(KernelRegistry& r);
 void register_cpu_misc_deform_conv(KernelRegistry& r);
@@ -242,6 +244,8 @@ void register_cpu_misc(KernelRegistry& r) {
   register_cpu_misc_einsum(r);
   register_cpu_misc_extra(r);
   register_cpu_misc_tree(r);
+  register_cpu_ml_tree(r);
+  register_cpu_ml(r);
   register_cpu_misc_flex_attention(r);
   register_cpu_misc_tfidf(r);
   register_cpu_misc_deform_conv(r);
