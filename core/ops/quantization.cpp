@@ -1,8 +1,9 @@
 // Schemas and shape inference of the quantization op family: QuantizeLinear, DequantizeLinear,
 // DynamicQuantizeLinear, QLinearMatMul and QLinearConv; and onnxruntime's com.microsoft
 // QuantizeLinear, DequantizeLinear, QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu and
-// QLinearGlobalAveragePool (MatMulIntegerToFloat and DynamicQuantizeMatMul are with MatMul in
-// nn.cpp).
+// QLinearGlobalAveragePool, QLinearAveragePool, QLinearConcat and QLinearSoftmax
+// (MatMulIntegerToFloat and DynamicQuantizeMatMul are with MatMul in nn.cpp). The last three
+// take their shapes from the float op's own inference (AveragePool, Concat, Softmax).
 //
 // Element types the spec allows but Quilt's Tensor cannot hold (float8e8m0, 4-bit, 2-bit) arrive
 // as Undefined; inference then leaves the output dtype Undefined and the kernels' support
@@ -311,6 +312,92 @@ void infer_qlinear_global_pool(InferenceContext& ctx) {
   ctx.set_output(0, ctx.input_dtype(0), y);
 }
 
+// Output 0 as the float op `op_type` (ai.onnx, `opset`) infers it from this node's inputs
+// `which` (a shape permuted by `perm` first, and the output's back, when given); the node's
+// name, op type and attributes stay, so its messages name this node.
+void infer_as(InferenceContext& ctx, DType dtype, const char* op_type, int64_t opset,
+              const std::vector<size_t>& which, const std::vector<size_t>& perm = {}) {
+  Node n = ctx.node();
+  n.inputs.clear();
+  n.outputs.resize(1);
+  n.opset = opset;
+  n.attributes.erase("channels_last");
+  std::vector<TypeShape> types;
+  std::vector<const Tensor*> values;
+  for (size_t i : which) {
+    n.inputs.push_back(ctx.node().inputs[i]);
+    TypeShape t{ctx.input_dtype(i), ctx.input_has_shape(i), {}};
+    if (t.has_shape) t.dims = ctx.input_shape(i);
+    if (!perm.empty() && t.dims.size() == perm.size()) {
+      std::vector<int64_t> d(perm.size());
+      for (size_t k = 0; k < perm.size(); ++k) d[k] = t.dims[perm[k]];
+      t.dims = d;
+    }
+    types.push_back(std::move(t));
+    values.push_back(ctx.input_value(i));
+  }
+  InferenceContext sub(n, std::move(types), std::move(values), ctx.runtime());
+  SchemaRegistry::builtin().find(op_type, "", opset)->infer(sub);
+  TypeShape out = sub.outputs().at(0);
+  if (!perm.empty() && out.has_shape && out.dims.size() == perm.size()) {
+    std::vector<int64_t> d(perm.size());
+    for (size_t k = 0; k < perm.size(); ++k) d[perm[k]] = out.dims[k];
+    out.dims = d;
+  }
+  if (out.has_shape)
+    ctx.set_output(0, dtype, out.dims);
+  else
+    ctx.set_output_unknown_shape(0, dtype);
+}
+
+// QLinearAveragePool: AveragePool's window attributes and output size; with channels_last the
+// channels are the last dim (N, spatial..., C).
+void infer_qlinear_average_pool(InferenceContext& ctx) {
+  infer_qlinear_unary(ctx);
+  std::vector<size_t> perm;
+  if (ctx.node().attr_int("channels_last", 0) != 0) {
+    const size_t rank = ctx.input_shape(0).size();
+    if (rank < 3) ctx.fail("X has shape " + to_string(ctx.input_shape(0)) + ", expected rank >= 3");
+    perm = {0, rank - 1};
+    for (size_t d = 1; d + 1 < rank; ++d) perm.push_back(d);
+  }
+  infer_as(ctx, ctx.input_dtype(0), "AveragePool", 19, {0}, perm);
+}
+
+// QLinearConcat: (Y_scale, Y_zero_point, then X, X_scale, X_zero_point for each input) -> Y,
+// Concat's shapes; every X of Y_zero_point's type.
+void infer_qlinear_concat(InferenceContext& ctx) {
+  const size_t n = ctx.num_inputs();
+  if (n < 5 || (n - 2) % 3 != 0)
+    ctx.fail("has " + std::to_string(n) +
+             " inputs, expected Y_scale, Y_zero_point and then (X, X_scale, X_zero_point) for "
+             "each tensor to join");
+  check_dtype(ctx, 1, {DType::Int8, DType::UInt8}, "Y_zero_point");
+  const DType t = ctx.input_dtype(1);
+  check_qparam(ctx, 0, true, t, "Y_scale");
+  check_qparam(ctx, 1, false, t, "Y_zero_point");
+  std::vector<size_t> xs;
+  for (size_t i = 2; i < n; i += 3) {
+    const std::string k = std::to_string((i - 2) / 3);
+    check_dtype(ctx, i, {DType::Int8, DType::UInt8}, ("X " + k).c_str());
+    if (t != DType::Undefined) check_dtype(ctx, i, {t}, ("X " + k).c_str());
+    check_qparam(ctx, i + 1, true, t, ("X_scale " + k).c_str());
+    check_qparam(ctx, i + 2, false, t, ("X_zero_point " + k).c_str());
+    xs.push_back(i);
+  }
+  infer_as(ctx, t == DType::Undefined ? ctx.input_dtype(2) : t, "Concat", 13, xs);
+}
+
+// QLinearSoftmax: Softmax's; the `opset` attribute (of the Softmax it replaced) says whether the
+// input is coerced to a matrix at `axis` (before 13) or the softmax runs along `axis`.
+void infer_qlinear_softmax(InferenceContext& ctx) {
+  infer_qlinear_unary(ctx);
+  if (!ctx.node().has_attr("opset"))
+    ctx.fail("attribute 'opset' (the opset of the Softmax it replaces) is required");
+  infer_as(ctx, ctx.input_dtype(0), "Softmax", ctx.node().attr_int("opset", 13) < 13 ? 11 : 13,
+           {0});
+}
+
 }  // namespace
 
 void register_quantization_schemas(SchemaRegistry& r) {
@@ -372,6 +459,21 @@ void register_quantization_schemas(SchemaRegistry& r) {
          .min_inputs = 5,
          .max_inputs = 5,
          .infer = infer_qlinear_global_pool});
+  r.add({.op_type = "QLinearAveragePool",
+         .domain = ms,
+         .min_inputs = 4,
+         .max_inputs = 5,
+         .infer = infer_qlinear_average_pool});
+  r.add({.op_type = "QLinearSoftmax",
+         .domain = ms,
+         .min_inputs = 4,
+         .max_inputs = 5,
+         .infer = infer_qlinear_softmax});
+  r.add({.op_type = "QLinearConcat",
+         .domain = ms,
+         .min_inputs = 5,
+         .max_inputs = 1 << 20,
+         .infer = infer_qlinear_concat});
 }
 
 }  // namespace quilt
