@@ -1,7 +1,8 @@
 // ConvInteger and QLinearConv on the integer GEMM (backends/cpu/qgemm.hpp): the weights are the
 // broadcast rows (int8; uint8 weights shifted by 128), packed once when the kernel is created if
 // constant; the input is unfolded (im2col, padding reading x's zero point) and interleaved into
-// uint8 panels of 16 output positions x 4 depths (int8 inputs shifted by 128). Output rows are
+// uint8 panels of 16 output positions x 4 depths (int8 inputs shifted by 128) -- in one pass
+// (unfold_panels) for stride 1 along the width on AVX-512 CPUs. Output rows are
 // output channels and columns output positions, so C is the NCHW output itself. QLinearConv adds
 // its int32 bias and requantizes in the store: y = saturate(round_half_even(acc * x_scale *
 // w_scale[c] / y_scale) + y_zero_point), the multiplier in float32 and the product in double, as
@@ -14,6 +15,7 @@
 #include <numeric>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "backends/cpu/kernel.hpp"
 #include "backends/cpu/kernels/conv_geometry.hpp"
@@ -29,16 +31,33 @@ struct Slots {
 constexpr Slots kConvInteger{0, 2, 1, 3};
 constexpr Slots kQLinearConv{0, 2, 3, 5};
 
+// Four rows of 16 bytes (r) transposed by two rounds of unpacks into a panel's 16 x 4 layout at
+// dst, adding each column's sum of the four to colsums when `sums`.
+inline void store_quad(const __m128i r[4], uint8_t* dst, int32_t* colsums, bool sums) {
+  const __m128i ones8 = _mm_set1_epi8(1), ones16 = _mm_set1_epi16(1);
+  const __m128i t0 = _mm_unpacklo_epi8(r[0], r[1]), t1 = _mm_unpackhi_epi8(r[0], r[1]);
+  const __m128i t2 = _mm_unpacklo_epi8(r[2], r[3]), t3 = _mm_unpackhi_epi8(r[2], r[3]);
+  const __m128i o[4] = {_mm_unpacklo_epi16(t0, t2), _mm_unpackhi_epi16(t0, t2),
+                        _mm_unpacklo_epi16(t1, t3), _mm_unpackhi_epi16(t1, t3)};
+  for (int v = 0; v < 4; ++v) {
+    _mm_store_si128(reinterpret_cast<__m128i*>(dst + v * 16), o[v]);
+    if (sums) {
+      auto* sp = reinterpret_cast<__m128i*>(colsums + v * 4);
+      _mm_store_si128(sp, _mm_add_epi32(_mm_load_si128(sp),
+                                        _mm_madd_epi16(_mm_maddubs_epi16(o[v], ones8), ones16)));
+    }
+  }
+}
+
 // Writes k rows of n bytes (row stride ld) into p's panels, each byte xor flip, and p's column
-// sums (zeros unless `sums`). Four rows and 16 columns at a time: the 4 x 16 byte block is
-// transposed by two rounds of unpacks into the panel's 16 x 4 layout. A panel is written whole
-// before the next (rows first measured 40 % slower: the panel stores no longer stream).
+// sums (zeros unless `sums`). Four rows and 16 columns at a time (store_quad). A panel is
+// written whole before the next (rows first measured 40 % slower: the panel stores no longer
+// stream).
 void interleave(const uint8_t* src, int64_t ld, int64_t k, int64_t n, uint8_t flip, bool sums,
                 QPanels& p, const ThreadPool& pool) {
   constexpr int64_t kCols = QPanels::kCols;
   const int64_t k4 = p.depth4(), np = (n + kCols - 1) / kCols;
   const __m128i fl = _mm_set1_epi8(static_cast<char>(flip));
-  const __m128i ones8 = _mm_set1_epi8(1), ones16 = _mm_set1_epi16(1);
   // p.sums() has room for whole panels (a multiple of 16 values).
   uint8_t* const data = p.data();
   int32_t* const colsums = p.sums();
@@ -67,23 +86,106 @@ void interleave(const uint8_t* src, int64_t ld, int64_t k, int64_t n, uint8_t fl
                 r[b] = _mm_load_si128(reinterpret_cast<const __m128i*>(tail[b]));
               }
             }
-            const __m128i t0 = _mm_unpacklo_epi8(r[0], r[1]), t1 = _mm_unpackhi_epi8(r[0], r[1]);
-            const __m128i t2 = _mm_unpacklo_epi8(r[2], r[3]), t3 = _mm_unpackhi_epi8(r[2], r[3]);
-            const __m128i o[4] = {_mm_unpacklo_epi16(t0, t2), _mm_unpackhi_epi16(t0, t2),
-                                  _mm_unpacklo_epi16(t1, t3), _mm_unpackhi_epi16(t1, t3)};
-            uint8_t* dst = data + (pb * k4 + q) * kCols * 4;
-            for (int v = 0; v < 4; ++v) {
-              _mm_store_si128(reinterpret_cast<__m128i*>(dst + v * 16), o[v]);
-              if (sums) {
-                auto* sp = reinterpret_cast<__m128i*>(colsums + j0 + v * 4);
-                _mm_store_si128(
-                    sp, _mm_add_epi32(_mm_load_si128(sp),
-                                      _mm_madd_epi16(_mm_maddubs_epi16(o[v], ones8), ones16)));
-              }
-            }
+            store_quad(r, data + (pb * k4 + q) * kCols * 4, colsums + j0, sums);
           }
       });
 }
+
+// GCC 12's AVX-512 headers pass _mm*_undefined_*() through the unmasked intrinsics, which
+// -Wmaybe-uninitialized reports once inlined; nothing is read uninitialised (as in avx512.hpp).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// im2col and interleave in one pass, for convolutions of stride 1 along the width on a CPU with
+// AVX512-BW/VL: the panels of output positions [r0 * ow, r1 * ow) (output rows r0..r1 of one
+// group's input x, cg channels) are read straight from x's planes. A panel's 16 positions are
+// runs along output rows; each run of each depth row is one masked 16-byte load (lanes outside
+// the input keep the padding byte, x's zero point), so no unfolded copy is written and read
+// back. Same panels and sums as im2col then interleave.
+struct Unfold {
+  const Geometry* g;
+  const uint8_t* x;  // the group's first channel plane
+  int64_t r0, n, k;
+  uint8_t pad, flip;
+  bool sums;
+  uint8_t* data;
+  int32_t* colsums;
+};
+
+// unfold_panels' panels [lo, hi). Per panel, the 16 positions are split into runs along output
+// rows, and for each kernel tap and run the masked load's mask and its offset in a channel plane
+// are computed once; the depth rows (channel, tap) then take one masked load per run from their
+// channel's plane, with no branch.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void unfold_range(const Unfold& u, int64_t lo,
+                                                                       int64_t hi) {
+  constexpr int64_t kCols = QPanels::kCols;
+  const Geometry& g = *u.g;
+  const int64_t ow = g.out[2], k4 = (u.k + 3) / 4, kvol = g.kernel_size(), plane = g.in_size();
+  std::fill(u.colsums + lo * kCols, u.colsums + hi * kCols, 0);
+  const __m128i padv = _mm_set1_epi8(static_cast<char>(u.pad));
+  const __m128i fl = _mm_set1_epi8(static_cast<char>(u.flip));
+  // Per tap t and run i: mask[t * kCols + i] and the plane offset of lane 0's (masked) byte.
+  std::vector<__mmask16> mask(static_cast<size_t>(kvol * kCols));
+  std::vector<int64_t> offset(static_cast<size_t>(kvol * kCols));
+  for (int64_t pb = lo; pb < hi; ++pb) {
+    const int64_t j0 = pb * kCols;
+    const int cols = static_cast<int>(std::min<int64_t>(kCols, u.n - j0));
+    int nr = 0;
+    for (int lane = 0; lane < cols; ++nr) {
+      const int64_t pos = u.r0 * ow + j0 + lane, row = pos / ow, col = pos % ow;
+      const int len = static_cast<int>(std::min<int64_t>(cols - lane, ow - col));
+      const int64_t id0 = row / g.out[1] * g.stride[0] - g.pad[0];
+      const int64_t ih0 = row % g.out[1] * g.stride[1] - g.pad[1];
+      for (int64_t t = 0; t < kvol; ++t) {
+        const int64_t id = id0 + t / (g.kernel[1] * g.kernel[2]) * g.dilation[0];
+        const int64_t ih = ih0 + t / g.kernel[2] % g.kernel[1] * g.dilation[1];
+        const int64_t iw = col - g.pad[2] + t % g.kernel[2] * g.dilation[2];
+        const int64_t a = std::max<int64_t>(0, -iw), e = std::min<int64_t>(len, g.in[2] - iw);
+        const bool inside = id >= 0 && id < g.in[0] && ih >= 0 && ih < g.in[1] && a < e;
+        const size_t at = static_cast<size_t>(t * kCols + nr);
+        // Lane l reads input column iw + l - lane; the lanes outside the row are masked (a
+        // masked load does not touch them).
+        mask[at] =
+            inside ? static_cast<__mmask16>((((1u << e) - 1) & ~((1u << a) - 1)) << lane) : 0;
+        offset[at] = inside ? (id * g.in[1] + ih) * g.in[2] + iw - lane : 0;
+      }
+      lane += len;
+    }
+    const auto colmask = static_cast<__mmask16>((1u << cols) - 1);
+    int64_t c = 0, t = 0;  // the depth row's channel and tap
+    for (int64_t q = 0; q < k4; ++q) {
+      __m128i r[4];
+      for (int b = 0; b < 4; ++b) {
+        if (q * 4 + b >= u.k) {
+          r[b] = _mm_setzero_si128();  // depths past k: zero, whatever the flip
+          continue;
+        }
+        const uintptr_t base = reinterpret_cast<uintptr_t>(u.x + c * plane);
+        __m128i v = padv;
+        for (int i = 0; i < nr; ++i) {
+          const size_t at = static_cast<size_t>(t * kCols + i);
+          v = _mm_mask_loadu_epi8(
+              v, mask[at],
+              reinterpret_cast<const void*>(base + static_cast<uintptr_t>(offset[at])));
+        }
+        r[b] = _mm_maskz_mov_epi8(colmask, _mm_xor_si128(v, fl));
+        if (++t == kvol) t = 0, ++c;
+      }
+      store_quad(r, u.data + (pb * k4 + q) * kCols * 4, u.colsums + j0, u.sums);
+    }
+  }
+}
+
+void unfold_panels(const Geometry& g, const uint8_t* x, int64_t r0, int64_t r1, uint8_t pad,
+                   uint8_t flip, bool sums, QPanels& p, const ThreadPool& pool) {
+  const int64_t n = (r1 - r0) * g.out[2];
+  const Unfold u{&g, x, r0, n, p.depth(), pad, flip, sums, p.data(), p.sums()};
+  pool.parallel_for((n + QPanels::kCols - 1) / QPanels::kCols,
+                    std::max<int64_t>(1, 4096 / std::max<int64_t>(u.k, 1)),
+                    [&u](int64_t lo, int64_t hi) { unfold_range(u, lo, hi); });
+}
+
+#pragma GCC diagnostic pop
 
 class QConvKernel : public Kernel {
  public:
@@ -168,6 +270,9 @@ class QConvKernel : public Kernel {
     // The column sums only matter to rows with a nonzero offset (weights' zero point after the
     // shift): int8 weights with zero point 0, or uint8 ones with 128, need none.
     const bool sums = std::any_of(row_off.begin(), row_off.end(), [](int32_t o) { return o != 0; });
+    // Stride 1 along the width on an AVX-512 CPU (the VNNI path): unfolded straight into the
+    // panels; else im2col, then interleave.
+    const bool direct = !pointwise && g.stride[2] == 1 && qgemm_isa() == QIsa::Avx512Vnni;
     const std::vector<int64_t> taps = all_taps(g);
     const auto* xp = static_cast<const uint8_t*>(x.raw_data());
     const auto pad = static_cast<uint8_t>(x_zp[0]);  // x's zero point, as x's bytes
@@ -197,6 +302,8 @@ class QConvKernel : public Kernel {
             QPanels panels(depth, n, true);
             if (pointwise) {
               interleave(xg + r0 * ow, pixels, depth, n, flip, sums, panels, serial);
+            } else if (direct) {
+              unfold_panels(g, xg, r0, r1, pad, flip, sums, panels, serial);
             } else {
               const std::unique_ptr<uint8_t[]> col(new uint8_t[static_cast<size_t>(depth * n)]);
               im2col(g, taps, xg, cg, r0, r1, col.get(), serial, pad);
@@ -212,6 +319,8 @@ class QConvKernel : public Kernel {
         QPanels panels(depth, pixels, true);
         if (pointwise) {
           interleave(xg, pixels, depth, pixels, flip, sums, panels, ctx.pool);
+        } else if (direct) {
+          unfold_panels(g, xg, 0, out_rows, pad, flip, sums, panels, ctx.pool);
         } else {
           // Unset: im2col writes every byte.
           const std::unique_ptr<uint8_t[]> col(new uint8_t[static_cast<size_t>(depth * pixels)]);
