@@ -185,6 +185,81 @@ void unfold_panels(const Geometry& g, const uint8_t* x, int64_t r0, int64_t r1, 
                     [&u](int64_t lo, int64_t hi) { unfold_range(u, lo, hi); });
 }
 
+// Where the depthwise taps read along a row, the same for every row and plane: for each block of
+// 16 outputs b and kernel column kw, the first input column (lane 0's) and the mask of the
+// input bytes inside the row (16 bytes for stride 1; 32, of which the even ones, for stride 2).
+struct DepthwiseCols {
+  std::vector<int64_t> first;
+  std::vector<uint32_t> mask;
+
+  explicit DepthwiseCols(const Geometry& g) {
+    const int64_t blocks = (g.out[2] + 15) / 16, sw = g.stride[2], span = 16 * sw;
+    for (int64_t b = 0; b < blocks; ++b)
+      for (int64_t kw = 0; kw < g.kernel[2]; ++kw) {
+        const int64_t iw = b * 16 * sw - g.pad[2] + kw * g.dilation[2];
+        const int64_t lo = std::clamp<int64_t>(-iw, 0, span);
+        const int64_t hi = std::clamp<int64_t>(g.in[2] - iw, lo, span);
+        first.push_back(iw);
+        mask.push_back(
+            static_cast<uint32_t>(((uint64_t{1} << hi) - 1) & ~((uint64_t{1} << lo) - 1)));
+      }
+  }
+};
+
+// One depthwise plane on AVX-512, for stride 1 or 2 along the width: acc[o] = sum over the
+// window of (x - x_zp) * w[tap] (w already less its zero point), 16 outputs of a row at a time
+// in a register. A tap's 16 inputs are one masked load (cols), the lanes outside the input
+// reading x_zp, so that they add 0.
+template <bool kSigned, int kStride>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void depthwise_plane(
+    const Geometry& g, const DepthwiseCols& cols, const uint8_t* xc, int32_t x_zp, const int32_t* w,
+    int32_t* acc) {
+  const __m512i zp = _mm512_set1_epi32(x_zp);
+  const __m128i zp8 = _mm_set1_epi8(static_cast<char>(x_zp));
+  const __m256i zp8x32 = _mm256_set1_epi8(static_cast<char>(x_zp));
+  const int64_t kw_n = g.kernel[2], ow_n = g.out[2];
+  const uint32_t* masks = cols.mask.data();
+  const int64_t* firsts = cols.first.data();
+  for (int64_t od = 0; od < g.out[0]; ++od)
+    for (int64_t oh = 0; oh < g.out[1]; ++oh) {
+      int32_t* out = acc + (od * g.out[1] + oh) * ow_n;
+      for (int64_t ow = 0, b = 0; ow < ow_n; ow += 16, ++b) {
+        __m512i sum = _mm512_setzero_si512();
+        for (int64_t kd = 0; kd < g.kernel[0]; ++kd) {
+          const int64_t id = od * g.stride[0] - g.pad[0] + kd * g.dilation[0];
+          if (id < 0 || id >= g.in[0]) continue;
+          for (int64_t kh = 0; kh < g.kernel[1]; ++kh) {
+            const int64_t ih = oh * g.stride[1] - g.pad[1] + kh * g.dilation[1];
+            if (ih < 0 || ih >= g.in[1]) continue;
+            const uintptr_t row = reinterpret_cast<uintptr_t>(xc + (id * g.in[1] + ih) * g.in[2]);
+            const int32_t* wk = w + (kd * g.kernel[1] + kh) * kw_n;
+            const uint32_t* mk = masks + b * kw_n;
+            const int64_t* fk = firsts + b * kw_n;
+            for (int64_t kw = 0; kw < kw_n; ++kw) {
+              // Lanes outside the row are masked: the load does not touch them.
+              const auto* at = reinterpret_cast<const void*>(row + static_cast<uintptr_t>(fk[kw]));
+              __m512i xv;
+              if constexpr (kStride == 1) {
+                const __m128i v = _mm_mask_loadu_epi8(zp8, static_cast<__mmask16>(mk[kw]), at);
+                xv = kSigned ? _mm512_cvtepi8_epi32(v) : _mm512_cvtepu8_epi32(v);
+              } else {
+                // The even bytes of 32, as 16 int32.
+                const __m256i v = _mm256_mask_loadu_epi8(zp8x32, mk[kw], at);
+                const __m512i h = kSigned ? _mm512_cvtepi8_epi16(v) : _mm512_cvtepu8_epi16(v);
+                xv = kSigned ? _mm512_srai_epi32(_mm512_slli_epi32(h, 16), 16)
+                             : _mm512_and_si512(h, _mm512_set1_epi32(0xFFFF));
+              }
+              sum = _mm512_add_epi32(
+                  sum, _mm512_mullo_epi32(_mm512_sub_epi32(xv, zp), _mm512_set1_epi32(wk[kw])));
+            }
+          }
+        }
+        const int64_t n = std::min<int64_t>(16, ow_n - ow);
+        _mm512_mask_storeu_epi32(out + ow, static_cast<__mmask16>((1u << n) - 1), sum);
+      }
+    }
+}
+
 #pragma GCC diagnostic pop
 
 class QConvKernel : public Kernel {
@@ -352,61 +427,62 @@ class QConvKernel : public Kernel {
                         bool w_signed, const std::vector<int32_t>& w_zp, const QStore& store,
                         Tensor& y, size_t esize) {
     const int64_t in_plane = g.in_size(), out_plane = g.out_size(), kvol = g.kernel_size();
+    // AVX-512 (the VNNI path) and stride 1 or 2 along the width: depthwise_plane.
+    const bool vector = qgemm_isa() == QIsa::Avx512Vnni && (g.stride[2] == 1 || g.stride[2] == 2);
+    std::optional<DepthwiseCols> cols;
+    if (vector) cols.emplace(g);
     ctx.pool.parallel_for(planes, 1, [&](int64_t lo, int64_t hi) {
-      std::vector<int32_t> acc(static_cast<size_t>(out_plane));
+      std::vector<int32_t> acc(static_cast<size_t>(out_plane)), wk(static_cast<size_t>(kvol));
       for (int64_t pl = lo; pl < hi; ++pl) {
         const int64_t c = pl % channels;
-        const int32_t bias = store.bias ? store.bias[c] : 0;
-        std::fill(acc.begin(), acc.end(), bias);
         const int32_t wz = w_zp[w_zp.size() == 1 ? 0 : static_cast<size_t>(c)];
         const uint8_t* xc = xp + pl * in_plane;
-        for (int64_t kd = 0; kd < g.kernel[0]; ++kd)
-          for (int64_t kh = 0; kh < g.kernel[1]; ++kh)
-            for (int64_t kw = 0; kw < g.kernel[2]; ++kw) {
-              const int64_t kidx = (kd * g.kernel[1] + kh) * g.kernel[2] + kw;
-              const uint8_t wb = wp[c * kvol + kidx];
-              const int32_t wv = (w_signed ? int32_t{static_cast<int8_t>(wb)} : int32_t{wb}) - wz;
-              if (wv == 0) continue;
-              const auto [wlo, whi] = g.w_ranges[static_cast<size_t>(kw)];
-              const int64_t off_w = kw * g.dilation[2] - g.pad[2];
-              for (int64_t od = 0; od < g.out[0]; ++od) {
-                const int64_t id = od * g.stride[0] - g.pad[0] + kd * g.dilation[0];
-                if (id < 0 || id >= g.in[0]) continue;
-                for (int64_t oh = 0; oh < g.out[1]; ++oh) {
-                  const int64_t ih = oh * g.stride[1] - g.pad[1] + kh * g.dilation[1];
-                  if (ih < 0 || ih >= g.in[1]) continue;
-                  const uint8_t* row = xc + (id * g.in[1] + ih) * g.in[2];
-                  int32_t* out = acc.data() + (od * g.out[1] + oh) * g.out[2];
-                  const int64_t st = g.stride[2];
-                  const uint8_t* r = row + off_w;
-                  // Stride 1 apart (contiguous, vectorised) and x's signedness as a type.
-                  if (x_signed)
-                    depthwise_row(reinterpret_cast<const int8_t*>(r), st, wlo, whi, x_zp, wv, out);
-                  else
-                    depthwise_row(r, st, wlo, whi, x_zp, wv, out);
+        if (vector) {
+          for (int64_t t = 0; t < kvol; ++t) {
+            const uint8_t wb = wp[c * kvol + t];
+            wk[static_cast<size_t>(t)] =
+                (w_signed ? int32_t{static_cast<int8_t>(wb)} : int32_t{wb}) - wz;
+          }
+          auto plane =
+              x_signed ? (g.stride[2] == 1 ? depthwise_plane<true, 1> : depthwise_plane<true, 2>)
+                       : (g.stride[2] == 1 ? depthwise_plane<false, 1> : depthwise_plane<false, 2>);
+          plane(g, *cols, xc, x_zp, wk.data(), acc.data());
+        } else {
+          std::fill(acc.begin(), acc.end(), 0);
+          for (int64_t kd = 0; kd < g.kernel[0]; ++kd)
+            for (int64_t kh = 0; kh < g.kernel[1]; ++kh)
+              for (int64_t kw = 0; kw < g.kernel[2]; ++kw) {
+                const int64_t kidx = (kd * g.kernel[1] + kh) * g.kernel[2] + kw;
+                const uint8_t wb = wp[c * kvol + kidx];
+                const int32_t wv = (w_signed ? int32_t{static_cast<int8_t>(wb)} : int32_t{wb}) - wz;
+                if (wv == 0) continue;
+                const auto [wlo, whi] = g.w_ranges[static_cast<size_t>(kw)];
+                const int64_t off_w = kw * g.dilation[2] - g.pad[2];
+                for (int64_t od = 0; od < g.out[0]; ++od) {
+                  const int64_t id = od * g.stride[0] - g.pad[0] + kd * g.dilation[0];
+                  if (id < 0 || id >= g.in[0]) continue;
+                  for (int64_t oh = 0; oh < g.out[1]; ++oh) {
+                    const int64_t ih = oh * g.stride[1] - g.pad[1] + kh * g.dilation[1];
+                    if (ih < 0 || ih >= g.in[1]) continue;
+                    const uint8_t* row = xc + (id * g.in[1] + ih) * g.in[2];
+                    int32_t* out = acc.data() + (od * g.out[1] + oh) * g.out[2];
+                    const int64_t st = g.stride[2];
+                    const uint8_t* r = row + off_w;
+                    // Stride 1 apart (contiguous, vectorised) and x's signedness as a type.
+                    if (x_signed)
+                      depthwise_row(reinterpret_cast<const int8_t*>(r), st, wlo, whi, x_zp, wv,
+                                    out);
+                    else
+                      depthwise_row(r, st, wlo, whi, x_zp, wv, out);
+                  }
                 }
               }
-            }
-        uint8_t* yb = static_cast<uint8_t*>(y.raw_data()) + pl * out_plane * esize;
-        switch (store.kind) {
-          case QStore::Kind::Int32:
-            std::copy(acc.begin(), acc.end(), reinterpret_cast<int32_t*>(yb));
-            break;
-          case QStore::Kind::UInt8:
-          case QStore::Kind::Int8: {
-            const double m = store.scale[c];
-            const int64_t zp = store.zero_point;
-            const int32_t* a = acc.data();
-            if (store.kind == QStore::Kind::UInt8)
-              for (int64_t i = 0; i < out_plane; ++i) yb[i] = saturate_round<uint8_t>(a[i] * m, zp);
-            else
-              for (int64_t i = 0; i < out_plane; ++i)
-                reinterpret_cast<int8_t*>(yb)[i] = saturate_round<int8_t>(a[i] * m, zp);
-            break;
-          }
-          case QStore::Kind::Float32:
-            break;  // not used by convolutions
         }
+        // Bias, scale and requantization in the store (vectorised), row c of a plane-sized C.
+        QStore s = store;
+        s.c = static_cast<uint8_t*>(y.raw_data()) + pl * out_plane * static_cast<int64_t>(esize);
+        s.ldc = 0;
+        qstore_row(qgemm_isa(), s, c, acc.data(), out_plane);
       }
     });
   }
