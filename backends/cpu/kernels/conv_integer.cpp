@@ -2,7 +2,7 @@
 // broadcast rows (int8; uint8 weights shifted by 128), packed once when the kernel is created if
 // constant; the input is unfolded (im2col, padding reading x's zero point) and interleaved into
 // uint8 panels of 16 output positions x 4 depths (int8 inputs shifted by 128) -- in one pass
-// (unfold_panels) for stride 1 along the width on AVX-512 CPUs. Output rows are
+// (unfold_panels) for stride 1 or 2 along the width on AVX-512 CPUs. Output rows are
 // output channels and columns output positions, so C is the NCHW output itself. QLinearConv adds
 // its int32 bias and requantizes in the store: y = saturate(round_half_even(acc * x_scale *
 // w_scale[c] / y_scale) + y_zero_point), the multiplier in float32 and the product in double, as
@@ -96,12 +96,12 @@ void interleave(const uint8_t* src, int64_t ld, int64_t k, int64_t n, uint8_t fl
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-// im2col and interleave in one pass, for convolutions of stride 1 along the width on a CPU with
-// AVX512-BW/VL: the panels of output positions [r0 * ow, r1 * ow) (output rows r0..r1 of one
-// group's input x, cg channels) are read straight from x's planes. A panel's 16 positions are
-// runs along output rows; each run of each depth row is one masked 16-byte load (lanes outside
-// the input keep the padding byte, x's zero point), so no unfolded copy is written and read
-// back. Same panels and sums as im2col then interleave.
+// im2col and interleave in one pass, for convolutions of stride 1 or 2 along the width on a CPU
+// with AVX512-BW/VL: the panels of output positions [r0 * ow, r1 * ow) (output rows r0..r1 of
+// one group's input x, cg channels) are read straight from x's planes. A panel's 16 positions
+// are runs along output rows; each run of each depth row is one masked 16-byte load (stride 2:
+// 32 bytes, the even ones kept; lanes outside the input keep the padding byte, x's zero point),
+// so no unfolded copy is written and read back. Same panels and sums as im2col then interleave.
 struct Unfold {
   const Geometry* g;
   const uint8_t* x;  // the group's first channel plane
@@ -116,6 +116,7 @@ struct Unfold {
 // rows, and for each kernel tap and run the masked load's mask and its offset in a channel plane
 // are computed once; the depth rows (channel, tap) then take one masked load per run from their
 // channel's plane, with no branch.
+template <int kStride>
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void unfold_range(const Unfold& u, int64_t lo,
                                                                        int64_t hi) {
   constexpr int64_t kCols = QPanels::kCols;
@@ -124,8 +125,10 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void unfold_range(const Unf
   std::fill(u.colsums + lo * kCols, u.colsums + hi * kCols, 0);
   const __m128i padv = _mm_set1_epi8(static_cast<char>(u.pad));
   const __m128i fl = _mm_set1_epi8(static_cast<char>(u.flip));
+  const __m256i pad32 = _mm256_set1_epi8(static_cast<char>(u.pad));
   // Per tap t and run i: mask[t * kCols + i] and the plane offset of lane 0's (masked) byte.
-  std::vector<__mmask16> mask(static_cast<size_t>(kvol * kCols));
+  // Lane l's byte is byte kStride * l of the load (stride 2: the even bytes of 32).
+  std::vector<uint32_t> mask(static_cast<size_t>(kvol * kCols));
   std::vector<int64_t> offset(static_cast<size_t>(kvol * kCols));
   for (int64_t pb = lo; pb < hi; ++pb) {
     const int64_t j0 = pb * kCols;
@@ -139,15 +142,17 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void unfold_range(const Unf
       for (int64_t t = 0; t < kvol; ++t) {
         const int64_t id = id0 + t / (g.kernel[1] * g.kernel[2]) * g.dilation[0];
         const int64_t ih = ih0 + t / g.kernel[2] % g.kernel[1] * g.dilation[1];
-        const int64_t iw = col - g.pad[2] + t % g.kernel[2] * g.dilation[2];
-        const int64_t a = std::max<int64_t>(0, -iw), e = std::min<int64_t>(len, g.in[2] - iw);
+        const int64_t iw = col * kStride - g.pad[2] + t % g.kernel[2] * g.dilation[2];
+        // Lanes lane + j, j in [a, e), read input columns iw + kStride * j inside the row.
+        const int64_t a = iw >= 0 ? 0 : (-iw + kStride - 1) / kStride;
+        const int64_t e = std::min<int64_t>(len, (g.in[2] - iw + kStride - 1) / kStride);
         const bool inside = id >= 0 && id < g.in[0] && ih >= 0 && ih < g.in[1] && a < e;
         const size_t at = static_cast<size_t>(t * kCols + nr);
-        // Lane l reads input column iw + l - lane; the lanes outside the row are masked (a
-        // masked load does not touch them).
-        mask[at] =
-            inside ? static_cast<__mmask16>((((1u << e) - 1) & ~((1u << a) - 1)) << lane) : 0;
-        offset[at] = inside ? (id * g.in[1] + ih) * g.in[2] + iw - lane : 0;
+        // The lanes outside the row are masked (a masked load does not touch them).
+        const int64_t b0 = kStride * (lane + a), b1 = kStride * (lane + e);
+        const uint64_t range = ((uint64_t{1} << b1) - 1) & ~((uint64_t{1} << b0) - 1);
+        mask[at] = inside ? static_cast<uint32_t>(kStride == 1 ? range : range & 0x55555555u) : 0;
+        offset[at] = inside ? (id * g.in[1] + ih) * g.in[2] + iw - kStride * lane : 0;
       }
       lane += len;
     }
@@ -162,11 +167,22 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void unfold_range(const Unf
         }
         const uintptr_t base = reinterpret_cast<uintptr_t>(u.x + c * plane);
         __m128i v = padv;
-        for (int i = 0; i < nr; ++i) {
-          const size_t at = static_cast<size_t>(t * kCols + i);
-          v = _mm_mask_loadu_epi8(
-              v, mask[at],
-              reinterpret_cast<const void*>(base + static_cast<uintptr_t>(offset[at])));
+        if constexpr (kStride == 1) {
+          for (int i = 0; i < nr; ++i) {
+            const size_t at = static_cast<size_t>(t * kCols + i);
+            v = _mm_mask_loadu_epi8(
+                v, static_cast<__mmask16>(mask[at]),
+                reinterpret_cast<const void*>(base + static_cast<uintptr_t>(offset[at])));
+          }
+        } else {
+          __m256i w = pad32;
+          for (int i = 0; i < nr; ++i) {
+            const size_t at = static_cast<size_t>(t * kCols + i);
+            w = _mm256_mask_loadu_epi8(
+                w, mask[at],
+                reinterpret_cast<const void*>(base + static_cast<uintptr_t>(offset[at])));
+          }
+          v = _mm256_cvtepi16_epi8(w);  // the even bytes
         }
         r[b] = _mm_maskz_mov_epi8(colmask, _mm_xor_si128(v, fl));
         if (++t == kvol) t = 0, ++c;
@@ -182,7 +198,12 @@ void unfold_panels(const Geometry& g, const uint8_t* x, int64_t r0, int64_t r1, 
   const Unfold u{&g, x, r0, n, p.depth(), pad, flip, sums, p.data(), p.sums()};
   pool.parallel_for((n + QPanels::kCols - 1) / QPanels::kCols,
                     std::max<int64_t>(1, 4096 / std::max<int64_t>(u.k, 1)),
-                    [&u](int64_t lo, int64_t hi) { unfold_range(u, lo, hi); });
+                    [&u](int64_t lo, int64_t hi) {
+                      if (u.g->stride[2] == 1)
+                        unfold_range<1>(u, lo, hi);
+                      else
+                        unfold_range<2>(u, lo, hi);
+                    });
 }
 
 // Where the depthwise taps read along a row, the same for every row and plane: for each block of
@@ -345,9 +366,9 @@ class QConvKernel : public Kernel {
     // The column sums only matter to rows with a nonzero offset (weights' zero point after the
     // shift): int8 weights with zero point 0, or uint8 ones with 128, need none.
     const bool sums = std::any_of(row_off.begin(), row_off.end(), [](int32_t o) { return o != 0; });
-    // Stride 1 along the width on an AVX-512 CPU (the VNNI path): unfolded straight into the
+    // Stride 1 or 2 along the width on an AVX-512 CPU (the VNNI path): unfolded straight into the
     // panels; else im2col, then interleave.
-    const bool direct = !pointwise && g.stride[2] == 1 && qgemm_isa() == QIsa::Avx512Vnni;
+    const bool direct = !pointwise && g.stride[2] <= 2 && qgemm_isa() == QIsa::Avx512Vnni;
     const std::vector<int64_t> taps = all_taps(g);
     const auto* xp = static_cast<const uint8_t*>(x.raw_data());
     const auto pad = static_cast<uint8_t>(x_zp[0]);  // x's zero point, as x's bytes
