@@ -1,9 +1,9 @@
 // Schemas and shape inference of the quantization op family: QuantizeLinear, DequantizeLinear,
 // DynamicQuantizeLinear, QLinearMatMul and QLinearConv; and onnxruntime's com.microsoft
 // QuantizeLinear, DequantizeLinear, QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu and
-// QLinearGlobalAveragePool, QLinearAveragePool, QLinearConcat and QLinearSoftmax
-// (MatMulIntegerToFloat and DynamicQuantizeMatMul are with MatMul in nn.cpp). The last three
-// take their shapes from the float op's own inference (AveragePool, Concat, Softmax).
+// QLinearGlobalAveragePool, QLinearAveragePool, QLinearConcat, QLinearSoftmax and QLinearWhere
+// (MatMulIntegerToFloat and DynamicQuantizeMatMul are with MatMul in nn.cpp). The last four
+// take their shapes from the float op's own inference (AveragePool, Concat, Softmax, Where).
 //
 // Element types the spec allows but Quilt's Tensor cannot hold (float8e8m0, 4-bit, 2-bit) arrive
 // as Undefined; inference then leaves the output dtype Undefined and the kernels' support
@@ -398,6 +398,21 @@ void infer_qlinear_softmax(InferenceContext& ctx) {
            {0});
 }
 
+// QLinearWhere: (condition, X, x_scale, x_zero_point, Y, y_scale, y_zero_point, z_scale,
+// z_zero_point) -> Z, Where's shapes; X, Y and Z of one int8/uint8 type.
+void infer_qlinear_where(InferenceContext& ctx) {
+  check_dtype(ctx, 1, {DType::Int8, DType::UInt8}, "X");
+  const DType t = ctx.input_dtype(1);
+  if (t != DType::Undefined) check_dtype(ctx, 4, {t}, "Y");
+  check_qparam(ctx, 2, true, t, "x_scale");
+  check_qparam(ctx, 3, false, t, "x_zero_point");
+  check_qparam(ctx, 5, true, t, "y_scale");
+  check_qparam(ctx, 6, false, t, "y_zero_point");
+  check_qparam(ctx, 7, true, t, "z_scale");
+  check_qparam(ctx, 8, false, t, "z_zero_point");
+  infer_as(ctx, t, "Where", 16, {0, 1, 4});
+}
+
 }  // namespace
 
 void register_quantization_schemas(SchemaRegistry& r) {
@@ -474,6 +489,11 @@ void register_quantization_schemas(SchemaRegistry& r) {
          .min_inputs = 5,
          .max_inputs = 1 << 20,
          .infer = infer_qlinear_concat});
+  r.add({.op_type = "QLinearWhere",
+         .domain = ms,
+         .min_inputs = 9,
+         .max_inputs = 9,
+         .infer = infer_qlinear_where});
 }
 
 }  // namespace quilt

@@ -9,6 +9,7 @@
 //   DQ(x) -> GlobalAveragePool / AveragePool / Sigmoid / LeakyRelu / Softmax -> Q
 //                                              =>  com.microsoft.QLinear*
 //   DQ(x0) DQ(x1) ... -> Concat -> Q            =>  com.microsoft.QLinearConcat
+//   condition, DQ(x), DQ(y) -> Where -> Q       =>  com.microsoft.QLinearWhere
 //   DQ(x) -> MaxPool / Reshape / Transpose / Flatten / Squeeze / Unsqueeze / Slice / Expand /
 //            Tile / DepthToSpace / SpaceToDepth / nearest Resize -> Q, the same scale and zero
 //            point on both sides                =>  the op on the integers (as onnxruntime's
@@ -68,6 +69,8 @@ class Qdq {
         unary(i);
       else if (n.op_type == "Concat")
         concat(i);
+      else if (n.op_type == "Where")
+        where(i);
       else if (moves_values(n))
         drop_pair(i);
       else if (n.op_type == "MatMulInteger")
@@ -387,6 +390,23 @@ class Qdq {
       if (std::find(dqs.begin(), dqs.end(), x->node) == dqs.end()) dqs.push_back(x->node);
     }
     replace(i, *q, "QLinearConcat", kMs, in, keep(n, {"axis"}), "qdq concat", dqs);
+  }
+
+  // condition, DQ(x), DQ(y) -> Where -> Q  =>  QLinearWhere(condition, x, .., y, .., z_scale,
+  // z_zp).
+  void where(size_t i) {
+    const Node& n = r_.node(i);
+    if (n.inputs.size() != 3) return;
+    const auto x = dq_of(n.inputs[1]);
+    const auto y = dq_of(n.inputs[2]);
+    const auto q = q_after(n.outputs[0]);
+    if (!x || !y || !q || !per_tensor(*x) || !per_tensor(*y)) return;
+    const Node& qn = r_.node(*q);
+    const DType t = r_.constant(qn.inputs[2])->dtype();
+    if (*int_type(x->q) != t || *int_type(y->q) != t) return;
+    replace(i, *q, "QLinearWhere", kMs,
+            {n.inputs[0], x->q, x->scale, x->zp, y->q, y->scale, y->zp, qn.inputs[1], qn.inputs[2]},
+            {}, "qdq where", {x->node, y->node});
   }
 
   // DynamicQuantizeLinear(a) -> MatMulInteger(a_q, B, a_zp, b_zp) -> Cast(float) ->

@@ -130,6 +130,15 @@ node = helper.make_node("Softmax", ["x_dq"], ["y_f"], axis=-1)
 case("softmax__com.microsoft.QLinearSoftmax", xn + [node], {"x": rand(3, 4, 12, low=-3, high=3)},
      xi, 1 / 256, (0, U8))
 
+# ---- Where (a float condition input compared to 0) -> QLinearWhere ----
+an, ai = qdq("a", 0.02, (128, U8), "a")
+bn_, bi_ = qdq("b", 0.05, (100, U8), "b")
+nodes = an + bn_ + [helper.make_node("Greater", ["c", "zero"], ["cond"]),
+                    helper.make_node("Where", ["cond", "a_dq", "b_dq"], ["y_f"])]
+case("where__com.microsoft.QLinearWhere", nodes,
+     {"c": rand(2, 1, 5, low=-1, high=1), "a": rand(2, 3, 5, low=-2, high=2),
+      "b": rand(3, 1, low=-4, high=4)}, {**ai, **bi_, "zero": np.array(0, f32)}, 0.04, (120, U8))
+
 # ---- data-movement ops between equal scales and zero points: run on the integers ----
 xn, xi = qdq("x", 0.04, (120, U8), "x")
 rn, ri = qdq("r", 0.04, (120, U8), "r")

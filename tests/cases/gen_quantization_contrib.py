@@ -1,6 +1,7 @@
 """Cases of onnxruntime's com.microsoft quantized ops (what its quantizer writes in the QOperator
 and dynamic formats): QuantizeLinear, DequantizeLinear, QLinearAdd, QLinearMul, QLinearSigmoid,
 QLinearLeakyRelu, QLinearGlobalAveragePool, QLinearConcat, QLinearAveragePool, QLinearSoftmax,
+QLinearWhere,
 MatMulIntegerToFloat, DynamicQuantizeMatMul.
 
 The QLinear* ops' expected values are their documented semantics in numpy (dequantize in
@@ -17,6 +18,7 @@ from casegen import Cases, rand, randint
 
 MS = "com.microsoft"
 f32 = np.float32
+RNG_COND = np.random.default_rng(18)
 
 
 class ContribCases(Cases):
@@ -224,6 +226,21 @@ for t in (np.uint8, np.int8):
         c.contrib(f"qlinearsoftmax_{tn}_axis{axis}_opset{opset}_scale{xs}", "QLinearSoftmax",
                   {"x": x, "xs": np.array(f32(xs)), "xz": xz, "ys": np.array(ys), "yz": yz},
                   expected=want, ort_wraps=t == np.int8 and xs == 0.2, axis=axis, opset=opset)
+
+# ---- QLinearWhere: X and Y requantized to Z's scale and zero point, broadcast ----
+for t in (np.uint8, np.int8):
+    tn = np.dtype(t).name
+    for cshape, xshape, yshape in (((3, 8), (3, 8), (3, 8)), ((2, 1, 6), (4, 1), (6,))):
+        cond = RNG_COND.random(cshape) < 0.5
+        x, y = q(xshape, t), q(yshape, t)
+        xs, xz = f32(0.04), np.array(6, t)
+        ys, yz = f32(0.09), np.array(-20 if t == np.int8 else 200, t)
+        zs, zz = f32(0.05), np.array(3 if t == np.int8 else 110, t)
+        want = np.where(cond, quantize(deq(x, xs, xz), zs, int(zz), t),
+                        quantize(deq(y, ys, yz), zs, int(zz), t))
+        c.contrib(f"qlinearwhere_{tn}_{len(cshape)}d", "QLinearWhere",
+                  {"c": cond, "a": x, "as": np.array(xs), "az": xz, "b": y, "bs": np.array(ys),
+                   "bz": yz, "zs": np.array(zs), "zz": zz}, expected=want)
 
 # ---- MatMulIntegerToFloat / DynamicQuantizeMatMul (onnxruntime's float outputs) ----
 for ta, tb in ((np.uint8, np.int8), (np.uint8, np.uint8), (np.int8, np.int8)):

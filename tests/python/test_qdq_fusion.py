@@ -12,7 +12,7 @@ import quilt
 
 CASES = Path(os.environ.get("QUILT_BUILD_DIR", "build")) / "cases" / "qdq"
 FLOAT_OPS = {"Conv", "MatMul", "Gemm", "Add", "Mul", "Sigmoid", "LeakyRelu", "GlobalAveragePool",
-             "MatMulInteger", "Cast", "Concat", "AveragePool", "Softmax"}
+             "MatMulInteger", "Cast", "Concat", "AveragePool", "Softmax", "Where"}
 # Ops that run on the integers when the scale and zero point around them are the same: their
 # DequantizeLinear / QuantizeLinear pairs go, leaving only the input's Q and the output's DQ.
 MOVERS = {"MaxPool", "Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Resize"}

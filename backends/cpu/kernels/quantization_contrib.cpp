@@ -8,7 +8,8 @@
 // QLinearSigmoid and QLinearLeakyRelu map each of the 256 input values through a table made per
 // run; QLinearAdd and QLinearMul broadcast; QLinearGlobalAveragePool sums exactly in int64;
 // QLinearSoftmax takes exp from a table of the 256 differences from the row's maximum;
-// QLinearConcat requantizes each input through a table. (QLinearAveragePool is in pool.cpp.)
+// QLinearConcat and QLinearWhere requantize each input through a table. (QLinearAveragePool is in
+// pool.cpp.)
 #include <immintrin.h>
 
 #include <algorithm>
@@ -240,7 +241,17 @@ void run_qlinear_softmax(KernelContext& ctx) {
   qlinear_softmax<uint8_t>(ctx);
 }
 
-// ---- QLinearConcat ----
+// ---- QLinearConcat, QLinearWhere ----
+
+// table[v] = the byte v (of type T) dequantized with `from` and quantized with `to`.
+template <class T>
+void requant_table(const QParam& from, const QParam& to, T* table) {
+  for (int v = 0; v < 256; ++v) {
+    const T q = static_cast<T>(static_cast<uint8_t>(v));
+    const float d = static_cast<float>(int32_t{q} - from.zero_point) * from.scale;
+    table[v] = saturate_round<T>(d / to.scale, to.zero_point);
+  }
+}
 
 // (Y_scale, Y_zero_point, then X, X_scale, X_zero_point per input): each X requantized to Y's
 // scale and zero point (through a table of its 256 values, or copied when they are the same),
@@ -279,11 +290,7 @@ void qlinear_concat(KernelContext& ctx) {
     p.data = static_cast<const uint8_t*>(x.raw_data());
     p.block = x.dim(axis) * inner;
     p.copy = px.scale == py.scale && px.zero_point == py.zero_point;
-    for (int v = 0; v < 256 && !p.copy; ++v) {
-      const T q = static_cast<T>(static_cast<uint8_t>(v));
-      const float dx = static_cast<float>(int32_t{q} - px.zero_point) * px.scale;
-      p.table[v] = saturate_round<T>(dx / py.scale, py.zero_point);
-    }
+    if (!p.copy) requant_table(px, py, p.table);
   }
   auto* yp = static_cast<uint8_t*>(y.raw_data());
   const int64_t row = y.numel() / std::max<int64_t>(outer, 1);
@@ -310,6 +317,52 @@ void run_qlinear_concat(KernelContext& ctx) {
   qlinear_concat<uint8_t>(ctx);
 }
 
+// Z = where(condition, X, Y), each of X and Y requantized to Z's scale and zero point through a
+// table; numpy broadcasting of the three.
+template <class T>
+void qlinear_where(KernelContext& ctx) {
+  const QParam px = qparam(ctx, 2, 3, "x_scale", "x_zero_point", 1);
+  const QParam py = qparam(ctx, 5, 6, "y_scale", "y_zero_point", 1);
+  const QParam pz = qparam(ctx, 7, 8, "z_scale", "z_zero_point", 1);
+  const Tensor& c = ctx.input(0);
+  const Tensor& x = ctx.input(1);
+  const Tensor& y = ctx.input(4);
+  if (y.dtype() != x.dtype())
+    ctx.node.fail(
+        std::string("Y is ") + dtype_name(y.dtype()) + " but X is " + dtype_name(x.dtype()),
+        ErrorCode::InvalidArgument);
+  T tx[256], ty[256];
+  requant_table(px, pz, tx);
+  requant_table(py, pz, ty);
+  Tensor& out = ctx.output_uninitialized(0);
+  BroadcastPlan plan(out.shape(), {&c.shape(), &x.shape(), &y.shape()});
+  const bool* pc = c.data<bool>();
+  const auto* xb = static_cast<const uint8_t*>(x.raw_data());
+  const auto* yb = static_cast<const uint8_t*>(y.raw_data());
+  T* po = out.data<T>();
+  parallel_runs(ctx.pool, plan, kElementwiseGrain,
+                [&](int64_t o, const int64_t* off, int64_t n, const int64_t* s) {
+                  const bool* cc = pc + off[0];
+                  const uint8_t* xx = xb + off[1];
+                  const uint8_t* yy = yb + off[2];
+                  for (int64_t i = 0; i < n; ++i)
+                    po[o + i] = cc[i * s[0]] ? tx[xx[i * s[1]]] : ty[yy[i * s[2]]];
+                });
+}
+
+void run_qlinear_where(KernelContext& ctx) {
+  if (ctx.input(1).dtype() == DType::Int8) return qlinear_where<int8_t>(ctx);
+  qlinear_where<uint8_t>(ctx);
+}
+
+std::string where_support(const NodeSignature& sig) {
+  if (sig.inputs.size() < 2 || !dtype_in(sig.inputs[1].dtype, {DType::Int8, DType::UInt8}))
+    return "X must be int8 or uint8";
+  if (sig.inputs[0].dtype != DType::Bool && sig.inputs[0].dtype != DType::Undefined)
+    return "condition must be bool";
+  return "";
+}
+
 std::string concat_support(const NodeSignature& sig) {
   if (sig.inputs.size() < 2 || !dtype_in(sig.inputs[1].dtype, {DType::Int8, DType::UInt8}))
     return "Y_zero_point must be int8 or uint8";
@@ -327,6 +380,7 @@ void register_cpu_quantization_contrib(KernelRegistry& r) {
   r.add("QLinearGlobalAveragePool", int8_data, run_qlinear_global_pool, ms);
   r.add("QLinearSoftmax", int8_data, run_qlinear_softmax, ms);
   r.add("QLinearConcat", concat_support, run_qlinear_concat, ms);
+  r.add("QLinearWhere", where_support, run_qlinear_where, ms);
 }
 
 }  // namespace quilt::cpu
