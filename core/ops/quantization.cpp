@@ -2,15 +2,18 @@
 // DynamicQuantizeLinear, QLinearMatMul and QLinearConv; and onnxruntime's com.microsoft
 // QuantizeLinear, DequantizeLinear, QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu and
 // QLinearGlobalAveragePool, QLinearAveragePool, QLinearConcat, QLinearSoftmax and QLinearWhere
-// (MatMulIntegerToFloat and DynamicQuantizeMatMul are with MatMul in nn.cpp). The last four
-// take their shapes from the float op's own inference (AveragePool, Concat, Softmax, Where).
+// and DynamicQuantizeLSTM (MatMulIntegerToFloat and DynamicQuantizeMatMul are with MatMul in
+// nn.cpp). The last five take their shapes from the float op's own inference (AveragePool,
+// Concat, Softmax, Where, LSTM).
 //
 // Element types the spec allows but Quilt's Tensor cannot hold (float8e8m0, 4-bit, 2-bit) arrive
 // as Undefined; inference then leaves the output dtype Undefined and the kernels' support
 // functions refuse the node, so such models are reported as not implemented, not as invalid.
 // float8 (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz) and bfloat16 are held.
 #include <algorithm>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "core/checked.hpp"
 #include "core/op_schema.hpp"
@@ -312,40 +315,52 @@ void infer_qlinear_global_pool(InferenceContext& ctx) {
   ctx.set_output(0, ctx.input_dtype(0), y);
 }
 
-// Output 0 as the float op `op_type` (ai.onnx, `opset`) infers it from this node's inputs
-// `which` (a shape permuted by `perm` first, and the output's back, when given); the node's
-// name, op type and attributes stay, so its messages name this node.
-void infer_as(InferenceContext& ctx, DType dtype, const char* op_type, int64_t opset,
-              const std::vector<size_t>& which, const std::vector<size_t>& perm = {}) {
+// The outputs the float op `op_type` (ai.onnx, `opset`) infers from this node's inputs `which`
+// (absent ones stay absent), each input's type first passed through `adjust(i, type)`; the
+// node's name, op type and attributes stay, so its messages name this node.
+std::vector<TypeShape> infer_float_op(const InferenceContext& ctx, const char* op_type,
+                                      int64_t opset, const std::vector<size_t>& which,
+                                      const std::function<void(size_t, TypeShape&)>& adjust) {
   Node n = ctx.node();
   n.inputs.clear();
-  n.outputs.resize(1);
   n.opset = opset;
   n.attributes.erase("channels_last");
   std::vector<TypeShape> types;
   std::vector<const Tensor*> values;
   for (size_t i : which) {
-    n.inputs.push_back(ctx.node().inputs[i]);
-    TypeShape t{ctx.input_dtype(i), ctx.input_has_shape(i), {}};
-    if (t.has_shape) t.dims = ctx.input_shape(i);
-    if (!perm.empty() && t.dims.size() == perm.size()) {
-      std::vector<int64_t> d(perm.size());
-      for (size_t k = 0; k < perm.size(); ++k) d[k] = t.dims[perm[k]];
-      t.dims = d;
+    n.inputs.push_back(ctx.has_input(i) ? ctx.node().inputs[i] : "");
+    TypeShape t;
+    if (ctx.has_input(i)) {
+      t = {ctx.input_dtype(i), ctx.input_has_shape(i), {}};
+      if (t.has_shape) t.dims = ctx.input_shape(i);
+      adjust(i, t);
     }
     types.push_back(std::move(t));
-    values.push_back(ctx.input_value(i));
+    values.push_back(ctx.has_input(i) ? ctx.input_value(i) : nullptr);
   }
   InferenceContext sub(n, std::move(types), std::move(values), ctx.runtime());
   SchemaRegistry::builtin().find(op_type, "", opset)->infer(sub);
-  TypeShape out = sub.outputs().at(0);
-  if (!perm.empty() && out.has_shape && out.dims.size() == perm.size()) {
-    std::vector<int64_t> d(perm.size());
-    for (size_t k = 0; k < perm.size(); ++k) d[perm[k]] = out.dims[k];
-    out.dims = d;
-  }
+  return sub.outputs();
+}
+
+// dims permuted by perm (when it has their rank): dims[perm[k]] -> out[k], or back.
+std::vector<int64_t> permuted(const std::vector<int64_t>& dims, const std::vector<size_t>& perm,
+                              bool back) {
+  if (perm.empty() || dims.size() != perm.size()) return dims;
+  std::vector<int64_t> d(perm.size());
+  for (size_t k = 0; k < perm.size(); ++k) (back ? d[perm[k]] : d[k]) = dims[back ? k : perm[k]];
+  return d;
+}
+
+// Output 0 as the float op infers it from inputs `which`, each shape permuted by `perm` first
+// and the output's back, when given.
+void infer_as(InferenceContext& ctx, DType dtype, const char* op_type, int64_t opset,
+              const std::vector<size_t>& which, const std::vector<size_t>& perm = {}) {
+  TypeShape out = infer_float_op(ctx, op_type, opset, which, [&](size_t, TypeShape& t) {
+                    t.dims = permuted(t.dims, perm, false);
+                  }).at(0);
   if (out.has_shape)
-    ctx.set_output(0, dtype, out.dims);
+    ctx.set_output(0, dtype, permuted(out.dims, perm, true));
   else
     ctx.set_output_unknown_shape(0, dtype);
 }
@@ -411,6 +426,35 @@ void infer_qlinear_where(InferenceContext& ctx) {
   check_qparam(ctx, 7, true, t, "z_scale");
   check_qparam(ctx, 8, false, t, "z_zero_point");
   infer_as(ctx, t, "Where", 16, {0, 1, 4});
+}
+
+// DynamicQuantizeLSTM: LSTM's (X, W, R, B, sequence_lens, initial_h, initial_c, P) with int8 /
+// uint8 W [dirs, input, 4 hidden] and R [dirs, hidden, 4 hidden] (LSTM's transposed), then
+// W_scale, W_zero_point, R_scale, R_zero_point per direction ([dirs]) or per gate column
+// ([dirs, 4 hidden]). The shapes are LSTM's with W and R as float32 in LSTM's layout.
+void infer_dynamic_quantize_lstm(InferenceContext& ctx) {
+  const char* names[] = {"W_scale", "W_zero_point", "R_scale", "R_zero_point"};
+  for (size_t i = 8; i < 12; ++i)
+    if (!ctx.has_input(i))
+      ctx.fail(std::string(names[i - 8]) + " (input " + std::to_string(i) + ") is required");
+  check_dtype(ctx, 1, {DType::Int8, DType::UInt8}, "W");
+  check_dtype(ctx, 2, {DType::Int8, DType::UInt8}, "R");
+  check_dtype(ctx, 8, {DType::Float32}, "W_scale");
+  check_dtype(ctx, 10, {DType::Float32}, "R_scale");
+  check_dtype(ctx, 9, {ctx.input_dtype(1)}, "W_zero_point");
+  check_dtype(ctx, 11, {ctx.input_dtype(2)}, "R_zero_point");
+  const DType x = ctx.input_dtype(0);
+  const std::vector<TypeShape> out =
+      infer_float_op(ctx, "LSTM", 14, {0, 1, 2, 3, 4, 5, 6, 7}, [&](size_t i, TypeShape& t) {
+        if (i != 1 && i != 2) return;
+        t.dtype = x;
+        if (t.has_shape) t.dims = permuted(t.dims, {0, 2, 1}, false);
+      });
+  for (size_t i = 0; i < out.size() && i < ctx.num_outputs(); ++i)
+    if (out[i].has_shape)
+      ctx.set_output(i, out[i].dtype, out[i].dims);
+    else
+      ctx.set_output_unknown_shape(i, out[i].dtype);
 }
 
 }  // namespace
@@ -494,6 +538,12 @@ void register_quantization_schemas(SchemaRegistry& r) {
          .min_inputs = 9,
          .max_inputs = 9,
          .infer = infer_qlinear_where});
+  r.add({.op_type = "DynamicQuantizeLSTM",
+         .domain = ms,
+         .min_inputs = 3,
+         .max_inputs = 12,
+         .max_outputs = 3,
+         .infer = infer_dynamic_quantize_lstm});
 }
 
 }  // namespace quilt

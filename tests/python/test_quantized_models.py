@@ -129,3 +129,56 @@ def test_qdq_cnn_stays_in_int8_between_convs(tmp_path, activation):
     # As written, the graph has the float ops between DequantizeLinear / QuantizeLinear pairs.
     written = planned_ops(path, 0)
     assert "Conv" in written and "QLinearConv" not in written, written
+
+
+def lstm_model(direction):
+    """X [seq 5, batch 2, input 6] -> LSTM (hidden 4, bias, initial states) -> Y, Y_h, Y_c."""
+    dirs = 2 if direction == "bidirectional" else 1
+    inits = {"W": f32(dirs, 16, 6, scale=0.5), "R": f32(dirs, 16, 4, scale=0.5),
+             "B": f32(dirs, 32, scale=0.2), "h0": f32(dirs, 2, 4), "c0": f32(dirs, 2, 4)}
+    node = helper.make_node("LSTM", ["x", "W", "R", "B", "", "h0", "c0"], ["y", "yh", "yc"],
+                            hidden_size=4, direction=direction)
+    graph = helper.make_graph(
+        [node], "lstm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [5, 2, 6])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("y", "yh", "yc")],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    m.ir_version = 8
+    return m
+
+
+@pytest.mark.parametrize("direction,per_channel", [("forward", False), ("bidirectional", True)])
+def test_dynamic_quantized_lstm(tmp_path, direction, per_channel):
+    """quantize_dynamic writes com.microsoft.DynamicQuantizeLSTM: Quilt runs the LSTM in float32
+    on the dequantized weights, so it matches the float LSTM with those weights (onnxruntime's
+    LSTM) to float rounding, and onnxruntime's DynamicQuantizeLSTM, which also quantizes X and H
+    to uint8 at every step, within that activation rounding."""
+    import onnx
+    src, dst = tmp_path / "lstm.onnx", tmp_path / "lstm_q.onnx"
+    float_model = lstm_model(direction)
+    onnx.save(float_model, src)
+    quantization.quantize_dynamic(str(src), str(dst), per_channel=per_channel,
+                                  weight_type=quantization.QuantType.QInt8)
+    qm = onnx.load(dst)
+    node = next(n for n in qm.graph.node if n.op_type == "DynamicQuantizeLSTM")
+    consts = {t.name: numpy_helper.to_array(t) for t in qm.graph.initializer}
+    # The float LSTM with the weights dequantized as the spec's DequantizeLinear does.
+    for slot, (q, s, z) in (("W", node.input[1:2] + node.input[8:10]),
+                            ("R", node.input[2:3] + node.input[10:12])):
+        qv, sv, zv = consts[q], consts[s], consts[z]
+        sv = sv.reshape(sv.shape[0], 1, -1)
+        zv = zv.reshape(zv.shape[0], 1, -1).astype(np.int32)
+        deq = ((qv.astype(np.int32) - zv).astype(np.float32) * sv).transpose(0, 2, 1)
+        init = next(t for t in float_model.graph.initializer if t.name == slot)
+        init.CopyFrom(numpy_helper.from_array(np.ascontiguousarray(deq), slot))
+    reference = ort.InferenceSession(float_model.SerializeToString(),
+                                     providers=["CPUExecutionProvider"])
+    ort_q = ort.InferenceSession(str(dst), providers=["CPUExecutionProvider"])
+    q = quilt.Session(str(dst))
+    for _ in range(3):
+        x = f32(5, 2, 6)
+        got = q.run({"x": x})
+        for name, want, approx in zip(("y", "yh", "yc"), reference.run(None, {"x": x}),
+                                      ort_q.run(None, {"x": x})):
+            np.testing.assert_allclose(got[name], want, rtol=1e-5, atol=1e-5)
+            np.testing.assert_allclose(got[name], approx, rtol=0, atol=0.05)
