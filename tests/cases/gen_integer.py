@@ -167,6 +167,9 @@ conv_shapes = [  # (n, c_in, h, w, c_out, k, group, stride, pad, dilation)
     (1, 7, 1, 40, 9, 3, 1, 1, 1, 1),
     (2, 9, 6, 5, 10, 3, 1, 1, 1, 1),
     (1, 24, 40, 45, 16, 3, 1, 1, 1, 1),
+    # depthwise 5x5 of stride 1 (the AVX-512 plane kernel's generic width), both input types
+    (1, 6, 9, 20, 6, 5, 6, 1, 2, 1),
+    (1, 6, 9, 20, 6, 5, 6, 1, 2, 1),
 ]
 for i, (n, cin, h, wd, m, k, group, stride, pad, dil) in enumerate(conv_shapes):
     tx, tw = types[i % len(types)]
