@@ -4,7 +4,8 @@ usage: .venv/bin/python tools/bench_quant.py [--threads N] [--rounds N] [--calls
 
 One-node models built here (shapes of BERT-base and ResNet-50 layers): MatMulInteger and
 QLinearMatMul (128 x 768 x 3072, constant weights), the float32 MatMul of the same shape,
-ConvInteger / QLinearConv / float32 Conv (64 -> 64 channels, 3x3, 56x56), QuantizeLinear and
+ConvInteger / QLinearConv / float32 Conv (64 -> 64 channels, 3x3, 56x56), QLinearConv of
+MobileNet / ResNet shapes (pointwise, depthwise, strided), QuantizeLinear and
 DequantizeLinear on 16 MiB (per tensor and per axis) and DynamicQuantizeLinear. Each round times
 --calls runs of one runtime; rounds alternate between the runtimes so a noisy neighbour hits
 both alike (onnxruntime's threads do not spin between runs, so they leave the cores to Quilt's
@@ -74,6 +75,22 @@ def cases():
          "ws": np.full(64, 0.01, np.float32), "wz": np.zeros(64, np.int8),
          "ys": np.array(4.0, np.float32), "yz": np.array(128, np.uint8),
          "b": RNG.integers(-1000, 1000, 64, dtype=np.int32)}), {"x": x}, 0)
+    for name, cin, cout, k, group, stride, size in (
+            ("pointwise 64->256 1x1 56x56", 64, 256, 1, 1, 1, 56),
+            ("depthwise 144 3x3 56x56", 144, 144, 3, 144, 1, 56),
+            ("depthwise 144 3x3 s2 56x56", 144, 144, 3, 144, 2, 56),
+            ("128->128 3x3 s2 56x56", 128, 128, 3, 1, 2, 56)):
+        out = (size + 2 * (k // 2) - k) // stride + 1
+        yield (f"QLinearConv u8xs8 {name}", model(
+            [helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"],
+                              ["y"], pads=[k // 2] * 4, strides=[stride] * 2, group=group)],
+            [vi("x", TensorProto.UINT8, [1, cin, size, size])],
+            [vi("y", TensorProto.UINT8, [1, cout, out, out])],
+            {"xs": np.array(0.02, np.float32), "xz": np.array(128, np.uint8),
+             "w": s8(cout, cin // group, k, k), "ws": np.full(cout, 0.01, np.float32),
+             "wz": np.zeros(cout, np.int8), "ys": np.array(4.0, np.float32),
+             "yz": np.array(128, np.uint8), "b": RNG.integers(-1000, 1000, cout, dtype=np.int32)}),
+            {"x": u8(1, cin, size, size)}, 0)
     yield ("Conv fp32 64->64 3x3 56x56", model(
         [helper.make_node("Conv", ["x", "w"], ["y"], **conv)],
         [vi("x", TensorProto.FLOAT, [1, 64, 56, 56])], [vi("y", TensorProto.FLOAT, [1, 64, 56, 56])],

@@ -208,14 +208,9 @@ void rows_avx2(const Job& jb, int64_t i0, int64_t i1, int64_t p0, int64_t p1) {
 
 #define QUILT_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
 
-// The corrected accumulators of one row and 16 columns, stored per the job's store.
-QUILT_VNNI inline void store16(const Job& jb, int64_t i, int64_t j, __m512i acc, const RowFix& f,
-                               __mmask16 mask) {
-  const QStore& s = *jb.store;
-  const __m512i qo = _mm512_maskz_loadu_epi32(mask, jb.col_offsets + j);
-  const __m512i qs = _mm512_maskz_loadu_epi32(mask, jb.panels->sums() + j);
-  acc = _mm512_sub_epi32(acc, _mm512_mullo_epi32(qo, _mm512_set1_epi32(f.rs)));
-  acc = _mm512_sub_epi32(acc, _mm512_mullo_epi32(qs, _mm512_set1_epi32(f.ro)));
+// 16 final accumulators (bias not yet added) of row i at columns j.., stored per s.
+QUILT_VNNI inline void store_acc16(const QStore& s, int64_t i, int64_t j, __m512i acc,
+                                   __mmask16 mask) {
   if (s.bias)
     acc = _mm512_add_epi32(acc, s.per_row_bias ? _mm512_set1_epi32(s.bias[i])
                                                : _mm512_maskz_loadu_epi32(mask, s.bias + j));
@@ -256,6 +251,24 @@ QUILT_VNNI inline void store16(const Job& jb, int64_t i, int64_t j, __m512i acc,
       _mm512_mask_cvtepi32_storeu_epi8(static_cast<uint8_t*>(s.c) + i * s.ldc + j, mask, q);
       return;
     }
+  }
+}
+
+
+// The corrected accumulators of one row and 16 columns, stored per the job's store.
+QUILT_VNNI inline void store16(const Job& jb, int64_t i, int64_t j, __m512i acc, const RowFix& f,
+                               __mmask16 mask) {
+  const __m512i qo = _mm512_maskz_loadu_epi32(mask, jb.col_offsets + j);
+  const __m512i qs = _mm512_maskz_loadu_epi32(mask, jb.panels->sums() + j);
+  acc = _mm512_sub_epi32(acc, _mm512_mullo_epi32(qo, _mm512_set1_epi32(f.rs)));
+  acc = _mm512_sub_epi32(acc, _mm512_mullo_epi32(qs, _mm512_set1_epi32(f.ro)));
+  store_acc16(*jb.store, i, j, acc, mask);
+}
+
+QUILT_VNNI void store_row_vnni(const QStore& s, int64_t i, const int32_t* acc, int64_t n) {
+  for (int64_t j = 0; j < n; j += 16) {
+    const auto mask = static_cast<__mmask16>(n - j >= 16 ? 0xFFFF : (1u << (n - j)) - 1);
+    store_acc16(s, i, j, _mm512_maskz_loadu_epi32(mask, acc + j), mask);
   }
 }
 
@@ -493,6 +506,11 @@ void qgemm(QIsa isa, const QRows& rows, int64_t first_row, int64_t m, const int3
     const int64_t p0 = cb * kPanelsPerTile, p1 = std::min(np, p0 + kPanelsPerTile);
     run_block(isa, jb, i0, i1, p0, p1);
   });
+}
+
+void qstore_row(QIsa isa, const QStore& store, int64_t i, const int32_t* acc, int64_t n) {
+  if (isa == QIsa::Avx512Vnni && qisa_supported(isa)) return store_row_vnni(store, i, acc, n);
+  for (int64_t j = 0; j < n; ++j) store_one(store, i, j, acc[j]);
 }
 
 }  // namespace quilt::cpu

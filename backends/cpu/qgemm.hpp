@@ -134,4 +134,8 @@ void qgemm(QIsa isa, const QRows& rows, int64_t first_row, int64_t m, const int3
            const QPanels& panels, const int32_t* col_offsets, const QStore& store,
            const ThreadPool& pool);
 
+// Stores accumulators acc[0..n) (final: offsets already applied) as row i, columns [0, n) of C
+// per `store` (its bias added, then scaled / requantized), vectorised on the AVX512-VNNI path.
+void qstore_row(QIsa isa, const QStore& store, int64_t i, const int32_t* acc, int64_t n);
+
 }  // namespace quilt::cpu

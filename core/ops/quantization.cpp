@@ -1,15 +1,19 @@
 // Schemas and shape inference of the quantization op family: QuantizeLinear, DequantizeLinear,
 // DynamicQuantizeLinear, QLinearMatMul and QLinearConv; and onnxruntime's com.microsoft
 // QuantizeLinear, DequantizeLinear, QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu and
-// QLinearGlobalAveragePool (MatMulIntegerToFloat and DynamicQuantizeMatMul are with MatMul in
-// nn.cpp).
+// QLinearGlobalAveragePool, QLinearAveragePool, QLinearConcat, QLinearSoftmax and QLinearWhere
+// and DynamicQuantizeLSTM (MatMulIntegerToFloat and DynamicQuantizeMatMul are with MatMul in
+// nn.cpp). The last five take their shapes from the float op's own inference (AveragePool,
+// Concat, Softmax, Where, LSTM).
 //
 // Element types the spec allows but Quilt's Tensor cannot hold (float8e8m0, 4-bit, 2-bit) arrive
 // as Undefined; inference then leaves the output dtype Undefined and the kernels' support
 // functions refuse the node, so such models are reported as not implemented, not as invalid.
 // float8 (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz) and bfloat16 are held.
 #include <algorithm>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "core/checked.hpp"
 #include "core/op_schema.hpp"
@@ -311,6 +315,148 @@ void infer_qlinear_global_pool(InferenceContext& ctx) {
   ctx.set_output(0, ctx.input_dtype(0), y);
 }
 
+// The outputs the float op `op_type` (ai.onnx, `opset`) infers from this node's inputs `which`
+// (absent ones stay absent), each input's type first passed through `adjust(i, type)`; the
+// node's name, op type and attributes stay, so its messages name this node.
+std::vector<TypeShape> infer_float_op(const InferenceContext& ctx, const char* op_type,
+                                      int64_t opset, const std::vector<size_t>& which,
+                                      const std::function<void(size_t, TypeShape&)>& adjust) {
+  Node n = ctx.node();
+  n.inputs.clear();
+  n.opset = opset;
+  n.attributes.erase("channels_last");
+  std::vector<TypeShape> types;
+  std::vector<const Tensor*> values;
+  for (size_t i : which) {
+    n.inputs.push_back(ctx.has_input(i) ? ctx.node().inputs[i] : "");
+    TypeShape t;
+    if (ctx.has_input(i)) {
+      t = {ctx.input_dtype(i), ctx.input_has_shape(i), {}};
+      if (t.has_shape) t.dims = ctx.input_shape(i);
+      adjust(i, t);
+    }
+    types.push_back(std::move(t));
+    values.push_back(ctx.has_input(i) ? ctx.input_value(i) : nullptr);
+  }
+  InferenceContext sub(n, std::move(types), std::move(values), ctx.runtime());
+  SchemaRegistry::builtin().find(op_type, "", opset)->infer(sub);
+  return sub.outputs();
+}
+
+// dims permuted by perm (when it has their rank): dims[perm[k]] -> out[k], or back.
+std::vector<int64_t> permuted(const std::vector<int64_t>& dims, const std::vector<size_t>& perm,
+                              bool back) {
+  if (perm.empty() || dims.size() != perm.size()) return dims;
+  std::vector<int64_t> d(perm.size());
+  for (size_t k = 0; k < perm.size(); ++k) (back ? d[perm[k]] : d[k]) = dims[back ? k : perm[k]];
+  return d;
+}
+
+// Output 0 as the float op infers it from inputs `which`, each shape permuted by `perm` first
+// and the output's back, when given.
+void infer_as(InferenceContext& ctx, DType dtype, const char* op_type, int64_t opset,
+              const std::vector<size_t>& which, const std::vector<size_t>& perm = {}) {
+  TypeShape out = infer_float_op(ctx, op_type, opset, which, [&](size_t, TypeShape& t) {
+                    t.dims = permuted(t.dims, perm, false);
+                  }).at(0);
+  if (out.has_shape)
+    ctx.set_output(0, dtype, permuted(out.dims, perm, true));
+  else
+    ctx.set_output_unknown_shape(0, dtype);
+}
+
+// QLinearAveragePool: AveragePool's window attributes and output size; with channels_last the
+// channels are the last dim (N, spatial..., C).
+void infer_qlinear_average_pool(InferenceContext& ctx) {
+  infer_qlinear_unary(ctx);
+  std::vector<size_t> perm;
+  if (ctx.node().attr_int("channels_last", 0) != 0) {
+    const size_t rank = ctx.input_shape(0).size();
+    if (rank < 3) ctx.fail("X has shape " + to_string(ctx.input_shape(0)) + ", expected rank >= 3");
+    perm = {0, rank - 1};
+    for (size_t d = 1; d + 1 < rank; ++d) perm.push_back(d);
+  }
+  infer_as(ctx, ctx.input_dtype(0), "AveragePool", 19, {0}, perm);
+}
+
+// QLinearConcat: (Y_scale, Y_zero_point, then X, X_scale, X_zero_point for each input) -> Y,
+// Concat's shapes; every X of Y_zero_point's type.
+void infer_qlinear_concat(InferenceContext& ctx) {
+  const size_t n = ctx.num_inputs();
+  if (n < 5 || (n - 2) % 3 != 0)
+    ctx.fail("has " + std::to_string(n) +
+             " inputs, expected Y_scale, Y_zero_point and then (X, X_scale, X_zero_point) for "
+             "each tensor to join");
+  check_dtype(ctx, 1, {DType::Int8, DType::UInt8}, "Y_zero_point");
+  const DType t = ctx.input_dtype(1);
+  check_qparam(ctx, 0, true, t, "Y_scale");
+  check_qparam(ctx, 1, false, t, "Y_zero_point");
+  std::vector<size_t> xs;
+  for (size_t i = 2; i < n; i += 3) {
+    const std::string k = std::to_string((i - 2) / 3);
+    check_dtype(ctx, i, {DType::Int8, DType::UInt8}, ("X " + k).c_str());
+    if (t != DType::Undefined) check_dtype(ctx, i, {t}, ("X " + k).c_str());
+    check_qparam(ctx, i + 1, true, t, ("X_scale " + k).c_str());
+    check_qparam(ctx, i + 2, false, t, ("X_zero_point " + k).c_str());
+    xs.push_back(i);
+  }
+  infer_as(ctx, t == DType::Undefined ? ctx.input_dtype(2) : t, "Concat", 13, xs);
+}
+
+// QLinearSoftmax: Softmax's; the `opset` attribute (of the Softmax it replaced) says whether the
+// input is coerced to a matrix at `axis` (before 13) or the softmax runs along `axis`.
+void infer_qlinear_softmax(InferenceContext& ctx) {
+  infer_qlinear_unary(ctx);
+  if (!ctx.node().has_attr("opset"))
+    ctx.fail("attribute 'opset' (the opset of the Softmax it replaces) is required");
+  infer_as(ctx, ctx.input_dtype(0), "Softmax", ctx.node().attr_int("opset", 13) < 13 ? 11 : 13,
+           {0});
+}
+
+// QLinearWhere: (condition, X, x_scale, x_zero_point, Y, y_scale, y_zero_point, z_scale,
+// z_zero_point) -> Z, Where's shapes; X, Y and Z of one int8/uint8 type.
+void infer_qlinear_where(InferenceContext& ctx) {
+  check_dtype(ctx, 1, {DType::Int8, DType::UInt8}, "X");
+  const DType t = ctx.input_dtype(1);
+  if (t != DType::Undefined) check_dtype(ctx, 4, {t}, "Y");
+  check_qparam(ctx, 2, true, t, "x_scale");
+  check_qparam(ctx, 3, false, t, "x_zero_point");
+  check_qparam(ctx, 5, true, t, "y_scale");
+  check_qparam(ctx, 6, false, t, "y_zero_point");
+  check_qparam(ctx, 7, true, t, "z_scale");
+  check_qparam(ctx, 8, false, t, "z_zero_point");
+  infer_as(ctx, t, "Where", 16, {0, 1, 4});
+}
+
+// DynamicQuantizeLSTM: LSTM's (X, W, R, B, sequence_lens, initial_h, initial_c, P) with int8 /
+// uint8 W [dirs, input, 4 hidden] and R [dirs, hidden, 4 hidden] (LSTM's transposed), then
+// W_scale, W_zero_point, R_scale, R_zero_point per direction ([dirs]) or per gate column
+// ([dirs, 4 hidden]). The shapes are LSTM's with W and R as float32 in LSTM's layout.
+void infer_dynamic_quantize_lstm(InferenceContext& ctx) {
+  const char* names[] = {"W_scale", "W_zero_point", "R_scale", "R_zero_point"};
+  for (size_t i = 8; i < 12; ++i)
+    if (!ctx.has_input(i))
+      ctx.fail(std::string(names[i - 8]) + " (input " + std::to_string(i) + ") is required");
+  check_dtype(ctx, 1, {DType::Int8, DType::UInt8}, "W");
+  check_dtype(ctx, 2, {DType::Int8, DType::UInt8}, "R");
+  check_dtype(ctx, 8, {DType::Float32}, "W_scale");
+  check_dtype(ctx, 10, {DType::Float32}, "R_scale");
+  check_dtype(ctx, 9, {ctx.input_dtype(1)}, "W_zero_point");
+  check_dtype(ctx, 11, {ctx.input_dtype(2)}, "R_zero_point");
+  const DType x = ctx.input_dtype(0);
+  const std::vector<TypeShape> out =
+      infer_float_op(ctx, "LSTM", 14, {0, 1, 2, 3, 4, 5, 6, 7}, [&](size_t i, TypeShape& t) {
+        if (i != 1 && i != 2) return;
+        t.dtype = x;
+        if (t.has_shape) t.dims = permuted(t.dims, {0, 2, 1}, false);
+      });
+  for (size_t i = 0; i < out.size() && i < ctx.num_outputs(); ++i)
+    if (out[i].has_shape)
+      ctx.set_output(i, out[i].dtype, out[i].dims);
+    else
+      ctx.set_output_unknown_shape(i, out[i].dtype);
+}
+
 }  // namespace
 
 void register_quantization_schemas(SchemaRegistry& r) {
@@ -372,6 +518,32 @@ void register_quantization_schemas(SchemaRegistry& r) {
          .min_inputs = 5,
          .max_inputs = 5,
          .infer = infer_qlinear_global_pool});
+  r.add({.op_type = "QLinearAveragePool",
+         .domain = ms,
+         .min_inputs = 4,
+         .max_inputs = 5,
+         .infer = infer_qlinear_average_pool});
+  r.add({.op_type = "QLinearSoftmax",
+         .domain = ms,
+         .min_inputs = 4,
+         .max_inputs = 5,
+         .infer = infer_qlinear_softmax});
+  r.add({.op_type = "QLinearConcat",
+         .domain = ms,
+         .min_inputs = 5,
+         .max_inputs = 1 << 20,
+         .infer = infer_qlinear_concat});
+  r.add({.op_type = "QLinearWhere",
+         .domain = ms,
+         .min_inputs = 9,
+         .max_inputs = 9,
+         .infer = infer_qlinear_where});
+  r.add({.op_type = "DynamicQuantizeLSTM",
+         .domain = ms,
+         .min_inputs = 3,
+         .max_inputs = 12,
+         .max_outputs = 3,
+         .infer = infer_dynamic_quantize_lstm});
 }
 
 }  // namespace quilt

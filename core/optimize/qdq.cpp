@@ -6,8 +6,14 @@
 //   DQ(a) DQ(b)                -> MatMul -> Q   =>  QLinearMatMul
 //   DQ(a) DQ(b) [DQ(c, int32)] -> Gemm   -> Q   =>  com.microsoft.QGemm
 //   DQ(a) DQ(b)                -> Add/Mul -> Q  =>  com.microsoft.QLinearAdd / QLinearMul
-//   DQ(x) -> GlobalAveragePool / Sigmoid / LeakyRelu -> Q  =>  com.microsoft.QLinear*
-//   DQ(x) -> MaxPool -> Q (the same scale and zero point)  =>  MaxPool on the integers
+//   DQ(x) -> GlobalAveragePool / AveragePool / Sigmoid / LeakyRelu / Softmax -> Q
+//                                              =>  com.microsoft.QLinear*
+//   DQ(x0) DQ(x1) ... -> Concat -> Q            =>  com.microsoft.QLinearConcat
+//   condition, DQ(x), DQ(y) -> Where -> Q       =>  com.microsoft.QLinearWhere
+//   DQ(x) -> MaxPool / Reshape / Transpose / Flatten / Squeeze / Unsqueeze / Slice / Expand /
+//            Tile / DepthToSpace / SpaceToDepth / nearest Resize -> Q, the same scale and zero
+//            point on both sides                =>  the op on the integers (as onnxruntime's
+//            DropQDQNodes rule: these ops only move or pick values, so x's integers are y's)
 //
 // and the dynamic pattern DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul(scale product)
 // [-> Add(constant bias row)] => com.microsoft.DynamicQuantizeMatMul. A group is fused only when
@@ -59,10 +65,14 @@ class Qdq {
       else if (n.op_type == "Add" || n.op_type == "Mul")
         binary(i);
       else if (n.op_type == "GlobalAveragePool" || n.op_type == "Sigmoid" ||
-               n.op_type == "LeakyRelu")
+               n.op_type == "LeakyRelu" || n.op_type == "Softmax" || n.op_type == "AveragePool")
         unary(i);
-      else if (n.op_type == "MaxPool")
-        max_pool(i);
+      else if (n.op_type == "Concat")
+        concat(i);
+      else if (n.op_type == "Where")
+        where(i);
+      else if (moves_values(n))
+        drop_pair(i);
       else if (n.op_type == "MatMulInteger")
         dynamic_matmul(i);
     }
@@ -170,8 +180,8 @@ class Qdq {
   bool replace(size_t op, size_t q, const std::string& op_type, const char* domain,
                std::vector<std::string> inputs, std::map<std::string, Attribute> attrs,
                const std::string& pattern, std::vector<size_t> dqs) {
-    Node n = make_node(op_type, r_.node(op), op_type == "MaxPool" ? 1 : 10, std::move(inputs),
-                       {r_.node(q).outputs[0]});
+    Node n = make_node(op_type, r_.node(op), op_type.rfind("QLinear", 0) == 0 ? 10 : 1,
+                       std::move(inputs), {r_.node(q).outputs[0]});
     if (*domain) {
       n.domain = domain;
       n.opset = 1;
@@ -183,6 +193,14 @@ class Qdq {
     std::sort(dqs.begin(), dqs.end());
     r_.drop_unread(dqs);
     return true;
+  }
+
+  // "qdq " and the op type in lower case: the plan's name of a fusion.
+  static std::string pattern_of(const std::string& op_type) {
+    std::string pattern = "qdq " + op_type;
+    std::transform(pattern.begin(), pattern.end(), pattern.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return pattern;
   }
 
   static std::map<std::string, Attribute> keep(const Node& n,
@@ -292,32 +310,103 @@ class Qdq {
     if (r_.constant(qn.inputs[2])->dtype() != *int_type(x->q)) return;
     std::map<std::string, Attribute> attrs;
     if (n.op_type == "LeakyRelu") attrs = keep(n, {"alpha"});
-    std::string pattern = "qdq " + n.op_type;
-    std::transform(pattern.begin(), pattern.end(), pattern.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (n.op_type == "AveragePool") {
+      // QLinearAveragePool has no dilations, and divides a count_include_pad window by the
+      // kernel size even where ceil_mode makes it reach past the end padding (AveragePool
+      // before opset 19 does the same).
+      for (int64_t d : n.attr_ints("dilations", {}))
+        if (d != 1) return;
+      if (n.opset >= 19 && n.attr_int("count_include_pad", 0) != 0 &&
+          n.attr_int("ceil_mode", 0) != 0)
+        return;
+      attrs = keep(
+          n, {"auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads", "strides"});
+    }
+    if (n.op_type == "Softmax") {
+      attrs = keep(n, {"axis"});
+      Attribute opset;
+      opset.name = "opset";
+      opset.kind = Attribute::Kind::Int;
+      opset.i = n.opset;
+      attrs["opset"] = opset;
+    }
     replace(i, *q, "QLinear" + n.op_type, kMs, {x->q, x->scale, x->zp, qn.inputs[1], qn.inputs[2]},
-            attrs, pattern, {x->node});
+            attrs, pattern_of(n.op_type), {x->node});
   }
 
-  // DQ -> MaxPool -> Q with the same scale and zero point: the max of the integers is the
-  // integer of the max.
-  void max_pool(size_t i) {
-    const Node& n = r_.node(i);
-    if (n.outputs.size() > 1 && !n.outputs[1].empty()) return;
-    const auto x = dq_of(n.inputs[0]);
-    const auto q = q_after(n.outputs[0]);
-    if (!x || !q || !per_tensor(*x)) return;
-    const Node& qn = r_.node(*q);
-    const Tensor* xs = r_.constant(x->scale);
-    const Tensor* xz = r_.constant(x->zp);
+  // Ops whose outputs are some of input 0's values (moved, repeated or the max of some): run on
+  // the integers they give the same integers. Resize only in nearest mode, and not
+  // tf_crop_and_resize (its extrapolation value is a float).
+  static bool moves_values(const Node& n) {
+    static const char* const ops[] = {"MaxPool", "Reshape",      "Transpose",    "Flatten",
+                                      "Squeeze", "Unsqueeze",    "Slice",        "Expand",
+                                      "Tile",    "DepthToSpace", "SpaceToDepth", "Resize"};
+    if (std::none_of(std::begin(ops), std::end(ops),
+                     [&](const char* op) { return n.op_type == op; }))
+      return false;
+    if (n.op_type == "Resize")
+      return n.attr_string("mode", "nearest") == "nearest" &&
+             n.attr_string("coordinate_transformation_mode", "half_pixel") != "tf_crop_and_resize";
+    return n.op_type != "MaxPool" || n.outputs.size() < 2 || n.outputs[1].empty();
+  }
+
+  // True when DequantizeLinear x and QuantizeLinear node q have the same scale and zero point.
+  bool same_params(const Dq& x, size_t q) const {
+    const Node& qn = r_.node(q);
+    const Tensor* xs = r_.constant(x.scale);
+    const Tensor* xz = r_.constant(x.zp);
     const Tensor* ys = r_.constant(qn.inputs[1]);
     const Tensor* yz = r_.constant(qn.inputs[2]);
-    if (xs->data<float>()[0] != ys->data<float>()[0] || xz->dtype() != yz->dtype() ||
-        std::memcmp(xz->raw_data(), yz->raw_data(), 1) != 0)
-      return;
+    return xs->data<float>()[0] == ys->data<float>()[0] && xz->dtype() == yz->dtype() &&
+           std::memcmp(xz->raw_data(), yz->raw_data(), 1) == 0;
+  }
+
+  // DQ -> op -> Q with the same scale and zero point, op one of moves_values: the op on the
+  // integers.
+  void drop_pair(size_t i) {
+    const Node& n = r_.node(i);
+    const auto x = dq_of(n.inputs[0]);
+    const auto q = q_after(n.outputs[0]);
+    if (!x || !q || !per_tensor(*x) || !same_params(*x, *q)) return;
     std::vector<std::string> in = n.inputs;
     in[0] = x->q;
-    replace(i, *q, "MaxPool", "", in, n.attributes, "qdq maxpool", {x->node});
+    std::vector<std::string> out = {r_.node(*q).outputs[0]};
+    replace(i, *q, n.op_type, "", in, n.attributes, pattern_of(n.op_type), {x->node});
+  }
+
+  // DQ(x0) DQ(x1) ... -> Concat -> Q  =>  QLinearConcat(y_scale, y_zp, x0, s0, z0, x1, ...).
+  void concat(size_t i) {
+    const Node& n = r_.node(i);
+    const auto q = q_after(n.outputs[0]);
+    if (!q || n.inputs.empty()) return;
+    const Node& qn = r_.node(*q);
+    const DType t = r_.constant(qn.inputs[2])->dtype();
+    std::vector<std::string> in = {qn.inputs[1], qn.inputs[2]};
+    std::vector<size_t> dqs;
+    for (const std::string& v : n.inputs) {
+      const auto x = dq_of(v);
+      if (!x || !per_tensor(*x) || *int_type(x->q) != t) return;
+      in.insert(in.end(), {x->q, x->scale, x->zp});
+      if (std::find(dqs.begin(), dqs.end(), x->node) == dqs.end()) dqs.push_back(x->node);
+    }
+    replace(i, *q, "QLinearConcat", kMs, in, keep(n, {"axis"}), "qdq concat", dqs);
+  }
+
+  // condition, DQ(x), DQ(y) -> Where -> Q  =>  QLinearWhere(condition, x, .., y, .., z_scale,
+  // z_zp).
+  void where(size_t i) {
+    const Node& n = r_.node(i);
+    if (n.inputs.size() != 3) return;
+    const auto x = dq_of(n.inputs[1]);
+    const auto y = dq_of(n.inputs[2]);
+    const auto q = q_after(n.outputs[0]);
+    if (!x || !y || !q || !per_tensor(*x) || !per_tensor(*y)) return;
+    const Node& qn = r_.node(*q);
+    const DType t = r_.constant(qn.inputs[2])->dtype();
+    if (*int_type(x->q) != t || *int_type(y->q) != t) return;
+    replace(i, *q, "QLinearWhere", kMs,
+            {n.inputs[0], x->q, x->scale, x->zp, y->q, y->scale, y->zp, qn.inputs[1], qn.inputs[2]},
+            {}, "qdq where", {x->node, y->node});
   }
 
   // DynamicQuantizeLinear(a) -> MatMulInteger(a_q, B, a_zp, b_zp) -> Cast(float) ->

@@ -161,6 +161,15 @@ conv_shapes = [  # (n, c_in, h, w, c_out, k, group, stride, pad, dilation)
     (1, 5, 9, 8, 5, 5, 5, 2, 2, 1),
     (1, 4, 7, 7, 4, 3, 4, 1, 0, 1),
     (1, 3, 6, 9, 3, 3, 3, 3, 1, 1),
+    # Unfolded straight into the panels (stride 1 along the width, AVX-512): one input row, so
+    # two of the three kernel rows read only padding; an odd width of 5 (up to four runs of
+    # output rows in a panel); a map chunked by output rows
+    (1, 7, 1, 40, 9, 3, 1, 1, 1, 1),
+    (2, 9, 6, 5, 10, 3, 1, 1, 1, 1),
+    (1, 24, 40, 45, 16, 3, 1, 1, 1, 1),
+    # depthwise 5x5 of stride 1 (the AVX-512 plane kernel's generic width), both input types
+    (1, 6, 9, 20, 6, 5, 6, 1, 2, 1),
+    (1, 6, 9, 20, 6, 5, 6, 1, 2, 1),
 ]
 for i, (n, cin, h, wd, m, k, group, stride, pad, dil) in enumerate(conv_shapes):
     tx, tw = types[i % len(types)]

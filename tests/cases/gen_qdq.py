@@ -107,6 +107,58 @@ node = helper.make_node("MaxPool", ["x_dq"], ["y_f"], kernel_shape=[2, 2], strid
 case("maxpool__MaxPool", xn + [node], {"x": rand(1, 3, 8, 8, low=-4, high=4)}, xi, 0.04,
      (128, U8))
 
+# ---- Concat: inputs of three scales -> QLinearConcat ----
+nodes, inits = [], {}
+for k, (scale, zp) in enumerate(((0.02, 128), (0.05, 100), (0.03, 140))):
+    n_, i_ = qdq(f"x{k}", scale, (zp, U8), f"x{k}")
+    nodes += n_
+    inits.update(i_)
+nodes.append(helper.make_node("Concat", ["x0_dq", "x1_dq", "x2_dq"], ["y_f"], axis=1))
+case("concat__com.microsoft.QLinearConcat", nodes,
+     {"x0": rand(2, 3, 5, low=-2, high=2), "x1": rand(2, 1, 5, low=-4, high=4),
+      "x2": rand(2, 4, 5, low=-3, high=3)}, inits, 0.04, (128, U8))
+
+# ---- AveragePool (with and without count_include_pad), Softmax -> com.microsoft.QLinear* ----
+for include_pad in (0, 1):
+    xn, xi = qdq("x", 0.04, (5, I8), "x")
+    node = helper.make_node("AveragePool", ["x_dq"], ["y_f"], kernel_shape=[3, 3], strides=[2, 2],
+                            pads=[1, 1, 1, 1], count_include_pad=include_pad)
+    case(f"averagepool_pad{include_pad}__com.microsoft.QLinearAveragePool", xn + [node],
+         {"x": rand(2, 3, 9, 8, low=-4, high=4)}, xi, 0.03, (-3, I8))
+xn, xi = qdq("x", 0.03, (128, U8), "x")
+node = helper.make_node("Softmax", ["x_dq"], ["y_f"], axis=-1)
+case("softmax__com.microsoft.QLinearSoftmax", xn + [node], {"x": rand(3, 4, 12, low=-3, high=3)},
+     xi, 1 / 256, (0, U8))
+
+# ---- Where (a float condition input compared to 0) -> QLinearWhere ----
+an, ai = qdq("a", 0.02, (128, U8), "a")
+bn_, bi_ = qdq("b", 0.05, (100, U8), "b")
+nodes = an + bn_ + [helper.make_node("Greater", ["c", "zero"], ["cond"]),
+                    helper.make_node("Where", ["cond", "a_dq", "b_dq"], ["y_f"])]
+case("where__com.microsoft.QLinearWhere", nodes,
+     {"c": rand(2, 1, 5, low=-1, high=1), "a": rand(2, 3, 5, low=-2, high=2),
+      "b": rand(3, 1, low=-4, high=4)}, {**ai, **bi_, "zero": np.array(0, f32)}, 0.04, (120, U8))
+
+# ---- data-movement ops between equal scales and zero points: run on the integers ----
+xn, xi = qdq("x", 0.04, (120, U8), "x")
+rn, ri = qdq("r", 0.04, (120, U8), "r")
+nodes = xn + [helper.make_node("Reshape", ["x_dq", "shape"], ["r"])] + rn + [
+    helper.make_node("Transpose", ["r_dq"], ["y_f"], perm=[0, 2, 1])]
+case("reshape_transpose__Transpose", nodes, {"x": rand(2, 3, 4, 5, low=-4, high=4)},
+     {**xi, **ri, "shape": np.array([2, 12, 5], np.int64)}, 0.04, (120, U8))
+xn, xi = qdq("x", 0.05, (-7, I8), "x")
+node = helper.make_node("Resize", ["x_dq", "", "scales"], ["y_f"], mode="nearest")
+case("resize_nearest__Resize", xn + [node], {"x": rand(1, 2, 3, 4, low=-4, high=4)},
+     {**xi, "scales": np.array([1, 1, 2, 1.5], f32)}, 0.05, (-7, I8))
+xn, xi = qdq("x", 0.05, (100, U8), "x")
+fn_, fi = qdq("f", 0.05, (100, U8), "f")
+nodes = xn + [helper.make_node("Unsqueeze", ["x_dq", "axes"], ["u"])]
+un, ui = qdq("u", 0.05, (100, U8), "u")
+nodes += un + [helper.make_node("Squeeze", ["u_dq", "axes"], ["f"])] + fn_ + [
+    helper.make_node("Flatten", ["f_dq"], ["y_f"], axis=2)]
+case("unsqueeze_squeeze_flatten__Flatten", nodes, {"x": rand(2, 3, 4, low=-4, high=4)},
+     {**xi, **ui, **fi, "axes": np.array([1], np.int64)}, 0.05, (100, U8))
+
 # ---- the dynamic pattern (quantize_dynamic's MatMul) -> DynamicQuantizeMatMul ----
 w = q((32, 20), I8)
 nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["x_q", "x_s", "x_z"]),

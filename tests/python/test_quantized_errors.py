@@ -45,6 +45,23 @@ def qmm(bz):
                   "bz": bz, "ys": f32(0.2), "yz": np.array(0, np.uint8)}, U8)
 
 
+def concat(more, axis=1):
+    """QLinearConcat "n" of Y (uint8, scale 0.1, zero point 0), the fed uint8 x [2, 3] with
+    its scale and zero point, then the constants `more`."""
+    names = ["ys", "yz", "x", "xs", "xz"] + [f"c{i}" for i in range(len(more))]
+    node = helper.make_node("QLinearConcat", names, ["y"], name="n", domain="com.microsoft",
+                            axis=axis)
+    inits = [f32(0.1), np.array(0, np.uint8), None, f32(0.1), np.array(0, np.uint8)] + more
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", U8, [2, 3])],
+        [helper.make_tensor_value_info("y", U8, None)],
+        [numpy_helper.from_array(v, k) for k, v in zip(names, inits) if v is not None])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
+                                                helper.make_opsetid("com.microsoft", 1)])
+    m.ir_version = 10
+    return m.SerializeToString()
+
+
 CASES = [
     # (what, model bytes, feeds, words the message must hold)
     ("MatMulInteger b_zero_point of 3 values for 5 columns",
@@ -82,6 +99,62 @@ CASES = [
            {"xs": np.full(3, 0.1, np.float32), "xz": np.array(1, np.uint8), "ys": f32(0.1),
             "yz": np.array(0, np.uint8)}, U8, domain="com.microsoft"),
      {"x": u8(1, 3, 4, 4)}, ['"n"', "X_scale", "[3]", "expected a scalar"]),
+    ("QLinearConcat with a triple cut short",
+     concat([u8(2, 3), f32(0.1), np.array(0, np.uint8), u8(2, 3), f32(0.1)]),
+     {"x": u8(2, 3)}, ["QLinearConcat", '"n"', "has 10 inputs", "(X, X_scale, X_zero_point)"]),
+    ("QLinearConcat input of another type than Y_zero_point",
+     concat([i8(2, 3), f32(0.1), np.array(0, np.int8)]),
+     {"x": u8(2, 3)}, ['"n"', "X 1", "int8", "uint8"]),
+    ("QLinearConcat shapes that do not join",
+     concat([u8(2, 4), f32(0.1), np.array(0, np.uint8)], axis=0),
+     {"x": u8(2, 3)}, ['"n"', "[2, 4]", "all dims except axis 0"]),
+    ("QLinearWhere Y of another type than X",
+     model("QLinearWhere", [("c", TensorProto.BOOL, [2, 3])],
+           {"x": u8(2, 3), "xs": f32(0.1), "xz": np.array(0, np.uint8), "b": i8(2, 3),
+            "bs": f32(0.1), "bz": np.array(0, np.int8), "zs": f32(0.1),
+            "zz": np.array(0, np.uint8)}, U8, domain="com.microsoft"),
+     {"c": np.zeros((2, 3), bool)}, ["QLinearWhere", '"n"', "Y", "int8", "uint8"]),
+    ("QLinearWhere condition not bool",
+     model("QLinearWhere", [("c", F, [2, 3])],
+           {"x": u8(2, 3), "xs": f32(0.1), "xz": np.array(0, np.uint8), "b": u8(2, 3),
+            "bs": f32(0.1), "bz": np.array(0, np.uint8), "zs": f32(0.1),
+            "zz": np.array(0, np.uint8)}, U8, domain="com.microsoft"),
+     {"c": np.zeros((2, 3), np.float32)}, ['"n"', "float32", "bool"]),
+    ("DynamicQuantizeLSTM W_scale of the wrong length",
+     model("DynamicQuantizeLSTM", [("x", F, [3, 1, 2])],
+           {"W": i8(1, 2, 8), "R": i8(1, 2, 8), "_B": None, "_s": None, "_h": None, "_c": None,
+            "_P": None, "ws": np.full(3, 0.1, np.float32), "wz": np.zeros(3, np.int8),
+            "rs": f32([0.1]), "rz": np.zeros(1, np.int8)}, F, domain="com.microsoft",
+           hidden_size=2),
+     {"x": np.zeros((3, 1, 2), np.float32)},
+     ["DynamicQuantizeLSTM", '"n"', "W_scale", "[3]", "[1, 8]"]),
+    ("DynamicQuantizeLSTM without R_zero_point",
+     model("DynamicQuantizeLSTM", [("x", F, [3, 1, 2])],
+           {"W": i8(1, 2, 8), "R": i8(1, 2, 8), "_B": None, "_s": None, "_h": None, "_c": None,
+            "_P": None, "ws": f32([0.1]), "wz": np.zeros(1, np.int8), "rs": f32([0.1]),
+            "_rz": None}, F, domain="com.microsoft", hidden_size=2),
+     {"x": np.zeros((3, 1, 2), np.float32)}, ['"n"', "R_zero_point (input 11) is required"]),
+    ("QLinearSoftmax without its opset attribute",
+     model("QLinearSoftmax", [("x", U8, [2, 3])],
+           {"xs": f32(0.1), "xz": np.array(1, np.uint8), "ys": f32(1 / 256),
+            "yz": np.array(0, np.uint8)}, U8, domain="com.microsoft"),
+     {"x": u8(2, 3)}, ["QLinearSoftmax", '"n"', "'opset'", "required"]),
+    ("QLinearSoftmax axis out of range",
+     model("QLinearSoftmax", [("x", U8, [2, 3])],
+           {"xs": f32(0.1), "xz": np.array(1, np.uint8), "ys": f32(1 / 256),
+            "yz": np.array(0, np.uint8)}, U8, domain="com.microsoft", opset=13, axis=2),
+     {"x": u8(2, 3)}, ['"n"', "axis 2"]),
+    ("QLinearAveragePool per-channel scale",
+     model("QLinearAveragePool", [("x", U8, [1, 3, 4, 4])],
+           {"xs": np.full(3, 0.1, np.float32), "xz": np.array(1, np.uint8), "ys": f32(0.1),
+            "yz": np.array(0, np.uint8)}, U8, domain="com.microsoft", kernel_shape=[2, 2]),
+     {"x": u8(1, 3, 4, 4)}, ["QLinearAveragePool", '"n"', "X_scale", "[3]", "expected a scalar"]),
+    ("QLinearAveragePool pads as large as the window",
+     model("QLinearAveragePool", [("x", U8, [1, 3, 4, 4])],
+           {"xs": f32(0.1), "xz": np.array(1, np.uint8), "ys": f32(0.1),
+            "yz": np.array(0, np.uint8)}, U8, domain="com.microsoft", kernel_shape=[2, 2],
+           pads=[2, 0, 0, 0]),
+     {"x": u8(1, 3, 4, 4)}, ['"n"', "pads", "not smaller than the window"]),
     ("MatMulIntegerToFloat bias of the wrong length",
      model("MatMulIntegerToFloat", [("a", U8, [2, 4])],
            {"b": i8(4, 5), "as": f32(0.1), "bs": f32(0.1), "_az": None, "_bz": None,

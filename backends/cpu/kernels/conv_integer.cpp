@@ -1,7 +1,8 @@
 // ConvInteger and QLinearConv on the integer GEMM (backends/cpu/qgemm.hpp): the weights are the
 // broadcast rows (int8; uint8 weights shifted by 128), packed once when the kernel is created if
 // constant; the input is unfolded (im2col, padding reading x's zero point) and interleaved into
-// uint8 panels of 16 output positions x 4 depths (int8 inputs shifted by 128). Output rows are
+// uint8 panels of 16 output positions x 4 depths (int8 inputs shifted by 128) -- in one pass
+// (unfold_panels) for stride 1 or 2 along the width on AVX-512 CPUs. Output rows are
 // output channels and columns output positions, so C is the NCHW output itself. QLinearConv adds
 // its int32 bias and requantizes in the store: y = saturate(round_half_even(acc * x_scale *
 // w_scale[c] / y_scale) + y_zero_point), the multiplier in float32 and the product in double, as
@@ -14,6 +15,7 @@
 #include <numeric>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "backends/cpu/kernel.hpp"
 #include "backends/cpu/kernels/conv_geometry.hpp"
@@ -29,16 +31,33 @@ struct Slots {
 constexpr Slots kConvInteger{0, 2, 1, 3};
 constexpr Slots kQLinearConv{0, 2, 3, 5};
 
+// Four rows of 16 bytes (r) transposed by two rounds of unpacks into a panel's 16 x 4 layout at
+// dst, adding each column's sum of the four to colsums when `sums`.
+inline void store_quad(const __m128i r[4], uint8_t* dst, int32_t* colsums, bool sums) {
+  const __m128i ones8 = _mm_set1_epi8(1), ones16 = _mm_set1_epi16(1);
+  const __m128i t0 = _mm_unpacklo_epi8(r[0], r[1]), t1 = _mm_unpackhi_epi8(r[0], r[1]);
+  const __m128i t2 = _mm_unpacklo_epi8(r[2], r[3]), t3 = _mm_unpackhi_epi8(r[2], r[3]);
+  const __m128i o[4] = {_mm_unpacklo_epi16(t0, t2), _mm_unpackhi_epi16(t0, t2),
+                        _mm_unpacklo_epi16(t1, t3), _mm_unpackhi_epi16(t1, t3)};
+  for (int v = 0; v < 4; ++v) {
+    _mm_store_si128(reinterpret_cast<__m128i*>(dst + v * 16), o[v]);
+    if (sums) {
+      auto* sp = reinterpret_cast<__m128i*>(colsums + v * 4);
+      _mm_store_si128(sp, _mm_add_epi32(_mm_load_si128(sp),
+                                        _mm_madd_epi16(_mm_maddubs_epi16(o[v], ones8), ones16)));
+    }
+  }
+}
+
 // Writes k rows of n bytes (row stride ld) into p's panels, each byte xor flip, and p's column
-// sums (zeros unless `sums`). Four rows and 16 columns at a time: the 4 x 16 byte block is
-// transposed by two rounds of unpacks into the panel's 16 x 4 layout. A panel is written whole
-// before the next (rows first measured 40 % slower: the panel stores no longer stream).
+// sums (zeros unless `sums`). Four rows and 16 columns at a time (store_quad). A panel is
+// written whole before the next (rows first measured 40 % slower: the panel stores no longer
+// stream).
 void interleave(const uint8_t* src, int64_t ld, int64_t k, int64_t n, uint8_t flip, bool sums,
                 QPanels& p, const ThreadPool& pool) {
   constexpr int64_t kCols = QPanels::kCols;
   const int64_t k4 = p.depth4(), np = (n + kCols - 1) / kCols;
   const __m128i fl = _mm_set1_epi8(static_cast<char>(flip));
-  const __m128i ones8 = _mm_set1_epi8(1), ones16 = _mm_set1_epi16(1);
   // p.sums() has room for whole panels (a multiple of 16 values).
   uint8_t* const data = p.data();
   int32_t* const colsums = p.sums();
@@ -67,23 +86,202 @@ void interleave(const uint8_t* src, int64_t ld, int64_t k, int64_t n, uint8_t fl
                 r[b] = _mm_load_si128(reinterpret_cast<const __m128i*>(tail[b]));
               }
             }
-            const __m128i t0 = _mm_unpacklo_epi8(r[0], r[1]), t1 = _mm_unpackhi_epi8(r[0], r[1]);
-            const __m128i t2 = _mm_unpacklo_epi8(r[2], r[3]), t3 = _mm_unpackhi_epi8(r[2], r[3]);
-            const __m128i o[4] = {_mm_unpacklo_epi16(t0, t2), _mm_unpackhi_epi16(t0, t2),
-                                  _mm_unpacklo_epi16(t1, t3), _mm_unpackhi_epi16(t1, t3)};
-            uint8_t* dst = data + (pb * k4 + q) * kCols * 4;
-            for (int v = 0; v < 4; ++v) {
-              _mm_store_si128(reinterpret_cast<__m128i*>(dst + v * 16), o[v]);
-              if (sums) {
-                auto* sp = reinterpret_cast<__m128i*>(colsums + j0 + v * 4);
-                _mm_store_si128(
-                    sp, _mm_add_epi32(_mm_load_si128(sp),
-                                      _mm_madd_epi16(_mm_maddubs_epi16(o[v], ones8), ones16)));
-              }
-            }
+            store_quad(r, data + (pb * k4 + q) * kCols * 4, colsums + j0, sums);
           }
       });
 }
+
+// GCC 12's AVX-512 headers pass _mm*_undefined_*() through the unmasked intrinsics, which
+// -Wmaybe-uninitialized reports once inlined; nothing is read uninitialised (as in avx512.hpp).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// im2col and interleave in one pass, for convolutions of stride 1 or 2 along the width on a CPU
+// with AVX512-BW/VL: the panels of output positions [r0 * ow, r1 * ow) (output rows r0..r1 of
+// one group's input x, cg channels) are read straight from x's planes. A panel's 16 positions
+// are runs along output rows; each run of each depth row is one masked 16-byte load (stride 2:
+// 32 bytes, the even ones kept; lanes outside the input keep the padding byte, x's zero point),
+// so no unfolded copy is written and read back. Same panels and sums as im2col then interleave.
+struct Unfold {
+  const Geometry* g;
+  const uint8_t* x;  // the group's first channel plane
+  int64_t r0, n, k;
+  uint8_t pad, flip;
+  bool sums;
+  uint8_t* data;
+  int32_t* colsums;
+};
+
+// unfold_panels' panels [lo, hi). Per panel, the 16 positions are split into runs along output
+// rows, and for each kernel tap and run the masked load's mask and its offset in a channel plane
+// are computed once; the depth rows (channel, tap) then take one masked load per run from their
+// channel's plane, with no branch.
+template <int kStride>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void unfold_range(const Unfold& u, int64_t lo,
+                                                                       int64_t hi) {
+  constexpr int64_t kCols = QPanels::kCols;
+  const Geometry& g = *u.g;
+  const int64_t ow = g.out[2], k4 = (u.k + 3) / 4, kvol = g.kernel_size(), plane = g.in_size();
+  std::fill(u.colsums + lo * kCols, u.colsums + hi * kCols, 0);
+  const __m128i padv = _mm_set1_epi8(static_cast<char>(u.pad));
+  const __m128i fl = _mm_set1_epi8(static_cast<char>(u.flip));
+  const __m256i pad32 = _mm256_set1_epi8(static_cast<char>(u.pad));
+  // Per tap t and run i: mask[t * kCols + i] and the plane offset of lane 0's (masked) byte.
+  // Lane l's byte is byte kStride * l of the load (stride 2: the even bytes of 32).
+  std::vector<uint32_t> mask(static_cast<size_t>(kvol * kCols));
+  std::vector<int64_t> offset(static_cast<size_t>(kvol * kCols));
+  for (int64_t pb = lo; pb < hi; ++pb) {
+    const int64_t j0 = pb * kCols;
+    const int cols = static_cast<int>(std::min<int64_t>(kCols, u.n - j0));
+    int nr = 0;
+    for (int lane = 0; lane < cols; ++nr) {
+      const int64_t pos = u.r0 * ow + j0 + lane, row = pos / ow, col = pos % ow;
+      const int len = static_cast<int>(std::min<int64_t>(cols - lane, ow - col));
+      const int64_t id0 = row / g.out[1] * g.stride[0] - g.pad[0];
+      const int64_t ih0 = row % g.out[1] * g.stride[1] - g.pad[1];
+      for (int64_t t = 0; t < kvol; ++t) {
+        const int64_t id = id0 + t / (g.kernel[1] * g.kernel[2]) * g.dilation[0];
+        const int64_t ih = ih0 + t / g.kernel[2] % g.kernel[1] * g.dilation[1];
+        const int64_t iw = col * kStride - g.pad[2] + t % g.kernel[2] * g.dilation[2];
+        // Lanes lane + j, j in [a, e), read input columns iw + kStride * j inside the row.
+        const int64_t a = iw >= 0 ? 0 : (-iw + kStride - 1) / kStride;
+        const int64_t e = std::min<int64_t>(len, (g.in[2] - iw + kStride - 1) / kStride);
+        const bool inside = id >= 0 && id < g.in[0] && ih >= 0 && ih < g.in[1] && a < e;
+        const size_t at = static_cast<size_t>(t * kCols + nr);
+        // The lanes outside the row are masked (a masked load does not touch them).
+        const int64_t b0 = kStride * (lane + a), b1 = kStride * (lane + e);
+        const uint64_t range = ((uint64_t{1} << b1) - 1) & ~((uint64_t{1} << b0) - 1);
+        mask[at] = inside ? static_cast<uint32_t>(kStride == 1 ? range : range & 0x55555555u) : 0;
+        offset[at] = inside ? (id * g.in[1] + ih) * g.in[2] + iw - kStride * lane : 0;
+      }
+      lane += len;
+    }
+    const auto colmask = static_cast<__mmask16>((1u << cols) - 1);
+    int64_t c = 0, t = 0;  // the depth row's channel and tap
+    for (int64_t q = 0; q < k4; ++q) {
+      __m128i r[4];
+      for (int b = 0; b < 4; ++b) {
+        if (q * 4 + b >= u.k) {
+          r[b] = _mm_setzero_si128();  // depths past k: zero, whatever the flip
+          continue;
+        }
+        const uintptr_t base = reinterpret_cast<uintptr_t>(u.x + c * plane);
+        __m128i v = padv;
+        if constexpr (kStride == 1) {
+          for (int i = 0; i < nr; ++i) {
+            const size_t at = static_cast<size_t>(t * kCols + i);
+            v = _mm_mask_loadu_epi8(
+                v, static_cast<__mmask16>(mask[at]),
+                reinterpret_cast<const void*>(base + static_cast<uintptr_t>(offset[at])));
+          }
+        } else {
+          __m256i w = pad32;
+          for (int i = 0; i < nr; ++i) {
+            const size_t at = static_cast<size_t>(t * kCols + i);
+            w = _mm256_mask_loadu_epi8(
+                w, mask[at],
+                reinterpret_cast<const void*>(base + static_cast<uintptr_t>(offset[at])));
+          }
+          v = _mm256_cvtepi16_epi8(w);  // the even bytes
+        }
+        r[b] = _mm_maskz_mov_epi8(colmask, _mm_xor_si128(v, fl));
+        if (++t == kvol) t = 0, ++c;
+      }
+      store_quad(r, u.data + (pb * k4 + q) * kCols * 4, u.colsums + j0, u.sums);
+    }
+  }
+}
+
+void unfold_panels(const Geometry& g, const uint8_t* x, int64_t r0, int64_t r1, uint8_t pad,
+                   uint8_t flip, bool sums, QPanels& p, const ThreadPool& pool) {
+  const int64_t n = (r1 - r0) * g.out[2];
+  const Unfold u{&g, x, r0, n, p.depth(), pad, flip, sums, p.data(), p.sums()};
+  pool.parallel_for((n + QPanels::kCols - 1) / QPanels::kCols,
+                    std::max<int64_t>(1, 4096 / std::max<int64_t>(u.k, 1)),
+                    [&u](int64_t lo, int64_t hi) {
+                      if (u.g->stride[2] == 1)
+                        unfold_range<1>(u, lo, hi);
+                      else
+                        unfold_range<2>(u, lo, hi);
+                    });
+}
+
+// Where the depthwise taps read along a row, the same for every row and plane: for each block of
+// 16 outputs b and kernel column kw, the first input column (lane 0's) and the mask of the
+// input bytes inside the row (16 bytes for stride 1; 32, of which the even ones, for stride 2).
+struct DepthwiseCols {
+  std::vector<int64_t> first;
+  std::vector<uint32_t> mask;
+
+  explicit DepthwiseCols(const Geometry& g) {
+    const int64_t blocks = (g.out[2] + 15) / 16, sw = g.stride[2], span = 16 * sw;
+    for (int64_t b = 0; b < blocks; ++b)
+      for (int64_t kw = 0; kw < g.kernel[2]; ++kw) {
+        const int64_t iw = b * 16 * sw - g.pad[2] + kw * g.dilation[2];
+        const int64_t lo = std::clamp<int64_t>(-iw, 0, span);
+        const int64_t hi = std::clamp<int64_t>(g.in[2] - iw, lo, span);
+        first.push_back(iw);
+        mask.push_back(
+            static_cast<uint32_t>(((uint64_t{1} << hi) - 1) & ~((uint64_t{1} << lo) - 1)));
+      }
+  }
+};
+
+// One depthwise plane on AVX-512, for stride 1 or 2 along the width: acc[o] = sum over the
+// window of (x - x_zp) * w[tap] (w already less its zero point), 16 outputs of a row at a time
+// in a register. A tap's 16 inputs are one masked load (cols), the lanes outside the input
+// reading x_zp, so that they add 0.
+template <bool kSigned, int kStride>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void depthwise_plane(
+    const Geometry& g, const DepthwiseCols& cols, const uint8_t* xc, int32_t x_zp, const int32_t* w,
+    int32_t* acc) {
+  const __m512i zp = _mm512_set1_epi32(x_zp);
+  const __m128i zp8 = _mm_set1_epi8(static_cast<char>(x_zp));
+  const __m256i zp8x32 = _mm256_set1_epi8(static_cast<char>(x_zp));
+  const int64_t kw_n = g.kernel[2], ow_n = g.out[2];
+  const uint32_t* masks = cols.mask.data();
+  const int64_t* firsts = cols.first.data();
+  for (int64_t od = 0; od < g.out[0]; ++od)
+    for (int64_t oh = 0; oh < g.out[1]; ++oh) {
+      int32_t* out = acc + (od * g.out[1] + oh) * ow_n;
+      for (int64_t ow = 0, b = 0; ow < ow_n; ow += 16, ++b) {
+        __m512i sum = _mm512_setzero_si512();
+        for (int64_t kd = 0; kd < g.kernel[0]; ++kd) {
+          const int64_t id = od * g.stride[0] - g.pad[0] + kd * g.dilation[0];
+          if (id < 0 || id >= g.in[0]) continue;
+          for (int64_t kh = 0; kh < g.kernel[1]; ++kh) {
+            const int64_t ih = oh * g.stride[1] - g.pad[1] + kh * g.dilation[1];
+            if (ih < 0 || ih >= g.in[1]) continue;
+            const uintptr_t row = reinterpret_cast<uintptr_t>(xc + (id * g.in[1] + ih) * g.in[2]);
+            const int32_t* wk = w + (kd * g.kernel[1] + kh) * kw_n;
+            const uint32_t* mk = masks + b * kw_n;
+            const int64_t* fk = firsts + b * kw_n;
+            for (int64_t kw = 0; kw < kw_n; ++kw) {
+              // Lanes outside the row are masked: the load does not touch them.
+              const auto* at = reinterpret_cast<const void*>(row + static_cast<uintptr_t>(fk[kw]));
+              __m512i xv;
+              if constexpr (kStride == 1) {
+                const __m128i v = _mm_mask_loadu_epi8(zp8, static_cast<__mmask16>(mk[kw]), at);
+                xv = kSigned ? _mm512_cvtepi8_epi32(v) : _mm512_cvtepu8_epi32(v);
+              } else {
+                // The even bytes of 32, as 16 int32.
+                const __m256i v = _mm256_mask_loadu_epi8(zp8x32, mk[kw], at);
+                const __m512i h = kSigned ? _mm512_cvtepi8_epi16(v) : _mm512_cvtepu8_epi16(v);
+                xv = kSigned ? _mm512_srai_epi32(_mm512_slli_epi32(h, 16), 16)
+                             : _mm512_and_si512(h, _mm512_set1_epi32(0xFFFF));
+              }
+              sum = _mm512_add_epi32(
+                  sum, _mm512_mullo_epi32(_mm512_sub_epi32(xv, zp), _mm512_set1_epi32(wk[kw])));
+            }
+          }
+        }
+        const int64_t n = std::min<int64_t>(16, ow_n - ow);
+        _mm512_mask_storeu_epi32(out + ow, static_cast<__mmask16>((1u << n) - 1), sum);
+      }
+    }
+}
+
+#pragma GCC diagnostic pop
 
 class QConvKernel : public Kernel {
  public:
@@ -168,6 +366,9 @@ class QConvKernel : public Kernel {
     // The column sums only matter to rows with a nonzero offset (weights' zero point after the
     // shift): int8 weights with zero point 0, or uint8 ones with 128, need none.
     const bool sums = std::any_of(row_off.begin(), row_off.end(), [](int32_t o) { return o != 0; });
+    // Stride 1 or 2 along the width on an AVX-512 CPU (the VNNI path): unfolded straight into the
+    // panels; else im2col, then interleave.
+    const bool direct = !pointwise && g.stride[2] <= 2 && qgemm_isa() == QIsa::Avx512Vnni;
     const std::vector<int64_t> taps = all_taps(g);
     const auto* xp = static_cast<const uint8_t*>(x.raw_data());
     const auto pad = static_cast<uint8_t>(x_zp[0]);  // x's zero point, as x's bytes
@@ -197,6 +398,8 @@ class QConvKernel : public Kernel {
             QPanels panels(depth, n, true);
             if (pointwise) {
               interleave(xg + r0 * ow, pixels, depth, n, flip, sums, panels, serial);
+            } else if (direct) {
+              unfold_panels(g, xg, r0, r1, pad, flip, sums, panels, serial);
             } else {
               const std::unique_ptr<uint8_t[]> col(new uint8_t[static_cast<size_t>(depth * n)]);
               im2col(g, taps, xg, cg, r0, r1, col.get(), serial, pad);
@@ -212,6 +415,8 @@ class QConvKernel : public Kernel {
         QPanels panels(depth, pixels, true);
         if (pointwise) {
           interleave(xg, pixels, depth, pixels, flip, sums, panels, ctx.pool);
+        } else if (direct) {
+          unfold_panels(g, xg, 0, out_rows, pad, flip, sums, panels, ctx.pool);
         } else {
           // Unset: im2col writes every byte.
           const std::unique_ptr<uint8_t[]> col(new uint8_t[static_cast<size_t>(depth * pixels)]);
@@ -243,61 +448,62 @@ class QConvKernel : public Kernel {
                         bool w_signed, const std::vector<int32_t>& w_zp, const QStore& store,
                         Tensor& y, size_t esize) {
     const int64_t in_plane = g.in_size(), out_plane = g.out_size(), kvol = g.kernel_size();
+    // AVX-512 (the VNNI path) and stride 1 or 2 along the width: depthwise_plane.
+    const bool vector = qgemm_isa() == QIsa::Avx512Vnni && (g.stride[2] == 1 || g.stride[2] == 2);
+    std::optional<DepthwiseCols> cols;
+    if (vector) cols.emplace(g);
     ctx.pool.parallel_for(planes, 1, [&](int64_t lo, int64_t hi) {
-      std::vector<int32_t> acc(static_cast<size_t>(out_plane));
+      std::vector<int32_t> acc(static_cast<size_t>(out_plane)), wk(static_cast<size_t>(kvol));
       for (int64_t pl = lo; pl < hi; ++pl) {
         const int64_t c = pl % channels;
-        const int32_t bias = store.bias ? store.bias[c] : 0;
-        std::fill(acc.begin(), acc.end(), bias);
         const int32_t wz = w_zp[w_zp.size() == 1 ? 0 : static_cast<size_t>(c)];
         const uint8_t* xc = xp + pl * in_plane;
-        for (int64_t kd = 0; kd < g.kernel[0]; ++kd)
-          for (int64_t kh = 0; kh < g.kernel[1]; ++kh)
-            for (int64_t kw = 0; kw < g.kernel[2]; ++kw) {
-              const int64_t kidx = (kd * g.kernel[1] + kh) * g.kernel[2] + kw;
-              const uint8_t wb = wp[c * kvol + kidx];
-              const int32_t wv = (w_signed ? int32_t{static_cast<int8_t>(wb)} : int32_t{wb}) - wz;
-              if (wv == 0) continue;
-              const auto [wlo, whi] = g.w_ranges[static_cast<size_t>(kw)];
-              const int64_t off_w = kw * g.dilation[2] - g.pad[2];
-              for (int64_t od = 0; od < g.out[0]; ++od) {
-                const int64_t id = od * g.stride[0] - g.pad[0] + kd * g.dilation[0];
-                if (id < 0 || id >= g.in[0]) continue;
-                for (int64_t oh = 0; oh < g.out[1]; ++oh) {
-                  const int64_t ih = oh * g.stride[1] - g.pad[1] + kh * g.dilation[1];
-                  if (ih < 0 || ih >= g.in[1]) continue;
-                  const uint8_t* row = xc + (id * g.in[1] + ih) * g.in[2];
-                  int32_t* out = acc.data() + (od * g.out[1] + oh) * g.out[2];
-                  const int64_t st = g.stride[2];
-                  const uint8_t* r = row + off_w;
-                  // Stride 1 apart (contiguous, vectorised) and x's signedness as a type.
-                  if (x_signed)
-                    depthwise_row(reinterpret_cast<const int8_t*>(r), st, wlo, whi, x_zp, wv, out);
-                  else
-                    depthwise_row(r, st, wlo, whi, x_zp, wv, out);
+        if (vector) {
+          for (int64_t t = 0; t < kvol; ++t) {
+            const uint8_t wb = wp[c * kvol + t];
+            wk[static_cast<size_t>(t)] =
+                (w_signed ? int32_t{static_cast<int8_t>(wb)} : int32_t{wb}) - wz;
+          }
+          auto plane =
+              x_signed ? (g.stride[2] == 1 ? depthwise_plane<true, 1> : depthwise_plane<true, 2>)
+                       : (g.stride[2] == 1 ? depthwise_plane<false, 1> : depthwise_plane<false, 2>);
+          plane(g, *cols, xc, x_zp, wk.data(), acc.data());
+        } else {
+          std::fill(acc.begin(), acc.end(), 0);
+          for (int64_t kd = 0; kd < g.kernel[0]; ++kd)
+            for (int64_t kh = 0; kh < g.kernel[1]; ++kh)
+              for (int64_t kw = 0; kw < g.kernel[2]; ++kw) {
+                const int64_t kidx = (kd * g.kernel[1] + kh) * g.kernel[2] + kw;
+                const uint8_t wb = wp[c * kvol + kidx];
+                const int32_t wv = (w_signed ? int32_t{static_cast<int8_t>(wb)} : int32_t{wb}) - wz;
+                if (wv == 0) continue;
+                const auto [wlo, whi] = g.w_ranges[static_cast<size_t>(kw)];
+                const int64_t off_w = kw * g.dilation[2] - g.pad[2];
+                for (int64_t od = 0; od < g.out[0]; ++od) {
+                  const int64_t id = od * g.stride[0] - g.pad[0] + kd * g.dilation[0];
+                  if (id < 0 || id >= g.in[0]) continue;
+                  for (int64_t oh = 0; oh < g.out[1]; ++oh) {
+                    const int64_t ih = oh * g.stride[1] - g.pad[1] + kh * g.dilation[1];
+                    if (ih < 0 || ih >= g.in[1]) continue;
+                    const uint8_t* row = xc + (id * g.in[1] + ih) * g.in[2];
+                    int32_t* out = acc.data() + (od * g.out[1] + oh) * g.out[2];
+                    const int64_t st = g.stride[2];
+                    const uint8_t* r = row + off_w;
+                    // Stride 1 apart (contiguous, vectorised) and x's signedness as a type.
+                    if (x_signed)
+                      depthwise_row(reinterpret_cast<const int8_t*>(r), st, wlo, whi, x_zp, wv,
+                                    out);
+                    else
+                      depthwise_row(r, st, wlo, whi, x_zp, wv, out);
+                  }
                 }
               }
-            }
-        uint8_t* yb = static_cast<uint8_t*>(y.raw_data()) + pl * out_plane * esize;
-        switch (store.kind) {
-          case QStore::Kind::Int32:
-            std::copy(acc.begin(), acc.end(), reinterpret_cast<int32_t*>(yb));
-            break;
-          case QStore::Kind::UInt8:
-          case QStore::Kind::Int8: {
-            const double m = store.scale[c];
-            const int64_t zp = store.zero_point;
-            const int32_t* a = acc.data();
-            if (store.kind == QStore::Kind::UInt8)
-              for (int64_t i = 0; i < out_plane; ++i) yb[i] = saturate_round<uint8_t>(a[i] * m, zp);
-            else
-              for (int64_t i = 0; i < out_plane; ++i)
-                reinterpret_cast<int8_t*>(yb)[i] = saturate_round<int8_t>(a[i] * m, zp);
-            break;
-          }
-          case QStore::Kind::Float32:
-            break;  // not used by convolutions
         }
+        // Bias, scale and requantization in the store (vectorised), row c of a plane-sized C.
+        QStore s = store;
+        s.c = static_cast<uint8_t*>(y.raw_data()) + pl * out_plane * static_cast<int64_t>(esize);
+        s.ldc = 0;
+        qstore_row(qgemm_isa(), s, c, acc.data(), out_plane);
       }
     });
   }

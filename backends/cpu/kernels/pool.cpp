@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/cpu/kernel.hpp"
+#include "backends/cpu/kernels/quantization_common.hpp"
 #include "backends/cpu/kernels/short_rows.hpp"
 
 namespace quilt::cpu {
@@ -300,50 +301,115 @@ void max_pool(KernelContext& ctx, const Geometry& g) {
       });
 }
 
+// The divisor of each output position's average: with count_include_pad the window clipped to
+// the padded input, else to the input itself, in every opset of AveragePool (the spec and its
+// reference; onnxruntime before 1.32 divided by the whole kernel before opset 19, even for a
+// ceil_mode window reaching past the end padding). com.microsoft's QLinearAveragePool, as
+// onnxruntime defines it, divides by the whole kernel with count_include_pad.
+std::vector<int64_t> window_counts(const Node& node, const Geometry& g) {
+  const bool include_pad = node.attr_int("count_include_pad", 0) != 0;
+  const bool whole_kernel = include_pad && node.domain == "com.microsoft";
+  std::vector<int64_t> counts(static_cast<size_t>(g.out_size()));
+  int64_t o = 0;
+  for (int64_t od = 0; od < g.out[0]; ++od)
+    for (int64_t oh = 0; oh < g.out[1]; ++oh)
+      for (int64_t ow = 0; ow < g.out[2]; ++ow, ++o) {
+        int64_t count = 1;
+        const Dims3 pos{od, oh, ow};
+        for (size_t d = 0; d < 3; ++d) {
+          const int64_t lo = include_pad ? -g.pad[d] : 0;
+          const int64_t hi = include_pad ? g.in[d] + g.pad_end[d] : g.in[d];
+          count *= count_in(pos[d], g.stride[d], g.pad[d], g.kernel[d], g.dilation[d], lo, hi);
+        }
+        counts[static_cast<size_t>(o)] =
+            whole_kernel ? g.kernel[0] * g.kernel[1] * g.kernel[2] : count;
+      }
+  return counts;
+}
+
+// The window sums of `planes` planes of x (float32) into y, each multiplied by `inv_count` of
+// its position when given.
+void window_sum_planes(const ThreadPool& pool, const Geometry& g, const float* xp, float* yp,
+                       int64_t planes, const std::vector<float>* inv_count) {
+  const int64_t ivol = g.in_size(), ovol = g.out_size();
+  const int64_t kvol = g.kernel[0] * g.kernel[1] * g.kernel[2];
+  const bool wide = wide_window_sums(g);
+  pool.parallel_for(planes, std::max<int64_t>(1, 16384 / (ovol * kvol)), [&](int64_t b, int64_t e) {
+    for (int64_t p = b; p < e; ++p) {
+      const float* xc = xp + p * ivol;
+      float* yc = yp + p * ovol;
+      if (wide)
+        window_sums_wide(g, xc, yc);
+      else
+        window_rows(g, xc, yc, 0.f, [](float a, float v) { return a + v; });
+      if (inv_count)
+        for (int64_t o = 0; o < ovol; ++o) yc[o] *= (*inv_count)[static_cast<size_t>(o)];
+    }
+  });
+}
+
 void run_average_pool(KernelContext& ctx, const Geometry& g) {
   const Tensor& x = ctx.input(0);
   Tensor& y = ctx.output_uninitialized(0);
   if (y.numel() == 0) return;
-  const bool include_pad = ctx.node.attr_int("count_include_pad", 0) != 0;
-  const int64_t ivol = g.in_size(), ovol = g.out_size();
-  const int64_t kvol = g.kernel[0] * g.kernel[1] * g.kernel[2];
-  // Divisors depend only on the output position: with count_include_pad the window is
-  // clipped to the padded input, else to the input itself, in every opset (the spec and its
-  // reference; onnxruntime before 1.32 divided by the whole kernel before opset 19, even for a
-  // ceil_mode window reaching past the end padding).
-  std::vector<float> inv_count(static_cast<size_t>(ovol));
-  {
-    int64_t o = 0;
-    for (int64_t od = 0; od < g.out[0]; ++od)
-      for (int64_t oh = 0; oh < g.out[1]; ++oh)
-        for (int64_t ow = 0; ow < g.out[2]; ++ow, ++o) {
-          int64_t count = 1;
-          const Dims3 pos{od, oh, ow};
-          for (size_t d = 0; d < 3; ++d) {
-            const int64_t lo = include_pad ? -g.pad[d] : 0;
-            const int64_t hi = include_pad ? g.in[d] + g.pad_end[d] : g.in[d];
-            count *= count_in(pos[d], g.stride[d], g.pad[d], g.kernel[d], g.dilation[d], lo, hi);
-          }
-          inv_count[static_cast<size_t>(o)] = 1.f / static_cast<float>(count);
-        }
+  const std::vector<int64_t> counts = window_counts(ctx.node, g);
+  std::vector<float> inv_count(counts.size());
+  for (size_t o = 0; o < counts.size(); ++o) inv_count[o] = 1.f / static_cast<float>(counts[o]);
+  window_sum_planes(ctx.pool, g, x.data<float>(), y.data<float>(), x.dim(0) * x.dim(1), &inv_count);
+}
+
+// com.microsoft QLinearAveragePool (X, x_scale, x_zero_point, y_scale, y_zero_point), as
+// onnxruntime's contrib-op documentation defines it: X dequantized, AveragePool, the result
+// quantized (round half to even, saturate). The window sums of x - x_zero_point are exact (whole
+// numbers below 2^24 in float32: windows of up to 65793 values), then y = sum * x_scale / count /
+// y_scale in double, as QLinearGlobalAveragePool. With channels_last the planes are gathered from
+// (N, spatial..., C) first and the result scattered back.
+template <class T>
+void qlinear_average_pool(KernelContext& ctx) {
+  const QParam px = qparam(ctx, 1, 2, "x_scale", "x_zero_point");
+  const QParam py = qparam(ctx, 3, 4, "y_scale", "y_zero_point");
+  const Tensor& x = ctx.input(0);
+  Tensor& y = ctx.output_uninitialized(0);
+  if (y.numel() == 0) return;
+  const bool last = ctx.node.attr_int("channels_last", 0) != 0;
+  std::vector<int64_t> xs = x.shape(), ys = y.shape();
+  if (last) {
+    std::rotate(xs.begin() + 1, xs.end() - 1, xs.end());
+    std::rotate(ys.begin() + 1, ys.end() - 1, ys.end());
   }
-  const float* xp = x.data<float>();
-  float* yp = y.data<float>();
-  const int64_t planes = x.dim(0) * x.dim(1);
-  const bool wide = wide_window_sums(g);
-  ctx.pool.parallel_for(planes, std::max<int64_t>(1, 16384 / (ovol * kvol)),
+  const Geometry g = pool_geometry(ctx.node, xs, ys);
+  const int64_t n = xs[0], c = xs[1], ivol = g.in_size(), ovol = g.out_size();
+  std::vector<float> xf(static_cast<size_t>(x.numel())), yf(static_cast<size_t>(y.numel()));
+  const T* xp = x.data<T>();
+  // Element i of plane p (plane-major) in the tensor's own layout.
+  auto src = [&](int64_t p, int64_t i, int64_t vol) {
+    return last ? ((p / c) * vol + i) * c + p % c : p * vol + i;
+  };
+  ctx.pool.parallel_for(n * c, std::max<int64_t>(1, 16384 / std::max<int64_t>(ivol, 1)),
                         [&](int64_t b, int64_t e) {
-                          for (int64_t p = b; p < e; ++p) {
-                            const float* xc = xp + p * ivol;
-                            float* yc = yp + p * ovol;
-                            if (wide)
-                              window_sums_wide(g, xc, yc);
-                            else
-                              window_rows(g, xc, yc, 0.f, [](float a, float v) { return a + v; });
-                            for (int64_t o = 0; o < ovol; ++o)
-                              yc[o] *= inv_count[static_cast<size_t>(o)];
-                          }
+                          for (int64_t p = b; p < e; ++p)
+                            for (int64_t i = 0; i < ivol; ++i)
+                              xf[static_cast<size_t>(p * ivol + i)] =
+                                  static_cast<float>(int32_t{xp[src(p, i, ivol)]} - px.zero_point);
                         });
+  window_sum_planes(ctx.pool, g, xf.data(), yf.data(), n * c, nullptr);
+  const std::vector<int64_t> counts = window_counts(ctx.node, g);
+  T* yp = y.data<T>();
+  const double sx = px.scale, sy = py.scale;
+  ctx.pool.parallel_for(
+      n * c, std::max<int64_t>(1, 16384 / std::max<int64_t>(ovol, 1)), [&](int64_t b, int64_t e) {
+        for (int64_t p = b; p < e; ++p)
+          for (int64_t i = 0; i < ovol; ++i)
+            yp[src(p, i, ovol)] =
+                saturate_round<T>(static_cast<double>(yf[static_cast<size_t>(p * ovol + i)]) * sx /
+                                      static_cast<double>(counts[static_cast<size_t>(i)]) / sy,
+                                  py.zero_point);
+      });
+}
+
+void run_qlinear_average_pool(KernelContext& ctx) {
+  if (ctx.input(0).dtype() == DType::Int8) return qlinear_average_pool<int8_t>(ctx);
+  qlinear_average_pool<uint8_t>(ctx);
 }
 
 // y = (sum over the window of |x|^p)^(1/p); padding contributes nothing.
@@ -486,6 +552,13 @@ std::string pool_support(const NodeSignature& sig) {
   return "";
 }
 
+std::string qlinear_pool_support(const NodeSignature& sig) {
+  if (std::string why = dtypes_of_input({DType::Int8, DType::UInt8})(sig); !why.empty()) return why;
+  if (sig.inputs[0].has_shape && sig.inputs[0].dims.size() > 5)
+    return "only 1-D, 2-D and 3-D pooling is supported";
+  return "";
+}
+
 // A windowed pool with its geometry kept from creation when the shapes are static (ShapeMemo).
 class PoolKernel : public Kernel {
  public:
@@ -521,6 +594,7 @@ void register_cpu_pool(KernelRegistry& r) {
   r.add("MaxUnpool", float_only(), run_max_unpool);
   r.add("GlobalAveragePool", float_only(), run_global_pool<false>);
   r.add("GlobalMaxPool", float_only(), run_global_pool<true>);
+  r.add("QLinearAveragePool", qlinear_pool_support, run_qlinear_average_pool, "com.microsoft");
 }
 
 }  // namespace quilt::cpu

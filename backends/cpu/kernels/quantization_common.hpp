@@ -131,6 +131,26 @@ inline std::vector<int32_t> int8_zero_points(const Node& node, const Tensor* t, 
   return zp;
 }
 
+// A per-tensor scale (float32) and zero point (absent: 0; else of input data_input's type) at
+// inputs s and z, as onnxruntime's com.microsoft QLinear* ops take them.
+struct QParam {
+  float scale;
+  int32_t zero_point;
+};
+
+inline QParam qparam(const KernelContext& ctx, size_t s, size_t z, const char* scale_name,
+                     const char* zp_name, size_t data_input = 0) {
+  const Tensor& st = ctx.input(s);
+  if (st.numel() != 1 || st.dtype() != DType::Float32)
+    ctx.node.fail(std::string(scale_name) + " is " + dtype_name(st.dtype()) + " " +
+                      to_string(st.shape()) + ", expected one float32 value (per tensor)",
+                  ErrorCode::InvalidArgument);
+  const DType data = ctx.input(data_input).dtype();
+  const std::vector<int32_t> zp =
+      int8_zero_points(ctx.node, ctx.optional_input(z), 1, zp_name, data);
+  return {st.data<float>()[0], zp[0]};
+}
+
 inline std::string int8_input(const NodeSignature& sig, size_t i, const char* what) {
   if (unholdable_input(sig, i))
     return std::string(what) + " has a float8 type, which Quilt's tensors cannot hold";

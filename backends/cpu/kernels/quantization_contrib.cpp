@@ -6,13 +6,18 @@
 // the value lies at a rounding tie.
 //
 // QLinearSigmoid and QLinearLeakyRelu map each of the 256 input values through a table made per
-// run; QLinearAdd and QLinearMul broadcast; QLinearGlobalAveragePool sums exactly in int64.
+// run; QLinearAdd and QLinearMul broadcast; QLinearGlobalAveragePool sums exactly in int64;
+// QLinearSoftmax takes exp from a table of the 256 differences from the row's maximum;
+// QLinearConcat and QLinearWhere requantize each input through a table. (QLinearAveragePool is in
+// pool.cpp.)
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "backends/cpu/kernel.hpp"
 #include "backends/cpu/kernels/broadcast.hpp"
@@ -20,25 +25,6 @@
 
 namespace quilt::cpu {
 namespace {
-
-// A per-tensor scale (float32) and zero point (absent: 0) at inputs s and z.
-struct QParam {
-  float scale;
-  int32_t zero_point;
-};
-
-QParam qparam(const KernelContext& ctx, size_t s, size_t z, const char* scale_name,
-              const char* zp_name) {
-  const Tensor& st = ctx.input(s);
-  if (st.numel() != 1 || st.dtype() != DType::Float32)
-    ctx.node.fail(std::string(scale_name) + " is " + dtype_name(st.dtype()) + " " +
-                      to_string(st.shape()) + ", expected one float32 value (per tensor)",
-                  ErrorCode::InvalidArgument);
-  const DType data = ctx.input(0).dtype();
-  const std::vector<int32_t> zp =
-      int8_zero_points(ctx.node, ctx.optional_input(z), 1, zp_name, data);
-  return {st.data<float>()[0], zp[0]};
-}
 
 // v as a float in a register: keeps the compiler from fusing the product that made it into the
 // next addition (-ffp-contract=fast), which would round differently from dequantize-then-add.
@@ -203,6 +189,186 @@ void run_qlinear_global_pool(KernelContext& ctx) {
   qlinear_global_pool<uint8_t>(ctx);
 }
 
+// ---- QLinearSoftmax ----
+
+// y = quantize(exp(x - max) / sum exp(x - max)) along the axis. x - max only takes the 256
+// values -d * x_scale (d = max - x), so exp comes from a table made per run, in double.
+template <class T>
+void qlinear_softmax(KernelContext& ctx) {
+  const QParam px = qparam(ctx, 1, 2, "X_scale", "x_zero_point");
+  const QParam py = qparam(ctx, 3, 4, "y_scale", "y_zero_point");
+  const Tensor& x = ctx.input(0);
+  const bool coerce_2d = ctx.node.attr_int("opset", 13) < 13;
+  int64_t axis = ctx.node.attr_int("axis", coerce_2d ? 1 : -1);
+  if (axis < 0) axis += x.rank();
+  int64_t outer = 1, len = 1, inner = 1;
+  for (int64_t d = 0; d < x.rank(); ++d) {
+    if (d < axis)
+      outer *= x.dim(d);
+    else if (d == axis || coerce_2d)
+      len *= x.dim(d);
+    else
+      inner *= x.dim(d);
+  }
+  double table[256];
+  for (int d = 0; d < 256; ++d)
+    table[d] = std::exp(-static_cast<double>(d) * static_cast<double>(px.scale));
+  const T* xp = x.data<T>();
+  T* yp = ctx.output(0).data<T>();
+  const float ys = py.scale;
+  ctx.pool.parallel_for(outer * inner, std::max<int64_t>(1, 4096 / std::max<int64_t>(len, 1)),
+                        [&](int64_t b, int64_t e) {
+                          for (int64_t r = b; r < e; ++r) {
+                            const int64_t base = (r / inner) * len * inner + r % inner;
+                            const T* xr = xp + base;
+                            T* yr = yp + base;
+                            int32_t m = std::numeric_limits<T>::min();
+                            for (int64_t k = 0; k < len; ++k)
+                              m = std::max<int32_t>(m, xr[k * inner]);
+                            double sum = 0;
+                            for (int64_t k = 0; k < len; ++k) sum += table[m - xr[k * inner]];
+                            // The softmax as a float32 value, then QuantizeLinear's float division.
+                            for (int64_t k = 0; k < len; ++k)
+                              yr[k * inner] = saturate_round<T>(
+                                  static_cast<float>(table[m - xr[k * inner]] / sum) / ys,
+                                  py.zero_point);
+                          }
+                        });
+}
+
+void run_qlinear_softmax(KernelContext& ctx) {
+  if (ctx.input(0).dtype() == DType::Int8) return qlinear_softmax<int8_t>(ctx);
+  qlinear_softmax<uint8_t>(ctx);
+}
+
+// ---- QLinearConcat, QLinearWhere ----
+
+// table[v] = the byte v (of type T) dequantized with `from` and quantized with `to`.
+template <class T>
+void requant_table(const QParam& from, const QParam& to, T* table) {
+  for (int v = 0; v < 256; ++v) {
+    const T q = static_cast<T>(static_cast<uint8_t>(v));
+    const float d = static_cast<float>(int32_t{q} - from.zero_point) * from.scale;
+    table[v] = saturate_round<T>(d / to.scale, to.zero_point);
+  }
+}
+
+// (Y_scale, Y_zero_point, then X, X_scale, X_zero_point per input): each X requantized to Y's
+// scale and zero point (through a table of its 256 values, or copied when they are the same),
+// then Concat.
+template <class T>
+void qlinear_concat(KernelContext& ctx) {
+  const QParam py = qparam(ctx, 0, 1, "Y_scale", "Y_zero_point", 2);
+  Tensor& y = ctx.output(0);
+  const size_t count = (ctx.num_inputs() - 2) / 3;
+  const int64_t rank = y.rank();
+  int64_t axis = ctx.node.attr_int("axis", 0);
+  if (axis < 0) axis += rank;
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d < axis) outer *= y.dim(d);
+    if (d > axis) inner *= y.dim(d);
+  }
+  struct Part {
+    const uint8_t* data;
+    int64_t block;  // elements per outer index: its axis length * inner
+    bool copy;
+    T table[256];
+  };
+  std::vector<Part> parts(count);
+  for (size_t i = 0; i < count; ++i) {
+    const size_t at = 2 + 3 * i;
+    const Tensor& x = ctx.input(at);
+    const std::string k = std::to_string(i);
+    if (x.dtype() != y.dtype())
+      ctx.node.fail("X " + k + " is " + dtype_name(x.dtype()) + ", expected " +
+                        dtype_name(y.dtype()) + " (Y_zero_point's type)",
+                    ErrorCode::InvalidArgument);
+    const QParam px =
+        qparam(ctx, at + 1, at + 2, ("X_scale " + k).c_str(), ("X_zero_point " + k).c_str(), at);
+    Part& p = parts[i];
+    p.data = static_cast<const uint8_t*>(x.raw_data());
+    p.block = x.dim(axis) * inner;
+    p.copy = px.scale == py.scale && px.zero_point == py.zero_point;
+    if (!p.copy) requant_table(px, py, p.table);
+  }
+  auto* yp = static_cast<uint8_t*>(y.raw_data());
+  const int64_t row = y.numel() / std::max<int64_t>(outer, 1);
+  ctx.pool.parallel_for(outer, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(row, 1)),
+                        [&](int64_t b, int64_t e) {
+                          for (int64_t o = b; o < e; ++o) {
+                            uint8_t* dst = yp + o * row;
+                            for (const Part& p : parts) {
+                              const uint8_t* s = p.data + o * p.block;
+                              if (p.copy) {
+                                std::copy(s, s + p.block, dst);
+                              } else {
+                                T* d = reinterpret_cast<T*>(dst);
+                                for (int64_t j = 0; j < p.block; ++j) d[j] = p.table[s[j]];
+                              }
+                              dst += p.block;
+                            }
+                          }
+                        });
+}
+
+void run_qlinear_concat(KernelContext& ctx) {
+  if (ctx.output(0).dtype() == DType::Int8) return qlinear_concat<int8_t>(ctx);
+  qlinear_concat<uint8_t>(ctx);
+}
+
+// Z = where(condition, X, Y), each of X and Y requantized to Z's scale and zero point through a
+// table; numpy broadcasting of the three.
+template <class T>
+void qlinear_where(KernelContext& ctx) {
+  const QParam px = qparam(ctx, 2, 3, "x_scale", "x_zero_point", 1);
+  const QParam py = qparam(ctx, 5, 6, "y_scale", "y_zero_point", 1);
+  const QParam pz = qparam(ctx, 7, 8, "z_scale", "z_zero_point", 1);
+  const Tensor& c = ctx.input(0);
+  const Tensor& x = ctx.input(1);
+  const Tensor& y = ctx.input(4);
+  if (y.dtype() != x.dtype())
+    ctx.node.fail(
+        std::string("Y is ") + dtype_name(y.dtype()) + " but X is " + dtype_name(x.dtype()),
+        ErrorCode::InvalidArgument);
+  T tx[256], ty[256];
+  requant_table(px, pz, tx);
+  requant_table(py, pz, ty);
+  Tensor& out = ctx.output_uninitialized(0);
+  BroadcastPlan plan(out.shape(), {&c.shape(), &x.shape(), &y.shape()});
+  const bool* pc = c.data<bool>();
+  const auto* xb = static_cast<const uint8_t*>(x.raw_data());
+  const auto* yb = static_cast<const uint8_t*>(y.raw_data());
+  T* po = out.data<T>();
+  parallel_runs(ctx.pool, plan, kElementwiseGrain,
+                [&](int64_t o, const int64_t* off, int64_t n, const int64_t* s) {
+                  const bool* cc = pc + off[0];
+                  const uint8_t* xx = xb + off[1];
+                  const uint8_t* yy = yb + off[2];
+                  for (int64_t i = 0; i < n; ++i)
+                    po[o + i] = cc[i * s[0]] ? tx[xx[i * s[1]]] : ty[yy[i * s[2]]];
+                });
+}
+
+void run_qlinear_where(KernelContext& ctx) {
+  if (ctx.input(1).dtype() == DType::Int8) return qlinear_where<int8_t>(ctx);
+  qlinear_where<uint8_t>(ctx);
+}
+
+std::string where_support(const NodeSignature& sig) {
+  if (sig.inputs.size() < 2 || !dtype_in(sig.inputs[1].dtype, {DType::Int8, DType::UInt8}))
+    return "X must be int8 or uint8";
+  if (sig.inputs[0].dtype != DType::Bool && sig.inputs[0].dtype != DType::Undefined)
+    return "condition must be bool";
+  return "";
+}
+
+std::string concat_support(const NodeSignature& sig) {
+  if (sig.inputs.size() < 2 || !dtype_in(sig.inputs[1].dtype, {DType::Int8, DType::UInt8}))
+    return "Y_zero_point must be int8 or uint8";
+  return "";
+}
+
 }  // namespace
 
 void register_cpu_quantization_contrib(KernelRegistry& r) {
@@ -212,6 +378,9 @@ void register_cpu_quantization_contrib(KernelRegistry& r) {
   r.add("QLinearSigmoid", int8_data, run_qlinear_sigmoid, ms);
   r.add("QLinearLeakyRelu", int8_data, run_qlinear_leaky_relu, ms);
   r.add("QLinearGlobalAveragePool", int8_data, run_qlinear_global_pool, ms);
+  r.add("QLinearSoftmax", int8_data, run_qlinear_softmax, ms);
+  r.add("QLinearConcat", concat_support, run_qlinear_concat, ms);
+  r.add("QLinearWhere", where_support, run_qlinear_where, ms);
 }
 
 }  // namespace quilt::cpu

@@ -7,6 +7,9 @@
 // Y_h is the state after their last step (for the backward direction, the step at t = 0).
 #include <algorithm>
 #include <cctype>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "backends/cpu/blas.hpp"
 #include "backends/cpu/kernels/rnn_common.hpp"
@@ -354,6 +357,96 @@ class RnnKernel : public Kernel {
   bool linear_before_reset_ = false, input_forget_ = false;
 };
 
+// com.microsoft DynamicQuantizeLSTM (what onnxruntime's quantize_dynamic writes for LSTM):
+// LSTM with int8/uint8 W [dirs, input, 4 hidden] and R [dirs, hidden, 4 hidden] (LSTM's
+// transposed) and their scales and zero points per direction ([dirs]) or per gate column
+// ([dirs, 4 hidden]). The weights are dequantized to float32, (w - zero_point) * scale as
+// DequantizeLinear does (once at creation when constant), and the LSTM runs in float32.
+// onnxruntime's kernel also quantizes X and H to uint8 at every step for its integer GEMM; Quilt
+// keeps them float32, so the two differ by that rounding (about 1/255 of their range).
+class DqLstmKernel : public Kernel {
+ public:
+  explicit DqLstmKernel(const NodeSignature& sig) {
+    std::string why = rnn::parse_rnn_attrs(sig.node, {"Sigmoid", "Tanh", "Tanh"}, false, attrs_);
+    if (!why.empty()) sig.node.fail(why, ErrorCode::NotImplemented);
+    input_forget_ = sig.node.attr_int("input_forget", 0) != 0;
+    auto c = [&](size_t i) { return i < sig.constants.size() ? sig.constants[i] : nullptr; };
+    if (c(1) && c(2) && c(8) && c(9) && c(10) && c(11)) {
+      w_ = dequantized(sig.node, *c(1), *c(8), *c(9), "W");
+      r_ = dequantized(sig.node, *c(2), *c(10), *c(11), "R");
+      if (w_.rank() == 3 && r_.rank() == 3 && w_.dim(0) == r_.dim(0) && w_.dim(1) == r_.dim(1) &&
+          r_.dim(2) > 0 && w_.dim(1) == 4 * r_.dim(2))
+        weights_.emplace(w_.data<float>(), r_.data<float>(), w_.dim(0), w_.dim(1), w_.dim(2),
+                         r_.dim(2));
+    }
+  }
+
+  void run(KernelContext& ctx) const override {
+    Tensor w_run, r_run;
+    const Tensor* w = &w_;
+    const Tensor* r = &r_;
+    if (!weights_) {
+      w_run = dequantized(ctx.node, ctx.input(1), ctx.input(8), ctx.input(9), "W");
+      r_run = dequantized(ctx.node, ctx.input(2), ctx.input(10), ctx.input(11), "R");
+      w = &w_run;
+      r = &r_run;
+    }
+    const Tensor* inputs[8] = {&ctx.input(0), w, r};
+    for (size_t i = 3; i < 8; ++i) inputs[i] = ctx.optional_input(i);
+    std::vector<TypeShape> types(ctx.num_outputs());
+    for (size_t i = 0; i < types.size(); ++i)
+      types[i] = {DType::Float32, true, ctx.output_shape(i)};
+    std::vector<Tensor> outputs(ctx.num_outputs());
+    KernelContext lstm(ctx.node, inputs, types, outputs, ctx.pool);
+    rnn::run_lstm(lstm, attrs_, input_forget_, weights_ ? &*weights_ : nullptr);
+    for (size_t i = 0; i < outputs.size(); ++i)
+      if (ctx.wants_output(i)) ctx.set_output(i, std::move(outputs[i]));
+  }
+
+ private:
+  // q [dirs, k, gates] of int8/uint8 with scale and zero point per direction or per (direction,
+  // gate column) -> float32 [dirs, gates, k], LSTM's layout.
+  static Tensor dequantized(const Node& node, const Tensor& q, const Tensor& scale,
+                            const Tensor& zero_point, const std::string& what) {
+    if (q.rank() != 3)
+      node.fail(what + " has shape " + to_string(q.shape()) + ", expected rank 3",
+                ErrorCode::InvalidArgument);
+    const int64_t dirs = q.dim(0), k = q.dim(1), gates = q.dim(2);
+    if (scale.numel() != dirs && scale.numel() != dirs * gates)
+      node.fail(what + "_scale has shape " + to_string(scale.shape()) + ", expected [" +
+                    std::to_string(dirs) + "] or [" + std::to_string(dirs) + ", " +
+                    std::to_string(gates) + "] (per direction or per gate column)",
+                ErrorCode::InvalidArgument);
+    if (zero_point.numel() != scale.numel() || zero_point.dtype() != q.dtype())
+      node.fail(what + "_zero_point is " + dtype_name(zero_point.dtype()) + " " +
+                    to_string(zero_point.shape()) + ", expected " + dtype_name(q.dtype()) + " " +
+                    to_string(scale.shape()) + " like " + what + " and " + what + "_scale",
+                ErrorCode::InvalidArgument);
+    const bool per_col = scale.numel() == dirs * gates;
+    const bool s8 = q.dtype() == DType::Int8;
+    const auto* qb = static_cast<const uint8_t*>(q.raw_data());
+    const auto* zb = static_cast<const uint8_t*>(zero_point.raw_data());
+    auto value = [s8](uint8_t b) { return s8 ? int32_t{static_cast<int8_t>(b)} : int32_t{b}; };
+    Tensor out(DType::Float32, {dirs, gates, k});
+    float* o = out.data<float>();
+    for (int64_t d = 0; d < dirs; ++d)
+      for (int64_t g = 0; g < gates; ++g) {
+        const int64_t at = per_col ? d * gates + g : d;
+        const float sc = scale.data<float>()[at];
+        const int32_t zp = value(zb[at]);
+        for (int64_t i = 0; i < k; ++i)
+          o[(d * gates + g) * k + i] =
+              static_cast<float>(value(qb[(d * k + i) * gates + g]) - zp) * sc;
+      }
+    return out;
+  }
+
+  rnn::RnnAttrs attrs_;
+  bool input_forget_ = false;
+  Tensor w_, r_;
+  std::optional<rnn::TransposedWeights<float>> weights_;
+};
+
 void add_rnn_kernel(KernelRegistry& r, const char* op_type, RnnKernel::Op op,
                     std::vector<std::string> defaults, bool positional_alpha) {
   r.add(op_type, rnn::rnn_support(defaults, positional_alpha),
@@ -369,6 +462,18 @@ void register_cpu_rnn(KernelRegistry& r) {
   add_rnn_kernel(r, "RNN", RnnKernel::Op::Rnn, {"Tanh"}, true);
   add_rnn_kernel(r, "GRU", RnnKernel::Op::Gru, {"Sigmoid", "Tanh"}, false);
   add_rnn_kernel(r, "LSTM", RnnKernel::Op::Lstm, {"Sigmoid", "Tanh", "Tanh"}, false);
+  r.add(
+      "DynamicQuantizeLSTM",
+      [lstm = rnn::rnn_support({"Sigmoid", "Tanh", "Tanh"}, false)](const NodeSignature& sig) {
+        const DType d = sig.inputs.empty() ? DType::Undefined : sig.inputs[0].dtype;
+        if (d != DType::Float32 && d != DType::Undefined)
+          return std::string("X is ") + dtype_name(d) + ", expected float32";
+        return lstm(sig);
+      },
+      KernelFactory([](const NodeSignature& sig) -> std::unique_ptr<Kernel> {
+        return std::make_unique<DqLstmKernel>(sig);
+      }),
+      "com.microsoft");
 }
 
 }  // namespace quilt::cpu
