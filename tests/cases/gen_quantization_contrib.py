@@ -53,9 +53,10 @@ class ContribCases(Cases):
             expected = got
         else:
             diff = np.abs(got.astype(np.int64) - expected.astype(np.int64))
-            if ort_wraps:  # onnxruntime wraps where the spec saturates at the type's maximum
+            if ort_wraps:  # onnxruntime may wrap where the spec saturates at the type's maximum
+                # (1.23 did; where it agrees, the check below holds everywhere)
                 top = np.iinfo(expected.dtype).max
-                assert (expected[diff > max_step] == top).all() and diff.max() > max_step, name
+                assert (expected[diff > max_step] == top).all(), name
                 diff[expected == top] = 0
             assert got.shape == expected.shape and diff.max(initial=0) <= max_step, (name, diff.max())
         case = self.dir / name
@@ -222,7 +223,8 @@ for t in (np.uint8, np.int8):
             y = softmax(d, axis)
         want = quantize(y.astype(f32), ys, int(yz), t)
         # onnxruntime 1.23's int8 QLinearSoftmax wraps a probability that rounds to 256/256
-        # around to -128; the spec (QuantizeLinear) saturates it to 127, as Quilt does.
+        # around to -128; the spec (QuantizeLinear) saturates it to 127, as Quilt does (the
+        # expected values are the spec's whatever onnxruntime's version gives there).
         c.contrib(f"qlinearsoftmax_{tn}_axis{axis}_opset{opset}_scale{xs}", "QLinearSoftmax",
                   {"x": x, "xs": np.array(f32(xs)), "xz": xz, "ys": np.array(ys), "yz": yz},
                   expected=want, ort_wraps=t == np.int8 and xs == 0.2, axis=axis, opset=opset)
