@@ -13,6 +13,7 @@
 
 #include "backends/cpu/blas.hpp"
 #include "backends/cpu/fusion.hpp"
+#include "backends/cpu/gemm_bf16.hpp"
 #include "backends/cpu/kernel.hpp"
 #include "backends/cpu/qgemm.hpp"
 #include "core/backend_registry.hpp"
@@ -20,8 +21,9 @@
 #include "core/parse_int.hpp"
 
 struct quilt_device_s {
-  explicit quilt_device_s(int threads) : pool(threads) {}
+  explicit quilt_device_s(int threads, bool bf16) : pool(threads), bf16(bf16) {}
   quilt::cpu::ThreadPool pool;
+  bool bf16;  // option precision=bf16: GEMM and convolution with bfloat16 operands
 };
 
 struct quilt_event_s {
@@ -187,11 +189,12 @@ quilt_status_t device_info(void*, int32_t, quilt_device_info_t* info) {
       // loads OpenBLAS, which a session loads only if a kernel calls it.
       static const std::vector<std::string> strings = {
           std::to_string(std::thread::hardware_concurrency()), blas_core_description(),
-          std::to_string(KernelRegistry::builtin().op_types().size()), qgemm_description()};
-      static const char* keys[] = {"cores", "blas", "ops", "int8 gemm"};
+          std::to_string(KernelRegistry::builtin().op_types().size()), qgemm_description(),
+          bf16::precisions_description()};
+      static const char* keys[] = {"cores", "blas", "ops", "int8 gemm", "precisions"};
       static const char* values[] = {strings[0].c_str(), strings[1].c_str(), strings[2].c_str(),
-                                     strings[3].c_str()};
-      info->num_properties = 4;
+                                     strings[3].c_str(), strings[4].c_str()};
+      info->num_properties = 5;
       info->property_keys = keys;
       info->property_values = values;
     }
@@ -206,6 +209,7 @@ quilt_status_t device_open(void*, int32_t, const quilt_option_t* options, size_t
                            quilt_device_t* device) {
   try {
     int threads = 0;
+    bool use_bf16 = false;
     for (size_t i = 0; i < num_options; ++i) {
       const std::string key = options[i].key, value = options[i].value;
       if (key == "threads") {
@@ -216,13 +220,23 @@ quilt_status_t device_open(void*, int32_t, const quilt_option_t* options, size_t
                                  "', expected an integer from 0 to " +
                                  std::to_string(SessionOptions::kMaxThreads));
         threads = static_cast<int>(*t);
+      } else if (key == "precision") {
+        if (value != "fp32" && value != "bf16")
+          return make_status(QUILT_STATUS_INVALID_ARGUMENT,
+                             "[cpu] option precision is '" + value + "', expected fp32 or bf16");
+        if (value == "bf16" && !bf16::available())
+          return make_status(QUILT_STATUS_NOT_IMPLEMENTED,
+                             "[cpu] precision bf16 needs AVX512-BF16 (the vdpbf16ps instruction), "
+                             "which this CPU lacks; it accelerates: " +
+                                 bf16::precisions_description() + ". Use precision fp32");
+        use_bf16 = value == "bf16";
       } else {
         return make_status(QUILT_STATUS_INVALID_ARGUMENT,
-                           "[cpu] unknown option '" + key + "'; known options: threads");
+                           "[cpu] unknown option '" + key + "'; known options: threads, precision");
       }
     }
     if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    auto* d = new quilt_device_s(threads);
+    auto* d = new quilt_device_s(threads, use_bf16);
     blas_set_threads(threads);
     host_api()->log(QUILT_LOG_DEBUG,
                     ("cpu backend: " + std::to_string(threads) + " threads").c_str());
@@ -248,11 +262,16 @@ quilt_status_t supports(quilt_device_t, const quilt_graph_t* g, int32_t* claimed
     ValueTable table(*g);
     std::string why;
     const KernelEntry* e = KernelRegistry::builtin().find(cn.node.op_type, cn.node.domain);
-    if (!e)
+    *claimed = 0;
+    if (!e) {
       why = "no CPU kernel for " + cn.node.op_type;
-    else
-      why = e->support(signature_of(cn, table));
-    *claimed = why.empty() ? 1 : 0;
+    } else {
+      const NodeSignature sig = signature_of(cn, table);
+      why = e->support(sig);
+      // Claimed: the reason buffer carries how the node runs, when that is worth saying.
+      *claimed = why.empty() ? 1 : 0;
+      if (why.empty() && e->note) why = e->note(sig);
+    }
     if (reason_size) {
       std::strncpy(reason, why.c_str(), reason_size - 1);
       reason[reason_size - 1] = 0;
@@ -263,7 +282,7 @@ quilt_status_t supports(quilt_device_t, const quilt_graph_t* g, int32_t* claimed
   }
 }
 
-quilt_status_t compile(quilt_device_t, const quilt_graph_t* g, quilt_executable_t* out) {
+quilt_status_t compile(quilt_device_t device, const quilt_graph_t* g, quilt_executable_t* out) {
   try {
     auto exe = std::make_unique<quilt_executable_s>(*g);
     exe->inputs.assign(g->inputs, g->inputs + g->num_inputs);
@@ -304,7 +323,9 @@ quilt_status_t compile(quilt_device_t, const quilt_graph_t* g, quilt_executable_
         if (exe->table.types[v].dtype == DType::Undefined) cn.recheck = true;
         exe->last_use[v] = static_cast<int>(k);
       }
-      cn.kernel = cn.entry->create(signature_of(cn, exe->table));
+      NodeSignature sig = signature_of(cn, exe->table);
+      sig.bf16 = device->bf16;
+      cn.kernel = cn.entry->create(sig);
       for (size_t i = 0; offer_done && i < cn.inputs.size(); ++i) {
         const int32_t v = cn.inputs[i];
         if (v < 0 || !exe->table.constants[v].defined()) continue;
