@@ -316,15 +316,18 @@ Device::~Device() {
   if (handle_) api_->device_close(handle_);
 }
 
-std::string Device::supports(AbiGraph& node) const {
+std::string Device::supports(AbiGraph& node, std::string* note) const {
   char reason[512] = {0};
   int32_t claimed = 0;
   check_status(api_->supports(handle_, node.get(), &claimed, reason, sizeof(reason)),
                "[" + name_ + "] capability query");
-  if (claimed) return "";
   // A reason that fills the buffer without its NUL is cut, and says so.
   const bool terminated = std::memchr(reason, 0, sizeof(reason)) != nullptr;
   reason[sizeof(reason) - 1] = 0;
+  if (claimed) {
+    if (note) *note = reason;  // ABI 1.3: a claiming backend may say how it runs the node
+    return "";
+  }
   if (!reason[0]) return "not supported (no reason given)";
   if (!terminated)
     return std::string(reason) + "... (the backend's reason was cut: no NUL within " +

@@ -141,8 +141,9 @@ class Device : public std::enable_shared_from_this<Device> {
   // it (device property "launch_ns", read once the device is open); 0 when it did not.
   double launch_ns() const { return launch_ns_; }
 
-  // "" when the device claims the one-node graph, else the backend's reason.
-  std::string supports(AbiGraph& node) const;
+  // "" when the device claims the one-node graph, else the backend's reason. When it claims it,
+  // *note (if given) gets what the backend said of how it runs the node ("" when nothing).
+  std::string supports(AbiGraph& node, std::string* note = nullptr) const;
   std::shared_ptr<Executable> compile(AbiGraph& graph, const std::string& where) const;
   // Throws on a synchronous failure; asynchronous ones arrive through the signal event.
   void execute(const Executable& exe, const quilt_execute_args_t& args,

@@ -1,5 +1,6 @@
 // ExecutionPlan construction: inference, constant folding, partitioning, compilation, report.
 #include <algorithm>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -443,6 +444,7 @@ void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
   popts.pinned = options.pinned;
   popts.where = where_;
   popts.cpu_index = cpu_index_;
+  std::map<std::pair<int, int>, std::string> notes;  // (node, device) -> how it runs there
   auto ask = [&](int n, int d) -> std::string {
     const LiveNode& ln = live[n];
     // Subgraphs do not cross the ABI: only If, Loop and Scan run them, in the core.
@@ -452,7 +454,10 @@ void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
                "Loop and Scan)";
     AbiGraph ag;
     node_graph(ag, *ln.node, ln.inputs, ln.in_types, ln.outputs, ln.out_types);
-    return devices_[d]->supports(ag);
+    std::string note;
+    std::string why = devices_[d]->supports(ag, &note);
+    if (why.empty() && !note.empty()) notes[{n, d}] = std::move(note);
+    return why;
   };
   partition::Result part = partition::partition(pnodes, pvalues, pdevices, popts, ask);
 
@@ -472,6 +477,8 @@ void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
     rn.patch = part.patch_of[n];
     rn.backend = part.device_of[n] < 0 ? "host" : devices_[part.device_of[n]]->name();
     rn.reason = part.reason[n];
+    if (auto it = notes.find({static_cast<int>(n), part.device_of[n]}); it != notes.end())
+      rn.note = it->second;
     report_node[n] = static_cast<int>(report_.nodes.size());
     report_.nodes.push_back(rn);
   }

@@ -185,6 +185,17 @@ std::string PlanReport::to_text() const {
              ": " + n->reason + "\n";
   }
 
+  // How nodes run when not as the model wrote them (float16 computed in float32, ...): only
+  // when there is something to say.
+  std::vector<const Node*> noted;
+  for (const auto& n : nodes)
+    if (!n.note.empty()) noted.push_back(&n);
+  if (!noted.empty()) {
+    out += "notes:\n";
+    for (const Node* n : noted)
+      out += "  " + node_label(*n) + " on " + n->backend + ": " + n->note + "\n";
+  }
+
   const Totals t = totals(*this);
   std::vector<std::string> per_backend;
   for (const auto& [b, n] : t.nodes_per_backend) per_backend.push_back(b + " " + std::to_string(n));
@@ -241,7 +252,7 @@ std::string PlanReport::to_json() const {
            ", \"patch\": " + (n.patch >= 0 ? std::to_string(n.patch) : "null") +
            ", \"backend\": " + json_string(n.backend) +
            ", \"folded\": " + (n.patch < 0 ? "true" : "false") +
-           ", \"reason\": " + json_string(n.reason) + "}";
+           ", \"reason\": " + json_string(n.reason) + ", \"note\": " + json_string(n.note) + "}";
   }
   out += nodes.empty() ? "],\n" : "\n  ],\n";
 
@@ -280,9 +291,11 @@ std::string PlanReport::to_json() const {
   std::vector<std::string> per_backend;
   for (const auto& [b, n] : t.nodes_per_backend)
     per_backend.push_back(json_string(b) + ": " + std::to_string(n));
-  int fallbacks = 0;
-  for (const auto& n : nodes)
+  int fallbacks = 0, noted = 0;
+  for (const auto& n : nodes) {
     if (!n.reason.empty()) ++fallbacks;
+    if (!n.note.empty()) ++noted;
+  }
   out += "  \"totals\": {\"nodes\": {" + join(per_backend, ", ") +
          "}, \"folded_nodes\": " + std::to_string(folded_nodes) +
          ", \"rewritten_away\": " + std::to_string(t.rewritten_away) +
@@ -290,7 +303,8 @@ std::string PlanReport::to_json() const {
          ", \"transfers\": " + std::to_string(transfers.size()) +
          ", \"transfer_bytes\": " + std::to_string(t.transfer_bytes) +
          ", \"transfers_of_unknown_size\": " + std::to_string(t.unknown_transfers) +
-         ", \"fallbacks\": " + std::to_string(fallbacks) + "}\n";
+         ", \"fallbacks\": " + std::to_string(fallbacks) + ", \"noted\": " + std::to_string(noted) +
+         "}\n";
   out += "}\n";
   return out;
 }
@@ -381,7 +395,10 @@ std::string PlanReport::to_dot() const {
       const std::string id = "n" + std::to_string(i);
       std::string label = n->op_type + (n->name.empty() ? "" : "\n" + n->name);
       std::string attrs = "label=" + dq(label) + ", fillcolor=" + dq(colour(patch.backend));
-      if (!n->reason.empty()) attrs += ", tooltip=" + dq(n->reason) + ", peripheries=2";
+      if (!n->reason.empty())
+        attrs += ", tooltip=" + dq(n->reason) + ", peripheries=2";
+      else if (!n->note.empty())
+        attrs += ", tooltip=" + dq(n->note);
       out += "    " + id + " [" + attrs + "];\n";
       ids.push_back(id);
     }

@@ -128,6 +128,11 @@ std::shared_ptr<Session::Impl> make_impl(std::unique_ptr<Model> model,
                 "SessionOptions.log_level is " +
                     std::to_string(static_cast<int>(options.log_level)) +
                     ", expected Error (0), Warning (1), Info (2) or Debug (3)");
+  if (options.precision != "fp32" && options.precision != "bf16")
+    throw Error(ErrorCode::InvalidArgument,
+                "SessionOptions.precision is '" + options.precision +
+                    "', expected fp32 or bf16 (float32 models' GEMM and convolution on "
+                    "bfloat16 operands)");
   auto impl = std::make_shared<Session::Impl>(options.log_level);
   impl->model = std::move(model);
   validate_model(*impl->model, SchemaRegistry::builtin());
@@ -184,6 +189,8 @@ std::shared_ptr<Session::Impl> make_impl(std::unique_ptr<Model> model,
       device_options = it->second;
     if (s.backend == "cpu" && options.threads > 0 && !device_options.count("threads"))
       device_options["threads"] = std::to_string(options.threads);
+    if (s.backend == "cpu" && options.precision != "fp32" && !device_options.count("precision"))
+      device_options["precision"] = options.precision;
     impl->devices.push_back(
         std::make_shared<Device>(*inventory.find(s.backend), s.index, device_options));
     plan_options.requested.push_back(s.backend != "cpu" || cpu_listed);

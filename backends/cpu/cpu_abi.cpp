@@ -13,6 +13,7 @@
 
 #include "backends/cpu/blas.hpp"
 #include "backends/cpu/fusion.hpp"
+#include "backends/cpu/gemm_bf16.hpp"
 #include "backends/cpu/kernel.hpp"
 #include "backends/cpu/kernels/conv_blocked.hpp"
 #include "backends/cpu/layout.hpp"
@@ -22,10 +23,11 @@
 #include "core/parse_int.hpp"
 
 struct quilt_device_s {
-  quilt_device_s(int threads, bool blocked_layout)
-      : pool(threads), blocked_layout(blocked_layout) {}
+  quilt_device_s(int threads, bool blocked_layout, bool bf16)
+      : pool(threads), blocked_layout(blocked_layout), bf16(bf16) {}
   quilt::cpu::ThreadPool pool;
-  bool blocked_layout;  // option layout: blocked (default) or nchw (backends/cpu/layout.hpp)
+  bool blocked_layout;  // option layout: blocked or nchw (default; backends/cpu/layout.hpp)
+  bool bf16;            // option precision=bf16: GEMM and convolution with bfloat16 operands
 };
 
 struct quilt_event_s {
@@ -191,11 +193,12 @@ quilt_status_t device_info(void*, int32_t, quilt_device_info_t* info) {
       // loads OpenBLAS, which a session loads only if a kernel calls it.
       static const std::vector<std::string> strings = {
           std::to_string(std::thread::hardware_concurrency()), blas_core_description(),
-          std::to_string(KernelRegistry::builtin().op_types().size()), qgemm_description()};
-      static const char* keys[] = {"cores", "blas", "ops", "int8 gemm"};
+          std::to_string(KernelRegistry::builtin().op_types().size()), qgemm_description(),
+          bf16::precisions_description()};
+      static const char* keys[] = {"cores", "blas", "ops", "int8 gemm", "precisions"};
       static const char* values[] = {strings[0].c_str(), strings[1].c_str(), strings[2].c_str(),
-                                     strings[3].c_str()};
-      info->num_properties = 4;
+                                     strings[3].c_str(), strings[4].c_str()};
+      info->num_properties = 5;
       info->property_keys = keys;
       info->property_values = values;
     }
@@ -215,6 +218,7 @@ quilt_status_t device_open(void*, int32_t, const quilt_option_t* options, size_t
     const char* layout_env = std::getenv("QUILT_CPU_LAYOUT");
     std::string layout = layout_env && *layout_env ? layout_env : "nchw";
     std::string layout_from = "QUILT_CPU_LAYOUT";
+    bool use_bf16 = false;
     for (size_t i = 0; i < num_options; ++i) {
       const std::string key = options[i].key, value = options[i].value;
       if (key == "layout") {
@@ -228,9 +232,20 @@ quilt_status_t device_open(void*, int32_t, const quilt_option_t* options, size_t
                                  "', expected an integer from 0 to " +
                                  std::to_string(SessionOptions::kMaxThreads));
         threads = static_cast<int>(*t);
+      } else if (key == "precision") {
+        if (value != "fp32" && value != "bf16")
+          return make_status(QUILT_STATUS_INVALID_ARGUMENT,
+                             "[cpu] option precision is '" + value + "', expected fp32 or bf16");
+        if (value == "bf16" && !bf16::available())
+          return make_status(QUILT_STATUS_NOT_IMPLEMENTED,
+                             "[cpu] precision bf16 needs AVX512-BF16 (the vdpbf16ps instruction), "
+                             "which this CPU lacks; it accelerates: " +
+                                 bf16::precisions_description() + ". Use precision fp32");
+        use_bf16 = value == "bf16";
       } else {
         return make_status(QUILT_STATUS_INVALID_ARGUMENT,
-                           "[cpu] unknown option '" + key + "'; known options: layout, threads");
+                           "[cpu] unknown option '" + key +
+                               "'; known options: layout, precision, threads");
       }
     }
     if (layout != "blocked" && layout != "nchw")
@@ -238,7 +253,7 @@ quilt_status_t device_open(void*, int32_t, const quilt_option_t* options, size_t
                          "[cpu] " + layout_from + " is '" + layout + "', expected blocked or nchw");
     const bool blocked_layout = layout == "blocked";
     if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    auto* d = new quilt_device_s(threads, blocked_layout);
+    auto* d = new quilt_device_s(threads, blocked_layout, use_bf16);
     blas_set_threads(threads);
     host_api()->log(QUILT_LOG_DEBUG,
                     ("cpu backend: " + std::to_string(threads) + " threads").c_str());
@@ -264,11 +279,16 @@ quilt_status_t supports(quilt_device_t, const quilt_graph_t* g, int32_t* claimed
     ValueTable table(*g);
     std::string why;
     const KernelEntry* e = KernelRegistry::builtin().find(cn.node.op_type, cn.node.domain);
-    if (!e)
+    *claimed = 0;
+    if (!e) {
       why = "no CPU kernel for " + cn.node.op_type;
-    else
-      why = e->support(signature_of(cn, table));
-    *claimed = why.empty() ? 1 : 0;
+    } else {
+      const NodeSignature sig = signature_of(cn, table);
+      why = e->support(sig);
+      // Claimed: the reason buffer carries how the node runs, when that is worth saying.
+      *claimed = why.empty() ? 1 : 0;
+      if (why.empty() && e->note) why = e->note(sig);
+    }
     if (reason_size) {
       std::strncpy(reason, why.c_str(), reason_size - 1);
       reason[reason_size - 1] = 0;
@@ -299,7 +319,7 @@ quilt_status_t compile(quilt_device_t device, const quilt_graph_t* g, quilt_exec
     // The blocked layout (backends/cpu/layout.hpp): which nodes can run on its kernels, then
     // which values are stored blocked.
     std::vector<char> capable(patch.size(), 0);
-    if (device->blocked_layout)
+    if (device->blocked_layout && !device->bf16)  // the blocked kernels are float32
       for (size_t k = 0; k < patch.size(); ++k)
         capable[k] = blocked_conv_capable(signature_of(patch[k], exe->table), patch[k].activation);
     const std::vector<char> blocked = blocked_values(patch, capable, g->num_values, kept);
@@ -335,16 +355,17 @@ quilt_status_t compile(quilt_device_t device, const quilt_graph_t* g, quilt_exec
       const bool in_blocked = is_blocked(0), residual_blocked = is_blocked(cn.residual_input);
       const bool out_blocked =
           !cn.outputs.empty() && cn.outputs[0] >= 0 && blocked[static_cast<size_t>(cn.outputs[0])];
+      NodeSignature sig = signature_of(cn, exe->table);
+      sig.bf16 = device->bf16;
       if (capable[k] && (in_blocked || out_blocked || residual_blocked)) {
-        cn.kernel = make_blocked_conv(signature_of(cn, exe->table), in_blocked, out_blocked,
-                                      residual_blocked);
+        cn.kernel = make_blocked_conv(sig, in_blocked, out_blocked, residual_blocked);
         host_api()->log(QUILT_LOG_DEBUG,
                         ("cpu: " + cn.node.op_type + " node \"" + cn.node.name +
                          "\" on the blocked layout (input " + (in_blocked ? "blocked" : "NCHW") +
                          ", output " + (out_blocked ? "blocked" : "NCHW") + ")")
                             .c_str());
       } else {
-        cn.kernel = cn.entry->create(signature_of(cn, exe->table));
+        cn.kernel = cn.entry->create(sig);
       }
       for (size_t i = 0; offer_done && i < cn.inputs.size(); ++i) {
         const int32_t v = cn.inputs[i];

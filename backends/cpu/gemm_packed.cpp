@@ -9,6 +9,7 @@
 
 #include "backends/cpu/avx512.hpp"
 #include "backends/cpu/blas.hpp"
+#include "backends/cpu/gemm_bf16.hpp"
 
 namespace quilt::cpu {
 namespace {
@@ -352,7 +353,12 @@ bool gemm_packed_native() {
   return has_avx512f();
 }
 
-PackedA::PackedA(const float* a, int64_t m, int64_t k, int64_t lda) : m_(m), k_(k), lda_(lda) {
+PackedA::PackedA(const float* a, int64_t m, int64_t k, int64_t lda, bool bf16)
+    : m_(m), k_(k), lda_(lda) {
+  if (bf16) {
+    bf16_ = bf16::pack_rows(a, m, k, lda);
+    return;
+  }
   if (!gemm_packed_native()) {
     copy_ = aligned_floats(m * k);
     for (int64_t i = 0; i < m; ++i)
@@ -372,8 +378,12 @@ PackedAChannels::PackedAChannels(const float* a, int64_t m, int64_t k, int64_t l
   pack_a_blocks(a, m, k, lda, false, 0, blocks, data_.get(), kRows);
 }
 
-PackedB::PackedB(const float* b, int64_t k, int64_t n, int64_t ldb, bool transposed)
+PackedB::PackedB(const float* b, int64_t k, int64_t n, int64_t ldb, bool transposed, bool bf16)
     : k_(k), n_(n) {
+  if (bf16) {
+    bf16_ = bf16::pack_panels(b, k, n, ldb, transposed);
+    return;
+  }
   if (!gemm_packed_native()) {
     copy_ = aligned_floats(k * n);
     for (int64_t p = 0; p < k; ++p)
@@ -396,6 +406,8 @@ void gemm_packed(const PackedA& a, const float* b, int64_t ldb, int64_t n, float
                  const float* bias, const Activation& act, const ThreadPool& pool) {
   const int64_t m = a.rows(), k = a.depth();
   if (m == 0 || n == 0) return;
+  if (a.bf16_)
+    return bf16::gemm_rows(a.bf16_.get(), m, k, b, nullptr, ldb, n, c, ldc, bias, act, pool);
   if (!a.data_) {  // no AVX-512: OpenBLAS, then the epilogue
     if (bias) {
       for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, bias[i]);
@@ -416,6 +428,9 @@ void gemm_packed(const PackedA& a, const BRows& b, int64_t n, float* c, int64_t 
                  const float* residual) {
   const int64_t m = a.rows(), k = a.depth();
   if (m == 0 || n == 0) return;
+  if (a.bf16_)
+    return bf16::gemm_rows(a.bf16_.get(), m, k, b.base, b.offsets, 0, n, c, ldc, bias, act, pool,
+                           residual);
   if (!a.data_) {  // no AVX-512: gather B, then the OpenBLAS path and the epilogue
     std::vector<float> full(static_cast<size_t>(std::max<int64_t>(k, 1) * n));
     for (int64_t p = 0; p < k; ++p)
@@ -451,6 +466,8 @@ void gemm_packed_b(const float* a, int64_t lda, bool trans_a, int64_t m, const P
                    const ThreadPool& pool) {
   const int64_t k = b.depth(), n = b.cols();
   if (m == 0 || n == 0) return;
+  if (b.bf16_)
+    return bf16::gemm_panels(a, lda, trans_a, m, k, b.bf16_.get(), n, c, ldc, col_bias, act, pool);
   if (!b.data_) {  // no AVX-512: OpenBLAS, then the epilogue
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = col_bias ? col_bias[j] : 0.f;

@@ -33,8 +33,9 @@ struct BRows {
 class PackedA {
  public:
   PackedA() = default;
-  // Packs rows [0, m) x cols [0, k) of a (row stride lda).
-  PackedA(const float* a, int64_t m, int64_t k, int64_t lda);
+  // Packs rows [0, m) x cols [0, k) of a (row stride lda); bf16: rounded to bfloat16 for the
+  // bfloat16 GEMM (gemm_bf16.hpp; only where bf16::available()), which the products then use.
+  PackedA(const float* a, int64_t m, int64_t k, int64_t lda, bool bf16 = false);
   int64_t rows() const { return m_; }
   int64_t depth() const { return k_; }
 
@@ -48,6 +49,7 @@ class PackedA {
   const float* source_ = nullptr;  // the unpacked A, for the fallback without AVX-512
   std::shared_ptr<float[]> copy_;  // its copy (the fallback keeps A row-major)
   int64_t lda_ = 0;
+  std::shared_ptr<uint32_t[]> bf16_;  // instead of data_: bfloat16 pair rows (gemm_bf16.hpp)
 };
 
 // The same with B read in place (n columns, a.depth() rows). residual, when given, has C's
@@ -61,7 +63,8 @@ void gemm_packed(const PackedA& a, const BRows& b, int64_t n, float* c, int64_t 
 class PackedB {
  public:
   PackedB() = default;
-  PackedB(const float* b, int64_t k, int64_t n, int64_t ldb, bool transposed);
+  // bf16: rounded to bfloat16 for the bfloat16 GEMM, as PackedA's.
+  PackedB(const float* b, int64_t k, int64_t n, int64_t ldb, bool transposed, bool bf16 = false);
   int64_t depth() const { return k_; }
   int64_t cols() const { return n_; }
 
@@ -69,8 +72,9 @@ class PackedB {
   friend void gemm_packed_b(const float*, int64_t, bool, int64_t, const PackedB&, float*, int64_t,
                             const float*, const Activation&, const ThreadPool&);
   int64_t k_ = 0, n_ = 0;
-  std::shared_ptr<float[]> data_;  // [ceil(n / 48)][k][48], columns past n are zero
-  std::shared_ptr<float[]> copy_;  // row-major K x N, for the fallback without AVX-512
+  std::shared_ptr<float[]> data_;     // [ceil(n / 48)][k][48], columns past n are zero
+  std::shared_ptr<float[]> copy_;     // row-major K x N, for the fallback without AVX-512
+  std::shared_ptr<uint32_t[]> bf16_;  // instead of data_: bfloat16 panels (gemm_bf16.hpp)
 };
 
 // c[i][j] (row stride ldc) = act(bias[i] + sum_p a[i][p] * b[p][j]) for i < a.rows(), j < n;

@@ -31,6 +31,9 @@ struct NodeSignature {
   std::vector<TypeShape> outputs;
   // Per input: its value if constant, else nullptr. Valid while the kernel lives.
   std::vector<const Tensor*> constants;
+  // The session's precision is bf16 (SessionOptions::precision): the GEMM and convolution
+  // kernels take bfloat16 operands (gemm_bf16.hpp); set only where bf16::available().
+  bool bf16 = false;
 };
 
 class KernelContext {
@@ -152,6 +155,9 @@ struct KernelEntry {
   std::string domain;
   SupportFn support;
   KernelFactory create;
+  // How the kernel runs a node it supports, when not as the model wrote it (e.g. "float16
+  // computed in float32 (casts on inputs 0, 1 and output 0)"); "" otherwise. quilt plan shows it.
+  std::function<std::string(const NodeSignature&)> note = nullptr;
   bool fuses_activation = false;  // the kernel applies KernelContext::activation to output 0
   int bias_slot = -1;  // >= 0: adds KernelContext::bias, passed as this input, to its rows first
   // >= 0: adds KernelContext::residual, passed as this input, to output 0 before the activation

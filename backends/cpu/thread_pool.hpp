@@ -93,10 +93,11 @@ class ThreadPool {
 // on YOLOv5s (many distinct sizes), so the activations' own buffers fell out of it and were
 // faulted in every run (59 -> 66 ms). Slots: 0 a conv's shifted input, 1 its wide product,
 // 2 gemm_channels' accumulators, 3 the packed GEMM's A packed for one call, 4 its B panel,
-// 5 a depthwise conv's band (or its flattened narrow planes), 6 a separable pooling's row maxima.
+// 5 a depthwise conv's band (or its flattened narrow planes), 6 a separable pooling's row maxima,
+// 7 the bfloat16 GEMM's B panels, 8 its left operand converted for one call (gemm_bf16.cpp).
 // Throws std::bad_alloc when memory runs out (never aborts: thread_pool.cpp says why these are not
 // C++ thread_locals).
-constexpr int kScratchSlots = 7;
+constexpr int kScratchSlots = 9;
 float* thread_scratch(int slot, int64_t count);
 void* thread_scratch_bytes(int slot, size_t bytes);
 

@@ -2,10 +2,10 @@
 // widened to float32, the float32 kernel runs, and the outputs that are half in the model are
 // rounded back (to nearest even) — what onnxruntime's InsertCastTransformer does with Cast
 // nodes, done here inside the CPU backend so that the model's half values never leave it and the
-// plan keeps the model's nodes. Constant half inputs (weights) are widened once, at creation, and
-// the kernel packs them as it packs float32 weights. Kernels with a native half path (the
-// element-wise ops, attention, the normalisations that have one) say so in their support answer
-// and are not wrapped.
+// plan keeps the model's nodes (`quilt plan` lists the widened ones under "notes"). Constant half
+// inputs (weights) are widened once, at creation, and the kernel packs them as it packs float32
+// weights. Kernels with a native half path (attention, the normalisations that have one, the
+// data-movement ops) say so in their support answer and are not wrapped.
 #include <immintrin.h>
 
 #include <cstring>
@@ -59,23 +59,54 @@ TypeShape as_float(TypeShape t) {
   return t;
 }
 
+// Half constants up to this many elements are widened for a support question; larger ones (the
+// weights) are widened only by the kernel's creation. Support functions read constants only for
+// scalars (Dropout's ratio, ...) and never require a float input to be constant.
+constexpr int64_t kSupportConstantLimit = 64;
+
 // sig with every half input and output float32, the half constants widened (owned here).
+// for_support: the large half constants are left out (nullptr: not constant) instead.
 struct WideSignature {
   std::vector<Tensor> owned;
   NodeSignature sig;
 
-  explicit WideSignature(const NodeSignature& half)
+  WideSignature(const NodeSignature& half, bool for_support)
       : owned(half.inputs.size()), sig{half.node, {}, {}, half.constants} {
     for (size_t i = 0; i < half.inputs.size(); ++i) {
       sig.inputs.push_back(as_float(half.inputs[i]));
-      if (half.constants[i] && is_half(half.constants[i]->dtype())) {
-        owned[i] = widened(*half.constants[i]);
-        sig.constants[i] = &owned[i];
+      const Tensor* c = half.constants[i];
+      if (!c || !is_half(c->dtype())) continue;
+      if (for_support && c->numel() > kSupportConstantLimit) {
+        sig.constants[i] = nullptr;
+        continue;
       }
+      owned[i] = widened(*c);
+      sig.constants[i] = &owned[i];
     }
     for (const TypeShape& o : half.outputs) sig.outputs.push_back(as_float(o));
   }
 };
+
+// "float16 computed in float32 (casts on inputs 0, 1 and output 0)".
+std::string widening_note(const NodeSignature& sig) {
+  DType half = DType::Float16;
+  std::vector<std::string> ins, outs;
+  for (size_t i = 0; i < sig.inputs.size(); ++i)
+    if (is_half(sig.inputs[i].dtype)) {
+      half = sig.inputs[i].dtype;
+      ins.push_back(std::to_string(i));
+    }
+  for (size_t o = 0; o < sig.outputs.size(); ++o)
+    if (is_half(sig.outputs[o].dtype)) outs.push_back(std::to_string(o));
+  auto list = [](const char* one, const std::vector<std::string>& items) {
+    std::string s = std::string(one) + (items.size() > 1 ? "s " : " ");
+    for (size_t k = 0; k < items.size(); ++k) s += (k == 0 ? "" : ", ") + items[k];
+    return s;
+  };
+  std::string casts = list("input", ins);
+  if (!outs.empty()) casts += " and " + list("output", outs);
+  return std::string(dtype_name(half)) + " computed in float32 (casts on " + casts + ")";
+}
 
 bool has_half(const NodeSignature& sig) {
   for (const auto& t : sig.inputs)
@@ -85,7 +116,7 @@ bool has_half(const NodeSignature& sig) {
 
 class WidenedKernel : public Kernel {
  public:
-  WidenedKernel(const NodeSignature& sig, const KernelFactory& create) : wide_(sig) {
+  WidenedKernel(const NodeSignature& sig, const KernelFactory& create) : wide_(sig, false) {
     for (const auto& t : sig.inputs) half_in_.push_back(is_half(t.dtype));
     for (const auto& t : sig.outputs) out_dtype_.push_back(t.dtype);
     constant_.resize(sig.inputs.size());
@@ -166,13 +197,7 @@ void narrow_half(const Tensor& from, Tensor& to, const ThreadPool& pool) {
   auto* dst = static_cast<uint16_t*>(to.raw_data());
   pool.parallel_for(from.numel(), 1 << 16, [&](int64_t lo, int64_t hi) {
     if (to.dtype() == DType::BFloat16) {
-      for (int64_t i = lo; i < hi; ++i) {
-        uint32_t bits;
-        std::memcpy(&bits, src + i, sizeof bits);
-        dst[i] = (bits & 0x7fffffffu) > 0x7f800000u  // NaN stays NaN, quiet
-                     ? static_cast<uint16_t>((bits >> 16) | 0x40)
-                     : static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1)) >> 16);
-      }
+      for (int64_t i = lo; i < hi; ++i) dst[i] = round_to_bfloat16(src[i]);
     } else if (has_f16c()) {
       float_to_half_f16c(src + lo, dst + lo, hi - lo);
     } else {
@@ -189,7 +214,11 @@ void KernelRegistry::widen_half_floats() {
     e.support = [support](const NodeSignature& sig) {
       std::string why = support(sig);
       if (why.empty() || !has_half(sig)) return why;
-      return support(WideSignature(sig).sig).empty() ? std::string() : why;
+      return support(WideSignature(sig, true).sig).empty() ? std::string() : why;
+    };
+    // Widened exactly when the kernel refuses the half node as written.
+    e.note = [support](const NodeSignature& sig) {
+      return !has_half(sig) || support(sig).empty() ? std::string() : widening_note(sig);
     };
     e.create = [support, create](const NodeSignature& sig) -> std::unique_ptr<Kernel> {
       if (!has_half(sig) || support(sig).empty()) return create(sig);

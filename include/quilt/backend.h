@@ -352,7 +352,10 @@ typedef struct quilt_backend {
   /* -- capability -- */
   /* Decides whether the device runs `node`, a graph of one node. Sets *claimed to 1 or 0; when
    * 0, writes why into reason (NUL-terminated, at most reason_size bytes), e.g. "Conv: groups
-   * > 1 not supported"; when 1, reason is ignored. A non-NULL status is an error of the query
+   * > 1 not supported"; when 1, it may write there a note on how it runs the node when that is
+   * not as the model wrote it (e.g. "float16 computed in float32 (casts on inputs 0, 1 and output
+   * 0)"), which `quilt plan` shows, or leave it empty (the host passes it zeroed; hosts before
+   * this note ignore it). A non-NULL status is an error of the query
    * itself, not a refusal. Output values never alias inputs: a patch output is always produced
    * by one of its nodes. */
   quilt_status_t (*supports)(quilt_device_t device, const quilt_graph_t* node, int32_t* claimed,

@@ -317,6 +317,12 @@ struct SessionOptions {
   // What this session logs to stderr. Plugins' own messages name no session: they are shown up
   // to the most verbose level among the sessions alive at the time.
   LogLevel log_level = LogLevel::Warning;
+  // "fp32": float32 models compute in float32. "bf16": the CPU backend runs the GEMM and
+  // convolution products of float32 Conv, MatMul and Gemm with constant weights on bfloat16
+  // operands with float32 accumulation (AVX512-BF16; the weights are converted once, at
+  // creation); everything else stays float32. Session creation fails, naming what is missing,
+  // on a CPU without AVX512-BF16.
+  std::string precision = "fp32";
 };
 
 // Where each node of a session runs and where the copies are (quilt plan).
@@ -329,6 +335,9 @@ struct QUILT_API PlanReport {
     // Why it does not run on a higher-priority backend ("example: Softmax is not supported"),
     // or "pinned", or the cost rule's reason. Empty when on the first listed backend.
     std::string reason;
+    // How its backend runs it when not as written, e.g. "float16 computed in float32 (casts on
+    // inputs 0, 1 and output 0)"; "" otherwise.
+    std::string note;
   };
   struct Patch {
     int id = 0;              // issue order

@@ -210,7 +210,7 @@ expect("run bad QUILT_CPU_LAYOUT", ["run", MODEL], (1, 2),
        "[cpu] QUILT_CPU_LAYOUT is 'NCHWc', expected blocked or nchw",
        env={**os.environ, "QUILT_CPU_LAYOUT": "NCHWc"})
 expect("run cpu unknown option lists layout", ["run", MODEL, "--backend-option", "cpu:lay=1"], (1, 2),
-       "unknown option 'lay'; known options: layout, threads")
+       "unknown option 'lay'; known options: layout, precision, threads")
 expect("run bad pin", ["run", MODEL, "--pin", "=cpu"], 2, "--pin expects NODE=BACKEND")
 
 # ---- the CPU alone ------------------------------------------------------------------------
@@ -283,6 +283,43 @@ check("plan --output writes the file, nothing on stdout", out.exists() and r.std
       and out.read_text() == quilt("plan", MODEL, "--format", "json").stdout, r.stdout[:200])
 expect("run accepts backend options", ["run", MODEL, "--backend", "cpu", "--no-cost-rule", "--strict", "--pin",
                                        "sm=cpu"], 0, "y: float32 [2, 3]", stream="stdout")
+
+# ---- half precision: the nodes computed in float32 are named ---------------------------------
+# Conv and Relu have float32 kernels only: the CPU widens their float16 inputs and rounds the
+# outputs back, and the plan says so; Reshape moves float16 as it is and is not listed.
+def half_model(elem, np_type):
+    values = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    w = (numpy_helper.from_array(values.astype(np_type), "W") if np_type
+         else helper.make_tensor("W", elem, values.shape, values.flatten().tolist()))
+    g = helper.make_graph(
+        [helper.make_node("Conv", ["x", "W"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+         helper.make_node("Relu", ["c"], ["r"], name="relu"),
+         helper.make_node("Reshape", ["r", "shape"], ["y"], name="flat")],
+        "half", [helper.make_tensor_value_info("x", elem, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", elem, [1, 256])],
+        [w, numpy_helper.from_array(np.array([1, 256], np.int64), "shape")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+for elem, np_type, name in [(TensorProto.FLOAT16, np.float16, "float16"), (TensorProto.BFLOAT16, None, "bfloat16")]:
+    path = WORK / f"half_{name}.onnx"
+    onnx.save(half_model(elem, np_type), path)
+    conv_note = f"{name} computed in float32 (casts on inputs 0, 1 and output 0)"
+    relu_note = f"{name} computed in float32 (casts on input 0 and output 0)"
+    r = expect(f"plan {name}: notes", ["plan", path], 0, "notes:\n", f'Conv "conv" on cpu: {conv_note}\n',
+               f'Relu "relu" on cpu: {relu_note}\n', stream="stdout")
+    check(f"plan {name}: Reshape not widened", "Reshape \"flat\" on" not in r.stdout, r.stdout)
+    r = expect(f"plan {name}: json", ["plan", path, "--format", "json"], 0, stream="stdout")
+    if r.returncode == 0:
+        plan = json.loads(r.stdout)
+        notes = {n["name"]: n["note"] for n in plan["nodes"]}
+        check(f"plan {name}: json notes", notes == {"conv": conv_note, "relu": relu_note, "flat": ""}, notes)
+        check(f"plan {name}: json noted", plan["totals"]["noted"] == 2, plan["totals"])
+    expect(f"run {name}: widened nodes run", ["run", path], 0, "y:", stream="stdout")
+r = expect("plan float32: no notes", ["plan", MODEL], 0, "totals:", stream="stdout")
+check("plan float32: no notes section", "notes:" not in r.stdout, r.stdout)
 
 # ---- devices ------------------------------------------------------------------------------
 expect("devices --help", ["devices", "--help"], 0, "usage: quilt devices", "--plugin PATH", stream="stdout")

@@ -18,11 +18,11 @@ PlanReport two_backend_report() {
   r.model = "tiny.onnx";
   r.backends = {"example", "cpu"};
   r.nodes = {
-      {"mm0", "MatMul", 0, "example:0", ""},
-      {"add0", "Add", 0, "example:0", ""},
-      {"r0", "Relu", 0, "example:0", ""},
-      {"say \"hi\"", "Softmax", 1, "cpu", "example: Softmax is not supported"},
-      {"shape0", "Shape", -1, "", ""},
+      {"mm0", "MatMul", 0, "example:0", "", ""},
+      {"add0", "Add", 0, "example:0", "", ""},
+      {"r0", "Relu", 0, "example:0", "", ""},
+      {"say \"hi\"", "Softmax", 1, "cpu", "example: Softmax is not supported", ""},
+      {"shape0", "Shape", -1, "", "", ""},
   };
   PlanReport::Patch p0;
   p0.id = 0;
@@ -121,6 +121,27 @@ TEST(PlanReportText, NoFallbacksSaysSo) {
   EXPECT_FALSE(contains(r.to_dot(), "fell back"));
 }
 
+// How a backend runs a node when not as written (the CPU's widened float16 nodes): a "notes"
+// section in text, each node's "note" and a count in JSON, a tooltip in DOT; no section when
+// there is nothing to say.
+TEST(PlanReport, NotesInEveryFormat) {
+  PlanReport r = two_backend_report();
+  EXPECT_FALSE(contains(r.to_text(), "notes:"));
+  const std::string note = "float16 computed in float32 (casts on input 0 and output 0)";
+  r.nodes[3].note = note;
+  const std::string text = r.to_text();
+  EXPECT_TRUE(
+      contains(text, "notes:\n  Softmax \"say \\\"hi\\\"\" on cpu: " + note + "\ntotals:\n"))
+      << text;
+  const std::string json = r.to_json();
+  EXPECT_TRUE(contains(
+      json, "\"reason\": \"example: Softmax is not supported\", \"note\": \"" + note + "\"}"))
+      << json;
+  EXPECT_TRUE(contains(json, "\"fallbacks\": 1, \"noted\": 1}")) << json;
+  r.nodes[3].reason.clear();  // DOT shows the note as the tooltip when there is no reason
+  EXPECT_TRUE(contains(r.to_dot(), "tooltip=\"" + note + "\"")) << r.to_dot();
+}
+
 TEST(PlanReportText, AllSizesUnknown) {
   PlanReport r = two_backend_report();
   r.transfers[0].bytes = -1;
@@ -136,7 +157,7 @@ TEST(PlanReportText, LongNodeListsAreShortened) {
   p.backend = "cpu";
   for (int i = 0; i < 20; ++i) {
     // (append, not "n" + ...: GCC 12 warns -Wrestrict on the latter here)
-    r.nodes.push_back({std::string("n").append(std::to_string(i)), "Relu", 0, "cpu", ""});
+    r.nodes.push_back({std::string("n").append(std::to_string(i)), "Relu", 0, "cpu", "", ""});
     p.nodes.push_back(i);
   }
   p.inputs = {"x"};
@@ -192,7 +213,7 @@ TEST(PlanReportJson, KeyFieldsAndEscaping) {
                        "\"folded_nodes\": 1, \"rewritten_away\": 0, \"patches\": 2, "
                        "\"transfers\": 2, "
                        "\"transfer_bytes\": 4096, \"transfers_of_unknown_size\": 1, "
-                       "\"fallbacks\": 1}"))
+                       "\"fallbacks\": 1, \"noted\": 0}"))
       << json;
   // Balanced brackets outside strings: a cheap structural check (the CLI test parses it).
   int depth = 0;

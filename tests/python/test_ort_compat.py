@@ -179,6 +179,11 @@ def test_quilt_config_entries_and_their_errors():
     with pytest.raises(qort.capi.onnxruntime_pybind11_state.InvalidArgument,
                        match="session config entry 'quilt.colour' is not one of Quilt's"):
         qort.InferenceSession(mlp_bytes(), bad)
+    precision = qort.SessionOptions()
+    precision.add_session_config_entry("quilt.precision", "fp64")
+    with pytest.raises(qort.capi.onnxruntime_pybind11_state.InvalidArgument,
+                       match="SessionOptions.precision is 'fp64', expected fp32 or bf16"):
+        qort.InferenceSession(mlp_bytes(), precision)
     pin = qort.SessionOptions()
     pin.add_session_config_entry("quilt.pin.no_such_node", "cpu")
     with pytest.raises(qort.capi.onnxruntime_pybind11_state.InvalidArgument, match="'no_such_node'"):

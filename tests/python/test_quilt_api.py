@@ -153,6 +153,25 @@ def test_devices_and_list_backends_match_quilt_devices():
     assert example and example[0]["memory_bytes"] > 0
 
 
+def test_precision_bf16_is_a_session_option():
+    """precision="bf16": the MLP's Gemm on bfloat16 operands, close to float32 but not equal; a
+    value Quilt does not know is refused naming the valid ones."""
+    x = np.random.default_rng(1).standard_normal((16, 8)).astype(np.float32)
+    fp32 = quilt.Session(mlp_bytes(), precision="fp32").run({"x": x})["y"]
+    from quilt._session import make_options
+    assert make_options(precision="bf16").precision == "bf16"
+    if "bf16 (AVX512-BF16" not in quilt.devices([])[0]["properties"]["precisions"]:
+        with pytest.raises(quilt.NotImplemented, match="precision bf16 needs AVX512-BF16"):
+            quilt.Session(mlp_bytes(), precision="bf16")
+    else:
+        bf16 = quilt.Session(mlp_bytes(), precision="bf16").run({"x": x})["y"]
+        np.testing.assert_allclose(bf16, fp32, rtol=0.05, atol=0.02)
+        assert not np.array_equal(bf16, fp32)
+        assert (bf16.argmax(1) == fp32.argmax(1)).mean() >= 0.9
+    with pytest.raises(quilt.InvalidArgument, match="SessionOptions.precision is 'fp8', expected fp32 or bf16"):
+        quilt.Session(mlp_bytes(), precision="fp8")
+
+
 def test_the_readme_python_example_runs(monkeypatch, capsys):
     root = Path(__file__).resolve().parents[2]
     readme = (root / "README.md").read_text()

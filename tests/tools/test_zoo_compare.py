@@ -146,5 +146,42 @@ class SplitRewriteTest(unittest.TestCase):
             self.assertEqual(zoo._split_sizes_as_input(path), 0)
 
 
+class ReducedPrecisionTest(unittest.TestCase):
+    """--precision bf16 is judged by cosine and argmax agreement, not by the fp32 tolerance."""
+
+    def setUp(self):
+        self.ref = np.random.default_rng(2).standard_normal((64, 1000)).astype(np.float32) * 5
+
+    def test_bfloat16_sized_noise_passes(self):
+        # bfloat16 rounds to 8 significant bits: relative errors of ~4e-3 per element.
+        noisy = self.ref * (1 + np.random.default_rng(3).uniform(-4e-3, 4e-3, self.ref.shape))
+        ok, _, cosine, agree, why = zoo.compare_reduced(noisy.astype(np.float32), self.ref)
+        self.assertTrue(ok, why)
+        self.assertGreater(cosine, 0.9999)
+        self.assertGreaterEqual(agree, 0.99)
+        self.assertFalse(zoo.compare(noisy.astype(np.float32), self.ref)[0])  # fp32's bound fails it
+
+    def test_changed_decisions_fail(self):
+        swapped = self.ref.copy()
+        for row in range(4):  # 4 of 64 rows' top class replaced by their lowest
+            top, low = swapped[row].argmax(), swapped[row].argmin()
+            swapped[row, top], swapped[row, low] = swapped[row, low], swapped[row, top]
+        ok, _, cosine, agree, why = zoo.compare_reduced(swapped, self.ref)
+        self.assertFalse(ok)
+        self.assertAlmostEqual(agree, 60 / 64)
+        self.assertIn("argmax agreement 0.9375 < 0.99", why)
+
+    def test_argmax_axis(self):
+        seg = np.zeros((1, 3, 2, 2), np.float32)
+        seg[0, 2] = 1  # class 2 everywhere
+        other = seg.copy()
+        other[0, 2, 0, 0], other[0, 0, 0, 0] = 0, 1  # one pixel moves to class 0
+        self.assertAlmostEqual(zoo.argmax_agreement(other, seg), 0.75)  # per pixel, over axis 1
+        self.assertIsNone(zoo.argmax_agreement(np.int64(3), np.int64(3)))
+        ok, _, cosine, _, why = zoo.compare_reduced(-self.ref, self.ref)
+        self.assertFalse(ok)
+        self.assertIn("cosine", why)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -77,8 +77,8 @@ class Progress {
   std::chrono::steady_clock::time_point start_, last_;
 };
 
-// --optimization-level N and --log-level LEVEL, the same for run, plan and bench: if args[i] is
-// one, applies it (consuming its value) and returns true; false for any other argument.
+// --optimization-level N, --precision P and --log-level LEVEL, the same for run, plan and bench: if
+// args[i] is one, applies it (consuming its value) and returns true; false for any other argument.
 bool parse_session_option(const std::vector<std::string>& args, size_t& i, SessionOptions& options);
 
 // The options that choose and configure backends, the same for run, plan and test-onnx:

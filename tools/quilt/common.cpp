@@ -252,11 +252,13 @@ bool valid_backend_entry(const std::string& entry) {
 bool parse_session_option(const std::vector<std::string>& args, size_t& i,
                           SessionOptions& options) {
   const std::string& a = args[i];
-  if (a != "--optimization-level" && a != "--log-level") return false;
+  if (a != "--optimization-level" && a != "--log-level" && a != "--precision") return false;
   if (i + 1 >= args.size()) throw Error(ErrorCode::InvalidArgument, a + " needs a value");
   const std::string& v = args[++i];
   if (a == "--optimization-level")
     options.optimization_level = static_cast<int>(parse_int(a, v));
+  else if (a == "--precision")
+    options.precision = v;  // checked by the session, which names the valid values
   else
     options.log_level = parse_log_level(v);
   return true;

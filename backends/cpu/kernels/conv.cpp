@@ -275,7 +275,8 @@ std::vector<int64_t> live_taps(const Geometry& g) {
 
 class ConvKernel : public Kernel {
  public:
-  explicit ConvKernel(const NodeSignature& sig) : group_(sig.node.attr_int("group", 1)) {
+  explicit ConvKernel(const NodeSignature& sig)
+      : group_(sig.node.attr_int("group", 1)), bf16_(sig.bf16) {
     // Constant weights are packed for the GEMM once, here, instead of on every run.
     const Tensor* w = sig.constants.size() > 1 ? sig.constants[1] : nullptr;
     if (w && w->dtype() == DType::Float32 && w->rank() >= 3 && group_ > 0 &&
@@ -283,7 +284,7 @@ class ConvKernel : public Kernel {
     {
       constant_weights_ = true;
       const int64_t mg = w->dim(0) / group_, depth = w->numel() / w->dim(0);
-      if (small_map(sig, mg, depth))
+      if (!bf16_ && small_map(sig, mg, depth))  // gemm_channels has no bfloat16 form
         for (int64_t grp = 0; grp < group_; ++grp)
           channel_packed_.emplace_back(w->data<float>() + grp * mg * depth, mg, depth, depth);
       else
@@ -544,7 +545,7 @@ class ConvKernel : public Kernel {
   std::vector<PackedA> pack_groups(const float* w, int64_t mg, int64_t depth) const {
     std::vector<PackedA> out;
     for (int64_t grp = 0; grp < group_; ++grp)
-      out.emplace_back(w + grp * mg * depth, mg, depth, depth);
+      out.emplace_back(w + grp * mg * depth, mg, depth, depth, bf16_);
     return out;
   }
 
@@ -651,7 +652,7 @@ class ConvKernel : public Kernel {
           for (int64_t m = 0; m < mg; ++m)
             for (int64_t c = 0; c < cg; ++c)
               wt[static_cast<size_t>(m * cg + c)] = wp[((grp * mg + m) * cg + c) * kvol + t];
-          packs->emplace_back(wt.data(), mg, cg, cg);
+          packs->emplace_back(wt.data(), mg, cg, cg, bf16_);
         }
       per_tap = packs;
       if (constant_weights_) {  // keep them for the next runs
@@ -761,7 +762,8 @@ class ConvKernel : public Kernel {
   }
 
   int64_t group_;
-  std::vector<PackedA> packed_;                  // per group, when the weights are constant
+  bool bf16_;                    // the products take bfloat16 operands (NodeSignature::bf16)
+  std::vector<PackedA> packed_;  // per group, when the weights are constant
   std::vector<PackedAChannels> channel_packed_;  // instead, for small maps (small_map)
   bool constant_weights_ = false;                // one of the two is packed
   // What run() works out from the shapes before any arithmetic.

@@ -12,8 +12,6 @@
 namespace quilt::cpu {
 
 void register_cpu_elementwise_unary(KernelRegistry& r);
-KernelFn via_float32(KernelFn fn, bool output_like_input);
-SupportFn dtypes_or_float16(std::vector<DType> dtypes, size_t input = 0);
 void register_cpu_elementwise_cast(KernelRegistry& r);
 
 namespace {
@@ -426,14 +424,14 @@ SupportFn all_of(std::vector<SupportFn> fns) {
 }  // namespace
 
 void register_cpu_elementwise(KernelRegistry& r) {
-  // float16 runs through the float32 kernels (see elementwise_half.cpp).
+  // float16 and bfloat16 run through these float32 kernels (the widening of
+  // backends/cpu/widen.cpp).
   auto arith = [&](const char* op, KernelFn fn) {
-    r.add(op, dtypes_or_float16(dtypes_of(NumericTypes{})), via_float32(std::move(fn), true));
+    r.add(op, dtypes_of_input(dtypes_of(NumericTypes{})), std::move(fn));
   };
   // Opsets before 7 broadcast B to A by the legacy `broadcast`/`axis` rules.
   auto legacy_arith = [&](const char* op, KernelFn fn) {
-    r.add(op, dtypes_or_float16(dtypes_of(NumericTypes{})),
-          with_legacy_broadcast(via_float32(std::move(fn), true)));
+    r.add(op, dtypes_of_input(dtypes_of(NumericTypes{})), with_legacy_broadcast(std::move(fn)));
   };
   legacy_arith("Add", same_type_binary<AddOp>(NumericTypes{}));
   legacy_arith("Sub", same_type_binary<SubOp>(NumericTypes{}));
@@ -446,12 +444,12 @@ void register_cpu_elementwise(KernelRegistry& r) {
       same_type_binary<ModOp<false>>(NumericTypes{})(ctx);
   });
   r.add("Pow",
-        all_of({dtypes_or_float16(dtypes_of(PowTypes{}), 0),
-                dtypes_or_float16(dtypes_of(NumericTypes{}), 1)}),
-        with_legacy_broadcast(via_float32(pow_kernel, true)));
+        all_of({dtypes_of_input(dtypes_of(PowTypes{}), 0),
+                dtypes_of_input(dtypes_of(NumericTypes{}), 1)}),
+        with_legacy_broadcast(pow_kernel));
 
   auto compare = [&](const char* op, auto types, KernelFn fn) {
-    r.add(op, dtypes_or_float16(dtypes_of(types)), via_float32(std::move(fn), false));
+    r.add(op, dtypes_of_input(dtypes_of(types)), std::move(fn));
   };
   compare("Equal", AllTypes{}, compare_kernel<EqualOp>(AllTypes{}));
   compare("Less", NumericTypes{}, compare_kernel<LessOp>(NumericTypes{}));
@@ -474,12 +472,11 @@ void register_cpu_elementwise(KernelRegistry& r) {
   arith("Min", variadic_kernel<MinOp, false>(NumericTypes{}));
   arith("Max", variadic_kernel<MaxOp, false>(NumericTypes{}));
   auto float_op = [&](const char* op, auto types, KernelFn fn) {
-    r.add(op, dtypes_or_float16(dtypes_of(types)), via_float32(std::move(fn), true));
+    r.add(op, dtypes_of_input(dtypes_of(types)), std::move(fn));
   };
   float_op("Sum", FloatTypes{}, variadic_kernel<AddOp, false>(FloatTypes{}));
   float_op("Mean", FloatTypes{}, variadic_kernel<AddOp, true>(FloatTypes{}));
-  r.add("PRelu", dtypes_or_float16(dtypes_of(SignedTypes{})),
-        with_legacy_prelu(via_float32(prelu_kernel, true)));
+  r.add("PRelu", dtypes_of_input(dtypes_of(SignedTypes{})), with_legacy_prelu(prelu_kernel));
   r.add("Where", dtypes_of_input({DType::Bool}), where_kernel);
 
   const SupportFn ints = dtypes_of_input(dtypes_of(IntTypes{}));

@@ -24,9 +24,6 @@
 
 namespace quilt::cpu {
 
-KernelFn via_float32(KernelFn fn, bool output_like_input);
-SupportFn dtypes_or_float16(std::vector<DType> dtypes, size_t input = 0);
-
 namespace {
 
 // Transcendental ops cost ~10-50x a multiply: split them across threads earlier.
@@ -218,8 +215,7 @@ KernelFn unary_kernel(Make make, int64_t grain) {
 
 template <class Types, class Make>
 void add_unary(KernelRegistry& r, const char* op, Make make, int64_t grain = kElementwiseGrain) {
-  r.add(op, dtypes_or_float16(dtypes_of(Types{})),
-        via_float32(unary_kernel<Types>(make, grain), true));
+  r.add(op, dtypes_of_input(dtypes_of(Types{})), unary_kernel<Types>(make, grain));
 }
 
 // A stateless float op given as a generic lambda T -> T.
@@ -299,8 +295,8 @@ void clip_kernel(KernelContext& ctx) {
 }
 
 SupportFn clip_support() {
-  auto numeric = dtypes_or_float16(dtypes_of(NumericTypes{}));
-  auto floats = dtypes_or_float16(dtypes_of(FloatTypes{}));
+  auto numeric = dtypes_of_input(dtypes_of(NumericTypes{}));
+  auto floats = dtypes_of_input(dtypes_of(FloatTypes{}));
   return [numeric, floats](const NodeSignature& sig) {
     return sig.node.opset < 11 ? floats(sig) : numeric(sig);
   };
@@ -376,7 +372,7 @@ void register_cpu_elementwise_unary(KernelRegistry& r) {
       r, "Round", [](auto x) { return std::rint(x); }, kElementwiseGrain);
   add_simple<FloatTypes>(
       r, "Reciprocal", [](auto x) { return decltype(x)(1) / x; }, kElementwiseGrain);
-  r.add("Sqrt", dtypes_or_float16(dtypes_of(FloatTypes{})), via_float32(sqrt_kernel, true));
+  r.add("Sqrt", dtypes_of_input(dtypes_of(FloatTypes{})), sqrt_kernel);
   add_simple<FloatTypes>(
       r, "Softsign", [](auto x) { return x / (decltype(x)(1) + std::fabs(x)); }, kElementwiseGrain);
   add_simple<FloatTypes>(
@@ -497,32 +493,30 @@ void register_cpu_elementwise_unary(KernelRegistry& r) {
       kMathGrain);
 
   // Float -> bool predicates.
-  r.add("IsNaN", dtypes_or_float16(dtypes_of(FloatTypes{})),
-        via_float32(
-            [](KernelContext& ctx) {
-              visit_dtype(ctx.input(0).dtype(), FloatTypes{}, [&](auto tag) {
-                using T = decltype(tag);
-                map_unary<T, bool>(
-                    ctx, [](T x) { return x != x; }, kElementwiseGrain);
-              });
-            },
-            false));
-  r.add("IsInf", dtypes_or_float16(dtypes_of(FloatTypes{})),
-        via_float32(
-            [](KernelContext& ctx) {
-              const bool neg = ctx.node.attr_int("detect_negative", 1) != 0;
-              const bool pos = ctx.node.attr_int("detect_positive", 1) != 0;
-              visit_dtype(ctx.input(0).dtype(), FloatTypes{}, [&](auto tag) {
-                using T = decltype(tag);
-                const T inf = std::numeric_limits<T>::infinity();
-                map_unary<T, bool>(
-                    ctx, [=](T x) { return (pos && x == inf) || (neg && x == -inf); },
-                    kElementwiseGrain);
-              });
-            },
-            false));
+  r.add("IsNaN", dtypes_of_input(dtypes_of(FloatTypes{})),
 
-  r.add("Clip", clip_support(), via_float32(clip_kernel, true));
+        [](KernelContext& ctx) {
+          visit_dtype(ctx.input(0).dtype(), FloatTypes{}, [&](auto tag) {
+            using T = decltype(tag);
+            map_unary<T, bool>(
+                ctx, [](T x) { return x != x; }, kElementwiseGrain);
+          });
+        });
+  r.add("IsInf", dtypes_of_input(dtypes_of(FloatTypes{})),
+
+        [](KernelContext& ctx) {
+          const bool neg = ctx.node.attr_int("detect_negative", 1) != 0;
+          const bool pos = ctx.node.attr_int("detect_positive", 1) != 0;
+          visit_dtype(ctx.input(0).dtype(), FloatTypes{}, [&](auto tag) {
+            using T = decltype(tag);
+            const T inf = std::numeric_limits<T>::infinity();
+            map_unary<T, bool>(
+                ctx, [=](T x) { return (pos && x == inf) || (neg && x == -inf); },
+                kElementwiseGrain);
+          });
+        });
+
+  r.add("Clip", clip_support(), clip_kernel);
 
   using Kind = Activation::Kind;
   auto fixed = [](Kind kind) { return [kind](const Node&) { return Activation{kind}; }; };

@@ -169,7 +169,7 @@ class GemmKernel : public Kernel {
       for (int64_t j = 0; j < n; ++j) bias_[static_cast<size_t>(j)] += fused->data<float>()[j];
     }
     trans_a_ = node.attr_int("transA", 0) != 0;
-    packed_ = std::make_unique<PackedB>(b->data<float>(), k, n, b->dim(1), tb);
+    packed_ = std::make_unique<PackedB>(b->data<float>(), k, n, b->dim(1), tb, sig.bf16);
     // With A's static shape fitting, run() always takes the packed path.
     const TypeShape& a = sig.inputs[0];
     owns_b_ = a.has_shape && a.dims.size() == 2 && (trans_a_ ? a.dims[0] : a.dims[1]) == k;
@@ -284,7 +284,8 @@ class MatMulKernel : public Kernel {
     const Tensor* b = sig.constants.size() > 1 ? sig.constants[1] : nullptr;
     if (b && b->dtype() == DType::Float32 && b->rank() == 2 &&
         sig.inputs[0].dtype == DType::Float32) {
-      packed_ = std::make_unique<PackedB>(b->data<float>(), b->dim(0), b->dim(1), b->dim(1), false);
+      packed_ = std::make_unique<PackedB>(b->data<float>(), b->dim(0), b->dim(1), b->dim(1), false,
+                                          sig.bf16);
       const TypeShape& a = sig.inputs[0];
       owns_b_ = a.has_shape && a.dims.size() >= 2 && a.dims.back() == b->dim(0);
     }

@@ -123,11 +123,14 @@ TEST(Blas, LoadsOnFirstUseNotWhenASessionOpens) {
   quilt_device_info_t full{};
   full.struct_size = sizeof(full);
   ASSERT_EQ(api->device_info(api->context, 0, &full), nullptr);
-  ASSERT_EQ(full.num_properties, 4u);
+  ASSERT_EQ(full.num_properties, 5u);
   EXPECT_STREQ(full.property_keys[1], "blas");
   EXPECT_NE(std::string(full.property_values[1]).find("OpenBLAS, core "), std::string::npos);
   EXPECT_TRUE(blas_loaded());
   // The integer GEMM's path and the CPU's int8 instructions (qgemm.hpp).
   EXPECT_STREQ(full.property_keys[3], "int8 gemm");
   EXPECT_NE(std::string(full.property_values[3]).find("amx-int8 "), std::string::npos);
+  // The precisions this CPU accelerates (gemm_bf16.hpp).
+  EXPECT_STREQ(full.property_keys[4], "precisions");
+  EXPECT_EQ(std::string(full.property_values[4]).rfind("fp32", 0), 0u) << full.property_values[4];
 }

@@ -117,6 +117,8 @@ def _quilt_options(so: C.SessionOptions, providers):
             o.cpu_fallback = value not in ("0", "false", "False")
         elif key == "quilt.partition_cost_rule":
             o.partition_cost_rule = value not in ("0", "false", "False")
+        elif key == "quilt.precision":
+            o.precision = value
         elif key.startswith("quilt.pin.") and len(key) > len("quilt.pin."):
             pinned[key[len("quilt.pin."):]] = value
         else:

@@ -151,6 +151,7 @@ QUILT_CONFIG_KEYS = {
     "quilt.plugins": "backend plugin libraries to load, separated by os.pathsep",
     "quilt.cpu_fallback": "'0': strict, creation fails listing every node no listed backend claims",
     "quilt.partition_cost_rule": "'0': honour every claim, even tiny islands between CPU nodes",
+    "quilt.precision": "'bf16': the CPU's Conv, MatMul and Gemm products on bfloat16 operands (AVX512-BF16)",
     "quilt.pin.NODE": "run node NODE on the named backend (debugging)",
 }
 
