@@ -217,14 +217,14 @@ NB_MODULE(_quilt, m) {
         quilt::set_log_sink([callable](LogLevel level, const std::string& message) {
           if (PyGILState_GetThisThreadState() == nullptr) return false;
           nb::gil_scoped_acquire gil;
-          PyObject* result =
-              PyObject_CallFunction(callable, "is#", static_cast<int>(level), message.data(),
-                                    static_cast<Py_ssize_t>(message.size()));
-          if (result == nullptr) {
+          try {
+            const nb::handle fn(callable);
+            fn(static_cast<int>(level), nb::str(message.data(), message.size()));
+          } catch (nb::python_error& e) {
+            e.restore();
             PyErr_WriteUnraisable(callable);
             return false;
           }
-          Py_DECREF(result);
           return true;
         });
       },
