@@ -398,3 +398,9 @@ g = helper.make_graph([helper.make_node("Cast", ["x"], [k], to=t, name="cast_" +
                        for k, t in int_targets.items()], "cast_float_to_ints",
                       [vi("x", TensorProto.FLOAT, [8])], [vi(k, t, [8]) for k, t in int_targets.items()])
 save(helper.make_model(g, opset_imports=OPSET), "cast_float_to_ints.onnx")
+
+# A Conv without inputs (fuzz_model: the QDQ fusion indexed its inputs before anything checked
+# their count, a segfault in `quilt plan`); validation must refuse it.
+g = helper.make_graph([helper.make_node("Conv", [], ["y"], name="conv")], "conv_no_inputs", [],
+                      [vi("y", TensorProto.FLOAT, None)])
+save(helper.make_model(g, opset_imports=OPSET), "conv_no_inputs.onnx")
