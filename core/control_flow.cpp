@@ -2,6 +2,7 @@
 #include "core/control_flow.hpp"
 
 #include <cstring>
+#include <limits>
 
 #include "core/executor.hpp"
 
@@ -90,7 +91,9 @@ std::vector<Tensor> ExecutionPlan::run_control_flow(const Step& step,
       node.fail("body has " + std::to_string(body.outputs().size()) +
                 " outputs, expected at least " + std::to_string(1 + n_carried));
     const size_t n_scan = body.outputs().size() - 1 - n_carried;
-    int64_t max_trips = -1;
+    // Without M only the condition ends the loop; a negative M runs no iteration (as in
+    // onnxruntime: it < M). It was unbounded, so a NaN trip count cast to int64 never ended.
+    int64_t max_trips = std::numeric_limits<int64_t>::max();
     if (n_explicit > 0 && in[0].defined()) {
       if (in[0].numel() != 1 || in[0].dtype() != DType::Int64)
         node.fail("M must be an int64 tensor of one element", ErrorCode::InvalidArgument);
@@ -101,7 +104,7 @@ std::vector<Tensor> ExecutionPlan::run_control_flow(const Step& step,
     std::vector<Tensor> carried(in.begin() + std::min<size_t>(2, n_explicit), in.end());
     std::vector<std::vector<Tensor>> scans(n_scan);
     int64_t it = 0;
-    while (cond && (max_trips < 0 || it < max_trips)) {
+    while (cond && it < max_trips) {
       std::vector<Tensor> formal = {Tensor::from_vector<int64_t>({}, {it}),
                                     Tensor::from_vector<bool>({}, {cond})};
       formal.insert(formal.end(), carried.begin(), carried.end());

@@ -129,9 +129,7 @@ const SchemaRegistry& SchemaRegistry::builtin() {
   return registry;
 }
 
-std::vector<TypeShape> infer_node(const OpSchema& schema, const Node& node,
-                                  const std::vector<TypeShape>& inputs,
-                                  const std::vector<const Tensor*>& values, bool runtime) {
+void check_arity(const OpSchema& schema, const Node& node) {
   int given = 0;
   for (size_t i = 0; i < node.inputs.size(); ++i)
     if (!node.inputs[i].empty()) given = static_cast<int>(i) + 1;
@@ -152,6 +150,12 @@ std::vector<TypeShape> infer_node(const OpSchema& schema, const Node& node,
               (schema.min_outputs == schema.max_outputs
                    ? std::string()
                    : " to " + std::to_string(schema.max_outputs)));
+}
+
+std::vector<TypeShape> infer_node(const OpSchema& schema, const Node& node,
+                                  const std::vector<TypeShape>& inputs,
+                                  const std::vector<const Tensor*>& values, bool runtime) {
+  check_arity(schema, node);
 
   InferenceContext ctx(node, inputs, values, runtime);
   bool can_infer = true;

@@ -116,6 +116,9 @@ class SchemaRegistry {
   std::map<std::pair<std::string, std::string>, std::vector<OpSchema>> schemas_;
 };
 
+// Throws (InvalidModel, naming the node) when its input or output count does not fit the schema
+// or a required input is empty. Validation calls it before the optimizer reads the inputs.
+void check_arity(const OpSchema& schema, const Node& node);
 // Runs inference for one node. Checks arity first; when a present input has unknown rank, or a
 // value input is unknown, outputs are left with unknown shape (dtype Undefined) unless the
 // schema's infer handles it. Throws Error naming the node on an invalid combination.

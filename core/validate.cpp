@@ -45,7 +45,10 @@ void validate_graph(const Graph& g, const std::set<std::string>& outer,
     if (n.opset == 0) {
       p.structural.push_back(scope + "[" + n.display() + "] its domain '" + n.domain +
                              "' has no opset_import in the model");
-    } else if (!schemas.find(n.op_type, n.domain, n.opset)) {
+    } else if (const OpSchema* schema = schemas.find(n.op_type, n.domain, n.opset)) {
+      check_arity(*schema,
+                  n);  // the optimizer's patterns index inputs (a Conv without any crashed)
+    } else {
       std::string key = (n.domain.empty() ? "" : n.domain + ".") + n.op_type + " (opset " +
                         std::to_string(n.opset) + ")";
       p.unsupported[key].push_back(n.name.empty() ? "#" + std::to_string(n.index)

@@ -29,27 +29,42 @@ if [ "$what" != build ]; then
   fi
 fi
 
-# The plain setup first: Debian packages, the venv (onnx for the seeds) and build/ (whose test
-# models seed the corpora). clang comes from Debian too.
-source "$QUILT_ROOT/tools/setup.sh"
+# The plain setup first: Debian packages (clang and its libFuzzer among them), the venv (onnx for
+# the seeds) and build/ (whose test models seed the corpora). Under CTest (the fuzz_* tests of
+# tests/CMakeLists.txt) that build is the one running the tests: QUILT_FUZZ_FROM_CTEST=1 skips
+# the setup, with QUILT_BUILD and QUILT_PYTHON given, and the test models already made.
+if [ -n "${QUILT_FUZZ_FROM_CTEST:-}" ]; then
+  : "${QUILT_BUILD:?}" "${QUILT_PYTHON:?}"
+  quilt_log() { echo "[fuzz] $*" >&2; }
+else
+  source "$QUILT_ROOT/tools/setup.sh"
+fi
+# The first clang whose libFuzzer runtime is installed (Debian: clang 15 carries it, clang 14
+# needs libclang-rt-14-dev).
 CLANG=""
-for v in 15 14; do command -v clang++-$v >/dev/null && { CLANG=$v; break; }; done
+for v in 15 14 ""; do
+  cxx=clang++${v:+-$v}
+  command -v "$cxx" >/dev/null || continue
+  [ -f "$("$cxx" -print-resource-dir)/lib/linux/libclang_rt.fuzzer-x86_64.a" ] || continue
+  CLANG="$cxx"; break
+done
 if [ -z "$CLANG" ]; then
-  quilt_log "installing clang (libFuzzer)"
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends clang >&2
-  CLANG=$(clang++ --version | sed -n 's/.*clang version \([0-9]*\).*/\1/p' | head -1)
+  echo "tools/fuzz.sh: no clang with libFuzzer (Debian: clang libclang-rt-dev, which tools/setup.sh installs)" >&2
+  exit 1
 fi
 if [ ! -f "$FUZZ_BUILD/CMakeCache.txt" ]; then
-  quilt_log "configuring $FUZZ_BUILD (clang $CLANG, libFuzzer + ASan + UBSan)"
-  CC=clang-$CLANG CXX=clang++-$CLANG cmake -S "$QUILT_ROOT" -B "$FUZZ_BUILD" \
+  quilt_log "configuring $FUZZ_BUILD ($CLANG, libFuzzer + ASan + UBSan)"
+  CC="${CLANG/clang++/clang}" CXX="$CLANG" cmake -S "$QUILT_ROOT" -B "$FUZZ_BUILD" \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQUILT_FUZZ=ON >&2
 fi
 quilt_log "building the fuzzers in $FUZZ_BUILD"
 cmake --build "$FUZZ_BUILD" -j"$(nproc)" >&2
 
 if [ ! -f "$FUZZ_BUILD/seeds/onnx.dict" ]; then
-  (cd "$QUILT_BUILD" && ctest -R '^test_models_generate$' >/dev/null) ||
-    { echo "tools/fuzz.sh: generating the test models failed" >&2; exit 1; }
+  if [ -z "${QUILT_FUZZ_FROM_CTEST:-}" ]; then
+    (cd "$QUILT_BUILD" && ctest -R '^test_models_generate$' >/dev/null) ||
+      { echo "tools/fuzz.sh: generating the test models failed" >&2; exit 1; }
+  fi
   "$QUILT_PYTHON" "$QUILT_ROOT/tests/fuzz/make_seeds.py" "$FUZZ_BUILD/seeds" "$QUILT_BUILD/test_models" >&2
 fi
 [ "$what" = build ] && exit 0
@@ -58,6 +73,9 @@ fi
 # reported; a process over 2 GiB resident is a finding.
 export ASAN_OPTIONS="allocator_may_return_null=1:max_allocation_size_mb=256:detect_leaks=1:halt_on_error=1"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+# Symbolized stacks in the reports (llvm-symbolizer comes with Debian's llvm packages).
+symbolizer="$(command -v llvm-symbolizer-15 || command -v llvm-symbolizer || true)"
+[ -n "$symbolizer" ] && export ASAN_SYMBOLIZER_PATH="$symbolizer" UBSAN_SYMBOLIZER_PATH="$symbolizer"
 export LSAN_OPTIONS="suppressions=$QUILT_ROOT/tools/sanitizers/lsan.supp:print_suppressions=0"
 
 run_one() {
@@ -72,8 +90,9 @@ run_one() {
     -dict="$FUZZ_BUILD/seeds/onnx.dict" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
     -malloc_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
     -artifact_prefix="$FUZZ_BUILD/findings/$name/" "$@" >"$log" 2>&1 || status=$?
-  grep -E '^(stat::|#[0-9]+ +DONE)|cov:|ERROR|SUMMARY' "$log" | tail -n 12 >&2 || true
+  grep -E '^(stat::|#[0-9]+ +DONE)|INITED|cov:|ERROR|SUMMARY' "$log" | tail -n 12 >&2 || true
   if [ "$status" -ne 0 ]; then
+    tail -n 60 "$log" >&2
     echo "tools/fuzz.sh: fuzz_$name found something (exit $status): see $log and $FUZZ_BUILD/findings/$name/" >&2
   fi
   return "$status"

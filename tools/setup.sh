@@ -4,7 +4,8 @@
 #     Graphviz (tests render `quilt plan --format dot`), iproute2 (`ip`, for the loopback-only
 #     network namespace of the Ray Serve cluster test, tools/loopback_only.sh), OpenCL (headers,
 #     the ICD loader, PoCL as the CPU device CI tests on, clinfo, CLBlast, Oclgrind: the strict
-#     simulated device the opencl_oclgrind test checks the kernels on);
+#     simulated device the opencl_oclgrind test checks the kernels on), clang with libFuzzer
+#     (libclang-rt-dev: the fuzzers of tests/fuzz, whose short runs are the fuzz_* tests);
 #   - a project venv (.venv) with the pinned Python packages of tools/requirements.txt;
 #   - an incremental CMake build (Release) in build/ (or $QUILT_BUILD);
 #   - the Python package (python/) installed into .venv, built against that build's libquilt
@@ -29,6 +30,7 @@ APT_PACKAGES=(
   graphviz
   iproute2
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo libclblast-dev oclgrind
+  clang libclang-rt-dev
 )
 
 missing=()

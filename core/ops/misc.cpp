@@ -1,5 +1,6 @@
 // Schemas and shape inference of the misc op family: Einsum, Unique, Det and the random
 // generators (RandomUniform, RandomNormal, their *Like forms, Bernoulli).
+#include "core/checked.hpp"
 #include "core/op_schema.hpp"
 #include "core/ops/misc_einsum.hpp"
 #include "core/ops/misc_unique.hpp"
@@ -45,14 +46,17 @@ void infer_unique(InferenceContext& ctx) {
   const DType dtype = ctx.input_dtype(0);
   const auto& shape = ctx.input_shape(0);
   const Node& n = ctx.node();
+  // Unknown (-1) when a dim they multiply is.
+  const Checked c(n, "element count");
   int64_t outer = 1, count = 1, inner = 1, axis = -1;
   if (n.has_attr("axis")) {
     axis = normalize_axis(ctx, n.attr_int("axis", 0), static_cast<int64_t>(shape.size()));
     count = shape[static_cast<size_t>(axis)];
-    for (int64_t d = 0; d < axis; ++d) outer *= shape[static_cast<size_t>(d)];
-    for (size_t d = static_cast<size_t>(axis) + 1; d < shape.size(); ++d) inner *= shape[d];
+    for (int64_t d = 0; d < axis; ++d) outer = c.mul_dims(outer, shape[static_cast<size_t>(d)]);
+    for (size_t d = static_cast<size_t>(axis) + 1; d < shape.size(); ++d)
+      inner = c.mul_dims(inner, shape[d]);
   } else {
-    for (int64_t d : shape) count *= d;
+    for (int64_t d : shape) count = c.mul_dims(count, d);
   }
   // The number of unique slices needs the values (value_inputs: inference only runs with them,
   // except at run time for a missing value, which cannot happen).

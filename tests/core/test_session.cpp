@@ -431,3 +431,9 @@ TEST(Session, OutputsOfPartialWritersAreZeroedOnEveryRun) {
   EXPECT_EQ(second.data<float>()[0], 0.f);
   EXPECT_EQ(second.data<float>()[129], 2.f);
 }
+
+TEST(Session, ValidationRefusesANodeWithTooFewInputsBeforeTheOptimizerReadsThem) {
+  // Found by fuzz_model: a Conv without inputs crashed the QDQ fusion (optimization level 1).
+  expect_error([] { Session s(kDir + "/conv_no_inputs.onnx"); }, ErrorCode::InvalidModel,
+               {"[Conv node \"conv\"] has 0 inputs, expected 2 to 3"});
+}

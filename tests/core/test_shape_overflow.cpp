@@ -332,3 +332,18 @@ TEST(ShapeOverflow, ElementCountsOfOtherOps) {
   EXPECT_EQ(error_of(dft, {f32({1, k2p62 + 1, 2})}),
             "[DFT node \"dft\"] default dft_length overflows int64: 2 * 4611686018427387904");
 }
+
+TEST(ShapeOverflow, UniqueCountsOfUnknownAndHugeShapes) {
+  // Without its value, Unique's outputs are open; the flattened count of a shape with an unknown
+  // dim is unknown (it was the product with -1: a negative dim, e.g. -3 for [-1, 3]).
+  Node unique = make("Unique", 11, 1, 4);
+  auto out = infer(unique, {f32({-1, 3})});
+  EXPECT_EQ(out[2].dims, std::vector<int64_t>{-1});
+  out = infer(unique, {f32({2, 3})});
+  EXPECT_EQ(out[2].dims, std::vector<int64_t>{6});
+  EXPECT_EQ(error_of(unique, {f32({k2p32, k2p32})}),
+            "[Unique node \"unique\"] element count overflows int64: 4294967296 * 4294967296");
+  set(unique, "axis", int64_t{1});
+  EXPECT_EQ(error_of(unique, {f32({k2p32, 2, k2p32, k2p32})}),
+            "[Unique node \"unique\"] element count overflows int64: 4294967296 * 4294967296");
+}

@@ -383,3 +383,24 @@ g = helper.make_graph([N("MatMul", ["x", "BW"], ["y"], name="mm")], "stress_weig
                       [vi("x", TensorProto.FLOAT, ["n", 1024])], [vi("y", TensorProto.FLOAT, ["n", 1024])],
                       [weight("BW", 1024, 1024)])
 save(helper.make_model(g, opset_imports=OPSET), "stress_weights.onnx")
+
+# ---- float -> integer results that C++ leaves undefined (NaN, inf, out of range) ----
+# Pow with an int32 base and a float exponent (0 ^ -1.5 = inf, 2 ^ 40), found by fuzz_run, and
+# Cast of float to every integer type (tests/backends/cpu/test_float_to_int.cpp).
+g = helper.make_graph([helper.make_node("Pow", ["x", "e"], ["y"], name="pow")], "pow_int_float",
+                      [vi("x", TensorProto.INT32, [4]), vi("e", TensorProto.FLOAT, [4])],
+                      [vi("y", TensorProto.INT32, [4])])
+save(helper.make_model(g, opset_imports=OPSET), "pow_int_float.onnx")
+int_targets = {"i8": TensorProto.INT8, "u8": TensorProto.UINT8, "i16": TensorProto.INT16,
+               "u16": TensorProto.UINT16, "i32": TensorProto.INT32, "u32": TensorProto.UINT32,
+               "i64": TensorProto.INT64, "u64": TensorProto.UINT64}
+g = helper.make_graph([helper.make_node("Cast", ["x"], [k], to=t, name="cast_" + k)
+                       for k, t in int_targets.items()], "cast_float_to_ints",
+                      [vi("x", TensorProto.FLOAT, [8])], [vi(k, t, [8]) for k, t in int_targets.items()])
+save(helper.make_model(g, opset_imports=OPSET), "cast_float_to_ints.onnx")
+
+# A Conv without inputs (fuzz_model: the QDQ fusion indexed its inputs before anything checked
+# their count, a segfault in `quilt plan`); validation must refuse it.
+g = helper.make_graph([helper.make_node("Conv", [], ["y"], name="conv")], "conv_no_inputs", [],
+                      [vi("y", TensorProto.FLOAT, None)])
+save(helper.make_model(g, opset_imports=OPSET), "conv_no_inputs.onnx")

@@ -7,6 +7,7 @@
 
 #include "backends/cpu/kernel.hpp"
 #include "backends/cpu/kernels/broadcast.hpp"
+#include "backends/cpu/kernels/float_to_int.hpp"
 #include "backends/cpu/kernels/wrapping.hpp"
 
 namespace quilt::cpu {
@@ -128,6 +129,8 @@ T pow_value(T a, E b) {
     return int_pow(a, b);
   } else if constexpr (std::is_same_v<T, float> && !std::is_same_v<E, double>) {
     return std::pow(a, static_cast<float>(b));
+  } else if constexpr (std::is_integral_v<T>) {  // an integer base, a float exponent
+    return float_to_int<T>(std::pow(static_cast<double>(a), static_cast<double>(b)));
   } else {
     return static_cast<T>(std::pow(static_cast<double>(a), static_cast<double>(b)));
   }

@@ -10,6 +10,7 @@
 
 #include "backends/cpu/kernel.hpp"
 #include "backends/cpu/kernels/broadcast.hpp"
+#include "backends/cpu/kernels/float_to_int.hpp"
 #include "core/float8.hpp"
 #include "core/half.hpp"
 
@@ -70,6 +71,8 @@ D convert(S v, bool saturate) {
     return Half{float_to_half(static_cast<float>(v))};
   } else if constexpr (std::is_same_v<D, bool>) {
     return v != S(0);
+  } else if constexpr (std::is_floating_point_v<S> && std::is_integral_v<D>) {
+    return float_to_int<D>(v);  // NaN and out-of-range values too
   } else {
     return static_cast<D>(v);
   }

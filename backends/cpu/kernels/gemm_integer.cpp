@@ -63,9 +63,12 @@ class QMatMulKernel : public Kernel {
     const bool qgemm_op = mode_ == Mode::QGemm;
     if (qgemm_op && node.attr_int("transA", 0) != 0)
       node.fail("transA is not supported", ErrorCode::NotImplemented);
-    const auto [m, k, n] =
+    // Plain variables, not a structured binding: the lambdas below capture them (clang 15, the
+    // fuzz build's compiler, cannot capture structured bindings).
+    const std::array<int64_t, 3> mkn =
         qgemm_op ? std::array<int64_t, 3>{a.dim(0), a.dim(1), trans_b_ ? b.dim(0) : b.dim(1)}
                  : matmul_dims(a.shape(), b.shape());
+    const int64_t m = mkn[0], k = mkn[1], n = mkn[2];
     // QGemm with y_scale requantizes like QLinearMatMul; without, it gives float like
     // MatMulIntegerToFloat.
     const bool qgemm_quantized = qgemm_op && ctx.has_input(7);

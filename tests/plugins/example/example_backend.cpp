@@ -399,7 +399,8 @@ constexpr uint32_t kReportedAbi = 99u << 16;
 constexpr uint32_t kReportedAbi = QUILT_BACKEND_ABI_VERSION;
 #endif
 
-const quilt_backend_t kBackend = {
+[[maybe_unused]] const quilt_backend_t kBackend = {
+    // unused by the init_fail variant
     .struct_size = sizeof(quilt_backend_t),
     .abi_version = kReportedAbi,
     .name = "example",
