@@ -129,7 +129,9 @@ const SchemaRegistry& SchemaRegistry::builtin() {
   return registry;
 }
 
-void check_arity(const OpSchema& schema, const Node& node) {
+// Not inlined: inlined into infer_node, GCC 12 reports a false -Wrestrict on the messages' string
+// concatenations (GCC bug 105329).
+[[gnu::noinline]] void check_arity(const OpSchema& schema, const Node& node) {
   int given = 0;
   for (size_t i = 0; i < node.inputs.size(); ++i)
     if (!node.inputs[i].empty()) given = static_cast<int>(i) + 1;
