@@ -243,9 +243,9 @@ quilt_status_t device_open(void*, int32_t, const quilt_option_t* options, size_t
                                  bf16::precisions_description() + ". Use precision fp32");
         use_bf16 = value == "bf16";
       } else {
-        return make_status(QUILT_STATUS_INVALID_ARGUMENT,
-                           "[cpu] unknown option '" + key +
-                               "'; known options: layout, precision, threads");
+        return make_status(
+            QUILT_STATUS_INVALID_ARGUMENT,
+            "[cpu] unknown option '" + key + "'; known options: layout, precision, threads");
       }
     }
     if (layout != "blocked" && layout != "nchw")

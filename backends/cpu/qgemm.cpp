@@ -254,7 +254,6 @@ QUILT_VNNI inline void store_acc16(const QStore& s, int64_t i, int64_t j, __m512
   }
 }
 
-
 // The corrected accumulators of one row and 16 columns, stored per the job's store.
 QUILT_VNNI inline void store16(const Job& jb, int64_t i, int64_t j, __m512i acc, const RowFix& f,
                                __mmask16 mask) {

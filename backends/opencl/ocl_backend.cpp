@@ -192,10 +192,13 @@ struct Patch {
   std::vector<Mem> constants;  // per value: the uploaded constant, or empty
   std::vector<char> produced;  // per value: written by a kernel of this patch
   std::vector<int32_t> inputs, outputs;
-  // Per value with a buffer of its own (root): the first node that writes it and the last that
-  // reads it or a view of it (-1: none). An intermediate's buffer serves later values once it is
-  // dead: the queue is in order.
-  std::vector<int32_t> first_write, last_read;
+  // Per value: written by a kernel here, with a buffer of its own (a root) that no graph output
+  // lives in; the first node writing it (-1: none); per node, the intermediates it reads last
+  // (itself or a view of them). A dead intermediate's buffer serves later ones: the queue is in
+  // order.
+  std::vector<char> intermediate;
+  std::vector<int32_t> first_write;
+  std::vector<std::vector<int32_t>> dies_after;
 };
 
 }  // namespace
@@ -365,12 +368,13 @@ Status compile_patch(quilt_device_s& device, const quilt_graph_t& graph, Patch* 
   }
   // Per constant: the nodes still to compile that read it (an input listed twice counts twice).
   std::vector<int> readers(n, 0);
-  std::vector<char> read_by_node(n, 0);
   for (size_t i = 0; i < graph.num_nodes; ++i)
     for (size_t k = 0; k < graph.nodes[i].num_inputs; ++k) {
       const int32_t v = graph.nodes[i].inputs[k];
-      if (in_range(v) && graph.values[v].constant) ++readers[v], read_by_node[v] = 1;
+      if (in_range(v) && graph.values[v].constant) ++readers[v];
     }
+  for (size_t v = 0; v < n; ++v)  // read by no node: the host may free it now
+    if (graph.values[v].constant && readers[v] == 0) constant_done(graph, static_cast<int32_t>(v));
   for (size_t i = 0; i < graph.num_inputs; ++i) {
     if (!in_range(graph.inputs[i]))
       return fail(QUILT_STATUS_INVALID_ARGUMENT, "compile: graph input index out of range");
@@ -425,9 +429,6 @@ Status compile_patch(quilt_device_s& device, const quilt_graph_t& graph, Patch* 
     }
     patch->nodes.push_back(std::move(desc));
   }
-  for (size_t v = 0; v < n; ++v)  // read by no node
-    if (graph.values[v].constant && readers[v] == 0 && !read_by_node[v])
-      constant_done(graph, static_cast<int32_t>(v));
   for (size_t i = 0; i < graph.num_outputs; ++i) {
     int32_t v = graph.outputs[i];
     if (!in_range(v) || !available[v])
@@ -436,16 +437,26 @@ Status compile_patch(quilt_device_s& device, const quilt_graph_t& graph, Patch* 
     patch->outputs.push_back(v);
   }
   fuse_conv_activations(patch);
+  // The intermediates' lifetimes, the same every run: values written here with a buffer of their
+  // own (roots) that no graph output lives in (those take the host's buffers).
+  patch->intermediate.assign(n, 0);
+  for (size_t v = 0; v < n; ++v)
+    patch->intermediate[v] = patch->produced[v] && patch->root[v] == static_cast<int32_t>(v);
+  for (int32_t v : patch->outputs) patch->intermediate[patch->root[v]] = 0;
   patch->first_write.assign(n, -1);
-  patch->last_read.assign(n, -1);
+  std::vector<int32_t> last_read(n, -1);
   for (size_t i = 0; i < patch->nodes.size(); ++i) {
     const NodeDesc& desc = patch->nodes[i];
     for (int32_t v : desc.outputs)
       if (v >= 0 && patch->first_write[patch->root[v]] < 0)
         patch->first_write[patch->root[v]] = static_cast<int32_t>(i);
     for (int32_t v : desc.inputs)
-      if (v >= 0) patch->last_read[patch->root[v]] = static_cast<int32_t>(i);
+      if (v >= 0) last_read[patch->root[v]] = static_cast<int32_t>(i);
   }
+  patch->dies_after.assign(patch->nodes.size(), {});
+  for (size_t v = 0; v < n; ++v)
+    if (patch->intermediate[v] && last_read[v] >= 0)
+      patch->dies_after[static_cast<size_t>(last_read[v])].push_back(static_cast<int32_t>(v));
   return {};
 }
 
@@ -563,22 +574,15 @@ Status enqueue_patch(quilt_device_s& device, const Patch& patch, const quilt_exe
   // Intermediates get a buffer when their first writer runs and give it back after their last
   // reader: one buffer per value for the whole launch held Real-ESRGAN's 1,093 nodes' outputs
   // at once (1.3 GiB peak on opencl,cpu against 0.24 GiB on the CPU).
-  auto scratch_value = [&](int32_t v) {
-    return !assigned[v] && patch.produced[v] && patch.root[v] == v;
-  };
   std::multimap<size_t, cl_mem> dead;  // buffers of dead intermediates, by size
   std::vector<size_t> held(n, 0);      // bytes of each intermediate's buffer
-  std::vector<std::vector<int32_t>> dies_after(patch.nodes.size());
-  for (size_t v = 0; v < n; ++v)
-    if (scratch_value(static_cast<int32_t>(v)) && patch.last_read[v] >= 0)
-      dies_after[static_cast<size_t>(patch.last_read[v])].push_back(static_cast<int32_t>(v));
   if (node_events) launch.time_nodes();
   for (size_t i = 0; i < patch.nodes.size(); ++i) {
     const NodeDesc& node = patch.nodes[i];
     for (int32_t v : node.outputs) {
       if (v < 0) continue;
       const int32_t r = patch.root[v];
-      if (scratch_value(r) && patch.first_write[r] == static_cast<int32_t>(i) && !held[r]) {
+      if (patch.intermediate[r] && patch.first_write[r] == static_cast<int32_t>(i) && !held[r]) {
         const size_t bytes = element_count(launch.dims(r)) * sizeof(float);
         if (bytes) {
           cl_mem mem = nullptr;
@@ -603,7 +607,7 @@ Status enqueue_patch(quilt_device_s& device, const Patch& patch, const quilt_exe
       if (Status s = node.op->enqueue(launch, node); !s.ok())
         return {s.code, s.message + " (" + node.name + ")"};
     }
-    for (int32_t v : dies_after[i])
+    for (int32_t v : patch.dies_after[i])
       if (held[v]) dead.emplace(held[v], launch.buffer(v));
   }
   for (size_t i = 0; i < patch.outputs.size(); ++i) {

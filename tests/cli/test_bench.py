@@ -196,54 +196,50 @@ else:
 # A chain of 24 element-wise nodes on a 16 MiB tensor: each intermediate lives until the next
 # node has read it, so two buffers serve them all. Held for the whole run (as before), the 23
 # intermediates took 368 MiB more than the CPU's run; PoCL itself adds about 75 MiB.
+def peak_over_cpu(label, model, graph):
+    """Saves the graph as `model`, runs it on cpu and on opencl,cpu (each node on the device) and
+    returns how many MiB the opencl,cpu run peaked above the cpu run, or None."""
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, model)
+    peaks = {}
+    for backends in ("cpu", "opencl,cpu"):
+        j = check_json(f"{label} {backends}", ["--backend", backends, "--no-cost-rule",
+                                                "--iterations", "1", "--warmup", "1"], model=model)
+        if j:
+            peaks[backends] = j["peak_memory_mib"]
+            if backends != "cpu":
+                check(f"{label} opencl,cpu: on the device", "opencl:0" in j["plan"]["patches"],
+                      j["plan"])
+    return peaks["opencl,cpu"] - peaks["cpu"] if len(peaks) == 2 else None
+
+
 devices = quilt("devices")
 if "backend opencl" not in devices.stdout:
     print("SKIP opencl checks: `quilt devices` lists no OpenCL device")
 else:
     ops = ["Relu", "Neg", "Sigmoid", "Abs"] * 6
-    chain_nodes = [helper.make_node(op, ["x" if i == 0 else f"t{i - 1}"],
-                                    ["y" if i == len(ops) - 1 else f"t{i}"], name=f"n{i}")
-                   for i, op in enumerate(ops)]
-    chain = helper.make_model(helper.make_graph(chain_nodes, "chain", [vi("x", [1, 4, 1024, 1024])],
-                                                [vi("y", [1, 4, 1024, 1024])]),
-                              opset_imports=[helper.make_opsetid("", 17)])
-    chain.ir_version = 8
-    CHAIN = WORK / "chain.onnx"
-    onnx.save(chain, CHAIN)
-    peaks = {}
-    for backends in ("cpu", "opencl,cpu"):
-        j = check_json(f"chain {backends}", ["--backend", backends, "--no-cost-rule",
-                                              "--iterations", "2", "--warmup", "1"], model=CHAIN)
-        if j:
-            peaks[backends] = j["peak_memory_mib"]
-            if backends != "cpu":
-                check("chain opencl,cpu: on the device", "opencl:0" in j["plan"]["patches"], j["plan"])
-    if len(peaks) == 2:
-        check("chain opencl,cpu: dead intermediates' buffers reused",
-              peaks["opencl,cpu"] <= peaks["cpu"] + 150, peaks)
+    extra = peak_over_cpu("chain", WORK / "chain.onnx", helper.make_graph(
+        [helper.make_node(op, ["x" if i == 0 else f"t{i - 1}"],
+                          ["y" if i == len(ops) - 1 else f"t{i}"], name=f"n{i}")
+         for i, op in enumerate(ops)],
+        "chain", [vi("x", [1, 4, 1024, 1024])], [vi("y", [1, 4, 1024, 1024])]))
+    if extra is not None:
+        check("chain opencl,cpu: dead intermediates' buffers reused", extra <= 150, extra)
     # Twelve Adds of 8 MiB constants: the host frees each constant once the device has its copy,
     # node by node, so the two copies never all coexist. Released only at the end of the
     # compile, both were held at once: 147 MiB above the CPU's run, against 75 (PoCL) now.
     rng = np.random.default_rng(1)
     size = 2 * 1024 * 1024
-    consts = helper.make_model(helper.make_graph(
+    extra = peak_over_cpu("constants", WORK / "consts.onnx", helper.make_graph(
         [helper.make_node("Add", ["x" if i == 0 else f"t{i - 1}", f"c{i}"],
                           ["y" if i == 11 else f"t{i}"], name=f"a{i}") for i in range(12)],
         "consts", [vi("x", [1, size])], [vi("y", [1, size])],
         [numpy_helper.from_array(rng.standard_normal((1, size)).astype(np.float32), f"c{i}")
-         for i in range(12)]), opset_imports=[helper.make_opsetid("", 17)])
-    consts.ir_version = 8
-    CONSTS = WORK / "consts.onnx"
-    onnx.save(consts, CONSTS)
-    peaks = {}
-    for backends in ("cpu", "opencl,cpu"):
-        j = check_json(f"constants {backends}", ["--backend", backends, "--no-cost-rule",
-                                                  "--iterations", "1", "--warmup", "1"], model=CONSTS)
-        if j:
-            peaks[backends] = j["peak_memory_mib"]
-    if len(peaks) == 2:
+         for i in range(12)]))
+    if extra is not None:
         check("constants opencl,cpu: the host's copies freed as the device takes them",
-              peaks["opencl,cpu"] <= peaks["cpu"] + 110, peaks)
+              extra <= 110, extra)
 
 # ---- bad usage -------------------------------------------------------------------------------
 def expect_usage(label, args, *parts):
