@@ -49,11 +49,6 @@ inline __mmask16 lanes16(int64_t i, int64_t n) {
   return n - i >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (n - i)) - 1);
 }
 
-// exp on 16 lanes, shared by the 16-wide activations (activation.cpp) and Softmax: x = n ln2 + r,
-// exp(r) by the Cephes degree-7 polynomial, 2^n applied in two halves so that results near the
-// overflow edge stay finite. Above 88.72 it gives +inf, below ln(FLT_MIN) exactly 0 (masked
-// -inf logits give zeros), NaN stays NaN.
-
 // exp's constants, shared with the 8-lane exp_v of activation.cpp (Cephes expf): the input's
 // clamp, log2(e), ln 2 in two parts, and e^r's polynomial from the highest power.
 inline constexpr float kExpHi = 88.72283935546875f, kExpLo = -87.33654022216797f;
@@ -66,9 +61,12 @@ inline constexpr float kExpPoly[] = {1.9875691500e-4f, 1.3981999507e-3f, 8.33345
 // -Wmaybe-uninitialized reports once inlined; nothing is read uninitialised.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-__attribute__((target("avx512f"))) inline __m512 exp_v16(__m512 x) {
-  const __m512 hi = _mm512_set1_ps(kExpHi), lo = _mm512_set1_ps(kExpLo);
-  const __m512 xc = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
+// e^x on 16 lanes after clamping x to [kExpLo, 89]: x = n ln2 + r, e^r by the Cephes polynomial,
+// 2^n by vscalefps (exact; n = 128, from x above 88.72, overflows to +inf). The clamp keeps NaN
+// (max and min return their second operand when one is NaN), and so does the rest. The same
+// values as the 8-lane exp_v's two-factor scaling wherever the result is a normal float.
+__attribute__((target("avx512f"))) inline __m512 exp_clamped_v16(__m512 x) {
+  const __m512 xc = _mm512_min_ps(_mm512_set1_ps(89.f), _mm512_max_ps(_mm512_set1_ps(kExpLo), x));
   const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(kLog2e)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Hi), xc);
@@ -77,16 +75,23 @@ __attribute__((target("avx512f"))) inline __m512 exp_v16(__m512 x) {
   for (size_t i = 1; i < std::size(kExpPoly); ++i)
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpPoly[i]));
   p = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.f));
-  const __m512i ni = _mm512_cvtps_epi32(n);
-  const __m512i n1 = _mm512_srai_epi32(ni, 1), n2 = _mm512_sub_epi32(ni, n1);
-  const __m512i bias = _mm512_set1_epi32(127);
-  const __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, bias), 23));
-  const __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
-  __m512 result = _mm512_mul_ps(_mm512_mul_ps(p, s1), s2);
-  result = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ), result,
-                                _mm512_set1_ps(std::numeric_limits<float>::infinity()));
-  result = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), result, _mm512_setzero_ps());
-  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), result, x);
+  return _mm512_scalef_ps(p, n);
+}
+
+// exp on 16 lanes, shared by the 16-wide activations (activation.cpp) and Softmax: above 88.72
+// +inf, below ln(FLT_MIN) exactly 0 (masked -inf logits give zeros), NaN stays NaN.
+__attribute__((target("avx512f"))) inline __m512 exp_v16(__m512 x) {
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(kExpLo), _CMP_LT_OQ),
+                              exp_clamped_v16(x), _mm512_setzero_ps());
+}
+
+// 1 / (1 + e^-x) on 16 lanes (the sigmoid activations' cost is mostly exp: SiLU after every
+// conv of EfficientNet). Below the clamp e^-x is FLT_MIN instead of exp_v16's 0, and 1 + FLT_MIN
+// is 1 either way, so no blend.
+__attribute__((target("avx512f"))) inline __m512 sigmoid_v16(__m512 x) {
+  const __m512 one = _mm512_set1_ps(1.f);
+  return _mm512_div_ps(one,
+                       _mm512_add_ps(one, exp_clamped_v16(_mm512_sub_ps(_mm512_setzero_ps(), x))));
 }
 
 // erf's coefficients, shared with the 8-lane erf_v of activation.cpp: x P(x^2) below 1 (P's
@@ -155,10 +160,9 @@ __attribute__((target("avx512f"))) inline __m512 act16(Activation::Kind k, __m51
       return _mm512_mul_ps(x, _mm512_min_ps(one, _mm512_max_ps(zero, s)));
     }
     case Kind::Sigmoid:
-      return _mm512_div_ps(one, _mm512_add_ps(one, exp_v16(_mm512_sub_ps(zero, x))));
+      return sigmoid_v16(x);
     case Kind::Silu:
-      return _mm512_mul_ps(x,
-                           _mm512_div_ps(one, _mm512_add_ps(one, exp_v16(_mm512_sub_ps(zero, x)))));
+      return _mm512_mul_ps(x, sigmoid_v16(x));
     case Kind::Gelu: {  // 0.5 x (1 + erf(x / sqrt 2))
       const __m512 half = _mm512_set1_ps(0.5f);
       return _mm512_mul_ps(
@@ -169,8 +173,7 @@ __attribute__((target("avx512f"))) inline __m512 act16(Activation::Kind k, __m51
       const __m512 x3 = _mm512_mul_ps(_mm512_mul_ps(x, x), x);
       const __m512 u2 = _mm512_mul_ps(_mm512_set1_ps(1.5957691216057308f),
                                       _mm512_fmadd_ps(_mm512_set1_ps(0.044715f), x3, x));
-      return _mm512_mul_ps(
-          x, _mm512_div_ps(one, _mm512_add_ps(one, exp_v16(_mm512_sub_ps(zero, u2)))));
+      return _mm512_mul_ps(x, sigmoid_v16(u2));
     }
     default:
       return x;

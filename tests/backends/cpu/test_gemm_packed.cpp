@@ -178,6 +178,10 @@ TEST(GemmChannels, MatchesReference) {
   check_channels(128, 5, 7, 40, 360, 8, 9, true, false, Activation{}, two, rng);  // accumulate
   check_channels(64, 2, 3, 17, 17, 0, 1, false, true, Activation{Activation::Kind::HardSwish}, one,
                  rng);  // a pass-activation
+  // An SE block's 1x1 map: the activation on the tile before its transpose (one float per row).
+  check_channels(1152, 1, 1, 48, 48, 0, 1, false, false, Activation{Activation::Kind::Sigmoid}, two,
+                 rng);
+  check_channels(70, 2, 5, 9, 9, 0, 1, false, false, Activation{Activation::Kind::Silu}, one, rng);
 }
 
 TEST(GemmPacked, DISABLED_Throughput) {
