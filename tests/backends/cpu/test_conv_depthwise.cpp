@@ -4,7 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <sstream>
@@ -256,3 +260,56 @@ TEST(CpuDepthwiseConv, NarrowPlanesOnTheFlattenedKernel) {
       check(d, pool, seed++);
     }
 }
+
+namespace {
+
+// Time per call on the zoo's depthwise shapes (run by hand: quilt_unit_tests
+// --gtest_also_run_disabled_tests --gtest_filter='*DepthwiseThroughput*'; QUILT_BENCH_THREADS).
+TEST(CpuDepthwiseConv, DISABLED_Throughput) {
+  const char* env = std::getenv("QUILT_BENCH_THREADS");
+  ThreadPool pool(env ? std::atoi(env) : 1);
+  struct Shape {
+    const char* name;
+    Case c;
+  };
+  const Shape shapes[] = {
+      {"kws 64x25x5 3x3", make_case(1, 64, 25, 5, 3, 3, 1, 1, 1, true, Activation::Kind::Relu)},
+      {"effnet 1152x7x7 5x5",
+       make_case(1, 1152, 7, 7, 5, 5, 1, 1, 2, true, Activation::Kind::Silu)},
+      {"effnet 1152x7x7 3x3",
+       make_case(1, 1152, 7, 7, 3, 3, 1, 1, 1, true, Activation::Kind::Silu)},
+      {"effnet 672x14x14 5x5 s2",
+       make_case(1, 672, 14, 14, 5, 5, 2, 1, 2, true, Activation::Kind::Silu)},
+      {"effnet 672x14x14 5x5",
+       make_case(1, 672, 14, 14, 5, 5, 1, 1, 2, true, Activation::Kind::Silu)},
+      {"effnet 480x14x14 3x3",
+       make_case(1, 480, 14, 14, 3, 3, 1, 1, 1, true, Activation::Kind::Silu)},
+      {"effnet 144x56x56 3x3",
+       make_case(1, 144, 56, 56, 3, 3, 1, 1, 1, true, Activation::Kind::Silu)},
+      {"effnet 96x112x112 3x3 s2",
+       make_case(1, 96, 112, 112, 3, 3, 2, 1, 1, true, Activation::Kind::Silu)},
+      {"effnet 32x112x112 3x3",
+       make_case(1, 32, 112, 112, 3, 3, 1, 1, 1, true, Activation::Kind::Silu)}};
+  const char* only = std::getenv("QUILT_BENCH_ONLY");  // a substring of the shapes' names
+  for (const Shape& s : shapes) {
+    if (only && !std::strstr(s.name, only)) continue;
+    const DepthwiseGeometry& g = s.c.g;
+    const int64_t planes = s.c.channels;
+    std::vector<float> x(static_cast<size_t>(planes * g.in_h * g.in_w), 0.5f);
+    std::vector<float> w(static_cast<size_t>(planes * g.kernel_h * g.kernel_w), 0.1f);
+    std::vector<float> b(static_cast<size_t>(planes), 0.f);
+    std::vector<float> y(static_cast<size_t>(planes * g.out_h * g.out_w));
+    Activation act;
+    act.kind = s.c.act;
+    double best = 1e30;
+    for (int r = 0; r < 2000; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      depthwise_conv2d(g, planes, planes, x.data(), w.data(), b.data(), y.data(), act, pool);
+      best = std::min(best,
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::printf("%-28s %8.2f us\n", s.name, best * 1e6);
+  }
+}
+
+}  // namespace

@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "backends/cpu/blas.hpp"
@@ -192,9 +194,20 @@ TEST(GemmPacked, DISABLED_Throughput) {
   struct Shape {
     int64_t m, n, k;
   };
-  for (Shape s : {Shape{64, 3136, 576}, Shape{256, 3136, 64}, Shape{64, 3136, 256},
-                  Shape{512, 49, 4608}, Shape{2048, 49, 512}, Shape{256, 196, 2304},
-                  Shape{16, 196, 200}, Shape{32, 65536, 576}, Shape{64, 4096, 1152}}) {
+  std::vector<Shape> shapes = {Shape{64, 3136, 576}, Shape{256, 3136, 64}, Shape{64, 3136, 256},
+                               Shape{512, 49, 4608}, Shape{2048, 49, 512}, Shape{256, 196, 2304},
+                               Shape{16, 196, 200}, Shape{32, 65536, 576}, Shape{64, 4096, 1152}};
+  // QUILT_BENCH_SHAPES="m,n,k;m,n,k": other shapes instead.
+  if (const char* list = std::getenv("QUILT_BENCH_SHAPES")) {
+    shapes.clear();
+    std::istringstream in(list);
+    std::string item;
+    while (std::getline(in, item, ';')) {
+      Shape s{};
+      if (std::sscanf(item.c_str(), "%ld,%ld,%ld", &s.m, &s.n, &s.k) == 3) shapes.push_back(s);
+    }
+  }
+  for (Shape s : shapes) {
     std::vector<float> a = random_floats(static_cast<size_t>(s.m * s.k), rng);
     std::vector<float> b = random_floats(static_cast<size_t>(s.k * s.n), rng);
     std::vector<float> c(static_cast<size_t>(s.m * s.n));
@@ -211,11 +224,17 @@ TEST(GemmPacked, DISABLED_Throughput) {
     };
     const double ours =
         time([&] { gemm_packed(packed, b.data(), s.n, s.n, c.data(), s.n, nullptr, {}, two); });
+    // B read in place, a row per depth step (a 1x1 conv's input planes).
+    std::vector<int64_t> offsets(static_cast<size_t>(s.k));
+    for (int64_t p = 0; p < s.k; ++p) offsets[static_cast<size_t>(p)] = p * s.n;
+    const double in_place = time([&] {
+      gemm_packed(packed, BRows{b.data(), offsets.data()}, s.n, c.data(), s.n, nullptr, {}, two);
+    });
     const double blas = time([&] {
       sgemm(false, false, s.m, s.n, s.k, 1.f, a.data(), s.k, b.data(), s.n, 0.f, c.data(), s.n);
     });
-    std::printf("%5ld x %6ld x %5ld  packed %6.1f GFLOP/s  OpenBLAS %6.1f GFLOP/s\n", (long)s.m,
-                (long)s.n, (long)s.k, ours, blas);
+    std::printf("%5ld x %6ld x %5ld  packed %6.1f  in place %6.1f  OpenBLAS %6.1f GFLOP/s\n",
+                (long)s.m, (long)s.n, (long)s.k, ours, in_place, blas);
   }
 }
 
