@@ -26,6 +26,7 @@ struct Plan {
   };
   std::vector<Run> runs;  // one per column phase that holds input columns
   bool paired = false;    // stride 2, runs[0] the even input columns, runs[1] the odd ones
+  bool split16 = false;   // paired rows split by the AVX-512 deinterleave_avx512
   // Applied by the AVX-512 tiles to their registers before the store (set only for them, and
   // only for kinds act16 has); the caller applies any other activation to the stored rows.
   Activation act;
@@ -53,6 +54,11 @@ BandFn band_kernel_avx512(const DepthwiseGeometry& g);
 bool depthwise_narrow_avx512(const DepthwiseGeometry& g, int64_t planes, int64_t channels,
                              const float* x, const float* w, const float* bias, float* y,
                              const Activation& act, const ThreadPool& pool);
+
+// even[m] = src[2 m] for m < n_even and odd[m] = src[2 m + 1] for m < n_odd (n_even - n_odd is 0
+// or 1), reading only src[0, n_even + n_odd): a stride-2 row's two column phases, 32 floats per
+// two permutes. Call only when the CPU has AVX-512F/BW/VL/DQ.
+void deinterleave_avx512(const float* src, float* even, int64_t n_even, float* odd, int64_t n_odd);
 
 // depthwise_conv2d, using AVX-512 tiles only when allow_avx512 and the CPU has them (tests run
 // both paths).
