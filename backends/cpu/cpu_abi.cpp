@@ -318,10 +318,13 @@ quilt_status_t compile(quilt_device_t device, const quilt_graph_t* g, quilt_exec
                      KernelRegistry::builtin());
     // The blocked layout (backends/cpu/layout.hpp): which nodes can run on its kernels, then
     // which values are stored blocked.
+    std::vector<NodeSignature> sigs;  // each node's, built once for both uses
+    sigs.reserve(patch.size());
+    for (const PatchNode& pn : patch) sigs.push_back(signature_of(pn, exe->table));
     std::vector<char> capable(patch.size(), 0);
     if (device->blocked_layout && !device->bf16)  // the blocked kernels are float32
       for (size_t k = 0; k < patch.size(); ++k)
-        capable[k] = blocked_conv_capable(signature_of(patch[k], exe->table), patch[k].activation);
+        capable[k] = blocked_conv_capable(sigs[k], patch[k].activation);
     const std::vector<char> blocked = blocked_values(patch, capable, g->num_values, kept);
     exe->last_use.assign(g->num_values, -1);
     exe->nodes.reserve(patch.size());
@@ -355,7 +358,9 @@ quilt_status_t compile(quilt_device_t device, const quilt_graph_t* g, quilt_exec
       const bool in_blocked = is_blocked(0), residual_blocked = is_blocked(cn.residual_input);
       const bool out_blocked =
           !cn.outputs.empty() && cn.outputs[0] >= 0 && blocked[static_cast<size_t>(cn.outputs[0])];
-      NodeSignature sig = signature_of(cn, exe->table);
+      // The types and constants built above; the node itself is cn's now (patch[k] moved).
+      NodeSignature sig{cn.node, std::move(sigs[k].inputs), std::move(sigs[k].outputs),
+                        std::move(sigs[k].constants)};
       sig.bf16 = device->bf16;
       if (capable[k] && (in_blocked || out_blocked || residual_blocked)) {
         cn.kernel = make_blocked_conv(sig, in_blocked, out_blocked, residual_blocked);
