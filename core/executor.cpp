@@ -178,6 +178,7 @@ struct RunState {
     RunState* st;
     const std::vector<std::string>* names;
     std::string lane;
+    std::vector<std::string> details;  // per node, from node_detail until its node_timing
   };
   std::vector<std::unique_ptr<NodeTimingContext>> timing_contexts;
   bool inline_run = false;  // no other thread can issue a slot
@@ -346,7 +347,17 @@ void ExecutionPlan::issue(const Step& step, RunState& st, bool static_types) con
           auto* c = static_cast<RunState::NodeTimingContext*>(context);
           if (node >= c->names->size()) return;
           std::lock_guard lock(c->st->mutex);
-          c->st->node_spans.push_back({(*c->names)[node], c->lane, "node", start, end});
+          std::string detail;
+          if (node < c->details.size()) detail = std::move(c->details[node]);
+          c->st->node_spans.push_back(
+              {(*c->names)[node], c->lane, "node", start, end, std::move(detail)});
+        };
+        args.node_detail = [](void* context, size_t node, const char* detail) {
+          auto* c = static_cast<RunState::NodeTimingContext*>(context);
+          if (node >= c->names->size() || !detail) return;
+          std::lock_guard lock(c->st->mutex);
+          if (c->details.size() <= node) c->details.resize(c->names->size());
+          c->details[node] = detail;
         };
       }
       device.execute(*step.exe, args, "");

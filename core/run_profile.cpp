@@ -72,7 +72,8 @@ std::string RunProfile::to_chrome_trace(const std::string& process_name) const {
                      R"(, "ph": "X", "ts": )" + micros(ts) + ", \"dur\": " + micros(dur) +
                      R"(, "pid": 1, "tid": )" + std::to_string(tids[s.lane]) +
                      R"(, "args": {"kind": )" + json_string(s.kind) +
-                     ", \"lane\": " + json_string(s.lane) + "}}");
+                     ", \"lane\": " + json_string(s.lane) +
+                     (s.detail.empty() ? "" : ", \"detail\": " + json_string(s.detail)) + "}}");
   }
   std::string out = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
   for (size_t i = 0; i < events.size(); ++i)

@@ -398,6 +398,10 @@ void run(const quilt_device_s& device, const quilt_executable_s& exe,
   const bool timing =
       args.struct_size >= offsetof(quilt_execute_args_t, node_timing_context) + sizeof(void*) &&
       args.node_timing;
+  const bool details =
+      timing &&
+      args.struct_size >= offsetof(quilt_execute_args_t, node_detail) + sizeof(args.node_detail) &&
+      args.node_detail;
   // This run's type of each value: the compile-time one when the host's agrees (always, for a
   // model of static shapes), else a copy of the host's, made once. Building one per use took a
   // tenth of MNIST's run in allocations.
@@ -482,6 +486,8 @@ void run(const quilt_device_s& device, const quilt_executable_s& exe,
     if (timing) {
       // Folded nodes ran inside their producer: they get its span, so profiles still list them.
       const uint64_t end = host_now_ns();
+      if (details && ctx.detail)
+        args.node_detail(args.node_timing_context, static_cast<size_t>(cn.graph_index), ctx.detail);
       args.node_timing(args.node_timing_context, static_cast<size_t>(cn.graph_index), start, end);
       for (int32_t f : cn.folded)
         args.node_timing(args.node_timing_context, static_cast<size_t>(f), end, end);

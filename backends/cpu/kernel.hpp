@@ -82,6 +82,9 @@ class KernelContext {
   // A float32 tensor of output 0's shape added to output 0 before the activation (a residual
   // connection's Add), by kernels that accept a fused residual; null for every other kernel.
   const Tensor* residual = nullptr;
+  // How the kernel ran, when it has several ways to (a static string, e.g. which convolution
+  // path): set by run(), shown in profiles (quilt bench --profile).
+  const char* detail = nullptr;
 
  private:
   std::span<const Tensor* const> inputs_;

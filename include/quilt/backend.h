@@ -313,6 +313,12 @@ typedef struct quilt_execute_args {
   /* ABI 1.2: the run this execution belongs to, as given to run_begin; 0 when the backend has
    * no run_begin. */
   uint64_t run;
+  /* ABI 1.2, optional on both sides (read it only when struct_size covers it; NULL: the host
+   * wants none): with node_timing, how the backend ran a node when it has several ways to, e.g.
+   * "packed GEMM, input read in place", which profiles show beside the node's time. Called
+   * before node_timing for that node, from the same thread; `detail` is valid only during the
+   * call. */
+  void (*node_detail)(void* context, size_t node, const char* detail);
 } quilt_execute_args_t;
 
 /* ---- the backend ------------------------------------------------------------------------- */

@@ -384,6 +384,8 @@ struct QUILT_API RunProfile {
     std::string lane;  // backend / device that did the work
     std::string kind;  // "patch", "node" (when the backend times nodes), "transfer", "host"
     uint64_t start_ns = 0, end_ns = 0;  // same clock as quilt_host_api_t::now_ns
+    // How the backend ran the node, when it says (e.g. which convolution kernel); else empty.
+    std::string detail;
   };
   std::vector<Span> spans;
 

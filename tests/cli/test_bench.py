@@ -173,6 +173,49 @@ check("cpu profile: exit 0", r.returncode == 0 and f"written to {trace}" in r.st
       f"exit {r.returncode}: {r.stdout!r} {r.stderr!r}")
 check_trace("cpu profile", trace, ["cpu"], want_transfers=False)
 
+# ---- which kernel each conv ran, in the trace ----------------------------------------------------
+# Convs the CPU runs four ways: a depthwise 3x3 on a keyword spotter's 25x5 map, a 1x1 on a 28x28
+# map (the input read in place by the packed GEMM), a 3x3 over shifted input rows, and one whose
+# padding is far wider than its window (the direct kernel). Their node spans say so in
+# args.detail; the activation folded into a conv and the Softmax say nothing.
+def conv_weight(name, c_out, c_in, k):
+    return numpy_helper.from_array(rng.standard_normal((c_out, c_in, k, k)).astype(np.float32), name)
+
+
+paths = helper.make_model(helper.make_graph(
+    [helper.make_node("Conv", ["a", "wd"], ["d"], name="dw", group=16, kernel_shape=[3, 3],
+                      pads=[1, 1, 1, 1]),
+     helper.make_node("Conv", ["b", "w1"], ["p"], name="pw", kernel_shape=[1, 1]),
+     helper.make_node("Relu", ["p"], ["pr"], name="pw_relu"),
+     helper.make_node("Conv", ["c", "w3"], ["s"], name="shifted", kernel_shape=[3, 3],
+                      pads=[1, 1, 1, 1]),
+     helper.make_node("Conv", ["e", "w5"], ["h"], name="wide_pad", kernel_shape=[1, 1],
+                      pads=[400, 400, 400, 400], strides=[400, 400]),
+     helper.make_node("Softmax", ["h"], ["hs"], name="sm", axis=1)],
+    "paths", [vi("a", [1, 16, 25, 5]), vi("b", [1, 32, 28, 28]), vi("c", [1, 3, 40, 40]),
+              vi("e", [1, 2, 3, 3])],
+    [vi("d", None), vi("pr", None), vi("s", None), vi("hs", None)],
+    [conv_weight("wd", 16, 1, 3), conv_weight("w1", 32, 32, 1), conv_weight("w3", 8, 3, 3),
+     conv_weight("w5", 2, 2, 1)]), opset_imports=[helper.make_opsetid("", 17)])
+paths.ir_version = 8
+PATHS = WORK / "conv_paths.onnx"
+onnx.save(paths, PATHS)
+trace = WORK / "paths_trace.json"
+trace.unlink(missing_ok=True)
+r = quilt("bench", PATHS, "--iterations", "1", "--warmup", "0", "--profile", trace)
+check("conv paths profile: exit 0", r.returncode == 0, f"exit {r.returncode}: {r.stderr!r}")
+if r.returncode == 0:
+    spans = {e["name"]: e["args"] for e in json.loads(trace.read_text())["traceEvents"]
+             if e.get("cat") == "node"}
+    want = {"dw": "depthwise", "pw": "packed GEMM, input read in place",
+            "shifted": "shifted input rows", "wide_pad": "direct"}
+    for node, words in want.items():
+        detail = spans.get(f'Conv node "{node}"', {}).get("detail", "")
+        check(f"conv paths: {node} says {words!r}", words in detail, spans)
+    for node in ('Relu node "pw_relu"', 'Softmax node "sm"'):
+        check(f"conv paths: {node} has no detail", node in spans and "detail" not in spans[node],
+              spans.get(node))
+
 # ---- example plugin and CPU ------------------------------------------------------------------
 if PLUGIN is None:
     print("SKIP example,cpu checks: QUILT_EXAMPLE_PLUGIN is not set to a built plugin")

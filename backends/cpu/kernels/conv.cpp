@@ -334,23 +334,27 @@ class ConvKernel : public Kernel {
     const float* bp = b ? b->data<float>() : nullptr;
     float* yp = y.data<float>();
     if (layout.direct) {
+      ctx.detail = "direct, a bounds check per tap (padding far wider than the window)";
       conv_direct({g.in, g.out, g.kernel, g.stride, g.dilation, g.pad}, batch, c_in, c_out, group_,
                   xp, wp, bp, yp, act_before, ctx.pool);
       if (rp) add_residual();
       return;
     }
     if (cg == 1 && mg == 1) {
-      run_depthwise(ctx, g, batch * c_out, c_out, xp, wp, bp, yp, act_before);
+      ctx.detail = run_depthwise(ctx, g, batch * c_out, c_out, xp, wp, bp, yp, act_before);
       if (rp) add_residual();
       return;
     }
 
     const bool pointwise = layout.pointwise;
     if (const std::vector<TapRegion>& regions = layout.regions; !regions.empty()) {
-      if (!channel_packed_.empty() && g.stride[1] == 1 && g.stride[2] == 1)
+      if (!channel_packed_.empty() && g.stride[1] == 1 && g.stride[2] == 1) {
+        ctx.detail = "channel tiles (gemm_channels), a product per kernel tap";
         run_by_tap_channels(ctx, g, regions, batch, c_in, xp, bp, yp, act_before);
-      else
+      } else {
+        ctx.detail = "packed GEMM, a product per kernel tap";
         run_by_tap(ctx, g, regions, batch, c_in, c_out, xp, wp, bp, yp, act_before);
+      }
       if (rp) add_residual();
       return;
     }
@@ -360,6 +364,8 @@ class ConvKernel : public Kernel {
     const int64_t kl = static_cast<int64_t>(taps.size());
     const bool planar = !pointwise && g.out[0] == 1 && g.kernel[0] == 1;
     if (!channel_packed_.empty() && kl == kvol && (pointwise || planar)) {
+      ctx.detail = pointwise ? "channel tiles (gemm_channels), input read in place"
+                             : "channel tiles (gemm_channels) over shifted input rows";
       run_small_map(ctx, g, pointwise, taps, xp, bp, yp, rp);
       return;
     }
@@ -386,6 +392,7 @@ class ConvKernel : public Kernel {
     const int64_t image_macs = c_out * ovol * depth;
     if (batch > 1 && ctx.pool.threads() > 1 && image_macs < (int64_t{1} << 21) &&
         depth * ovol * static_cast<int64_t>(sizeof(float)) <= kColBytes) {
+      ctx.detail = "packed GEMM, runs of images unfolded side by side";
       static const ThreadPool serial(1);
       // Images per GEMM: their unfolded input within 256 KiB (L2), at least one.
       const int64_t run = std::clamp<int64_t>(
@@ -436,6 +443,9 @@ class ConvKernel : public Kernel {
         const float* bg = bp ? bp + grp * mg : nullptr;
         const PackedA& pk = packed[static_cast<size_t>(grp)];
         const float* rg = rp ? rp + (n * c_out + grp * mg) * ovol : nullptr;
+        ctx.detail = pointwise ? "packed GEMM, input read in place"
+                     : shifted ? "packed GEMM over shifted input rows"
+                               : "packed GEMM over unfolded windows (im2col)";
         if (pointwise) {  // B is the input's channel planes, read in place
           gemm_packed(pk, BRows{xg, plane_offsets.data()}, ovol, yg, ovol, bg, act, ctx.pool, rg);
           continue;
@@ -721,9 +731,10 @@ class ConvKernel : public Kernel {
           [&](int64_t lo, int64_t hi) { act.apply(yp + lo * ovol, (hi - lo) * ovol); });
   }
 
-  void run_depthwise(KernelContext& ctx, const Geometry& g, int64_t planes, int64_t c_out,
-                     const float* xp, const float* wp, const float* bp, float* yp,
-                     const Activation& act) const {
+  // Returns which kernel ran (KernelContext::detail).
+  const char* run_depthwise(KernelContext& ctx, const Geometry& g, int64_t planes, int64_t c_out,
+                            const float* xp, const float* wp, const float* bp, float* yp,
+                            const Activation& act) const {
     if (g.in[0] == 1 && g.out[0] == 1 && g.kernel[0] == 1) {  // 1-D and 2-D: the direct kernel
       const DepthwiseGeometry dg{g.in[1],       g.in[2],       g.out[1],    g.out[2],
                                  g.kernel[1],   g.kernel[2],   g.stride[1], g.stride[2],
@@ -750,7 +761,7 @@ class ConvKernel : public Kernel {
               act.apply(yp + p * ovol, ovol);
             }
           });
-      return;
+      return "depthwise 3-D, phase planes";
     }
     ctx.pool.parallel_for(
         planes, std::max<int64_t>(1, 8192 / (ovol * kvol)), [&](int64_t begin, int64_t end) {
@@ -759,6 +770,7 @@ class ConvKernel : public Kernel {
             act.apply(yp + p * ovol, ovol);
           }
         });
+    return "depthwise 3-D, planes in place";
   }
 
   int64_t group_;

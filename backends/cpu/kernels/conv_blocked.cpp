@@ -338,10 +338,13 @@ class BlockedConvKernel : public Kernel {
       e.residual.h = 1;
       inner.in = inner.out = {1, 1, in.w};
     }
-    if (depthwise_)
+    if (depthwise_) {
+      ctx.detail = "blocked layout (16 channels a vector), depthwise";
       run_depthwise(ctx, inner, in, e, n);
-    else
+    } else {
+      ctx.detail = "blocked layout (16 channels a vector), direct tiles";
       run_direct(ctx, inner, in, e, n);
+    }
   }
 
  private:

@@ -340,15 +340,16 @@ bool has_avx512() {
 
 }  // namespace
 
-void depthwise_conv2d(const DepthwiseGeometry& g, int64_t planes, int64_t channels, const float* x,
-                      const float* w, const float* bias, float* y, const Activation& act,
-                      const ThreadPool& pool, bool allow_avx512) {
-  if (planes <= 0 || g.out_h <= 0 || g.out_w <= 0) return;
+const char* depthwise_conv2d(const DepthwiseGeometry& g, int64_t planes, int64_t channels,
+                             const float* x, const float* w, const float* bias, float* y,
+                             const Activation& act, const ThreadPool& pool, bool allow_avx512) {
+  if (planes <= 0 || g.out_h <= 0 || g.out_w <= 0) return "depthwise (empty)";
   if (allow_avx512 && has_avx512() &&
       depthwise_narrow_avx512(g, planes, channels, x, w, bias, y, act, pool))
-    return;
+    return "depthwise, flattened narrow planes (16 lanes)";
   Plan p = make_plan(g);
   BandFn band_fn = allow_avx512 && has_avx512() ? band_kernel_avx512(g) : nullptr;
+  const bool wide_tiles = band_fn != nullptr;
   p.split16 = p.paired && allow_avx512 && has_avx512();
   const bool act_in_tiles = band_fn && has_act16(act.kind);
   if (act_in_tiles) p.act = act;
@@ -379,14 +380,16 @@ void depthwise_conv2d(const DepthwiseGeometry& g, int64_t planes, int64_t channe
   };
   const int64_t item_macs = p.band_rows * g.out_w * ntaps;
   pool.parallel_for(planes * p.bands, std::max<int64_t>(1, kGrainMacs / item_macs), run_items);
+  return wide_tiles ? "depthwise, row bands (16-lane tiles)"
+                    : "depthwise, row bands (8-lane tiles)";
 }
 
 }  // namespace depthwise_detail
 
-void depthwise_conv2d(const DepthwiseGeometry& g, int64_t planes, int64_t channels, const float* x,
-                      const float* w, const float* bias, float* y, const Activation& act,
-                      const ThreadPool& pool) {
-  depthwise_detail::depthwise_conv2d(g, planes, channels, x, w, bias, y, act, pool, true);
+const char* depthwise_conv2d(const DepthwiseGeometry& g, int64_t planes, int64_t channels,
+                             const float* x, const float* w, const float* bias, float* y,
+                             const Activation& act, const ThreadPool& pool) {
+  return depthwise_detail::depthwise_conv2d(g, planes, channels, x, w, bias, y, act, pool, true);
 }
 
 }  // namespace quilt::cpu

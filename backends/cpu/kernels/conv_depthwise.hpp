@@ -27,8 +27,9 @@ struct DepthwiseGeometry {
 // (zero padding), then act applied to the plane (act.apply(y_plane, out_h*out_w)). Planes are
 // split across the pool. x: planes * in_h * in_w; w: channels * kernel_h * kernel_w; y: planes *
 // out_h * out_w.
-void depthwise_conv2d(const DepthwiseGeometry& g, int64_t planes, int64_t channels, const float* x,
-                      const float* w, const float* bias, float* y, const Activation& act,
-                      const ThreadPool& pool);
+// Returns which kernel ran (a static string, for profiles).
+const char* depthwise_conv2d(const DepthwiseGeometry& g, int64_t planes, int64_t channels,
+                             const float* x, const float* w, const float* bias, float* y,
+                             const Activation& act, const ThreadPool& pool);
 
 }  // namespace quilt::cpu

@@ -62,8 +62,8 @@ void deinterleave_avx512(const float* src, float* even, int64_t n_even, float* o
 
 // depthwise_conv2d, using AVX-512 tiles only when allow_avx512 and the CPU has them (tests run
 // both paths).
-void depthwise_conv2d(const DepthwiseGeometry& g, int64_t planes, int64_t channels, const float* x,
-                      const float* w, const float* bias, float* y, const Activation& act,
-                      const ThreadPool& pool, bool allow_avx512);
+const char* depthwise_conv2d(const DepthwiseGeometry& g, int64_t planes, int64_t channels,
+                             const float* x, const float* w, const float* bias, float* y,
+                             const Activation& act, const ThreadPool& pool, bool allow_avx512);
 
 }  // namespace quilt::cpu::depthwise_detail
