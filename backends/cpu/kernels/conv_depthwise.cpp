@@ -130,8 +130,8 @@ void fill_band(const Plan& p, const float* x, int64_t oh0, int64_t rows, float* 
     // The AVX2 split of short rows went through a masked load (microcoded on AMD) and a scalar
     // tail: half the time of EfficientNet's stride-2 convs on 14x14 and 28x28 planes.
     if (p.split16)
-      for (int64_t i = 0; i < rows_in; ++i, src += g.in_w, dst += p.row_stride)
-        deinterleave_avx512(src, dst + e.dst, e.count, dst + o.dst, o.count);
+      deinterleave_rows_avx512(src, g.in_w, dst, p.row_stride, rows_in, e.dst, e.count, o.dst,
+                               o.count);
     else
       for (int64_t i = 0; i < rows_in; ++i, src += g.in_w, dst += p.row_stride)
         deinterleave(src, dst + e.dst, e.count, dst + o.dst, o.count);

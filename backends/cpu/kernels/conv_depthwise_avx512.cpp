@@ -202,21 +202,25 @@ QUILT_AVX512 void conv_band(const Plan& p, const float* buf, const float* w, flo
 
 }  // namespace
 
-QUILT_AVX512 void deinterleave_avx512(const float* src, float* even, int64_t n_even, float* odd,
-                                      int64_t n_odd) {
+QUILT_AVX512 void deinterleave_rows_avx512(const float* src, int64_t src_row, float* dst,
+                                           int64_t dst_row, int64_t rows, int64_t even,
+                                           int64_t n_even, int64_t odd, int64_t n_odd) {
   const __m512i pick_even =
       _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i pick_odd = _mm512_add_epi32(pick_even, _mm512_set1_epi32(1));
   const int64_t total = n_even + n_odd;
-  for (int64_t m = 0; 2 * m < total; m += kLanes) {
-    const int64_t left = total - 2 * m;  // floats of src from 2 m on
-    const __m512 a = _mm512_maskz_loadu_ps(lanes16(0, left), src + 2 * m);
-    const __m512 b = left > kLanes
-                         ? _mm512_maskz_loadu_ps(lanes16(kLanes, left), src + 2 * m + kLanes)
-                         : _mm512_setzero_ps();
-    _mm512_mask_storeu_ps(even + m, lanes16(m, n_even), _mm512_permutex2var_ps(a, pick_even, b));
-    _mm512_mask_storeu_ps(odd + m, lanes16(m, n_odd), _mm512_permutex2var_ps(a, pick_odd, b));
-  }
+  for (int64_t i = 0; i < rows; ++i, src += src_row, dst += dst_row)
+    for (int64_t m = 0; 2 * m < total; m += kLanes) {
+      const int64_t left = total - 2 * m;  // floats of the row from 2 m on
+      const __m512 a = _mm512_maskz_loadu_ps(lanes16(0, left), src + 2 * m);
+      const __m512 b = left > kLanes
+                           ? _mm512_maskz_loadu_ps(lanes16(kLanes, left), src + 2 * m + kLanes)
+                           : _mm512_setzero_ps();
+      _mm512_mask_storeu_ps(dst + even + m, lanes16(m, n_even),
+                            _mm512_permutex2var_ps(a, pick_even, b));
+      _mm512_mask_storeu_ps(dst + odd + m, lanes16(m, n_odd),
+                            _mm512_permutex2var_ps(a, pick_odd, b));
+    }
 }
 
 BandFn band_kernel_avx512(const DepthwiseGeometry& g) {

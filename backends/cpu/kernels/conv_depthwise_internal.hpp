@@ -55,10 +55,13 @@ bool depthwise_narrow_avx512(const DepthwiseGeometry& g, int64_t planes, int64_t
                              const float* x, const float* w, const float* bias, float* y,
                              const Activation& act, const ThreadPool& pool);
 
-// even[m] = src[2 m] for m < n_even and odd[m] = src[2 m + 1] for m < n_odd (n_even - n_odd is 0
-// or 1), reading only src[0, n_even + n_odd): a stride-2 row's two column phases, 32 floats per
-// two permutes. Call only when the CPU has AVX-512F/BW/VL/DQ.
-void deinterleave_avx512(const float* src, float* even, int64_t n_even, float* odd, int64_t n_odd);
+// For `rows` rows (src_row and dst_row floats apart): even[m] = src[2 m] for m < n_even and
+// odd[m] = src[2 m + 1] for m < n_odd (n_even - n_odd is 0 or 1), reading only src[0, n_even +
+// n_odd): a stride-2 row's two column phases, 32 floats per two permutes (even and odd are
+// offsets into dst). Call only when the CPU has AVX-512F/BW/VL/DQ.
+void deinterleave_rows_avx512(const float* src, int64_t src_row, float* dst, int64_t dst_row,
+                              int64_t rows, int64_t even, int64_t n_even, int64_t odd,
+                              int64_t n_odd);
 
 // depthwise_conv2d, using AVX-512 tiles only when allow_avx512 and the CPU has them (tests run
 // both paths).
