@@ -188,9 +188,9 @@ Status parse_options(const quilt_option_t* options, size_t count, Options* out) 
 struct Patch {
   std::vector<std::string> value_names;
   std::vector<NodeDesc> nodes;
-  std::vector<int32_t> root;   // per value: the value whose buffer holds it (views alias)
-  std::vector<Mem> constants;  // per value: the uploaded constant, or empty
-  std::vector<char> produced;  // per value: written by a kernel of this patch
+  std::vector<int32_t> root;  // per value: the value whose buffer holds it (views alias)
+  std::vector<std::shared_ptr<Mem>> constants;  // per value: the uploaded constant, or null
+  std::vector<char> produced;                   // per value: written by a kernel of this patch
   std::vector<int32_t> inputs, outputs;
   // Per value: written by a kernel here, with a buffer of its own (a root) that no graph output
   // lives in; the first node writing it (-1: none); per node, the intermediates it reads last
@@ -249,12 +249,11 @@ quilt_status_t device_open(void*, int32_t index, const quilt_option_t* options, 
     device->index = index;
     device->entry = &devices()[index];
     if (Status s = parse_options(options, num_options, &device->options); !s.ok()) return s;
+    if (Status s = shared_device(index, &device->shared); !s.ok()) return s;
+    clRetainContext(device->shared->context.get());
+    *device->context.out() = device->shared->context.get();
     cl_int err = CL_SUCCESS;
     cl_device_id id = device->entry->id;
-    cl_context_properties props[] = {
-        CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(device->entry->platform), 0};
-    *device->context.out() = clCreateContext(props, 1, &id, nullptr, nullptr, &err);
-    if (err != CL_SUCCESS) return cl_fail(err, "create a context on '" + device->entry->name + "'");
     *device->queue.out() =
         clCreateCommandQueue(device->context.get(), id, CL_QUEUE_PROFILING_ENABLE, &err);
     if (err != CL_SUCCESS)
@@ -417,13 +416,18 @@ Status compile_patch(quilt_device_s& device, const quilt_graph_t& graph, Patch* 
           (op == "Conv" || op == "ConvTranspose") && k == 1 && desc.packed && params(desc).get();
       const bool packed_gemm = (op == "MatMul" || op == "Gemm") && k == 1 && desc.packed;
       if (!packed_conv && !packed_gemm && upload_bytes[v] && !patch->constants[v]) {
-        cl_int err = CL_SUCCESS;
-        *patch->constants[v].out() =
-            clCreateBuffer(device.context.get(), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
-                           upload_bytes[v], const_cast<void*>(graph.values[v].constant), &err);
-        if (err != CL_SUCCESS)
-          return cl_fail(err, "upload of constant '" + patch->value_names[v] + "' (" +
-                                  format_bytes(upload_bytes[v]) + ")");
+        const void* data = graph.values[v].constant;
+        const std::string key = content_key("plain", data, upload_bytes[v]);
+        auto make = [&](cl_mem* mem) -> Status {
+          cl_int err = CL_SUCCESS;
+          *mem = clCreateBuffer(device.context.get(), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                                upload_bytes[v], const_cast<void*>(data), &err);
+          if (err != CL_SUCCESS)
+            return cl_fail(err, "upload of constant '" + patch->value_names[v] + "' (" +
+                                    format_bytes(upload_bytes[v]) + ")");
+          return {};
+        };
+        if (Status s = device.constant(key, make, &patch->constants[v]); !s.ok()) return s;
       }
       if (--readers[v] == 0) constant_done(graph, v);
     }
@@ -466,7 +470,12 @@ quilt_status_t compile(quilt_device_t device, const quilt_graph_t* graph,
     if (!graph_fits(graph))
       return fail(QUILT_STATUS_INVALID_ARGUMENT, "compile: graph struct too small");
     auto patch = std::make_shared<Patch>();
+    t_shared_constants = t_made_constants = 0;
     if (Status s = compile_patch(*device, *graph, patch.get()); !s.ok()) return s;
+    log(QUILT_LOG_DEBUG, "compile: " + std::to_string(graph->num_nodes) + " nodes, " +
+                             std::to_string(t_made_constants) + " constants uploaded, " +
+                             std::to_string(t_shared_constants) +
+                             " already on the device (same content)");
     *executable = new quilt_executable_s{std::move(patch)};
     return {};
   });
@@ -557,7 +566,7 @@ Status enqueue_patch(quilt_device_s& device, const Patch& patch, const quilt_exe
   std::vector<cl_mem> buffers(n, nullptr);
   std::vector<char> assigned(n, 0);
   for (size_t v = 0; v < n; ++v)
-    if (patch.constants[v]) buffers[v] = patch.constants[v].get(), assigned[v] = 1;
+    if (patch.constants[v]) buffers[v] = patch.constants[v]->get(), assigned[v] = 1;
   for (size_t i = 0; i < patch.inputs.size(); ++i)
     buffers[patch.inputs[i]] = in_mems[i], assigned[patch.inputs[i]] = 1;
   // An output a kernel writes gets the host's buffer; so does the value an output is a view of,

@@ -495,18 +495,6 @@ quilt_event_s::~quilt_event_s() {
   if (state.last) clReleaseEvent(state.last);
 }
 
-Status quilt_device_s::program(const std::string& family, cl_program* out) {
-  std::lock_guard lock(programs_mutex);
-  auto it = programs.find(family);
-  if (it == programs.end()) {
-    cl_program p = nullptr;
-    if (Status s = build_program(context.get(), *entry, options, family, &p); !s.ok()) return s;
-    it = programs.emplace(family, Program(p)).first;
-  }
-  *out = it->second.get();
-  return {};
-}
-
 Status quilt_device_s::kernel(const std::string& family, const std::string& name, cl_kernel* out) {
   auto key = std::make_pair(family, name);
   auto it = kernels.find(key);
@@ -526,5 +514,4 @@ quilt_device_s::~quilt_device_s() {
   if (queue) clFinish(queue.get());
   for (auto& [bytes, mem] : pool) clReleaseMemObject(mem);
   kernels.clear();
-  programs.clear();
 }

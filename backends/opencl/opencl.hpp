@@ -134,6 +134,7 @@ struct EmbeddedSource {
 std::span<const EmbeddedSource> embedded_sources();
 
 // ---- RAII for OpenCL handles ----
+// (below; SharedDevice after them)
 
 template <class T, cl_int (*Release)(T)>
 class ClHandle {
@@ -171,6 +172,31 @@ using Kernel = ClHandle<cl_kernel, clReleaseKernel>;
 using Mem = ClHandle<cl_mem, clReleaseMemObject>;
 using ClEvent = ClHandle<cl_event, clReleaseEvent>;
 
+// ---- what the sessions open on one device share (ocl_shared.cpp) ----
+// Every device_open of one device index while another is open gets the same context, so that
+// programs and constants made for one session serve the next: a second session of ResNet-50
+// spent ~85 % of its start packing and uploading weights again and ~10 % loading programs.
+// The state lives as long as an open device holds it (sessions that come and go one after the
+// other start afresh, as before).
+struct SharedDevice {
+  Context context;
+  std::mutex mutex;
+  // Programs by family, build options and cache directory.
+  std::map<std::string, Program> programs;
+  // Constants on the device by content key (content_key): packed weights and plain uploads,
+  // alive while an executable holds them.
+  std::map<std::string, std::weak_ptr<Mem>> constants;
+};
+// Constants this thread found shared (device.constant) since it last reset it: what compile
+// logs at debug level.
+inline thread_local size_t t_shared_constants = 0;
+inline thread_local size_t t_made_constants = 0;
+// The shared state of device `index`, made (with its context) when no open device holds it.
+Status shared_device(int32_t index, std::shared_ptr<SharedDevice>* out);
+// A key for device data made from host data: what it is (kind, layout, dims) and a 128-bit hash
+// of the bytes.
+std::string content_key(const std::string& what, const void* data, size_t bytes);
+
 // ---- ops ----
 
 struct OpDef;
@@ -184,6 +210,7 @@ struct NodeDesc {
   std::array<float, 2> f{};              // float parameters (alpha, beta, clip bounds, ...)
   std::array<int64_t, 4> i{};            // integer parameters (axis, transA, transB, ...)
   std::shared_ptr<Mem> packed;           // a constant operand prepared at compile (upload)
+  std::shared_ptr<Mem> keep;             // a shared constant OpParams holds a reference to
   // A Conv's fused activation (conv_act in conv.cl: kind, alpha, beta), and on the activation
   // node folded into it: nothing to run, its output a view of the Conv's.
   cl_float4 act{{0, 0, 0, 0}};
@@ -322,14 +349,19 @@ struct quilt_device_s {
   int32_t index = 0;
   const quilt::opencl::DeviceEntry* entry = nullptr;
   quilt::opencl::Options options;
-  quilt::opencl::Context context;
+  std::shared_ptr<quilt::opencl::SharedDevice> shared;
+  quilt::opencl::Context context;  // shared->context, retained
   quilt::opencl::CommandQueue queue;
   int64_t clock_offset_ns = 0;  // host now_ns() minus the device's profiling clock
 
-  // Programs and kernels, built lazily (at the first compile that needs them).
-  std::mutex programs_mutex;
-  std::map<std::string, quilt::opencl::Program> programs;
+  // Programs (shared by the sessions on this device) and kernels, built lazily (at the first
+  // compile that needs them).
   quilt::opencl::Status program(const std::string& family, cl_program* out);
+  // The device copy of a constant with this content key: the one an open session made, else
+  // made now by `make` (which returns a new buffer) and shared from then on.
+  template <class Make>
+  quilt::opencl::Status constant(const std::string& key, Make make,
+                                 std::shared_ptr<quilt::opencl::Mem>* out);
 
   // Enqueues of one execution run under this lock, so kernels' arguments are set and enqueued
   // without interleaving, and pool buffers are handed out in queue order.
@@ -348,6 +380,25 @@ struct quilt_device_s {
   quilt::opencl::Status decide_gemm_engine();
   ~quilt_device_s();
 };
+
+template <class Make>
+quilt::opencl::Status quilt_device_s::constant(const std::string& key, Make make,
+                                               std::shared_ptr<quilt::opencl::Mem>* out) {
+  std::lock_guard lock(shared->mutex);
+  auto& slot = shared->constants[key];
+  if ((*out = slot.lock())) {
+    ++quilt::opencl::t_shared_constants;
+    return {};
+  }
+  for (auto it = shared->constants.begin(); it != shared->constants.end();)  // forget dead ones
+    it = it->second.expired() && &it->second != &slot ? shared->constants.erase(it) : ++it;
+  cl_mem mem = nullptr;
+  if (quilt::opencl::Status s = make(&mem); !s.ok()) return s;
+  *out = std::make_shared<quilt::opencl::Mem>(mem);
+  slot = *out;
+  ++quilt::opencl::t_made_constants;
+  return {};
+}
 
 namespace quilt::opencl {
 

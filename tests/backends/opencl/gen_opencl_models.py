@@ -172,3 +172,11 @@ save("runtime_b", [N("MatMul", ["x", "y"], ["z"], name="mm"),                   
                    N("Gemm", ["a", "b"], ["g"], name="gemm", transB=1, alpha=1.5)],  # [5,7] x [9,7]^T
      [vi("x", [2, 1, 5, 7]), vi("y", [3, 7, 18]), vi("a", [5, 7]), vi("b", [9, 7])],
      [vi("z", [2, 3, 5, 18]), vi("g", [5, 9])])
+
+# The MLP again with other weights of the same shapes: constants shared between the sessions open
+# on a device are keyed by their content, never by shape alone.
+save("mlp_other_weights",
+     [N("MatMul", ["x", "W1"], ["a"], name="mm1"), N("Add", ["a", "B1"], ["b"], name="add"),
+      N("Relu", ["b"], ["c"], name="relu"), N("Softmax", ["c"], ["d"], name="softmax"),
+      N("MatMul", ["d", "W2"], ["y"], name="mm2")],
+     [vi("x", ["n", 37])], [vi("y", ["n", 11])], [weight("W1", 37, 19), weight("B1", 19), weight("W2", 19, 11)])

@@ -343,6 +343,71 @@ TEST(OpenCLCache, SecondSessionIsServedFromTheCacheAndACorruptEntryIsRebuilt) {
                      opencl_options({{"cache_dir", dir.string()}}));
 }
 
+// ---- constants shared by the sessions open on one device ----
+
+// The debug line compile writes: "compile: N nodes, U constants uploaded, S already on the
+// device (same content)"; {U, S} summed over the session's patches.
+std::pair<int, int> constants_in_log(const std::string& log) {
+  int uploaded = 0, shared = 0;
+  for (size_t at = log.find("constants uploaded"); at != std::string::npos;
+       at = log.find("constants uploaded", at + 1)) {
+    const size_t start = log.rfind(", ", at) + 2;
+    uploaded += std::stoi(log.substr(start, at - start));
+    const size_t comma = log.find(", ", at) + 2;
+    shared += std::stoi(log.substr(comma));
+  }
+  return {uploaded, shared};
+}
+
+// A second session of a model, opened while the first is, finds every constant of the first
+// (packed Conv and MatMul weights, plain uploads) already on the device and gives the same
+// answers; once every session of the device is closed nothing is left to share.
+TEST(OpenCLSharedConstants, ASecondSessionOpenAtOnceUploadsNothing) {
+  for (const auto& [model, input] : std::vector<std::pair<std::string, Tensor>>{
+           {"conv_act.onnx", random_input({2, 8, 9, 11}, 61)},
+           {"mlp.onnx", random_input({5, 37}, 62)}}) {
+    SCOPED_TRACE(model);
+    SessionOptions o = opencl_options();
+    o.log_level = LogLevel::Debug;
+    SessionOptions cpu_only;
+    cpu_only.threads = 2;
+    const TensorMap want = Session(kDir + "/" + model, cpu_only).run({{"x", input}});
+    ::testing::internal::CaptureStderr();
+    auto first = std::make_unique<Session>(kDir + "/" + model, o);
+    const auto [made, found] = constants_in_log(::testing::internal::GetCapturedStderr());
+    EXPECT_GT(made, 0);
+    ::testing::internal::CaptureStderr();
+    Session second(kDir + "/" + model, o);
+    const std::string log = ::testing::internal::GetCapturedStderr();
+    EXPECT_EQ(constants_in_log(log), std::make_pair(0, made + found)) << log;
+    first.reset();  // the second keeps the shared constants alive
+    for (const auto& [out, t] : want) {
+      SCOPED_TRACE(out);
+      expect_close(second.run({{"x", input}}).at(out), t);
+    }
+  }
+  // Nothing is held once the sessions are gone: a new one uploads again.
+  SessionOptions o = opencl_options();
+  o.log_level = LogLevel::Debug;
+  ::testing::internal::CaptureStderr();
+  { Session again(kDir + "/mlp.onnx", o); }
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_GT(constants_in_log(log).first, 0) << log;
+  EXPECT_EQ(constants_in_log(log).second, 0) << log;
+}
+
+// Weights of the same shape but other values are never taken for each other: two models that
+// differ only in their weights, open at once, each give their own CPU answers.
+TEST(OpenCLSharedConstants, SameShapeOtherValuesAreNotShared) {
+  SessionOptions cpu_only;
+  cpu_only.threads = 2;
+  const Tensor x = random_input({5, 37}, 63);
+  auto a = expect_same_as_cpu("mlp.onnx", {{"x", x}});
+  auto b = expect_same_as_cpu("mlp_other_weights.onnx", {{"x", x}});
+  const TensorMap want_a = Session(kDir + "/mlp.onnx", cpu_only).run({{"x", x}});
+  expect_close(a.run({{"x", x}}).at("y"), want_a.at("y"));
+}
+
 // ---- the GEMM engine: ours or CLBlast ----
 
 // gemm=clblast: MatMul (2-D, folded batch dims, run-time B) and Gemm (transposes, alpha, beta,
