@@ -1,9 +1,9 @@
 // Schemas and shape inference of the quantization op family: QuantizeLinear, DequantizeLinear,
 // DynamicQuantizeLinear, QLinearMatMul and QLinearConv; and onnxruntime's com.microsoft
 // QuantizeLinear, DequantizeLinear, QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu and
-// QLinearGlobalAveragePool, QLinearAveragePool, QLinearConcat, QLinearSoftmax and QLinearWhere
-// and DynamicQuantizeLSTM (MatMulIntegerToFloat and DynamicQuantizeMatMul are with MatMul in
-// nn.cpp). The last five take their shapes from the float op's own inference (AveragePool,
+// QLinearGlobalAveragePool, QLinearAveragePool, QLinearConcat, QLinearSoftmax, QLinearWhere,
+// QLinearReduceMean and DynamicQuantizeLSTM (MatMulIntegerToFloat, DynamicQuantizeMatMul and
+// MatMulNBits are with MatMul in nn.cpp). The last six take their shapes from the float op's own inference (AveragePool,
 // Concat, Softmax, Where, LSTM).
 //
 // Element types the spec allows but Quilt's Tensor cannot hold (float4e2m1, float8e8m0, 2-bit)
@@ -415,6 +415,15 @@ void infer_qlinear_softmax(InferenceContext& ctx) {
            {0});
 }
 
+// QLinearReduceMean: (data, data_scale, data_zero_point, reduced_scale, reduced_zero_point) with
+// ReduceMean-13's axes and keepdims attributes (both required by onnxruntime's schema).
+void infer_qlinear_reduce_mean(InferenceContext& ctx) {
+  for (const char* a : {"axes", "keepdims"})
+    if (!ctx.node().has_attr(a)) ctx.fail(std::string("attribute '") + a + "' is required");
+  infer_qlinear_unary(ctx);
+  infer_as(ctx, ctx.input_dtype(0), "ReduceMean", 13, {0});
+}
+
 // QLinearWhere: (condition, X, x_scale, x_zero_point, Y, y_scale, y_zero_point, z_scale,
 // z_zero_point) -> Z, Where's shapes; X, Y and Z of one int8/uint8 type.
 void infer_qlinear_where(InferenceContext& ctx) {
@@ -530,6 +539,11 @@ void register_quantization_schemas(SchemaRegistry& r) {
          .min_inputs = 4,
          .max_inputs = 5,
          .infer = infer_qlinear_softmax});
+  r.add({.op_type = "QLinearReduceMean",
+         .domain = ms,
+         .min_inputs = 5,
+         .max_inputs = 5,
+         .infer = infer_qlinear_reduce_mean});
   r.add({.op_type = "QLinearConcat",
          .domain = ms,
          .min_inputs = 5,
