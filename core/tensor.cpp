@@ -328,10 +328,10 @@ void Tensor::check_type(DType requested) const {
   // 4-bit types as their packed bytes.
   const bool bits16 =
       requested == DType::UInt16 && (dtype_ == DType::Float16 || dtype_ == DType::BFloat16);
-  const bool bits8 = requested == DType::UInt8 &&
-                     (dtype_ == DType::Float8E4M3FN || dtype_ == DType::Float8E4M3FNUZ ||
-                      dtype_ == DType::Float8E5M2 || dtype_ == DType::Float8E5M2FNUZ ||
-                      dtype_is_4bit(dtype_));
+  const bool bits8 =
+      requested == DType::UInt8 &&
+      (dtype_ == DType::Float8E4M3FN || dtype_ == DType::Float8E4M3FNUZ ||
+       dtype_ == DType::Float8E5M2 || dtype_ == DType::Float8E5M2FNUZ || dtype_is_4bit(dtype_));
   if (requested != dtype_ && !bits16 && !bits8)
     throw Error(ErrorCode::InvalidArgument, std::string("tensor holds ") + dtype_name(dtype_) +
                                                 " but was accessed as " + dtype_name(requested));

@@ -142,9 +142,8 @@ void KernelRegistry::refuse_4bit_types() {
   static const char* const kTakes4bit[] = {"Cast", "CastLike", "QuantizeLinear",
                                            "DequantizeLinear"};
   for (KernelEntry& e : entries_) {
-    if (std::find_if(std::begin(kTakes4bit), std::end(kTakes4bit), [&](const char* op) {
-          return e.op_type == op;
-        }) != std::end(kTakes4bit))
+    if (std::find_if(std::begin(kTakes4bit), std::end(kTakes4bit),
+                     [&](const char* op) { return e.op_type == op; }) != std::end(kTakes4bit))
       continue;
     e.support = [support = e.support](const NodeSignature& sig) -> std::string {
       for (const auto* types : {&sig.inputs, &sig.outputs})

@@ -431,8 +431,8 @@ void infer_matmul_nbits(InferenceContext& ctx) {
   if (ctx.input_has_shape(0)) {
     const std::vector<int64_t>& a = ctx.input_shape(0);
     if (a.empty() || (a.back() >= 0 && a.back() != g.k))
-      ctx.fail("A has shape " + ints_str(a) + ", expected its last dim to be K = " +
-               std::to_string(g.k));
+      ctx.fail("A has shape " + ints_str(a) +
+               ", expected its last dim to be K = " + std::to_string(g.k));
   }
   if (ctx.input_dtype(1) != DType::Undefined && ctx.input_dtype(1) != DType::UInt8)
     ctx.fail(std::string("B has dtype ") + dtype_name(ctx.input_dtype(1)) + ", expected uint8");

@@ -3,8 +3,8 @@
 // QuantizeLinear, DequantizeLinear, QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu and
 // QLinearGlobalAveragePool, QLinearAveragePool, QLinearConcat, QLinearSoftmax, QLinearWhere,
 // QLinearReduceMean and DynamicQuantizeLSTM (MatMulIntegerToFloat, DynamicQuantizeMatMul and
-// MatMulNBits are with MatMul in nn.cpp). The last six take their shapes from the float op's own inference (AveragePool,
-// Concat, Softmax, Where, LSTM).
+// MatMulNBits are with MatMul in nn.cpp). The last six take their shapes from the float op's own
+// inference (AveragePool, Concat, Softmax, Where, LSTM).
 //
 // Element types the spec allows but Quilt's Tensor cannot hold (float4e2m1, float8e8m0, 2-bit)
 // arrive as Undefined; inference then leaves the output dtype Undefined and the kernels' support

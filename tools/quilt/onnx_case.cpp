@@ -9,8 +9,8 @@
 #include <optional>
 
 #include "core/float8.hpp"
-#include "core/int4.hpp"
 #include "core/half.hpp"
+#include "core/int4.hpp"
 #include "core/onnx_import.hpp"
 #include "core/op_schema.hpp"
 #include "core/parse_int.hpp"

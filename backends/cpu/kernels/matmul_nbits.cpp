@@ -85,8 +85,8 @@ class MatMulNBitsKernel : public Kernel {
     auto constant = [&](size_t i) { return i < sig.constants.size() ? sig.constants[i] : nullptr; };
     const bool has_zp = sig.node.has_input(3);
     if (constant(1) && constant(2) && (!has_zp || constant(3))) {
-      const std::vector<float> w =
-          dequantize_nbits(sig.node, g_, *constant(1), *constant(2), has_zp ? constant(3) : nullptr);
+      const std::vector<float> w = dequantize_nbits(sig.node, g_, *constant(1), *constant(2),
+                                                    has_zp ? constant(3) : nullptr);
       packed_ = std::make_unique<PackedB>(w.data(), g_.k, g_.n, g_.k, true, sig.bf16);
     }
   }
@@ -112,8 +112,8 @@ class MatMulNBitsKernel : public Kernel {
     std::unique_ptr<PackedB> per_run;
     const PackedB* packed = packed_.get();
     if (!packed) {
-      const std::vector<float> w = dequantize_nbits(ctx.node, g_, ctx.input(1), ctx.input(2),
-                                                    ctx.optional_input(3));
+      const std::vector<float> w =
+          dequantize_nbits(ctx.node, g_, ctx.input(1), ctx.input(2), ctx.optional_input(3));
       per_run = std::make_unique<PackedB>(w.data(), g_.k, g_.n, g_.k, true);
       packed = per_run.get();
     }

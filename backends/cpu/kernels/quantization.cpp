@@ -200,14 +200,13 @@ void quantize_4bit(KernelContext& ctx) {
   });
   uint8_t* y = yt.data<uint8_t>();
   const int64_t n = x.numel();
-  ctx.pool.parallel_for(static_cast<int64_t>(yt.nbytes()), kElementwiseGrain,
-                        [&](int64_t b, int64_t e) {
-                          for (int64_t k = b; k < e; ++k) {
-                            const int hi = 2 * k + 1 < n ? q[static_cast<size_t>(2 * k + 1)] : 0;
-                            y[k] = static_cast<uint8_t>((q[static_cast<size_t>(2 * k)] & 0xF) |
-                                                        (hi & 0xF) << 4);
-                          }
-                        });
+  ctx.pool.parallel_for(
+      static_cast<int64_t>(yt.nbytes()), kElementwiseGrain, [&](int64_t b, int64_t e) {
+        for (int64_t k = b; k < e; ++k) {
+          const int hi = 2 * k + 1 < n ? q[static_cast<size_t>(2 * k + 1)] : 0;
+          y[k] = static_cast<uint8_t>((q[static_cast<size_t>(2 * k)] & 0xF) | (hi & 0xF) << 4);
+        }
+      });
 }
 
 void run_quantize(KernelContext& ctx) {

@@ -203,9 +203,9 @@ void qlinear_reduce_mean(KernelContext& ctx) {
   std::vector<bool> reduced(static_cast<size_t>(rank), !ctx.node.has_attr("axes"));
   for (int64_t a : ctx.node.attr_ints("axes")) {
     if (a < -rank || a >= rank)
-      ctx.node.fail("axes holds " + std::to_string(a) + ", out of range for rank " +
-                        std::to_string(rank),
-                    ErrorCode::InvalidArgument);
+      ctx.node.fail(
+          "axes holds " + std::to_string(a) + ", out of range for rank " + std::to_string(rank),
+          ErrorCode::InvalidArgument);
     reduced[static_cast<size_t>(a < 0 ? a + rank : a)] = true;
   }
   // Output index of each input element: walk x's index, with stride 0 along reduced axes.
