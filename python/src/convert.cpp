@@ -204,7 +204,8 @@ nb::object export_tensor(Tensor t, const std::string& what) {
     Tensor bytes(is_signed ? DType::Int8 : DType::UInt8, t.shape());
     for (int64_t i = 0; i < t.numel(); ++i) {
       const int nibble = (t.data<uint8_t>()[i / 2] >> (i % 2 * 4)) & 0xF;
-      bytes.data<uint8_t>()[i] = static_cast<uint8_t>(is_signed ? (nibble ^ 8) - 8 : nibble);
+      static_cast<uint8_t*>(bytes.raw_data())[i] =
+          static_cast<uint8_t>(is_signed ? (nibble ^ 8) - 8 : nibble);
     }
     return export_tensor(std::move(bytes), what).attr("view")(view_as);
   }
