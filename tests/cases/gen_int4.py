@@ -12,7 +12,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from casegen import Cases, rand, randint
+from casegen import Cases, rand, randint, run_onnxruntime
 
 c = Cases("int4")
 I4, U4 = TensorProto.INT4, TensorProto.UINT4
@@ -175,11 +175,7 @@ def matmul_nbits(name, m_shape, k, n, bits=4, block=32, zp="none", bias=False, a
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
                                                 helper.make_opsetid(MS, 1)])
     m.ir_version = 10
-    import onnxruntime as ort
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    want = ort.InferenceSession(m.SerializeToString(), so,
-                                providers=["CPUExecutionProvider"]).run(["y"], inputs)[0]
+    want = run_onnxruntime(m, inputs, ["y"])[0]
     # The spec's arithmetic in float64 agrees with onnxruntime (else the generator stops).
     zero = {"none": np.full((n, kb), 1 << (bits - 1), np.float64),
             "packed": None, "float": None}[zp]

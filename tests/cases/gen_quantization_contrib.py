@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from casegen import Cases, rand, randint
+from casegen import Cases, rand, randint, run_onnxruntime
 
 MS = "com.microsoft"
 f32 = np.float32
@@ -45,13 +45,7 @@ class ContribCases(Cases):
         m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
                                                     helper.make_opsetid(MS, 1)])
         m.ir_version = 8
-        import onnxruntime
-        so = onnxruntime.SessionOptions()
-        so.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
-        got = expected
-        if ort:
-            got = onnxruntime.InferenceSession(m.SerializeToString(), so,
-                                               providers=["CPUExecutionProvider"]).run(["y"], feeds)[0]
+        got = run_onnxruntime(m, feeds, ["y"])[0] if ort else expected
         if expected is None:
             expected = got
         else:

@@ -100,42 +100,53 @@ std::string quantize_support(const NodeSignature& sig) {
   return reason;
 }
 
+// What an integer QuantizeLinear reads besides x: the division's precision, the parameters'
+// layout, the scales and the zero points.
+struct QuantizeParams {
+  DType prec;
+  QuantLayout l;
+  std::vector<float> scale;
+  std::vector<int64_t> zp;
+};
+
+QuantizeParams quantize_params(const KernelContext& ctx) {
+  const Tensor& s = ctx.input(1);
+  std::string reason;
+  const DType prec = quantize_precision(ctx.node, ctx.input(0).dtype(), s.dtype(), &reason);
+  if (!reason.empty()) ctx.node.fail(reason, ErrorCode::NotImplemented);
+  return {prec, layout_of(ctx), float_values(s), int_values(ctx.optional_input(2), s.numel())};
+}
+
 template <class Y>
 void quantize(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  const Tensor& s = ctx.input(1);
-  std::string reason;
-  const DType prec = quantize_precision(ctx.node, x.dtype(), s.dtype(), &reason);
-  if (!reason.empty()) ctx.node.fail(reason, ErrorCode::NotImplemented);
-  const QuantLayout l = layout_of(ctx);
-  const std::vector<float> scale = float_values(s);
-  const std::vector<int64_t> zp = int_values(ctx.optional_input(2), s.numel());
+  const QuantizeParams qp = quantize_params(ctx);
   Y* y = ctx.output(0).data<Y>();
   const bool x_half = x.dtype() == DType::Float16;
   const float* xf = x_half ? nullptr : x.data<float>();
   const uint16_t* xh = x_half ? x.data<uint16_t>() : nullptr;
-  const bool half_div = prec == DType::Float16;
+  const bool half_div = qp.prec == DType::Float16;
   if constexpr (sizeof(Y) == 1) {
     if (!x_half && !half_div) {
-      const std::vector<float> zpf(zp.begin(), zp.end());
-      for_each_param_run(ctx.pool, l, x.numel(),
+      const std::vector<float> zpf(qp.zp.begin(), qp.zp.end());
+      for_each_param_run(ctx.pool, qp.l, x.numel(),
                          [&](int64_t e, int64_t n, int64_t p, int64_t step) {
-                           quantize_f32_run(xf + e, n, scale.data() + p, zpf.data() + p,
+                           quantize_f32_run(xf + e, n, qp.scale.data() + p, zpf.data() + p,
                                             static_cast<int>(step), y + e);
                          });
       return;
     }
   }
-  for_each_param_run(ctx.pool, l, x.numel(), [&](int64_t e, int64_t n, int64_t p, int64_t step) {
+  for_each_param_run(ctx.pool, qp.l, x.numel(), [&](int64_t e, int64_t n, int64_t p, int64_t step) {
     for (int64_t i = 0; i < n; ++i) {
       const auto k = static_cast<size_t>(p + i * step);
       float v = x_half ? half_to_float(xh[e + i]) : xf[e + i];
       float q;
       if (half_div)
-        q = round_to_half(round_to_half(v) / scale[k]);
+        q = round_to_half(round_to_half(v) / qp.scale[k]);
       else
-        q = v / scale[k];
-      y[e + i] = saturate_round<Y>(q, zp[k]);
+        q = v / qp.scale[k];
+      y[e + i] = saturate_round<Y>(q, qp.zp[k]);
     }
   });
 }
@@ -178,23 +189,17 @@ void quantize_float8(KernelContext& ctx) {
 // runs may share a packed byte), then packed.
 void quantize_4bit(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  const Tensor& s = ctx.input(1);
-  std::string reason;
-  const DType prec = quantize_precision(ctx.node, x.dtype(), s.dtype(), &reason);
-  if (!reason.empty()) ctx.node.fail(reason, ErrorCode::NotImplemented);
-  const QuantLayout l = layout_of(ctx);
-  const std::vector<float> scale = float_values(s);
-  const std::vector<int64_t> zp = int_values(ctx.optional_input(2), s.numel());
+  const QuantizeParams qp = quantize_params(ctx);
   Tensor& yt = ctx.output(0);
   const bool is_signed = yt.dtype() == DType::Int4;
-  const bool half_div = prec == DType::Float16;
+  const bool half_div = qp.prec == DType::Float16;
   std::vector<int8_t> q(static_cast<size_t>(x.numel()));
-  for_each_param_run(ctx.pool, l, x.numel(), [&](int64_t e, int64_t n, int64_t p, int64_t step) {
+  for_each_param_run(ctx.pool, qp.l, x.numel(), [&](int64_t e, int64_t n, int64_t p, int64_t step) {
     for (int64_t i = 0; i < n; ++i) {
       const auto k = static_cast<size_t>(p + i * step);
       const float v = load_float(x, e + i);
-      const float d = half_div ? round_to_half(round_to_half(v) / scale[k]) : v / scale[k];
-      const int64_t r = saturate_round<int16_t>(d, zp[k]);  // rounded, zero point added
+      const float d = half_div ? round_to_half(round_to_half(v) / qp.scale[k]) : v / qp.scale[k];
+      const int64_t r = saturate_round<int16_t>(d, qp.zp[k]);  // rounded, zero point added
       q[static_cast<size_t>(e + i)] = static_cast<int8_t>(int4_saturate(r, is_signed));
     }
   });
