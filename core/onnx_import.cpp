@@ -121,12 +121,15 @@ std::vector<int64_t> dims_of(const onnx::TensorProto& p) {
   return {p.dims().begin(), p.dims().end()};
 }
 
+// 4-bit tensors hold their packed bytes, one per field value (as onnx.helper writes them).
 template <class Dst, class Field>
 void copy_field(Tensor& t, const Field& field, const std::string& where) {
-  if (static_cast<int64_t>(field.size()) != t.numel())
-    throw Error(ErrorCode::InvalidModel, where + " has " + std::to_string(field.size()) +
-                                             " values but its shape " + to_string(t.shape()) +
-                                             " needs " + std::to_string(t.numel()));
+  const int64_t need = dtype_is_4bit(t.dtype()) ? static_cast<int64_t>(t.nbytes()) : t.numel();
+  if (static_cast<int64_t>(field.size()) != need)
+    throw Error(ErrorCode::InvalidModel,
+                where + " has " + std::to_string(field.size()) + " values but its shape " +
+                    to_string(t.shape()) + " needs " + std::to_string(need) +
+                    (dtype_is_4bit(t.dtype()) ? " (packed 4-bit pairs)" : ""));
   Dst* out = static_cast<Dst*>(t.raw_data());
   int64_t i = 0;
   for (const auto& v : field) out[i++] = static_cast<Dst>(v);
@@ -273,8 +276,10 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const ImportContext& ctx,
     case DType::Float8E4M3FNUZ:
     case DType::Float8E5M2:
     case DType::Float8E5M2FNUZ:
+    case DType::Int4:
+    case DType::UInt4:
       copy_field<uint8_t>(t, p.int32_data(), where);
-      break;  // raw bits, one per int32
+      break;  // raw bits (4-bit: a packed pair), one per int32
     case DType::Bool:
       copy_field<uint8_t>(t, p.int32_data(), where);
       break;

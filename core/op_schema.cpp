@@ -23,7 +23,8 @@ int64_t TypeShape::bytes() const {
   const Checked c(
       [this] { return "tensor of shape " + to_string(dims) + " (" + dtype_name(dtype) + ")"; },
       "byte size", ErrorCode::OutOfMemory);
-  return c.mul(c.product(dims), static_cast<int64_t>(dtype_size(dtype)));
+  const int64_t n = c.product(dims);
+  return dtype_is_4bit(dtype) ? n / 2 + n % 2 : c.mul(n, static_cast<int64_t>(dtype_size(dtype)));
 }
 
 InferenceContext::InferenceContext(const Node& node, std::vector<TypeShape> inputs,

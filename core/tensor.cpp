@@ -90,13 +90,22 @@ const char* dtype_name(DType dtype) {
       return "float8e5m2";
     case DType::Float8E5M2FNUZ:
       return "float8e5m2fnuz";
+    case DType::UInt4:
+      return "uint4";
+    case DType::Int4:
+      return "int4";
     default:
       return "undefined";
   }
 }
 
+size_t dtype_nbytes(DType dtype, int64_t numel) {
+  const auto n = static_cast<size_t>(numel);
+  return dtype_is_4bit(dtype) ? n / 2 + n % 2 : n * dtype_size(dtype);
+}
+
 bool dtype_supported(DType dtype) {
-  return dtype_size(dtype) != 0;
+  return dtype_size(dtype) != 0 || dtype_is_4bit(dtype);
 }
 
 const char* error_code_name(ErrorCode code) {
@@ -235,8 +244,11 @@ void Tensor::allocate(bool zero, bool reuse) {
                   "tensor shape " + quilt::to_string(shape_) + " overflows a 64-bit element count");
   }
   uint64_t bytes = 0;
-  if (__builtin_mul_overflow(count, static_cast<uint64_t>(dtype_size(dtype)), &bytes) ||
-      count > static_cast<uint64_t>(INT64_MAX))
+  if (dtype_is_4bit(dtype))
+    bytes = count / 2 + count % 2;
+  else if (__builtin_mul_overflow(count, static_cast<uint64_t>(dtype_size(dtype)), &bytes))
+    count = UINT64_MAX;
+  if (count > static_cast<uint64_t>(INT64_MAX))
     throw Error(ErrorCode::OutOfMemory,
                 "tensor shape " + quilt::to_string(shape_) + " overflows a 64-bit byte count");
   static const uint64_t kMemory = physical_memory_bytes();
@@ -312,12 +324,14 @@ Tensor Tensor::reshaped(std::vector<int64_t> shape) const {
 }
 
 void Tensor::check_type(DType requested) const {
-  // float16 and bfloat16 are accessed as uint16_t bits, the float8 types as uint8_t bits.
+  // float16 and bfloat16 are accessed as uint16_t bits, the float8 types as uint8_t bits, the
+  // 4-bit types as their packed bytes.
   const bool bits16 =
       requested == DType::UInt16 && (dtype_ == DType::Float16 || dtype_ == DType::BFloat16);
-  const bool bits8 = requested == DType::UInt8 &&
-                     (dtype_ == DType::Float8E4M3FN || dtype_ == DType::Float8E4M3FNUZ ||
-                      dtype_ == DType::Float8E5M2 || dtype_ == DType::Float8E5M2FNUZ);
+  const bool bits8 =
+      requested == DType::UInt8 &&
+      (dtype_ == DType::Float8E4M3FN || dtype_ == DType::Float8E4M3FNUZ ||
+       dtype_ == DType::Float8E5M2 || dtype_ == DType::Float8E5M2FNUZ || dtype_is_4bit(dtype_));
   if (requested != dtype_ && !bits16 && !bits8)
     throw Error(ErrorCode::InvalidArgument, std::string("tensor holds ") + dtype_name(dtype_) +
                                                 " but was accessed as " + dtype_name(requested));

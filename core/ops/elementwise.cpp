@@ -158,11 +158,11 @@ void infer_cast(InferenceContext& ctx) {
   DType d = static_cast<DType>(to);
   if (to <= 0 || to > 26)
     ctx.fail("attribute 'to' = " + std::to_string(to) + " is not a TensorProto.DataType");
-  if (!dtype_supported(d))  // string, int4, float8e8m0, ...: valid, not held
+  if (!dtype_supported(d))  // string, float4, int2, float8e8m0, ...: valid, not held
     ctx.node().fail("Cast to TensorProto.DataType " + std::to_string(to) +
                         " is not supported (supported: float32, float64, float16, bfloat16, "
                         "float8 (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz), int8..int64, uint8..uint64, "
-                        "bool)",
+                        "int4, uint4, bool)",
                     ErrorCode::NotImplemented);
   ctx.set_output(0, d, ctx.input_shape(0));
 }

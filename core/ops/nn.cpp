@@ -7,6 +7,7 @@
 
 #include "core/checked.hpp"
 #include "core/op_schema.hpp"
+#include "core/ops/matmul_nbits.hpp"
 
 namespace quilt {
 namespace {
@@ -420,6 +421,59 @@ void infer_matmul(InferenceContext& ctx) {
   ctx.set_output(0, integer ? DType::Int32 : to_float ? DType::Float32 : ctx.input_dtype(0), out);
 }
 
+// com.microsoft MatMulNBits (core/ops/matmul_nbits.hpp): A [..., K] x B^T -> [..., N], A's type.
+void infer_matmul_nbits(InferenceContext& ctx) {
+  NBitsGeometry g;
+  if (std::string err = nbits_geometry(ctx.node(), g); !err.empty()) ctx.fail(err);
+  const DType t = ctx.input_dtype(0);
+  if (t != DType::Undefined && t != DType::Float32 && t != DType::Float16)
+    ctx.fail(std::string("A has dtype ") + dtype_name(t) + ", expected float32 or float16");
+  if (ctx.input_has_shape(0)) {
+    const std::vector<int64_t>& a = ctx.input_shape(0);
+    if (a.empty() || (a.back() >= 0 && a.back() != g.k))
+      ctx.fail("A has shape " + ints_str(a) +
+               ", expected its last dim to be K = " + std::to_string(g.k));
+  }
+  if (ctx.input_dtype(1) != DType::Undefined && ctx.input_dtype(1) != DType::UInt8)
+    ctx.fail(std::string("B has dtype ") + dtype_name(ctx.input_dtype(1)) + ", expected uint8");
+  const std::vector<int64_t> want_b = {g.n, g.k_blocks(), g.blob()};
+  if (ctx.input_has_shape(1)) {
+    const std::vector<int64_t>& b = ctx.input_shape(1);
+    bool same = b.size() == 3;
+    for (size_t i = 0; same && i < 3; ++i) same = b[i] < 0 || b[i] == want_b[i];
+    if (!same)
+      ctx.fail("B has shape " + ints_str(b) + ", expected " + ints_str(want_b) +
+               " (N, ceil(K / block_size), block_size * bits / 8)");
+  }
+  // scales, zero_points and bias: their element counts and types.
+  auto check = [&](size_t i, const char* what, int64_t count, bool a_type, bool may_be_u8) {
+    if (!ctx.has_input(i)) return;
+    const DType d = ctx.input_dtype(i);
+    const bool type_ok = d == DType::Undefined || (a_type && (t == DType::Undefined || d == t)) ||
+                         (may_be_u8 && d == DType::UInt8);
+    if (!type_ok)
+      ctx.fail(std::string(what) + " has dtype " + dtype_name(d) + ", expected " +
+               (may_be_u8 ? "uint8 or " : "") + "A's type " + dtype_name(t));
+    if (d == DType::UInt8 && may_be_u8) count = g.n * g.zp_row_bytes();
+    if (!ctx.input_has_shape(i)) return;
+    int64_t numel = 1;
+    for (int64_t dim : ctx.input_shape(i)) {
+      if (dim < 0) return;
+      numel *= dim;
+    }
+    if (numel != count)
+      ctx.fail(std::string(what) + " has shape " + ints_str(ctx.input_shape(i)) + ", expected " +
+               std::to_string(count) + " values");
+  };
+  check(2, "scales", g.n * g.k_blocks(), true, false);
+  check(3, "zero_points", g.n * g.k_blocks(), true, true);
+  check(5, "bias", g.n, true, false);
+  if (!ctx.input_has_shape(0)) return ctx.set_output_unknown_shape(0, t);
+  std::vector<int64_t> y = ctx.input_shape(0);
+  y.back() = g.n;
+  ctx.set_output(0, t, y);
+}
+
 }  // namespace
 
 void register_nn_schemas(SchemaRegistry& r) {
@@ -470,6 +524,11 @@ void register_nn_schemas(SchemaRegistry& r) {
          .min_inputs = 6,
          .max_inputs = 9,
          .infer = infer_qgemm});
+  r.add({.op_type = "MatMulNBits",
+         .domain = "com.microsoft",
+         .min_inputs = 3,
+         .max_inputs = 6,
+         .infer = infer_matmul_nbits});
   r.add({.op_type = "DynamicQuantizeMatMul",
          .domain = "com.microsoft",
          .min_inputs = 3,

@@ -1,15 +1,15 @@
 // Schemas and shape inference of the quantization op family: QuantizeLinear, DequantizeLinear,
 // DynamicQuantizeLinear, QLinearMatMul and QLinearConv; and onnxruntime's com.microsoft
 // QuantizeLinear, DequantizeLinear, QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu and
-// QLinearGlobalAveragePool, QLinearAveragePool, QLinearConcat, QLinearSoftmax and QLinearWhere
-// and DynamicQuantizeLSTM (MatMulIntegerToFloat and DynamicQuantizeMatMul are with MatMul in
-// nn.cpp). The last five take their shapes from the float op's own inference (AveragePool,
-// Concat, Softmax, Where, LSTM).
+// QLinearGlobalAveragePool, QLinearAveragePool, QLinearConcat, QLinearSoftmax, QLinearWhere,
+// QLinearReduceMean and DynamicQuantizeLSTM (MatMulIntegerToFloat, DynamicQuantizeMatMul and
+// MatMulNBits are with MatMul in nn.cpp). The last six take their shapes from the float op's own
+// inference (AveragePool, Concat, Softmax, Where, LSTM).
 //
-// Element types the spec allows but Quilt's Tensor cannot hold (float8e8m0, 4-bit, 2-bit) arrive
-// as Undefined; inference then leaves the output dtype Undefined and the kernels' support
+// Element types the spec allows but Quilt's Tensor cannot hold (float4e2m1, float8e8m0, 2-bit)
+// arrive as Undefined; inference then leaves the output dtype Undefined and the kernels' support
 // functions refuse the node, so such models are reported as not implemented, not as invalid.
-// float8 (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz) and bfloat16 are held.
+// float8 (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz), int4/uint4 and bfloat16 are held.
 #include <algorithm>
 #include <functional>
 #include <string>
@@ -75,7 +75,8 @@ void infer_quantize(InferenceContext& ctx) {
   if (output_dtype != 0 && !is_unholdable_quant_type(output_dtype) &&
       !is_one_of(static_cast<DType>(output_dtype),
                  {DType::Int8, DType::UInt8, DType::Int16, DType::UInt16, DType::Float8E4M3FN,
-                  DType::Float8E4M3FNUZ, DType::Float8E5M2, DType::Float8E5M2FNUZ}))
+                  DType::Float8E4M3FNUZ, DType::Float8E5M2, DType::Float8E5M2FNUZ, DType::Int4,
+                  DType::UInt4}))
     ctx.fail("output_dtype " + std::to_string(output_dtype) +
              " is not a quantized type (int8, uint8, int16, uint16, float8, int4, uint4, ...)");
   DType out = DType::UInt8;
@@ -86,7 +87,8 @@ void infer_quantize(InferenceContext& ctx) {
                " does not match y_zero_point's dtype " + dtype_name(out));
     check_dtype(ctx, 2,
                 {DType::Int8, DType::UInt8, DType::Int16, DType::UInt16, DType::Float8E4M3FN,
-                 DType::Float8E4M3FNUZ, DType::Float8E5M2, DType::Float8E5M2FNUZ},
+                 DType::Float8E4M3FNUZ, DType::Float8E5M2, DType::Float8E5M2FNUZ, DType::Int4,
+                 DType::UInt4},
                 "y_zero_point");
   } else if (output_dtype != 0) {
     out = is_unholdable_quant_type(output_dtype) ? DType::Undefined
@@ -108,7 +110,7 @@ void infer_dequantize(InferenceContext& ctx) {
   check_dtype(
       ctx, 0,
       {DType::Int8, DType::UInt8, DType::Int16, DType::UInt16, DType::Int32, DType::Float8E4M3FN,
-       DType::Float8E4M3FNUZ, DType::Float8E5M2, DType::Float8E5M2FNUZ},
+       DType::Float8E4M3FNUZ, DType::Float8E5M2, DType::Float8E5M2FNUZ, DType::Int4, DType::UInt4},
       "x");
   check_dtype(ctx, 1, {DType::Float32, DType::Float16}, "x_scale");
   if (ctx.has_input(2)) {
@@ -413,6 +415,15 @@ void infer_qlinear_softmax(InferenceContext& ctx) {
            {0});
 }
 
+// QLinearReduceMean: (data, data_scale, data_zero_point, reduced_scale, reduced_zero_point) with
+// ReduceMean-13's axes and keepdims attributes (both required by onnxruntime's schema).
+void infer_qlinear_reduce_mean(InferenceContext& ctx) {
+  for (const char* a : {"axes", "keepdims"})
+    if (!ctx.node().has_attr(a)) ctx.fail(std::string("attribute '") + a + "' is required");
+  infer_qlinear_unary(ctx);
+  infer_as(ctx, ctx.input_dtype(0), "ReduceMean", 13, {0});
+}
+
 // QLinearWhere: (condition, X, x_scale, x_zero_point, Y, y_scale, y_zero_point, z_scale,
 // z_zero_point) -> Z, Where's shapes; X, Y and Z of one int8/uint8 type.
 void infer_qlinear_where(InferenceContext& ctx) {
@@ -528,6 +539,11 @@ void register_quantization_schemas(SchemaRegistry& r) {
          .min_inputs = 4,
          .max_inputs = 5,
          .infer = infer_qlinear_softmax});
+  r.add({.op_type = "QLinearReduceMean",
+         .domain = ms,
+         .min_inputs = 5,
+         .max_inputs = 5,
+         .infer = infer_qlinear_reduce_mean});
   r.add({.op_type = "QLinearConcat",
          .domain = ms,
          .min_inputs = 5,

@@ -164,7 +164,11 @@ typedef enum quilt_dtype {
   QUILT_DTYPE_FLOAT8E4M3FN = 17,
   QUILT_DTYPE_FLOAT8E4M3FNUZ = 18,
   QUILT_DTYPE_FLOAT8E5M2 = 19,
-  QUILT_DTYPE_FLOAT8E5M2FNUZ = 20
+  QUILT_DTYPE_FLOAT8E5M2FNUZ = 20,
+  /* 4-bit integers packed two per byte, element 2k in the low nibble of byte k: a tensor of n
+   * elements takes (n + 1) / 2 bytes. */
+  QUILT_DTYPE_UINT4 = 21,
+  QUILT_DTYPE_INT4 = 22
 } quilt_dtype_t;
 
 /* A dense row-major tensor's type and shape. In supports() and compile(), rank may be -1
@@ -178,7 +182,8 @@ typedef struct quilt_tensor_info {
 /* Host data of a constant (initializer, folded value, or tensor attribute). */
 typedef struct quilt_constant {
   quilt_tensor_info_t info;
-  const void* data; /* nbytes = product(dims) * element size; NULL when empty */
+  const void* data; /* nbytes = product(dims) * element size (4-bit: rounded up to whole
+                     * bytes); NULL when empty */
 } quilt_constant_t;
 
 typedef enum quilt_attribute_kind {

@@ -81,10 +81,21 @@ enum class DType : int32_t {
   Float8E4M3FNUZ = 18,
   Float8E5M2 = 19,
   Float8E5M2FNUZ = 20,
+  // 4-bit integers, packed two per byte as ONNX stores them: element 2k in the low nibble of
+  // byte k, element 2k+1 in its high nibble (access the bytes as uint8_t; core/int4.hpp reads
+  // and writes elements). nbytes() is (numel + 1) / 2; dtype_size() is 0 (less than a byte).
+  UInt4 = 21,
+  Int4 = 22,
 };
 
-// Size of one element in bytes; 0 for Undefined and String.
+// Size of one element in bytes; 0 for Undefined, String and the 4-bit types.
 QUILT_API size_t dtype_size(DType dtype);
+// Bytes that numel elements take: numel * dtype_size, or (numel + 1) / 2 for the 4-bit types.
+QUILT_API size_t dtype_nbytes(DType dtype, int64_t numel);
+// True for Int4 and UInt4 (two elements per byte).
+constexpr bool dtype_is_4bit(DType dtype) {
+  return dtype == DType::Int4 || dtype == DType::UInt4;
+}
 // "float32", "int64", ...; "undefined" for anything Quilt does not know.
 QUILT_API const char* dtype_name(DType dtype);
 // True for the dtypes a Tensor can hold (everything above except Undefined and String).
@@ -139,7 +150,7 @@ class QUILT_API Tensor {
   int64_t rank() const { return static_cast<int64_t>(shape_.size()); }
   int64_t dim(int64_t axis) const { return shape_.at(static_cast<size_t>(axis)); }
   int64_t numel() const { return numel_; }
-  size_t nbytes() const { return static_cast<size_t>(numel_) * dtype_size(dtype_); }
+  size_t nbytes() const { return dtype_nbytes(dtype_, numel_); }
   bool defined() const { return dtype_ != DType::Undefined; }
 
   void* raw_data() { return data_; }

@@ -37,7 +37,10 @@ constexpr std::array kMlDtypes = {MlDtype{DType::BFloat16, "bfloat16", "uint16"}
                                   MlDtype{DType::Float8E4M3FN, "float8_e4m3fn", "uint8"},
                                   MlDtype{DType::Float8E4M3FNUZ, "float8_e4m3fnuz", "uint8"},
                                   MlDtype{DType::Float8E5M2, "float8_e5m2", "uint8"},
-                                  MlDtype{DType::Float8E5M2FNUZ, "float8_e5m2fnuz", "uint8"}};
+                                  MlDtype{DType::Float8E5M2FNUZ, "float8_e5m2fnuz", "uint8"},
+                                  // One element a byte in numpy, packed two a byte in Quilt.
+                                  MlDtype{DType::Int4, "int4", "int8"},
+                                  MlDtype{DType::UInt4, "uint4", "uint8"}};
 
 const MlDtype* ml_dtype_of(DType d) {
   for (const auto& m : kMlDtypes)
@@ -137,6 +140,13 @@ Tensor import_array(nb::handle obj, const std::string& name, DType declared, Hel
       const DType d = raw_bits ? raw_bits->dtype : dtype_of_format(view.format, view.itemsize);
       if (d == DType::Undefined) unsupported_input(src, name);
       std::vector<int64_t> shape(view.shape, view.shape + view.ndim);
+      if (dtype_is_4bit(d)) {  // packed into a tensor of its own
+        Tensor t(d, std::move(shape));
+        const auto* bytes = static_cast<const uint8_t*>(view.buf);
+        for (int64_t i = 0; i < t.numel(); ++i)  // element i: nibble i % 2 of byte i / 2
+          t.data<uint8_t>()[i / 2] |= static_cast<uint8_t>((bytes[i] & 0xF) << (i % 2 * 4));
+        return t;
+      }
       return Tensor::wrap(d, std::move(shape), view.buf);
     }
     PyErr_Clear();
@@ -188,6 +198,17 @@ nb::object numpy_dtype(DType dtype, const std::string& what) {
 
 nb::object export_tensor(Tensor t, const std::string& what) {
   namespace dl = nb::dlpack;
+  if (dtype_is_4bit(t.dtype())) {  // unpacked, one element a byte, viewed as ml_dtypes' int4
+    const bool is_signed = t.dtype() == DType::Int4;
+    const nb::object view_as = numpy_dtype(t.dtype(), what);
+    Tensor bytes(is_signed ? DType::Int8 : DType::UInt8, t.shape());
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      const int nibble = (t.data<uint8_t>()[i / 2] >> (i % 2 * 4)) & 0xF;
+      static_cast<uint8_t*>(bytes.raw_data())[i] =
+          static_cast<uint8_t>(is_signed ? (nibble ^ 8) - 8 : nibble);
+    }
+    return export_tensor(std::move(bytes), what).attr("view")(view_as);
+  }
   dl::dtype dt{};
   nb::object view_as;  // the ml_dtypes dtype the raw bits are viewed as
   switch (t.dtype()) {

@@ -38,6 +38,17 @@ def randint(*shape, low=0, high=10, dtype=np.int64):
     return RNG.integers(low, high, size=shape).astype(dtype)
 
 
+def run_onnxruntime(model, feeds, outputs=None):
+    """model's outputs (all, or those named) on onnxruntime's CPU provider with its graph
+    optimizations off, as a reference."""
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.log_severity_level = 3  # no warnings about unused initializers
+    blob = model if isinstance(model, bytes) else model.SerializeToString()
+    return ort.InferenceSession(blob, so, providers=["CPUExecutionProvider"]).run(outputs, feeds)
+
+
 def _value_info(name, arr):
     return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(arr.dtype), arr.shape)
 
@@ -77,13 +88,7 @@ class Cases:
         m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
         m.ir_version = ir_version
         if expected is None:
-            import onnxruntime as ort
-            so = ort.SessionOptions()
-            so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-            so.log_severity_level = 3  # no warnings about unused initializers
-            sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
-            results = sess.run(outputs, inputs)
-            expected = dict(zip(outputs, results))
+            expected = dict(zip(outputs, run_onnxruntime(m, inputs, outputs)))
         # Declare the real output types so the model is self-describing.
         for o in m.graph.output:
             arr = np.asarray(expected[o.name])

@@ -1,20 +1,21 @@
 """Cases of onnxruntime's com.microsoft quantized ops (what its quantizer writes in the QOperator
 and dynamic formats): QuantizeLinear, DequantizeLinear, QLinearAdd, QLinearMul, QLinearSigmoid,
 QLinearLeakyRelu, QLinearGlobalAveragePool, QLinearConcat, QLinearAveragePool, QLinearSoftmax,
-QLinearWhere,
+QLinearWhere, QLinearReduceMean,
 MatMulIntegerToFloat, DynamicQuantizeMatMul.
 
 The QLinear* ops' expected values are their documented semantics in numpy (dequantize in
-float32, the op, quantize with round half to even and saturation); every one is also run on
-onnxruntime and must agree with it within one quantization step (its kernels use other float
-formulas, so values at a rounding tie may land on the other side), else the generator stops.
+float32, the op, quantize with round half to even and saturation); every one but
+QLinearReduceMean (onnxruntime has no CPU kernel for it) is also run on onnxruntime and must
+agree with it within one quantization step (its kernels use other float formulas, so values at a
+rounding tie may land on the other side), else the generator stops.
 The float ops (MatMulIntegerToFloat, DynamicQuantizeMatMul) and com.microsoft Q/DQ take
 onnxruntime's outputs."""
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from casegen import Cases, rand, randint
+from casegen import Cases, rand, randint, run_onnxruntime
 
 MS = "com.microsoft"
 f32 = np.float32
@@ -23,7 +24,7 @@ RNG_COND = np.random.default_rng(18)
 
 class ContribCases(Cases):
     def contrib(self, name, op_type, inputs, initializers=None, expected=None, out_type=None,
-                rtol=1e-4, atol=1e-5, max_step=1, ort_wraps=False, **attrs):
+                rtol=1e-4, atol=1e-5, max_step=1, ort_wraps=False, ort=True, **attrs):
         initializers = initializers or {}
         names = [k if not k.startswith("_") else "" for k in list(inputs) + list(initializers)]
         node = helper.make_node(op_type, names, ["y"], name=name, domain=MS, **attrs)
@@ -44,11 +45,7 @@ class ContribCases(Cases):
         m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
                                                     helper.make_opsetid(MS, 1)])
         m.ir_version = 8
-        import onnxruntime as ort
-        so = ort.SessionOptions()
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        got = ort.InferenceSession(m.SerializeToString(), so,
-                                   providers=["CPUExecutionProvider"]).run(["y"], feeds)[0]
+        got = run_onnxruntime(m, feeds, ["y"])[0] if ort else expected
         if expected is None:
             expected = got
         else:
@@ -137,6 +134,26 @@ for t in (np.uint8, np.int8):
         c.contrib(f"qlinearglobalavgpool_{tn}_channels_last{last}", "QLinearGlobalAveragePool",
                   {"x": x, "xs": np.array(xs), "xz": xz, "ys": np.array(ys), "yz": yz},
                   expected=want, channels_last=last)
+
+# ---- QLinearReduceMean: sum(x - x_zp) * x_scale / count / y_scale in float64 over the axes.
+# onnxruntime 1.32 has its schema but no CPU kernel (NOT_IMPLEMENTED at session creation), so the
+# documented semantics in numpy are the only reference (ort=False).
+for t in (np.uint8, np.int8):
+    tn = np.dtype(t).name
+    info = np.iinfo(t)
+    for shape, axes, keep in (((2, 5, 7), [1], 1), ((3, 4, 9), [0, 2], 0), ((6, 11), [-1], 0),
+                              ((2, 3, 4, 5), [1, 2, 3], 1)):
+        x = q(shape, t)
+        xz, yz = np.array(-4 if t == np.int8 else 120, t), np.array(2 if t == np.int8 else 131, t)
+        xs, ys = f32(0.07), f32(0.03)
+        s = (x.astype(np.int64) - int(xz)).sum(axis=tuple(axes), keepdims=bool(keep))
+        count = x.size // s.size
+        v = s.astype(np.float64) * np.float64(xs) / np.float64(count) / np.float64(ys)
+        want = np.clip(np.rint(v) + int(yz), info.min, info.max).astype(t)
+        axes_name = "_".join(str(a).replace("-", "m") for a in axes)
+        c.contrib(f"qlinearreducemean_{tn}_axes{axes_name}_keep{keep}", "QLinearReduceMean",
+                  {"x": x, "xs": np.array(xs), "xz": xz, "ys": np.array(ys), "yz": yz},
+                  expected=want, ort=False, axes=axes, keepdims=keep)
 
 # ---- QLinearConcat: each input requantized to Y's scale and zero point ----
 for t in (np.uint8, np.int8):

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/half.hpp"
+#include "core/int4.hpp"
 #include "quilt/quilt.hpp"
 #include "tests/expect_error.hpp"
 
@@ -31,6 +32,32 @@ TEST(Tensor, EveryDTypeHasASizeAndName) {
     EXPECT_EQ(t.nbytes(), 3 * dtype_size(d));
   }
   EXPECT_FALSE(dtype_supported(DType::String));
+}
+
+TEST(Tensor, FourBitTypesArePackedTwoPerByte) {
+  for (DType d : {DType::Int4, DType::UInt4}) {
+    EXPECT_TRUE(dtype_supported(d)) << dtype_name(d);
+    EXPECT_EQ(dtype_size(d), 0u);  // less than a byte
+    EXPECT_EQ(dtype_nbytes(d, 0), 0u);
+    EXPECT_EQ(dtype_nbytes(d, 5), 3u);
+    EXPECT_EQ(dtype_nbytes(d, 6), 3u);
+    Tensor t(d, {3, 3});
+    EXPECT_EQ(t.nbytes(), 5u);
+    EXPECT_EQ(t.numel(), 9);
+    EXPECT_EQ(t.data<uint8_t>()[4], 0);  // the packed bytes, zeroed
+    EXPECT_THROW(t.data<int8_t>(), Error);
+  }
+  EXPECT_STREQ(dtype_name(DType::Int4), "int4");
+  EXPECT_STREQ(dtype_name(DType::UInt4), "uint4");
+  // element 2k in the low nibble of byte k; int4 sign-extends
+  uint8_t packed[2] = {0x8F, 0x07};
+  EXPECT_EQ(int4_get(packed, 0, true), -1);
+  EXPECT_EQ(int4_get(packed, 1, true), -8);
+  EXPECT_EQ(int4_get(packed, 1, false), 8);
+  EXPECT_EQ(int4_get(packed, 2, true), 7);
+  int4_set(packed, 3, -2);
+  EXPECT_EQ(packed[1], 0xE7);
+  EXPECT_EQ(int4_get(packed, 3, true), -2);
 }
 
 TEST(Tensor, RejectsNegativeOverflowingAndHugeShapes) {

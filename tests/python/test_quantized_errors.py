@@ -62,6 +62,33 @@ def concat(more, axis=1):
     return m.SerializeToString()
 
 
+def nbits(inits, a_shape=(2, 64), **attrs):
+    """MatMulNBits "n": K 64, N 4, 4 bits in blocks of 32 unless attrs say otherwise; inits
+    replace its constants (b, scales, zp, g)."""
+    consts = {"b": u8(4, 2, 16), "scales": np.ones(8, np.float32)}
+    consts.update(inits)
+    if "zp" not in consts and "g" in consts:
+        consts["_zp"] = None
+    attrs = {"K": 64, "N": 4, "bits": 4, "block_size": 32, **attrs}
+    return model("MatMulNBits", [("a", F, list(a_shape))], consts, F, domain="com.microsoft",
+                 **attrs)
+
+
+def int4_short_initializer():
+    """DequantizeLinear "n" of an int4 initializer w of 5 elements given 2 packed bytes (3
+    needed) in int32_data, into Add with x."""
+    w = TensorProto(name="w", data_type=TensorProto.INT4, dims=[5])
+    w.int32_data.extend([0x21, 0x43])
+    nodes = [helper.make_node("DequantizeLinear", ["w", "s"], ["wf"], name="n"),
+             helper.make_node("Add", ["x", "wf"], ["y"], name="add")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [5])],
+                              [helper.make_tensor_value_info("y", F, None)],
+                              [w, numpy_helper.from_array(f32(0.5), "s")])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    m.ir_version = 10
+    return m.SerializeToString()
+
+
 CASES = [
     # (what, model bytes, feeds, words the message must hold)
     ("MatMulInteger b_zero_point of 3 values for 5 columns",
@@ -155,6 +182,42 @@ CASES = [
             "yz": np.array(0, np.uint8)}, U8, domain="com.microsoft", kernel_shape=[2, 2],
            pads=[2, 0, 0, 0]),
      {"x": u8(1, 3, 4, 4)}, ['"n"', "pads", "not smaller than the window"]),
+    ("QLinearReduceMean without keepdims",
+     model("QLinearReduceMean", [("x", U8, [2, 3])],
+           {"xs": f32(0.1), "xz": np.array(1, np.uint8), "ys": f32(0.1),
+            "yz": np.array(0, np.uint8)}, U8, domain="com.microsoft", axes=[1]),
+     {"x": u8(2, 3)}, ["QLinearReduceMean", '"n"', "'keepdims'", "required"]),
+    ("QLinearReduceMean axis out of range",
+     model("QLinearReduceMean", [("x", U8, [2, 3])],
+           {"xs": f32(0.1), "xz": np.array(1, np.uint8), "ys": f32(0.1),
+            "yz": np.array(0, np.uint8)}, U8, domain="com.microsoft", axes=[2], keepdims=1),
+     {"x": u8(2, 3)}, ['"n"', "axis 2 is out of range for rank 2"]),
+    ("QLinearReduceMean per-channel scale",
+     model("QLinearReduceMean", [("x", U8, [2, 3])],
+           {"xs": np.full(3, 0.1, np.float32), "xz": np.array(1, np.uint8), "ys": f32(0.1),
+            "yz": np.array(0, np.uint8)}, U8, domain="com.microsoft", axes=[1], keepdims=1),
+     {"x": u8(2, 3)}, ['"n"', "[3]"]),
+    ("MatMulNBits B of the wrong shape",
+     nbits({"b": u8(4, 3, 16)}), {"a": np.zeros((2, 64), np.float32)},
+     ["MatMulNBits", '"n"', "B has shape [4, 3, 16]", "expected [4, 2, 16]"]),
+    ("MatMulNBits bits of 3", nbits({}, bits=3), {"a": np.zeros((2, 64), np.float32)},
+     ['"n"', "bits is 3", "4 or 8"]),
+    ("MatMulNBits block_size not a power of 2", nbits({}, block_size=24),
+     {"a": np.zeros((2, 64), np.float32)}, ['"n"', "block_size is 24", "power of 2"]),
+    ("MatMulNBits scales of the wrong count", nbits({"scales": np.ones(5, np.float32)}),
+     {"a": np.zeros((2, 64), np.float32)}, ['"n"', "scales has shape [5]", "expected 8 values"]),
+    ("MatMulNBits packed zero points of the wrong count",
+     nbits({"zp": np.zeros(3, np.uint8)}), {"a": np.zeros((2, 64), np.float32)},
+     ['"n"', "zero_points has shape [3]", "expected 4 values"]),
+    ("MatMulNBits A whose last dim is not K", nbits({}, a_shape=[2, 60]),
+     {"a": np.zeros((2, 60), np.float32)}, ['"n"', "A has shape [2, 60]", "K = 64"]),
+    ("MatMulNBits with g_idx", nbits({"zp": np.zeros(4, np.uint8), "g": np.zeros(64, np.int32)}),
+     {"a": np.zeros((2, 64), np.float32)}, ['"n"', "g_idx"]),
+    ("int4 tensor into an op without an int4 kernel",
+     model("Neg", [("x", TensorProto.INT4, [3])], {}, TensorProto.INT4),
+     None, ['"n"', "Neg", "int4"]),
+    ("int4 initializer with too few packed values", int4_short_initializer(),
+     {"x": np.zeros(5, np.float32)}, ["'w'", "has 2 values", "needs 3 (packed 4-bit pairs)"]),
     ("MatMulIntegerToFloat bias of the wrong length",
      model("MatMulIntegerToFloat", [("a", U8, [2, 4])],
            {"b": i8(4, 5), "as": f32(0.1), "bs": f32(0.1), "_az": None, "_bz": None,
@@ -166,7 +229,9 @@ CASES = [
 @pytest.mark.parametrize("what,blob,feeds,words", CASES, ids=[c[0] for c in CASES])
 def test_bad_quantized_inputs_name_the_node_and_the_problem(what, blob, feeds, words):
     with pytest.raises(quilt.Error) as got:
-        quilt.Session(blob).run(feeds)
+        session = quilt.Session(blob)
+        if feeds is not None:
+            session.run(feeds)
     message = str(got.value)
     for w in words:
         assert w in message, message

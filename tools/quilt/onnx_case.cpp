@@ -10,6 +10,7 @@
 
 #include "core/float8.hpp"
 #include "core/half.hpp"
+#include "core/int4.hpp"
 #include "core/onnx_import.hpp"
 #include "core/op_schema.hpp"
 #include "core/parse_int.hpp"
@@ -50,6 +51,9 @@ double element_as_double(const Tensor& t, int64_t i) {
     case DType::Float8E5M2:
     case DType::Float8E5M2FNUZ:
       return minifloat_to_double(*minifloat_format(t.dtype()), t.data<uint8_t>()[i]);
+    case DType::Int4:
+    case DType::UInt4:
+      return int4_get(t.data<uint8_t>(), i, t.dtype() == DType::Int4);
     default:
       return NAN;
   }

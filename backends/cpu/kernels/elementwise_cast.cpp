@@ -5,7 +5,10 @@
 // goes through float32 (exact for every float16 value, and one rounding on the way in).
 // bfloat16 and float8 values are read exactly and written with one rounding to nearest even
 // from the exact source value (core/float8.hpp); the `saturate` attribute (Cast-19+, default 1)
-// applies to float8 targets only.
+// applies to float8 targets only. int4/uint4 (packed, core/int4.hpp) read as their integer value;
+// a cast to them converts to a 64-bit integer first (floats truncate) and keeps its low 4 bits,
+// wrapping like every other integer narrowing (onnx's reference: numpy astype).
+#include <cstring>
 #include <type_traits>
 
 #include "backends/cpu/kernel.hpp"
@@ -13,6 +16,7 @@
 #include "backends/cpu/kernels/float_to_int.hpp"
 #include "core/float8.hpp"
 #include "core/half.hpp"
+#include "core/int4.hpp"
 
 namespace quilt::cpu {
 namespace {
@@ -89,7 +93,7 @@ SupportFn cast_support(bool like) {
     DType to = like ? (sig.inputs.size() > 1 ? sig.inputs[1].dtype : DType::Undefined)
                     : static_cast<DType>(sig.node.attr_int("to", 0));
     for (DType d : {from, to}) {
-      if (d == DType::Undefined) continue;
+      if (d == DType::Undefined || dtype_is_4bit(d)) continue;
       bool known = visit_cast_dtype(d, CastTypes{}, [](auto) {});
       if (!known)
         return std::string("the CPU Cast kernel does not support dtype ") + dtype_name(d) + " (" +
@@ -97,6 +101,47 @@ SupportFn cast_support(bool like) {
     }
     return "";
   };
+}
+
+// Casts from or to int4/uint4. Each task writes whole bytes of a packed output, never half of
+// one another task writes.
+void cast_4bit(KernelContext& ctx, const Tensor& x, Tensor& y, bool saturate) {
+  const bool from4 = dtype_is_4bit(x.dtype()), to4 = dtype_is_4bit(y.dtype());
+  if (from4 && to4) {  // int4 <-> uint4: the same 4 bits
+    if (x.nbytes()) std::memcpy(y.raw_data(), x.raw_data(), x.nbytes());
+    return;
+  }
+  bool ok = false;
+  if (from4) {
+    const bool is_signed = x.dtype() == DType::Int4;
+    const auto* src = x.data<uint8_t>();
+    ok = visit_cast_dtype(y.dtype(), CastTypes{}, [&](auto dest) {
+      using D = decltype(dest);
+      D* dst = static_cast<D*>(y.raw_data());
+      ctx.pool.parallel_for(x.numel(), kElementwiseGrain, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i)
+          dst[i] = convert<int32_t, D>(int4_get(src, i, is_signed), saturate);
+      });
+    });
+  } else {
+    auto* dst = y.data<uint8_t>();
+    const int64_t n = x.numel();
+    ok = visit_cast_dtype(x.dtype(), CastTypes{}, [&](auto from) {
+      using S = decltype(from);
+      const S* src = static_cast<const S*>(x.raw_data());
+      const auto low4 = [&](int64_t i) {
+        return i < n ? static_cast<uint8_t>(convert<S, int64_t>(src[i], saturate) & 0xF) : 0;
+      };
+      ctx.pool.parallel_for(static_cast<int64_t>(y.nbytes()), kElementwiseGrain,
+                            [&](int64_t b, int64_t e) {
+                              for (int64_t k = b; k < e; ++k)
+                                dst[k] = static_cast<uint8_t>(low4(2 * k) | low4(2 * k + 1) << 4);
+                            });
+    });
+  }
+  if (!ok)
+    ctx.node.fail(std::string("the CPU kernel cannot cast ") + dtype_name(x.dtype()) + " to " +
+                  dtype_name(y.dtype()));
 }
 
 void cast_kernel(KernelContext& ctx) {
@@ -110,6 +155,7 @@ void cast_kernel(KernelContext& ctx) {
   // saturate (Cast-19+, default 1) only matters for float8 targets; CastLike has it too.
   const bool saturate = ctx.node.attr_int("saturate", 1) != 0;
   Tensor& y = ctx.output(0);
+  if (dtype_is_4bit(x.dtype()) || dtype_is_4bit(y.dtype())) return cast_4bit(ctx, x, y, saturate);
   bool ok = visit_cast_dtype(x.dtype(), CastTypes{}, [&](auto from) {
     using S = decltype(from);
     return visit_cast_dtype(y.dtype(), CastTypes{}, [&](auto dest) {

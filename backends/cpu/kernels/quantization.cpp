@@ -6,8 +6,9 @@
 // scale's type; float16 division is a float32 division rounded to float16, which is correctly
 // rounded) and rounds half to even with saturation. float8 outputs take the quotient's one
 // rounding to float8 (nearest even, the `saturate` attribute deciding overflow, like Cast), as
-// onnx's reference does; float8 zero points must be 0 (nonzero ones are refused). 4/2-bit types
-// cannot be held by a Tensor and are refused.
+// onnx's reference does; float8 zero points must be 0 (nonzero ones are refused). int4/uint4
+// (packed two per byte) saturate to [-8, 7] / [0, 15]; float4 and the 2-bit types cannot be held
+// by a Tensor and are refused.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -86,8 +87,8 @@ std::string quantize_support(const NodeSignature& sig) {
   if (unholdable_input(sig, 0) || unholdable_input(sig, 1))
     return "x or y_scale has an element type Quilt cannot hold (bfloat16?)";
   if (unholdable_input(sig, 2) || is_unholdable_quant_type(n.attr_int("output_dtype", 0)))
-    return "quantizing to float8e8m0, 4-bit or 2-bit types is not supported (Quilt's tensors "
-           "cannot hold them); int8, uint8, int16, uint16 and float8 are";
+    return "quantizing to float4e2m1, float8e8m0 or 2-bit types is not supported (Quilt's "
+           "tensors cannot hold them); int4, uint4, int8, uint8, int16, uint16 and float8 are";
   const DType x = sig.inputs[0].dtype, s = sig.inputs[1].dtype;
   if (!dtype_in(x, {DType::Float32, DType::Float16}))
     return std::string("x is ") + dtype_name(x) + "; the CPU kernel supports float32, float16";
@@ -99,42 +100,53 @@ std::string quantize_support(const NodeSignature& sig) {
   return reason;
 }
 
+// What an integer QuantizeLinear reads besides x: the division's precision, the parameters'
+// layout, the scales and the zero points.
+struct QuantizeParams {
+  DType prec;
+  QuantLayout l;
+  std::vector<float> scale;
+  std::vector<int64_t> zp;
+};
+
+QuantizeParams quantize_params(const KernelContext& ctx) {
+  const Tensor& s = ctx.input(1);
+  std::string reason;
+  const DType prec = quantize_precision(ctx.node, ctx.input(0).dtype(), s.dtype(), &reason);
+  if (!reason.empty()) ctx.node.fail(reason, ErrorCode::NotImplemented);
+  return {prec, layout_of(ctx), float_values(s), int_values(ctx.optional_input(2), s.numel())};
+}
+
 template <class Y>
 void quantize(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  const Tensor& s = ctx.input(1);
-  std::string reason;
-  const DType prec = quantize_precision(ctx.node, x.dtype(), s.dtype(), &reason);
-  if (!reason.empty()) ctx.node.fail(reason, ErrorCode::NotImplemented);
-  const QuantLayout l = layout_of(ctx);
-  const std::vector<float> scale = float_values(s);
-  const std::vector<int64_t> zp = int_values(ctx.optional_input(2), s.numel());
+  const QuantizeParams qp = quantize_params(ctx);
   Y* y = ctx.output(0).data<Y>();
   const bool x_half = x.dtype() == DType::Float16;
   const float* xf = x_half ? nullptr : x.data<float>();
   const uint16_t* xh = x_half ? x.data<uint16_t>() : nullptr;
-  const bool half_div = prec == DType::Float16;
+  const bool half_div = qp.prec == DType::Float16;
   if constexpr (sizeof(Y) == 1) {
     if (!x_half && !half_div) {
-      const std::vector<float> zpf(zp.begin(), zp.end());
-      for_each_param_run(ctx.pool, l, x.numel(),
+      const std::vector<float> zpf(qp.zp.begin(), qp.zp.end());
+      for_each_param_run(ctx.pool, qp.l, x.numel(),
                          [&](int64_t e, int64_t n, int64_t p, int64_t step) {
-                           quantize_f32_run(xf + e, n, scale.data() + p, zpf.data() + p,
+                           quantize_f32_run(xf + e, n, qp.scale.data() + p, zpf.data() + p,
                                             static_cast<int>(step), y + e);
                          });
       return;
     }
   }
-  for_each_param_run(ctx.pool, l, x.numel(), [&](int64_t e, int64_t n, int64_t p, int64_t step) {
+  for_each_param_run(ctx.pool, qp.l, x.numel(), [&](int64_t e, int64_t n, int64_t p, int64_t step) {
     for (int64_t i = 0; i < n; ++i) {
       const auto k = static_cast<size_t>(p + i * step);
       float v = x_half ? half_to_float(xh[e + i]) : xf[e + i];
       float q;
       if (half_div)
-        q = round_to_half(round_to_half(v) / scale[k]);
+        q = round_to_half(round_to_half(v) / qp.scale[k]);
       else
-        q = v / scale[k];
-      y[e + i] = saturate_round<Y>(q, zp[k]);
+        q = v / qp.scale[k];
+      y[e + i] = saturate_round<Y>(q, qp.zp[k]);
     }
   });
 }
@@ -173,6 +185,35 @@ void quantize_float8(KernelContext& ctx) {
   });
 }
 
+// int4/uint4 y: each element quantized into a byte of its own first (tasks of the parallel
+// runs may share a packed byte), then packed.
+void quantize_4bit(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const QuantizeParams qp = quantize_params(ctx);
+  Tensor& yt = ctx.output(0);
+  const bool is_signed = yt.dtype() == DType::Int4;
+  const bool half_div = qp.prec == DType::Float16;
+  std::vector<int8_t> q(static_cast<size_t>(x.numel()));
+  for_each_param_run(ctx.pool, qp.l, x.numel(), [&](int64_t e, int64_t n, int64_t p, int64_t step) {
+    for (int64_t i = 0; i < n; ++i) {
+      const auto k = static_cast<size_t>(p + i * step);
+      const float v = load_float(x, e + i);
+      const float d = half_div ? round_to_half(round_to_half(v) / qp.scale[k]) : v / qp.scale[k];
+      const int64_t r = saturate_round<int16_t>(d, qp.zp[k]);  // rounded, zero point added
+      q[static_cast<size_t>(e + i)] = static_cast<int8_t>(int4_saturate(r, is_signed));
+    }
+  });
+  uint8_t* y = yt.data<uint8_t>();
+  const int64_t n = x.numel();
+  ctx.pool.parallel_for(
+      static_cast<int64_t>(yt.nbytes()), kElementwiseGrain, [&](int64_t b, int64_t e) {
+        for (int64_t k = b; k < e; ++k) {
+          const int hi = 2 * k + 1 < n ? q[static_cast<size_t>(2 * k + 1)] : 0;
+          y[k] = static_cast<uint8_t>((q[static_cast<size_t>(2 * k)] & 0xF) | (hi & 0xF) << 4);
+        }
+      });
+}
+
 void run_quantize(KernelContext& ctx) {
   const DType x = ctx.input(0).dtype(), s = ctx.input(1).dtype();
   if ((x != DType::Float32 && x != DType::Float16) || (s != DType::Float32 && s != DType::Float16))
@@ -193,6 +234,9 @@ void run_quantize(KernelContext& ctx) {
     case DType::Float8E5M2:
     case DType::Float8E5M2FNUZ:
       return quantize_float8(ctx);
+    case DType::Int4:
+    case DType::UInt4:
+      return quantize_4bit(ctx);
     default:
       ctx.node.fail(
           std::string("quantizing to ") + dtype_name(ctx.output(0).dtype()) + " is not supported",
@@ -204,17 +248,18 @@ void run_quantize(KernelContext& ctx) {
 
 std::string dequantize_support(const NodeSignature& sig) {
   if (unholdable_input(sig, 0) || unholdable_input(sig, 2))
-    return "dequantizing float8e8m0, 4-bit or 2-bit types is not supported (Quilt's tensors "
-           "cannot hold them); int8, uint8, int16, uint16, int32 and float8 are";
+    return "dequantizing float4e2m1, float8e8m0 or 2-bit types is not supported (Quilt's "
+           "tensors cannot hold them); int4, uint4, int8, uint8, int16, uint16, int32 and float8 "
+           "are";
   if (unholdable_input(sig, 1)) return "x_scale has an element type Quilt cannot hold (bfloat16?)";
   if (sig.node.opset >= 23 && sig.node.attr_int("output_dtype", 0) == 16)
     return "output_dtype bfloat16 is not supported (float32 and float16 are)";
   const DType x = sig.inputs[0].dtype;
   if (!dtype_in(x, {DType::Int8, DType::UInt8, DType::Int16, DType::UInt16, DType::Int32,
                     DType::Float8E4M3FN, DType::Float8E4M3FNUZ, DType::Float8E5M2,
-                    DType::Float8E5M2FNUZ}))
+                    DType::Float8E5M2FNUZ, DType::Int4, DType::UInt4}))
     return std::string("x is ") + dtype_name(x) +
-           "; the CPU kernel supports int8, uint8, int16, uint16, int32, float8";
+           "; the CPU kernel supports int4, uint4, int8, uint8, int16, uint16, int32, float8";
   if (!dtype_in(sig.inputs[1].dtype, {DType::Float32, DType::Float16}))
     return std::string("x_scale is ") + dtype_name(sig.inputs[1].dtype) +
            "; the CPU kernel supports float32, float16";
@@ -224,6 +269,9 @@ std::string dequantize_support(const NodeSignature& sig) {
 // (x - zero_point) * scale: exact differences of 8/16-bit values times the scale in float32 (one
 // rounding; a float16 output is then correctly rounded too since float32 has > 2 * 11 + 2 bits).
 // int32 differences need 33 bits, so they go through double.
+// Int4 stands for packed int4/uint4 x (read with int4_get).
+struct Int4 {};
+
 template <class X, class O>
 void dequantize(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
@@ -231,13 +279,18 @@ void dequantize(KernelContext& ctx) {
   const QuantLayout l = layout_of(ctx);
   const std::vector<float> scale = float_values(s);
   const std::vector<int64_t> zp = int_values(ctx.optional_input(2), s.numel());
-  const X* xp = x.data<X>();
+  using Stored = std::conditional_t<std::is_same_v<X, Int4>, uint8_t, X>;
+  const Stored* xp = x.data<Stored>();
+  const bool is_signed = x.dtype() == DType::Int4;
   O* y = ctx.output(0).data<O>();
   for_each_param_run(ctx.pool, l, x.numel(), [&](int64_t e, int64_t n, int64_t p, int64_t step) {
     for (int64_t i = 0; i < n; ++i) {
       const auto k = static_cast<size_t>(p + i * step);
       float v;
-      if constexpr (sizeof(X) >= 4)
+      if constexpr (std::is_same_v<X, Int4>)
+        v = static_cast<float>(int4_get(xp, e + i, is_signed) - static_cast<int32_t>(zp[k])) *
+            scale[k];
+      else if constexpr (sizeof(X) >= 4)
         v = static_cast<float>(static_cast<double>(static_cast<int64_t>(xp[e + i]) - zp[k]) *
                                static_cast<double>(scale[k]));
       else
@@ -300,6 +353,9 @@ void run_dequantize(KernelContext& ctx) {
       return dequantize_to<uint16_t>(ctx);
     case DType::Int32:
       return dequantize_to<int32_t>(ctx);
+    case DType::Int4:
+    case DType::UInt4:
+      return dequantize_to<Int4>(ctx);
     case DType::Float8E4M3FN:
     case DType::Float8E4M3FNUZ:
     case DType::Float8E5M2:
@@ -421,6 +477,7 @@ void register_cpu_quantization(KernelRegistry& r) {
   register_cpu_gemm_integer(r);
   register_cpu_conv_integer(r);
   register_cpu_quantization_contrib(r);
+  register_cpu_matmul_nbits(r);
 }
 
 }  // namespace quilt::cpu

@@ -12,6 +12,7 @@
 
 #include "backends/cpu/kernel.hpp"
 #include "core/half.hpp"
+#include "core/int4.hpp"
 
 namespace quilt::cpu {
 
@@ -27,7 +28,8 @@ inline std::vector<float> float_values(const Tensor& t) {
   return out;
 }
 
-// Integer tensor values (int8/uint8/int16/uint16/int32) as int64; `count` zeros when absent.
+// Integer tensor values (int4/uint4/int8/uint8/int16/uint16/int32) as int64; `count` zeros when
+// absent.
 inline std::vector<int64_t> int_values(const Tensor* t, int64_t count) {
   if (!t) return std::vector<int64_t>(static_cast<size_t>(count), 0);
   std::vector<int64_t> out(static_cast<size_t>(t->numel()));
@@ -48,6 +50,10 @@ inline std::vector<int64_t> int_values(const Tensor* t, int64_t count) {
         break;
       case DType::Int32:
         v = t->data<int32_t>()[i];
+        break;
+      case DType::Int4:
+      case DType::UInt4:
+        v = int4_get(t->data<uint8_t>(), i, t->dtype() == DType::Int4);
         break;
       default:
         throw Error(ErrorCode::NotImplemented, std::string("zero point of dtype ") +
@@ -74,8 +80,8 @@ inline T saturate_round(double q, int64_t zero_point) {
   return static_cast<T>(v);
 }
 
-// True when input i's element type is one the model declares but Quilt cannot hold (float8,
-// 4-bit, 2-bit, bfloat16): the importer gives those dtype Undefined with a known shape. An
+// True when input i's element type is one the model declares but Quilt cannot hold (float4,
+// float8e8m0, 2-bit): the importer gives those dtype Undefined with a known shape. An
 // Undefined dtype with unknown shape is merely not inferred yet and is checked at run time.
 inline bool unholdable_input(const NodeSignature& sig, size_t i) {
   return i < sig.inputs.size() && sig.node.has_input(i) &&
@@ -222,6 +228,7 @@ std::pair<float, uint8_t> dynamic_quantize_u8(const float* x, int64_t count, uin
 
 void register_cpu_gemm_integer(KernelRegistry& r);
 void register_cpu_quantization_contrib(KernelRegistry& r);
+void register_cpu_matmul_nbits(KernelRegistry& r);
 void register_cpu_conv_integer(KernelRegistry& r);
 
 }  // namespace quilt::cpu

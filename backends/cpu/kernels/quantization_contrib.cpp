@@ -6,7 +6,8 @@
 // the value lies at a rounding tie.
 //
 // QLinearSigmoid and QLinearLeakyRelu map each of the 256 input values through a table made per
-// run; QLinearAdd and QLinearMul broadcast; QLinearGlobalAveragePool sums exactly in int64;
+// run; QLinearAdd and QLinearMul broadcast; QLinearGlobalAveragePool and QLinearReduceMean sum
+// exactly in int64;
 // QLinearSoftmax takes exp from a table of the 256 differences from the row's maximum;
 // QLinearConcat and QLinearWhere requantize each input through a table. (QLinearAveragePool is in
 // pool.cpp.)
@@ -187,6 +188,61 @@ void qlinear_global_pool(KernelContext& ctx) {
 void run_qlinear_global_pool(KernelContext& ctx) {
   if (ctx.input(0).dtype() == DType::Int8) return qlinear_global_pool<int8_t>(ctx);
   qlinear_global_pool<uint8_t>(ctx);
+}
+
+// ---- QLinearReduceMean ----
+
+// The same arithmetic over the `axes` (ReduceMean-13's attribute; none: every axis): each output
+// element's sum exact in int64, gathered in one pass over x.
+template <class T>
+void qlinear_reduce_mean(KernelContext& ctx) {
+  const QParam px = qparam(ctx, 1, 2, "data_scale", "data_zero_point");
+  const QParam py = qparam(ctx, 3, 4, "reduced_scale", "reduced_zero_point");
+  const Tensor& x = ctx.input(0);
+  const int64_t rank = x.rank();
+  std::vector<bool> reduced(static_cast<size_t>(rank), !ctx.node.has_attr("axes"));
+  for (int64_t a : ctx.node.attr_ints("axes")) {
+    if (a < -rank || a >= rank)
+      ctx.node.fail(
+          "axes holds " + std::to_string(a) + ", out of range for rank " + std::to_string(rank),
+          ErrorCode::InvalidArgument);
+    reduced[static_cast<size_t>(a < 0 ? a + rank : a)] = true;
+  }
+  // Output index of each input element: walk x's index, with stride 0 along reduced axes.
+  std::vector<int64_t> out_stride(static_cast<size_t>(rank), 0);
+  int64_t out_count = 1;
+  for (int64_t d = rank; d-- > 0;) {
+    if (reduced[static_cast<size_t>(d)]) continue;
+    out_stride[static_cast<size_t>(d)] = out_count;
+    out_count *= x.dim(d);
+  }
+  const int64_t count = out_count == 0 ? 0 : x.numel() / out_count;
+  std::vector<int64_t> sums(static_cast<size_t>(out_count), 0), idx(static_cast<size_t>(rank), 0);
+  const T* xp = x.data<T>();
+  int64_t o = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    sums[static_cast<size_t>(o)] += xp[i];
+    for (int64_t d = rank; d-- > 0;) {  // next index, row-major
+      const auto u = static_cast<size_t>(d);
+      o += out_stride[u];
+      if (++idx[u] < x.dim(d)) break;
+      o -= out_stride[u] * idx[u];
+      idx[u] = 0;
+    }
+  }
+  T* y = ctx.output(0).data<T>();
+  for (int64_t r = 0; r < out_count; ++r) {
+    const double v = static_cast<double>(sums[static_cast<size_t>(r)] -
+                                         static_cast<int64_t>(px.zero_point) * count) *
+                     static_cast<double>(px.scale) / static_cast<double>(count) /
+                     static_cast<double>(py.scale);
+    y[r] = saturate_round<T>(count == 0 ? 0.0 : v, py.zero_point);
+  }
+}
+
+void run_qlinear_reduce_mean(KernelContext& ctx) {
+  if (ctx.input(0).dtype() == DType::Int8) return qlinear_reduce_mean<int8_t>(ctx);
+  qlinear_reduce_mean<uint8_t>(ctx);
 }
 
 // ---- QLinearSoftmax ----
@@ -379,6 +435,7 @@ void register_cpu_quantization_contrib(KernelRegistry& r) {
   r.add("QLinearLeakyRelu", int8_data, run_qlinear_leaky_relu, ms);
   r.add("QLinearGlobalAveragePool", int8_data, run_qlinear_global_pool, ms);
   r.add("QLinearSoftmax", int8_data, run_qlinear_softmax, ms);
+  r.add("QLinearReduceMean", int8_data, run_qlinear_reduce_mean, ms);
   r.add("QLinearConcat", concat_support, run_qlinear_concat, ms);
   r.add("QLinearWhere", where_support, run_qlinear_where, ms);
 }
