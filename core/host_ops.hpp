@@ -30,3 +30,14 @@ std::string host_reason(const std::vector<TypeShape>& inputs,
 const HostKernel& host_kernel(const Node& node);
 
 }  // namespace quilt
+
+namespace quilt {
+
+// Classifiers with string class labels (TreeEnsembleClassifier, LinearClassifier, SVMClassifier
+// with classlabels_strings) become the same classifier on the labels' indices
+// (classlabels_int64s 0..n-1, run by a backend like any numeric classifier) followed by a
+// LabelEncoder from index to label (a host step). Run on a model's graph before validation;
+// a node that also has integer labels is left for validation to refuse. Returns how many.
+int lower_string_class_labels(Graph& graph);
+
+}  // namespace quilt

@@ -1,9 +1,10 @@
 // Schemas of the classic machine-learning ops of the ai.onnx.ml domain that work on tensors: the
 // tree ensembles, linear models, SVMs and the preprocessing ops scikit-learn pipelines convert to
 // (skl2onnx). Binarizer, ArrayFeatureExtractor and TreeEnsemble (opset 5) are in misc_extra.cpp.
-// String class labels (classlabels_strings) and OneHotEncoder's cats_strings are refused at load
-// as not implemented, naming the attribute; LabelEncoder's and CategoryMapper's strings run on
-// the host (core/ops/strings.cpp).
+// Classifiers' string class labels are lowered at load to integer labels and a LabelEncoder
+// (lower_string_class_labels, core/ops/strings.cpp); OneHotEncoder's cats_strings is refused as
+// not implemented, naming the attribute; LabelEncoder's and CategoryMapper's strings run on the
+// host (core/ops/strings.cpp).
 #include <algorithm>
 
 #include "core/checked.hpp"
@@ -22,8 +23,7 @@ void refuse_strings(const InferenceContext& ctx, std::initializer_list<const cha
   for (const char* a : attrs)
     if (ctx.node().has_attr(a))
       ctx.node().fail(std::string("attribute '") + a +
-                          "' holds strings: string class labels are not supported yet (use "
-                          "integer labels)",
+                          "' holds strings, which Quilt does not take here yet (use integers)",
                       ErrorCode::NotImplemented);
 }
 
@@ -43,7 +43,10 @@ void check_numeric_input(const InferenceContext& ctx) {
 }
 
 int64_t class_count(const InferenceContext& ctx, const char* ints_attr) {
-  refuse_strings(ctx, {"classlabels_strings"});
+  // String labels alone were lowered to integer labels and a LabelEncoder (core/host_ops.hpp).
+  if (ctx.node().has_attr("classlabels_strings"))
+    ctx.fail(std::string("has both 'classlabels_strings' and '") + ints_attr +
+             "': expected one of them");
   return static_cast<int64_t>(ctx.node().attr_ints(ints_attr).size());
 }
 

@@ -593,3 +593,60 @@ void register_string_schemas(SchemaRegistry& r) {
 }
 
 }  // namespace quilt
+
+namespace quilt {
+
+int lower_string_class_labels(Graph& graph) {
+  // The classifiers, each with the attribute that holds integer labels.
+  static const std::map<std::string, std::string> kInts = {
+      {"TreeEnsembleClassifier", "classlabels_int64s"},
+      {"LinearClassifier", "classlabels_ints"},
+      {"SVMClassifier", "classlabels_ints"}};
+  std::set<std::string> names;
+  for (const Node& n : graph.nodes)
+    for (const auto& o : n.outputs) names.insert(o);
+  for (const auto& in : graph.inputs) names.insert(in.name);
+  for (const auto& [name, _] : graph.initializers) names.insert(name);
+  std::vector<Node> added;
+  for (Node& n : graph.nodes) {
+    auto ints = kInts.find(n.op_type);
+    if (n.domain != kMl || ints == kInts.end() || !n.has_attr("classlabels_strings") ||
+        n.has_attr(ints->second) || n.outputs.empty() || n.outputs[0].empty())
+      continue;
+    const std::vector<std::string> labels = n.attr_strings("classlabels_strings");
+    std::vector<int64_t> index(labels.size());
+    for (size_t i = 0; i < index.size(); ++i) index[i] = static_cast<int64_t>(i);
+    std::string ids = n.outputs[0] + "/class_index";
+    while (names.count(ids)) ids += "_";
+    names.insert(ids);
+    Node encoder;
+    encoder.name = (n.name.empty() ? n.op_type : n.name) + "/class_labels";
+    encoder.op_type = "LabelEncoder";
+    encoder.domain = kMl;
+    encoder.opset = 2;  // keys_int64s -> values_strings
+    encoder.inputs = {ids};
+    encoder.outputs = {n.outputs[0]};
+    encoder.index = graph.nodes.size() + added.size();
+    Attribute keys, values;
+    keys.name = "keys_int64s";
+    keys.kind = Attribute::Kind::Ints;
+    keys.ints = index;
+    values.name = "values_strings";
+    values.kind = Attribute::Kind::Strings;
+    values.strings = labels;
+    encoder.attributes = {{keys.name, keys}, {values.name, values}};
+    n.outputs[0] = ids;
+    n.attributes.erase("classlabels_strings");
+    Attribute int_labels;
+    int_labels.name = ints->second;
+    int_labels.kind = Attribute::Kind::Ints;
+    int_labels.ints = index;
+    n.attributes[int_labels.name] = int_labels;
+    added.push_back(std::move(encoder));
+  }
+  const int count = static_cast<int>(added.size());
+  for (Node& a : added) graph.nodes.push_back(std::move(a));
+  return count;
+}
+
+}  // namespace quilt
