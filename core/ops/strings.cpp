@@ -11,8 +11,7 @@
 #include <regex>
 #include <set>
 
-#include "core/float8.hpp"
-#include "core/half.hpp"
+#include "core/element.hpp"
 #include "core/host_ops.hpp"
 
 namespace quilt {
@@ -26,38 +25,9 @@ const char* const kMl = "ai.onnx.ml";
 // ---- numeric elements as long double (exact for every int64 and uint64 up to 2^64) ----
 
 long double read_number(const Tensor& t, int64_t i) {
-  const void* p = t.raw_data();
-  switch (t.dtype()) {
-    case DType::Float32:
-      return static_cast<const float*>(p)[i];
-    case DType::Float64:
-      return static_cast<const double*>(p)[i];
-    case DType::Float16:
-      return half_to_float(static_cast<const uint16_t*>(p)[i]);
-    case DType::BFloat16:
-      return bfloat16_to_float(static_cast<const uint16_t*>(p)[i]);
-    case DType::Int8:
-      return static_cast<const int8_t*>(p)[i];
-    case DType::Int16:
-      return static_cast<const int16_t*>(p)[i];
-    case DType::Int32:
-      return static_cast<const int32_t*>(p)[i];
-    case DType::Int64:
-      return static_cast<const int64_t*>(p)[i];
-    case DType::UInt8:
-      return static_cast<const uint8_t*>(p)[i];
-    case DType::UInt16:
-      return static_cast<const uint16_t*>(p)[i];
-    case DType::UInt32:
-      return static_cast<const uint32_t*>(p)[i];
-    case DType::UInt64:
-      return static_cast<const uint64_t*>(p)[i];
-    case DType::Bool:
-      return static_cast<const uint8_t*>(p)[i] != 0;
-    default:
-      throw Error(ErrorCode::NotImplemented,
-                  std::string("reading ") + dtype_name(t.dtype()) + " elements as numbers");
-  }
+  if (const std::optional<long double> v = element_value(t, i)) return *v;
+  throw Error(ErrorCode::NotImplemented,
+              std::string("reading ") + dtype_name(t.dtype()) + " elements as numbers");
 }
 
 template <class T>

@@ -43,6 +43,9 @@ def test_string_inputs_and_outputs_match_onnxruntime(words):
     np.testing.assert_array_equal(got[0], want[0])
     assert got[1].dtype == object and want[1].dtype == object
     assert got[1].tolist() == want[1].tolist() == ["dog", "cat", "other", "other"]
+    ref = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    assert [(a.name, a.type) for a in qort.InferenceSession(model).get_outputs()] == \
+        [(a.name, a.type) for a in ref.get_outputs()] == [("ids", "tensor(int64)"), ("names", "tensor(string)")]
     s = quilt.Session(model)
     assert [i.dtype for i in s.inputs] == ["string"]
     out = s.run({"words": words})
