@@ -28,6 +28,8 @@ std::string host_reason(const std::vector<TypeShape>& inputs,
 // The kernel for a node that host_reason() keeps in the core; throws Error(NotImplemented)
 // naming the node when Quilt has none for its op on these types.
 const HostKernel& host_kernel(const Node& node);
+// True if the core has a host kernel for this op (on string tensors), for `quilt ops`.
+bool has_host_kernel(const std::string& domain, const std::string& op_type);
 
 }  // namespace quilt
 

@@ -533,6 +533,10 @@ std::string host_reason(const std::vector<TypeShape>& inputs,
   return "";
 }
 
+bool has_host_kernel(const std::string& domain, const std::string& op_type) {
+  return host_kernels().count({domain, op_type}) != 0;
+}
+
 const HostKernel& host_kernel(const Node& node) {
   auto it = host_kernels().find({node.domain, node.op_type});
   if (it == host_kernels().end()) {
