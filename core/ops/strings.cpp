@@ -309,9 +309,7 @@ std::vector<std::string> split(const std::string& s, const std::string& delimite
       while (i < s.size() && space(i)) ++i;
       if (i == s.size()) break;
       if (maxsplit >= 0 && static_cast<int64_t>(parts.size()) == maxsplit) {
-        size_t end = s.size();
-        while (end > i && space(end - 1)) --end;
-        parts.push_back(s.substr(i, end - i));
+        parts.push_back(s.substr(i));  // the rest, trailing whitespace included (as Python)
         break;
       }
       size_t j = i;

@@ -74,7 +74,7 @@ one_node("normalizer_upper_sensitive", "StringNormalizer", {"x": words.reshape(5
 one_node("normalizer_none", "StringNormalizer", {"x": words.reshape(5)}, ["y"], opset=17,
          reference=True)
 one_node("normalizer_all_stopped", "StringNormalizer", {"x": strings("a", "A", shape=(1, 2))}, ["y"],
-         opset=17, reference=True, is_case_sensitive=0, stopwords=["a"])
+         opset=17, reference=True, case_change_action="LOWER", is_case_sensitive=0, stopwords=["a"])
 
 # StringConcat (broadcasting), RegexFullMatch, StringSplit, Equal on strings.
 one_node("concat", "StringConcat", {"x": strings("a", "bc", "", "ü"), "y": strings("1", "", "x", "é")},
@@ -94,6 +94,8 @@ one_node("split_whitespace", "StringSplit",
          {"x": strings("  hello   world ", "one", "a b c d", shape=(3,))}, ["y", "z"])
 one_node("split_maxsplit", "StringSplit", {"x": strings("1-2-3-4", "5-6", shape=(1, 2))}, ["y", "z"],
          delimiter="-", maxsplit=2)
+one_node("split_whitespace_maxsplit", "StringSplit", {"x": strings(" a b c ", "a  b", "")}, ["y", "z"],
+         maxsplit=1)
 one_node("split_multichar", "StringSplit", {"x": strings("a::b::c", "::")}, ["y", "z"],
          delimiter="::")
 one_node("equal_strings", "Equal", {"a": strings("a", "b", "c"), "b": strings("a", "x", "c")}, ["y"],
