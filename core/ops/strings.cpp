@@ -297,8 +297,8 @@ void infer_string_split(InferenceContext& ctx) {
   ctx.set_output(0, DType::String, dims);
 }
 
-// Python's str.split(): on `delimiter`, or on runs of whitespace when it is empty, at most
-// maxsplit times when maxsplit >= 0.
+// Like Python's str.split() as onnxruntime does it: on `delimiter`, or on runs of whitespace
+// when it is empty, at most maxsplit times when maxsplit >= 0; an empty string has no pieces.
 std::vector<std::string> split(const std::string& s, const std::string& delimiter,
                                int64_t maxsplit) {
   std::vector<std::string> parts;
@@ -309,7 +309,9 @@ std::vector<std::string> split(const std::string& s, const std::string& delimite
       while (i < s.size() && space(i)) ++i;
       if (i == s.size()) break;
       if (maxsplit >= 0 && static_cast<int64_t>(parts.size()) == maxsplit) {
-        parts.push_back(s.substr(i));  // the rest, trailing whitespace included (as Python)
+        size_t end = s.size();  // the rest, without trailing whitespace (as onnxruntime)
+        while (end > i && space(end - 1)) --end;
+        parts.push_back(s.substr(i, end - i));
         break;
       }
       size_t j = i;
@@ -319,6 +321,7 @@ std::vector<std::string> split(const std::string& s, const std::string& delimite
     }
     return parts;
   }
+  if (s.empty()) return parts;  // no substrings at all (onnxruntime), not one empty one
   size_t start = 0;
   for (;;) {
     const size_t at = s.find(delimiter, start);
@@ -464,7 +467,8 @@ std::vector<Tensor> label_encoder_kernel(const Node& node, const std::vector<Ten
     for (int64_t k = 0; k < keys.numel(); ++k) {
       const long double v = read_number(keys, k);
       if (std::isnan(v)) {
-        if (nan_key < 0) nan_key = k;
+        // A NaN key matches NaN from opset 4 on; before, it matches nothing (onnxruntime).
+        if (nan_key < 0 && node.opset >= 4) nan_key = k;
       } else {
         index.emplace(v, k);
       }

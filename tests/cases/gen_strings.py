@@ -125,7 +125,10 @@ one_node("label_encoder_string_string", "LabelEncoder", {"x": strings("a", "q")}
          ml_opset=2, keys_strings=["a"], values_strings=["A"])
 one_node("label_encoder_float_string", "LabelEncoder",
          {"x": np.array([0.5, np.nan, 2.0], np.float32)}, ["y"], opset=17, ml_opset=2,
-         keys_floats=[0.5, np.nan], values_strings=["half", "missing"])
+         keys_floats=[0.5, np.nan], values_strings=["half", "missing"])  # NaN matches nothing
+one_node("label_encoder_float_string_v4", "LabelEncoder",
+         {"x": np.array([0.5, np.nan, 2.0], np.float32)}, ["y"], opset=17, ml_opset=4,
+         keys_floats=[0.5, np.nan], values_strings=["half", "missing"])  # NaN matches NaN
 one_node("label_encoder_string_float", "LabelEncoder", {"x": strings("a", "b")}, ["y"], opset=17,
          ml_opset=2, keys_strings=["a"], values_floats=[0.25])
 one_node("label_encoder_tensor_strings", "LabelEncoder", {"x": strings("k1", "k2", "k3")}, ["y"],

@@ -109,20 +109,19 @@ def test_invalid_graphs_raise_what_onnxruntime_raises_for_each():
 
 
 def test_unsupported_op_is_not_implemented_as_in_onnxruntime():
-    # An op each runtime lacks: onnxruntime has no ImageDecoder kernel, Quilt no CategoryMapper.
+    # An op each runtime lacks: onnxruntime has no ImageDecoder kernel, Quilt no ZipMap.
     decoder = model_bytes([helper.make_node("ImageDecoder", ["img"], ["pixels"])], [vi("img", TensorProto.UINT8, [None])],
                           [vi("pixels", TensorProto.UINT8, None)], opset=20, ir_version=9)
     with pytest.raises(Exception) as want:
         ort.InferenceSession(decoder)
-    encoder = model_bytes([helper.make_node("CategoryMapper", ["x"], ["y"], domain="ai.onnx.ml", cats_int64s=[1, 2],
-                                            cats_strings=["a", "b"])],
-                          [vi("x", TensorProto.INT64, [3])], [vi("y", TensorProto.STRING, [3])],
+    encoder = model_bytes([helper.make_node("ZipMap", ["x"], ["y"], domain="ai.onnx.ml", classlabels_int64s=[1, 2])],
+                          [vi("x", TensorProto.FLOAT, [3, 2])], [vi("y", TensorProto.FLOAT, None)],
                           domains=[("ai.onnx.ml", 2)])
     with pytest.raises(Exception) as got:
         qort.InferenceSession(encoder)
     assert type(got.value).__name__ == type(want.value).__name__ == "NotImplemented"
     assert "[ONNXRuntimeError] : 9 : NOT_IMPLEMENTED : " in str(got.value)
-    assert "ai.onnx.ml.CategoryMapper" in str(got.value)
+    assert "ai.onnx.ml.ZipMap" in str(got.value)
     with pytest.raises(quilt.NotImplemented) as own:
         quilt.Session(encoder)
     assert isinstance(own.value, NotImplementedError) and own.value.code == "NotImplemented"
