@@ -411,7 +411,11 @@ void ExecutionPlan::run_host_step(const Step& step, RunState& st) const {
   }
   std::vector<Tensor> results;
   try {
-    results = run_control_flow(step, in);
+    results = step.host_kind == HostKind::Op
+                  ? (*step.host_kernel)(
+                        *step.nodes[0].node,
+                        {in.begin(), in.begin() + static_cast<long>(step.nodes[0].inputs.size())})
+                  : run_control_flow(step, in);
   } catch (...) {
     rethrow_with(step.nodes[0].node->display());
   }

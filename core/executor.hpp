@@ -23,6 +23,7 @@
 
 #include "core/device.hpp"
 #include "core/graph.hpp"
+#include "core/host_ops.hpp"
 #include "core/log.hpp"
 #include "core/op_schema.hpp"
 
@@ -73,7 +74,9 @@ class ExecutionPlan {
 
  private:
   enum class StepKind { Patch, Host, Upload, Download };
-  enum class HostKind { If, Loop, Scan };
+  // If, Loop, Scan: control flow (core/control_flow.cpp); Op: a node on values the backend ABI
+  // does not carry, run by its host kernel (core/host_ops.hpp).
+  enum class HostKind { If, Loop, Scan, Op };
   struct PatchNode {
     const Node* node = nullptr;
     const OpSchema* schema = nullptr;
@@ -102,6 +105,7 @@ class ExecutionPlan {
     // Host (control flow): nodes[0] is the node; in_slots explicit then implicit inputs
     HostKind host_kind = HostKind::If;
     std::map<std::string, std::unique_ptr<ExecutionPlan>> subplans;  // by attribute name
+    const HostKernel* host_kernel = nullptr;                         // HostKind::Op
   };
   struct Slot {
     int value = -1;

@@ -218,6 +218,20 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const ImportContext& ctx,
   } catch (const Error& e) {
     throw Error(e.code(), where + ": " + e.what());
   }
+  if (dtype == DType::String) {
+    // Strings live only in string_data (the spec forbids raw_data and external data for them).
+    if (p.data_location() == onnx::TensorProto::EXTERNAL || p.has_raw_data())
+      throw Error(ErrorCode::InvalidModel,
+                  where +
+                      " is a string tensor with raw or external data; strings must be in "
+                      "string_data");
+    if (p.string_data_size() != t.numel())
+      throw Error(ErrorCode::InvalidModel, where + " has " + std::to_string(p.string_data_size()) +
+                                               " strings but its shape " + to_string(t.shape()) +
+                                               " needs " + std::to_string(t.numel()));
+    std::copy(p.string_data().begin(), p.string_data().end(), t.data<std::string>());
+    return t;
+  }
   if (p.data_location() == onnx::TensorProto::EXTERNAL) {
     read_external(p, t, ctx, where);
     return t;
@@ -556,7 +570,12 @@ void save_tensor_file(const Tensor& tensor, const std::string& path, const std::
   proto.set_name(name);
   proto.set_data_type(static_cast<int32_t>(tensor.dtype()));
   for (int64_t d : tensor.shape()) proto.add_dims(d);
-  proto.set_raw_data(tensor.raw_data(), tensor.nbytes());
+  if (tensor.dtype() == DType::String) {
+    const std::string* strings = tensor.data<std::string>();
+    for (int64_t i = 0; i < tensor.numel(); ++i) proto.add_string_data(strings[i]);
+  } else {
+    proto.set_raw_data(tensor.raw_data(), tensor.nbytes());
+  }
   std::ofstream f(path, std::ios::binary);
   if (!f || !proto.SerializeToOstream(&f))
     throw Error(ErrorCode::Io, "cannot write tensor file '" + path + "'");

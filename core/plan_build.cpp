@@ -6,6 +6,7 @@
 
 #include "core/checked.hpp"
 #include "core/executor.hpp"
+#include "core/host_ops.hpp"
 #include "partitioner/partitioner.hpp"
 
 namespace quilt {
@@ -50,6 +51,7 @@ struct LiveNode {
   std::vector<int> inputs, outputs;  // explicit, -1 = absent
   std::vector<TypeShape> in_types, out_types;
   bool host = false;
+  std::string host_reason;  // set for nodes on values the ABI does not carry (host_ops.hpp)
   std::map<std::string, std::unique_ptr<ExecutionPlan>> subplans;
 };
 
@@ -340,6 +342,13 @@ void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
       live.push_back(std::move(ln));
       continue;
     }
+    ln.host_reason = host_reason(ln.in_types, ln.out_types);
+    if (!ln.host_reason.empty()) {
+      host_kernel(node);  // throws, naming the node, when the core has no kernel for it
+      ln.host = true;
+      live.push_back(std::move(ln));
+      continue;
+    }
 
     // Constant folding: run nodes whose inputs are all known now, once, on the CPU. Shape and
     // Size of a statically shaped value are constants too.
@@ -415,6 +424,7 @@ void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
     p.name = ln.node->name;
     p.op_type = ln.node->op_type;
     p.host = ln.host;
+    p.host_reason = ln.host_reason;
     p.cpu_ns = ln.host ? -1 : estimate_cpu_ns(*ln.node, ln.in_types, ln.out_types);
     for (int v : ln.inputs)
       if (v >= 0) p.inputs.push_back(v);
@@ -564,7 +574,11 @@ void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
       LiveNode& ln = live[pp.nodes[0]];
       step.kind = StepKind::Host;
       const std::string& op = ln.node->op_type;
-      step.host_kind = op == "If" ? HostKind::If : op == "Loop" ? HostKind::Loop : HostKind::Scan;
+      step.host_kind = !ln.host_reason.empty() ? HostKind::Op
+                       : op == "If"            ? HostKind::If
+                       : op == "Loop"          ? HostKind::Loop
+                                               : HostKind::Scan;
+      if (step.host_kind == HostKind::Op) step.host_kernel = &host_kernel(*ln.node);
       step.nodes.push_back({ln.node, ln.schema, ln.inputs, ln.outputs});
       step.subplans = std::move(ln.subplans);
       for (int v : ln.inputs) step.in_slots.push_back(v < 0 ? -1 : slot_id(v, 0));

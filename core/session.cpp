@@ -6,6 +6,7 @@
 #include "core/backend_registry.hpp"
 #include "core/device.hpp"
 #include "core/executor.hpp"
+#include "core/host_ops.hpp"
 #include "core/log.hpp"
 #include "core/onnx_import.hpp"
 #include "core/optimize/optimize.hpp"
@@ -135,6 +136,7 @@ std::shared_ptr<Session::Impl> make_impl(std::unique_ptr<Model> model,
                     "bfloat16 operands)");
   auto impl = std::make_shared<Session::Impl>(options.log_level);
   impl->model = std::move(model);
+  lower_string_class_labels(impl->model->graph);  // before validation, which refuses them
   validate_model(*impl->model, SchemaRegistry::builtin());
   fix_dims(impl->model->graph, options.fixed_dims);
   // Pins name the model's nodes as written, some of which the rewrites replace.

@@ -105,7 +105,7 @@ size_t dtype_nbytes(DType dtype, int64_t numel) {
 }
 
 bool dtype_supported(DType dtype) {
-  return dtype_size(dtype) != 0 || dtype_is_4bit(dtype);
+  return dtype_size(dtype) != 0 || dtype_is_4bit(dtype) || dtype == DType::String;
 }
 
 const char* error_code_name(ErrorCode code) {
@@ -258,6 +258,15 @@ void Tensor::allocate(bool zero, bool reuse) {
                                             " bytes, more than this machine's " +
                                             std::to_string(kMemory) + " bytes of memory");
   numel_ = static_cast<int64_t>(count);
+  if (dtype == DType::String) {
+    // Elements are std::string objects (empty when made), never raw bytes: nbytes() is 0, so
+    // code that copies bytes moves nothing, and the CPU and device backends never see them.
+    auto* strings = new std::string[std::max<uint64_t>(count, 1)];
+    storage_ =
+        std::shared_ptr<void>(strings, [](void* q) { delete[] static_cast<std::string*>(q); });
+    data_ = strings;
+    return;
+  }
   size_t alloc = (static_cast<size_t>(bytes) + kAlignment - 1) / kAlignment * kAlignment;
   if (alloc == 0) alloc = kAlignment;
   const bool cached = reuse && alloc >= kCacheMinBytes;
@@ -277,6 +286,11 @@ void Tensor::allocate(bool zero, bool reuse) {
 
 Tensor Tensor::from_data(DType dtype, std::vector<int64_t> shape, const void* data) {
   Tensor t(dtype, std::move(shape));
+  if (dtype == DType::String) {
+    const auto* from = static_cast<const std::string*>(data);
+    std::copy(from, from + t.numel_, static_cast<std::string*>(t.data_));
+    return t;
+  }
   if (t.nbytes()) std::memcpy(t.data_, data, t.nbytes());
   return t;
 }
@@ -286,6 +300,10 @@ Tensor Tensor::wrap(DType dtype, std::vector<int64_t> shape, void* data,
   if (!dtype_supported(dtype))
     throw Error(ErrorCode::NotImplemented,
                 std::string("tensors of dtype ") + dtype_name(dtype) + " are not supported");
+  if (dtype == DType::String)
+    throw Error(ErrorCode::InvalidArgument,
+                "Tensor::wrap: a string tensor owns its std::string elements; make it with "
+                "Tensor::from_strings");
   Tensor t;
   int64_t count = 1;
   for (int64_t d : shape) {
@@ -307,6 +325,10 @@ Tensor Tensor::wrap(DType dtype, std::vector<int64_t> shape, void* data,
 Tensor Tensor::clone() const {
   if (!defined()) return Tensor();
   return from_data(dtype_, shape_, data_);
+}
+
+Tensor Tensor::from_strings(std::vector<int64_t> shape, const std::vector<std::string>& values) {
+  return from_vector<std::string>(std::move(shape), values);
 }
 
 Tensor Tensor::reshaped(std::vector<int64_t> shape) const {

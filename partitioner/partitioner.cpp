@@ -42,6 +42,7 @@ class Assigner {
       const Node& node = nodes_[n];
       if (node.host) {
         r.device_of[n] = -1;
+        r.reason[n] = node.host_reason;
         continue;
       }
       if (auto pin = options_.pinned.find(node.name);

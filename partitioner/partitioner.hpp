@@ -33,6 +33,7 @@ struct Node {
   std::vector<int> value_inputs;
   std::vector<int> outputs;  // value ids produced
   bool host = false;         // run by the host itself (control flow), alone in its patch
+  std::string host_reason;   // why a host node is not offered to the backends ("" for control flow)
   // Estimated time on the CPU backend in ns (its multiply-adds and elements at typical rates);
   // < 0 when the shapes are not known at session creation.
   double cpu_ns = -1;

@@ -9,6 +9,7 @@ namespace quilt {
 
 void register_misc_extra_schemas(SchemaRegistry& r);
 void register_ml_schemas(SchemaRegistry& r);
+void register_string_schemas(SchemaRegistry& r);
 
 namespace {
 
@@ -155,6 +156,7 @@ void register_misc_schemas(SchemaRegistry& r) {
   r.add({.op_type = "Bernoulli", .min_opset = 15, .infer = infer_bernoulli});
   register_misc_extra_schemas(r);
   register_ml_schemas(r);
+  register_string_schemas(r);
 }
 
 }  // namespace quilt

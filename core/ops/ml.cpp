@@ -1,8 +1,10 @@
 // Schemas of the classic machine-learning ops of the ai.onnx.ml domain that work on tensors: the
 // tree ensembles, linear models, SVMs and the preprocessing ops scikit-learn pipelines convert to
 // (skl2onnx). Binarizer, ArrayFeatureExtractor and TreeEnsemble (opset 5) are in misc_extra.cpp.
-// String labels and keys need string tensors, which Quilt does not hold: such nodes are refused
-// at load as not implemented, naming the attribute.
+// Classifiers' string class labels are lowered at load to integer labels and a LabelEncoder
+// (lower_string_class_labels, core/ops/strings.cpp); OneHotEncoder's cats_strings is refused as
+// not implemented, naming the attribute; LabelEncoder's and CategoryMapper's strings run on the
+// host (core/ops/strings.cpp).
 #include <algorithm>
 
 #include "core/checked.hpp"
@@ -21,8 +23,7 @@ void refuse_strings(const InferenceContext& ctx, std::initializer_list<const cha
   for (const char* a : attrs)
     if (ctx.node().has_attr(a))
       ctx.node().fail(std::string("attribute '") + a +
-                          "' holds strings, and Quilt has no string tensors yet (use integer "
-                          "labels or keys)",
+                          "' holds strings, which Quilt does not take here yet (use integers)",
                       ErrorCode::NotImplemented);
 }
 
@@ -42,7 +43,10 @@ void check_numeric_input(const InferenceContext& ctx) {
 }
 
 int64_t class_count(const InferenceContext& ctx, const char* ints_attr) {
-  refuse_strings(ctx, {"classlabels_strings"});
+  // String labels alone were lowered to integer labels and a LabelEncoder (core/host_ops.hpp).
+  if (ctx.node().has_attr("classlabels_strings"))
+    ctx.fail(std::string("has both 'classlabels_strings' and '") + ints_attr +
+             "': expected one of them");
   return static_cast<int64_t>(ctx.node().attr_ints(ints_attr).size());
 }
 
@@ -153,14 +157,16 @@ void infer_imputer(InferenceContext& ctx) {
 }
 
 // The dtype of a LabelEncoder's values (outputs): from values_tensor, values_int64s or
-// values_floats; strings are refused.
+// values_floats or values_strings (string keys or values make it a host step, core/host_ops.hpp).
 DType label_encoder_values(const InferenceContext& ctx) {
-  refuse_strings(ctx, {"keys_strings", "values_strings", "default_string", "classes_strings"});
   const Node& n = ctx.node();
   if (const Tensor* t = n.attr_tensor("values_tensor")) return t->dtype();
+  if (n.has_attr("values_strings")) return DType::String;
   if (n.has_attr("values_int64s")) return DType::Int64;
   if (n.has_attr("values_floats")) return DType::Float32;
-  ctx.fail("one of the attributes 'values_int64s', 'values_floats' or 'values_tensor' is required");
+  ctx.fail(
+      "one of the attributes 'values_int64s', 'values_floats', 'values_strings' or "
+      "'values_tensor' is required");
 }
 
 // Number of LabelEncoder keys or values (`what` = "keys" or "values"), from any of its forms.
@@ -169,14 +175,29 @@ size_t label_encoder_count(const Node& n, const std::string& what) {
     return static_cast<size_t>(t->numel());
   if (n.has_attr(what + "_int64s")) return n.attr_ints(what + "_int64s").size();
   if (n.has_attr(what + "_floats")) return n.attr_floats(what + "_floats").size();
-  n.fail("one of the attributes '" + what + "_int64s', '" + what + "_floats' or '" + what +
-         "_tensor' is required");
+  if (n.has_attr(what + "_strings")) return n.attr_strings(what + "_strings").size();
+  n.fail("one of the attributes '" + what + "_int64s', '" + what + "_floats', '" + what +
+         "_strings' or '" + what + "_tensor' is required");
 }
 
 void infer_label_encoder(InferenceContext& ctx) {
-  const DType values = label_encoder_values(ctx);
   const Node& n = ctx.node();
+  if (n.has_attr("classes_strings")) {  // opset 1: string <-> its index in classes_strings
+    const DType x = ctx.input_dtype(0);
+    if (x != DType::Undefined && x != DType::String && x != DType::Int64)
+      ctx.fail(std::string("X is ") + dtype_name(x) + ", expected string or int64");
+    ctx.set_output(0, x == DType::String ? DType::Int64 : DType::String, ctx.input_shape(0));
+    return;
+  }
+  const DType values = label_encoder_values(ctx);
   const size_t keys = label_encoder_count(n, "keys"), count = label_encoder_count(n, "values");
+  const Tensor* key_tensor = n.has_attr("keys_tensor") ? n.attr_tensor("keys_tensor") : nullptr;
+  const bool string_keys =
+      n.has_attr("keys_strings") || (key_tensor && key_tensor->dtype() == DType::String);
+  const DType x = ctx.input_dtype(0);
+  if (x != DType::Undefined && (x == DType::String) != string_keys)
+    ctx.fail(std::string("X is ") + dtype_name(x) + " but the keys are " +
+             (string_keys ? "strings" : "numbers"));
   if (keys != count)
     ctx.fail("the node has " + std::to_string(keys) + " keys but " + std::to_string(count) +
              " values");

@@ -34,7 +34,11 @@ void infer_constant(InferenceContext& ctx) {
   if (n.has_attr("value_ints"))
     return ctx.set_output(0, DType::Int64,
                           {static_cast<int64_t>(n.attr_ints("value_ints").size())});
-  // Strings and sparse tensors: the type is not one Quilt holds; backends refuse the node.
+  if (n.has_attr("value_string")) return ctx.set_output(0, DType::String, {});
+  if (n.has_attr("value_strings"))
+    return ctx.set_output(0, DType::String,
+                          {static_cast<int64_t>(n.attr_strings("value_strings").size())});
+  // Sparse tensors: the type is not one Quilt holds; backends refuse the node.
   ctx.set_output_unknown_shape(0, DType::Undefined);
 }
 

@@ -7,7 +7,7 @@
 // in the taken branch is inlined by the pipeline's next round (optimize.cpp).
 #include <cmath>
 
-#include "core/half.hpp"
+#include "core/element.hpp"
 #include "core/optimize/rewriter.hpp"
 
 namespace quilt::optimize {
@@ -21,28 +21,8 @@ struct Known {
 };
 
 std::optional<double> element(const Tensor& t, int64_t i) {
-  const void* p = t.raw_data();
-  switch (t.dtype()) {
-    case DType::Float32:
-      return static_cast<const float*>(p)[i];
-    case DType::Float64:
-      return static_cast<const double*>(p)[i];
-    case DType::Float16:
-      return half_to_float(static_cast<const uint16_t*>(p)[i]);
-    case DType::Int64:
-      return static_cast<double>(static_cast<const int64_t*>(p)[i]);
-    case DType::Int32:
-      return static_cast<const int32_t*>(p)[i];
-    case DType::Int16:
-      return static_cast<const int16_t*>(p)[i];
-    case DType::Int8:
-      return static_cast<const int8_t*>(p)[i];
-    case DType::UInt8:
-    case DType::Bool:
-      return static_cast<const uint8_t*>(p)[i];
-    default:
-      return std::nullopt;
-  }
+  const std::optional<long double> v = element_value(t, i);
+  return v ? std::optional<double>(static_cast<double>(*v)) : std::nullopt;
 }
 
 std::optional<Known> known(const Rewriter& r, const std::string& v, std::vector<size_t>& used,

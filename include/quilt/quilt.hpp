@@ -88,7 +88,9 @@ enum class DType : int32_t {
   Int4 = 22,
 };
 
-// Size of one element in bytes; 0 for Undefined, String and the 4-bit types.
+// Size of one element in bytes; 0 for Undefined, String (a string tensor's elements are
+// std::string objects, accessed with data<std::string>(), never as raw bytes) and the 4-bit
+// types.
 QUILT_API size_t dtype_size(DType dtype);
 // Bytes that numel elements take: numel * dtype_size, or (numel + 1) / 2 for the 4-bit types.
 QUILT_API size_t dtype_nbytes(DType dtype, int64_t numel);
@@ -98,7 +100,7 @@ constexpr bool dtype_is_4bit(DType dtype) {
 }
 // "float32", "int64", ...; "undefined" for anything Quilt does not know.
 QUILT_API const char* dtype_name(DType dtype);
-// True for the dtypes a Tensor can hold (everything above except Undefined and String).
+// True for the dtypes a Tensor can hold (everything above except Undefined).
 QUILT_API bool dtype_supported(DType dtype);
 
 enum class ErrorCode {
@@ -136,12 +138,14 @@ class QUILT_API Tensor {
   // bounded cache of freed buffers of the same size, so repeated runs do not fault fresh
   // pages in each time. Zero-filled when `zero`.
   static Tensor scratch(DType dtype, std::vector<int64_t> shape, bool zero);
-  // Copies nbytes() bytes from data.
+  // Copies nbytes() bytes from data (for String: numel() std::string objects).
   static Tensor from_data(DType dtype, std::vector<int64_t> shape, const void* data);
   template <class T>
   static Tensor from_vector(std::vector<int64_t> shape, const std::vector<T>& values);
+  // A string tensor (DType::String) of the given values, row-major.
+  static Tensor from_strings(std::vector<int64_t> shape, const std::vector<std::string>& values);
   // Uses memory owned elsewhere, without copying: data must hold nbytes() bytes and stay valid
-  // while owner (or, with no owner, the caller) keeps it alive.
+  // while owner (or, with no owner, the caller) keeps it alive. Not for String.
   static Tensor wrap(DType dtype, std::vector<int64_t> shape, void* data,
                      std::shared_ptr<void> owner = nullptr);
 
@@ -226,6 +230,10 @@ constexpr DType dtype_of<uint64_t>() {
 template <>
 constexpr DType dtype_of<bool>() {
   return DType::Bool;
+}
+template <>
+constexpr DType dtype_of<std::string>() {
+  return DType::String;
 }
 
 template <class T>

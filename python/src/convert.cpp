@@ -115,13 +115,56 @@ std::string numpy_dtype_text(nb::handle obj) {
 [[noreturn]] void unsupported_input(nb::handle obj, const std::string& name) {
   const std::string dtype = numpy_dtype_text(obj);
   std::string why = "which Quilt cannot hold";
-  if (dtype.find("<U") != std::string::npos || dtype.find("|S") != std::string::npos ||
-      dtype == "object")
-    why = "(strings or objects): Quilt has no string tensors";
-  else if (dtype.rfind(">", 0) == 0)
+  if (dtype.rfind(">", 0) == 0)
     why = "(big-endian): pass it in native byte order, e.g. x.astype(x.dtype.newbyteorder('='))";
   throw Error(ErrorCode::InvalidArgument,
               "input '" + name + "' has numpy dtype " + dtype + ", " + why);
+}
+
+// The numpy dtype kind of obj ('f', 'U', 'O', ...), or 0 when it has no dtype.
+char dtype_kind(nb::handle obj) {
+  if (!nb::hasattr(obj, "dtype") || !nb::hasattr(obj.attr("dtype"), "kind")) return 0;
+  const std::string kind = text_of(obj.attr("dtype").attr("kind"));
+  return kind.size() == 1 ? kind[0] : 0;
+}
+
+// A string tensor of the elements of obj: an array of numpy str_ ('U'), bytes_ ('S') or
+// objects that are all str or bytes, or (for a string input) a list of them. Strings are
+// stored as UTF-8, bytes as they are.
+Tensor import_strings(nb::handle obj, const std::string& name) {
+  nb::object array;
+  try {
+    array = numpy().asarray(obj, dtype_kind(obj) ? nb::none() : numpy().dtype("object"));
+  } catch (const nb::python_error& e) {
+    throw Error(ErrorCode::InvalidArgument,
+                "input '" + name + "' cannot be read as an array of strings: " + e.what());
+  }
+  std::vector<int64_t> shape;
+  for (nb::handle d : array.attr("shape")) shape.push_back(nb::cast<int64_t>(d));
+  nb::object flat = array.attr("ravel")().attr("tolist")();
+  Tensor t(DType::String, shape);
+  std::string* out = t.data<std::string>();
+  int64_t i = 0;
+  for (nb::handle item : flat) {
+    Py_ssize_t size = 0;
+    if (PyUnicode_Check(item.ptr())) {
+      const char* utf8 = PyUnicode_AsUTF8AndSize(item.ptr(), &size);
+      if (!utf8) {
+        PyErr_Clear();
+        throw Error(ErrorCode::InvalidArgument,
+                    "input '" + name + "' element " + std::to_string(i) + " is not valid Unicode");
+      }
+      out[i++].assign(utf8, static_cast<size_t>(size));
+    } else if (PyBytes_Check(item.ptr())) {
+      out[i++].assign(PyBytes_AS_STRING(item.ptr()),
+                      static_cast<size_t>(PyBytes_GET_SIZE(item.ptr())));
+    } else {
+      throw Error(ErrorCode::InvalidArgument,
+                  "input '" + name + "' is an array of strings, but element " + std::to_string(i) +
+                      " is " + numpy_dtype_text(item) + ", expected str or bytes");
+    }
+  }
+  return t;
 }
 
 }  // namespace
@@ -131,6 +174,10 @@ HeldBuffers::~HeldBuffers() {
 }
 
 Tensor import_array(nb::handle obj, const std::string& name, DType declared, HeldBuffers& held) {
+  const char kind = dtype_kind(obj);
+  if (kind == 'U' || kind == 'S' || kind == 'O' ||
+      (declared == DType::String && !kind && !PyObject_CheckBuffer(obj.ptr())))
+    return import_strings(obj, name);
   nb::handle src = obj;
   const MlDtype* raw_bits = nullptr;  // src holds the bits of an ml_dtypes array
   for (int attempt = 0;; ++attempt) {
@@ -193,10 +240,29 @@ nb::object numpy_dtype(DType dtype, const std::string& what) {
   if (!dtype_supported(dtype))
     throw Error(ErrorCode::NotImplemented,
                 what + " is " + dtype_name(dtype) + ", which Quilt does not hold as a tensor");
+  if (dtype == DType::String) return numpy().dtype("object");  // as onnxruntime returns them
   return numpy().dtype(dtype_name(dtype));
 }
 
 nb::object export_tensor(Tensor t, const std::string& what) {
+  if (t.dtype() == DType::String) {
+    // An array of Python str objects (dtype object), as onnxruntime returns string outputs;
+    // a string that is not valid UTF-8 comes back as bytes.
+    nb::list items;
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      const std::string& s = t.data<std::string>()[i];
+      PyObject* text = PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), nullptr);
+      if (!text) {
+        PyErr_Clear();
+        text = PyBytes_FromStringAndSize(s.data(), static_cast<Py_ssize_t>(s.size()));
+      }
+      items.append(nb::steal(text));
+    }
+    nb::list dims;
+    for (int64_t d : t.shape()) dims.append(d);
+    nb::object array = numpy().asarray(items, numpy().dtype("object"));
+    return array.attr("reshape")(dims);
+  }
   namespace dl = nb::dlpack;
   if (dtype_is_4bit(t.dtype())) {  // unpacked, one element a byte, viewed as ml_dtypes' int4
     const bool is_signed = t.dtype() == DType::Int4;

@@ -220,7 +220,7 @@ TEST(Optimize, ConstantNodesOfEveryValueFormBecomeInitializers) {
   set(b.node("Constant", {}, {"cfs"}), fs);
   set(b.node("Constant", {}, {"ci"}), int_attr("value_int", 7));
   set(b.node("Constant", {}, {"cis"}), ints_attr("value_ints", {2, 2}));
-  Attribute str;  // a string constant stays a node: Quilt holds no string tensors
+  Attribute str;  // a string constant stays a node (the core runs it, core/ops/strings.cpp)
   str.name = "value_string";
   str.kind = Attribute::Kind::String;
   str.s = "text";

@@ -31,7 +31,33 @@ TEST(Tensor, EveryDTypeHasASizeAndName) {
     Tensor t(d, {3});
     EXPECT_EQ(t.nbytes(), 3 * dtype_size(d));
   }
-  EXPECT_FALSE(dtype_supported(DType::String));
+  EXPECT_TRUE(dtype_supported(DType::String));
+  EXPECT_EQ(dtype_size(DType::String), 0u);
+  EXPECT_FALSE(dtype_supported(DType::Undefined));
+}
+
+TEST(Tensor, StringTensorsHoldStdStringsAndCloneDeeply) {
+  Tensor t(DType::String, {2, 2});
+  EXPECT_EQ(t.numel(), 4);
+  EXPECT_EQ(t.nbytes(), 0u);  // never copied as bytes
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(t.data<std::string>()[i], "");
+  Tensor s = Tensor::from_strings({3}, {"a", "", std::string(1000, 'x')});
+  EXPECT_EQ(s.dtype(), DType::String);
+  EXPECT_EQ(s.data<std::string>()[2].size(), 1000u);
+  Tensor copy = s.clone();
+  EXPECT_FALSE(copy.shares_storage_with(s));
+  copy.data<std::string>()[0] = "changed";
+  EXPECT_EQ(s.data<std::string>()[0], "a");
+  Tensor view = s.reshaped({1, 3});
+  EXPECT_TRUE(view.shares_storage_with(s));
+  EXPECT_EQ(view.data<std::string>()[2], s.data<std::string>()[2]);
+  expect_error([&] { s.data<float>(); }, ErrorCode::InvalidArgument,
+               {"tensor holds string but was accessed as float32"});
+  expect_error([&] { Tensor::from_strings({2}, {"only one"}); }, ErrorCode::InvalidArgument,
+               {"shape has 2 elements but 1 values given"});
+  std::string text = "x";
+  expect_error([&] { Tensor::wrap(DType::String, {1}, &text); }, ErrorCode::InvalidArgument,
+               {"a string tensor owns its std::string elements"});
 }
 
 TEST(Tensor, FourBitTypesArePackedTwoPerByte) {

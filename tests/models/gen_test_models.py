@@ -299,6 +299,18 @@ strings = helper.make_model(helper.make_graph(
     [helper.make_node("Identity", ["s"], ["t"], name="id")], "strings",
     [vi("s", TensorProto.STRING, [2])], [vi("t", TensorProto.STRING, [2])]), opset_imports=OPSET)
 save(strings, "string_io.onnx")
+# A string op Quilt has no host kernel for (Transpose on strings), and string labels mapped to
+# numbers that the CPU backend then scales (a host step feeding a CPU patch).
+save(helper.make_model(helper.make_graph(
+    [helper.make_node("Transpose", ["s"], ["t"], name="flip")], "string_transpose",
+    [vi("s", TensorProto.STRING, [2, 3])], [vi("t", TensorProto.STRING, [3, 2])]), opset_imports=OPSET),
+    "string_transpose.onnx")
+save(helper.make_model(helper.make_graph(
+    [helper.make_node("LabelEncoder", ["s"], ["ids"], name="encode", domain="ai.onnx.ml",
+                      keys_strings=["a", "b"], values_floats=[1.0, 2.0], default_float=0.0),
+     helper.make_node("Mul", ["ids", "ids"], ["sq"], name="square")], "string_to_cpu",
+    [vi("s", TensorProto.STRING, [3])], [vi("sq", TensorProto.FLOAT, [3])]),
+    opset_imports=OPSET + [helper.make_opsetid("ai.onnx.ml", 2)]), "string_to_cpu.onnx")
 
 # ---- heterogeneous models: the example plugin claims MatMul, Add, Relu and Conv (float32) ----
 rng = np.random.default_rng(7)

@@ -1,7 +1,8 @@
 """Classic machine learning (ai.onnx.ml) through Quilt's Python APIs and the CLI: scikit-learn
 pipelines converted by skl2onnx give onnxruntime's labels exactly and its probabilities to 1e-5;
 malformed ensembles and linear models are load errors that say what is wrong; what Quilt cannot
-hold yet (ZipMap's sequence of maps, string labels) is refused as not implemented, by name.
+hold yet (ZipMap's sequence of maps) is refused as not implemented, by name; string class labels
+come back as strings, as onnxruntime's.
 The per-op cases against onnxruntime are tests/cases/gen_ml.py."""
 import warnings
 
@@ -48,6 +49,29 @@ def test_pipelines_match_onnxruntime_through_its_api(digits):
         np.testing.assert_array_equal(got[0], want[0], err_msg=str(estimator))
         np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-5, err_msg=str(estimator))
         assert (got[0] == estimator.predict(x[600:900])).mean() > 0.99
+
+
+def test_string_class_labels_match_onnxruntime(digits):
+    """Classifiers trained on string labels: lowered at load to integer labels and a LabelEncoder
+    (a host step), the labels come back as strings, exactly onnxruntime's."""
+    from sklearn import ensemble, linear_model, svm
+    x, y = digits
+    names = np.array(["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"])
+    for estimator, labels in [(ensemble.RandomForestClassifier(20, max_depth=6, random_state=0), names[y]),
+                              (linear_model.LogisticRegression(max_iter=300), names[y]),
+                              (svm.SVC(probability=True, random_state=0), names[y]),
+                              (ensemble.RandomForestClassifier(10, max_depth=4, random_state=0),
+                               np.where(y < 5, "small", "large")),
+                              (linear_model.LogisticRegression(max_iter=300), np.where(y < 5, "small", "large"))]:
+        model = skl_model(estimator, x[:600], labels[:600])
+        feed = {"X": x[600:900]}
+        want = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feed)
+        session = qort.InferenceSession(model)
+        got = session.run(None, feed)
+        assert got[0].dtype == object and got[0].tolist() == want[0].tolist(), str(estimator)
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-5, err_msg=str(estimator))
+    plan = quilt.Session(model).plan()
+    assert [n["backend"] for n in plan["nodes"] if n["op_type"] == "ai.onnx.ml.LabelEncoder"] == ["host"]
 
 
 def test_cli_runs_a_converted_forest(tmp_path, digits):
@@ -150,9 +174,9 @@ def test_what_quilt_cannot_hold_yet_is_not_implemented(digits):
     with pytest.raises(quilt.NotImplemented) as got:
         quilt.Session(zipmap)
     assert "ai.onnx.ml.ZipMap" in str(got.value) and "'output_probability' is a sequence" in str(got.value)
-    with pytest.raises(quilt.NotImplemented, match="'classlabels_strings' holds strings"):
-        quilt.Session(tree(classlabels_int64s=None, classlabels_strings=["a", "b"]))
-    v1 = helper.make_node("LabelEncoder", ["x"], ["y"], domain=ML, classes_strings=["a", "b"], default_int64=-1)
-    with pytest.raises(quilt.NotImplemented, match="'classes_strings' holds strings"):
-        quilt.Session(model_bytes([v1], [vi("x", TensorProto.INT64, [3])], [vi("y", TensorProto.INT64, [3])],
+    with pytest.raises(quilt.InvalidModel, match="has both 'classlabels_strings' and 'classlabels_int64s'"):
+        quilt.Session(tree(classlabels_strings=["a", "b"]))
+    with pytest.raises(quilt.NotImplemented, match="'cats_strings' holds strings, which Quilt does not take"):
+        quilt.Session(model_bytes([helper.make_node("OneHotEncoder", ["x"], ["y"], domain=ML, cats_strings=["a"])],
+                                  [vi("x", TensorProto.STRING, [3])], [vi("y", TensorProto.FLOAT, None)],
                                   domains=[(ML, 1)]))

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "backends/cpu/kernel.hpp"
+#include "core/host_ops.hpp"
 #include "core/op_schema.hpp"
 #include "tools/quilt/cli.hpp"
 
@@ -15,8 +16,8 @@ int cmd_ops(const std::vector<std::string>& args) {
       std::puts(
           "usage: quilt ops [--markdown]\n\nLists every op Quilt has a schema for, the opsets it "
           "covers, and whether the CPU backend has a kernel for it (`host`: If, Loop and Scan, "
-          "which the core runs, their bodies' nodes going to the backends).\n--markdown prints a "
-          "table for the README.");
+          "which the core runs, their bodies' nodes going to the backends; `strings`: the core "
+          "runs it on string tensors).\n--markdown prints a table for the README.");
       return 0;
     }
     if (a == "--markdown") {
@@ -50,26 +51,35 @@ int cmd_ops(const std::vector<std::string>& args) {
     // Control flow is run by the core's executor, its bodies' nodes by the backends.
     const bool host =
         key.first.empty() && (key.second == "If" || key.second == "Loop" || key.second == "Scan");
-    const bool has_cpu = host || cpu.find(key.second, key.first) != nullptr;
+    const bool numeric = cpu.find(key.second, key.first) != nullptr;
+    const bool strings = has_host_kernel(key.first, key.second);
+    const bool has_cpu = host || numeric || strings;
     ++count;
     on_cpu += has_cpu;
     if (markdown)
       rows.push_back("| " + name + " | " + opsets + " | " +
-                     (host      ? "✓ (host)"
-                      : has_cpu ? "✓"
-                                : "") +
+                     (host                 ? "✓ (host)"
+                      : numeric && strings ? "✓ (strings: host)"
+                      : strings            ? "✓ (strings, host)"
+                      : numeric            ? "✓"
+                                           : "") +
                      " |");
     else
       rows.push_back(name + std::string(name.size() < 28 ? 28 - name.size() : 1, ' ') + "opsets " +
                      opsets +
-                     (host      ? "  host"
-                      : has_cpu ? "  cpu"
-                                : ""));
+                     (host                 ? "  host"
+                      : numeric && strings ? "  cpu, strings on host"
+                      : strings            ? "  strings on host"
+                      : numeric            ? "  cpu"
+                                           : ""));
   }
   if (markdown) std::puts("| op | opsets | cpu |\n|---|---|---|");
   for (const auto& r : rows) std::puts(r.c_str());
-  std::printf(markdown ? "\n%zu ops, %zu run on the CPU (If, Loop and Scan by the core: host).\n"
-                       : "%zu ops, %zu run on the CPU (If, Loop and Scan by the core: host)\n",
+  std::printf(markdown
+                  ? "\n%zu ops, %zu run on the CPU (If, Loop, Scan and the string ops by the "
+                    "core: host).\n"
+                  : "%zu ops, %zu run on the CPU (If, Loop, Scan and the string ops by the core: "
+                    "host)\n",
               count, on_cpu);
   return 0;
 }

@@ -99,7 +99,12 @@ std::string output_file_name(const std::string& name) {
 
 void summarise(const std::string& name, const Tensor& t) {
   std::printf("  %s: %s %s", name.c_str(), dtype_name(t.dtype()), to_string(t.shape()).c_str());
-  if (t.numel() > 0) {
+  if (t.dtype() == DType::String && t.numel() > 0) {
+    std::printf("\n    [");
+    for (int64_t i = 0; i < std::min<int64_t>(t.numel(), 8); ++i)
+      std::printf("%s\"%s\"", i ? ", " : "", t.data<std::string>()[i].c_str());
+    std::printf("%s]\n", t.numel() > 8 ? ", ..." : "");
+  } else if (t.numel() > 0) {
     double lo = INFINITY, hi = -INFINITY, sum = 0;
     for (int64_t i = 0; i < t.numel(); ++i) {
       double v = element_as_double(t, i);

@@ -161,6 +161,9 @@ Tensor generate(const ValueInfo& info, const std::map<std::string, int64_t>& dim
       case DType::Int8:
         t.data<int8_t>()[i] = static_cast<int8_t>(small(rng));
         break;
+      case DType::String:
+        t.data<std::string>()[i] = std::to_string(small(rng));
+        break;
       default:
         break;  // other integer types: zeros
     }

@@ -3,6 +3,7 @@
 #include "core/parse_int.hpp"
 #include "tools/quilt/cli.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -26,6 +27,49 @@ std::string trim(const std::string& s) {
 
 [[noreturn]] void bad(const std::string& path, const std::string& what) {
   throw Error(ErrorCode::InvalidArgument, "npy file '" + path + "': " + what);
+}
+
+void append_utf8(std::string& out, uint32_t c) {
+  if (c < 0x80) {
+    out += static_cast<char>(c);
+  } else if (c < 0x800) {
+    out += static_cast<char>(0xC0 | (c >> 6));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  } else if (c < 0x10000) {
+    out += static_cast<char>(0xE0 | (c >> 12));
+    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (c >> 18));
+    out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  }
+}
+
+// The code points of a UTF-8 string; a byte that does not start a valid sequence is read as
+// the code point of the same value (Latin-1), so that any bytes round-trip through numpy.
+std::vector<uint32_t> code_points(const std::string& s) {
+  std::vector<uint32_t> out;
+  for (size_t i = 0; i < s.size();) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    const int extra = b >= 0xF0 && b < 0xF8 ? 3 : b >= 0xE0 ? 2 : b >= 0xC0 ? 1 : 0;
+    uint32_t c = extra == 3 ? b & 0x07u : extra == 2 ? b & 0x0Fu : extra == 1 ? b & 0x1Fu : b;
+    bool ok = b < 0x80 || (extra > 0 && i + static_cast<size_t>(extra) < s.size());
+    for (int k = 1; ok && k <= extra; ++k) {
+      const auto n = static_cast<unsigned char>(s[i + static_cast<size_t>(k)]);
+      ok = (n & 0xC0) == 0x80;
+      c = (c << 6) | (n & 0x3Fu);
+    }
+    if (!ok) {
+      out.push_back(b);
+      ++i;
+      continue;
+    }
+    out.push_back(c);
+    i += 1 + static_cast<size_t>(extra);
+  }
+  return out;
 }
 
 }  // namespace
@@ -52,12 +96,26 @@ Tensor read_npy(const std::string& path) {
   std::string header(header_len, '\0');
   if (!f.read(header.data(), header_len)) bad(path, "truncated header");
   std::smatch m;
-  if (!std::regex_search(header, m, std::regex("'descr'\\s*:\\s*'([<>|=])([a-z][0-9]+)'")))
+  if (!std::regex_search(header, m, std::regex("'descr'\\s*:\\s*'([<>|=])([a-zA-Z][0-9]*)'")))
     bad(path, "header has no descr");
   if (m[1] == ">") bad(path, "big-endian data is not supported");
-  auto it = descr_table().find(m[2]);
-  if (it == descr_table().end()) bad(path, "unsupported dtype '" + m[2].str() + "'");
-  DType dtype = it->second;
+  // Strings: numpy's str_ ('U': fixed-width UTF-32) and bytes_ ('S': fixed-width bytes).
+  const std::string code = m[2].str();
+  const bool unicode = code[0] == 'U', bytes_str = code[0] == 'S';
+  uint64_t width = 0;
+  if (unicode || bytes_str) {
+    const auto w = parse_int64(code.substr(1));
+    if (!w || *w < 0) bad(path, "string dtype '" + code + "' has no width");
+    width = static_cast<uint64_t>(*w);
+  } else if (code == "O") {
+    bad(path,
+        "object arrays are pickled Python objects, which Quilt does not read; save strings as "
+        "numpy str_ (np.array(values, dtype=str))");
+  }
+  auto it = descr_table().find(code);
+  if (!unicode && !bytes_str && it == descr_table().end())
+    bad(path, "unsupported dtype '" + code + "'");
+  DType dtype = unicode || bytes_str ? DType::String : it->second;
   if (std::regex_search(header, std::regex("'fortran_order'\\s*:\\s*True")))
     bad(path, "Fortran-ordered arrays are not supported; save with np.ascontiguousarray");
   if (!std::regex_search(header, m, std::regex("'shape'\\s*:\\s*\\(([^)]*)\\)")))
@@ -75,7 +133,7 @@ Tensor read_npy(const std::string& path) {
     shape.push_back(*v);
   }
   // Check the size against the file before allocating: a small file may declare a huge shape.
-  uint64_t bytes = dtype_size(dtype);
+  uint64_t bytes = dtype == DType::String ? width * (unicode ? 4 : 1) : dtype_size(dtype);
   for (int64_t d : shape)
     if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes))
       bad(path, "shape " + to_string(shape) + " is too large");
@@ -87,6 +145,27 @@ Tensor read_npy(const std::string& path) {
     bad(path, "data is truncated: expected " + std::to_string(bytes) + " bytes for shape " +
                   to_string(shape) + ", the file has " + std::to_string(available));
   Tensor t = Tensor::uninitialized(dtype, shape);
+  if (dtype == DType::String) {
+    std::string raw(static_cast<size_t>(bytes), '\0');
+    if (!f.read(raw.data(), static_cast<std::streamsize>(bytes))) bad(path, "cannot read its data");
+    const size_t item = static_cast<size_t>(width) * (unicode ? 4 : 1);
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      std::string& out = t.data<std::string>()[i];
+      const char* p = raw.data() + static_cast<size_t>(i) * item;
+      if (bytes_str) {
+        out.assign(p, strnlen(p, item));
+        continue;
+      }
+      for (uint64_t k = 0; k < width; ++k) {
+        const auto* b = reinterpret_cast<const unsigned char*>(p + 4 * k);
+        const uint32_t c = b[0] | (b[1] << 8) | (b[2] << 16) | (static_cast<uint32_t>(b[3]) << 24);
+        if (c == 0) break;
+        if (c > 0x10FFFF) bad(path, "element " + std::to_string(i) + " is not valid UTF-32");
+        append_utf8(out, c);
+      }
+    }
+    return t;
+  }
   if (!f.read(static_cast<char*>(t.raw_data()), static_cast<std::streamsize>(t.nbytes())))
     bad(path, "cannot read its data");
   return t;
@@ -96,6 +175,16 @@ void write_npy(const Tensor& tensor, const std::string& path) {
   std::string descr;
   for (const auto& [d, t] : descr_table())
     if (t == tensor.dtype()) descr = (d == "u1" || d == "i1" || d == "b1" ? "|" : "<") + d;
+  // Strings as numpy str_: UTF-32, as wide as the longest (at least 1, as numpy makes them).
+  std::vector<std::vector<uint32_t>> text;
+  size_t width = 1;
+  if (tensor.dtype() == DType::String) {
+    for (int64_t i = 0; i < tensor.numel(); ++i) {
+      text.push_back(code_points(tensor.data<std::string>()[i]));
+      width = std::max(width, text.back().size());
+    }
+    descr = "<U" + std::to_string(width);
+  }
   if (descr.empty())
     throw Error(ErrorCode::InvalidArgument,
                 std::string("cannot write dtype ") + dtype_name(tensor.dtype()) + " to npy");
@@ -116,8 +205,17 @@ void write_npy(const Tensor& tensor, const std::string& path) {
   const char len_bytes[2] = {static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
   f.write(len_bytes, 2);
   f.write(header.data(), static_cast<std::streamsize>(header.size()));
-  f.write(static_cast<const char*>(tensor.raw_data()),
-          static_cast<std::streamsize>(tensor.nbytes()));
+  if (tensor.dtype() == DType::String) {
+    std::string raw(width * 4 * text.size(), '\0');
+    for (size_t i = 0; i < text.size(); ++i)
+      for (size_t k = 0; k < text[i].size(); ++k)
+        for (size_t b = 0; b < 4; ++b)
+          raw[(i * width + k) * 4 + b] = static_cast<char>((text[i][k] >> (8 * b)) & 0xFF);
+    f.write(raw.data(), static_cast<std::streamsize>(raw.size()));
+  } else {
+    f.write(static_cast<const char*>(tensor.raw_data()),
+            static_cast<std::streamsize>(tensor.nbytes()));
+  }
   if (!f) throw Error(ErrorCode::Io, "error writing npy file '" + path + "'");
 }
 

@@ -113,6 +113,16 @@ std::string compare(const std::string& name, const Tensor& got, const Tensor& wa
   if (got.shape() != want.shape())
     return "output '" + name + "' has shape " + to_string(got.shape()) + ", expected " +
            to_string(want.shape());
+  if (got.dtype() == DType::String) {  // exact, element by element
+    int64_t bad = 0, first = -1;
+    for (int64_t i = 0; i < got.numel(); ++i)
+      if (got.data<std::string>()[i] != want.data<std::string>()[i] && bad++ == 0) first = i;
+    if (bad == 0) return "";
+    return "output '" + name + "': " + std::to_string(bad) + " of " + std::to_string(got.numel()) +
+           " strings differ; first at " + std::to_string(first) + ": got \"" +
+           got.data<std::string>()[first] + "\", expected \"" + want.data<std::string>()[first] +
+           "\"";
+  }
   int64_t worst = -1, bad = 0;
   double worst_excess = 0;
   for (int64_t i = 0; i < got.numel(); ++i) {

@@ -488,7 +488,7 @@ class LabelEncoder : public Kernel {
       if (integral(key_type_))
         int_index_.emplace(keys_[i].i, i);
       else if (std::isnan(keys_[i].f))
-        nan_index_ = static_cast<int64_t>(i);
+        nan_index_ = n.opset >= 4 ? static_cast<int64_t>(i) : -1;  // onnxruntime: NaN from v4
       else
         float_index_.emplace(keys_[i].f, i);
     }

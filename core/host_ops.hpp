@@ -1,0 +1,45 @@
+// Ops the core runs itself, on the host, because their values do not cross the backend ABI.
+//
+// The ABI (include/quilt/backend.h) carries dense tensors of fixed-size elements. A string
+// tensor's elements are std::string objects (quilt::Tensor of DType::String), which no
+// backend can read: every node with a string input or output is a host step, like control
+// flow, run by a kernel registered here (core/ops/strings.cpp). The plan names the reason
+// (PlanReport::Node::reason) for each such node.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/graph.hpp"
+#include "core/op_schema.hpp"
+
+namespace quilt {
+
+// Computes a node's outputs (one per node output; undefined for an output not wanted) from its
+// inputs (undefined for an absent optional input). Throws Error naming the node on bad values.
+using HostKernel = std::function<std::vector<Tensor>(const Node&, const std::vector<Tensor>&)>;
+
+// Why the core runs this node rather than a backend (its creation-time input and output types
+// hold a string tensor), or "" when it goes to a backend.
+std::string host_reason(const std::vector<TypeShape>& inputs,
+                        const std::vector<TypeShape>& outputs);
+
+// The kernel for a node that host_reason() keeps in the core; throws Error(NotImplemented)
+// naming the node when Quilt has none for its op on these types.
+const HostKernel& host_kernel(const Node& node);
+// True if the core has a host kernel for this op (on string tensors), for `quilt ops`.
+bool has_host_kernel(const std::string& domain, const std::string& op_type);
+
+}  // namespace quilt
+
+namespace quilt {
+
+// Classifiers with string class labels (TreeEnsembleClassifier, LinearClassifier, SVMClassifier
+// with classlabels_strings) become the same classifier on the labels' indices
+// (classlabels_int64s 0..n-1, run by a backend like any numeric classifier) followed by a
+// LabelEncoder from index to label (a host step). Run on a model's graph before validation;
+// a node that also has integer labels is left for validation to refuse. Returns how many.
+int lower_string_class_labels(Graph& graph);
+
+}  // namespace quilt

@@ -1,0 +1,628 @@
+// String tensors' ops: their schemas and the host kernels the core runs them with
+// (core/host_ops.hpp says why they do not go to a backend). Cast to and from string,
+// StringNormalizer, StringConcat, StringSplit, RegexFullMatch, Identity on strings, and
+// ai.onnx.ml's CategoryMapper and LabelEncoder with string keys or values (LabelEncoder's
+// schema is in ml.cpp).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <regex>
+#include <set>
+
+#include "core/element.hpp"
+#include "core/host_ops.hpp"
+
+namespace quilt {
+
+void register_string_schemas(SchemaRegistry& r);
+
+namespace {
+
+const char* const kMl = "ai.onnx.ml";
+
+// ---- numeric elements as long double (exact for every int64 and uint64 up to 2^64) ----
+
+long double read_number(const Tensor& t, int64_t i) {
+  if (const std::optional<long double> v = element_value(t, i)) return *v;
+  throw Error(ErrorCode::NotImplemented,
+              std::string("reading ") + dtype_name(t.dtype()) + " elements as numbers");
+}
+
+template <class T>
+T to_int(long double v) {
+  if (std::isnan(v)) return 0;
+  const long double lo = static_cast<long double>(std::numeric_limits<T>::min());
+  const long double hi = static_cast<long double>(std::numeric_limits<T>::max());
+  return static_cast<T>(std::clamp(std::trunc(v), lo, hi));
+}
+
+void write_number(Tensor& t, int64_t i, long double v) {
+  void* p = t.raw_data();
+  switch (t.dtype()) {
+    case DType::Float32:
+      static_cast<float*>(p)[i] = static_cast<float>(v);
+      return;
+    case DType::Float64:
+      static_cast<double*>(p)[i] = static_cast<double>(v);
+      return;
+    case DType::Float16:
+      static_cast<uint16_t*>(p)[i] = float_to_half(static_cast<float>(v));
+      return;
+    case DType::BFloat16:
+      static_cast<uint16_t*>(p)[i] = float_to_bfloat16(static_cast<float>(v));
+      return;
+    case DType::Int8:
+      static_cast<int8_t*>(p)[i] = to_int<int8_t>(v);
+      return;
+    case DType::Int16:
+      static_cast<int16_t*>(p)[i] = to_int<int16_t>(v);
+      return;
+    case DType::Int32:
+      static_cast<int32_t*>(p)[i] = to_int<int32_t>(v);
+      return;
+    case DType::Int64:
+      static_cast<int64_t*>(p)[i] = to_int<int64_t>(v);
+      return;
+    case DType::UInt8:
+      static_cast<uint8_t*>(p)[i] = to_int<uint8_t>(v);
+      return;
+    case DType::UInt16:
+      static_cast<uint16_t*>(p)[i] = to_int<uint16_t>(v);
+      return;
+    case DType::UInt32:
+      static_cast<uint32_t*>(p)[i] = to_int<uint32_t>(v);
+      return;
+    case DType::UInt64:
+      static_cast<uint64_t*>(p)[i] = to_int<uint64_t>(v);
+      return;
+    case DType::Bool:
+      static_cast<uint8_t*>(p)[i] = v != 0;
+      return;
+    default:
+      throw Error(ErrorCode::NotImplemented,
+                  std::string("writing numbers as ") + dtype_name(t.dtype()) + " elements");
+  }
+}
+
+// ---- Cast ----
+
+// A float as onnxruntime writes it: 8 significant digits ("%.8g": "1", "0.1", "9.9999997e-06"),
+// "NaN", "INF" and "-INF".
+std::string float_text(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v < 0 ? "-INF" : "INF";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.8g", v);
+  return buf;
+}
+
+std::string number_text(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DType::Float32:
+      return float_text(t.data<float>()[i]);
+    case DType::Float64:
+      return float_text(t.data<double>()[i]);
+    case DType::Float16:
+    case DType::BFloat16:
+      return float_text(static_cast<double>(read_number(t, i)));
+    case DType::UInt64:
+      return std::to_string(t.data<uint64_t>()[i]);
+    default:
+      if (is_float8(t.dtype())) break;
+      return std::to_string(static_cast<int64_t>(read_number(t, i)));
+  }
+  throw Error(ErrorCode::NotImplemented,
+              std::string("Cast from ") + dtype_name(t.dtype()) + " to string is not supported");
+}
+
+long double parse_number(const Node& node, const std::string& s, DType to) {
+  char* end = nullptr;
+  const long double v = std::strtold(s.c_str(), &end);
+  if (end == s.c_str() || *end != '\0')
+    node.fail("cannot cast the string '" + s + "' to " + dtype_name(to) + ": it is not a number",
+              ErrorCode::InvalidArgument);
+  return v;
+}
+
+std::vector<Tensor> cast_kernel(const Node& node, const std::vector<Tensor>& in) {
+  const Tensor& x = in.at(0);
+  const auto to = static_cast<DType>(node.attr_int("to", 0));
+  Tensor y(to, x.shape());
+  if (to == DType::String) {
+    auto* out = y.data<std::string>();
+    if (x.dtype() == DType::String)
+      std::copy(x.data<std::string>(), x.data<std::string>() + x.numel(), out);
+    else
+      for (int64_t i = 0; i < x.numel(); ++i) out[i] = number_text(x, i);
+    return {y};
+  }
+  if (is_float8(to))
+    node.fail(std::string("Cast from string to ") + dtype_name(to) + " is not supported",
+              ErrorCode::NotImplemented);
+  const auto* strings = x.data<std::string>();
+  for (int64_t i = 0; i < x.numel(); ++i) write_number(y, i, parse_number(node, strings[i], to));
+  return {y};
+}
+
+// ---- StringNormalizer ----
+
+void infer_string_normalizer(InferenceContext& ctx) {
+  if (ctx.input_dtype(0) != DType::Undefined && ctx.input_dtype(0) != DType::String)
+    ctx.fail(std::string("X is ") + dtype_name(ctx.input_dtype(0)) + ", expected string");
+  const auto& x = ctx.input_shape(0);
+  if (x.empty() || x.size() > 2 || (x.size() == 2 && x[0] != 1 && x[0] >= 0))
+    ctx.fail("X has shape " + to_string(x) + ", expected [C] or [1, C]");
+  const std::string action = ctx.node().attr_string("case_change_action", "NONE");
+  if (action != "NONE" && action != "LOWER" && action != "UPPER")
+    ctx.fail("attribute 'case_change_action' is '" + action + "', expected NONE, LOWER or UPPER");
+  if (ctx.node().attr_strings("stopwords").empty()) {
+    ctx.set_output(0, DType::String, x);
+    return;
+  }
+  std::vector<int64_t> dims = x;
+  dims.back() = -1;  // stop words removed: known at run time
+  ctx.set_output(0, DType::String, dims);
+}
+
+std::string change_case(std::string s, const std::string& action) {
+  if (action == "LOWER")
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  else if (action == "UPPER")
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });
+  return s;
+}
+
+std::vector<Tensor> string_normalizer_kernel(const Node& node, const std::vector<Tensor>& in) {
+  const Tensor& x = in.at(0);
+  const std::string action = node.attr_string("case_change_action", "NONE");
+  const bool sensitive = node.attr_int("is_case_sensitive", 0) != 0;
+  std::set<std::string> stop;
+  for (const auto& w : node.attr_strings("stopwords"))
+    stop.insert(sensitive ? w : change_case(w, "LOWER"));
+  std::vector<std::string> kept;
+  const auto* xs = x.data<std::string>();
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    if (stop.count(sensitive ? xs[i] : change_case(xs[i], "LOWER"))) continue;
+    kept.push_back(change_case(xs[i], action));
+  }
+  // Everything filtered out: one empty string, as the spec says.
+  if (kept.empty()) kept.emplace_back();
+  const auto c = static_cast<int64_t>(kept.size());
+  return {Tensor::from_strings(x.rank() == 2 ? std::vector<int64_t>{1, c} : std::vector{c}, kept)};
+}
+
+// ---- StringConcat, RegexFullMatch, StringSplit ----
+
+void require_strings(const InferenceContext& ctx, size_t i, const char* name) {
+  const DType d = ctx.input_dtype(i);
+  if (d != DType::Undefined && d != DType::String)
+    ctx.fail(std::string(name) + " is " + dtype_name(d) + ", expected string");
+}
+
+void infer_string_concat(InferenceContext& ctx) {
+  require_strings(ctx, 0, "X");
+  require_strings(ctx, 1, "Y");
+  ctx.set_output(0, DType::String, broadcast_shapes(ctx, ctx.input_shape(0), ctx.input_shape(1)));
+}
+
+// Index into `in` (of shape in_dims, broadcast to out) of output element o.
+int64_t broadcast_index(int64_t o, const std::vector<int64_t>& out,
+                        const std::vector<int64_t>& in_dims) {
+  int64_t index = 0, stride = 1;
+  const size_t lead = out.size() - in_dims.size();
+  for (size_t d = out.size(); d-- > 0;) {
+    const int64_t coord = o % out[d];
+    o /= out[d];
+    if (d < lead) continue;
+    const int64_t n = in_dims[d - lead];
+    if (n != 1) index += coord * stride;
+    stride *= n;
+  }
+  return index;
+}
+
+// Z[o] = f(X[..], Y[..]) over the broadcast shape of two string tensors, Z of dtype `out`.
+template <class F>
+Tensor broadcast_strings(const Node& node, const Tensor& x, const Tensor& y, DType out_dtype, F f) {
+  const auto& xd = x.shape();
+  const auto& yd = y.shape();
+  std::vector<int64_t> out(std::max(xd.size(), yd.size()), 1);
+  for (size_t k = 0; k < out.size(); ++k) {
+    const int64_t a = k + xd.size() >= out.size() ? xd[k + xd.size() - out.size()] : 1;
+    const int64_t b = k + yd.size() >= out.size() ? yd[k + yd.size() - out.size()] : 1;
+    if (a != b && a != 1 && b != 1)
+      node.fail("inputs of shapes " + to_string(xd) + " and " + to_string(yd) + " do not broadcast",
+                ErrorCode::InvalidArgument);
+    out[k] = a == 1 ? b : a;
+  }
+  Tensor z(out_dtype, out);
+  const std::string* xs = x.data<std::string>();
+  const std::string* ys = y.data<std::string>();
+  for (int64_t o = 0; o < z.numel(); ++o)
+    f(z, o, xs[broadcast_index(o, out, xd)], ys[broadcast_index(o, out, yd)]);
+  return z;
+}
+
+std::vector<Tensor> string_concat_kernel(const Node& node, const std::vector<Tensor>& in) {
+  return {broadcast_strings(node, in.at(0), in.at(1), DType::String,
+                            [](Tensor& z, int64_t o, const std::string& a, const std::string& b) {
+                              z.data<std::string>()[o] = a + b;
+                            })};
+}
+
+std::vector<Tensor> equal_kernel(const Node& node, const std::vector<Tensor>& in) {
+  if (in.at(0).dtype() != DType::String || in.at(1).dtype() != DType::String)
+    node.fail("both inputs must be strings to compare strings", ErrorCode::InvalidArgument);
+  return {broadcast_strings(node, in.at(0), in.at(1), DType::Bool,
+                            [](Tensor& z, int64_t o, const std::string& a, const std::string& b) {
+                              z.data<bool>()[o] = a == b;
+                            })};
+}
+
+// The pattern of a RegexFullMatch node, compiled once per node and kept (patterns are
+// attributes: the same node always has the same one).
+std::regex compile_pattern(const Node& node) {
+  if (!node.has_attr("pattern")) node.fail("attribute 'pattern' is required");
+  const std::string pattern = node.attr_string("pattern", "");
+  try {
+    return std::regex(pattern, std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    node.fail("attribute 'pattern' '" + pattern +
+              "' is not a valid regular expression: " + e.what());
+  }
+}
+
+void infer_regex_full_match(InferenceContext& ctx) {
+  require_strings(ctx, 0, "X");
+  if (!ctx.runtime()) compile_pattern(ctx.node());
+  ctx.set_output(0, DType::Bool, ctx.input_shape(0));
+}
+
+std::vector<Tensor> regex_full_match_kernel(const Node& node, const std::vector<Tensor>& in) {
+  const std::regex re = compile_pattern(node);
+  const Tensor& x = in.at(0);
+  Tensor y(DType::Bool, x.shape());
+  for (int64_t i = 0; i < x.numel(); ++i)
+    y.data<bool>()[i] = std::regex_match(x.data<std::string>()[i], re);
+  return {y};
+}
+
+void infer_string_split(InferenceContext& ctx) {
+  require_strings(ctx, 0, "X");
+  std::vector<int64_t> dims = ctx.input_shape(0);
+  ctx.set_output(1, DType::Int64, dims);
+  dims.push_back(-1);  // the most substrings of any element: known at run time
+  ctx.set_output(0, DType::String, dims);
+}
+
+// Like Python's str.split() as onnxruntime does it: on `delimiter`, or on runs of whitespace
+// when it is empty, at most maxsplit times when maxsplit >= 0; an empty string has no pieces.
+std::vector<std::string> split(const std::string& s, const std::string& delimiter,
+                               int64_t maxsplit) {
+  std::vector<std::string> parts;
+  if (delimiter.empty()) {
+    size_t i = 0;
+    auto space = [&](size_t k) { return std::isspace(static_cast<unsigned char>(s[k])) != 0; };
+    while (i < s.size()) {
+      while (i < s.size() && space(i)) ++i;
+      if (i == s.size()) break;
+      if (maxsplit >= 0 && static_cast<int64_t>(parts.size()) == maxsplit) {
+        size_t end = s.size();  // the rest, without trailing whitespace (as onnxruntime)
+        while (end > i && space(end - 1)) --end;
+        parts.push_back(s.substr(i, end - i));
+        break;
+      }
+      size_t j = i;
+      while (j < s.size() && !space(j)) ++j;
+      parts.push_back(s.substr(i, j - i));
+      i = j;
+    }
+    return parts;
+  }
+  if (s.empty()) return parts;  // no substrings at all (onnxruntime), not one empty one
+  size_t start = 0;
+  for (;;) {
+    const size_t at = s.find(delimiter, start);
+    if (at == std::string::npos ||
+        (maxsplit >= 0 && static_cast<int64_t>(parts.size()) == maxsplit)) {
+      parts.push_back(s.substr(start));
+      return parts;
+    }
+    parts.push_back(s.substr(start, at - start));
+    start = at + delimiter.size();
+  }
+}
+
+std::vector<Tensor> string_split_kernel(const Node& node, const std::vector<Tensor>& in) {
+  const Tensor& x = in.at(0);
+  const std::string delimiter = node.attr_string("delimiter", "");
+  const int64_t maxsplit = node.attr_int("maxsplit", -1);
+  std::vector<std::vector<std::string>> parts(static_cast<size_t>(x.numel()));
+  int64_t widest = 0;
+  Tensor counts(DType::Int64, x.shape());
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    parts[i] = split(x.data<std::string>()[i], delimiter, maxsplit);
+    counts.data<int64_t>()[i] = static_cast<int64_t>(parts[i].size());
+    widest = std::max(widest, counts.data<int64_t>()[i]);
+  }
+  std::vector<int64_t> dims = x.shape();
+  dims.push_back(widest);
+  Tensor y(DType::String, dims);
+  for (int64_t i = 0; i < x.numel(); ++i)
+    for (size_t k = 0; k < parts[i].size(); ++k)
+      y.data<std::string>()[i * widest + static_cast<int64_t>(k)] = std::move(parts[i][k]);
+  return {y, counts};
+}
+
+// ---- CategoryMapper, LabelEncoder ----
+
+void infer_category_mapper(InferenceContext& ctx) {
+  const Node& n = ctx.node();
+  const auto ints = n.attr_ints("cats_int64s");
+  const auto strings = n.attr_strings("cats_strings");
+  if (ints.size() != strings.size())
+    ctx.fail("attributes 'cats_int64s' (" + std::to_string(ints.size()) + " entries) and " +
+             "'cats_strings' (" + std::to_string(strings.size()) + ") must have the same length");
+  const DType d = ctx.input_dtype(0);
+  if (d == DType::String)
+    ctx.set_output(0, DType::Int64, ctx.input_shape(0));
+  else if (d == DType::Int64)
+    ctx.set_output(0, DType::String, ctx.input_shape(0));
+  else if (d != DType::Undefined)
+    ctx.fail(std::string("X is ") + dtype_name(d) + ", expected string or int64");
+}
+
+std::vector<Tensor> category_mapper_kernel(const Node& node, const std::vector<Tensor>& in) {
+  const Tensor& x = in.at(0);
+  const auto ints = node.attr_ints("cats_int64s");
+  const auto strings = node.attr_strings("cats_strings");
+  if (x.dtype() == DType::String) {
+    std::map<std::string, int64_t> to_int;
+    for (size_t i = 0; i < strings.size(); ++i) to_int.emplace(strings[i], ints[i]);
+    const int64_t fallback = node.attr_int("default_int64", -1);
+    Tensor y(DType::Int64, x.shape());
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      auto it = to_int.find(x.data<std::string>()[i]);
+      y.data<int64_t>()[i] = it == to_int.end() ? fallback : it->second;
+    }
+    return {y};
+  }
+  std::map<int64_t, std::string> to_string_map;
+  for (size_t i = 0; i < ints.size(); ++i) to_string_map.emplace(ints[i], strings[i]);
+  const std::string fallback = node.attr_string("default_string", "_Unused");
+  Tensor y(DType::String, x.shape());
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    auto it = to_string_map.find(x.data<int64_t>()[i]);
+    y.data<std::string>()[i] = it == to_string_map.end() ? fallback : it->second;
+  }
+  return {y};
+}
+
+// A LabelEncoder's keys, values or default, whatever attribute holds them, as a tensor.
+Tensor label_encoder_list(const Node& n, const std::string& what) {
+  if (const Tensor* t = n.has_attr(what + "_tensor") ? n.attr_tensor(what + "_tensor") : nullptr)
+    return t->reshaped({t->numel()});
+  if (n.has_attr(what + "_strings")) {
+    auto v = n.attr_strings(what + "_strings");
+    return Tensor::from_strings({static_cast<int64_t>(v.size())}, v);
+  }
+  if (n.has_attr(what + "_int64s")) {
+    auto v = n.attr_ints(what + "_int64s");
+    return Tensor::from_vector<int64_t>({static_cast<int64_t>(v.size())}, v);
+  }
+  auto v = n.attr_floats(what + "_floats");
+  return Tensor::from_vector<float>({static_cast<int64_t>(v.size())}, v);
+}
+
+// The default output of a LabelEncoder whose values have dtype `d`.
+Tensor label_encoder_default(const Node& n, DType d) {
+  if (const Tensor* t = n.has_attr("default_tensor") ? n.attr_tensor("default_tensor") : nullptr)
+    return t->reshaped({1});
+  if (d == DType::String)
+    return Tensor::from_strings({1}, {n.attr_string("default_string", "_Unused")});
+  Tensor t(d, {1});
+  if (d == DType::Float32)
+    write_number(t, 0, n.attr_float("default_float", -0.0f));
+  else
+    write_number(t, 0, static_cast<long double>(n.attr_int("default_int64", -1)));
+  return t;
+}
+
+std::vector<Tensor> label_encoder_kernel(const Node& node, const std::vector<Tensor>& in) {
+  const Tensor& x = in.at(0);
+  Tensor keys = label_encoder_list(node, "keys");
+  Tensor values = label_encoder_list(node, "values");
+  Tensor fallback = label_encoder_default(node, values.dtype());
+  if (node.has_attr("classes_strings")) {  // opset 1: a string <-> its index in the list
+    const auto classes = node.attr_strings("classes_strings");
+    const auto n = static_cast<int64_t>(classes.size());
+    std::vector<int64_t> index(classes.size());
+    for (int64_t i = 0; i < n; ++i) index[static_cast<size_t>(i)] = i;
+    Tensor names = Tensor::from_strings({n}, classes);
+    Tensor ids = Tensor::from_vector<int64_t>({n}, index);
+    const bool to_int = x.dtype() == DType::String;
+    keys = to_int ? names : ids;
+    values = to_int ? ids : names;
+    fallback = label_encoder_default(node, values.dtype());
+  }
+  if (keys.numel() != values.numel())
+    node.fail("the node has " + std::to_string(keys.numel()) + " keys but " +
+              std::to_string(values.numel()) + " values");
+  if ((keys.dtype() == DType::String) != (x.dtype() == DType::String))
+    node.fail(std::string("X is ") + dtype_name(x.dtype()) + " but the keys are " +
+                  dtype_name(keys.dtype()),
+              ErrorCode::InvalidArgument);
+  // Where each input element's value is: index into values, or -1 for the default.
+  std::vector<int64_t> where(static_cast<size_t>(x.numel()), -1);
+  if (keys.dtype() == DType::String) {
+    std::map<std::string, int64_t> index;
+    for (int64_t k = 0; k < keys.numel(); ++k) index.emplace(keys.data<std::string>()[k], k);
+    for (int64_t i = 0; i < x.numel(); ++i)
+      if (auto it = index.find(x.data<std::string>()[i]); it != index.end()) where[i] = it->second;
+  } else {
+    std::map<long double, int64_t> index;
+    int64_t nan_key = -1;
+    for (int64_t k = 0; k < keys.numel(); ++k) {
+      const long double v = read_number(keys, k);
+      if (std::isnan(v)) {
+        // A NaN key matches NaN from opset 4 on; before, it matches nothing (onnxruntime).
+        if (nan_key < 0 && node.opset >= 4) nan_key = k;
+      } else {
+        index.emplace(v, k);
+      }
+    }
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const long double v = read_number(x, i);
+      if (std::isnan(v)) {
+        where[i] = nan_key;
+      } else if (auto it = index.find(v); it != index.end()) {
+        where[i] = it->second;
+      }
+    }
+  }
+  Tensor y(values.dtype(), x.shape());
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const Tensor& from = where[i] < 0 ? fallback : values;
+    const int64_t k = where[i] < 0 ? 0 : where[i];
+    if (y.dtype() == DType::String)
+      y.data<std::string>()[i] = from.data<std::string>()[k];
+    else
+      write_number(y, i, read_number(from, k));
+  }
+  return {y};
+}
+
+std::vector<Tensor> identity_kernel(const Node&, const std::vector<Tensor>& in) {
+  return {in.at(0)};
+}
+
+// A string Constant (value_string, value_strings or a string tensor in value).
+std::vector<Tensor> constant_kernel(const Node& node, const std::vector<Tensor>&) {
+  if (const Tensor* t = node.has_attr("value") ? node.attr_tensor("value") : nullptr) return {*t};
+  if (node.has_attr("value_strings")) {
+    auto v = node.attr_strings("value_strings");
+    return {Tensor::from_strings({static_cast<int64_t>(v.size())}, v)};
+  }
+  return {Tensor::from_strings({}, {node.attr_string("value_string", "")})};
+}
+
+const std::map<std::pair<std::string, std::string>, HostKernel>& host_kernels() {
+  static const std::map<std::pair<std::string, std::string>, HostKernel> kernels = {
+      {{"", "Cast"}, cast_kernel},
+      {{"", "Identity"}, identity_kernel},
+      {{"", "Constant"}, constant_kernel},
+      {{"", "Equal"}, equal_kernel},
+      {{"", "StringNormalizer"}, string_normalizer_kernel},
+      {{"", "StringConcat"}, string_concat_kernel},
+      {{"", "StringSplit"}, string_split_kernel},
+      {{"", "RegexFullMatch"}, regex_full_match_kernel},
+      {{kMl, "CategoryMapper"}, category_mapper_kernel},
+      {{kMl, "LabelEncoder"}, label_encoder_kernel},
+  };
+  return kernels;
+}
+
+}  // namespace
+
+std::string host_reason(const std::vector<TypeShape>& inputs,
+                        const std::vector<TypeShape>& outputs) {
+  for (const auto* types : {&inputs, &outputs})
+    for (const TypeShape& t : *types)
+      if (t.dtype == DType::String)
+        return "string tensors do not cross the backend ABI: the core runs it";
+  return "";
+}
+
+bool has_host_kernel(const std::string& domain, const std::string& op_type) {
+  return host_kernels().count({domain, op_type}) != 0;
+}
+
+const HostKernel& host_kernel(const Node& node) {
+  auto it = host_kernels().find({node.domain, node.op_type});
+  if (it == host_kernels().end()) {
+    std::string ops;
+    for (const auto& [key, _] : host_kernels())
+      ops += (ops.empty() ? "" : ", ") + (key.first.empty() ? "" : key.first + ".") + key.second;
+    node.fail(
+        "string tensors are not supported by " + node.op_type + " (ops on strings: " + ops + ")",
+        ErrorCode::NotImplemented);
+  }
+  return it->second;
+}
+
+void register_string_schemas(SchemaRegistry& r) {
+  r.add({.op_type = "StringNormalizer", .min_opset = 10, .infer = infer_string_normalizer});
+  r.add({.op_type = "StringConcat",
+         .min_opset = 20,
+         .min_inputs = 2,
+         .max_inputs = 2,
+         .infer = infer_string_concat});
+  r.add({.op_type = "RegexFullMatch", .min_opset = 20, .infer = infer_regex_full_match});
+  r.add({.op_type = "StringSplit",
+         .min_opset = 20,
+         .min_outputs = 2,
+         .max_outputs = 2,
+         .infer = infer_string_split});
+  r.add({.op_type = "CategoryMapper", .domain = kMl, .infer = infer_category_mapper});
+}
+
+}  // namespace quilt
+
+namespace quilt {
+
+int lower_string_class_labels(Graph& graph) {
+  // The classifiers, each with the attribute that holds integer labels.
+  static const std::map<std::string, std::string> kInts = {
+      {"TreeEnsembleClassifier", "classlabels_int64s"},
+      {"LinearClassifier", "classlabels_ints"},
+      {"SVMClassifier", "classlabels_ints"}};
+  std::set<std::string> names;
+  for (const Node& n : graph.nodes)
+    for (const auto& o : n.outputs) names.insert(o);
+  for (const auto& in : graph.inputs) names.insert(in.name);
+  for (const auto& [name, _] : graph.initializers) names.insert(name);
+  std::vector<Node> added;
+  for (Node& n : graph.nodes) {
+    auto ints = kInts.find(n.op_type);
+    if (n.domain != kMl || ints == kInts.end() || !n.has_attr("classlabels_strings") ||
+        n.has_attr(ints->second) || n.outputs.empty() || n.outputs[0].empty())
+      continue;
+    const std::vector<std::string> labels = n.attr_strings("classlabels_strings");
+    std::vector<int64_t> index(labels.size());
+    for (size_t i = 0; i < index.size(); ++i) index[i] = static_cast<int64_t>(i);
+    std::string ids = n.outputs[0] + "/class_index";
+    while (names.count(ids)) ids += "_";
+    names.insert(ids);
+    Node encoder;
+    encoder.name = (n.name.empty() ? n.op_type : n.name) + "/class_labels";
+    encoder.op_type = "LabelEncoder";
+    encoder.domain = kMl;
+    encoder.opset = 2;  // keys_int64s -> values_strings
+    encoder.inputs = {ids};
+    encoder.outputs = {n.outputs[0]};
+    encoder.index = graph.nodes.size() + added.size();
+    Attribute keys, values;
+    keys.name = "keys_int64s";
+    keys.kind = Attribute::Kind::Ints;
+    keys.ints = index;
+    values.name = "values_strings";
+    values.kind = Attribute::Kind::Strings;
+    values.strings = labels;
+    encoder.attributes = {{keys.name, keys}, {values.name, values}};
+    n.outputs[0] = ids;
+    n.attributes.erase("classlabels_strings");
+    Attribute int_labels;
+    int_labels.name = ints->second;
+    int_labels.kind = Attribute::Kind::Ints;
+    int_labels.ints = index;
+    n.attributes[int_labels.name] = int_labels;
+    added.push_back(std::move(encoder));
+  }
+  const int count = static_cast<int>(added.size());
+  for (Node& a : added) graph.nodes.push_back(std::move(a));
+  return count;
+}
+
+}  // namespace quilt
