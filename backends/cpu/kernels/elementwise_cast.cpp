@@ -8,6 +8,7 @@
 // applies to float8 targets only.
 #include <type_traits>
 
+#include "backends/cpu/half_convert.hpp"
 #include "backends/cpu/kernel.hpp"
 #include "backends/cpu/kernels/broadcast.hpp"
 #include "backends/cpu/kernels/float_to_int.hpp"
@@ -110,6 +111,12 @@ void cast_kernel(KernelContext& ctx) {
   // saturate (Cast-19+, default 1) only matters for float8 targets; CastLike has it too.
   const bool saturate = ctx.node.attr_int("saturate", 1) != 0;
   Tensor& y = ctx.output(0);
+  // float16 <-> float32, the casts half models are full of: in bulk (F16C), same rounding.
+  if ((x.dtype() == DType::Float16 && to == DType::Float32) ||
+      (x.dtype() == DType::Float32 && to == DType::Float16)) {
+    (to == DType::Float32 ? widen_half : narrow_half)(x, y, ctx.pool);
+    return;
+  }
   bool ok = visit_cast_dtype(x.dtype(), CastTypes{}, [&](auto from) {
     using S = decltype(from);
     return visit_cast_dtype(y.dtype(), CastTypes{}, [&](auto dest) {
