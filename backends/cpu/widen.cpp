@@ -286,6 +286,12 @@ bool holds_half_in_float32(const NodeSignature& sig, const KernelEntry& entry) {
   }
   // A half output not made from a half input (ConstantOfShape's value, ...), Cast aside.
   if (half_out && !half_in && !is_op(sig.node, "Cast")) return false;
+  // An integer or bool output (Equal, ArgMax, Cast to int64, MaxPool's indices) is decided on
+  // the half values as the model rounds them: such a node reads them rounded.
+  for (size_t o = 0; o < sig.outputs.size(); ++o)
+    if (o < sig.node.outputs.size() && !sig.node.outputs[o].empty() &&
+        !is_half(sig.outputs[o].dtype) && sig.outputs[o].dtype != DType::Float32)
+      return false;
   // Kernels with a half path of their own take part when they are known to compute the same on
   // float32 values (element-wise, data movement, the normalisations); the others (Range, TopK,
   // ...) keep their half values, converted at their edges.

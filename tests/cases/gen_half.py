@@ -101,3 +101,12 @@ case("casts_inside", lambda t: [SCALE, N("Cast", ["x"], ["xf"], to=TensorProto.F
 case("held_chain_not_rounded_between_nodes",
      [N("Add", ["x", "big"], ["s"]), N("Sub", ["s", "big"], ["y"])], X, ["y"],
      {"big": np.full([1], 1024, np.float32)})
+# A node whose output is not a float (Greater, Cast to int32) decides on the half value as the
+# model rounds it: 1000 + x rounded to float16 before the comparison / the truncation.
+case("integer_output_reads_the_rounded_value",
+     lambda t: [N("Add", ["x", "big"], ["s"]), N("Greater", ["s", "big"], ["g"]),
+                N("Cast", ["s"], ["i"], to=TensorProto.INT32)],
+     X, ["g", "i"], {"big": np.full([1], 1000, np.float32)}, int_outputs=("g", "i"),
+     ref_nodes=lambda t: [N("Add", ["x", "big"], ["s0"]), N("Cast", ["s0"], ["sh"], to=t),
+                          N("Cast", ["sh"], ["s"], to=TensorProto.FLOAT), N("Greater", ["s", "big"], ["g"]),
+                          N("Cast", ["s"], ["i"], to=TensorProto.INT32)])
