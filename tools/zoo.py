@@ -530,11 +530,43 @@ def export_small(names):
 
 def export(args):
     names = select(args.only, args.family)
+    if args.precision == "fp16":
+        return export_fp16(names)
     small = [n for n in names if family(n) == "small"]
     classic = [n for n in names if family(n) == "classic"]
     if small:
         export_small(small)
     return export_classic(args, classic) if classic else 0
+
+
+def export_fp16(names):
+    """`export --precision fp16`: each exported <name>.onnx converted to float16 with
+    onnxconverter-common (keep_io_types=False: inputs, outputs, weights and activations float16,
+    as a model shipped in half precision is), as <name>-fp16.onnx, and its float inputs as float16
+    in <name>-fp16.inputs/. Needs the float32 export first; no torch."""
+    import onnx
+    from onnxconverter_common import float16
+
+    out = zoo_dir()
+    failures = 0
+    for name in names:
+        source, target = out / f"{name}.onnx", out / f"{name}-fp16.onnx"
+        if not source.exists():
+            failures += 1
+            log(f"{target.name:<40} FAILED: {source} missing: tools/zoo.py export --only {name} first")
+            continue
+        t0 = time.perf_counter()
+        model = float16.convert_float_to_float16(onnx.load(str(source)), keep_io_types=False)
+        onnx.save(model, str(target))
+        onnx.checker.check_model(str(target))
+        inputs_dir = out / f"{name}-fp16.inputs"
+        inputs_dir.mkdir(exist_ok=True)
+        for f in (out / f"{name}.inputs").glob("*.npy"):
+            value = np.load(f)
+            np.save(inputs_dir / f.name, value.astype(np.float16) if value.dtype == np.float32 else value)
+        log(f"{target.name:<40} {target.stat().st_size / 2**20:6.2f} MiB  convert "
+            f"{time.perf_counter() - t0:.1f} s  checker ok  onnxconverter-common float16")
+    return 1 if failures else 0
 
 
 def export_classic(args, names):
@@ -752,20 +784,23 @@ def check(args):
     directory = zoo_dir()
     available = available_backends(quilt)
     backend_lists = [b.strip() for b in args.backends.split(";") if b.strip()]
-    reduced = args.precision != "fp32"
+    fp16 = args.model_precision == "fp16"
+    reduced = args.precision != "fp32" or fp16
     header = ["model", "opset", "backend", "status", "max abs diff", "max abs ref", "cosine",
               *(["argmax agree"] if reduced else []), "quilt ms", "ort ms", "note"]
     rows, bad = [], 0
     for name in select(args.only, args.family):
         specs = MODELS[name][1]
-        input_files = {s[0]: directory / f"{name}.inputs" / f"{s[0]}.npy" for s in specs}
+        suffix = "-fp16" if fp16 else ""
+        input_files = {s[0]: directory / f"{name}{suffix}.inputs" / f"{s[0]}.npy" for s in specs}
         missing_inputs = [str(f) for f in input_files.values() if not f.exists()]
         digests = {}
-        for path in model_files(directory, name):
+        for path in [directory / f"{name}-fp16.onnx"] if fp16 else model_files(directory, name):
             if not path.exists() or missing_inputs:
                 what = path if not path.exists() else missing_inputs[0]
                 rows.append([path.stem, "", "", "MISSING", "", "", "", "", "",
-                             f"{what} missing: tools/zoo.py export --only {name}"])
+                             f"{what} missing: tools/zoo.py export --only {name}"
+                             + (" --precision fp16" if fp16 else "")])
                 bad += 1
                 continue
             inputs = {k: np.load(v) for k, v in input_files.items()}
@@ -806,7 +841,8 @@ def check(args):
                         ok, notes = False, notes + [f"{out_name}: no output file"]
                         continue
                     if reduced:
-                        good, d, c, agree, why = compare_reduced(outputs[out_name], ref)
+                        good, d, c, agree, why = compare_reduced(outputs[out_name].astype(np.float32),
+                                                                 ref.astype(np.float32))
                         if agree is not None:
                             min_agree = agree if min_agree is None else min(min_agree, agree)
                     else:
@@ -1215,6 +1251,9 @@ def main(argv=None):
     p = sub.add_parser("export", help="build the models with random weights and export ONNX")
     p.add_argument("--only", help="comma-separated model names (default: all)")
     p.add_argument("--family", choices=FAMILIES, help=family_help + " (default: both)")
+    p.add_argument("--precision", choices=["fp32", "fp16"], default="fp32",
+                   help="fp16: convert each exported <model>.onnx to <model>-fp16.onnx "
+                        "(onnxconverter-common, everything float16) with float16 inputs (default fp32)")
     p.add_argument("--opset", type=int,
                    help=f"export only at this opset, as <model>-opN.onnx (default: the exporter's "
                         f"default as <model>.onnx and {EXTRA_OPSET} as <model>-op{EXTRA_OPSET}.onnx)")
@@ -1230,6 +1269,9 @@ def main(argv=None):
                    help="Quilt's --precision; bf16 is checked against onnxruntime's float32 run by "
                         f"cosine >= {BF16_MIN_COSINE} and argmax agreement >= {BF16_MIN_ARGMAX} "
                         "instead of the tolerance (default fp32)")
+    p.add_argument("--model-precision", choices=["fp32", "fp16"], default="fp32",
+                   help="fp16: check the <model>-fp16.onnx files (export --precision fp16) against "
+                        "onnxruntime's run of the same file, by the same cosine and argmax agreement")
     p = sub.add_parser("bench", help="benchmark Quilt and onnxruntime side by side, write docs/BENCHMARKS.md")
     p.add_argument("--only", help="comma-separated model names (default: all of the family)")
     p.add_argument("--family", choices=FAMILIES, default="classic",
@@ -1261,7 +1303,8 @@ def main(argv=None):
         return 0
     # torch (and matplotlib, for the classic benchmark's chart) only where a classic model needs it.
     classic = any(family(n) == "classic" for n in select(args.only, args.family))
-    ensure_environment(need_torch=args.command in ("export", "bench") and classic)
+    fp16_export = args.command == "export" and args.precision == "fp16"
+    ensure_environment(need_torch=args.command in ("export", "bench") and classic and not fp16_export)
     return {"export": export, "check": check, "bench": bench}[args.command](args)
 
 

@@ -14,6 +14,7 @@
 #include "backends/cpu/blas.hpp"
 #include "backends/cpu/fusion.hpp"
 #include "backends/cpu/gemm_bf16.hpp"
+#include "backends/cpu/half_interior.hpp"
 #include "backends/cpu/kernel.hpp"
 #include "backends/cpu/kernels/conv_blocked.hpp"
 #include "backends/cpu/layout.hpp"
@@ -164,6 +165,9 @@ struct quilt_executable_s {
   quilt::cpu::ValueTable table;
   std::vector<quilt::cpu::CompiledNode> nodes;
   std::vector<int32_t> inputs, outputs;
+  // Past the graph's values, the float32 twins of half values (half_interior.hpp): per twin,
+  // the graph value it holds.
+  std::vector<int32_t> twin_of_value;
   std::vector<int> last_use;  // per value: the last node reading it (-1: none)
 };
 
@@ -288,6 +292,9 @@ quilt_status_t supports(quilt_device_t, const quilt_graph_t* g, int32_t* claimed
       // Claimed: the reason buffer carries how the node runs, when that is worth saying.
       *claimed = why.empty() ? 1 : 0;
       if (why.empty() && e->note) why = e->note(sig);
+      // Widened nodes that pass their half values on in float32 inside the patch say so.
+      if (!why.empty() && *claimed && holds_half_in_float32(sig, *e))
+        why = held_in_float32_note(sig);
     }
     if (reason_size) {
       std::strncpy(reason, why.c_str(), reason_size - 1);
@@ -314,6 +321,14 @@ quilt_status_t compile(quilt_device_t device, const quilt_graph_t* g, quilt_exec
     }
     std::vector<char> kept(g->num_values, 0);
     for (int32_t v : exe->outputs) kept[v] = 1;
+    hold_half_in_float32(patch, exe->table.types, exe->table.constants, exe->twin_of_value, kept,
+                         KernelRegistry::builtin());
+    const size_t num_values = exe->table.types.size();  // the graph's and the twins
+    if (!exe->twin_of_value.empty())
+      host_api()->log(QUILT_LOG_DEBUG, ("cpu: " + std::to_string(exe->twin_of_value.size()) +
+                                        " half values held in float32 inside the patch")
+                                           .c_str());
+    kept.resize(num_values, 0);
     fuse_activations(patch, exe->table.types, exe->table.constants, kept,
                      KernelRegistry::builtin());
     // The blocked layout (backends/cpu/layout.hpp): which nodes can run on its kernels, then
@@ -325,19 +340,24 @@ quilt_status_t compile(quilt_device_t device, const quilt_graph_t* g, quilt_exec
     if (device->blocked_layout && !device->bf16)  // the blocked kernels are float32
       for (size_t k = 0; k < patch.size(); ++k)
         capable[k] = blocked_conv_capable(sigs[k], patch[k].activation);
-    const std::vector<char> blocked = blocked_values(patch, capable, g->num_values, kept);
-    exe->last_use.assign(g->num_values, -1);
+    const std::vector<char> blocked = blocked_values(patch, capable, num_values, kept);
+    exe->last_use.assign(num_values, -1);
     exe->nodes.reserve(patch.size());
     // Constants every reader copied at creation: the host may free their data as soon as the
     // last reader is created (weights + one packed copy at a time, not weights + all copies).
     const bool offer_done =
         g->struct_size >= offsetof(quilt_graph_t, constant_done_context) + sizeof(void*) &&
         g->constant_done;
-    std::vector<int> readers_left(g->num_values, 0);
-    std::vector<char> read(g->num_values, 0);
+    std::vector<int> readers_left(num_values, 0);
+    std::vector<char> read(num_values, 0);
     for (const PatchNode& pn : patch)
       for (int32_t v : pn.inputs)
         if (v >= 0) ++readers_left[v];
+    // Half weights every reader takes as a float32 twin: the host's copy is not read again.
+    if (offer_done)
+      for (int32_t v : exe->twin_of_value)
+        if (readers_left[v] == 0 && exe->table.constants[v].defined())
+          g->constant_done(g->constant_done_context, v);
     for (size_t k = 0; k < patch.size(); ++k) {
       exe->nodes.emplace_back();
       CompiledNode& cn = exe->nodes.back();
@@ -362,7 +382,9 @@ quilt_status_t compile(quilt_device_t device, const quilt_graph_t* g, quilt_exec
       NodeSignature sig{cn.node, std::move(sigs[k].inputs), std::move(sigs[k].outputs),
                         std::move(sigs[k].constants)};
       sig.bf16 = device->bf16;
-      if (capable[k] && (in_blocked || out_blocked || residual_blocked)) {
+      if (is_half_edge(cn)) {
+        cn.kernel = make_half_edge();
+      } else if (capable[k] && (in_blocked || out_blocked || residual_blocked)) {
         cn.kernel = make_blocked_conv(sig, in_blocked, out_blocked, residual_blocked);
         host_api()->log(QUILT_LOG_DEBUG,
                         ("cpu: " + cn.node.op_type + " node \"" + cn.node.name +
@@ -374,7 +396,8 @@ quilt_status_t compile(quilt_device_t device, const quilt_graph_t* g, quilt_exec
       }
       for (size_t i = 0; offer_done && i < cn.inputs.size(); ++i) {
         const int32_t v = cn.inputs[i];
-        if (v < 0 || !exe->table.constants[v].defined()) continue;
+        if (v < 0 || static_cast<size_t>(v) >= g->num_values || !exe->table.constants[v].defined())
+          continue;
         if (cn.kernel->reads_constant(i) || cn.bias_input == static_cast<int32_t>(i) ||
             cn.residual_input == static_cast<int32_t>(i))
           read[v] = 1;
@@ -407,17 +430,20 @@ void run(const quilt_device_s& device, const quilt_executable_s& exe,
   // tenth of MNIST's run in allocations.
   std::vector<TypeShape> run_types(n);
   std::vector<const TypeShape*> types(n, nullptr);
+  const size_t graph_values = n - exe.twin_of_value.size();
   auto type_at = [&](int32_t v) -> const TypeShape& {
     if (types[v]) return *types[v];
-    const quilt_tensor_info_t& info = args.values[v];
+    // A float32 twin has the shape of the value it holds.
+    const bool twin = static_cast<size_t>(v) >= graph_values;
+    const quilt_tensor_info_t& info =
+        args.values[twin ? exe.twin_of_value[static_cast<size_t>(v) - graph_values] : v];
+    const DType dtype = twin ? DType::Float32 : static_cast<DType>(info.dtype);
     const TypeShape& t = exe.table.types[v];
-    if (t.has_shape && t.dtype == static_cast<DType>(info.dtype) &&
-        static_cast<int64_t>(t.dims.size()) == info.rank &&
+    if (t.has_shape && t.dtype == dtype && static_cast<int64_t>(t.dims.size()) == info.rank &&
         std::equal(t.dims.begin(), t.dims.end(), info.dims)) {
       types[v] = &t;
     } else {
-      run_types[v] = TypeShape{static_cast<DType>(info.dtype), true,
-                               std::vector<int64_t>(info.dims, info.dims + info.rank)};
+      run_types[v] = TypeShape{dtype, true, std::vector<int64_t>(info.dims, info.dims + info.rank)};
       types[v] = &run_types[v];
     }
     return *types[v];
@@ -483,7 +509,7 @@ void run(const quilt_device_s& device, const quilt_executable_s& exe,
     if (cn.residual_input >= 0) ctx.residual = in_ptrs[static_cast<size_t>(cn.residual_input)];
     const uint64_t start = timing ? host_now_ns() : 0;
     cn.kernel->run(ctx);
-    if (timing) {
+    if (timing && cn.graph_index >= 0) {
       // Folded nodes ran inside their producer: they get its span, so profiles still list them.
       const uint64_t end = host_now_ns();
       if (details && ctx.detail)

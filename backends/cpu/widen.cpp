@@ -10,8 +10,11 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <set>
+#include <string>
 
 #include "backends/cpu/half_convert.hpp"
+#include "backends/cpu/half_interior.hpp"
 #include "backends/cpu/kernel.hpp"
 #include "core/half.hpp"
 
@@ -178,6 +181,25 @@ class WidenedKernel : public Kernel {
   std::unique_ptr<Kernel> inner_;
 };
 
+// Runs a conversion hold_half_in_float32 inserted: float32 -> half or half -> float32.
+class HalfEdgeKernel : public Kernel {
+ public:
+  void run(KernelContext& ctx) const override {
+    const Tensor& x = ctx.input(0);
+    Tensor& y = ctx.output_uninitialized(0);
+    if (x.dtype() == DType::Float32)
+      narrow_half(x, y, ctx.pool);
+    else
+      widen_half(x, y, ctx.pool);
+  }
+};
+
+constexpr const char* kEdgeName = " (float32 twin)";
+
+bool is_op(const Node& n, const char* op) {
+  return n.op_type == op && n.domain.empty();
+}
+
 }  // namespace
 
 void widen_half(const Tensor& from, Tensor& to, const ThreadPool& pool) {
@@ -230,6 +252,177 @@ void KernelRegistry::widen_half_floats() {
       return std::make_unique<WidenedKernel>(sig, create);
     };
   }
+}
+
+}  // namespace quilt::cpu
+
+namespace quilt::cpu {
+
+// Ops with a float16/bfloat16 kernel of their own that also hold half values in float32.
+// clang-format off
+const std::set<std::string> kHeldOps = {
+    "Abs", "Add", "AveragePool", "BatchNormalization", "Cast", "Ceil", "Clip", "Concat", "Div",
+    "Elu", "Erf", "Exp", "Expand", "Flatten", "Floor", "Gather", "Gelu", "GlobalAveragePool",
+    "GlobalMaxPool", "HardSigmoid", "HardSwish", "Identity", "InstanceNormalization",
+    "LayerNormalization", "LeakyRelu", "Log", "MaxPool", "Max", "Min", "Mul", "Neg", "Pad", "Pow",
+    "PRelu", "Reciprocal", "ReduceMean", "ReduceSum", "Relu", "Reshape", "Resize", "Sigmoid",
+    "Slice", "Softmax", "Split", "Sqrt", "Squeeze", "Sub", "Tanh", "Tile", "Transpose",
+    "Unsqueeze", "Where"};
+// clang-format on
+
+bool holds_half_in_float32(const NodeSignature& sig, const KernelEntry& entry) {
+  bool half_in = false, half_out = false;
+  for (const TypeShape& t : sig.inputs) half_in = half_in || is_half(t.dtype);
+  for (const TypeShape& t : sig.outputs) half_out = half_out || is_half(t.dtype);
+  if (!half_in && !half_out) return false;
+  for (size_t i = 0; i < sig.node.inputs.size() && i < sig.inputs.size(); ++i)
+    if (!sig.node.inputs[i].empty() && sig.inputs[i].dtype == DType::Undefined) return false;
+  for (const auto& [name, a] : sig.node.attributes) {
+    if (a.kind == Attribute::Kind::Graph || a.kind == Attribute::Kind::Graphs) return false;
+    // The output's type named by an attribute (EyeLike, RandomNormalLike, DequantizeLinear's
+    // output_dtype, ...): it would not follow the twins.
+    if ((name == "dtype" || name == "output_dtype" || name == "to") && !is_op(sig.node, "Cast"))
+      return false;
+  }
+  // A half output not made from a half input (ConstantOfShape's value, ...), Cast aside.
+  if (half_out && !half_in && !is_op(sig.node, "Cast")) return false;
+  // An integer or bool output (Equal, ArgMax, Cast to int64, MaxPool's indices) is decided on
+  // the half values as the model rounds them: such a node reads them rounded.
+  for (size_t o = 0; o < sig.outputs.size(); ++o)
+    if (o < sig.node.outputs.size() && !sig.node.outputs[o].empty() &&
+        !is_half(sig.outputs[o].dtype) && sig.outputs[o].dtype != DType::Float32)
+      return false;
+  // Kernels with a half path of their own take part when they are known to compute the same on
+  // float32 values (element-wise, data movement, the normalisations); the others (Range, TopK,
+  // ...) keep their half values, converted at their edges.
+  const bool widened = entry.note && !entry.note(sig).empty();  // no half path of its own
+  if (!widened && !(sig.node.domain.empty() && kHeldOps.contains(sig.node.op_type))) return false;
+  WideSignature wide(sig, true);
+  Node cast_node;
+  if (is_op(sig.node, "Cast")) {  // Cast(to = half) becomes Cast(to = float32)
+    cast_node = sig.node;
+    cast_node.attributes["to"].i = static_cast<int64_t>(DType::Float32);
+    NodeSignature s{cast_node, wide.sig.inputs, wide.sig.outputs, wide.sig.constants};
+    return entry.support(s).empty();
+  }
+  return entry.support(wide.sig).empty();
+}
+
+std::string held_in_float32_note(const NodeSignature& sig) {
+  for (const auto* list : {&sig.inputs, &sig.outputs})
+    for (const TypeShape& t : *list)
+      if (is_half(t.dtype))
+        return std::string(dtype_name(t.dtype)) +
+               " held and computed in float32 in the CPU patch (converted only at the patch's "
+               "edges)";
+  return "";
+}
+
+void hold_half_in_float32(std::vector<PatchNode>& patch, std::vector<TypeShape>& types,
+                          std::vector<Tensor>& constants, std::vector<int32_t>& twin_of_value,
+                          const std::vector<char>& kept, const KernelRegistry& registry) {
+  const size_t n = types.size();
+  std::vector<char> ok(patch.size(), 0);
+  bool any = false;
+  for (size_t k = 0; k < patch.size(); ++k) {
+    const PatchNode& p = patch[k];
+    const KernelEntry* e = registry.find(p.node.op_type, p.node.domain);
+    if (!e) continue;
+    NodeSignature sig{p.node, {}, {}, {}};
+    for (int32_t v : p.inputs) {
+      sig.inputs.push_back(v < 0 ? TypeShape{} : types[v]);
+      sig.constants.push_back(v >= 0 && constants[v].defined() ? &constants[v] : nullptr);
+    }
+    for (int32_t v : p.outputs) sig.outputs.push_back(v < 0 ? TypeShape{} : types[v]);
+    ok[k] = holds_half_in_float32(sig, *e);
+    any = any || ok[k];
+  }
+  if (!any) return;
+  auto half = [&](int32_t v) { return v >= 0 && is_half(types[v].dtype); };
+  // Who needs each half value as half (the patch's outputs, nodes that keep half), who reads its
+  // twin, and which values a node of the patch makes.
+  std::vector<char> read_half(n, 0), read_wide(n, 0), produced(n, 0);
+  for (size_t v = 0; v < n; ++v) read_half[v] = kept[v];
+  for (size_t k = 0; k < patch.size(); ++k) {
+    for (int32_t v : patch[k].inputs)
+      if (half(v)) (ok[k] ? read_wide : read_half)[v] = 1;
+    for (int32_t v : patch[k].outputs)
+      if (v >= 0) produced[v] = 1;
+  }
+  std::vector<int32_t> twin(n, -1);
+  auto twin_of = [&](int32_t v) {
+    if (twin[v] < 0) {
+      twin[v] = static_cast<int32_t>(types.size());
+      TypeShape t = types[v];
+      t.dtype = DType::Float32;
+      types.push_back(t);
+      constants.push_back(constants[v].defined() ? widened(constants[v]) : Tensor());
+      twin_of_value.push_back(v);
+    }
+    return twin[v];
+  };
+  auto edge = [&](int32_t from, int32_t to, const std::string& name) {
+    PatchNode c;
+    c.node.name = name + kEdgeName;
+    c.node.op_type = "Cast";
+    c.node.opset = 19;
+    c.node.inputs = {name};
+    c.node.outputs = {name};
+    Attribute a;
+    a.name = "to";
+    a.kind = Attribute::Kind::Int;
+    a.i = static_cast<int64_t>(types[to].dtype);
+    c.node.attributes["to"] = a;
+    c.inputs = {from};
+    c.outputs = {to};
+    c.graph_index = -1;
+    return c;
+  };
+  // The values' names, for the conversion nodes' errors.
+  std::vector<std::string> names(n);
+  for (const PatchNode& p : patch) {
+    for (size_t i = 0; i < p.inputs.size() && i < p.node.inputs.size(); ++i)
+      if (p.inputs[i] >= 0) names[p.inputs[i]] = p.node.inputs[i];
+    for (size_t i = 0; i < p.outputs.size() && i < p.node.outputs.size(); ++i)
+      if (p.outputs[i] >= 0) names[p.outputs[i]] = p.node.outputs[i];
+  }
+  std::vector<PatchNode> out;
+  out.reserve(patch.size() + n / 4);
+  // The patch's half inputs that held nodes read: widened once, first.
+  for (size_t i = 0; i < n; ++i) {
+    const auto v = static_cast<int32_t>(i);
+    if (half(v) && read_wide[i] && !produced[i] && !constants[i].defined())
+      out.push_back(edge(v, twin_of(v), names[i]));
+  }
+  for (size_t k = 0; k < patch.size(); ++k) {
+    PatchNode p = std::move(patch[k]);
+    std::vector<int32_t> outputs = p.outputs;
+    if (ok[k]) {
+      for (int32_t& v : p.inputs)
+        if (half(v)) v = twin_of(v);
+      for (int32_t& v : p.outputs)
+        if (half(v)) v = twin_of(v);
+      if (is_op(p.node, "Cast") && is_half(static_cast<DType>(p.node.attr_int("to", 0))))
+        p.node.attributes["to"].i = static_cast<int64_t>(DType::Float32);
+    }
+    out.push_back(std::move(p));
+    for (int32_t v : outputs) {
+      if (!half(v)) continue;
+      if (ok[k] && read_half[v])
+        out.push_back(edge(twin[v], v, names[v]));
+      else if (!ok[k] && read_wide[v])
+        out.push_back(edge(v, twin_of(v), names[v]));
+    }
+  }
+  patch = std::move(out);
+}
+
+bool is_half_edge(const PatchNode& node) {
+  return node.graph_index < 0 && node.node.op_type == "Cast" && node.node.name.ends_with(kEdgeName);
+}
+
+std::unique_ptr<Kernel> make_half_edge() {
+  return std::make_unique<HalfEdgeKernel>();
 }
 
 }  // namespace quilt::cpu

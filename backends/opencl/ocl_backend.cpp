@@ -199,6 +199,69 @@ struct Patch {
   std::vector<char> intermediate;
   std::vector<int32_t> first_write;
   std::vector<std::vector<int32_t>> dies_after;
+  // Per value: its dtype in the model when float16 or bfloat16 (held in float32 here), else 0.
+  std::vector<int32_t> half_dtype;
+};
+
+bool is_half(int32_t dtype) {
+  return dtype == QUILT_DTYPE_FLOAT16 || dtype == QUILT_DTYPE_BFLOAT16;
+}
+
+// float16 bits -> float32: the exponent and mantissa shifted into place, rebiased by one exact
+// multiplication by 2^112 (subnormals included); infinities and NaNs keep their all-ones exponent.
+float float16_to_float(uint16_t h) {
+  uint32_t bits = uint32_t{h & 0x7fffu} << 13;
+  float f = 0;
+  if ((h & 0x7c00u) == 0x7c00u) {
+    bits |= 0x7f800000u;
+  } else {
+    std::memcpy(&f, &bits, sizeof f);
+    f *= 0x1p112f;
+    std::memcpy(&bits, &f, sizeof f);
+  }
+  bits |= uint32_t{h & 0x8000u} << 16;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+// A patch graph with its float16/bfloat16 values float32: the device computes half models in
+// float32 (PoCL and most CPU drivers lack cl_khr_fp16), every kernel as for a float32 model; the
+// half constants are widened here, once, and only the patch's inputs and outputs convert, on
+// the device (enqueue_patch). The values' dims and the nodes stay the host's.
+struct WideGraph {
+  quilt_graph_t graph{};
+  std::vector<quilt_value_t> values;
+  std::vector<std::vector<float>> data;  // the widened constants
+  std::vector<int32_t> half_dtype;       // per value, as Patch::half_dtype
+  bool any = false;
+
+  explicit WideGraph(const quilt_graph_t& g) : graph(g), half_dtype(g.num_values, 0) {
+    for (size_t v = 0; v < g.num_values; ++v) any = any || is_half(g.values[v].info.dtype);
+    if (!any) return;
+    values.assign(g.values, g.values + g.num_values);
+    for (size_t v = 0; v < g.num_values; ++v) {
+      quilt_value_t& value = values[v];
+      if (!is_half(value.info.dtype)) continue;
+      half_dtype[v] = value.info.dtype;
+      if (value.constant && value.info.rank >= 0) {
+        const auto count = static_cast<size_t>(
+            element_count({value.info.dims, static_cast<size_t>(value.info.rank)}));
+        const auto* bits = static_cast<const uint16_t*>(value.constant);
+        std::vector<float>& wide = data.emplace_back(count);
+        for (size_t i = 0; i < count; ++i) {
+          if (value.info.dtype == QUILT_DTYPE_FLOAT16) {
+            wide[i] = float16_to_float(bits[i]);
+          } else {
+            const uint32_t b = uint32_t{bits[i]} << 16;
+            std::memcpy(&wide[i], &b, sizeof b);
+          }
+        }
+        value.constant = wide.data();
+      }
+      value.info.dtype = QUILT_DTYPE_FLOAT32;
+    }
+    graph.values = values.data();
+  }
 };
 
 }  // namespace
@@ -278,7 +341,8 @@ quilt_status_t supports(quilt_device_t, const quilt_graph_t* graph, int32_t* cla
     if (!graph_fits(graph) || graph->num_nodes != 1)
       return fail(QUILT_STATUS_INVALID_ARGUMENT, "supports: expected a graph of one node");
     NodeDesc desc;
-    std::string why = check_node(*graph, graph->nodes[0], &desc);
+    const WideGraph wide(*graph);
+    std::string why = check_node(wide.graph, graph->nodes[0], &desc);
     *claimed = why.empty() ? 1 : 0;
     if (reason && reason_size > 0) {
       size_t n = std::min(why.size(), reason_size - 1);
@@ -471,7 +535,9 @@ quilt_status_t compile(quilt_device_t device, const quilt_graph_t* graph,
       return fail(QUILT_STATUS_INVALID_ARGUMENT, "compile: graph struct too small");
     auto patch = std::make_shared<Patch>();
     t_shared_constants = t_made_constants = 0;
-    if (Status s = compile_patch(*device, *graph, patch.get()); !s.ok()) return s;
+    const WideGraph wide(*graph);
+    if (Status s = compile_patch(*device, wide.graph, patch.get()); !s.ok()) return s;
+    patch->half_dtype = wide.half_dtype;
     log(QUILT_LOG_DEBUG, "compile: " + std::to_string(graph->num_nodes) + " nodes, " +
                              std::to_string(t_made_constants) + " constants uploaded, " +
                              std::to_string(t_shared_constants) +
@@ -563,6 +629,31 @@ Status enqueue_patch(quilt_device_s& device, const Patch& patch, const quilt_exe
       if (!input && mems[i]) synced_outputs.emplace_back(i, wrapped);
     }
   }
+  // Half inputs are widened into float32 buffers; half outputs are written in float32 and
+  // rounded into the host's buffers at the end.
+  const std::vector<cl_mem> host_out_mems = out_mems;
+  auto convert = [&](int32_t v, cl_mem src, cl_mem dst, bool widen) -> Status {
+    const int count = static_cast<int>(element_count(launch.dims(v)));
+    const bool f16 = patch.half_dtype[v] == QUILT_DTYPE_FLOAT16;
+    const char* kernel = widen ? (f16 ? "float16_to_float" : "bfloat16_to_float")
+                               : (f16 ? "float_to_float16" : "float_to_bfloat16");
+    return launch.run("half", kernel, {static_cast<size_t>(count), 1, 1}, {kLocal1d, 1, 1}, src,
+                      dst, count);
+  };
+  for (const bool input : {true, false}) {
+    const std::vector<int32_t>& values = input ? patch.inputs : patch.outputs;
+    std::vector<cl_mem>& mems = input ? in_mems : out_mems;
+    for (size_t i = 0; i < values.size(); ++i) {
+      const int32_t v = values[i];
+      if (!patch.half_dtype[v] || !mems[i]) continue;
+      cl_mem wide = nullptr;
+      if (Status s = launch.scratch(element_count(launch.dims(v)) * sizeof(float), &wide); !s.ok())
+        return {s.code, s.message + " '" + patch.value_names[v] + "'"};
+      if (input)
+        if (Status s = convert(v, mems[i], wide, true); !s.ok()) return s;
+      mems[i] = wide;
+    }
+  }
   std::vector<cl_mem> buffers(n, nullptr);
   std::vector<char> assigned(n, 0);
   for (size_t v = 0; v < n; ++v)
@@ -625,12 +716,14 @@ Status enqueue_patch(quilt_device_s& device, const Patch& patch, const quilt_exe
     if (dst && src != dst)
       if (Status s = launch.copy(src, dst, element_count(launch.dims(v)) * sizeof(float)); !s.ok())
         return s;
+    if (dst && patch.half_dtype[v])
+      if (Status s = convert(v, dst, host_out_mems[i], false); !s.ok()) return s;
   }
   for (const auto& [i, wrapped] : synced_outputs) {
     const int32_t v = patch.outputs[i];
     const size_t bytes = element_count(launch.dims(v)) * dtype_size(args.values[v].dtype);
-    Status s = wrapped ? launch.sync_to_host(out_mems[i], bytes)
-                       : launch.read(out_mems[i], args.outputs[i], bytes);
+    Status s = wrapped ? launch.sync_to_host(host_out_mems[i], bytes)
+                       : launch.read(host_out_mems[i], args.outputs[i], bytes);
     if (!s.ok()) return s;
   }
   if (Status s = launch.finish(first, last); !s.ok()) return s;

@@ -31,19 +31,24 @@ def f32_outputs(nodes, inputs, outputs, initializers, opset):
     return s.run(outputs, inputs)
 
 
-def case(name, nodes, inputs, outputs, initializers=None, opset=17, int_outputs=()):
+def case(name, nodes, inputs, outputs, initializers=None, opset=17, int_outputs=(), ref_nodes=None):
     """The model in each half type: float inputs and initializers cast to it; outputs named in
-    int_outputs (indices) keep their integer type."""
+    int_outputs (indices) keep their integer type. nodes may be a function of the half type's
+    TensorProto code (for attributes that name it); the reference runs ref_nodes (default: the
+    same nodes, or nodes(TensorProto.FLOAT); a function of the half type's code too) in float32."""
     initializers = initializers or {}
     for tname, (npt, code, rtol, atol) in HALF.items():
+        hnodes = nodes(code) if callable(nodes) else nodes
+        rnodes = ref_nodes or nodes
+        rnodes = rnodes(code if ref_nodes else TensorProto.FLOAT) if callable(rnodes) else rnodes
         hin = {k: v.astype(npt) for k, v in inputs.items()}
         hinit = {k: (v.astype(npt) if v.dtype == np.float32 else v) for k, v in initializers.items()}
-        ref = f32_outputs(nodes, {k: v.astype(np.float32) for k, v in hin.items()}, outputs,
+        ref = f32_outputs(rnodes, {k: v.astype(np.float32) for k, v in hin.items()}, outputs,
                           {k: (v.astype(np.float32) if v.dtype == npt else v) for k, v in hinit.items()},
                           opset)
         expected = {o: (r if o in int_outputs else r.astype(npt)) for o, r in zip(outputs, ref)}
         types = {o: code for o in outputs if o not in int_outputs}
-        c.model(f"{name}_{tname}", nodes, hin, outputs, hinit, opset, rtol, atol, expected, types)
+        c.model(f"{name}_{tname}", hnodes, hin, outputs, hinit, opset, rtol, atol, expected, types)
 
 
 X = {"x": rand(2, 3, 10, 9)}
@@ -70,3 +75,38 @@ case("small_cnn", [N("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]), N("R
                    N("Flatten", ["g"], ["f"]), N("Gemm", ["f", "wf", "bf"], ["y"], transB=1),
                    N("Softmax", ["y"], ["probs"])],
      X, ["probs"], {"w1": rand(8, 3, 3, 3), "b1": rand(8), "w2": rand(6, 8, 3, 3), "wf": rand(5, 6), "bf": rand(5)})
+
+# ---- a CPU patch holds its half values in float32 (backends/cpu/half_interior.hpp) ----------
+# Only the patch's edges convert: these cases put the edges in every place one can be.
+# A held value (the Conv's) that is also a model output and read by a node that keeps half
+# (TopK): rounded once, TopK sees the rounded value (the reference rounds it too); TopK's half
+# output is widened once for the held Add that reads it.
+case("held_value_also_output_and_half_reader",
+     [N("Conv", ["x", "w"], ["c"]), N("TopK", ["c", "k"], ["v", "i"]), N("Add", ["c", "v"], ["y"])], X,
+     ["c", "y"], {"w": rand(4, 3, 3, 3), "k": np.array([7], np.int64)},
+     ref_nodes=lambda t: [N("Conv", ["x", "w"], ["c"]), N("Cast", ["c"], ["ch"], to=t),
+                          N("Cast", ["ch"], ["cr"], to=TensorProto.FLOAT), N("TopK", ["cr", "k"], ["v", "i"]),
+                          N("Add", ["c", "v"], ["y"])])
+# Casts inside the model: to float32 and back to the half type, around a float32 Mul; the Cast
+# to half becomes a Cast to float32 inside the patch.
+SCALE = N("Constant", [], ["s"], value=helper.make_tensor("s", TensorProto.FLOAT, [1], [0.75]))
+case("casts_inside", lambda t: [SCALE, N("Cast", ["x"], ["xf"], to=TensorProto.FLOAT), N("Mul", ["xf", "s"], ["m"]),
+                                N("Cast", ["m"], ["mh"], to=t), N("Conv", ["mh", "w"], ["c"]),
+                                N("Relu", ["c"], ["y"])],
+     X, ["y"], {"w": rand(4, 3, 3, 3)},
+     ref_nodes=[SCALE, N("Mul", ["x", "s"], ["m"]), N("Conv", ["m", "w"], ["c"]), N("Relu", ["c"], ["y"])])
+# Inside the patch nothing is rounded to the half type between nodes: x + 1024 - 1024 gives x
+# back (rounded after each node, float16 would keep x's integer part only, bfloat16 a multiple
+# of 8). Computed as written in float16, onnxruntime would return the rounded sums.
+case("held_chain_not_rounded_between_nodes",
+     [N("Add", ["x", "big"], ["s"]), N("Sub", ["s", "big"], ["y"])], X, ["y"],
+     {"big": np.full([1], 1024, np.float32)})
+# A node whose output is not a float (Greater, Cast to int32) decides on the half value as the
+# model rounds it: 1000 + x rounded to float16 before the comparison / the truncation.
+case("integer_output_reads_the_rounded_value",
+     lambda t: [N("Add", ["x", "big"], ["s"]), N("Greater", ["s", "big"], ["g"]),
+                N("Cast", ["s"], ["i"], to=TensorProto.INT32)],
+     X, ["g", "i"], {"big": np.full([1], 1000, np.float32)}, int_outputs=("g", "i"),
+     ref_nodes=lambda t: [N("Add", ["x", "big"], ["s0"]), N("Cast", ["s0"], ["sh"], to=t),
+                          N("Cast", ["sh"], ["s"], to=TensorProto.FLOAT), N("Greater", ["s", "big"], ["g"]),
+                          N("Cast", ["s"], ["i"], to=TensorProto.INT32)])

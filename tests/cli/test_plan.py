@@ -306,8 +306,8 @@ def half_model(elem, np_type):
 for elem, np_type, name in [(TensorProto.FLOAT16, np.float16, "float16"), (TensorProto.BFLOAT16, None, "bfloat16")]:
     path = WORK / f"half_{name}.onnx"
     onnx.save(half_model(elem, np_type), path)
-    conv_note = f"{name} computed in float32 (casts on inputs 0, 1 and output 0)"
-    relu_note = f"{name} computed in float32 (casts on input 0 and output 0)"
+    # One patch: x is widened once, y rounded once; Conv and Relu pass float32 to each other.
+    conv_note = relu_note = f"{name} held and computed in float32 in the CPU patch (converted only at the patch's edges)"
     r = expect(f"plan {name}: notes", ["plan", path], 0, "notes:\n", f'Conv "conv" on cpu: {conv_note}\n',
                f'Relu "relu" on cpu: {relu_note}\n', stream="stdout")
     check(f"plan {name}: Reshape not widened", "Reshape \"flat\" on" not in r.stdout, r.stdout)

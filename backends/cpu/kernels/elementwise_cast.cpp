@@ -11,6 +11,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "backends/cpu/half_convert.hpp"
 #include "backends/cpu/kernel.hpp"
 #include "backends/cpu/kernels/broadcast.hpp"
 #include "backends/cpu/kernels/float_to_int.hpp"
@@ -156,6 +157,12 @@ void cast_kernel(KernelContext& ctx) {
   const bool saturate = ctx.node.attr_int("saturate", 1) != 0;
   Tensor& y = ctx.output(0);
   if (dtype_is_4bit(x.dtype()) || dtype_is_4bit(y.dtype())) return cast_4bit(ctx, x, y, saturate);
+  // float16 <-> float32, the casts half models are full of: in bulk (F16C), same rounding.
+  if ((x.dtype() == DType::Float16 && to == DType::Float32) ||
+      (x.dtype() == DType::Float32 && to == DType::Float16)) {
+    (to == DType::Float32 ? widen_half : narrow_half)(x, y, ctx.pool);
+    return;
+  }
   bool ok = visit_cast_dtype(x.dtype(), CastTypes{}, [&](auto from) {
     using S = decltype(from);
     return visit_cast_dtype(y.dtype(), CastTypes{}, [&](auto dest) {
