@@ -341,7 +341,7 @@ void ExecutionPlan::issue(const Step& step, RunState& st, bool static_types) con
       if (st.profiling) {
         std::lock_guard lock(st.mutex);
         st.timing_contexts.push_back(std::make_unique<RunState::NodeTimingContext>(
-            RunState::NodeTimingContext{&st, &step.node_labels, device.name()}));
+            RunState::NodeTimingContext{&st, &step.node_labels, device.name(), {}}));
         args.node_timing_context = st.timing_contexts.back().get();
         args.node_timing = [](void* context, size_t node, uint64_t start, uint64_t end) {
           auto* c = static_cast<RunState::NodeTimingContext*>(context);
@@ -377,7 +377,7 @@ void ExecutionPlan::issue(const Step& step, RunState& st, bool static_types) con
     if (st.profiling || event) {
       std::lock_guard lock(st.mutex);
       const char* kind = step.kind == StepKind::Patch ? "patch" : "transfer";
-      st.spans.push_back({{step.label, device.name(), kind, start, end}, event});
+      st.spans.push_back({{step.label, device.name(), kind, start, end, {}}, event});
     }
     st.publish(step.out_slots, device.synchronous() ? nullptr : event);
   } catch (const Error& e) {
@@ -427,7 +427,7 @@ void ExecutionPlan::run_host_step(const Step& step, RunState& st) const {
   }
   if (st.profiling) {
     std::lock_guard lock(st.mutex);
-    st.spans.push_back({{step.label, "host", "host", start, host_now_ns()}, nullptr});
+    st.spans.push_back({{step.label, "host", "host", start, host_now_ns(), {}}, nullptr});
   }
   st.publish(step.out_slots, nullptr);
 }

@@ -148,7 +148,14 @@ void infer_deform_conv(InferenceContext& ctx) {
   const int64_t group = n.attr_int("group", 1), og = n.attr_int("offset_group", 1);
   if (group < 1 || og < 1) ctx.fail("group and offset_group must be >= 1");
   std::vector<int64_t> kernel(w.begin() + 2, w.end());
-  if (n.has_attr("kernel_shape")) kernel = n.attr_ints("kernel_shape");
+  if (n.has_attr("kernel_shape")) {
+    kernel = n.attr_ints("kernel_shape");
+    for (size_t d = 0; d < kernel.size() && d + 2 < w.size(); ++d)
+      if (w[d + 2] >= 0 && w[d + 2] != kernel[d])
+        ctx.fail("kernel_shape " + to_string(kernel) + " does not match W's shape " + to_string(w));
+  }
+  if (x[0] >= 0 && off[0] >= 0 && off[0] != x[0])
+    ctx.fail("offset has batch " + str(off[0]) + ", X has " + str(x[0]));
   const auto pads = n.attr_ints("pads", std::vector<int64_t>(2 * sp, 0));
   const auto strides = n.attr_ints("strides", std::vector<int64_t>(sp, 1));
   const auto dil = n.attr_ints("dilations", std::vector<int64_t>(sp, 1));
@@ -186,8 +193,12 @@ void infer_deform_conv(InferenceContext& ctx) {
                " in spatial dim " + str(static_cast<int64_t>(d)));
     y.push_back(o >= 0 ? o : off[d + 2]);
   }
-  if (ctx.has_input(3) && ctx.input_shape(3).size() != 1)
-    ctx.fail("B must be 1-D [output channels]");
+  if (ctx.has_input(3)) {
+    const auto& b = ctx.input_shape(3);
+    if (b.size() != 1 || (b[0] >= 0 && w[0] >= 0 && b[0] != w[0]))
+      ctx.fail("B has shape " + to_string(b) + ", expected [" + str(w[0]) +
+               "] (W's output channels)");
+  }
   if (ctx.has_input(4)) {
     const auto& m = ctx.input_shape(4);
     std::vector<int64_t> expect = y;

@@ -76,5 +76,46 @@ hostile("deform_conv_zero_stride",
         '[DeformConv node "d"] strides [0, 1], dilations [1, 1] and pads [0, 0, 0, 0]: expected '
         'positive strides and dilations, non-negative pads')
 
+# DeformConv's kernel indexes the offsets by W's kernel and X's batch: shapes that disagree are
+# load errors where the shapes are known (a kernel_shape other than W's, an offset of another
+# batch, a bias of another length) and run-time errors where only the run knows them (the fuzzer
+# found a symbolic batch of X read past an offset of batch 1).
+hostile("deform_conv_kernel_shape_not_w",
+        helper.make_node("DeformConv", ["x", "w", "o"], ["y"], name="d", kernel_shape=[3, 3]),
+        [("x", [1, 1, 5, 5]), ("w", [1, 1, 2, 2]), ("o", [1, 18, 3, 3])],
+        '[DeformConv node "d"] kernel_shape [3, 3] does not match W\'s shape [1, 1, 2, 2]')
+hostile("deform_conv_offset_batch",
+        helper.make_node("DeformConv", ["x", "w", "o"], ["y"], name="d"),
+        [("x", [2, 1, 3, 3]), ("w", [1, 1, 2, 2]), ("o", [1, 8, 2, 2])],
+        '[DeformConv node "d"] offset has batch 1, X has 2')
+hostile("deform_conv_bias_length",
+        helper.make_node("DeformConv", ["x", "w", "o", "b"], ["y"], name="d"),
+        [("x", [1, 1, 3, 3]), ("w", [2, 1, 2, 2]), ("o", [1, 8, 2, 2]), ("b", [3])],
+        '[DeformConv node "d"] B has shape [3], expected [2] (W\'s output channels)')
+graph = helper.make_graph(
+    [helper.make_node("DeformConv", ["x", "w", "o"], ["y"], name="d")], "deform_run_batch",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 1, 3, 3]),
+     helper.make_tensor_value_info("w", TensorProto.FLOAT, [1, 1, 2, 2]),
+     helper.make_tensor_value_info("o", TensorProto.FLOAT, [1, 8, 2, 2])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+path = work / "deform_run_batch.onnx"
+path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+                 .SerializeToString())
+x3 = work / "deform_x3.npy"
+with open(x3, "wb") as f:  # a .npy of float32 [3, 1, 3, 3], ones
+    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 1, 3, 3), }"
+    header += " " * (63 - len(header)) + "\n"
+    f.write(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode())
+    f.write(b"\x00\x00\x80\x3f" * 27)
+r = subprocess.run([str(quilt), "run", str(path), "--input", f"x={x3}"], capture_output=True,
+                   timeout=60)
+stderr = r.stderr.decode("utf-8", "replace")
+if r.returncode == 2 and stderr.strip() == 'quilt: [DeformConv node "d"] offset has batch 1, X has 3':
+    passed += 1
+    path.unlink()
+else:
+    failed += 1
+    print(f"FAIL {path}: exit {r.returncode}: {stderr[-300:]!r}, expected the batches named")
+
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

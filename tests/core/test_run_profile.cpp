@@ -14,15 +14,18 @@ bool contains(const std::string& text, const std::string& part) {
 
 TEST(RunProfile, ChromeTraceHasALanePerDeviceAndNodesInsideTheirPatch) {
   RunProfile p;
-  p.spans = {{"patch 0 on cpu", "cpu", "patch", 1000, 5000},
+  p.spans = {{"patch 0 on cpu", "cpu", "patch", 1000, 5000, {}},
              // Starts 200 ns before its patch by the device's clock: clamped to the patch.
-             {"Conv node \"c1\"", "cpu", "node", 800, 3000},
-             {"transfer 'x' host -> example:0", "host", "transfer", 5000, 6500},
-             {"patch 1 on example:0", "example:0", "patch", 6500, 9000}};
+             {"Conv node \"c1\"", "cpu", "node", 800, 3000, "packed GEMM"},
+             {"transfer 'x' host -> example:0", "host", "transfer", 5000, 6500, {}},
+             {"patch 1 on example:0", "example:0", "patch", 6500, 9000, {}}};
   const std::string trace = p.to_chrome_trace("quilt \"m\".onnx");
   EXPECT_TRUE(contains(trace, R"("args": {"name": "quilt \"m\".onnx"})")) << trace;
   EXPECT_TRUE(contains(trace, R"("tid": 1, "args": {"name": "cpu"})")) << trace;
   EXPECT_TRUE(contains(trace, R"("tid": 2, "args": {"name": "host"})")) << trace;
+  // A node's detail goes into its args; spans without one have none.
+  EXPECT_TRUE(contains(trace, R"("lane": "cpu", "detail": "packed GEMM"})")) << trace;
+  EXPECT_FALSE(contains(trace, R"("kind": "patch", "lane": "cpu", "detail")")) << trace;
   EXPECT_TRUE(contains(trace, R"("tid": 3, "args": {"name": "example:0"})")) << trace;
   EXPECT_TRUE(contains(
       trace, R"("name": "patch 0 on cpu", "cat": "patch", "ph": "X", "ts": 0.000, "dur": 4.000)"))

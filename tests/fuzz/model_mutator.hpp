@@ -108,10 +108,12 @@ inline int64_t edge_int(std::mt19937_64& rng, int64_t current) {
       int64_t{1} << 62, std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min()};
   // clang-format on
   switch (std::uniform_int_distribution<int>(0, 3)(rng)) {
-    case 0:
-      return current + std::uniform_int_distribution<int64_t>(-3, 3)(rng);  // may wrap: fine
-    case 1:
-      return -current;
+    case 0: {  // a small step, wrapping at the ends (in unsigned arithmetic: signed overflow is UB)
+      const int64_t step = std::uniform_int_distribution<int64_t>(-3, 3)(rng);
+      return static_cast<int64_t>(static_cast<uint64_t>(current) + static_cast<uint64_t>(step));
+    }
+    case 1:  // the negation, INT64_MIN staying itself
+      return static_cast<int64_t>(uint64_t{0} - static_cast<uint64_t>(current));
     default:
       return pick(rng, kEdges, std::size(kEdges));
   }
@@ -158,8 +160,12 @@ inline bool mutate_number(Message& m, const FieldDescriptor* f, int index, std::
       return true;
     }
     case FieldDescriptor::CPPTYPE_FLOAT: {
-      const auto v =
-          float(edge_float(rng, rep ? r->GetRepeatedFloat(m, f, index) : r->GetFloat(m, f)));
+      // Out of float's range becomes an infinity (the conversion itself would be UB).
+      const double d = edge_float(rng, rep ? r->GetRepeatedFloat(m, f, index) : r->GetFloat(m, f));
+      const float v =
+          std::fabs(d) > std::numeric_limits<float>::max() && std::isfinite(d)
+              ? std::copysign(std::numeric_limits<float>::infinity(), float(d > 0 ? 1 : -1))
+              : float(d);
       rep ? r->SetRepeatedFloat(&m, f, index, v) : r->SetFloat(&m, f, v);
       return true;
     }

@@ -1,6 +1,8 @@
 // The CPU DeformConv kernel (2-D): sampled columns (bilinear at the offset positions, zero
 // outside the image, times the mask) and one GEMM per group, like an im2col convolution.
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "backends/cpu/blas.hpp"
 #include "backends/cpu/kernel.hpp"
@@ -51,6 +53,13 @@ void deform_conv(KernelContext& ctx) {
   const Tensor* bias = ctx.optional_input(3);
   const Tensor* mask = ctx.optional_input(4);
   Tensor& y = ctx.output(0);
+  // Every shape the loops index by, checked against the others (shape inference checks what it
+  // knows at load; a kernel_shape that disagrees with W, or an offset of another batch, read
+  // past the offsets here before).
+  const auto fail = [&](const std::string& what) { node.fail(what, ErrorCode::InvalidArgument); };
+  if (x.rank() != 4 || w.rank() != 4 || offset.rank() != 4 || y.rank() != 4)
+    fail("X " + to_string(x.shape()) + ", W " + to_string(w.shape()) + " and offset " +
+         to_string(offset.shape()) + " must be rank 4");
   const int64_t n = x.dim(0), c = x.dim(1), ih = x.dim(2), iw = x.dim(3);
   const int64_t oc = w.dim(0), kh = w.dim(2), kw = w.dim(3);
   const int64_t oh = y.dim(2), ow = y.dim(3);
@@ -58,8 +67,28 @@ void deform_conv(KernelContext& ctx) {
   const auto pads = node.attr_ints("pads", {0, 0, 0, 0});
   const auto strides = node.attr_ints("strides", {1, 1});
   const auto dil = node.attr_ints("dilations", {1, 1});
+  if (pads.size() != 4 || strides.size() != 2 || dil.size() != 2)
+    fail("pads " + to_string(pads) + ", strides " + to_string(strides) + " and dilations " +
+         to_string(dil) + ": expected 4, 2 and 2 values");
+  if (group < 1 || og < 1 || c % group != 0 || c % og != 0 || oc % group != 0 ||
+      w.dim(1) * group != c)
+    fail("X has " + std::to_string(c) + " channels, W " + to_string(w.shape()) + ", group " +
+         std::to_string(group) + ", offset_group " + std::to_string(og) +
+         ": expected C = W[1] * group, W[0] divisible by group, C divisible by offset_group");
   const int64_t cg = c / group, ocg = oc / group, c_per_og = c / og;
   const int64_t taps = kh * kw, plane = oh * ow;
+  if (y.dim(0) != n || y.dim(1) != oc)
+    fail("Y has shape " + to_string(y.shape()) + ", expected [" + std::to_string(n) + ", " +
+         std::to_string(oc) + ", ...]");
+  const auto expect = [&](const Tensor& t, const std::vector<int64_t>& dims, const char* what) {
+    if (t.shape() != dims)
+      fail(std::string(what) + " has shape " + to_string(t.shape()) + ", expected " +
+           to_string(dims) + " (W's kernel " + std::to_string(kh) + "x" + std::to_string(kw) +
+           ", offset_group " + std::to_string(og) + ")");
+  };
+  expect(offset, {n, og * taps * 2, oh, ow}, "offset");
+  if (mask) expect(*mask, {n, og * taps, oh, ow}, "mask");
+  if (bias) expect(*bias, {oc}, "B");
   const T* px = x.data<T>();
   const T* pw = w.data<T>();
   const T* po = offset.data<T>();
