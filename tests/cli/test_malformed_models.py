@@ -101,6 +101,26 @@ graph = helper.make_graph(
 path = work / "deform_run_batch.onnx"
 path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
                  .SerializeToString())
+# GatherElements addresses data by the indices' positions: indices larger than data off the axis
+# read past data (the fuzzer found it); now an error naming both shapes.
+graph = helper.make_graph(
+    [helper.make_node("GatherElements", ["d", "i"], ["y"], name="g", axis=1)], "gather_elements",
+    [helper.make_tensor_value_info("d", TensorProto.FLOAT, [2, 3]),
+     helper.make_tensor_value_info("i", TensorProto.INT64, [4, 3])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+ge = work / "gather_elements_larger.onnx"
+ge.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+               .SerializeToString())
+r = subprocess.run([str(quilt), "run", str(ge)], capture_output=True, timeout=60)
+stderr = r.stderr.decode("utf-8", "replace")
+want = ('[GatherElements node "g"] indices [4, 3] is larger than data [2, 3] in dim 0 (only the '
+        'axis, 1, may differ)')
+if r.returncode in (1, 2) and want in stderr:
+    passed += 1
+    ge.unlink()
+else:
+    failed += 1
+    print(f"FAIL {ge}: exit {r.returncode}: {stderr[-300:]!r}, expected {want!r}")
 x3 = work / "deform_x3.npy"
 with open(x3, "wb") as f:  # a .npy of float32 [3, 1, 3, 3], ones
     header = "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 1, 3, 3), }"

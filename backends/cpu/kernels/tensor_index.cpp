@@ -108,9 +108,22 @@ void gather_elements(KernelContext& ctx) {
   const auto idx = indices_of(indices);
   int64_t axis = ctx.node.attr_int("axis", 0);
   if (axis < 0) axis += data.rank();
+  const auto& shape = indices.shape();
+  // The loop below addresses data by the indices' positions: ranks that differ, or an indices
+  // dim larger than data's off the axis, read past data (the fuzzer found it).
+  if (axis < 0 || axis >= data.rank() || indices.rank() != data.rank())
+    ctx.node.fail("data " + to_string(data.shape()) + ", indices " + to_string(shape) + ", axis " +
+                      std::to_string(ctx.node.attr_int("axis", 0)) +
+                      ": expected indices of data's rank and an axis inside it",
+                  ErrorCode::InvalidArgument);
+  for (int64_t d = 0; d < data.rank(); ++d)
+    if (d != axis && shape[static_cast<size_t>(d)] > data.dim(d))
+      ctx.node.fail("indices " + to_string(shape) + " is larger than data " +
+                        to_string(data.shape()) + " in dim " + std::to_string(d) +
+                        " (only the axis, " + std::to_string(axis) + ", may differ)",
+                    ErrorCode::InvalidArgument);
   const auto a = static_cast<size_t>(axis);
   const auto ds = contiguous_strides(data.shape());
-  const auto& shape = indices.shape();
   const size_t es = dtype_size(data.dtype());
   const auto* src = static_cast<const uint8_t*>(data.raw_data());
   auto* dst = static_cast<uint8_t*>(ctx.output(0).raw_data());
@@ -301,9 +314,22 @@ void scatter_elements(KernelContext& ctx) {
   const auto idx = indices_of(indices);
   int64_t axis = ctx.node.attr_int("axis", 0);
   if (axis < 0) axis += data.rank();
+  const auto& shape = indices.shape();
+  // The loop below addresses data by the indices' positions: ranks that differ, or an indices
+  // dim larger than data's off the axis, read past data (the fuzzer found it).
+  if (axis < 0 || axis >= data.rank() || indices.rank() != data.rank())
+    ctx.node.fail("data " + to_string(data.shape()) + ", indices " + to_string(shape) + ", axis " +
+                      std::to_string(ctx.node.attr_int("axis", 0)) +
+                      ": expected indices of data's rank and an axis inside it",
+                  ErrorCode::InvalidArgument);
+  for (int64_t d = 0; d < data.rank(); ++d)
+    if (d != axis && shape[static_cast<size_t>(d)] > data.dim(d))
+      ctx.node.fail("indices " + to_string(shape) + " is larger than data " +
+                        to_string(data.shape()) + " in dim " + std::to_string(d) +
+                        " (only the axis, " + std::to_string(axis) + ", may differ)",
+                    ErrorCode::InvalidArgument);
   const auto a = static_cast<size_t>(axis);
   const auto ds = contiguous_strides(data.shape());
-  const auto& shape = indices.shape();
   const size_t es = dtype_size(data.dtype());
   const Reduction r = reduction_of(ctx.node);
   auto* dst = static_cast<uint8_t*>(out.raw_data());
