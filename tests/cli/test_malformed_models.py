@@ -121,6 +121,30 @@ if r.returncode in (1, 2) and want in stderr:
 else:
     failed += 1
     print(f"FAIL {ge}: exit {r.returncode}: {stderr[-300:]!r}, expected {want!r}")
+# ScatterElements addresses data the same way (and writes), one update per index.
+for name, idx_shape, upd, want in [
+        ("scatter_elements_larger", [4, 3], [4, 3],
+         '[ScatterElements node "s"] indices [4, 3] is larger than data [2, 3] in dim 0 (only '
+         'the axis, 1, may differ)'),
+        ("scatter_elements_updates", [2, 2], [2, 3],  # caught by shape inference
+         '[ScatterElements node "s"] indices [2, 2] and updates [2, 3] must have the same shape')]:
+    graph = helper.make_graph(
+        [helper.make_node("ScatterElements", ["d", "i", "u"], ["y"], name="s", axis=1)], name,
+        [helper.make_tensor_value_info("d", TensorProto.FLOAT, [2, 3]),
+         helper.make_tensor_value_info("i", TensorProto.INT64, idx_shape),
+         helper.make_tensor_value_info("u", TensorProto.FLOAT, upd)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    se = work / f"{name}.onnx"
+    se.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+                   .SerializeToString())
+    r = subprocess.run([str(quilt), "run", str(se)], capture_output=True, timeout=60)
+    stderr = r.stderr.decode("utf-8", "replace")
+    if r.returncode in (1, 2) and want in stderr:
+        passed += 1
+        se.unlink()
+    else:
+        failed += 1
+        print(f"FAIL {se}: exit {r.returncode}: {stderr[-300:]!r}, expected {want!r}")
 x3 = work / "deform_x3.npy"
 with open(x3, "wb") as f:  # a .npy of float32 [3, 1, 3, 3], ones
     header = "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 1, 3, 3), }"

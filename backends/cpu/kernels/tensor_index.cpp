@@ -102,15 +102,13 @@ void gather(KernelContext& ctx) {
       });
 }
 
-void gather_elements(KernelContext& ctx) {
-  const Tensor& data = ctx.input(0);
-  const Tensor& indices = ctx.input(1);
-  const auto idx = indices_of(indices);
+// The axis of GatherElements / ScatterElements, after checking what their loops address data
+// by: indices of data's rank, no larger than data off the axis (else they read or write past
+// data: the fuzzer found GatherElements reading past it).
+int64_t elements_axis(const KernelContext& ctx, const Tensor& data, const Tensor& indices) {
   int64_t axis = ctx.node.attr_int("axis", 0);
   if (axis < 0) axis += data.rank();
   const auto& shape = indices.shape();
-  // The loop below addresses data by the indices' positions: ranks that differ, or an indices
-  // dim larger than data's off the axis, read past data (the fuzzer found it).
   if (axis < 0 || axis >= data.rank() || indices.rank() != data.rank())
     ctx.node.fail("data " + to_string(data.shape()) + ", indices " + to_string(shape) + ", axis " +
                       std::to_string(ctx.node.attr_int("axis", 0)) +
@@ -122,6 +120,15 @@ void gather_elements(KernelContext& ctx) {
                         to_string(data.shape()) + " in dim " + std::to_string(d) +
                         " (only the axis, " + std::to_string(axis) + ", may differ)",
                     ErrorCode::InvalidArgument);
+  return axis;
+}
+
+void gather_elements(KernelContext& ctx) {
+  const Tensor& data = ctx.input(0);
+  const Tensor& indices = ctx.input(1);
+  const auto idx = indices_of(indices);
+  const int64_t axis = elements_axis(ctx, data, indices);
+  const auto& shape = indices.shape();
   const auto a = static_cast<size_t>(axis);
   const auto ds = contiguous_strides(data.shape());
   const size_t es = dtype_size(data.dtype());
@@ -312,22 +319,8 @@ void scatter_elements(KernelContext& ctx) {
   Tensor& out = ctx.output(0);
   std::memcpy(out.raw_data(), data.raw_data(), data.nbytes());
   const auto idx = indices_of(indices);
-  int64_t axis = ctx.node.attr_int("axis", 0);
-  if (axis < 0) axis += data.rank();
+  const int64_t axis = elements_axis(ctx, data, indices);
   const auto& shape = indices.shape();
-  // The loop below addresses data by the indices' positions: ranks that differ, or an indices
-  // dim larger than data's off the axis, read past data (the fuzzer found it).
-  if (axis < 0 || axis >= data.rank() || indices.rank() != data.rank())
-    ctx.node.fail("data " + to_string(data.shape()) + ", indices " + to_string(shape) + ", axis " +
-                      std::to_string(ctx.node.attr_int("axis", 0)) +
-                      ": expected indices of data's rank and an axis inside it",
-                  ErrorCode::InvalidArgument);
-  for (int64_t d = 0; d < data.rank(); ++d)
-    if (d != axis && shape[static_cast<size_t>(d)] > data.dim(d))
-      ctx.node.fail("indices " + to_string(shape) + " is larger than data " +
-                        to_string(data.shape()) + " in dim " + std::to_string(d) +
-                        " (only the axis, " + std::to_string(axis) + ", may differ)",
-                    ErrorCode::InvalidArgument);
   const auto a = static_cast<size_t>(axis);
   const auto ds = contiguous_strides(data.shape());
   const size_t es = dtype_size(data.dtype());

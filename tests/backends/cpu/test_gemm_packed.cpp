@@ -194,9 +194,9 @@ TEST(GemmPacked, DISABLED_Throughput) {
   struct Shape {
     int64_t m, n, k;
   };
-  std::vector<Shape> shapes = {Shape{64, 3136, 576}, Shape{256, 3136, 64}, Shape{64, 3136, 256},
-                               Shape{512, 49, 4608}, Shape{2048, 49, 512}, Shape{256, 196, 2304},
-                               Shape{16, 196, 200}, Shape{32, 65536, 576}, Shape{64, 4096, 1152}};
+  std::vector<Shape> shapes = {Shape{64, 3136, 576}, Shape{256, 3136, 64},  Shape{64, 3136, 256},
+                               Shape{512, 49, 4608}, Shape{2048, 49, 512},  Shape{256, 196, 2304},
+                               Shape{16, 196, 200},  Shape{32, 65536, 576}, Shape{64, 4096, 1152}};
   // QUILT_BENCH_SHAPES="m,n,k;m,n,k": other shapes instead.
   if (const char* list = std::getenv("QUILT_BENCH_SHAPES")) {
     shapes.clear();
