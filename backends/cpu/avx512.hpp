@@ -65,7 +65,7 @@ inline constexpr float kExpPoly[] = {1.9875691500e-4f, 1.3981999507e-3f, 8.33345
 // 2^n by vscalefps (exact; n = 128, from x above 88.72, overflows to +inf). The clamp keeps NaN
 // (max and min return their second operand when one is NaN), and so does the rest. The same
 // values as the 8-lane exp_v's two-factor scaling wherever the result is a normal float.
-__attribute__((target("avx512f"))) inline __m512 exp_clamped_v16(__m512 x) {
+__attribute__((target("avx512f"), always_inline)) inline __m512 exp_clamped_v16(__m512 x) {
   const __m512 xc = _mm512_min_ps(_mm512_set1_ps(89.f), _mm512_max_ps(_mm512_set1_ps(kExpLo), x));
   const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(kLog2e)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -80,7 +80,7 @@ __attribute__((target("avx512f"))) inline __m512 exp_clamped_v16(__m512 x) {
 
 // exp on 16 lanes, shared by the 16-wide activations (activation.cpp) and Softmax: above 88.72
 // +inf, below ln(FLT_MIN) exactly 0 (masked -inf logits give zeros), NaN stays NaN.
-__attribute__((target("avx512f"))) inline __m512 exp_v16(__m512 x) {
+__attribute__((target("avx512f"), always_inline)) inline __m512 exp_v16(__m512 x) {
   return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(kExpLo), _CMP_LT_OQ),
                               exp_clamped_v16(x), _mm512_setzero_ps());
 }
@@ -88,7 +88,7 @@ __attribute__((target("avx512f"))) inline __m512 exp_v16(__m512 x) {
 // 1 / (1 + e^-x) on 16 lanes (the sigmoid activations' cost is mostly exp: SiLU after every
 // conv of EfficientNet). Below the clamp e^-x is FLT_MIN instead of exp_v16's 0, and 1 + FLT_MIN
 // is 1 either way, so no blend.
-__attribute__((target("avx512f"))) inline __m512 sigmoid_v16(__m512 x) {
+__attribute__((target("avx512f"), always_inline)) inline __m512 sigmoid_v16(__m512 x) {
   const __m512 one = _mm512_set1_ps(1.f);
   return _mm512_div_ps(one,
                        _mm512_add_ps(one, exp_clamped_v16(_mm512_sub_ps(_mm512_setzero_ps(), x))));
@@ -104,7 +104,7 @@ inline constexpr float kErfLarge[] = {-1.351600260e-02f, 4.781874456e-02f, -1.50
                                       3.892770625e-02f,  5.594750218e-01f, 2.445133845e-04f};
 
 // erf on 16 lanes (the same operations as erf_v of activation.cpp); NaN stays NaN.
-__attribute__((target("avx512f"))) inline __m512 erf_v16(__m512 x) {
+__attribute__((target("avx512f"), always_inline)) inline __m512 erf_v16(__m512 x) {
   const __m512 a = _mm512_abs_ps(x), z = _mm512_mul_ps(a, a);
   __m512 p = _mm512_set1_ps(kErfSmall[0]);
   for (size_t i = 1; i < std::size(kErfSmall); ++i)
@@ -140,8 +140,11 @@ constexpr bool has_act16(Activation::Kind k) {
 // per run in the 8-lane tanh form). For the kinds of has_act16; any other kind returns x. Applied
 // by Activation::apply on AVX-512 CPUs and by the depthwise conv's tiles to their registers before
 // the store.
-__attribute__((target("avx512f"))) inline __m512 act16(Activation::Kind k, __m512 x, __m512 alpha,
-                                                       __m512 beta) {
+// Always inlined: it runs on registers of tiles that hold up to 31 live vectors, and a call
+// spills them all. GCC stopped inlining it into the narrow depthwise kernel once the file grew
+// (its unit-growth limit): 1152 7x7 planes 39 -> 47 us with no activation at all.
+__attribute__((target("avx512f"), always_inline)) inline __m512 act16(Activation::Kind k, __m512 x,
+                                                                      __m512 alpha, __m512 beta) {
   using Kind = Activation::Kind;
   const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.f);
   switch (k) {

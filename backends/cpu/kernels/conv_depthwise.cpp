@@ -344,13 +344,15 @@ const char* depthwise_conv2d(const DepthwiseGeometry& g, int64_t planes, int64_t
                              const float* x, const float* w, const float* bias, float* y,
                              const Activation& act, const ThreadPool& pool, bool allow_avx512) {
   if (planes <= 0 || g.out_h <= 0 || g.out_w <= 0) return "depthwise (empty)";
-  if (allow_avx512 && has_avx512() &&
-      depthwise_narrow_avx512(g, planes, channels, x, w, bias, y, act, pool))
+  const bool avx512 = allow_avx512 && has_avx512();
+  if (avx512 && depthwise_narrow_avx512(g, planes, channels, x, w, bias, y, act, pool))
     return "depthwise, flattened narrow planes (16 lanes)";
+  if (avx512 && depthwise_rows3x3_avx512(g, planes, channels, x, w, bias, y, act, pool))
+    return "depthwise 3x3, rows from the input (16 lanes)";
   Plan p = make_plan(g);
-  BandFn band_fn = allow_avx512 && has_avx512() ? band_kernel_avx512(g) : nullptr;
+  BandFn band_fn = avx512 ? band_kernel_avx512(g) : nullptr;
   const bool wide_tiles = band_fn != nullptr;
-  p.split16 = p.paired && allow_avx512 && has_avx512();
+  p.split16 = p.paired && avx512;
   const bool act_in_tiles = band_fn && has_act16(act.kind);
   if (act_in_tiles) p.act = act;
   if (!band_fn) band_fn = band_kernel(g);

@@ -55,6 +55,13 @@ bool depthwise_narrow_avx512(const DepthwiseGeometry& g, int64_t planes, int64_t
                              const float* x, const float* w, const float* bias, float* y,
                              const Activation& act, const ThreadPool& pool);
 
+// 3x3 kernels, stride and dilation 1, rows wider than 16 columns: tiles that read the input
+// directly (no band buffer). False, doing nothing, for other geometries. Call only when the CPU
+// has AVX-512F/BW/VL/DQ.
+bool depthwise_rows3x3_avx512(const DepthwiseGeometry& g, int64_t planes, int64_t channels,
+                              const float* x, const float* w, const float* bias, float* y,
+                              const Activation& act, const ThreadPool& pool);
+
 // For `rows` rows (src_row and dst_row floats apart): even[m] = src[2 m] for m < n_even and
 // odd[m] = src[2 m + 1] for m < n_odd (n_even - n_odd is 0 or 1), reading only src[0, n_even +
 // n_odd): a stride-2 row's two column phases, 32 floats per two permutes (even and odd are

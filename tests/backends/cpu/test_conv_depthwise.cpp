@@ -234,6 +234,45 @@ TEST(CpuDepthwiseConv, Avx512TilesAreUsed) {
   EXPECT_EQ(band_kernel_avx512(make_case(1, 1, 7, 7, 5, 5, 1, 1, 2).g), nullptr);
 }
 
+TEST(CpuDepthwiseConv, Rows3x3ReadTheInputDirectly) {
+  // 3x3, stride 1, rows wider than 8 columns: tiles that load the input rows themselves (masked
+  // at the plane's edges) instead of a padded band buffer. Widths around every vector count and
+  // group split (9-16: one vector, 17-64: up to four in one group, 65-80: two groups), heights
+  // around the tile heights, padding of 0-3 on each side independently (pads wider than the
+  // kernel give rows and columns that see only padding), batches whose planes map to channels.
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
+      !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("avx512dq"))
+    GTEST_SKIP() << "no AVX-512 on this CPU";
+  ThreadPool pool1(1), pool2(2);
+  std::mt19937 rng(11);
+  auto pick = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  const int64_t widths[] = {9,  14, 15, 16, 17, 30, 31, 32, 33, 47,
+                            48, 49, 56, 63, 64, 65, 79, 80, 112};
+  unsigned seed = 700;
+  for (int64_t in_w : widths)
+    for (int rep = 0; rep < 3; ++rep) {
+      const int64_t in_h = rep == 0 ? pick(1, 4) : pick(5, 60);
+      const int64_t top = pick(0, 3), bottom = pick(0, 3), left = pick(0, 3), right = pick(0, 3);
+      DepthwiseGeometry g{in_h, in_w, 0, 0, 3, 3, 1, 1, 1, 1, top, left};
+      g.out_h = window_out_size(in_h, 3, 1, 1, top, bottom);
+      g.out_w = window_out_size(in_w, 3, 1, 1, left, right);
+      if (g.out_h < 1 || g.out_w <= 8) continue;
+      Case c{g, pick(1, 2), pick(1, 5), pick(0, 1) == 1, kActs[pick(0, std::size(kActs) - 1)]};
+      c.avx512 = true;
+      check(c, rep % 2 ? pool2 : pool1, seed++);
+      if (::testing::Test::HasFatalFailure()) return;
+      std::vector<float> x(static_cast<size_t>(in_h * in_w)), w(9),
+          y(static_cast<size_t>(g.out_h * g.out_w));
+      EXPECT_STREQ(depthwise_detail::depthwise_conv2d(g, 1, 1, x.data(), w.data(), nullptr,
+                                                      y.data(), Activation{}, pool1, true),
+                   "depthwise 3x3, rows from the input (16 lanes)")
+          << describe(c);
+    }
+}
+
 TEST(CpuDepthwiseConv, NarrowPlanesOnTheFlattenedKernel) {
   // Rows of at most 8 columns, stride 1, kernels up to 3x3: the AVX-512 flattened-plane kernel (a
   // keyword spotter's 25x5 maps, widths 1 to 8, 3x1 and 1x1 kernels, padding on one side only,
