@@ -3,6 +3,10 @@
 #   tools/fuzz.sh NAME SECONDS [libFuzzer arguments...]   run one fuzzer that long
 #   tools/fuzz.sh all SECONDS                             each fuzzer in turn, SECONDS each
 #   tools/fuzz.sh build                                   build only (and make the seeds)
+#   tools/fuzz.sh build-tests                             also build the C++ tests, case_runner
+#                                                         and the CLI there (the asan_* tests)
+#   tools/fuzz.sh exec PROGRAM [ARGS...]                  run one of those with the sanitizers'
+#                                                         options (any report fails it)
 # NAME: model (import -> validate -> shape inference -> session), run (the same and one run on
 # small inputs), npy (.npy reading), plugin (the example plugin's supports/compile).
 # Seeds (build-fuzz/seeds/, from onnx's backend test data, the test models and numpy) are made
@@ -16,11 +20,13 @@ QUILT_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 FUZZ_BUILD="${QUILT_FUZZ_BUILD:-$QUILT_ROOT/build-fuzz}"
 NAMES=(model run npy plugin)
 
-usage() { sed -n '2,14p' "${BASH_SOURCE[0]}" >&2; exit 2; }
+usage() { sed -n '2,18p' "${BASH_SOURCE[0]}" >&2; exit 2; }
 [ $# -ge 1 ] || usage
 what="$1"; shift
 seconds=""
-if [ "$what" != build ]; then
+if [ "$what" = exec ]; then
+  [ $# -ge 1 ] || usage
+elif [ "$what" != build ] && [ "$what" != build-tests ]; then
   [ $# -ge 1 ] || usage
   seconds="$1"; shift
   [[ "$seconds" =~ ^[0-9]+$ ]] || { echo "tools/fuzz.sh: SECONDS must be a whole number, not '$seconds'" >&2; exit 2; }
@@ -57,10 +63,19 @@ if [ ! -f "$FUZZ_BUILD/CMakeCache.txt" ]; then
   CC="${CLANG/clang++/clang}" CXX="$CLANG" cmake -S "$QUILT_ROOT" -B "$FUZZ_BUILD" \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQUILT_FUZZ=ON >&2
 fi
-quilt_log "building the fuzzers in $FUZZ_BUILD"
-cmake --build "$FUZZ_BUILD" -j"$(nproc)" >&2
+if [ "$what" != exec ]; then
+  quilt_log "building the fuzzers in $FUZZ_BUILD"
+  cmake --build "$FUZZ_BUILD" -j"$(nproc)" >&2
+fi
+if [ "$what" = build-tests ]; then
+  # The C++ tests read the test build's models (made by its test_models_generate).
+  cmake "$FUZZ_BUILD" -DQUILT_TEST_MODELS_DIR="$QUILT_BUILD/test_models" >/dev/null
+  quilt_log "building the tests, case_runner and the CLI in $FUZZ_BUILD"
+  cmake --build "$FUZZ_BUILD" -j"$(nproc)" --target quilt_unit_tests case_runner quilt_cli >&2
+  exit 0
+fi
 
-if [ ! -f "$FUZZ_BUILD/seeds/onnx.dict" ]; then
+if [ "$what" != exec ] && [ ! -f "$FUZZ_BUILD/seeds/onnx.dict" ]; then
   if [ -z "${QUILT_FUZZ_FROM_CTEST:-}" ]; then
     (cd "$QUILT_BUILD" && ctest -R '^test_models_generate$' >/dev/null) ||
       { echo "tools/fuzz.sh: generating the test models failed" >&2; exit 1; }
@@ -77,6 +92,12 @@ export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 symbolizer="$(command -v llvm-symbolizer-15 || command -v llvm-symbolizer || true)"
 [ -n "$symbolizer" ] && export ASAN_SYMBOLIZER_PATH="$symbolizer" UBSAN_SYMBOLIZER_PATH="$symbolizer"
 export LSAN_OPTIONS="suppressions=$QUILT_ROOT/tools/sanitizers/lsan.supp:print_suppressions=0"
+if [ "$what" = exec ]; then
+  # The tests' own options: no allocation cap (the ONNX suite has a 392 MiB weight), but an
+  # allocation that fails returns null, which Quilt reports as OutOfMemory (tests check that).
+  export ASAN_OPTIONS="allocator_may_return_null=1:detect_leaks=1:halt_on_error=1"
+  exec "$@"
+fi
 
 run_one() {
   local name="$1" secs="$2"; shift 2

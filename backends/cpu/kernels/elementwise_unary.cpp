@@ -41,7 +41,9 @@ inline float bits_to_float(uint32_t u) {
 // (Cephes expf coefficients). Below the float32 normal range the result flushes to 0.
 inline float exp_f32(float x) {
   const float hi = 88.72283935546875f, lo = -87.33654022216797f;
-  float xc = x < lo ? lo : x;
+  // NaN clamps to lo (the comparison is false): converting NaN to int below would be undefined
+  // (UBSan, on the ONNX op cases); the result is NaN anyway (last line).
+  float xc = x > lo ? x : lo;
   xc = xc > hi ? hi : xc;
   // Round to nearest by adding and subtracting 1.5 * 2^23 (valid as |xc * log2e| < 2^22).
   float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;

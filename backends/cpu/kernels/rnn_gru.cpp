@@ -22,6 +22,9 @@ void gru_impl(KernelContext& ctx, const RnnAttrs& a, bool linear_before_reset,
   const Tensor* h0_t = ctx.optional_input(5);
   const int64_t seq = x.dim(a.layout == 0 ? 0 : 1), batch = x.dim(a.layout == 0 ? 1 : 0);
   const int64_t input = x.dim(2), hid = r.dim(2), dirs = a.dirs, g3 = 3 * hid;
+  // No rows: every output is empty (and the per-batch buffers below would be too: offsets into
+  // their null data are undefined, which UBSan reported on the batch-0 case).
+  if (batch == 0) return;
   const Layout lay{a.layout, seq, batch, dirs, hid};
   const auto lens = sequence_lengths(ctx, 4, seq, batch);
   T* y = ctx.wants_output(0) ? ctx.output(0).data<T>() : nullptr;
