@@ -2,14 +2,20 @@
 """The zoo: the classic models and the small ones; export them offline, run them with Quilt,
 compare with onnxruntime.
 
-    tools/zoo.py export [--only NAME,...] [--family classic|small] [--opset N]
-    tools/zoo.py check  [--only NAME,...] [--family classic|small] [--backends "cpu;opencl,cpu"] [--iterations N]
-    tools/zoo.py bench  [--only NAME,...] [--family classic|small] [--backends "cpu"] [--threads 2] [--iterations N] [--rounds R]
+    tools/zoo.py export   [--only NAME,...] [--family classic|small|quantized] [--opset N]
+    tools/zoo.py quantize [--only NAME,...]
+    tools/zoo.py check    [--only NAME,...] [--family classic|small|quantized] [--backends "cpu;opencl,cpu"] [--iterations N]
+    tools/zoo.py bench    [--only NAME,...] [--family classic|small|quantized] [--backends "cpu"] [--threads 2] [--iterations N] [--rounds R]
     tools/zoo.py list
 
 The small family (tools/zoo_small.py: a streaming VAD, an OCR-style classifier, an MLP, a
 keyword-spotting net) is written out with onnx.helper and needs no torch; its benchmark goes to
 docs/BENCHMARKS-small.md and the README's small-models table.
+
+The quantized family (`quantize`: dynamic, QDQ and QOperator int8 variants of ResNet-50,
+MobileNetV3, BERT, GPT-2 and YOLOv5s, and a 4-bit MatMulNBits GPT-2, written from the exported
+fp32 files by onnxruntime's quantizer) is checked by quantization steps (compare_quantized) and
+benchmarked into docs/BENCHMARKS-quantized.md and the README's quantized-models table.
 
 `export` builds each model with random weights from a fixed seed (nothing comes from a model hub),
 exports it to ONNX in $QUILT_ZOO_DIR (default ~/.cache/quilt/zoo) with torch.onnx.export's
