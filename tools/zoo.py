@@ -1287,7 +1287,7 @@ def bench_table(results, backend_lists):
     return header, rows, {b: geometric_mean(v) for b, v in ratios.items()}
 
 
-def machine_info(quilt):
+def machine_info(quilt, int8=False):
     cpu = "unknown"
     for line in Path("/proc/cpuinfo").read_text().splitlines():
         if line.startswith("model name"):
@@ -1295,6 +1295,9 @@ def machine_info(quilt):
             break
     devices = subprocess.run([quilt, "devices"], capture_output=True, text=True).stdout
     blas = next((l.strip() for l in devices.splitlines() if l.strip().startswith("blas:")), "blas: ?")
+    if int8:  # the integer kernels' instruction set, for the quantized family
+        blas += "`, `" + next((l.strip() for l in devices.splitlines()
+                               if l.strip().startswith("int8 gemm:")), "int8 gemm: ?")
     mem = next((l.split()[1] for l in Path("/proc/meminfo").read_text().splitlines()
                 if l.startswith("MemTotal:")), "0")
     return cpu, os.cpu_count(), int(mem) / 2**20, blas
@@ -1447,7 +1450,7 @@ def bench(args):
     log("")
     log(table)
     log("\n" + "\n".join(gm_lines))
-    cpu, cores, mem_gib, blas = machine_info(quilt)
+    cpu, cores, mem_gib, blas = machine_info(quilt, int8=quantized)
     minutes = (time.time() - started) / 60
     only = f" --only {args.only}" if args.only else ""
     command = (f"tools/zoo.py bench{family_arg}{only} --backends \"{args.backends}\" --threads {args.threads} "
