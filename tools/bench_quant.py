@@ -5,7 +5,8 @@ usage: .venv/bin/python tools/bench_quant.py [--threads N] [--rounds N] [--calls
 One-node models built here (shapes of BERT-base and ResNet-50 layers): MatMulInteger and
 QLinearMatMul (128 x 768 x 3072, constant weights), the float32 MatMul of the same shape,
 ConvInteger / QLinearConv / float32 Conv (64 -> 64 channels, 3x3, 56x56), QLinearConv of
-MobileNet / ResNet shapes (pointwise, depthwise, strided), QuantizeLinear and
+MobileNet / ResNet shapes (pointwise, depthwise, strided), 4-bit MatMulNBits with one row of A
+(an LLM's decoding step; accuracy_level 4 and 0), QuantizeLinear and
 DequantizeLinear on 16 MiB (per tensor and per axis) and DynamicQuantizeLinear. Each round times
 --calls runs of one runtime; rounds alternate between the runtimes so a noisy neighbour hits
 both alike (onnxruntime's threads do not spin between runs, so they leave the cores to Quilt's
@@ -29,10 +30,11 @@ import quilt.onnxruntime as qort
 RNG = np.random.default_rng(0)
 
 
-def model(nodes, inputs, outputs, inits, opset=21):
+def model(nodes, inputs, outputs, inits, opset=21, ms_opset=False):
     g = helper.make_graph(nodes, "bench", inputs, outputs,
                           [numpy_helper.from_array(v, k) for k, v in inits.items()])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]
+                          + ([helper.make_opsetid("com.microsoft", 1)] if ms_opset else []))
     m.ir_version = 10
     return m.SerializeToString()
 
@@ -95,6 +97,17 @@ def cases():
         [helper.make_node("Conv", ["x", "w"], ["y"], **conv)],
         [vi("x", TensorProto.FLOAT, [1, 64, 56, 56])], [vi("y", TensorProto.FLOAT, [1, 64, 56, 56])],
         {"w": f(64, 64, 3, 3)}), {"x": f(1, 64, 56, 56)}, 0)
+    # MatMulNBits (4-bit, blocks of 32) as an LLM decodes: one row of A, GPT-2's MLP shape;
+    # accuracy_level 4 lets both runtimes quantize A to int8, 0 keeps it float32.
+    k, n = 768, 3072  # (the conv loop above reuses k)
+    for level in (4, 0):
+        blocks = RNG.integers(0, 256, (n, k // 32, 16), dtype=np.uint8)
+        yield (f"MatMulNBits 4-bit 1x{k}x{n} accuracy_level {level}", model(
+            [helper.make_node("MatMulNBits", ["a", "b", "s"], ["y"], domain="com.microsoft", K=k,
+                              N=n, bits=4, block_size=32, accuracy_level=level)],
+            [vi("a", TensorProto.FLOAT, [1, k])], [vi("y", TensorProto.FLOAT, [1, n])],
+            {"b": blocks, "s": RNG.uniform(0.01, 0.05, n * (k // 32)).astype(np.float32)},
+            ms_opset=True), {"a": f(1, k)}, 0)
     count = 4 << 20  # 16 MiB of float32
     xf = f(64, count // 64)
     yield ("QuantizeLinear f32->u8 per tensor 16MiB", model(

@@ -2,14 +2,20 @@
 """The zoo: the classic models and the small ones; export them offline, run them with Quilt,
 compare with onnxruntime.
 
-    tools/zoo.py export [--only NAME,...] [--family classic|small] [--opset N]
-    tools/zoo.py check  [--only NAME,...] [--family classic|small] [--backends "cpu;opencl,cpu"] [--iterations N]
-    tools/zoo.py bench  [--only NAME,...] [--family classic|small] [--backends "cpu"] [--threads 2] [--iterations N] [--rounds R]
+    tools/zoo.py export   [--only NAME,...] [--family classic|small|quantized] [--opset N]
+    tools/zoo.py quantize [--only NAME,...]
+    tools/zoo.py check    [--only NAME,...] [--family classic|small|quantized] [--backends "cpu;opencl,cpu"] [--iterations N]
+    tools/zoo.py bench    [--only NAME,...] [--family classic|small|quantized] [--backends "cpu"] [--threads 2] [--iterations N] [--rounds R]
     tools/zoo.py list
 
 The small family (tools/zoo_small.py: a streaming VAD, an OCR-style classifier, an MLP, a
 keyword-spotting net) is written out with onnx.helper and needs no torch; its benchmark goes to
 docs/BENCHMARKS-small.md and the README's small-models table.
+
+The quantized family (`quantize`: dynamic, QDQ and QOperator int8 variants of ResNet-50,
+MobileNetV3, BERT, GPT-2 and YOLOv5s, and a 4-bit MatMulNBits GPT-2, written from the exported
+fp32 files by onnxruntime's quantizer) is checked by quantization steps (compare_quantized) and
+benchmarked into docs/BENCHMARKS-quantized.md and the README's quantized-models table.
 
 `export` builds each model with random weights from a fixed seed (nothing comes from a model hub),
 exports it to ONNX in $QUILT_ZOO_DIR (default ~/.cache/quilt/zoo) with torch.onnx.export's
@@ -381,11 +387,263 @@ MODELS = {
     "mlp": (SMALL_MODELS["mlp"], [("x", (1, 256), "given")], ["logits"]),
     "kws": (SMALL_MODELS["kws"], [("x", (1, 1, 49, 10), "given")], ["probs"]),
 }
-FAMILIES = ("classic", "small")
+FAMILIES = ("classic", "small", "quantized")
+DEFAULT_FAMILIES = ("classic", "small")  # what export and check take without --family
+
+
+# ---------------------------------------------------------------- quantized family ----
+# Variants of five classic models written by onnxruntime's own quantizer (`tools/zoo.py quantize`,
+# from the exported fp32 `<model>.onnx`): `<model>-int8-dynamic` (quantize_dynamic),
+# `<model>-int8-qdq` and `<model>-int8-qop` (quantize_static, QDQ and QOperator formats,
+# calibrated on generated inputs), and `gpt2-int4` (MatMulNBitsQuantizer). Each takes the inputs
+# of its fp32 model, copied to `<name>.inputs/`.
+QUANT_SOURCES = ("resnet50", "mobilenet_v3_large", "bert_base", "gpt2", "yolov5s")
+QUANT_VARIANTS = ("int8-dynamic", "int8-qdq", "int8-qop")
+QUANT_MODELS = {f"{source}-{variant}": (source, variant)
+                for source in QUANT_SOURCES for variant in QUANT_VARIANTS}
+QUANT_MODELS["gpt2-int4"] = ("gpt2", "int4")
+for _name, (_source, _variant) in QUANT_MODELS.items():
+    MODELS[_name] = (None, MODELS[_source][1], MODELS[_source][2])
+CALIBRATION_SAMPLES = 4  # generated inputs per static quantization (seeds 1..4)
+INT4_BLOCK_SIZE = 32
 
 
 def family(name):
+    if name in QUANT_MODELS:
+        return "quantized"
     return "small" if name in SMALL_MODELS else "classic"
+
+
+def calibration_inputs(specs, count=CALIBRATION_SAMPLES):
+    """Generated calibration inputs, like make_inputs but from seeds 1..count (the checked input,
+    seed 0, is not among them): images ~ N(0, 1), token ids uniform, attention masks all ones."""
+    samples = []
+    for seed in range(1, count + 1):
+        values = {}
+        for name, shape, kind in specs:
+            rng = np.random.default_rng(seed)
+            if kind == "image":
+                values[name] = rng.standard_normal(shape, dtype=np.float32)
+            elif kind == "ones":
+                values[name] = np.ones(shape, dtype=np.int64)
+            else:
+                values[name] = rng.integers(0, kind, size=shape, dtype=np.int64)
+        samples.append(values)
+    return samples
+
+
+def gemm_as_matmul(model):
+    """Rewrites each Gemm with a constant B, alpha = beta = 1 and no transposed A into MatMul (B
+    transposed into a new initializer when transB) and an Add of C; returns how many. The dynamo
+    exporter writes GPT-2's Conv1D layers as Gemm, which MatMulNBitsQuantizer does not quantize
+    (it takes MatMul): MatMul + Add is the graph other exporters write for them."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    inits = {t.name: t for t in model.graph.initializer}
+    nodes, count = [], 0
+    for node in model.graph.node:
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        if (node.op_type != "Gemm" or node.input[1] not in inits or attrs.get("transA", 0)
+                or attrs.get("alpha", 1.0) != 1.0 or attrs.get("beta", 1.0) != 1.0):
+            nodes.append(node)
+            continue
+        weight = node.input[1]
+        if attrs.get("transB", 0):
+            t = numpy_helper.from_array(numpy_helper.to_array(inits[weight]).T.copy(), weight + "_t")
+            model.graph.initializer.append(t)
+            weight = t.name
+        has_bias = len(node.input) > 2 and node.input[2]
+        product = node.output[0] + "_matmul" if has_bias else node.output[0]
+        nodes.append(helper.make_node("MatMul", [node.input[0], weight], [product], name=node.name))
+        if has_bias:
+            nodes.append(helper.make_node("Add", [product, node.input[2]], [node.output[0]],
+                                          name=node.name + "_bias"))
+        count += 1
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    used = {i for n in model.graph.node for i in n.input}
+    kept = [t for t in model.graph.initializer if t.name in used]
+    del model.graph.initializer[:]
+    model.graph.initializer.extend(kept)
+    onnx.checker.check_model(model)
+    return count
+
+
+def quantize_file(source, target, variant, specs):
+    """Writes `target` from the fp32 `source` with onnxruntime's quantizer; returns a description
+    of what was called."""
+    import onnx
+    from onnxruntime import quantization as q
+
+    with tempfile.TemporaryDirectory(prefix="quilt-zoo-quant-") as tmp:
+        model = onnx.load(str(source))
+        # quantize_static quantizes Gemm (QGemm, or Q/DQ around it) and quantize_dynamic turns it
+        # into MatMul itself; MatMulNBitsQuantizer takes MatMul only.
+        rewritten = gemm_as_matmul(model) if variant == "int4" else 0
+        if rewritten:  # quantize the MatMul form (see gemm_as_matmul)
+            source = Path(tmp) / "source.onnx"
+            onnx.save(model, str(source))
+        del model
+        how = _quantize_file(source, target, variant, specs)
+    return how + (f"; {rewritten} Gemm written as MatMul + Add first" if rewritten else "")
+
+
+def _quantize_file(source, target, variant, specs):
+    import onnx
+    from onnxruntime import quantization as q
+
+    if variant == "int8-dynamic":
+        q.quantize_dynamic(str(source), str(target))
+        return "quantize_dynamic (defaults: int8 weights, DynamicQuantizeLinear activations)"
+    if variant in ("int8-qdq", "int8-qop"):
+        class Reader(q.CalibrationDataReader):
+            def __init__(self):
+                self.samples = iter(calibration_inputs(specs))
+
+            def get_next(self):
+                return next(self.samples, None)
+
+        fmt = q.QuantFormat.QDQ if variant == "int8-qdq" else q.QuantFormat.QOperator
+        with tempfile.TemporaryDirectory(prefix="quilt-zoo-calib-") as tmp:
+            cwd = os.getcwd()
+            os.chdir(tmp)  # the calibrator writes its augmented model into the working directory
+            try:
+                q.quantize_static(str(source), str(target), Reader(), quant_format=fmt)
+            finally:
+                os.chdir(cwd)
+        return (f"quantize_static (quant_format={fmt.name}, MinMax calibration on "
+                f"{CALIBRATION_SAMPLES} generated inputs, int8 activations and weights)")
+    if variant == "int4":
+        from onnxruntime.quantization.matmul_nbits_quantizer import (
+            DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer)
+
+        config = DefaultWeightOnlyQuantConfig(block_size=INT4_BLOCK_SIZE, is_symmetric=True,
+                                              quant_format=q.QuantFormat.QOperator)
+        quantizer = MatMulNBitsQuantizer(onnx.load(str(source)), algo_config=config)
+        quantizer.process()
+        onnx.save(quantizer.model.model, str(target))
+        return (f"MatMulNBitsQuantizer (4-bit, block {INT4_BLOCK_SIZE}, symmetric, "
+                "accuracy_level unset: fp32 products)")
+    raise ValueError(f"unknown quantized variant {variant!r}")
+
+
+def quantize(args):
+    """`tools/zoo.py quantize`: the quantized family from the exported fp32 models."""
+    return quantize_models(select(args.only, "quantized"))
+
+
+def quantize_models(names):
+    import logging
+    import shutil
+
+    import onnx
+
+    logging.disable(logging.WARNING)  # the quantizers' per-node messages and pre-processing advice
+    out = zoo_dir()
+    failures = 0
+    for name in names:
+        source_name, variant = QUANT_MODELS[name]
+        source, target = out / f"{source_name}.onnx", out / f"{name}.onnx"
+        if not source.exists():
+            failures += 1
+            log(f"{target.name:<40} FAILED: {source} missing: tools/zoo.py export --only {source_name}")
+            continue
+        t0 = time.perf_counter()
+        try:
+            how = quantize_file(source, target, variant, MODELS[source_name][1])
+            onnx.checker.check_model(str(target))
+        except Exception as e:  # report and go on with the other variants
+            failures += 1
+            log(f"{target.name:<40} FAILED: {_first_line(e)}")
+            continue
+        inputs_dir = out / f"{name}.inputs"
+        inputs_dir.mkdir(exist_ok=True)
+        for f in (out / f"{source_name}.inputs").glob("*.npy"):
+            shutil.copyfile(f, inputs_dir / f.name)
+        ops = {}
+        for node in onnx.load(str(target), load_external_data=False).graph.node:
+            if any(k in node.op_type.lower() for k in ("integer", "qlinear", "quantize", "nbits", "qgemm")):
+                ops[node.op_type] = ops.get(node.op_type, 0) + 1
+        log(f"{target.name:<40} {target.stat().st_size / 2**20:6.1f} MiB  "
+            f"{time.perf_counter() - t0:5.1f} s  checker ok  {how}; "
+            + ", ".join(f"{v} {k}" for k, v in sorted(ops.items(), key=lambda kv: -kv[1])))
+    return 1 if failures else 0
+
+
+def quantization_step(path):
+    """The quantization step of a quantized model's output: the scale of the DequantizeLinear that
+    writes a graph output, else max|reference| / 127 is used (see compare_quantized)."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(path), load_external_data=False)
+    outputs = {o.name for o in model.graph.output}
+    inits = {t.name: t for t in model.graph.initializer}
+    steps = {}
+    for node in model.graph.node:
+        if node.op_type == "DequantizeLinear" and node.output[0] in outputs and node.input[1] in inits:
+            steps[node.output[0]] = float(np.max(numpy_helper.to_array(inits[node.input[1]])))
+    return steps
+
+
+# Tolerance of check --family quantized (docs/ZOO.md says why): an output passes when every
+# element is within QUANT_STEPS steps of the output's quantization (its scale, or max|ref| / 127
+# where the output is not dequantized from int8) and the cosine is at least QUANT_MIN_COSINE.
+QUANT_STEPS = 4
+QUANT_MIN_COSINE = 0.999
+QUANT_NOISE = 1e-3  # within_quantization_noise's margin in cosine
+
+
+def _cosine(a, b):
+    a, b = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
+    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
+    return float(np.dot(a, b) / (na * nb)) if na and nb else float(na == nb)
+
+
+def as_close_to_float(actual, reference, fp32):
+    """(ok, cosine of actual to fp32, cosine of reference to fp32): ok when actual (Quilt's
+    quantized output) is as close to the float model's output fp32 as reference (onnxruntime's
+    quantized output) is, to QUANT_NOISE."""
+    quilt_cos, ort_cos = _cosine(actual, fp32), _cosine(reference, fp32)
+    return quilt_cos >= ort_cos - QUANT_NOISE, quilt_cos, ort_cos
+
+
+def within_quantization_noise(name, outputs, reference, float_refs, input_files):
+    """For a quantized model beyond QUANT_STEPS: whether Quilt's output is as close to the fp32
+    model's (onnxruntime's run of the source model, cached in float_refs) as onnxruntime's
+    quantized output is, to QUANT_NOISE in cosine. Both then carry the model's quantization noise,
+    one rounding tie apart (docs/ZOO.md); a wrong kernel moves Quilt away from the float model.
+    Returns (ok, note)."""
+    source = QUANT_MODELS[name][0]
+    if source not in float_refs:
+        inputs = {k: np.load(v) for k, v in input_files.items()}
+        float_refs[source] = run_ort(zoo_dir() / f"{source}.onnx", inputs, 1)[0]
+    ok, notes = True, []
+    for out_name, ref in reference.items():
+        fp32 = float_refs[source].get(out_name, next(iter(float_refs[source].values())))
+        if out_name not in outputs or fp32.shape != ref.shape:
+            return False, f"{out_name}: no fp32 output of that shape to compare with"
+        good, quilt_cos, ort_cos = as_close_to_float(outputs[out_name], ref, fp32)
+        ok &= good
+        notes.append(f"{out_name}: cosine to the fp32 model Quilt {quilt_cos:.5f}, ORT {ort_cos:.5f}")
+    return ok, "; ".join(notes)
+
+
+def compare_quantized(actual, reference, step=None):
+    """compare() for quantized models: (ok, max_abs_diff, cosine, why), allclose with atol =
+    QUANT_STEPS quantization steps and no rtol, cosine >= QUANT_MIN_COSINE."""
+    reference = np.asarray(reference)
+    if step is None and reference.size and np.issubdtype(reference.dtype, np.floating):
+        step = float(np.abs(reference).max()) / 127
+    scale = float(np.abs(reference).max()) if reference.size else 0.0
+    atol_scale = QUANT_STEPS * step / scale if step and scale else 0.0
+    ok, max_diff, cosine, why = compare(actual, reference, atol_scale=atol_scale, rtol=0.0,
+                                        min_cosine=QUANT_MIN_COSINE)
+    if step and why:
+        why += f" (step {step:.3g}: max diff {max_diff / step:.1f} steps)"
+    return ok, max_diff, cosine, why
+
 
 
 def make_inputs(specs):
@@ -425,16 +683,17 @@ def model_files(directory, name):
     """The files of model `name` to check: `<name>.onnx`, `<name>-op17.onnx`, then any other
     `<name>-opN.onnx` (from `export --opset N`); the first two whether they exist or not. A small
     model has one file, at the opset its exporter style uses."""
-    if family(name) == "small":
+    if family(name) in ("small", "quantized"):
         return [directory / f"{name}.onnx"]
     files = [directory / f"{name}.onnx", directory / f"{name}-op{EXTRA_OPSET}.onnx"]
     return files + sorted(set(directory.glob(f"{name}-op*.onnx")) - set(files))
 
 
 def select(only, family_name=None):
-    """The models --only names, else every model of --family (every model without one)."""
+    """The models --only names, else every model of --family (without one: the classic and the
+    small families)."""
     if not only:
-        return [n for n in MODELS if family_name in (None, family(n))]
+        return [n for n in MODELS if family(n) in ((family_name,) if family_name else DEFAULT_FAMILIES)]
     names = [n.strip() for n in only.split(",") if n.strip()]
     unknown = [n for n in names if n not in MODELS]
     if unknown:
@@ -534,9 +793,11 @@ def export(args):
         return export_fp16(names)
     small = [n for n in names if family(n) == "small"]
     classic = [n for n in names if family(n) == "classic"]
+    quantized = [n for n in names if family(n) == "quantized"]
     if small:
         export_small(small)
-    return export_classic(args, classic) if classic else 0
+    status = export_classic(args, classic) if classic else 0
+    return max(status, quantize_models(quantized)) if quantized else status
 
 
 def export_fp16(names):
@@ -788,7 +1049,7 @@ def check(args):
     reduced = args.precision != "fp32" or fp16
     header = ["model", "opset", "backend", "status", "max abs diff", "max abs ref", "cosine",
               *(["argmax agree"] if reduced else []), "quilt ms", "ort ms", "note"]
-    rows, bad = [], 0
+    rows, bad, float_refs = [], 0, {}
     for name in select(args.only, args.family):
         specs = MODELS[name][1]
         suffix = "-fp16" if fp16 else ""
@@ -814,6 +1075,7 @@ def check(args):
                              f"byte-identical to {digests[digest]}: not run again"])
                 continue
             digests[digest] = path.name
+            steps = quantization_step(path) if family(name) == "quantized" else None
             try:
                 reference, ort_ms = run_ort(path, inputs, args.iterations)
             except Exception as e:
@@ -845,15 +1107,22 @@ def check(args):
                                                                  ref.astype(np.float32))
                         if agree is not None:
                             min_agree = agree if min_agree is None else min(min_agree, agree)
+                    elif steps is not None:
+                        good, d, c, why = compare_quantized(outputs[out_name], ref, steps.get(out_name))
                     else:
                         good, d, c, why = compare(outputs[out_name], ref)
                     ok &= good
                     max_diff, min_cos = max(max_diff, d), min(min_cos, c)
                     if why:
                         notes.append(f"{out_name}: {why}")
-                bad += 0 if ok else 1
+                status = "ok" if ok else "MISMATCH"
+                if not ok and steps is not None and not reduced:
+                    noise, why = within_quantization_noise(name, outputs, reference, float_refs,
+                                                           input_files)
+                    status, notes = ("ok (noise)" if noise else status), notes + [why]
+                bad += 0 if status.startswith("ok") else 1
                 agree_cell = [("" if min_agree is None else f"{min_agree:.4f}")] if reduced else []
-                rows.append([label, opset, backend, "ok" if ok else "MISMATCH", f"{max_diff:.3g}",
+                rows.append([label, opset, backend, status, f"{max_diff:.3g}",
                              f"{scale:.3g}", f"{min_cos:.7f}", *agree_cell, q_ms, _fmt(ort_ms, "ms"),
                              "; ".join(notes)])
                 log(f"  {label} {backend}: {rows[-1][3]} max diff {max_diff:.3g} cosine {min_cos:.7f} "
@@ -863,7 +1132,7 @@ def check(args):
         rows = [r if len(r) == len(header) else r[:7] + [""] + r[7:] for r in rows]
     log(format_table(header, rows))
     counts = {s: sum(r[3] == s for r in rows)
-              for s in ("ok", "MISMATCH", "FAIL", "MISSING", "skipped", "same")}
+              for s in ("ok", "ok (noise)", "MISMATCH", "FAIL", "MISSING", "skipped", "same")}
     log("\ncheck: " + ", ".join(f"{v} {k.lower()}" for k, v in counts.items())
         + f"  (threads {THREADS}; times: ORT median of {args.iterations} runs after a warm-up, "
         f"Quilt's median of {args.iterations + 1} runs)")
@@ -878,6 +1147,23 @@ README_SECTION = "benchmarks-table"
 # The small family's benchmark: its own page and README table, no chart (no matplotlib needed).
 BENCHMARKS_SMALL_MD = ROOT / "docs" / "BENCHMARKS-small.md"
 README_SMALL_SECTION = "benchmarks-small-table"
+# The quantized family's benchmark: its own page and README table, no chart.
+BENCHMARKS_QUANT_MD = ROOT / "docs" / "BENCHMARKS-quantized.md"
+README_QUANT_SECTION = "benchmarks-quantized-table"
+
+
+def quantized_bench_text():
+    """(models_text, chart, reproduce, title, rewrites) of the quantized family's benchmark page."""
+    import onnxruntime
+
+    return (f"the quantized family, written from the default-opset fp32 files by onnxruntime "
+            f"{onnxruntime.__version__}'s quantizer (`tools/zoo.py quantize`, docs/ZOO.md), with "
+            "the fp32 models' inputs",
+            "",
+            "tools/zoo.py export --only resnet50,mobilenet_v3_large,bert_base,gpt2,yolov5s\n"
+            "tools/zoo.py quantize     # the quantized family into $QUILT_ZOO_DIR",
+            "Benchmarks of the quantized models: Quilt and onnxruntime side by side",
+            "this file and the README's quantized-models benchmark table")
 GENERATED_NOTE = ("<!-- Generated by `tools/zoo.py bench`: never edit it by hand, re-run it "
                   "(docs/ZOO.md). -->")
 
@@ -1001,7 +1287,7 @@ def bench_table(results, backend_lists):
     return header, rows, {b: geometric_mean(v) for b, v in ratios.items()}
 
 
-def machine_info(quilt):
+def machine_info(quilt, int8=False):
     cpu = "unknown"
     for line in Path("/proc/cpuinfo").read_text().splitlines():
         if line.startswith("model name"):
@@ -1009,6 +1295,9 @@ def machine_info(quilt):
             break
     devices = subprocess.run([quilt, "devices"], capture_output=True, text=True).stdout
     blas = next((l.strip() for l in devices.splitlines() if l.strip().startswith("blas:")), "blas: ?")
+    if int8:  # the integer kernels' instruction set, for the quantized family
+        blas += "`, `" + next((l.strip() for l in devices.splitlines()
+                               if l.strip().startswith("int8 gemm:")), "int8 gemm: ?")
     mem = next((l.split()[1] for l in Path("/proc/meminfo").read_text().splitlines()
                 if l.startswith("MemTotal:")), "0")
     return cpu, os.cpu_count(), int(mem) / 2**20, blas
@@ -1089,8 +1378,11 @@ def update_readme(readme=README, benchmarks=BENCHMARKS_MD, name=README_SECTION,
 def bench(args):
     quilt = args.quilt or os.environ.get("QUILT_BIN") or str(ROOT / "build" / "quilt")
     small = args.family == "small"
-    page, section = (BENCHMARKS_SMALL_MD, README_SMALL_SECTION) if small else (BENCHMARKS_MD, README_SECTION)
-    family_arg = " --family small" if small else ""
+    quantized = args.family == "quantized"
+    page, section = {"small": (BENCHMARKS_SMALL_MD, README_SMALL_SECTION),
+                     "quantized": (BENCHMARKS_QUANT_MD, README_QUANT_SECTION)}.get(
+                         args.family, (BENCHMARKS_MD, README_SECTION))
+    family_arg = f" --family {args.family}" if args.family != "classic" else ""
     if args.update_readme:
         update_readme(benchmarks=page, name=section, command=f"tools/zoo.py bench{family_arg}")
         log(f"zoo: filled README.md's {section} section from {page.relative_to(ROOT)}")
@@ -1158,7 +1450,7 @@ def bench(args):
     log("")
     log(table)
     log("\n" + "\n".join(gm_lines))
-    cpu, cores, mem_gib, blas = machine_info(quilt)
+    cpu, cores, mem_gib, blas = machine_info(quilt, int8=quantized)
     minutes = (time.time() - started) / 60
     only = f" --only {args.only}" if args.only else ""
     command = (f"tools/zoo.py bench{family_arg}{only} --backends \"{args.backends}\" --threads {args.threads} "
@@ -1170,7 +1462,9 @@ def bench(args):
                   f"typical case and by up to {100 * max(spreads):.0f} %")
     else:
         spread = "Run with --rounds 2 or more to see how much the rounds differ"
-    if small:
+    if quantized:
+        models_text, chart, reproduce, title, rewrites = quantized_bench_text()
+    elif small:
         models_text = ("the small family, written out with onnx.helper by tools/zoo_small.py (random "
                        "weights, seed 0), from `tools/zoo.py export --family small`, with their inputs "
                        "`<model>.inputs/*.npy`")
@@ -1236,7 +1530,7 @@ only refills the README's table from this file.
 """
     page.write_text(doc)
     written = [str(page.relative_to(ROOT))]
-    if not small:
+    if not small and not quantized:
         write_chart(results, backend_lists, geomeans, args.threads, BENCHMARKS_PNG)
         written.append(str(BENCHMARKS_PNG.relative_to(ROOT)))
     update_readme(benchmarks=page, name=section, command=f"tools/zoo.py bench{family_arg}")
@@ -1293,6 +1587,9 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=THREADS)
     p.add_argument("--iterations", type=int, default=10)
     p.add_argument("--warmup", type=int, default=2)
+    p = sub.add_parser("quantize", help="write the quantized family with onnxruntime's quantizer")
+    p.add_argument("--only", help="comma-separated quantized model names (default: all)")
+    p.add_argument("--family", default="quantized", help=argparse.SUPPRESS)
     sub.add_parser("list", help="list the models")
     args = parser.parse_args(argv)
     if args.command == "ort-bench":
@@ -1305,7 +1602,7 @@ def main(argv=None):
     classic = any(family(n) == "classic" for n in select(args.only, args.family))
     fp16_export = args.command == "export" and args.precision == "fp16"
     ensure_environment(need_torch=args.command in ("export", "bench") and classic and not fp16_export)
-    return {"export": export, "check": check, "bench": bench}[args.command](args)
+    return {"export": export, "check": check, "bench": bench, "quantize": quantize}[args.command](args)
 
 
 if __name__ == "__main__":

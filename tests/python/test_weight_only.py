@@ -91,3 +91,115 @@ def test_int4_input_from_an_ml_dtypes_array():
     q = np.array([0, 1, 7, 8, 9, 14, 15], ml_dtypes.uint4)
     y = quilt.Session(blob).run({"q": q, "s": np.array(0.5, np.float32)})["y"]
     np.testing.assert_array_equal(y, q.astype(np.float32) * 0.5)
+
+
+# ---- accuracy_level 4: A quantized to int8 per block (gemv_4bit_int8, AVX512-VNNI)
+def _pack4(codes):
+    """uint8 codes [rows, even count] -> bytes, the even code in the low nibble."""
+    return (codes[:, 0::2] | (codes[:, 1::2] << 4)).astype(np.uint8)
+
+
+def nbits_int8_case(rows, k, n, block, zp, bias, seed):
+    """A MatMulNBits node with accuracy_level 4 and its inputs; returns (blob, a, spec_int8,
+    spec_fp32): the product with A's blocks quantized to int8 (scale max|a| / 127 in float32,
+    codes rounded half to even, int64 sums: what onnxruntime's CompInt8 computes) and the
+    product of float32 A with the dequantized weights, both in float64."""
+    rng = np.random.default_rng(seed)
+    kb = -(-k // block)
+    codes = rng.integers(0, 16, (n, kb * block), dtype=np.uint8)
+    codes[:, k:] = 0
+    scales = rng.uniform(0.01, 0.05, n * kb).astype(np.float32)
+    inits = {"b": _pack4(codes).reshape(n, kb, block // 2), "scales": scales}
+    zero = np.full((n, kb), 8.0)
+    if zp == "packed":
+        z = rng.integers(0, 16, (n, kb + kb % 2), dtype=np.uint8)
+        inits["zp"] = _pack4(z).reshape(-1)
+        zero = z[:, :kb].astype(np.float64)
+    elif zp == "float":
+        inits["zp"] = rng.uniform(0, 15, n * kb).astype(np.float32)
+        zero = inits["zp"].reshape(n, kb).astype(np.float64)
+    names = ["a", "b", "scales", "zp" if zp != "none" else ""]
+    if bias:
+        inits["bias"] = rng.standard_normal(n).astype(np.float32)
+        names += ["", "bias"]
+    node = helper.make_node("MatMulNBits", names, ["y"], domain="com.microsoft", K=k, N=n, bits=4,
+                            block_size=block, accuracy_level=4)
+    graph = helper.make_graph(
+        [node], "nbits_int8", [helper.make_tensor_value_info("a", TensorProto.FLOAT, [rows, k])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(v, x) for x, v in inits.items()])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
+                                                helper.make_opsetid("com.microsoft", 1)])
+    m.ir_version = 10
+    a = rng.standard_normal((rows, k)).astype(np.float32)
+    a[0, :min(k, block)] = 0.0  # an all-zero block of A: scale 0
+    sb = scales.reshape(n, kb).astype(np.float64)
+    spec_int8 = np.zeros((rows, n))
+    for r in range(rows):
+        for blk in range(kb):
+            x = a[r, blk * block:min(k, (blk + 1) * block)]
+            amax = np.float32(np.abs(x).max())
+            inverse = np.float32(127) / amax if amax > 0 else np.float32(0)
+            qa = np.clip(np.rint(x * inverse), -127, 127).astype(np.int64)
+            c = codes[:, blk * block:blk * block + x.size].astype(np.int64)
+            spec_int8[r] += float(amax / np.float32(127)) * sb[:, blk] * (c @ qa - zero[:, blk] * qa.sum())
+    w = (codes[:, :k] - np.repeat(zero, block, 1)[:, :k]) * np.repeat(sb, block, 1)[:, :k]
+    spec_fp32 = a.astype(np.float64) @ w.T
+    if bias:
+        spec_int8 += inits["bias"]
+        spec_fp32 += inits["bias"]
+    return m.SerializeToString(), a, spec_int8, spec_fp32
+
+
+def run_with_env(blob, a, tmp_path, **env):
+    """Runs the model on Quilt in a child process with the environment variables env (the
+    kernel paths are chosen once per process)."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "m.onnx").write_bytes(blob)
+    np.save(tmp_path / "a.npy", a)
+    code = ("import numpy as np, quilt, sys; d = sys.argv[1]; "
+            "s = quilt.Session(open(d + '/m.onnx', 'rb').read()); "
+            "np.save(d + '/y.npy', s.run({'a': np.load(d + '/a.npy')})['y'])")
+    subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True,
+                   env={**os.environ, **env})
+    return np.load(tmp_path / "y.npy")
+
+
+def cpu_has_vnni():
+    with open("/proc/cpuinfo") as f:
+        return "avx512_vnni" in f.read()
+
+
+NBITS_INT8_CASES = [  # rows, K, N, block, zero points, bias: every layout and tail of the kernel
+    (1, 768, 2304, 32, "none", False),   # GPT-2's QKV projection, a token at a time
+    (1, 96, 37, 32, "packed", True),     # 3 blocks of 32: a pair and a last one; N % 4 = 1
+    (2, 100, 18, 16, "float", False),    # blocks of 16, K not a multiple of the block
+    (3, 200, 33, 64, "packed", True),    # blocks of 64, K's last block short
+    (4, 256, 16, 128, "none", False),    # blocks of 128
+]
+
+
+@pytest.mark.parametrize("rows,k,n,block,zp,bias", NBITS_INT8_CASES)
+def test_nbits_accuracy_level_4_int8_a(rows, k, n, block, zp, bias, tmp_path):
+    blob, a, spec_int8, spec_fp32 = nbits_int8_case(rows, k, n, block, zp, bias, seed=k + n)
+    scale = np.abs(spec_int8).max()
+    # onnxruntime quantizes A the same way: its result is the int8 spec to float32 rounding;
+    # with float zero points it keeps the product in float32, and so does Quilt.
+    spec = spec_fp32 if zp == "float" else spec_int8
+    want = ort.InferenceSession(blob, providers=["CPUExecutionProvider"]).run(None, {"a": a})[0]
+    np.testing.assert_allclose(want, spec, rtol=0, atol=2e-6 * scale)
+    # The two differ by A's quantization: far more than float32 rounding, so the checks below
+    # tell the paths apart.
+    assert np.abs(spec_int8 - spec_fp32).max() > 1e-4 * scale
+    if cpu_has_vnni():
+        got = run_with_env(blob, a, tmp_path, QUILT_CPU_ISA="avx512vnni")
+        np.testing.assert_allclose(got, spec, rtol=0, atol=2e-6 * scale)
+    # Without VNNI (forced here) the product stays float32: accuracy_level is a minimum.
+    got = run_with_env(blob, a, tmp_path, QUILT_CPU_ISA="avx2")
+    np.testing.assert_allclose(got, spec_fp32, rtol=0, atol=2e-6 * scale)
+    # More rows than the decoding path takes: the float32 GEMM over the dequantized weights.
+    got = run_with_env(blob, a, tmp_path, QUILT_NBITS_GEMV="0")
+    np.testing.assert_allclose(got, spec_fp32, rtol=0, atol=2e-6 * scale)

@@ -109,6 +109,12 @@ class HelpersTest(unittest.TestCase):
         self.assertEqual(len(zoo.select(None, "classic")), 11)
         self.assertEqual(zoo.select(None, "small"), ["vad", "ocr_cls", "mlp", "kws"])
         self.assertEqual(zoo.select("kws", "small"), ["kws"])
+        quantized = zoo.select(None, "quantized")  # not in the default selection
+        self.assertEqual(len(quantized), 16)
+        self.assertIn("gpt2-int4", quantized)
+        self.assertIn("yolov5s-int8-qop", quantized)
+        self.assertFalse(set(quantized) & set(zoo.select(None)))
+        self.assertEqual(zoo.family("bert_base-int8-dynamic"), "quantized")
         with self.assertRaises(SystemExit):
             zoo.select("nope")
         with self.assertRaises(SystemExit):  # not of the family asked for
@@ -181,6 +187,71 @@ class ReducedPrecisionTest(unittest.TestCase):
         ok, _, cosine, _, why = zoo.compare_reduced(-self.ref, self.ref)
         self.assertFalse(ok)
         self.assertIn("cosine", why)
+
+
+class QuantizedTest(unittest.TestCase):
+    def setUp(self):
+        self.ref = np.random.default_rng(2).standard_normal((2, 500)).astype(np.float32) * 4
+
+    def test_steps_of_the_output_pass_and_more_fail(self):
+        step = 0.05
+        near = self.ref.copy()
+        near[0, :50] += 3 * step  # three quantization steps on a tenth of the elements
+        ok, diff, _, why = zoo.compare_quantized(near, self.ref, step)
+        self.assertTrue(ok, why)
+        self.assertAlmostEqual(diff, 3 * step, places=5)
+        far = self.ref.copy()
+        far[1, 3] += 5 * step
+        ok, _, _, why = zoo.compare_quantized(far, self.ref, step)
+        self.assertFalse(ok)
+        self.assertIn("5.0 steps", why)
+
+    def test_step_defaults_to_an_int8_step_of_the_range(self):
+        scale = float(np.abs(self.ref).max())
+        moved = self.ref.copy()
+        moved[0, :10] += 3.5 * scale / 127
+        ok, _, _, why = zoo.compare_quantized(moved, self.ref)
+        self.assertTrue(ok, why)
+        moved[0, 0] += scale / 127
+        ok, _, _, _ = zoo.compare_quantized(moved, self.ref)
+        self.assertFalse(ok)
+
+    def test_as_close_to_float(self):
+        rng = np.random.default_rng(3)
+        fp32 = self.ref.astype(np.float64)
+        ort = fp32 + rng.standard_normal(fp32.shape) * 0.2  # onnxruntime's quantization noise
+        same_noise = fp32 + rng.standard_normal(fp32.shape) * 0.2  # another tie pattern
+        ok, quilt_cos, ort_cos = zoo.as_close_to_float(same_noise, ort, fp32)
+        self.assertTrue(ok, (quilt_cos, ort_cos))
+        wrong = fp32[:, ::-1] + rng.standard_normal(fp32.shape) * 0.2  # a wrong kernel
+        ok, quilt_cos, ort_cos = zoo.as_close_to_float(wrong, ort, fp32)
+        self.assertFalse(ok)
+        self.assertLess(quilt_cos, ort_cos)
+
+    def test_gemm_as_matmul_computes_the_same(self):
+        import onnx
+        import onnxruntime
+        from onnx import TensorProto, helper, numpy_helper
+
+        rng = np.random.default_rng(4)
+        w, b = rng.standard_normal((6, 5)).astype(np.float32), rng.standard_normal(5).astype(np.float32)
+        wt = rng.standard_normal((4, 5)).astype(np.float32)
+        graph = helper.make_graph(
+            [helper.make_node("Gemm", ["x", "w", "b"], ["h"], name="g1"),
+             helper.make_node("Gemm", ["h", "wt"], ["y"], name="g2", transB=1),
+             helper.make_node("Gemm", ["y", "y"], ["z"], name="kept", transB=1)],  # B not constant
+            "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 6])],
+            [helper.make_tensor_value_info("z", TensorProto.FLOAT, [3, 3])],
+            [numpy_helper.from_array(v, k) for k, v in {"w": w, "b": b, "wt": wt}.items()])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        x = rng.standard_normal((3, 6)).astype(np.float32)
+        run = lambda m: onnxruntime.InferenceSession(  # noqa: E731
+            m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+        want = run(model)
+        self.assertEqual(zoo.gemm_as_matmul(model), 2)
+        self.assertEqual([n.op_type for n in model.graph.node], ["MatMul", "Add", "MatMul", "Gemm"])
+        np.testing.assert_allclose(run(model), want, rtol=1e-5, atol=1e-5)
+        onnx.checker.check_model(model)
 
 
 if __name__ == "__main__":

@@ -8,11 +8,15 @@
 // dequantized and packed on the first such run, then kept: K * N * 4 more bytes of memory (8x
 // the 4-bit weights), paid only by models that run such products. 8-bit codes always take the
 // GEMM. Weights that are not constants are read on each run. float16 A, scales and bias run on
-// float32 copies (backends/cpu/widen.cpp). The product is computed in float32 whatever
-// accuracy_level says.
+// float32 copies (backends/cpu/widen.cpp). The product is computed in float32, except that with
+// accuracy_level 4 (the node allows A to be quantized to int8, onnxruntime's CompInt8) the
+// few-rows product runs on AVX512-VNNI where the CPU has it (gemv_4bit_int8): each block of A's
+// row quantized to int8, vpdpbusd against the codes. As in onnxruntime, float zero points keep
+// the product in float32.
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -23,6 +27,7 @@
 #include "backends/cpu/gemm_packed.hpp"
 #include "backends/cpu/kernel.hpp"
 #include "backends/cpu/kernels/quantization_common.hpp"
+#include "backends/cpu/qgemm.hpp"
 #include "core/ops/matmul_nbits.hpp"
 
 namespace quilt::cpu {
@@ -47,6 +52,8 @@ struct NBitsWeights {
   const uint8_t* codes = nullptr;  // N x k_blocks x blob bytes (in `held`, or the input's)
   std::vector<uint8_t> held;
   std::vector<float> scales, zeros;  // N x k_blocks
+  std::vector<float> zero_scales;    // N x k_blocks: zero point x scale (gemv_4bit_int8)
+  bool float_zeros = false;          // zero points given as floats
 };
 
 // Reads B, scales and zero_points; fails naming the node when one's type or size does not match
@@ -85,6 +92,9 @@ NBitsWeights read_nbits(const Node& node, const NBitsGeometry& g, const Tensor& 
         z = zp->data<float>()[n * kb + blk];
       }
     }
+  w.float_zeros = zp && !packed_zp;
+  w.zero_scales.resize(w.zeros.size());
+  for (size_t p = 0; p < w.zeros.size(); ++p) w.zero_scales[p] = w.zeros[p] * w.scales[p];
   return w;
 }
 
@@ -159,6 +169,181 @@ void gemv_4bit(const NBitsGeometry& g, const NBitsWeights& w, const float* a, in
   });
 }
 
+// A's rows quantized to int8 for gemv_4bit_int8, per block of K: scale = max|a| / 127, codes
+// round(a / scale) (half to even), zero beyond K. Laid out as the codes are unpacked: per
+// `step` (64, or 16 for blocks of 16) elements, the even ones then the odd ones.
+struct Int8Rows {
+  int64_t step = 64, padded = 0;  // padded: k_blocks * block codes per row, rounded up to step
+  std::vector<int8_t> codes;
+  std::vector<float> scales, sums;  // rows x k_blocks: the scale, and scale * sum of the codes
+};
+
+Int8Rows quantize_rows(const NBitsGeometry& g, const float* a, int64_t rows) {
+  const int64_t kb = g.k_blocks();
+  Int8Rows q;
+  q.step = g.block >= 32 ? 64 : 16;
+  q.padded = (kb * g.block + q.step - 1) / q.step * q.step;
+  q.codes.assign(static_cast<size_t>(rows * q.padded), 0);
+  q.scales.assign(static_cast<size_t>(rows * kb), 0.f);
+  q.sums.assign(static_cast<size_t>(rows * kb), 0.f);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t blk = 0; blk < kb; ++blk) {
+      const int64_t k0 = blk * g.block, count = std::min(g.block, g.k - k0);
+      const float* x = a + r * g.k + k0;
+      float amax = 0.f;
+      for (int64_t j = 0; j < count; ++j) amax = std::max(amax, std::fabs(x[j]));
+      const float scale = amax / 127.f, inverse = amax > 0.f ? 127.f / amax : 0.f;
+      int8_t* out = q.codes.data() + r * q.padded;
+      int32_t sum = 0;
+      for (int64_t j = 0; j < count; ++j) {
+        const auto v =
+            static_cast<int32_t>(std::clamp(std::nearbyint(x[j] * inverse), -127.f, 127.f));
+        const int64_t at = k0 + j;  // its place in the layout: by step, the even ones first
+        out[(at & ~(q.step - 1)) + (at & 1) * (q.step / 2) + ((at & (q.step - 1)) >> 1)] =
+            static_cast<int8_t>(v);
+        sum += v;
+      }
+      q.scales[static_cast<size_t>(r * kb + blk)] = scale;
+      q.sums[static_cast<size_t>(r * kb + blk)] = scale * static_cast<float>(sum);
+    }
+  return q;
+}
+
+// GCC 12's AVX-512 headers pass _mm512_undefined_*() through the unmasked intrinsics, which
+// -Wmaybe-uninitialized (and, for _mm512_reduce_add_ps's extracts, -Wuninitialized) reports once
+// inlined; nothing is read uninitialised (as in avx512.hpp).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+#define QUILT_NBITS_VNNI __attribute__((target("avx2,avx512f,avx512bw,avx512vl,avx512vnni")))
+
+// Columns n0 .. n0 + C - 1 of row r for gemv_4bit_int8: C columns at once, so that C chains of
+// multiply-adds run side by side and A's codes are loaded once for all of them. A step takes
+// 64 codes (32 bytes: two blocks of 32, or part of a larger block): their low nibbles (the even
+// elements) in the low half of a vector, their high nibbles in the high half, against A's
+// elements laid out the same way (Int8Rows); vpdpbusd's int32 lanes 0-3 and 8-11 then hold the
+// first block's sums and 4-7 and 12-15 the second's, scaled by a vector of the two blocks'
+// scales in that pattern. A last block of 32 that has no pair, and blocks of 16, take 128-bit
+// steps.
+template <int C>
+QUILT_NBITS_VNNI inline void gemv_int8_columns(const NBitsGeometry& g, const NBitsWeights& w,
+                                               const Int8Rows& q, int64_t r, int64_t n0,
+                                               const float* bias, float* y) {
+  const int64_t kb = g.k_blocks(), blob = g.blob();
+  const int8_t* qa = q.codes.data() + r * q.padded;
+  const float* sa = q.scales.data() + r * kb;
+  const float* suma = q.sums.data() + r * kb;
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m128i low4x = _mm_set1_epi8(0x0F);
+  // Lane pattern of two blocks' scales in a step: block 0 in lanes 0-3 and 8-11.
+  const __m512i pair = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1);
+  __m512 total[C];
+  for (int c = 0; c < C; ++c) total[c] = _mm512_setzero_ps();
+  const uint8_t* col[C];
+  const float* sb[C];
+  for (int c = 0; c < C; ++c)
+    col[c] = w.codes + (n0 + c) * kb * blob, sb[c] = w.scales.data() + (n0 + c) * kb;
+  auto step64 = [&](const uint8_t* const* codes, const __m512i av, __m512i* dot) QUILT_NBITS_VNNI {
+    for (int c = 0; c < C; ++c) {
+      const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes[c]));
+      const __m256i lo = _mm256_and_si256(bytes, low4);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4);
+      dot[c] =
+          _mm512_dpbusd_epi32(dot[c], _mm512_inserti64x4(_mm512_zextsi256_si512(lo), hi, 1), av);
+    }
+  };
+  int64_t blk = 0;
+  if (g.block == 32) {
+    for (; blk + 2 <= kb; blk += 2) {  // two blocks a step
+      const __m512i av = _mm512_loadu_si512(qa + blk * 32);
+      const __m512 sa2 = _mm512_permutexvar_ps(
+          pair, _mm512_zextps128_ps512(
+                    _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(sa + blk)))));
+      __m512i dot[C];
+      const uint8_t* codes[C];
+      for (int c = 0; c < C; ++c) dot[c] = _mm512_setzero_si512(), codes[c] = col[c] + blk * blob;
+      step64(codes, av, dot);
+      for (int c = 0; c < C; ++c) {
+        const __m512 sb2 = _mm512_permutexvar_ps(
+            pair, _mm512_zextps128_ps512(
+                      _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(sb[c] + blk)))));
+        total[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[c]), _mm512_mul_ps(sa2, sb2), total[c]);
+      }
+    }
+  } else if (g.block >= 64) {
+    for (; blk < kb; ++blk) {
+      __m512i dot[C];
+      const uint8_t* codes[C];
+      for (int c = 0; c < C; ++c) dot[c] = _mm512_setzero_si512();
+      for (int64_t j = 0; j < g.block; j += 64) {
+        for (int c = 0; c < C; ++c) codes[c] = col[c] + blk * blob + j / 2;
+        step64(codes, _mm512_loadu_si512(qa + blk * g.block + j), dot);
+      }
+      for (int c = 0; c < C; ++c)
+        total[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[c]), _mm512_set1_ps(sa[blk] * sb[c][blk]),
+                                   total[c]);
+    }
+  }
+  for (; blk < kb; ++blk) {  // blocks of 16, or the last block of 32 of an odd count
+    // 16 codes (8 bytes) a step against A's 16-element layout; for a block of 32 (A laid out by
+    // 64, the block in its first half) the codes' 16 bytes against A's bytes 0-15 and 32-47.
+    __m128i dot[C];
+    for (int c = 0; c < C; ++c) dot[c] = _mm_setzero_si128();
+    const int8_t* qb = qa + blk * g.block;
+    for (int64_t j = 0; j < g.block; j += 16) {
+      const __m128i av =
+          g.block == 16 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(qb))
+                        : _mm_unpacklo_epi64(
+                              _mm_loadl_epi64(reinterpret_cast<const __m128i*>(qb + j / 2)),
+                              _mm_loadl_epi64(reinterpret_cast<const __m128i*>(qb + 32 + j / 2)));
+      for (int c = 0; c < C; ++c) {
+        const __m128i bytes =
+            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(col[c] + blk * blob + j / 2));
+        const __m128i lo = _mm_and_si128(bytes, low4x);
+        const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), low4x);
+        dot[c] = _mm_dpbusd_epi32(dot[c], _mm_unpacklo_epi64(lo, hi), av);
+      }
+    }
+    for (int c = 0; c < C; ++c)
+      total[c] = _mm512_fmadd_ps(_mm512_zextps128_ps512(_mm_cvtepi32_ps(dot[c])),
+                                 _mm512_set1_ps(sa[blk] * sb[c][blk]), total[c]);
+  }
+  for (int c = 0; c < C; ++c) {
+    // The zero points' term: sum over blocks of zero x scale x A's scaled sum, 16 blocks a step.
+    const float* zs = w.zero_scales.data() + (n0 + c) * kb;
+    __m512 zt = _mm512_setzero_ps();
+    int64_t b = 0;
+    for (; b + 16 <= kb; b += 16)
+      zt = _mm512_fmadd_ps(_mm512_loadu_ps(zs + b), _mm512_loadu_ps(suma + b), zt);
+    const auto tail = static_cast<__mmask16>((1u << (kb - b)) - 1);
+    zt = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, zs + b), _mm512_maskz_loadu_ps(tail, suma + b),
+                         zt);
+    y[r * g.n + n0 + c] =
+        (bias ? bias[n0 + c] : 0.f) + _mm512_reduce_add_ps(total[c]) - _mm512_reduce_add_ps(zt);
+  }
+}
+
+// gemv_4bit with A quantized to int8 (quantize_rows), for accuracy_level 4:
+//   y[r][n] = bias[n] + sum_blocks sa sb (sum_k qa[k] code[k] - zero sum_k qa[k])
+// The codes (0..15) are the unsigned operand of vpdpbusd, A's int8 codes the signed one: 32
+// codes (16 bytes) a step, low nibbles against A's even elements and high nibbles against its
+// odd ones; each block's int32 lanes are scaled into float lanes, the zero point's term is one
+// multiply-add per block with A's scaled sum. Four columns at a time (gemv_int8_columns).
+void gemv_4bit_int8(const NBitsGeometry& g, const NBitsWeights& w, const float* a, int64_t rows,
+                    const float* bias, float* y, const ThreadPool& pool) {
+  const Int8Rows q = quantize_rows(g, a, rows);
+  pool.parallel_for(g.n, 16, [&](int64_t nb, int64_t ne) {
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t n = nb;
+      for (; n + 4 <= ne; n += 4) gemv_int8_columns<4>(g, w, q, r, n, bias, y);
+      for (; n < ne; ++n) gemv_int8_columns<1>(g, w, q, r, n, bias, y);
+    }
+  });
+}
+
+#pragma GCC diagnostic pop
+
 // Up to this many rows of A, 4-bit weights are multiplied from their codes (gemv_4bit); more
 // rows run on the float32 GEMM over weights dequantized once (the codes' unpacking would be
 // repeated per row, and the GEMM's register tiles reuse each weight for 8 rows).
@@ -176,7 +361,8 @@ int gemv_forced() {
 
 class MatMulNBitsKernel : public Kernel {
  public:
-  explicit MatMulNBitsKernel(const NodeSignature& sig) : bf16_(sig.bf16) {
+  explicit MatMulNBitsKernel(const NodeSignature& sig)
+      : bf16_(sig.bf16), int8_a_(sig.node.attr_int("accuracy_level", 0) == 4) {
     if (std::string err = nbits_geometry(sig.node, g_); !err.empty()) sig.node.fail(err);
     auto constant = [&](size_t i) { return i < sig.constants.size() ? sig.constants[i] : nullptr; };
     const bool has_zp = sig.node.has_input(3);
@@ -211,8 +397,11 @@ class MatMulNBitsKernel : public Kernel {
           read_nbits(ctx.node, g_, ctx.input(1), ctx.input(2), ctx.optional_input(3), false));
       w = fed.get();
     }
-    if (g_.bits == 4 && (gemv_forced() == 1 || (gemv_forced() == -1 && rows <= kGemvRows)))
+    if (g_.bits == 4 && (gemv_forced() == 1 || (gemv_forced() == -1 && rows <= kGemvRows))) {
+      if (int8_a_ && !w->float_zeros && qgemm_isa() == QIsa::Avx512Vnni)
+        return gemv_4bit_int8(g_, *w, a.data<float>(), rows, bias, y.data<float>(), ctx.pool);
       return gemv_4bit(g_, *w, a.data<float>(), rows, bias, y.data<float>(), ctx.pool);
+    }
     std::unique_ptr<PackedB> per_run;
     const PackedB* packed = nullptr;
     if (weights_) {  // dequantized and packed on the first run that needs it, then kept
@@ -233,6 +422,7 @@ class MatMulNBitsKernel : public Kernel {
  private:
   NBitsGeometry g_;
   bool bf16_ = false;
+  bool int8_a_ = false;  // accuracy_level 4: A may be quantized to int8 (gemv_4bit_int8)
   std::unique_ptr<NBitsWeights> weights_;  // when B, scales and zero points are constants
   mutable std::once_flag packed_once_;
   mutable std::unique_ptr<PackedB> packed_;
