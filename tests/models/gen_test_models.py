@@ -289,11 +289,12 @@ np.save(out / "add_relu_y.npy", np.maximum(x + w, 0))
 np.save(out / "int_input.npy", np.zeros((2, 4), dtype=np.int64))
 print(f"wrote test models to {out}")
 
-# Graph inputs/outputs of types Quilt cannot hold: a sequence and a string tensor
+# Graph inputs/outputs of types Quilt cannot hold: sequences of sparse tensors
+sparse_seq = helper.make_sequence_type_proto(helper.make_sparse_tensor_type_proto(TensorProto.FLOAT, None))
 seq = helper.make_model(helper.make_graph(
     [helper.make_node("Identity", ["s"], ["t"], name="id")], "sequence",
-    [helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, None)],
-    [helper.make_tensor_sequence_value_info("t", TensorProto.FLOAT, None)]), opset_imports=OPSET)
+    [helper.make_value_info("s", sparse_seq)], [helper.make_value_info("t", sparse_seq)]),
+    opset_imports=OPSET)
 save(seq, "sequence_io.onnx")
 strings = helper.make_model(helper.make_graph(
     [helper.make_node("Identity", ["s"], ["t"], name="id")], "strings",
