@@ -51,8 +51,9 @@ void validate_graph(const Graph& g, const std::set<std::string>& outer,
     } else {
       std::string key = (n.domain.empty() ? "" : n.domain + ".") + n.op_type + " (opset " +
                         std::to_string(n.opset) + ")";
-      p.unsupported[key].push_back(n.name.empty() ? "#" + std::to_string(n.index)
-                                                  : "\"" + n.name + "\"");
+      // append(), not "#" + ...: GCC 12 warns falsely (-Wrestrict, bug 105329) on the latter.
+      p.unsupported[key].push_back(n.name.empty() ? std::string("#").append(std::to_string(n.index))
+                                                  : std::string("\"").append(n.name).append("\""));
     }
     for (const auto& [_, a] : n.attributes) {
       std::vector<std::shared_ptr<Graph>> subs = a.graphs;

@@ -58,7 +58,10 @@ void infer_loop(InferenceContext& ctx) {
     ctx.fail("body has " + std::to_string(body->outputs.size()) + " outputs, expected " +
              std::to_string(ctx.num_outputs() + 1) + " (condition and the node's outputs)");
   for (size_t i = 0; i < ctx.num_outputs(); ++i) {
-    if (i < n_carried && !ctx.input_type(i + 2).is_tensor()) {
+    if (i < n_carried && body->outputs[i + 1].kind != ValueKind::Tensor) {
+      // The body's declared type (an optional carried in may come out as its element's type).
+      set_from_graph_output(ctx, i, body->outputs[i + 1]);
+    } else if (i < n_carried && !ctx.input_type(i + 2).is_tensor()) {
       ctx.set_output_type(i, ctx.input_type(i + 2));
     } else if (i < n_carried && ctx.input_has_shape(i + 2)) {
       ctx.set_output(i, ctx.input_dtype(i + 2), ctx.input_shape(i + 2));

@@ -47,9 +47,10 @@ void require_int_scalar_input(InferenceContext& ctx, size_t i, const char* what)
   const DType d = ctx.input_dtype(i);
   if (d != DType::Int32 && d != DType::Int64 && d != DType::Undefined)
     ctx.fail(std::string(what) + " must be int32 or int64, got " + dtype_name(d));
-  if (ctx.input_rank(i) != 0)
-    ctx.fail(std::string(what) + " must be a scalar, got shape " +
-             to_string(ctx.input_shape(i)));
+  // A scalar; onnxruntime (and the ONNX suite's SequenceInsert case) take a [1] too.
+  const auto& shape = ctx.input_shape(i);
+  if (shape.size() > 1 || (shape.size() == 1 && shape[0] != 1 && shape[0] != -1))
+    ctx.fail(std::string(what) + " must be a scalar, got shape " + to_string(shape));
 }
 
 void infer_sequence_empty(InferenceContext& ctx) {
