@@ -574,10 +574,11 @@ void cast_element(const Node& node, const Tensor& src, int64_t i, Tensor& dst, i
         dst.data<std::string>()[j] = src.data<std::string>()[i];
       } else {
         char buf[64];
+        // onnxruntime's std::to_string: "7.250000" for a float.
         if (src.dtype() == DType::Int64)
           std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(src.data<int64_t>()[i]));
         else
-          std::snprintf(buf, sizeof buf, "%.8g", number());
+          std::snprintf(buf, sizeof buf, "%f", number());
         dst.data<std::string>()[j] = buf;
       }
     }

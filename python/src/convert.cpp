@@ -345,8 +345,8 @@ Value import_value(nb::handle obj, const std::string& name, const ValueInfo& dec
                    HeldBuffers& held) {
   auto wrong = [&](const char* expected) {
     return Error(ErrorCode::InvalidArgument,
-                 "input '" + name + "' is a " +
-                     nb::cast<std::string>(nb::str(obj.type().attr("__name__"))) + ", expected " +
+                 "input '" + name + "' is a " + std::string(Py_TYPE(obj.ptr())->tp_name) +
+                     ", expected " +
                      type_string(declared) + " (" + expected + ")");
   };
   switch (declared.kind) {
@@ -361,9 +361,10 @@ Value import_value(nb::handle obj, const std::string& name, const ValueInfo& dec
       for (nb::handle item : obj)
         items.push_back(import_value(item, name + "[" + std::to_string(i++) + "]", element, held));
       try {
-        return Value::sequence(std::move(items), element.kind == ValueKind::Tensor
-                                                     ? element.dtype
-                                                     : DType::Undefined);
+        // The declared element type types an empty list; a list of another type is left for
+        // the run's check, which names the input, its type and the declared one.
+        const bool typed = items.empty() && element.kind == ValueKind::Tensor;
+        return Value::sequence(std::move(items), typed ? element.dtype : DType::Undefined);
       } catch (const Error& e) {
         throw Error(e.code(), "input '" + name + "': " + e.what());
       }

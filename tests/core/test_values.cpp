@@ -97,7 +97,7 @@ TEST(Values, ZipMapGivesOneMapPerRow) {
   EXPECT_EQ(row1.values().data<float>()[0], 1.f);
   EXPECT_EQ(row1.values().data<float>()[1], 0.f);
   expect_error([&] { s.run_values({{"x", Tensor::from_vector<float>({1, 3}, {1, 2, 3})}}); },
-               ErrorCode::InvalidArgument, {"ZipMap node \"zip\"", "X has 3 columns", "2 class labels"});
+               ErrorCode::InvalidArgument, {"input 'x' has shape [1, 3], expected [N, 2]"});
 }
 
 TEST(Values, OptionalsHoldAValueOrNone) {
