@@ -68,15 +68,14 @@ std::vector<Value> run_sequence_map(const Node& node, const ExecutionPlan& body,
     std::vector<Value> formal;
     for (const Value& v : in) formal.push_back(v.kind() == ValueKind::Sequence ? v.items()[i] : v);
     std::vector<Value> out = body.run_subgraph(formal, outer);
-    for (size_t k = 0; k < out.size() && k < gathered.size(); ++k)
-      gathered[k].push_back(out[k]);
+    for (size_t k = 0; k < out.size() && k < gathered.size(); ++k) gathered[k].push_back(out[k]);
   }
   std::vector<Value> results;
   for (size_t k = 0; k < gathered.size(); ++k) {
     const ValueInfo& declared = body.outputs()[k];
-    results.push_back(Value::sequence(
-        std::move(gathered[k]),
-        declared.kind == ValueKind::Tensor ? declared.dtype : DType::Undefined));
+    results.push_back(Value::sequence(std::move(gathered[k]), declared.kind == ValueKind::Tensor
+                                                                  ? declared.dtype
+                                                                  : DType::Undefined));
   }
   return results;
 }
@@ -201,7 +200,8 @@ std::vector<Value> ExecutionPlan::run_control_flow(const Step& step,
     for (int64_t t = 0; t < length; ++t) {
       std::vector<Value> formal = state;
       for (size_t j = 0; j < n_scan_in; ++j)
-        formal.push_back(slice_along(tensor(n_state + j), axes[j], in_dirs[j] ? length - 1 - t : t));
+        formal.push_back(
+            slice_along(tensor(n_state + j), axes[j], in_dirs[j] ? length - 1 - t : t));
       std::vector<Value> out = body.run_subgraph(formal, outer);
       std::copy(out.begin(), out.begin() + static_cast<long>(n_state), state.begin());
       for (size_t k = 0; k < n_scan_out; ++k)

@@ -583,8 +583,8 @@ void ExecutionPlan::check_input(const ValueInfo& info, const Value& value) const
   const std::string where = "input '" + info.name + "'";
   if (!value.is_tensor() || info.kind != ValueKind::Tensor) {
     // Sequences, maps and optionals: the kinds and element types must match the declaration.
-    const std::string given = value.is_tensor() && !value.defined() ? "an undefined tensor"
-                                                                     : value.type_string();
+    const std::string given =
+        value.is_tensor() && !value.defined() ? "an undefined tensor" : value.type_string();
     std::function<bool(const ValueInfo&, const Value&)> fits = [&](const ValueInfo& d,
                                                                    const Value& v) {
       if (d.kind != v.kind()) return false;
@@ -706,8 +706,8 @@ ValueMap ExecutionPlan::run_values(const ValueMap& inputs,
                           "initializer is listed as an input; it cannot be overridden");
         const Tensor& init = defaults_[id];
         if (!tensor.is_tensor())
-          throw Error(ErrorCode::InvalidArgument, "input '" + name + "' overrides a tensor but is " +
-                                                      tensor.type_string());
+          throw Error(ErrorCode::InvalidArgument,
+                      "input '" + name + "' overrides a tensor but is " + tensor.type_string());
         if (tensor.tensor().dtype() != init.dtype() || tensor.tensor().shape() != init.shape())
           throw Error(ErrorCode::InvalidArgument,
                       "input '" + name + "' overrides an initializer of " +

@@ -325,7 +325,8 @@ std::string unsupported_type(const onnx::TypeProto& t) {
   if (t.has_map_type()) {
     const int32_t k = t.map_type().key_type();
     if (k != onnx::TensorProto::INT64 && k != onnx::TensorProto::STRING)
-      return "a map with keys of element type " + std::to_string(k) + " (int64 and string are held)";
+      return "a map with keys of element type " + std::to_string(k) +
+             " (int64 and string are held)";
     const onnx::TypeProto& v = t.map_type().value_type();
     if (!v.has_tensor_type()) return "a map whose values are not tensors";
     return unsupported_type(v);
@@ -612,9 +613,9 @@ Value value_from_map(const onnx::MapProto& p, const ImportContext& ctx, const st
     keys = Tensor::from_strings({p.string_keys_size()},
                                 {p.string_keys().begin(), p.string_keys().end()});
   } else {
-    throw Error(ErrorCode::NotImplemented,
-                where + ": map keys of element type " + std::to_string(p.key_type()) +
-                    " (int64 and string are held)");
+    throw Error(ErrorCode::NotImplemented, where + ": map keys of element type " +
+                                               std::to_string(p.key_type()) +
+                                               " (int64 and string are held)");
   }
   // Quilt holds a map's values as one 1-D tensor: each of the sequence's must be a scalar.
   const std::vector<Value>& items = values.items();
@@ -658,8 +659,8 @@ Value value_from_optional(const onnx::OptionalProto& p, const ImportContext& ctx
     case onnx::OptionalProto::UNDEFINED:
       return Value::none();
     default:
-      throw Error(ErrorCode::NotImplemented, where + ": an optional of element type " +
-                                                 std::to_string(p.elem_type()));
+      throw Error(ErrorCode::NotImplemented,
+                  where + ": an optional of element type " + std::to_string(p.elem_type()));
   }
 }
 

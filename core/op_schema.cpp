@@ -67,7 +67,8 @@ std::string TypeShape::text() const {
 }
 
 bool TypeShape::is_static() const {
-  return kind == ValueKind::Tensor && has_shape && std::all_of(dims.begin(), dims.end(), [](int64_t d) { return d >= 0; });
+  return kind == ValueKind::Tensor && has_shape &&
+         std::all_of(dims.begin(), dims.end(), [](int64_t d) { return d >= 0; });
 }
 
 int64_t TypeShape::bytes() const {

@@ -172,7 +172,7 @@ void check_declared_output(const std::string& where, const Graph& g, const Value
   } else if (!inferred.is_tensor()) {
     return;  // the element types are checked when a run returns the value
   } else if (declared.dtype != DType::Undefined && inferred.dtype != DType::Undefined &&
-      declared.dtype != inferred.dtype) {
+             declared.dtype != inferred.dtype) {
     conflict = std::string("dtype ") + dtype_name(inferred.dtype) + ", but the graph declares " +
                dtype_name(declared.dtype);
   } else if (declared.has_shape && inferred.has_shape) {
@@ -345,7 +345,8 @@ void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
     ln.host_reason = host_reason(ln.in_types, ln.out_types);
     if (ln.host_reason.empty() && node.op_type != "Identity" &&
         value_kernels().count({node.domain, node.op_type}))  // types unknown here (a subgraph)
-      ln.host_reason = "sequences, maps and optionals do not cross the backend ABI: the core runs it";
+      ln.host_reason =
+          "sequences, maps and optionals do not cross the backend ABI: the core runs it";
     if (!ln.host_reason.empty()) {
       host_kernel(node);  // throws, naming the node, when the core has no kernel for it
       ln.host = true;

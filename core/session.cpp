@@ -278,7 +278,7 @@ TensorMap Session::run(const TensorMap& inputs, const std::vector<std::string>& 
 }
 
 ValueMap Session::run_values(const ValueMap& inputs, const std::vector<std::string>& output_names,
-                            RunProfile* profile) const {
+                             RunProfile* profile) const {
   return impl().plan->run_values(inputs, output_names, profile);
 }
 

@@ -67,9 +67,9 @@ Value Value::sequence(std::vector<Value> items, DType element_dtype) {
   if (!items.empty() && items[0].is_tensor()) {
     const DType first = items[0].tensor().dtype();
     if (element_dtype != DType::Undefined && element_dtype != first)
-      throw Error(ErrorCode::InvalidArgument, std::string("a sequence of ") +
-                                                  dtype_name(element_dtype) +
-                                                  " tensors given a tensor of " + dtype_name(first));
+      throw Error(ErrorCode::InvalidArgument,
+                  std::string("a sequence of ") + dtype_name(element_dtype) +
+                      " tensors given a tensor of " + dtype_name(first));
     element_dtype = first;
   }
   v.element_dtype_ = element_dtype;
@@ -79,8 +79,8 @@ Value Value::sequence(std::vector<Value> items, DType element_dtype) {
 
 Value Value::map(Tensor keys, Tensor values) {
   if (keys.dtype() != DType::Int64 && keys.dtype() != DType::String)
-    throw Error(ErrorCode::InvalidArgument, std::string("map keys must be int64 or string, got ") +
-                                                dtype_name(keys.dtype()));
+    throw Error(ErrorCode::InvalidArgument,
+                std::string("map keys must be int64 or string, got ") + dtype_name(keys.dtype()));
   if (keys.rank() != 1 || values.rank() != 1 || keys.numel() != values.numel())
     throw Error(ErrorCode::InvalidArgument,
                 "a map needs 1-D keys and values of one length, got keys " +
@@ -120,9 +120,8 @@ Value Value::none() {
 
 namespace {
 [[noreturn]] void wrong_kind(const Value& v, const char* wanted) {
-  throw Error(ErrorCode::InvalidArgument,
-              std::string("the value is ") + value_kind_name(v.kind()) + " " + v.type_string() +
-                  ", not " + wanted);
+  throw Error(ErrorCode::InvalidArgument, std::string("the value is ") + value_kind_name(v.kind()) +
+                                              " " + v.type_string() + ", not " + wanted);
 }
 }  // namespace
 

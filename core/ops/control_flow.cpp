@@ -95,9 +95,12 @@ void infer_scan(InferenceContext& ctx) {
 }  // namespace
 
 void register_control_flow_schemas(SchemaRegistry& r) {
-  r.add(
-      {.op_type = "If", .min_inputs = 1, .max_inputs = 1, .max_outputs = kMany, .infer = infer_if,
-       .takes_values = true});
+  r.add({.op_type = "If",
+         .min_inputs = 1,
+         .max_inputs = 1,
+         .max_outputs = kMany,
+         .infer = infer_if,
+         .takes_values = true});
   r.add({.op_type = "Loop",
          .min_inputs = 0,
          .max_inputs = kMany,

@@ -90,9 +90,9 @@ void infer_sequence_insert(InferenceContext& ctx) {
     ctx.fail(std::string("the tensor is ") + dtype_name(d) + ", the sequence holds " +
              dtype_name(e.dtype));
   if (ctx.has_input(2)) require_int_scalar_input(ctx, 2, "position");
-  ctx.set_output_type(
-      0, TypeShape::of_kind(ValueKind::Sequence, tensor_type(e.dtype != DType::Undefined ? e.dtype
-                                                                                         : d)));
+  ctx.set_output_type(0,
+                      TypeShape::of_kind(ValueKind::Sequence,
+                                         tensor_type(e.dtype != DType::Undefined ? e.dtype : d)));
 }
 
 void infer_sequence_erase(InferenceContext& ctx) {
@@ -116,8 +116,8 @@ void infer_split_to_sequence(InferenceContext& ctx) {
   }
   if (ctx.input_has_shape(0))
     normalize_axis(ctx, ctx.node().attr_int("axis", 0), ctx.input_rank(0));
-  ctx.set_output_type(0,
-                      TypeShape::of_kind(ValueKind::Sequence, tensor_type(ctx.input_type(0).dtype)));
+  ctx.set_output_type(
+      0, TypeShape::of_kind(ValueKind::Sequence, tensor_type(ctx.input_type(0).dtype)));
 }
 
 void infer_concat_from_sequence(InferenceContext& ctx) {
@@ -187,8 +187,8 @@ void infer_zipmap(InferenceContext& ctx) {
   const bool strings = n.has_attr("classlabels_strings");
   if (strings == n.has_attr("classlabels_int64s"))
     ctx.fail("exactly one of 'classlabels_strings' and 'classlabels_int64s' must be given");
-  const size_t labels = strings ? zipmap_labels_strings(n).size()
-                                : n.attr_ints("classlabels_int64s").size();
+  const size_t labels =
+      strings ? zipmap_labels_strings(n).size() : n.attr_ints("classlabels_int64s").size();
   require_tensor(ctx, 0);
   if (ctx.input_has_shape(0)) {
     if (ctx.input_dtype(0) != DType::Float32)
@@ -201,10 +201,9 @@ void infer_zipmap(InferenceContext& ctx) {
                std::to_string(labels) + " class labels");
   }
   ctx.set_output_type(
-      0, TypeShape::of_kind(
-             ValueKind::Sequence,
-             TypeShape::of_kind(ValueKind::Map, tensor_type(DType::Float32),
-                                strings ? DType::String : DType::Int64)));
+      0, TypeShape::of_kind(ValueKind::Sequence,
+                            TypeShape::of_kind(ValueKind::Map, tensor_type(DType::Float32),
+                                               strings ? DType::String : DType::Int64)));
 }
 
 DType cast_map_dtype(const Node& node) {
@@ -362,9 +361,9 @@ std::vector<Value> split_to_sequence(const Node& node, const std::vector<Value>&
   if (x.rank() == 0) node.fail("input must have rank >= 1", ErrorCode::InvalidArgument);
   int64_t axis = node.attr_int("axis", 0);
   if (axis < -x.rank() || axis >= x.rank())
-    node.fail("axis " + std::to_string(axis) + " is out of range for rank " +
-                  std::to_string(x.rank()),
-              ErrorCode::InvalidArgument);
+    node.fail(
+        "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(x.rank()),
+        ErrorCode::InvalidArgument);
   if (axis < 0) axis += x.rank();
   const int64_t dim = x.dim(axis);
   std::vector<int64_t> lengths;
@@ -382,7 +381,8 @@ std::vector<Value> split_to_sequence(const Node& node, const std::vector<Value>&
       if (chunk <= 0)
         node.fail("split " + std::to_string(chunk) + " must be positive",
                   ErrorCode::InvalidArgument);
-      for (int64_t done = 0; done < dim; done += chunk) lengths.push_back(std::min(chunk, dim - done));
+      for (int64_t done = 0; done < dim; done += chunk)
+        lengths.push_back(std::min(chunk, dim - done));
     } else {
       int64_t sum = 0;
       for (int64_t i = 0; i < split.numel(); ++i) {
@@ -491,8 +491,7 @@ std::vector<Value> optional_has_element(const Node&, const std::vector<Value>& i
 }
 
 std::vector<Value> optional_get_element(const Node& node, const std::vector<Value>& in) {
-  if (in.empty() || !in[0].defined())
-    node.fail("the input is absent", ErrorCode::InvalidArgument);
+  if (in.empty() || !in[0].defined()) node.fail("the input is absent", ErrorCode::InvalidArgument);
   if (in[0].kind() != ValueKind::Optional) return {in[0]};
   if (!in[0].has_element())
     node.fail("the optional input '" + node.inputs[0] + "' holds no element",
@@ -605,8 +604,8 @@ std::vector<Value> cast_map(const Node& node, const std::vector<Value>& in) {
   if (to == DType::String) std::fill_n(out.data<std::string>(), max_map, "0");
   for (int64_t i : order) {
     if (keys[i] < 0 || keys[i] >= max_map)
-      node.fail("map key " + std::to_string(keys[i]) + " is outside [0, max_map = " +
-                    std::to_string(max_map) + ")",
+      node.fail("map key " + std::to_string(keys[i]) +
+                    " is outside [0, max_map = " + std::to_string(max_map) + ")",
                 ErrorCode::InvalidArgument);
     cast_element(node, m.values(), i, out, keys[i]);
   }

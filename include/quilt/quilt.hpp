@@ -297,7 +297,7 @@ QUILT_API std::string type_string(const ValueInfo& info);
 //   auto outputs = session.run_values({{"x", seq}});
 class QUILT_API Value {
  public:
-  Value() = default;  // an undefined tensor
+  Value() = default;     // an undefined tensor
   Value(Tensor tensor);  // NOLINT(google-explicit-constructor): a tensor is a value
   // A sequence; element_dtype is the element type of its tensors (needed for an empty
   // sequence; taken from the first tensor when Undefined). Throws Error(InvalidArgument) when
@@ -334,8 +334,8 @@ class QUILT_API Value {
 
  private:
   ValueKind kind_ = ValueKind::Tensor;
-  Tensor tensor_;  // Tensor: the tensor; Map: the values
-  Tensor keys_;    // Map
+  Tensor tensor_;                                    // Tensor: the tensor; Map: the values
+  Tensor keys_;                                      // Map
   std::shared_ptr<const std::vector<Value>> items_;  // Sequence; Optional: none or one
   DType element_dtype_ = DType::Undefined;
 };

@@ -346,8 +346,7 @@ Value import_value(nb::handle obj, const std::string& name, const ValueInfo& dec
   auto wrong = [&](const char* expected) {
     return Error(ErrorCode::InvalidArgument,
                  "input '" + name + "' is a " + std::string(Py_TYPE(obj.ptr())->tp_name) +
-                     ", expected " +
-                     type_string(declared) + " (" + expected + ")");
+                     ", expected " + type_string(declared) + " (" + expected + ")");
   };
   switch (declared.kind) {
     case ValueKind::Tensor:
@@ -378,9 +377,9 @@ Value import_value(nb::handle obj, const std::string& name, const ValueInfo& dec
       Tensor keys = import_array(d.keys(), name + " keys", declared.key_dtype, held).clone();
       Tensor values = import_array(d.values(), name + " values", value_dtype, held).clone();
       if (keys.dtype() != declared.key_dtype && declared.key_dtype != DType::Undefined)
-        throw Error(ErrorCode::InvalidArgument,
-                    "input '" + name + "' has keys of " + dtype_name(keys.dtype()) +
-                        ", expected " + type_string(declared));
+        throw Error(ErrorCode::InvalidArgument, "input '" + name + "' has keys of " +
+                                                    dtype_name(keys.dtype()) + ", expected " +
+                                                    type_string(declared));
       try {
         return Value::map(keys.reshaped({keys.numel()}), values.reshaped({values.numel()}));
       } catch (const Error& e) {

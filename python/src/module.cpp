@@ -249,7 +249,8 @@ NB_MODULE(_quilt, m) {
       .def_prop_ro("dtype", [](const ValueInfo& v) { return std::string(dtype_name(v.dtype)); })
       .def_prop_ro("onnx_type", [](const ValueInfo& v) { return static_cast<int>(v.dtype); })
       .def_prop_ro("kind", [](const ValueInfo& v) { return std::string(value_kind_name(v.kind)); })
-      // ONNX's notation, as onnxruntime's NodeArg.type: "tensor(float)", "seq(map(int64,tensor(float)))"
+      // ONNX's notation, as onnxruntime's NodeArg.type: "tensor(float)",
+      // "seq(map(int64,tensor(float)))"
       .def_prop_ro("type", [](const ValueInfo& v) { return type_string(v); })
       .def_prop_ro("shape",
                    [](const ValueInfo& v) -> nb::object {

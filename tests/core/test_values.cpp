@@ -55,15 +55,19 @@ TEST(Values, ThePlanRunsSequenceNodesOnTheHostAndSaysWhy) {
 
 TEST(Values, AWrongKindOfValueIsRefusedNamingTheInputAndTheType) {
   Session s(kDir + "/seq_io.onnx");
-  expect_error([&] { s.run_values({{"s", Tensor::from_vector<float>({1}, {1})}}); },
-               ErrorCode::InvalidArgument,
-               {"input 's' is tensor(float), expected seq(tensor(float))"});
   expect_error(
-      [&] { s.run_values({{"s", Value::sequence({Tensor::from_vector<int64_t>({1}, {1})})}}); },
+      [&] {
+        s.run_values({{"s", Tensor::from_vector<float>({1}, {1})}});
+      },
+      ErrorCode::InvalidArgument, {"input 's' is tensor(float), expected seq(tensor(float))"});
+  expect_error(
+      [&] {
+        s.run_values({{"s", Value::sequence({Tensor::from_vector<int64_t>({1}, {1})})}});
+      },
       ErrorCode::InvalidArgument, {"input 's' is seq(tensor(int64)), expected seq(tensor(float))"});
   // run() returns tensors only: it says which output is not one and what to use.
-  expect_error(
-      [&] { s.run({}, {"t"}); }, ErrorCode::InvalidArgument, {"missing input 's' (seq(tensor(float)))"});
+  expect_error([&] { s.run({}, {"t"}); }, ErrorCode::InvalidArgument,
+               {"missing input 's' (seq(tensor(float)))"});
   Session numbers(kDir + "/add_relu.onnx");
   expect_error(
       [&] {
@@ -78,9 +82,12 @@ TEST(Values, RunSaysToUseRunValuesForASequenceOutput) {
   const ValueMap in = {{"s", Value::sequence({Tensor::from_vector<float>({1}, {1})})}};
   EXPECT_NO_THROW(s.run_values(in, {"r"}));
   Session zip(kDir + "/zipmap_io.onnx");
-  expect_error([&] { zip.run({{"x", Tensor::from_vector<float>({1, 2}, {0.25f, 0.75f})}}); },
-               ErrorCode::InvalidArgument,
-               {"output 'z' is seq(map(int64,tensor(float))), not a tensor: run it with run_values()"});
+  expect_error(
+      [&] {
+        zip.run({{"x", Tensor::from_vector<float>({1, 2}, {0.25f, 0.75f})}});
+      },
+      ErrorCode::InvalidArgument,
+      {"output 'z' is seq(map(int64,tensor(float))), not a tensor: run it with run_values()"});
 }
 
 TEST(Values, ZipMapGivesOneMapPerRow) {
@@ -96,8 +103,11 @@ TEST(Values, ZipMapGivesOneMapPerRow) {
   EXPECT_EQ(row1.keys().data<int64_t>()[1], 8);
   EXPECT_EQ(row1.values().data<float>()[0], 1.f);
   EXPECT_EQ(row1.values().data<float>()[1], 0.f);
-  expect_error([&] { s.run_values({{"x", Tensor::from_vector<float>({1, 3}, {1, 2, 3})}}); },
-               ErrorCode::InvalidArgument, {"input 'x' has shape [1, 3], expected [N, 2]"});
+  expect_error(
+      [&] {
+        s.run_values({{"x", Tensor::from_vector<float>({1, 3}, {1, 2, 3})}});
+      },
+      ErrorCode::InvalidArgument, {"input 'x' has shape [1, 3], expected [N, 2]"});
 }
 
 TEST(Values, OptionalsHoldAValueOrNone) {
@@ -118,12 +128,19 @@ TEST(Values, OptionalsHoldAValueOrNone) {
 TEST(Values, MalformedValuesAreRefusedWhenMade) {
   const Tensor f = Tensor::from_vector<float>({1}, {1});
   const Tensor i = Tensor::from_vector<int64_t>({1}, {1});
-  expect_error([&] { Value::sequence({f, i}); }, ErrorCode::InvalidArgument,
-               {"a sequence's elements must have one type", "tensor(float)", "tensor(int64)"});
+  expect_error(
+      [&] {
+        Value::sequence({f, i});
+      },
+      ErrorCode::InvalidArgument,
+      {"a sequence's elements must have one type", "tensor(float)", "tensor(int64)"});
   expect_error([&] { Value::map(f, f); }, ErrorCode::InvalidArgument,
                {"map keys must be int64 or string, got float32"});
-  expect_error([&] { Value::map(Tensor::from_vector<int64_t>({2}, {1, 1}), Tensor(DType::Float32, {2})); },
-               ErrorCode::InvalidArgument, {"a map has a key twice"});
+  expect_error(
+      [&] {
+        Value::map(Tensor::from_vector<int64_t>({2}, {1, 1}), Tensor(DType::Float32, {2}));
+      },
+      ErrorCode::InvalidArgument, {"a map has a key twice"});
   expect_error([&] { Value::map(i, Tensor(DType::Float32, {2})); }, ErrorCode::InvalidArgument,
                {"a map needs 1-D keys and values of one length"});
   expect_error([&] { Value::none().element(); }, ErrorCode::InvalidArgument,

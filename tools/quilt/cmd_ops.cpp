@@ -50,9 +50,10 @@ int cmd_ops(const std::vector<std::string>& args) {
     }
     // Control flow is run by the core's executor, its bodies' nodes by the backends.
     // Sequence, map and optional ops are host steps too (core/ops/sequence.cpp).
-    const bool host = (key.first.empty() && (key.second == "If" || key.second == "Loop" ||
-                                             key.second == "Scan" || key.second == "SequenceMap")) ||
-                      (key.second != "Identity" && value_kernels().count(key));
+    const bool host =
+        (key.first.empty() && (key.second == "If" || key.second == "Loop" || key.second == "Scan" ||
+                               key.second == "SequenceMap")) ||
+        (key.second != "Identity" && value_kernels().count(key));
     const bool numeric = cpu.find(key.second, key.first) != nullptr;
     const bool strings = has_host_kernel(key.first, key.second);
     const bool has_cpu = host || numeric || strings;

@@ -84,7 +84,8 @@ RunArgs parse(const std::vector<std::string>& args) {
   return r;
 }
 
-// The file name of an output, without its extension: distinct names give distinct files, none of which leaves DIR.
+// The file name of an output, without its extension: distinct names give distinct files, none of
+// which leaves DIR.
 std::string output_file_name(const std::string& name) {
   if (name == "." || name == "..") return name == "." ? "%2E" : "%2E%2E";
   std::string out;
@@ -160,7 +161,8 @@ std::string write_value(const Value& v, const std::filesystem::path& dir, const 
     write_npy(v.tensor(), (dir / (stem + ".npy")).string());
     return (dir / (stem + ".npy")).string();
   }
-  if (v.kind() == ValueKind::Optional && v.has_element()) return write_value(v.element(), dir, stem);
+  if (v.kind() == ValueKind::Optional && v.has_element())
+    return write_value(v.element(), dir, stem);
   if (v.kind() == ValueKind::Sequence && !holds_map(v)) {
     const auto sub = dir / stem;
     std::filesystem::create_directories(sub);
@@ -172,7 +174,8 @@ std::string write_value(const Value& v, const std::filesystem::path& dir, const 
   if (!f) throw Error(ErrorCode::Io, "cannot write '" + path.string() + "'");
   const std::string text = to_json(v) + "\n";
   const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  if (std::fclose(f) != 0 || !ok) throw Error(ErrorCode::Io, "cannot write '" + path.string() + "'");
+  if (std::fclose(f) != 0 || !ok)
+    throw Error(ErrorCode::Io, "cannot write '" + path.string() + "'");
   return path.string();
 }
 

@@ -185,9 +185,8 @@ Value read_sequence_dir(const std::string& dir, const ValueInfo& info) {
     if (!std::filesystem::exists(file)) break;
     items.push_back(read_npy(file.string()));
   }
-  const DType dtype = info.element && info.element->kind == ValueKind::Tensor
-                          ? info.element->dtype
-                          : DType::Undefined;
+  const DType dtype = info.element && info.element->kind == ValueKind::Tensor ? info.element->dtype
+                                                                              : DType::Undefined;
   return Value::sequence(std::move(items), dtype);
 }
 

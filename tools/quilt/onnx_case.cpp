@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -157,8 +157,8 @@ std::string compare(const std::string& name, const Tensor& got, const Tensor& wa
 
 // A sequence, map or optional against the expected one: kinds, lengths and keys exactly, the
 // tensors as compare() does. Empty when equal.
-std::string compare_value(const std::string& name, const Value& got, const Value& want,
-                          double rtol, double atol) {
+std::string compare_value(const std::string& name, const Value& got, const Value& want, double rtol,
+                          double atol) {
   if (got.kind() != want.kind())
     return "output '" + name + "' is " + got.type_string() + ", expected " + want.type_string();
   switch (want.kind()) {
@@ -186,9 +186,8 @@ std::string compare_value(const std::string& name, const Value& got, const Value
       std::vector<int64_t> order(static_cast<size_t>(wk.numel()), -1);
       for (int64_t i = 0; i < wk.numel(); ++i)
         for (int64_t j = 0; j < gk.numel(); ++j)
-          if (gk.dtype() == DType::String
-                  ? gk.data<std::string>()[j] == wk.data<std::string>()[i]
-                  : gk.data<int64_t>()[j] == wk.data<int64_t>()[i])
+          if (gk.dtype() == DType::String ? gk.data<std::string>()[j] == wk.data<std::string>()[i]
+                                          : gk.data<int64_t>()[j] == wk.data<int64_t>()[i])
             order[static_cast<size_t>(i)] = j;
       if (std::count(order.begin(), order.end(), -1))
         return "output '" + name + "': the map's keys differ from the expected ones";
@@ -198,20 +197,20 @@ std::string compare_value(const std::string& name, const Value& got, const Value
         if (reordered.dtype() == DType::String)
           reordered.data<std::string>()[i] = got.values().data<std::string>()[j];
         else
-          std::memcpy(static_cast<char*>(reordered.raw_data()) + i * dtype_size(reordered.dtype()),
-                      static_cast<const char*>(got.values().raw_data()) +
-                          j * dtype_size(reordered.dtype()),
-                      dtype_size(reordered.dtype()));
+          std::memcpy(
+              static_cast<char*>(reordered.raw_data()) + i * dtype_size(reordered.dtype()),
+              static_cast<const char*>(got.values().raw_data()) + j * dtype_size(reordered.dtype()),
+              dtype_size(reordered.dtype()));
       }
       return compare(name + " (map values)", reordered, want.values(), rtol, atol);
     }
     case ValueKind::Optional:
       if (got.has_element() != want.has_element())
-        return "output '" + name + "' is " + (got.has_element() ? "an optional with a value" : "an empty optional") +
+        return "output '" + name + "' is " +
+               (got.has_element() ? "an optional with a value" : "an empty optional") +
                ", expected " + (want.has_element() ? "a value" : "none");
-      return got.has_element()
-                 ? compare_value(name, got.element(), want.element(), rtol, atol)
-                 : "";
+      return got.has_element() ? compare_value(name, got.element(), want.element(), rtol, atol)
+                               : "";
   }
   return "";
 }
