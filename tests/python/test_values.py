@@ -110,3 +110,54 @@ def test_cli_writes_sequences_as_folders_and_maps_as_json(tmp_path):
     r = run_cli("run", zmodel, "--input", f"x={tmp_path / 'x.npy'}", "--output-dir", out)
     assert r.returncode == 0, r.stderr
     assert json.loads((out / "z.json").read_text()) == [{"cat": 0.25, "dog": 0.75}]
+
+
+@pytest.mark.parametrize("nodes,inputs,outputs,feed,error,message", [
+    ([helper.make_node("SequenceAt", ["s", "i"], ["y"], name="at")],
+     [helper.make_value_info("s", SEQ), vi("i", TensorProto.INT64, [])], [vi("y")],
+     {"s": [np.ones(1, np.float32)], "i": np.array(1, np.int64)}, quilt.InvalidArgument,
+     r'\[SequenceAt node "at"\] position 1 is out of range for a sequence of 1 tensors \(valid: -1 to 0\)'),
+    ([helper.make_node("SplitToSequence", ["x", "k"], ["s"], name="split")],
+     [vi("x", TensorProto.FLOAT, [4]), vi("k", TensorProto.INT64, [2])], [helper.make_value_info("s", SEQ)],
+     {"x": np.ones(4, np.float32), "k": np.array([1, 2], np.int64)}, quilt.InvalidArgument,
+     r'\[SplitToSequence node "split"\] split lengths sum to 3 but axis 0 has 4'),
+    ([helper.make_node("ConcatFromSequence", ["s"], ["y"], name="cat", axis=0)],
+     [helper.make_value_info("s", SEQ)], [vi("y")], {"s": []}, quilt.InvalidArgument,
+     r'\[ConcatFromSequence node "cat"\] cannot concatenate an empty sequence'),
+    ([helper.make_node("ConcatFromSequence", ["s"], ["y"], name="cat", axis=0)],
+     [helper.make_value_info("s", SEQ)], [vi("y")],
+     {"s": [np.ones((1, 2), np.float32), np.ones((1, 3), np.float32)]}, quilt.InvalidArgument,
+     r"tensor 1 has shape \[1, 3\], which differs from tensor 0's off axis 0"),
+    ([helper.make_node("OptionalGetElement", ["o"], ["y"], name="get")],
+     [helper.make_value_info("o", helper.make_optional_type_proto(F))], [vi("y")], {"o": None},
+     quilt.InvalidArgument, r"\[OptionalGetElement node \"get\"\] the optional input 'o' holds no element"),
+])
+def test_bad_values_are_errors_naming_the_node(nodes, inputs, outputs, feed, error, message):
+    s = quilt.Session(model_bytes(nodes, inputs, outputs, opset=18))
+    with pytest.raises(error, match=message):
+        s.run(feed)
+
+
+def test_malformed_map_attributes_are_load_errors():
+    ml = [("ai.onnx.ml", 1)]
+    zip_out = [helper.make_value_info("z", helper.make_sequence_type_proto(
+        helper.make_map_type_proto(TensorProto.INT64, F)))]
+    with pytest.raises(quilt.InvalidModel, match=r'\[ZipMap node "z"\] X has 3 columns but there are 2 class labels'):
+        quilt.Session(model_bytes([helper.make_node("ZipMap", ["x"], ["z"], name="z", domain="ai.onnx.ml",
+                                                    classlabels_int64s=[1, 2])],
+                                  [vi("x", TensorProto.FLOAT, [1, 3])], zip_out, domains=ml))
+    with pytest.raises(quilt.InvalidModel, match="exactly one of 'classlabels_strings' and 'classlabels_int64s'"):
+        quilt.Session(model_bytes([helper.make_node("ZipMap", ["x"], ["z"], name="z", domain="ai.onnx.ml")],
+                                  [vi("x", TensorProto.FLOAT, [1, 3])], zip_out, domains=ml))
+    int_map = helper.make_value_info("m", helper.make_map_type_proto(TensorProto.INT64, F))
+    with pytest.raises(quilt.InvalidModel, match="attribute 'cast_to' is 'TO_BYTES'"):
+        quilt.Session(model_bytes([helper.make_node("CastMap", ["m"], ["y"], domain="ai.onnx.ml", cast_to="TO_BYTES")],
+                                  [int_map], [vi("y")], domains=ml))
+    sparse = quilt.Session(model_bytes([helper.make_node("CastMap", ["m"], ["y"], name="cm", domain="ai.onnx.ml",
+                                                         map_form="SPARSE", max_map=2)],
+                                       [int_map], [vi("y")], domains=ml))
+    with pytest.raises(quilt.InvalidArgument, match=r"map key 5 is outside \[0, max_map = 2\)"):
+        sparse.run({"m": {5: 1.0}})
+    with pytest.raises(quilt.InvalidModel, match="the map's keys are int64 but the vocabulary is string"):
+        quilt.Session(model_bytes([helper.make_node("DictVectorizer", ["m"], ["y"], domain="ai.onnx.ml",
+                                                    string_vocabulary=["a"])], [int_map], [vi("y")], domains=ml))
