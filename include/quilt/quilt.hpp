@@ -282,7 +282,7 @@ struct ValueInfo {
   bool has_shape = false;  // false when the rank is unknown
   ValueKind kind = ValueKind::Tensor;
   // Sequence and Optional: the type of an element; Map: the type of its values (name unused).
-  std::shared_ptr<const ValueInfo> element;
+  std::shared_ptr<const ValueInfo> element = nullptr;
   DType key_dtype = DType::Undefined;  // Map: int64 or string
 };
 // The type in ONNX's notation, as onnxruntime's NodeArg.type writes it: "tensor(float)",
