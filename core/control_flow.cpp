@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/executor.hpp"
+#include "core/host_ops.hpp"
 
 namespace quilt {
 
@@ -46,6 +47,39 @@ Tensor stack_along(const std::vector<Tensor>& pieces, int64_t axis) {
   return out;
 }
 
+std::vector<Value> run_sequence_map(const Node& node, const ExecutionPlan& body,
+                                    const std::vector<Value>& in,
+                                    const std::map<std::string, Value>& outer) {
+  if (in.empty() || in[0].kind() != ValueKind::Sequence)
+    node.fail("input 0 must be a sequence, got " +
+                  (in.empty() ? std::string("nothing") : in[0].type_string()),
+              ErrorCode::InvalidArgument);
+  const size_t length = in[0].items().size();
+  for (size_t j = 1; j < in.size(); ++j)
+    if (in[j].kind() == ValueKind::Sequence && in[j].items().size() != length)
+      node.fail("input sequences have different lengths: " + std::to_string(length) + " and " +
+                    std::to_string(in[j].items().size()) + " (input " + std::to_string(j) + ")",
+                ErrorCode::InvalidArgument);
+  if (body.inputs().size() != in.size())
+    node.fail("body has " + std::to_string(body.inputs().size()) + " inputs, the node " +
+              std::to_string(in.size()));
+  std::vector<std::vector<Value>> gathered(body.outputs().size());
+  for (size_t i = 0; i < length; ++i) {
+    std::vector<Value> formal;
+    for (const Value& v : in) formal.push_back(v.kind() == ValueKind::Sequence ? v.items()[i] : v);
+    std::vector<Value> out = body.run_subgraph(formal, outer);
+    for (size_t k = 0; k < out.size() && k < gathered.size(); ++k) gathered[k].push_back(out[k]);
+  }
+  std::vector<Value> results;
+  for (size_t k = 0; k < gathered.size(); ++k) {
+    const ValueInfo& declared = body.outputs()[k];
+    results.push_back(Value::sequence(std::move(gathered[k]), declared.kind == ValueKind::Tensor
+                                                                  ? declared.dtype
+                                                                  : DType::Undefined));
+  }
+  return results;
+}
+
 namespace {
 
 bool scalar_bool(const Node& node, const Tensor& t, const char* what) {
@@ -66,12 +100,12 @@ int64_t normalized(const Node& node, int64_t axis, int64_t rank, const char* wha
 
 }  // namespace
 
-std::vector<Tensor> ExecutionPlan::run_control_flow(const Step& step,
-                                                    const std::vector<Tensor>& inputs) const {
+std::vector<Value> ExecutionPlan::run_control_flow(const Step& step,
+                                                   const std::vector<Value>& inputs) const {
   const Node& node = *step.nodes[0].node;
   const size_t n_explicit = node.inputs.size();
-  std::vector<Tensor> in(inputs.begin(), inputs.begin() + static_cast<long>(n_explicit));
-  std::map<std::string, Tensor> outer;
+  std::vector<Value> in(inputs.begin(), inputs.begin() + static_cast<long>(n_explicit));
+  std::map<std::string, Value> outer;
   for (size_t i = n_explicit; i < inputs.size(); ++i)
     outer[node.implicit_inputs[i - n_explicit]] = inputs[i];
   auto subplan = [&](const char* name) -> const ExecutionPlan& {
@@ -79,10 +113,13 @@ std::vector<Tensor> ExecutionPlan::run_control_flow(const Step& step,
     if (it == step.subplans.end()) node.fail(std::string("attribute '") + name + "' is missing");
     return *it->second;
   };
-  std::vector<Tensor> results;
+  std::vector<Value> results;
+  auto tensor = [&](size_t i) -> const Tensor& { return tensor_input(node, in.at(i), i); };
 
-  if (step.host_kind == HostKind::If) {
-    const bool cond = scalar_bool(node, in.at(0), "cond");
+  if (step.host_kind == HostKind::SequenceMap) {
+    results = run_sequence_map(node, subplan("body"), in, outer);
+  } else if (step.host_kind == HostKind::If) {
+    const bool cond = scalar_bool(node, tensor(0), "cond");
     results = subplan(cond ? "then_branch" : "else_branch").run_subgraph({}, outer);
   } else if (step.host_kind == HostKind::Loop) {
     const ExecutionPlan& body = subplan("body");
@@ -95,23 +132,25 @@ std::vector<Tensor> ExecutionPlan::run_control_flow(const Step& step,
     // onnxruntime: it < M). It was unbounded, so a NaN trip count cast to int64 never ended.
     int64_t max_trips = std::numeric_limits<int64_t>::max();
     if (n_explicit > 0 && in[0].defined()) {
-      if (in[0].numel() != 1 || in[0].dtype() != DType::Int64)
+      if (tensor(0).numel() != 1 || tensor(0).dtype() != DType::Int64)
         node.fail("M must be an int64 tensor of one element", ErrorCode::InvalidArgument);
-      max_trips = in[0].data<int64_t>()[0];
+      max_trips = tensor(0).data<int64_t>()[0];
     }
     const bool has_cond = n_explicit > 1 && in[1].defined();
-    bool cond = has_cond ? scalar_bool(node, in[1], "cond") : true;
-    std::vector<Tensor> carried(in.begin() + std::min<size_t>(2, n_explicit), in.end());
+    bool cond = has_cond ? scalar_bool(node, tensor(1), "cond") : true;
+    std::vector<Value> carried(in.begin() + std::min<size_t>(2, n_explicit), in.end());
     std::vector<std::vector<Tensor>> scans(n_scan);
     int64_t it = 0;
     while (cond && it < max_trips) {
-      std::vector<Tensor> formal = {Tensor::from_vector<int64_t>({}, {it}),
-                                    Tensor::from_vector<bool>({}, {cond})};
+      std::vector<Value> formal = {Tensor::from_vector<int64_t>({}, {it}),
+                                   Tensor::from_vector<bool>({}, {cond})};
       formal.insert(formal.end(), carried.begin(), carried.end());
-      std::vector<Tensor> out = body.run_subgraph(formal, outer);
-      if (has_cond) cond = scalar_bool(node, out[0], "the body's condition output");
+      std::vector<Value> out = body.run_subgraph(formal, outer);
+      if (has_cond)
+        cond = scalar_bool(node, tensor_input(node, out[0], 0), "the body's condition output");
       std::copy(out.begin() + 1, out.begin() + 1 + static_cast<long>(n_carried), carried.begin());
-      for (size_t k = 0; k < n_scan; ++k) scans[k].push_back(out[1 + n_carried + k]);
+      for (size_t k = 0; k < n_scan; ++k)
+        scans[k].push_back(tensor_input(node, out[1 + n_carried + k], 1 + n_carried + k));
       ++it;
     }
     results = carried;
@@ -147,7 +186,7 @@ std::vector<Tensor> ExecutionPlan::run_control_flow(const Step& step,
     std::vector<int64_t> axes(n_scan_in);
     int64_t length = -1;
     for (size_t j = 0; j < n_scan_in; ++j) {
-      const Tensor& x = in[n_state + j];
+      const Tensor& x = tensor(n_state + j);
       axes[j] = normalized(node, in_axes[j], x.rank(), "scan_input_axes entry");
       const int64_t len = x.dim(axes[j]);
       if (length >= 0 && len != length)
@@ -156,15 +195,17 @@ std::vector<Tensor> ExecutionPlan::run_control_flow(const Step& step,
                   ErrorCode::InvalidArgument);
       length = len;
     }
-    std::vector<Tensor> state(in.begin(), in.begin() + static_cast<long>(n_state));
+    std::vector<Value> state(in.begin(), in.begin() + static_cast<long>(n_state));
     std::vector<std::vector<Tensor>> scans(n_scan_out);
     for (int64_t t = 0; t < length; ++t) {
-      std::vector<Tensor> formal = state;
+      std::vector<Value> formal = state;
       for (size_t j = 0; j < n_scan_in; ++j)
-        formal.push_back(slice_along(in[n_state + j], axes[j], in_dirs[j] ? length - 1 - t : t));
-      std::vector<Tensor> out = body.run_subgraph(formal, outer);
+        formal.push_back(
+            slice_along(tensor(n_state + j), axes[j], in_dirs[j] ? length - 1 - t : t));
+      std::vector<Value> out = body.run_subgraph(formal, outer);
       std::copy(out.begin(), out.begin() + static_cast<long>(n_state), state.begin());
-      for (size_t k = 0; k < n_scan_out; ++k) scans[k].push_back(out[n_state + k]);
+      for (size_t k = 0; k < n_scan_out; ++k)
+        scans[k].push_back(tensor_input(node, out[n_state + k], n_state + k));
     }
     results = state;
     for (size_t k = 0; k < n_scan_out; ++k) {

@@ -152,6 +152,7 @@ struct RunState {
   explicit RunState(const std::vector<TypeShape>& static_types) : types(static_types) {}
   struct SlotState {
     Tensor host;          // host-memory slots
+    Value value;          // a sequence, map or optional (host steps only): host is undefined
     void* dev = nullptr;  // device slots
     const Device* owner = nullptr;
     std::shared_ptr<Event> event;  // null: ready once issued
@@ -219,6 +220,11 @@ const Tensor& host_value(const RunState& st, int s, const std::vector<Tensor>& c
   const Tensor& t = st.slots[s].host;
   if (t.defined() || static_cast<size_t>(s) >= constants.size()) return t;
   return constants[s];
+}
+// The value in host slot s, of any kind.
+Value any_value(const RunState& st, int s, const std::vector<Tensor>& constants) {
+  if (!st.slots[s].value.is_tensor()) return st.slots[s].value;
+  return host_value(st, s, constants);
 }
 }  // namespace
 
@@ -400,16 +406,16 @@ void ExecutionPlan::issue(const Step& step, RunState& st, bool static_types) con
 
 void ExecutionPlan::run_host_step(const Step& step, RunState& st) const {
   const uint64_t start = host_now_ns();
-  std::vector<Tensor> in;
+  std::vector<Value> in;
   for (int s : step.in_slots) {
     if (s < 0) {
       in.emplace_back();
       continue;
     }
     st.wait_ready(s, step.label);
-    in.push_back(host_value(st, s, constants_));
+    in.push_back(any_value(st, s, constants_));
   }
-  std::vector<Tensor> results;
+  std::vector<Value> results;
   try {
     results = step.host_kind == HostKind::Op
                   ? (*step.host_kernel)(
@@ -422,8 +428,12 @@ void ExecutionPlan::run_host_step(const Step& step, RunState& st) const {
   for (size_t i = 0; i < step.out_slots.size(); ++i) {
     const int s = step.out_slots[i];
     if (s < 0) continue;
-    st.slots[s].host = results[i];
-    st.types.set_of(static_cast<size_t>(slots_[s].value), results[i]);
+    if (results[i].is_tensor()) {
+      st.slots[s].host = results[i].tensor();
+      st.types.set_of(static_cast<size_t>(slots_[s].value), results[i].tensor());
+    } else {
+      st.slots[s].value = results[i];
+    }
   }
   if (st.profiling) {
     std::lock_guard lock(st.mutex);
@@ -517,7 +527,10 @@ void ExecutionPlan::execute(RunState& st, const std::vector<int>& wanted,
     }
     if (inline_)
       for (int i : step.in_slots)
-        if (i >= 0 && --uses[i] == 0 && !keep[i]) st.slots[i].host = Tensor();
+        if (i >= 0 && --uses[i] == 0 && !keep[i]) {
+          st.slots[i].host = Tensor();
+          st.slots[i].value = Value();
+        }
   }
   if (!st.failed) {
     try {
@@ -566,6 +579,42 @@ void ExecutionPlan::execute(RunState& st, const std::vector<int>& wanted,
   if (st.error) std::rethrow_exception(st.error);
 }
 
+void ExecutionPlan::check_input(const ValueInfo& info, const Value& value) const {
+  const std::string where = "input '" + info.name + "'";
+  if (!value.is_tensor() || info.kind != ValueKind::Tensor) {
+    // Sequences, maps and optionals: the kinds and element types must match the declaration.
+    const std::string given =
+        value.is_tensor() && !value.defined() ? "an undefined tensor" : value.type_string();
+    std::function<bool(const ValueInfo&, const Value&)> fits = [&](const ValueInfo& d,
+                                                                   const Value& v) {
+      if (d.kind != v.kind()) return false;
+      switch (d.kind) {
+        case ValueKind::Tensor:
+          return d.dtype == DType::Undefined || d.dtype == v.tensor().dtype();
+        case ValueKind::Sequence:
+          if (!d.element) return true;
+          if (v.items().empty())
+            return v.element_dtype() == DType::Undefined || d.element->kind != ValueKind::Tensor ||
+                   d.element->dtype == DType::Undefined || d.element->dtype == v.element_dtype();
+          return fits(*d.element, v.items()[0]);
+        case ValueKind::Map:
+          return (d.key_dtype == DType::Undefined || d.key_dtype == v.keys().dtype()) &&
+                 (!d.element || d.element->dtype == DType::Undefined ||
+                  d.element->dtype == v.values().dtype());
+        case ValueKind::Optional:
+          return !d.element || !v.has_element() || fits(*d.element, v.element());
+      }
+      return false;
+    };
+    if (!value.defined() || !fits(info, value))
+      throw Error(ErrorCode::InvalidArgument,
+                  where + " is " + given + ", expected " + type_string(info));
+    if (value.is_tensor()) check_input(info, value.tensor());
+    return;
+  }
+  check_input(info, value.tensor());
+}
+
 void ExecutionPlan::check_input(const ValueInfo& info, const Tensor& t) const {
   const std::string where = "input '" + info.name + "'";
   if (!t.defined()) throw Error(ErrorCode::InvalidArgument, where + " is an empty tensor");
@@ -587,6 +636,17 @@ void ExecutionPlan::check_input(const ValueInfo& info, const Tensor& t) const {
                                                   std::to_string(info.shape[i].value));
 }
 
+Value ExecutionPlan::detach(const Value& v, const std::vector<const Value*>& inputs) const {
+  if (v.is_tensor()) {
+    std::vector<const Tensor*> tensors;
+    for (const Value* in : inputs)
+      if (in && in->is_tensor()) tensors.push_back(&in->tensor());
+    return detach(v.tensor(), tensors);
+  }
+  // A sequence or map may hold constants or the caller's tensors: the caller gets its own.
+  return v.clone();
+}
+
 Tensor ExecutionPlan::detach(const Tensor& t, const std::vector<const Tensor*>& inputs) const {
   for (const auto& c : constants_)
     if (c.defined() && t.shares_storage_with(c)) return t.clone();
@@ -603,10 +663,29 @@ void set_host(RunState& st, int v, const Tensor& t) {
   st.slots[v].issued = true;
   if (t.defined()) st.types.set_of(static_cast<size_t>(v), t);
 }
+void set_host(RunState& st, int v, const Value& value) {
+  if (value.is_tensor()) return set_host(st, v, value.tensor());
+  st.slots[v].value = value;
+  st.slots[v].issued = true;
+}
 }  // namespace
 
 TensorMap ExecutionPlan::run(const TensorMap& inputs, const std::vector<std::string>& output_names,
                              RunProfile* profile) const {
+  ValueMap values(inputs.begin(), inputs.end());
+  TensorMap result;
+  for (auto& [name, value] : run_values(values, output_names, profile)) {
+    if (!value.is_tensor())
+      throw Error(ErrorCode::InvalidArgument, "output '" + name + "' is " + value.type_string() +
+                                                  ", not a tensor: run it with run_values()");
+    result[name] = value.tensor();
+  }
+  return result;
+}
+
+ValueMap ExecutionPlan::run_values(const ValueMap& inputs,
+                                   const std::vector<std::string>& output_names,
+                                   RunProfile* profile) const {
   RunState st(static_types_);
   st.slots.resize(slots_.size());
   for (size_t v = 0; v < names_.size(); ++v) {
@@ -626,11 +705,14 @@ TensorMap ExecutionPlan::run(const TensorMap& inputs, const std::vector<std::str
                           "' is an initializer of a model of IR version < 4, where every "
                           "initializer is listed as an input; it cannot be overridden");
         const Tensor& init = defaults_[id];
-        if (tensor.dtype() != init.dtype() || tensor.shape() != init.shape())
+        if (!tensor.is_tensor())
+          throw Error(ErrorCode::InvalidArgument,
+                      "input '" + name + "' overrides a tensor but is " + tensor.type_string());
+        if (tensor.tensor().dtype() != init.dtype() || tensor.tensor().shape() != init.shape())
           throw Error(ErrorCode::InvalidArgument,
                       "input '" + name + "' overrides an initializer of " +
                           dtype_name(init.dtype()) + to_string(init.shape()) + " but has " +
-                          dtype_name(tensor.dtype()) + to_string(tensor.shape()));
+                          dtype_name(tensor.tensor().dtype()) + to_string(tensor.tensor().shape()));
         set_host(st, id, tensor);
         continue;
       }
@@ -644,9 +726,12 @@ TensorMap ExecutionPlan::run(const TensorMap& inputs, const std::vector<std::str
   }
   for (const auto& in : inputs_)
     if (!inputs.count(in.name))
-      throw Error(ErrorCode::InvalidArgument, "missing input '" + in.name + "' (" +
-                                                  dtype_name(in.dtype) + " " + to_string(in.shape) +
-                                                  ")");
+      throw Error(ErrorCode::InvalidArgument,
+                  "missing input '" + in.name + "' (" +
+                      (in.kind == ValueKind::Tensor
+                           ? std::string(dtype_name(in.dtype)) + " " + to_string(in.shape)
+                           : type_string(in)) +
+                      ")");
 
   std::vector<std::string> wanted = output_names;
   if (wanted.empty())
@@ -665,22 +750,22 @@ TensorMap ExecutionPlan::run(const TensorMap& inputs, const std::vector<std::str
   }
   execute(st, wanted_ids, profile);
 
-  std::vector<const Tensor*> caller;
+  std::vector<const Value*> caller;
   for (const auto& [_, in] : inputs) caller.push_back(&in);
-  TensorMap result;
+  ValueMap result;
   for (const auto& name : wanted)
-    result[name] = detach(host_value(st, ids_.at(name), constants_), caller);
+    result[name] = detach(any_value(st, ids_.at(name), constants_), caller);
   return result;
 }
 
-std::vector<Tensor> ExecutionPlan::run_subgraph(const std::vector<Tensor>& formal,
-                                                const std::map<std::string, Tensor>& outer) const {
+std::vector<Value> ExecutionPlan::run_subgraph(const std::vector<Value>& formal,
+                                               const std::map<std::string, Value>& outer) const {
   RunState st(static_types_);
   st.slots.resize(slots_.size());
   for (size_t v = 0; v < names_.size(); ++v)
     if (constants_[v].defined()) st.slots[v].issued = true;  // read in place (host_value)
   for (size_t i = 0; i < formal_.size(); ++i)
-    set_host(st, ids_.at(formal_[i]), i < formal.size() ? formal[i] : Tensor());
+    set_host(st, ids_.at(formal_[i]), i < formal.size() ? formal[i] : Value());
   for (const auto& name : outer_) {
     auto it = outer.find(name);
     if (it == outer.end())
@@ -691,9 +776,9 @@ std::vector<Tensor> ExecutionPlan::run_subgraph(const std::vector<Tensor>& forma
   std::vector<int> wanted;
   for (const auto& o : outputs_) wanted.push_back(ids_.at(o.name));
   execute(st, wanted, nullptr);
-  std::vector<Tensor> out;
+  std::vector<Value> out;
   for (int id : wanted) {
-    const Tensor& value = host_value(st, id, constants_);
+    const Value value = any_value(st, id, constants_);
     if (!value.defined())
       throw Error(ErrorCode::Runtime, where_ + ": output '" + names_[id] + "' has no value");
     out.push_back(detach(value, {}));

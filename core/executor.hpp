@@ -61,12 +61,15 @@ class ExecutionPlan {
   const std::vector<ValueInfo>& outputs() const { return outputs_; }
   // Initializers a run may override (graph inputs with a default, IR >= 4), as declared.
   const std::vector<ValueInfo>& overridable() const { return overridable_infos_; }
+  // Tensors only: an output of another kind is an error saying to use run_values.
   TensorMap run(const TensorMap& inputs, const std::vector<std::string>& output_names,
                 RunProfile* profile = nullptr) const;
+  ValueMap run_values(const ValueMap& inputs, const std::vector<std::string>& output_names,
+                      RunProfile* profile = nullptr) const;
   // Runs a subgraph: formal inputs in the order of the graph's inputs, outer-scope values by
   // name. Returns the graph's outputs in order.
-  std::vector<Tensor> run_subgraph(const std::vector<Tensor>& formal,
-                                   const std::map<std::string, Tensor>& outer) const;
+  std::vector<Value> run_subgraph(const std::vector<Value>& formal,
+                                  const std::map<std::string, Value>& outer) const;
 
   const PlanReport& report() const { return report_; }
   size_t num_steps() const { return steps_.size(); }
@@ -74,9 +77,9 @@ class ExecutionPlan {
 
  private:
   enum class StepKind { Patch, Host, Upload, Download };
-  // If, Loop, Scan: control flow (core/control_flow.cpp); Op: a node on values the backend ABI
-  // does not carry, run by its host kernel (core/host_ops.hpp).
-  enum class HostKind { If, Loop, Scan, Op };
+  // If, Loop, Scan, SequenceMap: subgraphs (core/control_flow.cpp); Op: a node on values the
+  // backend ABI does not carry, run by its host kernel (core/host_ops.hpp).
+  enum class HostKind { If, Loop, Scan, SequenceMap, Op };
   struct PatchNode {
     const Node* node = nullptr;
     const OpSchema* schema = nullptr;
@@ -105,7 +108,7 @@ class ExecutionPlan {
     // Host (control flow): nodes[0] is the node; in_slots explicit then implicit inputs
     HostKind host_kind = HostKind::If;
     std::map<std::string, std::unique_ptr<ExecutionPlan>> subplans;  // by attribute name
-    const HostKernel* host_kernel = nullptr;                         // HostKind::Op
+    const ValueKernel* host_kernel = nullptr;                        // HostKind::Op
   };
   struct Slot {
     int value = -1;
@@ -119,18 +122,20 @@ class ExecutionPlan {
   int value_id(const std::string& name);
   int slot_id(int value, int space);
   void check_input(const ValueInfo& info, const Tensor& t) const;
+  void check_input(const ValueInfo& info, const Value& value) const;
   // Runs the steps needed for `wanted` (host slots); st holds inputs and constants.
   void execute(RunState& st, const std::vector<int>& wanted, RunProfile* profile) const;
   // Runs a step on its device; static_types: infer_patch found the creation-time types hold, so
   // the step's static_infos describe its values.
   void issue(const Step& step, RunState& st, bool static_types = false) const;
   void run_host_step(const Step& step, RunState& st) const;
-  std::vector<Tensor> run_control_flow(const Step& step, const std::vector<Tensor>& in) const;
+  std::vector<Value> run_control_flow(const Step& step, const std::vector<Value>& in) const;
   // Infers the types of the values the patch makes for this run; true when the creation-time
   // types hold (Step::static_shapes) and nothing had to be inferred.
   bool infer_patch(const Step& step, RunState& st) const;
   // Returns t, or a copy when it shares storage with a constant of this plan or with `inputs`.
   Tensor detach(const Tensor& t, const std::vector<const Tensor*>& inputs) const;
+  Value detach(const Value& v, const std::vector<const Value*>& inputs) const;
   int space_of(int device) const;
   // Sets step.boundary, static_shapes and static_infos from the creation-time types.
   void find_static_shapes(Step& step) const;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -19,17 +20,24 @@ namespace quilt {
 // Computes a node's outputs (one per node output; undefined for an output not wanted) from its
 // inputs (undefined for an absent optional input). Throws Error naming the node on bad values.
 using HostKernel = std::function<std::vector<Tensor>(const Node&, const std::vector<Tensor>&)>;
+// The same on values of any kind (sequences, maps, optionals: core/ops/sequence.cpp).
+using ValueKernel = std::function<std::vector<Value>(const Node&, const std::vector<Value>&)>;
 
 // Why the core runs this node rather than a backend (its creation-time input and output types
-// hold a string tensor), or "" when it goes to a backend.
+// hold a string tensor, a sequence, a map or an optional), or "" when it goes to a backend.
 std::string host_reason(const std::vector<TypeShape>& inputs,
                         const std::vector<TypeShape>& outputs);
 
 // The kernel for a node that host_reason() keeps in the core; throws Error(NotImplemented)
 // naming the node when Quilt has none for its op on these types.
-const HostKernel& host_kernel(const Node& node);
-// True if the core has a host kernel for this op (on string tensors), for `quilt ops`.
+const ValueKernel& host_kernel(const Node& node);
+// True if the core has a host kernel for this op (on string tensors or other kinds of value),
+// for `quilt ops`.
 bool has_host_kernel(const std::string& domain, const std::string& op_type);
+// The host kernels on sequences, maps and optionals, by (domain, op type).
+const std::map<std::pair<std::string, std::string>, ValueKernel>& value_kernels();
+// A tensor, or an error naming the node and what the value is instead.
+const Tensor& tensor_input(const Node& node, const Value& v, size_t i);
 
 }  // namespace quilt
 

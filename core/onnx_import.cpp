@@ -2,6 +2,7 @@
 #include "core/onnx_import.hpp"
 
 #include <fcntl.h>
+#include <onnx/onnx-data_pb.h>
 #include <onnx/onnx_pb.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -304,7 +305,7 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const ImportContext& ctx,
   return t;
 }
 
-// What a type Quilt cannot hold is, for messages; "" for a holdable tensor type (or no type).
+// What a type Quilt cannot hold is, for messages; "" for a holdable type (or no type).
 std::string unsupported_type(const onnx::TypeProto& t) {
   if (t.has_tensor_type()) {
     const int32_t e = t.tensor_type().elem_type();
@@ -313,18 +314,47 @@ std::string unsupported_type(const onnx::TypeProto& t) {
     if (name.empty()) name = "element type " + std::to_string(e);
     return "a tensor of " + name;
   }
-  if (t.has_sequence_type()) return "a sequence";
-  if (t.has_optional_type()) return "an optional";
-  if (t.has_map_type()) return "a map";
+  if (t.has_sequence_type()) {
+    const std::string e = unsupported_type(t.sequence_type().elem_type());
+    return e.empty() ? "" : "a sequence of " + e;
+  }
+  if (t.has_optional_type()) {
+    const std::string e = unsupported_type(t.optional_type().elem_type());
+    return e.empty() ? "" : "an optional of " + e;
+  }
+  if (t.has_map_type()) {
+    const int32_t k = t.map_type().key_type();
+    if (k != onnx::TensorProto::INT64 && k != onnx::TensorProto::STRING)
+      return "a map with keys of element type " + std::to_string(k) +
+             " (int64 and string are held)";
+    const onnx::TypeProto& v = t.map_type().value_type();
+    if (!v.has_tensor_type()) return "a map whose values are not tensors";
+    return unsupported_type(v);
+  }
   if (t.has_sparse_tensor_type()) return "a sparse tensor";
   return "";
 }
 
-ValueInfo value_info_from_proto(const onnx::ValueInfoProto& v) {
+ValueInfo value_info_from_type(const std::string& name, const onnx::TypeProto& type) {
   ValueInfo info;
-  info.name = v.name();
-  if (v.type().has_tensor_type()) {
-    const auto& tt = v.type().tensor_type();
+  info.name = name;
+  auto element = [](const onnx::TypeProto& e) {
+    return e.value_case() == onnx::TypeProto::VALUE_NOT_SET
+               ? nullptr
+               : std::make_shared<const ValueInfo>(value_info_from_type("", e));
+  };
+  if (type.has_sequence_type()) {
+    info.kind = ValueKind::Sequence;
+    info.element = element(type.sequence_type().elem_type());
+  } else if (type.has_optional_type()) {
+    info.kind = ValueKind::Optional;
+    info.element = element(type.optional_type().elem_type());
+  } else if (type.has_map_type()) {
+    info.kind = ValueKind::Map;
+    info.key_dtype = dtype_from_onnx(type.map_type().key_type());
+    info.element = element(type.map_type().value_type());
+  } else if (type.has_tensor_type()) {
+    const auto& tt = type.tensor_type();
     info.dtype = dtype_from_onnx(tt.elem_type());
     if (tt.has_shape()) {
       info.has_shape = true;
@@ -339,6 +369,10 @@ ValueInfo value_info_from_proto(const onnx::ValueInfoProto& v) {
     }
   }
   return info;
+}
+
+ValueInfo value_info_from_proto(const onnx::ValueInfoProto& v) {
+  return value_info_from_type(v.name(), v.type());
 }
 
 std::shared_ptr<Graph> graph_from_proto(
@@ -563,6 +597,128 @@ Tensor load_tensor_file(const std::string& path) {
   ImportContext ctx;
   ctx.external_data_dir = fs::path(path).parent_path().string();
   return tensor_from_proto(proto, ctx, "tensor file '" + path + "'");
+}
+
+namespace {
+
+Value value_from_sequence(const onnx::SequenceProto& p, const ImportContext& ctx,
+                          const std::string& where);
+
+Value value_from_map(const onnx::MapProto& p, const ImportContext& ctx, const std::string& where) {
+  const Value values = value_from_sequence(p.values(), ctx, where + " map values");
+  Tensor keys;
+  if (p.key_type() == onnx::TensorProto::INT64) {
+    keys = Tensor::from_vector<int64_t>({p.keys_size()}, {p.keys().begin(), p.keys().end()});
+  } else if (p.key_type() == onnx::TensorProto::STRING) {
+    keys = Tensor::from_strings({p.string_keys_size()},
+                                {p.string_keys().begin(), p.string_keys().end()});
+  } else {
+    throw Error(ErrorCode::NotImplemented, where + ": map keys of element type " +
+                                               std::to_string(p.key_type()) +
+                                               " (int64 and string are held)");
+  }
+  // Quilt holds a map's values as one 1-D tensor: each of the sequence's must be a scalar.
+  const std::vector<Value>& items = values.items();
+  const DType dtype = items.empty() ? values.element_dtype() : items[0].tensor().dtype();
+  if (dtype == DType::Undefined)
+    throw Error(ErrorCode::NotImplemented, where + ": map values must be tensors");
+  std::vector<Tensor> scalars;
+  for (const Value& item : items) {
+    if (!item.is_tensor() || item.tensor().numel() != 1)
+      throw Error(ErrorCode::NotImplemented,
+                  where + ": a map value is not a one-element tensor (Quilt's maps hold scalars)");
+    scalars.push_back(item.tensor().reshaped({1}));
+  }
+  Tensor flat(dtype, {static_cast<int64_t>(scalars.size())});
+  for (size_t i = 0; i < scalars.size(); ++i) {
+    if (dtype == DType::String)
+      flat.data<std::string>()[i] = scalars[i].data<std::string>()[0];
+    else
+      std::memcpy(static_cast<char*>(flat.raw_data()) + i * dtype_size(dtype),
+                  scalars[i].raw_data(), dtype_size(dtype));
+  }
+  try {
+    return Value::map(keys, flat);
+  } catch (const Error& e) {
+    throw Error(ErrorCode::InvalidArgument, where + ": " + e.what());
+  }
+}
+
+Value value_from_optional(const onnx::OptionalProto& p, const ImportContext& ctx,
+                          const std::string& where) {
+  switch (p.elem_type()) {
+    case onnx::OptionalProto::TENSOR:
+      if (!p.has_tensor_value()) return Value::none();
+      return Value::optional(tensor_from_proto(p.tensor_value(), ctx, where));
+    case onnx::OptionalProto::SEQUENCE:
+      if (!p.has_sequence_value()) return Value::none();
+      return Value::optional(value_from_sequence(p.sequence_value(), ctx, where));
+    case onnx::OptionalProto::MAP:
+      if (!p.has_map_value()) return Value::none();
+      return Value::optional(value_from_map(p.map_value(), ctx, where));
+    case onnx::OptionalProto::UNDEFINED:
+      return Value::none();
+    default:
+      throw Error(ErrorCode::NotImplemented,
+                  where + ": an optional of element type " + std::to_string(p.elem_type()));
+  }
+}
+
+Value value_from_sequence(const onnx::SequenceProto& p, const ImportContext& ctx,
+                          const std::string& where) {
+  std::vector<Value> items;
+  for (int i = 0; i < p.tensor_values_size(); ++i)
+    items.push_back(tensor_from_proto(p.tensor_values(i), ctx, where));
+  for (int i = 0; i < p.sequence_values_size(); ++i)
+    items.push_back(value_from_sequence(p.sequence_values(i), ctx, where));
+  for (int i = 0; i < p.map_values_size(); ++i)
+    items.push_back(value_from_map(p.map_values(i), ctx, where));
+  for (int i = 0; i < p.optional_values_size(); ++i)
+    items.push_back(value_from_optional(p.optional_values(i), ctx, where));
+  if (p.sparse_tensor_values_size())
+    throw Error(ErrorCode::NotImplemented, where + ": a sequence of sparse tensors");
+  try {
+    return Value::sequence(std::move(items));
+  } catch (const Error& e) {
+    throw Error(ErrorCode::InvalidArgument, where + ": " + e.what());
+  }
+}
+
+}  // namespace
+
+Value load_value_file(const std::string& path, const ValueInfo& declared) {
+  const std::string data = read_file(path, "value file");
+  ImportContext ctx;
+  ctx.external_data_dir = fs::path(path).parent_path().string();
+  const std::string where = "value file '" + path + "'";
+  auto bad = [&](const char* proto) {
+    return Error(ErrorCode::InvalidArgument, where + " is not a serialized " + std::string(proto) +
+                                                 " (the value is declared " +
+                                                 type_string(declared) + ")");
+  };
+  switch (declared.kind) {
+    case ValueKind::Tensor:
+      return load_tensor_file(path);
+    case ValueKind::Sequence: {
+      onnx::SequenceProto proto;
+      if (!proto.ParseFromString(data)) throw bad("SequenceProto");
+      Value v = value_from_sequence(proto, ctx, where);
+      if (v.items().empty() && declared.element && declared.element->kind == ValueKind::Tensor)
+        v = Value::sequence({}, declared.element->dtype);
+      return v;
+    }
+    case ValueKind::Map: {
+      onnx::MapProto proto;
+      if (!proto.ParseFromString(data)) throw bad("MapProto");
+      return value_from_map(proto, ctx, where);
+    }
+    case ValueKind::Optional: {
+      onnx::OptionalProto proto;
+      if (!proto.ParseFromString(data)) throw bad("OptionalProto");
+      return value_from_optional(proto, ctx, where);
+    }
+  }
+  throw bad("value");
 }
 
 void save_tensor_file(const Tensor& tensor, const std::string& path, const std::string& name) {

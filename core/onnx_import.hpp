@@ -17,6 +17,9 @@ Model load_model_bytes(std::span<const std::byte> bytes, const std::string& exte
                        const std::string& display_name = "<bytes>");
 // Reads a file holding one serialized TensorProto (the ONNX test-data format).
 Tensor load_tensor_file(const std::string& path);
+// Reads a file holding one value of the declared type: a TensorProto, SequenceProto, MapProto
+// or OptionalProto (the files do not say which). Maps' values must be scalars.
+Value load_value_file(const std::string& path, const ValueInfo& declared);
 // Writes a tensor as a serialized TensorProto.
 void save_tensor_file(const Tensor& tensor, const std::string& path, const std::string& name = "");
 

@@ -14,8 +14,61 @@ int64_t newest_opset(const std::string& domain) {
   return 0;
 }
 
+TypeShape TypeShape::of(const Value& v) {
+  switch (v.kind()) {
+    case ValueKind::Tensor:
+      return of(v.tensor());
+    case ValueKind::Sequence:
+      if (!v.items().empty()) return of_kind(ValueKind::Sequence, of(v.items()[0]));
+      if (v.element_dtype() == DType::Undefined) return of_kind(ValueKind::Sequence, {});
+      return of_kind(ValueKind::Sequence, {v.element_dtype(), false, {}});
+    case ValueKind::Map:
+      return of_kind(ValueKind::Map, {v.values().dtype(), false, {}}, v.keys().dtype());
+    case ValueKind::Optional:
+      if (v.has_element()) return of_kind(ValueKind::Optional, of(v.element()));
+      if (v.element_dtype() == DType::Undefined) return of_kind(ValueKind::Optional, {});
+      return of_kind(ValueKind::Optional, {v.element_dtype(), false, {}});
+  }
+  return {};
+}
+
+TypeShape TypeShape::of_info(const ValueInfo& info) {
+  if (info.kind != ValueKind::Tensor)
+    return of_kind(info.kind, info.element ? of_info(*info.element) : TypeShape{}, info.key_dtype);
+  TypeShape t;
+  t.dtype = info.dtype;
+  t.has_shape = info.has_shape;
+  for (const auto& d : info.shape) t.dims.push_back(d.is_fixed() ? d.value : -1);
+  return t;
+}
+
+TypeShape TypeShape::of_kind(ValueKind kind, TypeShape element, DType key) {
+  TypeShape t;
+  t.kind = kind;
+  t.has_shape = true;
+  t.element = std::make_shared<const TypeShape>(std::move(element));
+  t.key_dtype = key;
+  return t;
+}
+
+std::string TypeShape::text() const {
+  const std::string e = element ? element->text() : "?";
+  switch (kind) {
+    case ValueKind::Tensor:
+      return std::string("tensor(") + dtype_onnx_name(dtype) + ")";
+    case ValueKind::Sequence:
+      return "seq(" + e + ")";
+    case ValueKind::Map:
+      return std::string("map(") + dtype_onnx_name(key_dtype) + "," + e + ")";
+    case ValueKind::Optional:
+      return "optional(" + e + ")";
+  }
+  return "?";
+}
+
 bool TypeShape::is_static() const {
-  return has_shape && std::all_of(dims.begin(), dims.end(), [](int64_t d) { return d >= 0; });
+  return kind == ValueKind::Tensor && has_shape &&
+         std::all_of(dims.begin(), dims.end(), [](int64_t d) { return d >= 0; });
 }
 
 int64_t TypeShape::bytes() const {
@@ -55,6 +108,15 @@ const std::vector<int64_t>& InferenceContext::input_shape(size_t i) const {
 
 const Tensor* InferenceContext::input_value(size_t i) const {
   return has_input(i) ? values_[i] : nullptr;
+}
+
+const TypeShape& InferenceContext::input_type(size_t i) const {
+  static const TypeShape kUnknown;
+  return i < inputs_.size() && has_input(i) ? inputs_[i] : kUnknown;
+}
+
+void InferenceContext::set_output_type(size_t i, TypeShape type) {
+  if (i < outputs_.size()) outputs_[i] = std::move(type);
 }
 
 std::optional<std::vector<int64_t>> InferenceContext::input_ints(size_t i) const {
@@ -160,6 +222,11 @@ std::vector<TypeShape> infer_node(const OpSchema& schema, const Node& node,
                                   const std::vector<const Tensor*>& values, bool runtime) {
   check_arity(schema, node);
 
+  if (!schema.takes_values)
+    for (size_t i = 0; i < node.inputs.size() && i < inputs.size(); ++i)
+      if (node.has_input(i) && !inputs[i].is_tensor())
+        node.fail("input " + std::to_string(i) + " ('" + node.inputs[i] + "') is " +
+                  inputs[i].text() + ", but " + node.op_type + " takes tensors");
   InferenceContext ctx(node, inputs, values, runtime);
   bool can_infer = true;
   for (size_t i = 0; i < node.inputs.size(); ++i)
@@ -168,7 +235,8 @@ std::vector<TypeShape> infer_node(const OpSchema& schema, const Node& node,
     if (node.has_input(static_cast<size_t>(v)) &&
         (static_cast<size_t>(v) >= values.size() || !values[static_cast<size_t>(v)]))
       can_infer = false;
-  if (can_infer || runtime) schema.infer(ctx);
+  // Ops on sequences, maps and optionals infer from what is known (their inputs' kinds).
+  if (can_infer || runtime || schema.takes_values) schema.infer(ctx);
   return ctx.outputs();
 }
 
@@ -209,6 +277,8 @@ int64_t normalize_axis(const InferenceContext& ctx, int64_t axis, int64_t rank) 
 }
 
 void infer_same_as_input0(InferenceContext& ctx) {
+  if (!ctx.input_type(0).is_tensor()) return ctx.set_output_type(0, ctx.input_type(0));
+  if (!ctx.input_has_shape(0)) return ctx.set_output_unknown_shape(0, ctx.input_dtype(0));
   ctx.set_output(0, ctx.input_dtype(0), ctx.input_shape(0));
 }
 

@@ -21,12 +21,30 @@
 namespace quilt {
 
 // The type and (possibly partial) shape of a value. dims[i] == -1 means unknown.
+// A sequence, map or optional (kind) has has_shape = true and no dims (its type is known, so
+// inference runs), element the type of its elements (a map's: of its values; null: unknown)
+// and, for a map, key_dtype; it is never static.
 struct TypeShape {
+  TypeShape() = default;
+  TypeShape(DType dtype_, bool has_shape_, std::vector<int64_t> dims_ = {})
+      : dtype(dtype_), has_shape(has_shape_), dims(std::move(dims_)) {}
   DType dtype = DType::Undefined;
   bool has_shape = false;  // false: rank unknown
   std::vector<int64_t> dims;
+  ValueKind kind = ValueKind::Tensor;
+  std::shared_ptr<const TypeShape> element;
+  DType key_dtype = DType::Undefined;
 
   static TypeShape of(const Tensor& t) { return {t.dtype(), true, t.shape()}; }
+  // The type of any value (a sequence's element type from its first item or element_dtype).
+  static TypeShape of(const Value& v);
+  // A sequence or optional of element, or a map from key to element.
+  static TypeShape of_kind(ValueKind kind, TypeShape element, DType key = DType::Undefined);
+  // A declared type (unknown dims -1).
+  static TypeShape of_info(const ValueInfo& info);
+  bool is_tensor() const { return kind == ValueKind::Tensor; }
+  // For messages: "tensor(float)", "seq(tensor(float))", as type_string(ValueInfo).
+  std::string text() const;
   bool is_static() const;
   // Bytes of a tensor of this type; -1 unless the dtype is known and the shape static.
   // Throws Error(OutOfMemory) when the size overflows int64.
@@ -55,6 +73,9 @@ class InferenceContext {
   const Tensor* input_value(size_t i) const;
   // Value of an integer (int32/int64) input as int64s; nullopt when unknown.
   std::optional<std::vector<int64_t>> input_ints(size_t i) const;
+  // The whole type of input i (for sequences, maps and optionals); unknown when absent.
+  const TypeShape& input_type(size_t i) const;
+  void set_output_type(size_t i, TypeShape type);
 
   void set_output(size_t i, DType dtype, std::vector<int64_t> dims);
   void set_output_unknown_shape(size_t i, DType dtype);
@@ -86,6 +107,9 @@ struct OpSchema {
   // must be on the host: they are sync points for device backends.
   std::vector<int> value_inputs = {};
   InferFn infer = nullptr;
+  // Its inputs may be sequences, maps or optionals (its infer reads input_type()); for the
+  // other ops, such an input is refused at load naming it.
+  bool takes_values = false;
 };
 
 // The newest opset of a domain whose op semantics Quilt implements ("" = ai.onnx), or 0 for a

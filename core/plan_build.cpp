@@ -19,11 +19,7 @@ bool has_subgraph(const Node& n) {
 }
 
 TypeShape type_of(const ValueInfo& info) {
-  TypeShape t;
-  t.dtype = info.dtype;
-  t.has_shape = info.has_shape;
-  for (const auto& d : info.shape) t.dims.push_back(d.is_fixed() ? d.value : -1);
-  return t;
+  return TypeShape::of_info(info);
 }
 
 // Shape / Size of a value whose shape is static at session creation.
@@ -171,8 +167,12 @@ namespace {
 void check_declared_output(const std::string& where, const Graph& g, const ValueInfo& declared,
                            const TypeShape& inferred) {
   std::string conflict;
-  if (declared.dtype != DType::Undefined && inferred.dtype != DType::Undefined &&
-      declared.dtype != inferred.dtype) {
+  if (declared.kind != inferred.kind && inferred.has_shape) {
+    conflict = inferred.text() + ", but the graph declares " + type_string(declared);
+  } else if (!inferred.is_tensor()) {
+    return;  // the element types are checked when a run returns the value
+  } else if (declared.dtype != DType::Undefined && inferred.dtype != DType::Undefined &&
+             declared.dtype != inferred.dtype) {
     conflict = std::string("dtype ") + dtype_name(inferred.dtype) + ", but the graph declares " +
                dtype_name(declared.dtype);
   } else if (declared.has_shape && inferred.has_shape) {
@@ -327,8 +327,8 @@ void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
     for (size_t i = 0; i < ln.outputs.size(); ++i)
       if (ln.outputs[i] >= 0) static_types_[ln.outputs[i]] = ln.out_types[i];
 
-    if (node.domain.empty() &&
-        (node.op_type == "If" || node.op_type == "Loop" || node.op_type == "Scan")) {
+    if (node.domain.empty() && (node.op_type == "If" || node.op_type == "Loop" ||
+                                node.op_type == "Scan" || node.op_type == "SequenceMap")) {
       ln.host = true;
       auto type_here = [this](const std::string& name) {
         auto it = ids_.find(name);
@@ -343,6 +343,10 @@ void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
       continue;
     }
     ln.host_reason = host_reason(ln.in_types, ln.out_types);
+    if (ln.host_reason.empty() && node.op_type != "Identity" &&
+        value_kernels().count({node.domain, node.op_type}))  // types unknown here (a subgraph)
+      ln.host_reason =
+          "sequences, maps and optionals do not cross the backend ABI: the core runs it";
     if (!ln.host_reason.empty()) {
       host_kernel(node);  // throws, naming the node, when the core has no kernel for it
       ln.host = true;
@@ -577,6 +581,7 @@ void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
       step.host_kind = !ln.host_reason.empty() ? HostKind::Op
                        : op == "If"            ? HostKind::If
                        : op == "Loop"          ? HostKind::Loop
+                       : op == "SequenceMap"   ? HostKind::SequenceMap
                                                : HostKind::Scan;
       if (step.host_kind == HostKind::Op) step.host_kernel = &host_kernel(*ln.node);
       step.nodes.push_back({ln.node, ln.schema, ln.inputs, ln.outputs});

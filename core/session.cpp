@@ -277,6 +277,11 @@ TensorMap Session::run(const TensorMap& inputs, const std::vector<std::string>& 
   return impl().plan->run(inputs, output_names, profile);
 }
 
+ValueMap Session::run_values(const ValueMap& inputs, const std::vector<std::string>& output_names,
+                             RunProfile* profile) const {
+  return impl().plan->run_values(inputs, output_names, profile);
+}
+
 const PlanReport& Session::plan() const {
   return impl().plan->report();
 }

@@ -51,8 +51,9 @@ void validate_graph(const Graph& g, const std::set<std::string>& outer,
     } else {
       std::string key = (n.domain.empty() ? "" : n.domain + ".") + n.op_type + " (opset " +
                         std::to_string(n.opset) + ")";
-      p.unsupported[key].push_back(n.name.empty() ? "#" + std::to_string(n.index)
-                                                  : "\"" + n.name + "\"");
+      // append(), not "#" + ...: GCC 12 warns falsely (-Wrestrict, bug 105329) on the latter.
+      p.unsupported[key].push_back(n.name.empty() ? std::string("#").append(std::to_string(n.index))
+                                                  : std::string("\"").append(n.name).append("\""));
     }
     for (const auto& [_, a] : n.attributes) {
       std::vector<std::shared_ptr<Graph>> subs = a.graphs;
@@ -99,7 +100,8 @@ void validate_model(const Model& model, const SchemaRegistry& schemas) {
     if (!msg.empty()) msg += "\n";
     msg += "model '" + model.path +
            "' has graph inputs/outputs of types Quilt cannot hold (it holds tensors of "
-           "float16/32/64, bfloat16, float8, int4, int8-64, uint4, uint8-64 and bool):";
+           "float16/32/64, bfloat16, float8, int4, int8-64, uint4, uint8-64, bool and string, and "
+           "sequences, maps of scalars and optionals of them):";
     for (const auto& v : p.unsupported_values) msg += "\n  - " + v;
   }
   throw Error(p.structural.empty() ? ErrorCode::NotImplemented : ErrorCode::InvalidModel, msg);

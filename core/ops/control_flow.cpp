@@ -15,6 +15,7 @@ const Graph* graph_attr(InferenceContext& ctx, const char* name) {
 }
 
 void set_from_graph_output(InferenceContext& ctx, size_t i, const ValueInfo& v) {
+  if (v.kind != ValueKind::Tensor) return ctx.set_output_type(i, TypeShape::of_info(v));
   if (!v.has_shape) return ctx.set_output_unknown_shape(i, v.dtype);
   std::vector<int64_t> dims;
   for (const auto& d : v.shape) dims.push_back(d.is_fixed() ? d.value : -1);
@@ -31,6 +32,10 @@ void infer_if(InferenceContext& ctx) {
   for (size_t i = 0; i < ctx.num_outputs(); ++i) {
     const ValueInfo& t = then_g->outputs[i];
     const ValueInfo& e = else_g->outputs[i];
+    if (t.kind != ValueKind::Tensor || e.kind != ValueKind::Tensor) {
+      set_from_graph_output(ctx, i, t.kind != ValueKind::Tensor ? t : e);
+      continue;
+    }
     const DType dtype = t.dtype != DType::Undefined ? t.dtype : e.dtype;
     bool same = t.has_shape && e.has_shape && t.shape.size() == e.shape.size();
     for (size_t d = 0; same && d < t.shape.size(); ++d)
@@ -53,8 +58,15 @@ void infer_loop(InferenceContext& ctx) {
     ctx.fail("body has " + std::to_string(body->outputs.size()) + " outputs, expected " +
              std::to_string(ctx.num_outputs() + 1) + " (condition and the node's outputs)");
   for (size_t i = 0; i < ctx.num_outputs(); ++i) {
-    if (i < n_carried && ctx.input_has_shape(i + 2)) {
+    if (i < n_carried && body->outputs[i + 1].kind != ValueKind::Tensor) {
+      // The body's declared type (an optional carried in may come out as its element's type).
+      set_from_graph_output(ctx, i, body->outputs[i + 1]);
+    } else if (i < n_carried && !ctx.input_type(i + 2).is_tensor()) {
+      ctx.set_output_type(i, ctx.input_type(i + 2));
+    } else if (i < n_carried && ctx.input_has_shape(i + 2)) {
       ctx.set_output(i, ctx.input_dtype(i + 2), ctx.input_shape(i + 2));
+    } else if (body->outputs[i + 1].kind != ValueKind::Tensor) {
+      set_from_graph_output(ctx, i, body->outputs[i + 1]);
     } else {
       ctx.set_output_unknown_shape(i, body->outputs[i + 1].dtype);
     }
@@ -83,13 +95,18 @@ void infer_scan(InferenceContext& ctx) {
 }  // namespace
 
 void register_control_flow_schemas(SchemaRegistry& r) {
-  r.add(
-      {.op_type = "If", .min_inputs = 1, .max_inputs = 1, .max_outputs = kMany, .infer = infer_if});
+  r.add({.op_type = "If",
+         .min_inputs = 1,
+         .max_inputs = 1,
+         .max_outputs = kMany,
+         .infer = infer_if,
+         .takes_values = true});
   r.add({.op_type = "Loop",
          .min_inputs = 0,
          .max_inputs = kMany,
          .max_outputs = kMany,
-         .infer = infer_loop});
+         .infer = infer_loop,
+         .takes_values = true});
   // Scan-8 has a batch axis and sequence_lens: not supported.
   r.add({.op_type = "Scan",
          .min_opset = 9,

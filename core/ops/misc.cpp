@@ -10,6 +10,7 @@ namespace quilt {
 void register_misc_extra_schemas(SchemaRegistry& r);
 void register_ml_schemas(SchemaRegistry& r);
 void register_string_schemas(SchemaRegistry& r);
+void register_sequence_schemas(SchemaRegistry& r);
 
 namespace {
 
@@ -157,6 +158,7 @@ void register_misc_schemas(SchemaRegistry& r) {
   register_misc_extra_schemas(r);
   register_ml_schemas(r);
   register_string_schemas(r);
+  register_sequence_schemas(r);
 }
 
 }  // namespace quilt

@@ -508,8 +508,10 @@ std::vector<Tensor> constant_kernel(const Node& node, const std::vector<Tensor>&
   return {Tensor::from_strings({}, {node.attr_string("value_string", "")})};
 }
 
-const std::map<std::pair<std::string, std::string>, HostKernel>& host_kernels() {
-  static const std::map<std::pair<std::string, std::string>, HostKernel> kernels = {
+// Every host kernel: those on string tensors (wrapped to take values) and those on sequences,
+// maps and optionals (value_kernels(), which win for an op in both, such as Identity).
+const std::map<std::pair<std::string, std::string>, ValueKernel>& host_kernels() {
+  static const std::map<std::pair<std::string, std::string>, HostKernel> tensor_kernels = {
       {{"", "Cast"}, cast_kernel},
       {{"", "Identity"}, identity_kernel},
       {{"", "Constant"}, constant_kernel},
@@ -521,6 +523,19 @@ const std::map<std::pair<std::string, std::string>, HostKernel>& host_kernels() 
       {{kMl, "CategoryMapper"}, category_mapper_kernel},
       {{kMl, "LabelEncoder"}, label_encoder_kernel},
   };
+  static const auto kernels = [] {
+    std::map<std::pair<std::string, std::string>, ValueKernel> all;
+    for (const auto& [key, fn] : tensor_kernels)
+      all[key] = [fn = fn](const Node& node, const std::vector<Value>& in) {
+        std::vector<Tensor> tensors;
+        for (size_t i = 0; i < in.size(); ++i)
+          tensors.push_back(in[i].defined() ? tensor_input(node, in[i], i) : Tensor());
+        std::vector<Tensor> out = fn(node, tensors);
+        return std::vector<Value>(out.begin(), out.end());
+      };
+    for (const auto& [key, fn] : value_kernels()) all[key] = fn;
+    return all;
+  }();
   return kernels;
 }
 
@@ -528,6 +543,10 @@ const std::map<std::pair<std::string, std::string>, HostKernel>& host_kernels() 
 
 std::string host_reason(const std::vector<TypeShape>& inputs,
                         const std::vector<TypeShape>& outputs) {
+  for (const auto* types : {&inputs, &outputs})
+    for (const TypeShape& t : *types)
+      if (!t.is_tensor())
+        return "sequences, maps and optionals do not cross the backend ABI: the core runs it";
   for (const auto* types : {&inputs, &outputs})
     for (const TypeShape& t : *types)
       if (t.dtype == DType::String)
@@ -539,7 +558,7 @@ bool has_host_kernel(const std::string& domain, const std::string& op_type) {
   return host_kernels().count({domain, op_type}) != 0;
 }
 
-const HostKernel& host_kernel(const Node& node) {
+const ValueKernel& host_kernel(const Node& node) {
   auto it = host_kernels().find({node.domain, node.op_type});
   if (it == host_kernels().end()) {
     std::string ops;

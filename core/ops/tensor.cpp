@@ -267,7 +267,7 @@ void register_tensor_schemas(SchemaRegistry& r) {
          .max_inputs = 2,
          .value_inputs = {1},
          .infer = infer_unsqueeze});
-  r.add({.op_type = "Identity", .infer = infer_same_as_input0});
+  r.add({.op_type = "Identity", .infer = infer_same_as_input0, .takes_values = true});
   r.add({.op_type = "Dropout", .max_opset = 11, .max_outputs = 2, .infer = infer_dropout});
   r.add({.op_type = "Dropout",
          .min_opset = 12,

@@ -268,11 +268,76 @@ struct Dim {
 QUILT_API std::string to_string(const std::vector<Dim>& shape);
 QUILT_API std::string to_string(const std::vector<int64_t>& shape);
 
+// What a value is: ONNX's tensor, sequence, map and optional types (docs/TYPES.md).
+enum class ValueKind : int32_t { Tensor = 0, Sequence = 1, Map = 2, Optional = 3 };
+// "tensor", "sequence", "map", "optional".
+QUILT_API const char* value_kind_name(ValueKind kind);
+// ONNX's name of an element type, as in its type notation: "float", "int64", "string", ...
+QUILT_API const char* dtype_onnx_name(DType dtype);
+
 struct ValueInfo {
   std::string name;
-  DType dtype = DType::Undefined;
+  DType dtype = DType::Undefined;  // a tensor's element type (Undefined for the other kinds)
   std::vector<Dim> shape;
   bool has_shape = false;  // false when the rank is unknown
+  ValueKind kind = ValueKind::Tensor;
+  // Sequence and Optional: the type of an element; Map: the type of its values (name unused).
+  std::shared_ptr<const ValueInfo> element = nullptr;
+  DType key_dtype = DType::Undefined;  // Map: int64 or string
+};
+// The type in ONNX's notation, as onnxruntime's NodeArg.type writes it: "tensor(float)",
+// "seq(tensor(int64))", "seq(map(string,tensor(float)))", "optional(seq(tensor(float)))".
+QUILT_API std::string type_string(const ValueInfo& info);
+
+// A value of any ONNX type: a tensor, a sequence of values, a map or an optional. Copies share
+// their contents (tensors share storage); a Value is never modified once made.
+//
+//   quilt::Value seq = quilt::Value::sequence({a, b});          // seq(tensor(float))
+//   quilt::Value m = quilt::Value::map(Tensor::from_vector<int64_t>({2}, {1, 7}), probs);
+//   auto outputs = session.run_values({{"x", seq}});
+class QUILT_API Value {
+ public:
+  Value() = default;     // an undefined tensor
+  Value(Tensor tensor);  // NOLINT(google-explicit-constructor): a tensor is a value
+  // A sequence; element_dtype is the element type of its tensors (needed for an empty
+  // sequence; taken from the first tensor when Undefined). Throws Error(InvalidArgument) when
+  // the elements are not all of one type.
+  static Value sequence(std::vector<Value> items, DType element_dtype = DType::Undefined);
+  // A map from keys (1-D, int64 or string, no key twice) to values (1-D, one per key).
+  // Throws Error(InvalidArgument) otherwise.
+  static Value map(Tensor keys, Tensor values);
+  // An optional holding element, and one holding nothing.
+  static Value optional(Value element);
+  static Value none();
+
+  ValueKind kind() const { return kind_; }
+  bool is_tensor() const { return kind_ == ValueKind::Tensor; }
+  // False only for an undefined tensor (Value()).
+  bool defined() const { return kind_ != ValueKind::Tensor || tensor_.defined(); }
+  // The tensor; throws Error(InvalidArgument) naming the kind for another kind of value.
+  const Tensor& tensor() const;
+  // A sequence's elements, and the element type of its tensors (Undefined for a sequence of
+  // maps or of sequences).
+  const std::vector<Value>& items() const;
+  DType element_dtype() const { return element_dtype_; }
+  // A map's keys and values, 1-D tensors of one length.
+  const Tensor& keys() const;
+  const Tensor& values() const;
+  // An optional's element: has_element() is false for none().
+  bool has_element() const;
+  const Value& element() const;
+  // ONNX's notation: "tensor(float)", "seq(tensor(float))", "map(int64,tensor(float))",
+  // "optional(tensor(int64))"; an empty sequence of unknown type is "seq(?)".
+  std::string type_string() const;
+  // A copy that shares nothing with this one (every tensor cloned).
+  Value clone() const;
+
+ private:
+  ValueKind kind_ = ValueKind::Tensor;
+  Tensor tensor_;                                    // Tensor: the tensor; Map: the values
+  Tensor keys_;                                      // Map
+  std::shared_ptr<const std::vector<Value>> items_;  // Sequence; Optional: none or one
+  DType element_dtype_ = DType::Undefined;
 };
 
 // Model-level facts from the ModelProto and its graph (Session::metadata()).
@@ -417,6 +482,7 @@ struct QUILT_API RunProfile {
 };
 
 using TensorMap = std::map<std::string, Tensor>;
+using ValueMap = std::map<std::string, Value>;
 
 class QUILT_API Session {
  public:
@@ -441,6 +507,12 @@ class QUILT_API Session {
   // Same, recording a span per patch and transfer into *profile.
   TensorMap run(const TensorMap& inputs, const std::vector<std::string>& output_names,
                 RunProfile* profile) const;
+
+  // Runs a model whose inputs or outputs may be sequences, maps or optionals (run() takes and
+  // returns tensors only, and says to use this for an output of another kind). An input whose
+  // kind or element type differs from the declared one is an Error(InvalidArgument) naming it.
+  ValueMap run_values(const ValueMap& inputs, const std::vector<std::string>& output_names = {},
+                      RunProfile* profile = nullptr) const;
 
   // Which node runs where, the patches and the transfers.
   const PlanReport& plan() const;

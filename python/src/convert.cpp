@@ -338,3 +338,85 @@ nb::object export_tensor(Tensor t, const std::string& what) {
 }
 
 }  // namespace quilt::python
+
+namespace quilt::python {
+
+Value import_value(nb::handle obj, const std::string& name, const ValueInfo& declared,
+                   HeldBuffers& held) {
+  auto wrong = [&](const char* expected) {
+    return Error(ErrorCode::InvalidArgument,
+                 "input '" + name + "' is a " + std::string(Py_TYPE(obj.ptr())->tp_name) +
+                     ", expected " + type_string(declared) + " (" + expected + ")");
+  };
+  switch (declared.kind) {
+    case ValueKind::Tensor:
+      if (PyDict_Check(obj.ptr()) || obj.is_none()) throw wrong("an array");
+      return import_array(obj, name, declared.dtype, held);
+    case ValueKind::Sequence: {
+      if (!PyList_Check(obj.ptr()) && !PyTuple_Check(obj.ptr())) throw wrong("a list");
+      const ValueInfo element = declared.element ? *declared.element : ValueInfo{};
+      std::vector<Value> items;
+      size_t i = 0;
+      for (nb::handle item : obj)
+        items.push_back(import_value(item, name + "[" + std::to_string(i++) + "]", element, held));
+      try {
+        // The declared element type types an empty list; a list of another type is left for
+        // the run's check, which names the input, its type and the declared one.
+        const bool typed = items.empty() && element.kind == ValueKind::Tensor;
+        return Value::sequence(std::move(items), typed ? element.dtype : DType::Undefined);
+      } catch (const Error& e) {
+        throw Error(e.code(), "input '" + name + "': " + e.what());
+      }
+    }
+    case ValueKind::Map: {
+      if (!PyDict_Check(obj.ptr())) throw wrong("a dict");
+      nb::dict d = nb::borrow<nb::dict>(obj);
+      const DType value_dtype = declared.element && declared.element->dtype != DType::Undefined
+                                    ? declared.element->dtype
+                                    : DType::Float32;
+      Tensor keys = import_array(d.keys(), name + " keys", declared.key_dtype, held).clone();
+      Tensor values = import_array(d.values(), name + " values", value_dtype, held).clone();
+      if (keys.dtype() != declared.key_dtype && declared.key_dtype != DType::Undefined)
+        throw Error(ErrorCode::InvalidArgument, "input '" + name + "' has keys of " +
+                                                    dtype_name(keys.dtype()) + ", expected " +
+                                                    type_string(declared));
+      try {
+        return Value::map(keys.reshaped({keys.numel()}), values.reshaped({values.numel()}));
+      } catch (const Error& e) {
+        throw Error(e.code(), "input '" + name + "': " + e.what());
+      }
+    }
+    case ValueKind::Optional:
+      if (obj.is_none()) return Value::none();
+      return Value::optional(
+          import_value(obj, name, declared.element ? *declared.element : ValueInfo{}, held));
+  }
+  throw wrong("?");
+}
+
+nb::object export_value(const Value& v, const std::string& what) {
+  switch (v.kind()) {
+    case ValueKind::Tensor:
+      return export_tensor(v.tensor(), what);
+    case ValueKind::Sequence: {
+      nb::list out;
+      for (size_t i = 0; i < v.items().size(); ++i)
+        out.append(export_value(v.items()[i], what + "[" + std::to_string(i) + "]"));
+      return out;
+    }
+    case ValueKind::Map: {
+      // Python scalars, as onnxruntime returns them ({label: probability}).
+      nb::object keys = export_tensor(v.keys().clone(), what).attr("tolist")();
+      nb::object values = export_tensor(v.values().clone(), what).attr("tolist")();
+      nb::dict out;
+      nb::list k = nb::borrow<nb::list>(keys), vals = nb::borrow<nb::list>(values);
+      for (size_t i = 0; i < nb::len(k); ++i) out[k[i]] = vals[i];
+      return out;
+    }
+    case ValueKind::Optional:
+      return v.has_element() ? export_value(v.element(), what) : nb::none();
+  }
+  return nb::none();
+}
+
+}  // namespace quilt::python

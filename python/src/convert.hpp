@@ -43,6 +43,15 @@ Tensor import_array(nanobind::handle obj, const std::string& name, DType declare
 // Error(NotImplemented) saying so, naming `what` (e.g. "output 'y'").
 nanobind::object export_tensor(Tensor t, const std::string& what);
 
+// A value of the declared type from Python, as onnxruntime takes them: a list for a sequence,
+// a dict for a map, None for an empty optional (its element otherwise). Throws
+// Error(InvalidArgument) naming the input and the declared type for an object of another kind.
+Value import_value(nanobind::handle obj, const std::string& name, const ValueInfo& declared,
+                   HeldBuffers& held);
+// A value for Python: an array, a list (sequence), a dict of Python scalars (map), None (an
+// empty optional).
+nanobind::object export_value(const Value& v, const std::string& what);
+
 // The numpy dtype of a Quilt dtype (numpy.dtype("float32"), ml_dtypes' bfloat16, ...).
 nanobind::object numpy_dtype(DType dtype, const std::string& what);
 

@@ -70,8 +70,8 @@ class PySession {
  public:
   PySession(nb::handle model, const SessionOptions& options, const std::string& external_data_dir)
       : session_(open(model, options, external_data_dir)) {
-    for (const auto& in : session_.inputs()) declared_[in.name] = in.dtype;
-    for (const auto& in : session_.overridable_initializers()) declared_[in.name] = in.dtype;
+    for (const auto& in : session_.inputs()) declared_[in.name] = in;
+    for (const auto& in : session_.overridable_initializers()) declared_[in.name] = in;
     for (const auto& out : session_.outputs()) output_names_.push_back(out.name);
   }
 
@@ -83,20 +83,20 @@ class PySession {
     if (!names.is_none())
       for (nb::handle n : names) wanted.push_back(nb::cast<std::string>(n));
     const std::vector<std::string>& order = wanted.empty() ? output_names_ : wanted;
-    TensorMap out = run(feed, wanted, profile);
+    ValueMap out = run(feed, wanted, profile);
     nb::list result;
     for (const auto& name : order)
-      result.append(export_tensor(out.at(name), "output '" + name + "'"));
+      result.append(export_value(out.at(name), "output '" + name + "'"));
     return result;
   }
 
   nb::dict run_dict(nb::handle feed, const std::vector<std::string>& names,
                     Profile* profile) const {
-    TensorMap out = run(feed, names, profile);
+    ValueMap out = run(feed, names, profile);
     nb::dict result;
     const std::vector<std::string>& order = names.empty() ? output_names_ : names;
     for (const auto& name : order)
-      result[name.c_str()] = export_tensor(out.at(name), "output '" + name + "'");
+      result[name.c_str()] = export_value(out.at(name), "output '" + name + "'");
     return result;
   }
 
@@ -121,32 +121,32 @@ class PySession {
     return Session(path, options);
   }
 
-  TensorMap run(nb::handle feed, const std::vector<std::string>& names, Profile* profile) const {
+  ValueMap run(nb::handle feed, const std::vector<std::string>& names, Profile* profile) const {
     HeldBuffers held;
-    TensorMap inputs;
+    ValueMap inputs;
     for (auto [key, value] : nb::cast<nb::dict>(feed)) {
       std::string name = nb::cast<std::string>(key);
       auto it = declared_.find(name);
-      Tensor t =
-          import_array(value, name, it == declared_.end() ? DType::Undefined : it->second, held);
-      inputs.emplace(std::move(name), std::move(t));
+      Value v = it == declared_.end() ? Value(import_array(value, name, DType::Undefined, held))
+                                      : import_value(value, name, it->second, held);
+      inputs.emplace(std::move(name), std::move(v));
     }
-    TensorMap out;
+    ValueMap out;
     {
       nb::gil_scoped_release unlocked;
       if (profile) {
         RunProfile run_profile;
-        out = session_.run(inputs, names, &run_profile);
+        out = session_.run_values(inputs, names, &run_profile);
         profile->append(run_profile);
       } else {
-        out = session_.run(inputs, names);
+        out = session_.run_values(inputs, names);
       }
     }
     return out;
   }
 
   Session session_;
-  std::unordered_map<std::string, DType> declared_;
+  std::unordered_map<std::string, ValueInfo> declared_;
   std::vector<std::string> output_names_;
 };
 
@@ -248,6 +248,10 @@ NB_MODULE(_quilt, m) {
       .def_ro("name", &ValueInfo::name)
       .def_prop_ro("dtype", [](const ValueInfo& v) { return std::string(dtype_name(v.dtype)); })
       .def_prop_ro("onnx_type", [](const ValueInfo& v) { return static_cast<int>(v.dtype); })
+      .def_prop_ro("kind", [](const ValueInfo& v) { return std::string(value_kind_name(v.kind)); })
+      // ONNX's notation, as onnxruntime's NodeArg.type: "tensor(float)",
+      // "seq(map(int64,tensor(float)))"
+      .def_prop_ro("type", [](const ValueInfo& v) { return type_string(v); })
       .def_prop_ro("shape",
                    [](const ValueInfo& v) -> nb::object {
                      if (!v.has_shape) return nb::none();
@@ -256,6 +260,8 @@ NB_MODULE(_quilt, m) {
                      return dims;
                    })
       .def("__repr__", [](const ValueInfo& v) {
+        if (v.kind != ValueKind::Tensor)
+          return "ValueInfo(name='" + v.name + "', type='" + type_string(v) + "')";
         return "ValueInfo(name='" + v.name + "', dtype='" + dtype_name(v.dtype) +
                "', shape=" + (v.has_shape ? to_string(v.shape) : "unknown") + ")";
       });

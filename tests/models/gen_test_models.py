@@ -289,11 +289,12 @@ np.save(out / "add_relu_y.npy", np.maximum(x + w, 0))
 np.save(out / "int_input.npy", np.zeros((2, 4), dtype=np.int64))
 print(f"wrote test models to {out}")
 
-# Graph inputs/outputs of types Quilt cannot hold: a sequence and a string tensor
+# Graph inputs/outputs of types Quilt cannot hold: sequences of sparse tensors
+sparse_seq = helper.make_sequence_type_proto(helper.make_sparse_tensor_type_proto(TensorProto.FLOAT, None))
 seq = helper.make_model(helper.make_graph(
     [helper.make_node("Identity", ["s"], ["t"], name="id")], "sequence",
-    [helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, None)],
-    [helper.make_tensor_sequence_value_info("t", TensorProto.FLOAT, None)]), opset_imports=OPSET)
+    [helper.make_value_info("s", sparse_seq)], [helper.make_value_info("t", sparse_seq)]),
+    opset_imports=OPSET)
 save(seq, "sequence_io.onnx")
 strings = helper.make_model(helper.make_graph(
     [helper.make_node("Identity", ["s"], ["t"], name="id")], "strings",
@@ -311,6 +312,30 @@ save(helper.make_model(helper.make_graph(
      helper.make_node("Mul", ["ids", "ids"], ["sq"], name="square")], "string_to_cpu",
     [vi("s", TensorProto.STRING, [3])], [vi("sq", TensorProto.FLOAT, [3])]),
     opset_imports=OPSET + [helper.make_opsetid("ai.onnx.ml", 2)]), "string_to_cpu.onnx")
+
+# ---- sequences, maps and optionals (tests/core/test_values.cpp) ----
+seq_f = helper.make_sequence_type_proto(helper.make_tensor_type_proto(TensorProto.FLOAT, None))
+save(helper.make_model(helper.make_graph(
+    [helper.make_node("Identity", ["s"], ["t"], name="copy"),
+     helper.make_node("SequenceLength", ["s"], ["n"], name="length"),
+     helper.make_node("ConcatFromSequence", ["s"], ["c"], name="concat", axis=0),
+     helper.make_node("Relu", ["c"], ["r"], name="relu")], "seq_io",
+    [helper.make_value_info("s", seq_f)],
+    [helper.make_value_info("t", seq_f), vi("n", TensorProto.INT64, []),
+     vi("r", TensorProto.FLOAT, None)]), opset_imports=OPSET), "seq_io.onnx")
+save(helper.make_model(helper.make_graph(
+    [helper.make_node("ZipMap", ["x"], ["z"], name="zip", domain="ai.onnx.ml",
+                      classlabels_int64s=[3, 8])], "zipmap_io",
+    [vi("x", TensorProto.FLOAT, ["N", 2])],
+    [helper.make_value_info("z", helper.make_sequence_type_proto(helper.make_map_type_proto(
+        TensorProto.INT64, helper.make_tensor_type_proto(TensorProto.FLOAT, None))))]),
+    opset_imports=OPSET + [helper.make_opsetid("ai.onnx.ml", 1)]), "zipmap_io.onnx")
+save(helper.make_model(helper.make_graph(
+    [helper.make_node("OptionalHasElement", ["o"], ["has"], name="has")], "optional_io",
+    [helper.make_value_info("o", helper.make_optional_type_proto(
+        helper.make_tensor_type_proto(TensorProto.FLOAT, None)))],
+    [vi("has", TensorProto.BOOL, [])]), opset_imports=[helper.make_opsetid("", 18)]),
+    "optional_io.onnx")
 
 # ---- heterogeneous models: the example plugin claims MatMul, Add, Relu and Conv (float32) ----
 rng = np.random.default_rng(7)

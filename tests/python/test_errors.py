@@ -109,19 +109,18 @@ def test_invalid_graphs_raise_what_onnxruntime_raises_for_each():
 
 
 def test_unsupported_op_is_not_implemented_as_in_onnxruntime():
-    # An op each runtime lacks: onnxruntime has no ImageDecoder kernel, Quilt no ZipMap.
+    # An op each runtime lacks: onnxruntime has no ImageDecoder kernel, Quilt no GlobalLpPool.
     decoder = model_bytes([helper.make_node("ImageDecoder", ["img"], ["pixels"])], [vi("img", TensorProto.UINT8, [None])],
                           [vi("pixels", TensorProto.UINT8, None)], opset=20, ir_version=9)
     with pytest.raises(Exception) as want:
         ort.InferenceSession(decoder)
-    encoder = model_bytes([helper.make_node("ZipMap", ["x"], ["y"], domain="ai.onnx.ml", classlabels_int64s=[1, 2])],
-                          [vi("x", TensorProto.FLOAT, [3, 2])], [vi("y", TensorProto.FLOAT, None)],
-                          domains=[("ai.onnx.ml", 2)])
+    encoder = model_bytes([helper.make_node("GlobalLpPool", ["x"], ["y"])],
+                          [vi("x", TensorProto.FLOAT, [1, 3, 2, 2])], [vi("y", TensorProto.FLOAT, None)])
     with pytest.raises(Exception) as got:
         qort.InferenceSession(encoder)
     assert type(got.value).__name__ == type(want.value).__name__ == "NotImplemented"
     assert "[ONNXRuntimeError] : 9 : NOT_IMPLEMENTED : " in str(got.value)
-    assert "ai.onnx.ml.ZipMap" in str(got.value)
+    assert "GlobalLpPool" in str(got.value)
     with pytest.raises(quilt.NotImplemented) as own:
         quilt.Session(encoder)
     assert isinstance(own.value, NotImplementedError) and own.value.code == "NotImplemented"

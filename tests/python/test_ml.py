@@ -1,8 +1,8 @@
 """Classic machine learning (ai.onnx.ml) through Quilt's Python APIs and the CLI: scikit-learn
 pipelines converted by skl2onnx give onnxruntime's labels exactly and its probabilities to 1e-5;
-malformed ensembles and linear models are load errors that say what is wrong; what Quilt cannot
-hold yet (ZipMap's sequence of maps) is refused as not implemented, by name; string class labels
-come back as strings, as onnxruntime's.
+malformed ensembles and linear models are load errors that say what is wrong; classifiers with
+ZipMap return onnxruntime's list of dicts; string class labels come back as strings, as
+onnxruntime's.
 The per-op cases against onnxruntime are tests/cases/gen_ml.py."""
 import warnings
 
@@ -167,13 +167,37 @@ def test_too_few_features_is_a_run_error():
     np.testing.assert_allclose(got["scores"], want[1])
 
 
-def test_what_quilt_cannot_hold_yet_is_not_implemented(digits):
-    from sklearn import linear_model
+def test_classifiers_with_zipmap_match_onnxruntime(digits):
+    """skl2onnx's default: output_probability is ZipMap's sequence of maps, which Quilt returns
+    as onnxruntime does (a list of {label: probability} dicts of Python floats)."""
+    from sklearn import ensemble, linear_model, preprocessing
+    from sklearn.pipeline import make_pipeline
     x, y = digits
-    zipmap = skl_model(linear_model.LogisticRegression(max_iter=100), x[:200], y[:200], zipmap=True)
-    with pytest.raises(quilt.NotImplemented) as got:
-        quilt.Session(zipmap)
-    assert "ai.onnx.ml.ZipMap" in str(got.value) and "'output_probability' is a sequence" in str(got.value)
+    for estimator in [ensemble.RandomForestClassifier(20, max_depth=8, random_state=0),
+                      ensemble.GradientBoostingClassifier(n_estimators=5, max_depth=3, random_state=0),
+                      make_pipeline(preprocessing.StandardScaler(), linear_model.LogisticRegression(max_iter=300))]:
+        model = skl_model(estimator, x[:600], y[:600], zipmap=True)
+        feed = {"X": x[600:800]}
+        want = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feed)
+        session = qort.InferenceSession(model, providers=["CPUExecutionProvider"])
+        assert session.get_outputs()[1].type == "seq(map(int64,tensor(float)))"
+        got = session.run(None, feed)
+        np.testing.assert_array_equal(got[0], want[0], err_msg=str(estimator))
+        assert isinstance(got[1], list) and len(got[1]) == len(want[1])
+        for g, w in zip(got[1], want[1]):
+            assert isinstance(g, dict) and list(g) == list(w), str(estimator)
+            assert all(isinstance(v, float) for v in g.values())
+            np.testing.assert_allclose(list(g.values()), list(w.values()), rtol=1e-5, atol=1e-5)
+    # String class labels: maps keyed by the labels.
+    model = skl_model(linear_model.LogisticRegression(max_iter=100), x[:200],
+                      np.array(["even", "odd"])[y[:200] % 2], zipmap=True)
+    want = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, {"X": x[:5]})
+    got = quilt.Session(model).run({"X": x[:5]})
+    assert got["output_label"].tolist() == want[0].tolist()
+    assert [list(m) for m in got["output_probability"]] == [list(m) for m in want[1]]
+
+
+def test_what_quilt_cannot_hold_yet_is_not_implemented(digits):
     with pytest.raises(quilt.InvalidModel, match="has both 'classlabels_strings' and 'classlabels_int64s'"):
         quilt.Session(tree(classlabels_strings=["a", "b"]))
     with pytest.raises(quilt.NotImplemented, match="'cats_strings' holds strings, which Quilt does not take"):

@@ -4,7 +4,8 @@ too, and every other case must be refused as unsupported (quilt.NotImplemented),
 wrong answer or another error. A case that passes without being listed is reported, not failed,
 as `quilt test-onnx` does.
 
-Cases with random-number ops are left out: onnx's runner compares their values, which cannot
+Cases with random-number ops are left out (and test_loop16_seq_none, which onnx's runner cannot
+compare): onnx's runner compares their values, which cannot
 match; `quilt test-onnx` checks them by dtype, shape and finiteness. The 'real' cases run the
 'light' models on onnx's generated inputs (ONNX_HOME: CTest points it into the build tree).
 """
@@ -49,6 +50,10 @@ def manifest_names():
 LISTED = manifest_names()
 backend_test = onnx.backend.test.BackendTest(quilt.backend.QuiltBackend, __name__)
 backend_test.exclude(RANDOM.pattern)
+# onnx's runner cannot compare a sequence of 0-d tensors (assert_similar_outputs recurses into
+# each element and takes len() of a 0-d array, a TypeError whatever the runtime returns), which
+# this case's Loop output is; `quilt test-onnx` compares it element by element (cpu.txt lists it).
+backend_test.exclude(r"^test_loop16_seq_none")
 
 
 def unsupported_or_newly_passing(name, test):

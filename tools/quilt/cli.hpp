@@ -54,6 +54,9 @@ bool parse_input_option(const std::vector<std::string>& args, size_t& i, InputOp
 // ~ N(0,1), integers in [0,10), seed 0; symbolic dims from inputs.dims, else 1). Throws
 // Error(InvalidArgument) for a --dim no input has, naming the symbolic dims there are.
 TensorMap make_inputs(const Session& session, const InputOptions& inputs);
+// The same for a model whose inputs may be sequences (a directory of 0.npy, 1.npy, ...) or
+// optionals (a .npy file); those not given are generated (a sequence or optional of one tensor).
+ValueMap make_values(const Session& session, const InputOptions& inputs);
 
 // Latency over repeated runs, in the unit given. median is the upper median (sorted[n/2]), p90
 // the nearest rank (sorted[ceil(0.9 n) - 1]), so min <= median <= p90.

@@ -154,17 +154,17 @@ int cmd_bench(const std::vector<std::string>& args) {
     auto start = std::chrono::steady_clock::now();
     const Session session(r.model, r.options);
     const double creation_ms = ms_since(start);
-    const TensorMap inputs = make_inputs(session, r.inputs);
+    const ValueMap inputs = make_values(session, r.inputs);
 
     Progress progress(r.warmup + r.iterations);
     for (int64_t i = 0; i < r.warmup; ++i) {
-      session.run(inputs);
+      session.run_values(inputs);
       progress.done(i + 1);
     }
     std::vector<double> ms;
     for (int64_t i = 0; i < r.iterations; ++i) {
       start = std::chrono::steady_clock::now();
-      session.run(inputs);
+      session.run_values(inputs);
       ms.push_back(ms_since(start));
       progress.done(r.warmup + i + 1);
     }
@@ -174,7 +174,7 @@ int cmd_bench(const std::vector<std::string>& args) {
     size_t profile_events = 0;
     if (!r.profile.empty()) {
       RunProfile profile;
-      session.run(inputs, {}, &profile);
+      session.run_values(inputs, {}, &profile);
       write_file(r.profile, profile.to_chrome_trace("quilt " + r.model));
       profile_events = profile.spans.size();
     }

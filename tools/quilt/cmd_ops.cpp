@@ -49,8 +49,11 @@ int cmd_ops(const std::vector<std::string>& args) {
       opsets += std::to_string(lo) + (hi >= 1000 ? "+" : "–" + std::to_string(hi));
     }
     // Control flow is run by the core's executor, its bodies' nodes by the backends.
+    // Sequence, map and optional ops are host steps too (core/ops/sequence.cpp).
     const bool host =
-        key.first.empty() && (key.second == "If" || key.second == "Loop" || key.second == "Scan");
+        (key.first.empty() && (key.second == "If" || key.second == "Loop" || key.second == "Scan" ||
+                               key.second == "SequenceMap")) ||
+        (key.second != "Identity" && value_kernels().count(key));
     const bool numeric = cpu.find(key.second, key.first) != nullptr;
     const bool strings = has_host_kernel(key.first, key.second);
     const bool has_cpu = host || numeric || strings;
@@ -76,10 +79,10 @@ int cmd_ops(const std::vector<std::string>& args) {
   if (markdown) std::puts("| op | opsets | cpu |\n|---|---|---|");
   for (const auto& r : rows) std::puts(r.c_str());
   std::printf(markdown
-                  ? "\n%zu ops, %zu run on the CPU (If, Loop, Scan and the string ops by the "
-                    "core: host).\n"
-                  : "%zu ops, %zu run on the CPU (If, Loop, Scan and the string ops by the core: "
-                    "host)\n",
+                  ? "\n%zu ops, %zu run on the CPU (control flow, the string ops and the ops on "
+                    "sequences, maps and optionals by the core: host).\n"
+                  : "%zu ops, %zu run on the CPU (control flow, the string ops and the ops on "
+                    "sequences, maps and optionals by the core: host)\n",
               count, on_cpu);
   return 0;
 }

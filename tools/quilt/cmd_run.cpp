@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "core/json.hpp"
 #include "tools/quilt/cli.hpp"
 #include "tools/quilt/npy.hpp"
 #include "tools/quilt/onnx_case.hpp"
@@ -20,7 +21,9 @@ const char* kRunHelp =
     "options:\n";
 
 const char* kRunOptionsHelp =
-    "  --output-dir DIR        write each output to DIR/<output name>.npy; '/', '%' and\n"
+    "  --output-dir DIR        write each output to DIR/<output name>.npy (a sequence of\n"
+    "                          tensors: a directory of 0.npy, 1.npy, ...; maps and\n"
+    "                          sequences of maps: <output name>.json); '/', '%' and\n"
     "                          control characters in a name are written as %XX (a/b ->\n"
     "                          a%2Fb.npy), and the names . and .. as %2E and %2E%2E\n"
     "  --iterations N          run N times and report latency (default 1)\n"
@@ -81,9 +84,10 @@ RunArgs parse(const std::vector<std::string>& args) {
   return r;
 }
 
-// The file name of an output: distinct names give distinct files, none of which leaves DIR.
+// The file name of an output, without its extension: distinct names give distinct files, none of
+// which leaves DIR.
 std::string output_file_name(const std::string& name) {
-  if (name == "." || name == "..") return name == "." ? "%2E.npy" : "%2E%2E.npy";
+  if (name == "." || name == "..") return name == "." ? "%2E" : "%2E%2E";
   std::string out;
   for (unsigned char c : name) {
     if (c == '/' || c == '%' || c < 0x20 || c == 0x7f) {
@@ -94,7 +98,108 @@ std::string output_file_name(const std::string& name) {
       out += static_cast<char>(c);
     }
   }
-  return out + ".npy";
+  return out;
+}
+
+// A JSON number or string for element i of t (maps' values and keys).
+std::string json_element(const Tensor& t, int64_t i) {
+  if (t.dtype() == DType::String) return json_string(t.data<std::string>()[i]);
+  const double v = element_as_double(t, i);
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+// Maps (and sequences of them, and optionals) as JSON: {"key": value, ...}, keys as strings.
+std::string to_json(const Value& v) {
+  switch (v.kind()) {
+    case ValueKind::Map: {
+      std::string out = "{";
+      for (int64_t i = 0; i < v.keys().numel(); ++i) {
+        const std::string key = json_element(v.keys(), i);
+        out += (i ? ", " : "") + (key[0] == '"' ? key : "\"" + key + "\"") + ": " +
+               json_element(v.values(), i);
+      }
+      return out + "}";
+    }
+    case ValueKind::Sequence: {
+      std::string out = "[";
+      for (size_t i = 0; i < v.items().size(); ++i)
+        out += (i ? ",\n " : "") + to_json(v.items()[i]);
+      return out + "]";
+    }
+    case ValueKind::Optional:
+      return v.has_element() ? to_json(v.element()) : "null";
+    case ValueKind::Tensor: {
+      const Tensor& t = v.tensor();
+      std::string out = "{\"dtype\": \"" + std::string(dtype_name(t.dtype())) + "\", \"shape\": [";
+      for (size_t d = 0; d < t.shape().size(); ++d)
+        out += (d ? ", " : "") + std::to_string(t.shape()[d]);
+      out += "], \"data\": [";
+      for (int64_t i = 0; i < t.numel(); ++i) out += (i ? ", " : "") + json_element(t, i);
+      return out + "]}";
+    }
+  }
+  return "null";
+}
+
+// True if v holds a map anywhere (then it is written as JSON).
+bool holds_map(const Value& v) {
+  if (v.kind() == ValueKind::Map) return true;
+  if (v.kind() == ValueKind::Sequence)
+    return std::any_of(v.items().begin(), v.items().end(), holds_map);
+  return v.kind() == ValueKind::Optional && v.has_element() && holds_map(v.element());
+}
+
+// Writes an output under DIR with the stem `stem`: a tensor as stem.npy, a sequence of tensors
+// as a directory stem/ of 0.npy, 1.npy, ..., anything holding a map (ZipMap's list of maps) or
+// an empty optional as stem.json, an optional's element as the element. Returns the path.
+std::string write_value(const Value& v, const std::filesystem::path& dir, const std::string& stem) {
+  if (v.is_tensor()) {
+    write_npy(v.tensor(), (dir / (stem + ".npy")).string());
+    return (dir / (stem + ".npy")).string();
+  }
+  if (v.kind() == ValueKind::Optional && v.has_element())
+    return write_value(v.element(), dir, stem);
+  if (v.kind() == ValueKind::Sequence && !holds_map(v)) {
+    const auto sub = dir / stem;
+    std::filesystem::create_directories(sub);
+    for (size_t i = 0; i < v.items().size(); ++i) write_value(v.items()[i], sub, std::to_string(i));
+    return sub.string();
+  }
+  const auto path = dir / (stem + ".json");
+  std::FILE* f = std::fopen(path.string().c_str(), "w");
+  if (!f) throw Error(ErrorCode::Io, "cannot write '" + path.string() + "'");
+  const std::string text = to_json(v) + "\n";
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (std::fclose(f) != 0 || !ok)
+    throw Error(ErrorCode::Io, "cannot write '" + path.string() + "'");
+  return path.string();
+}
+
+void summarise(const std::string& name, const Tensor& t);
+
+// A sequence, map or optional: its type and size, and its first elements.
+void summarise(const std::string& name, const Value& v) {
+  if (v.is_tensor()) return summarise(name, v.tensor());
+  std::printf("  %s: %s", name.c_str(), v.type_string().c_str());
+  if (v.kind() == ValueKind::Optional) {
+    if (!v.has_element()) return (void)std::printf("  (none)\n");
+    std::printf("  holding:\n");
+    return summarise(name + " element", v.element());
+  }
+  if (v.kind() == ValueKind::Map) {
+    std::string text = to_json(v);
+    if (text.size() > 200) text = text.substr(0, 200) + " ...";
+    return (void)std::printf("  %lld keys\n    %s\n", static_cast<long long>(v.keys().numel()),
+                             text.c_str());
+  }
+  std::printf("  %zu values\n", v.items().size());
+  for (size_t i = 0; i < v.items().size() && i < 3; ++i)
+    summarise(name + "[" + std::to_string(i) + "]", v.items()[i]);
+  if (v.items().size() > 3) std::printf("    ...\n");
 }
 
 void summarise(const std::string& name, const Tensor& t) {
@@ -145,13 +250,13 @@ int cmd_run(const std::vector<std::string>& args) {
                                        (ec ? ec.message() : "a file of that name exists"));
     }
     Session session(r.model, r.options);
-    const TensorMap inputs = make_inputs(session, r.inputs);
+    const ValueMap inputs = make_values(session, r.inputs);
     std::vector<double> ms;
-    TensorMap outputs;
+    ValueMap outputs;
     Progress progress(r.iterations);
     for (int64_t i = 0; i < r.iterations; ++i) {
       auto start = std::chrono::steady_clock::now();
-      outputs = session.run(inputs);
+      outputs = session.run_values(inputs);
       ms.push_back(
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
               .count());
@@ -161,8 +266,7 @@ int cmd_run(const std::vector<std::string>& args) {
     std::printf("outputs:\n");
     for (const auto& info : session.outputs()) summarise(info.name, outputs.at(info.name));
     if (!r.output_dir.empty()) {
-      for (const auto& [name, t] : outputs)
-        write_npy(t, (std::filesystem::path(r.output_dir) / output_file_name(name)).string());
+      for (const auto& [name, v] : outputs) write_value(v, r.output_dir, output_file_name(name));
       std::printf("wrote %zu output file%s to %s\n", outputs.size(), outputs.size() == 1 ? "" : "s",
                   r.output_dir.c_str());
     }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <random>
 #include <set>
 
@@ -103,6 +104,7 @@ std::pair<std::string, std::string> key_value(const std::string& option, const s
 const char* const kInputOptionsHelp =
     "  --input NAME=FILE.npy   value of input NAME (repeatable); inputs not given are\n"
     "                          generated: floats ~ N(0,1), integers in [0,10), seed 0\n"
+    "                          (a sequence input: a directory of 0.npy, 1.npy, ...)\n"
     "  --dim NAME=VALUE        size of symbolic dim NAME for generated inputs (default 1)\n";
 
 bool parse_input_option(const std::vector<std::string>& args, size_t& i, InputOptions& inputs) {
@@ -173,6 +175,69 @@ Tensor generate(const ValueInfo& info, const std::map<std::string, int64_t>& dim
 
 }  // namespace
 
+namespace {
+
+// A sequence from a directory of .npy files named 0.npy, 1.npy, ... (as --output-dir writes).
+Value read_sequence_dir(const std::string& dir, const ValueInfo& info) {
+  std::vector<Value> items;
+  for (size_t i = 0;; ++i) {
+    const auto file = std::filesystem::path(dir) / (std::to_string(i) + ".npy");
+    if (!std::filesystem::exists(file)) break;
+    items.push_back(read_npy(file.string()));
+  }
+  const DType dtype = info.element && info.element->kind == ValueKind::Tensor ? info.element->dtype
+                                                                              : DType::Undefined;
+  return Value::sequence(std::move(items), dtype);
+}
+
+// A value of a declared sequence or optional type for an input not given: a sequence of one
+// generated tensor, an optional holding one. Maps are not generated.
+Value generate_value(const ValueInfo& info, const std::map<std::string, int64_t>& dims,
+                     std::mt19937& rng) {
+  if (info.kind == ValueKind::Tensor) return generate(info, dims, rng);
+  if (info.kind == ValueKind::Map || !info.element)
+    throw Error(ErrorCode::InvalidArgument,
+                "it is " + type_string(info) +
+                    ", which quilt run cannot generate: give it with --input NAME=PATH");
+  Value element = generate_value(*info.element, dims, rng);
+  return info.kind == ValueKind::Sequence ? Value::sequence({element}) : Value::optional(element);
+}
+
+}  // namespace
+
+ValueMap make_values(const Session& session, const InputOptions& options) {
+  ValueMap values;
+  InputOptions tensors = options;
+  for (const auto& info : session.inputs()) {
+    auto file = options.files.find(info.name);
+    if (file == options.files.end() || info.kind == ValueKind::Tensor) continue;
+    tensors.files.erase(info.name);
+    if (info.kind == ValueKind::Sequence && std::filesystem::is_directory(file->second)) {
+      values[info.name] = read_sequence_dir(file->second, info);
+    } else if (info.kind == ValueKind::Optional && info.element &&
+               info.element->kind == ValueKind::Tensor) {
+      values[info.name] = Value::optional(read_npy(file->second));
+    } else {
+      throw Error(ErrorCode::InvalidArgument,
+                  "input '" + info.name + "' is " + type_string(info) +
+                      ": give a sequence as a directory of 0.npy, 1.npy, ... and an optional "
+                      "tensor as a .npy file (maps cannot be given on the command line)");
+    }
+  }
+  std::mt19937 rng(0);
+  for (const auto& info : session.inputs())
+    if (!values.count(info.name) && info.kind != ValueKind::Tensor) {
+      try {
+        values[info.name] = generate_value(info, options.dims, rng);
+      } catch (const Error& e) {
+        throw Error(e.code(), "generating input '" + info.name + "': " + e.what());
+      }
+    }
+  for (const auto& [name, t] : make_inputs(session, tensors))
+    if (!values.count(name)) values[name] = t;
+  return values;
+}
+
 TensorMap make_inputs(const Session& session, const InputOptions& options) {
   std::set<std::string> symbols;
   for (const auto& info : session.inputs())
@@ -190,7 +255,7 @@ TensorMap make_inputs(const Session& session, const InputOptions& options) {
   for (const auto& [name, file] : options.files) inputs[name] = read_npy(file);
   std::mt19937 rng(0);
   for (const auto& info : session.inputs())
-    if (!inputs.count(info.name)) {
+    if (!inputs.count(info.name) && info.kind == ValueKind::Tensor) {
       try {
         inputs[info.name] = generate(info, options.dims, rng);
       } catch (const Error& e) {

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -154,6 +155,66 @@ std::string compare(const std::string& name, const Tensor& got, const Tensor& wa
   return "output '" + name + "': " + buf;
 }
 
+// A sequence, map or optional against the expected one: kinds, lengths and keys exactly, the
+// tensors as compare() does. Empty when equal.
+std::string compare_value(const std::string& name, const Value& got, const Value& want, double rtol,
+                          double atol) {
+  if (got.kind() != want.kind())
+    return "output '" + name + "' is " + got.type_string() + ", expected " + want.type_string();
+  switch (want.kind()) {
+    case ValueKind::Tensor:
+      return compare(name, got.tensor(), want.tensor(), rtol, atol);
+    case ValueKind::Sequence: {
+      if (got.items().size() != want.items().size())
+        return "output '" + name + "' is a sequence of " + std::to_string(got.items().size()) +
+               " values, expected " + std::to_string(want.items().size());
+      for (size_t i = 0; i < want.items().size(); ++i) {
+        std::string diff = compare_value(name + "[" + std::to_string(i) + "]", got.items()[i],
+                                         want.items()[i], rtol, atol);
+        if (!diff.empty()) return diff;
+      }
+      return "";
+    }
+    case ValueKind::Map: {
+      // Keys in either order: each expected key's value is looked up in got.
+      if (got.keys().dtype() != want.keys().dtype() || got.keys().numel() != want.keys().numel())
+        return "output '" + name + "' is " + got.type_string() + " with " +
+               std::to_string(got.keys().numel()) + " keys, expected " + want.type_string() +
+               " with " + std::to_string(want.keys().numel());
+      const Tensor& gk = got.keys();
+      const Tensor& wk = want.keys();
+      std::vector<int64_t> order(static_cast<size_t>(wk.numel()), -1);
+      for (int64_t i = 0; i < wk.numel(); ++i)
+        for (int64_t j = 0; j < gk.numel(); ++j)
+          if (gk.dtype() == DType::String ? gk.data<std::string>()[j] == wk.data<std::string>()[i]
+                                          : gk.data<int64_t>()[j] == wk.data<int64_t>()[i])
+            order[static_cast<size_t>(i)] = j;
+      if (std::count(order.begin(), order.end(), -1))
+        return "output '" + name + "': the map's keys differ from the expected ones";
+      Tensor reordered(got.values().dtype(), {wk.numel()});
+      for (int64_t i = 0; i < wk.numel(); ++i) {
+        const auto j = order[static_cast<size_t>(i)];
+        if (reordered.dtype() == DType::String)
+          reordered.data<std::string>()[i] = got.values().data<std::string>()[j];
+        else
+          std::memcpy(
+              static_cast<char*>(reordered.raw_data()) + i * dtype_size(reordered.dtype()),
+              static_cast<const char*>(got.values().raw_data()) + j * dtype_size(reordered.dtype()),
+              dtype_size(reordered.dtype()));
+      }
+      return compare(name + " (map values)", reordered, want.values(), rtol, atol);
+    }
+    case ValueKind::Optional:
+      if (got.has_element() != want.has_element())
+        return "output '" + name + "' is " +
+               (got.has_element() ? "an optional with a value" : "an empty optional") +
+               ", expected " + (want.has_element() ? "a value" : "none");
+      return got.has_element() ? compare_value(name, got.element(), want.element(), rtol, atol)
+                               : "";
+  }
+  return "";
+}
+
 // Random-number ops cannot match the suite's values: such cases are checked by dtype, shape
 // and range only.
 bool uses_random_ops(const std::string& model_path) {
@@ -222,7 +283,7 @@ CaseResult judge(const OnnxCase& c, const SessionOptions& options, double rtol, 
   // Loaded (again) only when a comparison fails: a random op's outputs cannot match the suite's.
   std::optional<bool> random;
   // (inputs, expected outputs) per data set.
-  std::vector<std::pair<std::vector<Tensor>, std::vector<Tensor>>> sets;
+  std::vector<std::pair<std::vector<Value>, std::vector<Value>>> sets;
   if (!c.light_output.empty()) {
     Tensor x(DType::Float32, {1, 3, 224, 224});
     for (int64_t i = 0; i < x.numel(); ++i)
@@ -235,9 +296,15 @@ CaseResult judge(const OnnxCase& c, const SessionOptions& options, double rtol, 
         set_dirs.push_back(e.path());
     std::sort(set_dirs.begin(), set_dirs.end());
     for (const auto& s : set_dirs) {
-      std::vector<Tensor> ins, outs;
-      for (const auto& f : numbered(s, "input_")) ins.push_back(load_tensor_file(f.string()));
-      for (const auto& f : numbered(s, "output_")) outs.push_back(load_tensor_file(f.string()));
+      std::vector<Value> ins, outs;
+      // The files do not say their type: each is read as its input or output is declared.
+      auto declared = [](const std::vector<ValueInfo>& infos, size_t i) {
+        return i < infos.size() ? infos[i] : ValueInfo{};
+      };
+      for (const auto& f : numbered(s, "input_"))
+        ins.push_back(load_value_file(f.string(), declared(session.inputs(), ins.size())));
+      for (const auto& f : numbered(s, "output_"))
+        outs.push_back(load_value_file(f.string(), declared(session.outputs(), outs.size())));
       sets.push_back({std::move(ins), std::move(outs)});
     }
   }
@@ -258,15 +325,15 @@ CaseResult judge(const OnnxCase& c, const SessionOptions& options, double rtol, 
       return {CaseStatus::Error, "data set " + std::to_string(k) + " has " +
                                      std::to_string(ins.size()) + " inputs but the model takes " +
                                      std::to_string(session.inputs().size())};
-    TensorMap feed;
+    ValueMap feed;
     for (size_t i = 0; i < ins.size(); ++i) feed[session.inputs()[i].name] = ins[i];
-    TensorMap got = session.run(feed);
+    ValueMap got = session.run_values(feed);
     for (size_t i = 0; i < want.size() && i < session.outputs().size(); ++i) {
       const std::string& name = session.outputs()[i].name;
-      std::string diff = compare(name, got.at(name), want[i], rtol, atol);
-      if (!diff.empty()) {
+      std::string diff = compare_value(name, got.at(name), want[i], rtol, atol);
+      if (!diff.empty() && got.at(name).is_tensor() && want[i].is_tensor()) {
         if (!random) random = uses_random_ops(c.model);
-        if (*random) diff = check_random_output(name, got.at(name), want[i]);
+        if (*random) diff = check_random_output(name, got.at(name).tensor(), want[i].tensor());
       }
       if (!diff.empty())
         return {CaseStatus::Fail,

@@ -294,7 +294,9 @@ class NodeArg:
 
     def __init__(self, info: _quilt.ValueInfo):
         self.name = info.name
-        self.type = f"tensor({ONNX_TYPE_NAMES.get(info.onnx_type, 'undefined')})"
+        # Sequences, maps and optionals in ONNX's notation, as onnxruntime: seq(map(int64,tensor(float)))
+        self.type = (f"tensor({ONNX_TYPE_NAMES.get(info.onnx_type, 'undefined')})"
+                     if info.kind == "tensor" else info.type)
         self.shape = info.shape if info.shape is not None else []
 
     def __str__(self):
