@@ -32,6 +32,7 @@ namespace quilt {
 struct PlanOptions {
   int optimization_level = 1;
   const Logger* logger = nullptr;
+  std::string cache_dir;  // SessionOptions::cache_dir
   bool cpu_fallback = true;
   bool cost_rule = true;
   std::map<std::string, int> pinned;          // node name -> index into the device list

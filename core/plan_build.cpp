@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/checked.hpp"
+#include "core/executable_cache.hpp"
 #include "core/executor.hpp"
 #include "core/host_ops.hpp"
 #include "partitioner/partitioner.hpp"
@@ -634,7 +635,16 @@ void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
           &done);
       // Before the compile, which may free constants the backend copied (constant_done).
       find_static_shapes(step);
-      step.exe = devices_[pp.device]->compile(ag, "[" + step.label + "] compile");
+      // Plugins get each constant's content hash (ABI 1.2), to share uploads across sessions
+      // without hashing the weights themselves; the executable cache keys by them too.
+      const Device& device = *devices_[pp.device];
+      if (device.backend_name() != "cpu" || !options.cache_dir.empty())
+        ag.compute_constant_hashes();
+      CacheOutcome cached;
+      step.exe = compile_cached(device, ag, "[" + step.label + "] compile", options.cache_dir,
+                                logger_ ? *logger_ : Logger(), &cached);
+      rp.cache = cached.what;
+      rp.cache_detail = cached.detail;
       if (!devices_[pp.device]->synchronous() || !devices_[pp.device]->host_memory())
         inline_ = false;
     }
