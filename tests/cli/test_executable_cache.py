@@ -17,32 +17,18 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import onnx
+from cli_checks import check, configure, finish, quilt
 from onnx import TensorProto, helper, numpy_helper
 
 QUILT, WORK = Path(sys.argv[1]).resolve(), Path(sys.argv[2]).resolve()
+configure(QUILT)
 shutil.rmtree(WORK, ignore_errors=True)
 WORK.mkdir(parents=True)
-passed = failed = 0
-
-
-def quilt(*args, env=None):
-    return subprocess.run([str(QUILT), *map(str, args)], capture_output=True, text=True,
-                          timeout=300, env={**os.environ, **(env or {})})
-
-
-def check(name, cond, detail=""):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print(f"FAIL {name}: {detail}")
 
 
 def make_model(path, seed):
@@ -199,5 +185,4 @@ if example:
         ref = np.load(WORK / "example" / "out.npy")
         check("ABI 1.1 plugin outputs", np.array_equal(np.load(WORK / "old" / "out.npy"), ref))
 
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+finish()
