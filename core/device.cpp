@@ -304,6 +304,8 @@ Device::Device(const LoadedBackend& backend, int32_t index,
                                  offsetof(quilt_backend_t, executable_serialize)) &&
                         has_slot(*api_, &quilt_backend_t::executable_deserialize,
                                  offsetof(quilt_backend_t, executable_deserialize));
+  copies_between_devices_ = has_slot(*api_, &quilt_backend_t::copy_device_to_device,
+                                     offsetof(quilt_backend_t, copy_device_to_device));
   identity_ = "backend " + backend.name + "\nversion " + backend.version + "\nabi " +
               std::to_string(backend.abi_version) + "\ndevice " + std::to_string(index) + " " +
               description_ + "\nflags " + std::to_string(flags_) + "\n";
@@ -421,6 +423,14 @@ void Device::copy_to_host(void* dst, const void* src, size_t bytes,
                           const std::string& where) const {
   check_status(api_->copy_to_host(handle_, dst, src, bytes, waits.data(), waits.size(),
                                   signal ? signal->handle() : nullptr),
+               where);
+}
+
+void Device::copy_from_device(void* dst, const Device& source, const void* src, size_t bytes,
+                              const std::vector<quilt_event_t>& waits, const Event* signal,
+                              const std::string& where) const {
+  check_status(api_->copy_device_to_device(handle_, dst, source.handle_, src, bytes, waits.data(),
+                                           waits.size(), signal ? signal->handle() : nullptr),
                where);
 }
 

@@ -179,6 +179,13 @@ class Device : public std::enable_shared_from_this<Device> {
                     const std::vector<quilt_event_t>& waits, const Event* signal,
                     const std::string& where) const;
 
+  // ABI 1.2: whether the backend copies between two of its devices (copy_device_to_device),
+  // and that copy, issued on this device (the destination) from `source`, of the same backend.
+  bool copies_between_devices() const { return copies_between_devices_; }
+  void copy_from_device(void* dst, const Device& source, const void* src, size_t bytes,
+                        const std::vector<quilt_event_t>& waits, const Event* signal,
+                        const std::string& where) const;
+
   // ABI 1.2: whether the backend has run_begin/run_end; run_begin throws its failure.
   bool brackets_runs() const { return brackets_runs_; }
   void run_begin(uint64_t run) const;
@@ -196,6 +203,7 @@ class Device : public std::enable_shared_from_this<Device> {
   double launch_ns_ = 0;
   bool brackets_runs_ = false;
   bool caches_executables_ = false;
+  bool copies_between_devices_ = false;
   std::string identity_;
 };
 

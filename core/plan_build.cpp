@@ -445,10 +445,18 @@ void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
     pvalues[v].bytes = static_types_[v].bytes();
   }
   std::vector<partition::Device> pdevices;
-  for (size_t d = 0; d < devices_.size(); ++d)
-    pdevices.push_back({devices_[d]->name(), space_of(static_cast<int>(d)),
+  std::map<std::string, int> peer_groups;  // backends that copy between their devices
+  for (size_t d = 0; d < devices_.size(); ++d) {
+    const Device& device = *devices_[d];
+    const int group =
+        device.copies_between_devices()
+            ? peer_groups.emplace(device.backend_name(), static_cast<int>(peer_groups.size()))
+                  .first->second
+            : -1;
+    pdevices.push_back({device.name(), space_of(static_cast<int>(d)),
                         d < options.requested.size() ? bool(options.requested[d]) : true,
-                        devices_[d]->launch_ns()});
+                        device.launch_ns(), group});
+  }
   partition::Options popts;
   popts.cost_rule = options.cost_rule;
   popts.cpu_fallback = options.cpu_fallback;
@@ -504,8 +512,10 @@ void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
     const partition::Transfer& tr = part.transfers[t];
     Step step;
     const bool upload = tr.to_space != 0;
-    step.kind = upload ? StepKind::Upload : StepKind::Download;
+    const bool direct = upload && tr.from_space != 0;  // device to device
+    step.kind = direct ? StepKind::DeviceCopy : upload ? StepKind::Upload : StepKind::Download;
     step.device = device_of_space(upload ? tr.to_space : tr.from_space);
+    if (direct) step.source_device = device_of_space(tr.from_space);
     step.label = "transfer '" + names_[tr.value] + "' " + space_name(tr.from_space) + " -> " +
                  space_name(tr.to_space);
     step.in_slots = {slot_id(tr.value, tr.from_space)};

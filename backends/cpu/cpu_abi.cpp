@@ -644,6 +644,7 @@ const quilt_backend_t kCpuBackend = {
     nullptr,
     nullptr,  // executable_serialize, executable_deserialize: packing is quicker than a file
     nullptr,
+    nullptr,  // copy_device_to_device: one device
 };
 
 }  // namespace

@@ -896,6 +896,8 @@ const quilt_backend_t kBackend = {
     .run_end = nullptr,
     .executable_serialize = executable_serialize,
     .executable_deserialize = executable_deserialize,
+    // Two OpenCL devices share no context here (each has its own): through the host.
+    .copy_device_to_device = nullptr,
 };
 
 }  // namespace

@@ -35,7 +35,8 @@
  * message naming both. History: 1.0; 1.1 added quilt_graph_t.constant_done (and the optional
  * node_timing of quilt_execute_args_t, which came without a minor bump); 1.2 added the optional
  * run_begin / run_end slots, quilt_execute_args_t.run, the optional executable_serialize /
- * executable_deserialize slots (executable cache) and quilt_graph_t.constant_hashes. A plugin built
+ * executable_deserialize slots (executable cache), the optional copy_device_to_device slot
+ * and quilt_graph_t.constant_hashes. A plugin built
  * against an older minor version keeps working: the host reads no slot or field beyond the
  * struct_size it was given.
  *
@@ -46,7 +47,7 @@
  *
  * Required slots. Every slot of quilt_backend_t is required except those marked Optional
  * (release, event_timestamps, run_begin, run_end, executable_serialize,
- * executable_deserialize). The host checks the table when it loads the
+ * executable_deserialize, copy_device_to_device). The host checks the table when it loads the
  * plugin and refuses one whose struct_size is too short for the required slots or that leaves one
  * NULL, naming it. A QUILT_DEVICE_HOST_MEMORY device still fills the copy slots (never called) and
  * a QUILT_DEVICE_SYNCHRONOUS one the event slots (never called for it; see below).
@@ -474,6 +475,21 @@ typedef struct quilt_backend {
   quilt_status_t (*executable_deserialize)(quilt_device_t device, const quilt_graph_t* graph,
                                            const void* data, size_t bytes,
                                            quilt_executable_t* executable);
+
+  /* -- device-to-device copies (ABI 1.2) -- */
+  /* Optional (NULL: a value going from one device of this backend to another goes through host
+   * memory, a copy_to_host then a copy_to_device). Copies bytes from src, memory of src_device,
+   * to dst, memory of dst_device: two different open devices of this backend in one session
+   * (never a QUILT_DEVICE_HOST_MEMORY one, whose values need no copy). Asynchronous on
+   * dst_device, as copy_to_device: wait_events and signal_event are dst_device's (NULL and
+   * empty when it is synchronous). The host has waited for the operation that wrote src to
+   * complete before the call (it waits across devices itself), keeps src allocated and unwritten
+   * and both devices open until signal_event is signalled (until the call returns on a
+   * synchronous device). */
+  quilt_status_t (*copy_device_to_device)(quilt_device_t dst_device, void* dst,
+                                          quilt_device_t src_device, const void* src, size_t bytes,
+                                          const quilt_event_t* wait_events, size_t num_wait_events,
+                                          quilt_event_t signal_event);
 } quilt_backend_t;
 
 /* The entry point a plugin exports. The plugin may refuse a host whose major ABI version is

@@ -429,6 +429,7 @@ constexpr uint32_t kReportedAbi = QUILT_BACKEND_ABI_VERSION;
     // No executable cache: compiling a patch here is quicker than reading a file.
     .executable_serialize = nullptr,
     .executable_deserialize = nullptr,
+    .copy_device_to_device = copy_device_to_device,
 };
 
 #ifdef QUILT_EXAMPLE_FAULTS
