@@ -7,6 +7,8 @@
 #include <cstring>
 #include <new>
 
+#include "core/executable_cache.hpp"
+
 struct quilt_status_s {
   quilt_status_code_t code;
   std::string message;
@@ -110,6 +112,7 @@ int AbiGraph::add_value(const std::string& name, const TypeShape& type, const Te
             nullptr};
   v.constant = constant ? (constant->nbytes() ? constant->raw_data() : constant) : nullptr;
   values_.push_back(v);
+  constants_.push_back(constant);
   return static_cast<int>(names_.size() - 1);
 }
 
@@ -230,7 +233,16 @@ const quilt_graph_t* AbiGraph::get() {
   graph_.outputs = outputs_.data();
   graph_.constant_done = done_fn_;
   graph_.constant_done_context = done_context_;
+  graph_.constant_hashes = hashes_.empty() ? nullptr : hashes_.data();
   return &graph_;
+}
+
+void AbiGraph::compute_constant_hashes() {
+  hashes_.assign(constants_.size(), quilt_hash128_t{0, 0});
+  for (size_t v = 0; v < constants_.size(); ++v)
+    if (constants_[v])
+      hashes_[v] = content_hash(constants_[v]->nbytes() ? constants_[v]->raw_data() : nullptr,
+                                constants_[v]->nbytes());
 }
 
 // ---- Event, Executable ----
@@ -288,19 +300,35 @@ Device::Device(const LoadedBackend& backend, int32_t index,
   brackets_runs_ =
       has_slot(*api_, &quilt_backend_t::run_begin, offsetof(quilt_backend_t, run_begin)) &&
       has_slot(*api_, &quilt_backend_t::run_end, offsetof(quilt_backend_t, run_end));
+  caches_executables_ = has_slot(*api_, &quilt_backend_t::executable_serialize,
+                                 offsetof(quilt_backend_t, executable_serialize)) &&
+                        has_slot(*api_, &quilt_backend_t::executable_deserialize,
+                                 offsetof(quilt_backend_t, executable_deserialize));
+  copies_between_devices_ = has_slot(*api_, &quilt_backend_t::copy_device_to_device,
+                                     offsetof(quilt_backend_t, copy_device_to_device));
+  identity_ = "backend " + backend.name + "\nversion " + backend.version + "\nabi " +
+              std::to_string(backend.abi_version) + "\ndevice " + std::to_string(index) + " " +
+              description_ + "\nflags " + std::to_string(flags_) + "\n";
+  for (const auto& [k, v] : options) identity_ += "option " + k + "=" + v + "\n";
   // A device with its own memory or its own queue may publish what a command costs it (after
-  // opening: the backend may measure it then), for the partitioner's cost rule. (The CPU, host
-  // memory and synchronous, publishes nothing; asking would load OpenBLAS.)
-  if (!host_memory() || !synchronous()) {
+  // opening: the backend may measure it then), for the partitioner's cost rule; its properties
+  // (driver, versions) also go into the executable cache's key. (The CPU, host memory and
+  // synchronous, publishes nothing; asking would load OpenBLAS.)
+  if (!host_memory() || !synchronous() || caches_executables_) {
     quilt_device_info_t full{};
     full.struct_size = sizeof(full);
-    if (quilt_status_t s = api_->device_info(api_->context, index, &full))
+    if (quilt_status_t s = api_->device_info(api_->context, index, &full)) {
       status_release(s);  // no cost published: the rule only leaves the device out
-    else
-      for (size_t k = 0; k < full.num_properties; ++k)
-        if (full.property_keys[k] && full.property_values[k] &&
-            std::string(full.property_keys[k]) == "launch_ns")
+    } else {
+      for (size_t k = 0; k < full.num_properties; ++k) {
+        if (!full.property_keys[k] || !full.property_values[k]) continue;
+        const std::string key = full.property_keys[k];
+        if (key == "launch_ns")
           launch_ns_ = std::max(0.0, std::strtod(full.property_values[k], nullptr));
+        else
+          identity_ += "property " + key + "=" + full.property_values[k] + "\n";
+      }
+    }
   }
 }
 
@@ -341,6 +369,26 @@ std::shared_ptr<Executable> Device::compile(AbiGraph& graph, const std::string& 
   return std::make_shared<Executable>(shared_from_this(), exe);
 }
 
+void Device::serialize(const Executable& exe, std::string* out, const std::string& where) const {
+  auto write = [](void* context, const void* data, size_t bytes) -> quilt_status_t {
+    try {
+      if (bytes) static_cast<std::string*>(context)->append(static_cast<const char*>(data), bytes);
+      return nullptr;
+    } catch (...) {
+      return status_from_current_exception();
+    }
+  };
+  check_status(api_->executable_serialize(handle_, exe.handle(), write, out), where);
+}
+
+std::shared_ptr<Executable> Device::deserialize(AbiGraph& graph, const void* data, size_t bytes,
+                                                std::shared_ptr<const void> keep,
+                                                const std::string& where) const {
+  quilt_executable_t exe = nullptr;
+  check_status(api_->executable_deserialize(handle_, graph.get(), data, bytes, &exe), where);
+  return std::make_shared<Executable>(shared_from_this(), exe, std::move(keep));
+}
+
 void Device::execute(const Executable& exe, const quilt_execute_args_t& args,
                      const std::string& where) const {
   check_status(api_->execute(handle_, exe.handle(), &args), where);
@@ -375,6 +423,14 @@ void Device::copy_to_host(void* dst, const void* src, size_t bytes,
                           const std::string& where) const {
   check_status(api_->copy_to_host(handle_, dst, src, bytes, waits.data(), waits.size(),
                                   signal ? signal->handle() : nullptr),
+               where);
+}
+
+void Device::copy_from_device(void* dst, const Device& source, const void* src, size_t bytes,
+                              const std::vector<quilt_event_t>& waits, const Event* signal,
+                              const std::string& where) const {
+  check_status(api_->copy_device_to_device(handle_, dst, source.handle_, src, bytes, waits.data(),
+                                           waits.size(), signal ? signal->handle() : nullptr),
                where);
 }
 

@@ -64,6 +64,10 @@ class AbiGraph {
     done_context_ = context;
   }
   size_t num_values() const { return names_.size(); }
+  // Hashes every constant value's data, for quilt_graph_t::constant_hashes (ABI 1.2): done for
+  // the patches compiled on plugins and for the executable cache's key, not for supports().
+  void compute_constant_hashes();
+  bool has_constant_hashes() const { return !hashes_.empty(); }
 
  private:
   struct NodeArrays {
@@ -80,6 +84,8 @@ class AbiGraph {
   std::vector<std::vector<quilt_constant_t>> tensors_;
   std::vector<std::vector<int64_t>> tensor_dims_;
   std::vector<int32_t> inputs_, outputs_;
+  std::vector<const Tensor*> constants_;  // per value, or null
+  std::vector<quilt_hash128_t> hashes_;   // per value, when computed
   quilt_graph_t graph_{};
   void (*done_fn_)(void*, int32_t) = nullptr;
   void* done_context_ = nullptr;
@@ -110,8 +116,11 @@ class Event {
 
 class Executable {
  public:
-  Executable(std::shared_ptr<const Device> device, quilt_executable_t handle)
-      : device_(std::move(device)), handle_(handle) {}
+  // keep: what must outlive the backend's executable (the mapped cache entry it was
+  // deserialized from), released after executable_release.
+  Executable(std::shared_ptr<const Device> device, quilt_executable_t handle,
+             std::shared_ptr<const void> keep = nullptr)
+      : device_(std::move(device)), handle_(handle), keep_(std::move(keep)) {}
   ~Executable();
   Executable(const Executable&) = delete;
   Executable& operator=(const Executable&) = delete;
@@ -120,6 +129,7 @@ class Executable {
  private:
   std::shared_ptr<const Device> device_;
   quilt_executable_t handle_;
+  std::shared_ptr<const void> keep_;
 };
 
 // An open device of a backend, for one session.
@@ -145,6 +155,17 @@ class Device : public std::enable_shared_from_this<Device> {
   // *note (if given) gets what the backend said of how it runs the node ("" when nothing).
   std::string supports(AbiGraph& node, std::string* note = nullptr) const;
   std::shared_ptr<Executable> compile(AbiGraph& graph, const std::string& where) const;
+  // ABI 1.2's executable cache: whether the backend has both slots; serialize appends the
+  // executable's bytes to *out; deserialize makes one from bytes that `keep` keeps alive.
+  bool caches_executables() const { return caches_executables_; }
+  void serialize(const Executable& exe, std::string* out, const std::string& where) const;
+  std::shared_ptr<Executable> deserialize(AbiGraph& graph, const void* data, size_t bytes,
+                                          std::shared_ptr<const void> keep,
+                                          const std::string& where) const;
+  // What compile's result depends on besides the graph, for the executable cache's key: the
+  // backend's name, version and ABI version, the device's index, name, flags and properties
+  // (launch_ns aside: measured, it varies) and the device_open options.
+  const std::string& identity() const { return identity_; }
   // Throws on a synchronous failure; asynchronous ones arrive through the signal event.
   void execute(const Executable& exe, const quilt_execute_args_t& args,
                const std::string& where) const;
@@ -157,6 +178,13 @@ class Device : public std::enable_shared_from_this<Device> {
   void copy_to_host(void* dst, const void* src, size_t bytes,
                     const std::vector<quilt_event_t>& waits, const Event* signal,
                     const std::string& where) const;
+
+  // ABI 1.2: whether the backend copies between two of its devices (copy_device_to_device),
+  // and that copy, issued on this device (the destination) from `source`, of the same backend.
+  bool copies_between_devices() const { return copies_between_devices_; }
+  void copy_from_device(void* dst, const Device& source, const void* src, size_t bytes,
+                        const std::vector<quilt_event_t>& waits, const Event* signal,
+                        const std::string& where) const;
 
   // ABI 1.2: whether the backend has run_begin/run_end; run_begin throws its failure.
   bool brackets_runs() const { return brackets_runs_; }
@@ -174,6 +202,9 @@ class Device : public std::enable_shared_from_this<Device> {
   uint32_t flags_ = 0;
   double launch_ns_ = 0;
   bool brackets_runs_ = false;
+  bool caches_executables_ = false;
+  bool copies_between_devices_ = false;
+  std::string identity_;
 };
 
 using DeviceList = std::vector<std::shared_ptr<const Device>>;

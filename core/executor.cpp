@@ -374,6 +374,12 @@ void ExecutionPlan::issue(const Step& step, RunState& st, bool static_types) con
       void* dst = allocate(step.out_slots[0]);
       if (transfer_bytes)
         device.copy_to_device(dst, host.raw_data(), transfer_bytes, {}, event.get(), tag);
+    } else if (step.kind == StepKind::DeviceCopy) {
+      const void* src = input_ptr(step.in_slots[0]);  // waits for the source device's event
+      void* dst = allocate(step.out_slots[0]);
+      if (transfer_bytes)
+        device.copy_from_device(dst, *devices_[step.source_device], src, transfer_bytes, waits,
+                                event.get(), tag);
     } else {  // Download
       const void* src = input_ptr(step.in_slots[0]);
       void* dst = allocate(step.out_slots[0]);
@@ -509,6 +515,7 @@ void ExecutionPlan::execute(RunState& st, const std::vector<int>& wanted,
           [[fallthrough]];
         case StepKind::Upload:
         case StepKind::Download:
+        case StepKind::DeviceCopy:
           if (inline_) {
             issue(step, st, static_types);
           } else {

@@ -32,6 +32,7 @@ namespace quilt {
 struct PlanOptions {
   int optimization_level = 1;
   const Logger* logger = nullptr;
+  std::string cache_dir;  // SessionOptions::cache_dir
   bool cpu_fallback = true;
   bool cost_rule = true;
   std::map<std::string, int> pinned;          // node name -> index into the device list
@@ -76,7 +77,9 @@ class ExecutionPlan {
   size_t num_folded() const { return folded_; }
 
  private:
-  enum class StepKind { Patch, Host, Upload, Download };
+  // DeviceCopy: a value from one device to another of the same backend, directly (ABI 1.2's
+  // copy_device_to_device), issued on the destination.
+  enum class StepKind { Patch, Host, Upload, Download, DeviceCopy };
   // If, Loop, Scan, SequenceMap: subgraphs (core/control_flow.cpp); Op: a node on values the
   // backend ABI does not carry, run by its host kernel (core/host_ops.hpp).
   enum class HostKind { If, Loop, Scan, SequenceMap, Op };
@@ -88,7 +91,8 @@ class ExecutionPlan {
   };
   struct Step {
     StepKind kind = StepKind::Patch;
-    int device = -1;  // Patch: its device; Upload: destination; Download: source
+    int device = -1;         // Patch: its device; Upload, DeviceCopy: destination; Download: source
+    int source_device = -1;  // DeviceCopy: where the value is
     std::string label;
     // Patch
     std::vector<PatchNode> nodes;

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/checked.hpp"
+#include "core/executable_cache.hpp"
 #include "core/executor.hpp"
 #include "core/host_ops.hpp"
 #include "partitioner/partitioner.hpp"
@@ -448,10 +449,18 @@ void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
     pvalues[v].bytes = static_types_[v].bytes();
   }
   std::vector<partition::Device> pdevices;
-  for (size_t d = 0; d < devices_.size(); ++d)
-    pdevices.push_back({devices_[d]->name(), space_of(static_cast<int>(d)),
+  std::map<std::string, int> peer_groups;  // backends that copy between their devices
+  for (size_t d = 0; d < devices_.size(); ++d) {
+    const Device& device = *devices_[d];
+    const int group =
+        device.copies_between_devices()
+            ? peer_groups.emplace(device.backend_name(), static_cast<int>(peer_groups.size()))
+                  .first->second
+            : -1;
+    pdevices.push_back({device.name(), space_of(static_cast<int>(d)),
                         d < options.requested.size() ? bool(options.requested[d]) : true,
-                        devices_[d]->launch_ns()});
+                        device.launch_ns(), group});
+  }
   partition::Options popts;
   popts.cost_rule = options.cost_rule;
   popts.cpu_fallback = options.cpu_fallback;
@@ -507,8 +516,10 @@ void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
     const partition::Transfer& tr = part.transfers[t];
     Step step;
     const bool upload = tr.to_space != 0;
-    step.kind = upload ? StepKind::Upload : StepKind::Download;
+    const bool direct = upload && tr.from_space != 0;  // device to device
+    step.kind = direct ? StepKind::DeviceCopy : upload ? StepKind::Upload : StepKind::Download;
     step.device = device_of_space(upload ? tr.to_space : tr.from_space);
+    if (direct) step.source_device = device_of_space(tr.from_space);
     step.label = "transfer '" + names_[tr.value] + "' " + space_name(tr.from_space) + " -> " +
                  space_name(tr.to_space);
     step.in_slots = {slot_id(tr.value, tr.from_space)};
@@ -639,7 +650,16 @@ void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
           &done);
       // Before the compile, which may free constants the backend copied (constant_done).
       find_static_shapes(step);
-      step.exe = devices_[pp.device]->compile(ag, "[" + step.label + "] compile");
+      // Plugins get each constant's content hash (ABI 1.2), to share uploads across sessions
+      // without hashing the weights themselves; the executable cache keys by them too.
+      const Device& device = *devices_[pp.device];
+      if (device.backend_name() != "cpu" || !options.cache_dir.empty())
+        ag.compute_constant_hashes();
+      CacheOutcome cached;
+      step.exe = compile_cached(device, ag, "[" + step.label + "] compile", options.cache_dir,
+                                logger_ ? *logger_ : Logger(), &cached);
+      rp.cache = cached.what;
+      rp.cache_detail = cached.detail;
       if (!devices_[pp.device]->synchronous() || !devices_[pp.device]->host_memory())
         inline_ = false;
     }

@@ -140,6 +140,7 @@ std::string patch_line(const PlanReport& r, const PlanReport::Patch& p) {
                      plural(p.nodes.size(), "node") + "  [" + join_shortened(names, 4, 2) +
                      "]  in: " + values(p.inputs) + "  out: " + values(p.outputs);
   if (p.constant_bytes > 0) line += "  weights: " + format_bytes(p.constant_bytes);
+  if (!p.cache.empty()) line += "  cache: " + p.cache;
   return line;
 }
 
@@ -264,7 +265,9 @@ std::string PlanReport::to_json() const {
            ", \"nodes\": " + json_ints(p.nodes) + ", \"inputs\": " + json_strs(p.inputs) +
            ", \"outputs\": " + json_strs(p.outputs) +
            ", \"depends_on\": " + json_ints(p.depends_on) +
-           ", \"constant_bytes\": " + std::to_string(p.constant_bytes) + "}";
+           ", \"constant_bytes\": " + std::to_string(p.constant_bytes) +
+           ", \"cache\": " + json_string(p.cache) +
+           ", \"cache_detail\": " + json_string(p.cache_detail) + "}";
   }
   out += patches.empty() ? "],\n" : "\n  ],\n";
 

@@ -181,6 +181,7 @@ std::shared_ptr<Session::Impl> make_impl(std::unique_ptr<Model> model,
   PlanOptions plan_options;
   plan_options.optimization_level = options.optimization_level;
   plan_options.logger = &impl->logger;
+  plan_options.cache_dir = options.cache_dir;
   plan_options.cpu_fallback = options.cpu_fallback;
   plan_options.cost_rule = options.partition_cost_rule;
   plan_options.rewrites = rewrites;

@@ -398,9 +398,20 @@ Result partition(const std::vector<Node>& nodes, const std::vector<Value>& value
       outputs[r.patch_of[producer[v]]].insert(static_cast<int>(v));
       if (home(static_cast<int>(v)) != 0) needed[{static_cast<int>(v), 0}];
     }
-  // Device-to-device goes through the host.
+  // Device-to-device goes through the host, unless both devices are of one peer group (a
+  // backend that copies between its devices).
+  std::map<int, int> group_of_space;
+  for (const Device& d : devices)
+    if (d.space != 0) group_of_space[d.space] = d.peer_group;
+  auto direct = [&](int from, int to) {
+    if (from == 0 || to == 0 || from == to) return false;
+    const int g = group_of_space[from];
+    return g >= 0 && g == group_of_space[to];
+  };
   for (auto it = needed.begin(); it != needed.end(); ++it)
-    if (it->first.second != 0 && home(it->first.first) != 0) needed[{it->first.first, 0}];
+    if (it->first.second != 0 && home(it->first.first) != 0 &&
+        !direct(home(it->first.first), it->first.second))
+      needed[{it->first.first, 0}];
   for (int p = 0; p < n_patches; ++p) {
     r.patches[p].inputs.assign(inputs[p].begin(), inputs[p].end());
     r.patches[p].outputs.assign(outputs[p].begin(), outputs[p].end());
@@ -409,7 +420,7 @@ Result partition(const std::vector<Node>& nodes, const std::vector<Value>& value
     Transfer t;
     t.value = key.first;
     t.to_space = key.second;
-    t.from_space = key.second == 0 ? home(key.first) : 0;
+    t.from_space = key.second == 0 || direct(home(key.first), key.second) ? home(key.first) : 0;
     t.producer_patch = producer[key.first] >= 0 ? r.patch_of[producer[key.first]] : -1;
     t.consumer_patches.assign(consumers.begin(), consumers.end());
     r.transfers.push_back(std::move(t));

@@ -52,6 +52,9 @@ struct Device {
   // What the device measured a command and wait to cost (its "launch_ns" property); 0 when it
   // did not say. An island then costs at least launch_ns per kernel and per copy on it.
   double launch_ns = 0;
+  // Devices with the same peer group (>= 0) copy values between them directly (one backend's
+  // copy_device_to_device); -1: through the host.
+  int peer_group = -1;
 };
 
 struct Options {
@@ -75,7 +78,7 @@ struct Patch {
 
 struct Transfer {
   int value = -1;
-  int from_space = 0, to_space = 0;
+  int from_space = 0, to_space = 0;   // both devices: a direct device-to-device copy
   int producer_patch = -1;            // -1: a graph input
   std::vector<int> consumer_patches;  // patches reading the copy (empty: the host reads it)
 };

@@ -642,6 +642,9 @@ const quilt_backend_t kCpuBackend = {
     event_timestamps,
     nullptr,  // run_begin, run_end: nothing to do per run
     nullptr,
+    nullptr,  // executable_serialize, executable_deserialize: packing is quicker than a file
+    nullptr,
+    nullptr,  // copy_device_to_device: one device
 };
 
 }  // namespace

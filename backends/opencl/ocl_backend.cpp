@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 #include <string_view>
 
 #include "opencl.hpp"
@@ -201,6 +202,10 @@ struct Patch {
   std::vector<std::vector<int32_t>> dies_after;
   // Per value: its dtype in the model when float16 or bfloat16 (held in float32 here), else 0.
   std::vector<int32_t> half_dtype;
+  // For executable_serialize: the program families it launches and the device copies of its
+  // constants, by content key.
+  std::set<std::string> programs;
+  std::vector<std::pair<std::string, std::shared_ptr<Mem>>> used_constants;
 };
 
 bool is_half(int32_t dtype) {
@@ -528,22 +533,113 @@ Status compile_patch(quilt_device_s& device, const quilt_graph_t& graph, Patch* 
   return {};
 }
 
+size_t dtype_size(int32_t dtype);
+
+// Compiles a patch; with `restored` (executable_deserialize), the constants' device copies
+// come from the cache entry instead of being packed and uploaded.
+Status compile_with(quilt_device_s& device, const quilt_graph_t& graph,
+                    const std::map<std::string, RestoredConstant>* restored,
+                    quilt_executable_t* executable) {
+  auto patch = std::make_shared<Patch>();
+  t_shared_constants = t_made_constants = 0;
+  // The host's content hashes of the constants (ABI 1.2), so content_key hashes nothing.
+  std::map<const void*, HostHash> host_hashes;
+  if (graph.struct_size >=
+          offsetof(quilt_graph_t, constant_hashes) + sizeof(graph.constant_hashes) &&
+      graph.constant_hashes)
+    for (size_t v = 0; v < graph.num_values; ++v) {
+      const quilt_value_t& value = graph.values[v];
+      const quilt_hash128_t h = graph.constant_hashes[v];
+      if (!value.constant || value.info.rank < 0 || (h.lo == 0 && h.hi == 0)) continue;
+      const int64_t count = element_count({value.info.dims, static_cast<size_t>(value.info.rank)});
+      const size_t bytes = static_cast<size_t>(count) * dtype_size(value.info.dtype);
+      host_hashes[value.constant] = {h.lo, h.hi, bytes};
+    }
+  struct Scope {  // the thread's compile state, reset however compile ends
+    ~Scope() {
+      t_host_hashes = nullptr;
+      t_used_constants = nullptr;
+      t_used_programs = nullptr;
+      t_restored = nullptr;
+    }
+  } scope;
+  t_host_hashes = &host_hashes;
+  t_used_constants = &patch->used_constants;
+  t_used_programs = &patch->programs;
+  t_restored = restored;
+  const WideGraph wide(graph);  // half constants widened: their pointers are not the host's
+  if (Status s = compile_patch(device, wide.graph, patch.get()); !s.ok()) return s;
+  patch->half_dtype = wide.half_dtype;
+  log(QUILT_LOG_DEBUG,
+      std::string(restored ? "deserialize: " : "compile: ") + std::to_string(graph.num_nodes) +
+          " nodes, " + std::to_string(t_made_constants) + " constants uploaded, " +
+          std::to_string(t_shared_constants) + " already on the device (same content)" +
+          (restored ? ", the others from the cache entry" : ""));
+  *executable = new quilt_executable_s{std::move(patch)};
+  return {};
+}
+
 quilt_status_t compile(quilt_device_t device, const quilt_graph_t* graph,
                        quilt_executable_t* executable) {
   return guarded([&]() -> Status {
     if (!graph_fits(graph))
       return fail(QUILT_STATUS_INVALID_ARGUMENT, "compile: graph struct too small");
-    auto patch = std::make_shared<Patch>();
-    t_shared_constants = t_made_constants = 0;
-    const WideGraph wide(*graph);
-    if (Status s = compile_patch(*device, wide.graph, patch.get()); !s.ok()) return s;
-    patch->half_dtype = wide.half_dtype;
-    log(QUILT_LOG_DEBUG, "compile: " + std::to_string(graph->num_nodes) + " nodes, " +
-                             std::to_string(t_made_constants) + " constants uploaded, " +
-                             std::to_string(t_shared_constants) +
-                             " already on the device (same content)");
-    *executable = new quilt_executable_s{std::move(patch)};
-    return {};
+    return compile_with(*device, *graph, nullptr, executable);
+  });
+}
+
+quilt_status_t executable_serialize(quilt_device_t device, quilt_executable_t executable,
+                                    quilt_status_t (*write)(void*, const void*, size_t),
+                                    void* write_context) {
+  quilt_status_t host_failure = nullptr;  // the host's write failure, returned as it is
+  quilt_status_t status = guarded([&]() -> Status {
+    const Patch& patch = *executable->patch;
+    CacheImage image;
+    image.gemm_engine = device->gemm_engine.load();
+    for (const std::string& family : patch.programs) {
+      cl_program program = nullptr;
+      if (Status s = device->program(family, &program); !s.ok()) return s;
+      std::string binary = program_binary(program);
+      if (binary.empty())
+        return fail(QUILT_STATUS_NOT_IMPLEMENTED,
+                    "executable_serialize: the driver gives no binary of program " + family);
+      image.programs.emplace_back(family, std::move(binary));
+    }
+    std::set<std::string> seen;
+    for (const auto& [key, mem] : patch.used_constants)
+      if (seen.insert(key).second) image.constants.emplace_back(key, mem);
+    Status s = write_cache_image(*device, image, [&](const void* data, size_t bytes) -> Status {
+      if (bytes == 0 || !(host_failure = write(write_context, data, bytes))) return {};
+      return {QUILT_STATUS_RUNTIME_ERROR, "host write failed"};  // stops the writing
+    });
+    return host_failure ? Status{} : s;  // the host's failure is returned below, as it is
+  });
+  return host_failure ? host_failure : status;
+}
+
+quilt_status_t executable_deserialize(quilt_device_t device, const quilt_graph_t* graph,
+                                      const void* data, size_t bytes,
+                                      quilt_executable_t* executable) {
+  return guarded([&]() -> Status {
+    if (!graph_fits(graph))
+      return fail(QUILT_STATUS_INVALID_ARGUMENT, "executable_deserialize: graph struct too small");
+    ParsedCacheImage image;
+    if (Status s = read_cache_image(data, bytes, &image); !s.ok()) return s;
+    // The GEMM engine the weights were packed for: the device's, unless it has none yet.
+    if (image.gemm_engine != GemmEngine::kUndecided) {
+      GemmEngine undecided = GemmEngine::kUndecided;
+      device->gemm_engine.compare_exchange_strong(undecided, image.gemm_engine);
+      if (device->gemm_engine.load() != image.gemm_engine)
+        return fail(QUILT_STATUS_INVALID_ARGUMENT,
+                    std::string("executable cache entry: packed for the GEMM engine ") +
+                        engine_name(image.gemm_engine) + ", the device runs " +
+                        engine_name(device->gemm_engine.load()));
+    }
+    for (const auto& [family, binary] : image.programs)
+      if (!device->adopt_program(family, binary))
+        return fail(QUILT_STATUS_DEVICE_ERROR,
+                    "executable cache entry: the driver refused the binary of program " + family);
+    return compile_with(*device, *graph, &image.constants, executable);
   });
 }
 
@@ -798,6 +894,10 @@ const quilt_backend_t kBackend = {
     // ABI 1.2's run brackets: nothing to do per run (buffers come from the launch's pool).
     .run_begin = nullptr,
     .run_end = nullptr,
+    .executable_serialize = executable_serialize,
+    .executable_deserialize = executable_deserialize,
+    // Two OpenCL devices share no context here (each has its own): through the host.
+    .copy_device_to_device = nullptr,
 };
 
 }  // namespace

@@ -111,8 +111,6 @@ void write_entry(const std::filesystem::path& path, const std::string& binary) {
   }
 }
 
-namespace {
-
 std::string program_binary(cl_program program) {
   size_t size = 0;
   if (clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, nullptr) !=
@@ -126,7 +124,29 @@ std::string program_binary(cl_program program) {
   return binary;
 }
 
-}  // namespace
+std::string build_options_for(const DeviceEntry& device, const Options& options) {
+  std::string build_options = "-cl-std=CL1.2";
+  if (device.correctly_rounded_divide_sqrt)
+    build_options += " -cl-fp32-correctly-rounded-divide-sqrt";
+  if (!options.extra_build_options.empty()) build_options += " " + options.extra_build_options;
+  return build_options;
+}
+
+bool program_from_binary(cl_context context, const DeviceEntry& device,
+                         const std::string& build_options, const std::string& binary,
+                         cl_program* out) {
+  if (binary.empty()) return false;
+  const unsigned char* ptr = reinterpret_cast<const unsigned char*>(binary.data());
+  size_t size = binary.size();
+  cl_int binary_status = CL_SUCCESS, err = CL_SUCCESS;
+  cl_device_id dev = device.id;
+  Program program(clCreateProgramWithBinary(context, 1, &dev, &size, &ptr, &binary_status, &err));
+  if (err != CL_SUCCESS || binary_status != CL_SUCCESS ||
+      clBuildProgram(program.get(), 1, &dev, build_options.c_str(), nullptr, nullptr) != CL_SUCCESS)
+    return false;
+  *out = program.release();
+  return true;
+}
 
 std::string default_cache_dir() {
   if (const char* dir = std::getenv("QUILT_OPENCL_CACHE_DIR"); dir && *dir) return dir;
@@ -143,10 +163,7 @@ Status build_program(cl_context context, const DeviceEntry& device, const Option
   const char* body = find_source(family);
   if (!common || !body) return fail(QUILT_STATUS_RUNTIME_ERROR, "no kernels_cl/" + family + ".cl");
   const std::string source = std::string(common) + "\n" + body;
-  std::string build_options = "-cl-std=CL1.2";
-  if (device.correctly_rounded_divide_sqrt)
-    build_options += " -cl-fp32-correctly-rounded-divide-sqrt";
-  if (!options.extra_build_options.empty()) build_options += " " + options.extra_build_options;
+  const std::string build_options = build_options_for(device, options);
 
   std::string key_text = "quilt-opencl-cache-1\n" + device.platform_name + "\n" + device.name +
                          "\n" + device.driver_version + "\n" + device.cl_version + "\n" +
@@ -162,17 +179,9 @@ Status build_program(cl_context context, const DeviceEntry& device, const Option
   if (!path.empty()) {
     std::string binary = read_entry(path, &was_corrupt);
     if (!binary.empty()) {
-      const unsigned char* ptr = reinterpret_cast<const unsigned char*>(binary.data());
-      size_t size = binary.size();
-      cl_int binary_status = CL_SUCCESS, err = CL_SUCCESS;
-      Program program(
-          clCreateProgramWithBinary(context, 1, &dev, &size, &ptr, &binary_status, &err));
-      if (err == CL_SUCCESS && binary_status == CL_SUCCESS &&
-          clBuildProgram(program.get(), 1, &dev, build_options.c_str(), nullptr, nullptr) ==
-              CL_SUCCESS) {
+      if (program_from_binary(context, device, build_options, binary, out)) {
         log(QUILT_LOG_DEBUG, "program " + family + ": loaded from the cache " + path.string() +
                                  " in " + std::to_string(ms_since(start)) + " ms");
-        *out = program.release();
         return {};
       }
       was_corrupt = true;

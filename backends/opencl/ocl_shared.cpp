@@ -40,6 +40,12 @@ std::pair<uint64_t, uint64_t> hash128(const void* data, size_t bytes) {
 }  // namespace
 
 std::string content_key(const std::string& what, const void* data, size_t bytes) {
+  // The host's hash of these bytes when it gave one (ABI 1.2: constant_hashes), else our own.
+  if (t_host_hashes)
+    if (auto it = t_host_hashes->find(data);
+        it != t_host_hashes->end() && it->second.bytes == bytes)
+      return what + "|" + std::to_string(bytes) + "|host|" + hex(it->second.hi) +
+             hex(it->second.lo);
   const auto [a, b] = hash128(data, bytes);
   return what + "|" + std::to_string(bytes) + "|" + hex(a) + hex(b);
 }
@@ -62,9 +68,26 @@ Status shared_device(int32_t index, std::shared_ptr<SharedDevice>* out) {
 
 }  // namespace quilt::opencl
 
+std::string quilt_device_s::program_key(const std::string& family) const {
+  return family + "\n" + options.extra_build_options + "\n" + options.cache_dir;
+}
+
+bool quilt_device_s::adopt_program(const std::string& family, const std::string& binary) {
+  using namespace quilt::opencl;
+  const std::string key = program_key(family);
+  std::lock_guard lock(shared->mutex);
+  if (shared->programs.count(key)) return true;
+  cl_program p = nullptr;
+  if (!program_from_binary(context.get(), *entry, build_options_for(*entry, options), binary, &p))
+    return false;
+  shared->programs.emplace(key, Program(p));
+  return true;
+}
+
 quilt::opencl::Status quilt_device_s::program(const std::string& family, cl_program* out) {
   using namespace quilt::opencl;
-  const std::string key = family + "\n" + options.extra_build_options + "\n" + options.cache_dir;
+  const std::string key = program_key(family);
+  if (t_used_programs) t_used_programs->insert(family);
   std::lock_guard lock(shared->mutex);
   auto it = shared->programs.find(key);
   if (it == shared->programs.end()) {

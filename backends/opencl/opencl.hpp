@@ -18,11 +18,13 @@
 #include <cstdint>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <new>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -119,6 +121,14 @@ std::string default_cache_dir();
 Status build_program(cl_context context, const DeviceEntry& device, const Options& options,
                      const std::string& family, cl_program* program);
 
+// The OpenCL build options of every program for a device; a program's binary (empty when the
+// driver gives none); a program made from a binary (false when the driver refuses it).
+std::string build_options_for(const DeviceEntry& device, const Options& options);
+std::string program_binary(cl_program program);
+bool program_from_binary(cl_context context, const DeviceEntry& device,
+                         const std::string& build_options, const std::string& binary,
+                         cl_program* out);
+
 // Cache files (ocl_program.cpp): a checksummed entry, written to a temporary file and renamed;
 // read_entry is empty when the file is missing, and *corrupt when its header does not match.
 std::string read_entry(const std::filesystem::path& path, bool* corrupt);
@@ -191,6 +201,46 @@ struct SharedDevice {
 // logs at debug level.
 inline thread_local size_t t_shared_constants = 0;
 inline thread_local size_t t_made_constants = 0;
+// While compile or executable_deserialize runs on this thread (ocl_cache.cpp):
+// - the host's content hashes of the graph's constants (ABI 1.2), by data pointer, which
+//   content_key uses instead of hashing the bytes again;
+// - every constant the patch holds, by content key, for executable_serialize;
+// - in executable_deserialize, the device copies the cache entry holds, by content key, which
+//   device.constant() takes instead of packing and uploading the host's data.
+struct HostHash {
+  uint64_t lo = 0, hi = 0;
+  size_t bytes = 0;
+};
+inline thread_local const std::map<const void*, HostHash>* t_host_hashes = nullptr;
+inline thread_local std::set<std::string>* t_used_programs = nullptr;  // families
+inline thread_local std::vector<std::pair<std::string, std::shared_ptr<Mem>>>* t_used_constants =
+    nullptr;
+struct RestoredConstant {
+  const void* data = nullptr;
+  size_t bytes = 0;
+};
+inline thread_local const std::map<std::string, RestoredConstant>* t_restored = nullptr;
+// What executable_serialize writes (ocl_cache.cpp): the GEMM engine the patch was compiled for,
+// its programs' binaries by family, its constants' device buffers by content key.
+struct CacheImage {
+  GemmEngine gemm_engine = GemmEngine::kUndecided;
+  std::vector<std::pair<std::string, std::string>> programs;
+  std::vector<std::pair<std::string, std::shared_ptr<Mem>>> constants;
+};
+// What executable_deserialize reads: the same, the constants pointing into the host's bytes.
+struct ParsedCacheImage {
+  GemmEngine gemm_engine = GemmEngine::kUndecided;
+  std::vector<std::pair<std::string, std::string>> programs;
+  std::map<std::string, RestoredConstant> constants;
+};
+using CacheWriter = std::function<Status(const void* data, size_t bytes)>;
+Status write_cache_image(quilt_device_s& device, const CacheImage& image, const CacheWriter& write);
+// Fails, naming what does not fit, on bytes that are not a well-formed image.
+Status read_cache_image(const void* data, size_t bytes, ParsedCacheImage* out);
+// A device buffer of a constant from an executable cache entry: in place (CL_MEM_USE_HOST_PTR)
+// on a host-memory device when aligned, else a copy; *in_place says which.
+Status restore_constant(quilt_device_s& device, const RestoredConstant& c, cl_mem* mem,
+                        bool* in_place);
 // The shared state of device `index`, made (with its context) when no open device holds it.
 Status shared_device(int32_t index, std::shared_ptr<SharedDevice>* out);
 // A key for device data made from host data: what it is (kind, layout, dims) and a 128-bit hash
@@ -357,6 +407,11 @@ struct quilt_device_s {
   // Programs (shared by the sessions on this device) and kernels, built lazily (at the first
   // compile that needs them).
   quilt::opencl::Status program(const std::string& family, cl_program* out);
+  // The program of a family made from a binary (an executable cache entry's) unless the device
+  // has it already; false when the driver refuses the binary.
+  bool adopt_program(const std::string& family, const std::string& binary);
+  // The key of a family's program in shared->programs.
+  std::string program_key(const std::string& family) const;
   // The device copy of a constant with this content key: the one an open session made, else
   // made now by `make` (which returns a new buffer) and shared from then on.
   template <class Make>
@@ -384,19 +439,37 @@ struct quilt_device_s {
 template <class Make>
 quilt::opencl::Status quilt_device_s::constant(const std::string& key, Make make,
                                                std::shared_ptr<quilt::opencl::Mem>* out) {
+  using namespace quilt::opencl;
   std::lock_guard lock(shared->mutex);
   auto& slot = shared->constants[key];
+  auto record = [&] {
+    if (t_used_constants) t_used_constants->emplace_back(key, *out);
+  };
   if ((*out = slot.lock())) {
-    ++quilt::opencl::t_shared_constants;
+    ++t_shared_constants;
+    record();
     return {};
   }
   for (auto it = shared->constants.begin(); it != shared->constants.end();)  // forget dead ones
     it = it->second.expired() && &it->second != &slot ? shared->constants.erase(it) : ++it;
   cl_mem mem = nullptr;
-  if (quilt::opencl::Status s = make(&mem); !s.ok()) return s;
-  *out = std::make_shared<quilt::opencl::Mem>(mem);
+  if (const auto it = t_restored ? t_restored->find(key)
+                                 : std::map<std::string, RestoredConstant>::const_iterator{};
+      t_restored && it != t_restored->end()) {
+    bool in_place = false;
+    if (Status s = restore_constant(*this, it->second, &mem, &in_place); !s.ok()) return s;
+    *out = std::make_shared<Mem>(mem);
+    // A buffer over the host's mapping of the entry lives only as long as this executable:
+    // never handed to another session.
+    if (!in_place) slot = *out;
+    record();
+    return {};
+  }
+  if (Status s = make(&mem); !s.ok()) return s;
+  *out = std::make_shared<Mem>(mem);
   slot = *out;
-  ++quilt::opencl::t_made_constants;
+  ++t_made_constants;
+  record();
   return {};
 }
 

@@ -34,8 +34,11 @@
  * quilt_graph_t. The host refuses a plugin whose major version differs from its own, with a
  * message naming both. History: 1.0; 1.1 added quilt_graph_t.constant_done (and the optional
  * node_timing of quilt_execute_args_t, which came without a minor bump); 1.2 added the optional
- * run_begin / run_end slots and quilt_execute_args_t.run. A plugin built against an older minor
- * version keeps working: the host reads no slot or field beyond the struct_size it was given.
+ * run_begin / run_end slots, quilt_execute_args_t.run, the optional executable_serialize /
+ * executable_deserialize slots (executable cache), the optional copy_device_to_device slot
+ * and quilt_graph_t.constant_hashes. A plugin built
+ * against an older minor version keeps working: the host reads no slot or field beyond the
+ * struct_size it was given.
  *
  * Errors. Every fallible slot returns a quilt_status_t: NULL means success; otherwise a status
  * made with host->status_create(code, message), which the host reads and frees. Messages should
@@ -43,7 +46,8 @@
  * A backend never aborts the process and never throws.
  *
  * Required slots. Every slot of quilt_backend_t is required except those marked Optional
- * (release, event_timestamps, run_begin, run_end). The host checks the table when it loads the
+ * (release, event_timestamps, run_begin, run_end, executable_serialize,
+ * executable_deserialize, copy_device_to_device). The host checks the table when it loads the
  * plugin and refuses one whose struct_size is too short for the required slots or that leaves one
  * NULL, naming it. A QUILT_DEVICE_HOST_MEMORY device still fills the copy slots (never called) and
  * a QUILT_DEVICE_SYNCHRONOUS one the event slots (never called for it; see below).
@@ -240,6 +244,11 @@ typedef struct quilt_node {
   const quilt_attribute_t* attributes;
 } quilt_node_t;
 
+/* A 128-bit content hash (quilt_graph_t.constant_hashes). */
+typedef struct quilt_hash128 {
+  uint64_t lo, hi;
+} quilt_hash128_t;
+
 /* A patch: nodes in an order where producers come first, over a table of values. */
 typedef struct quilt_graph {
   uint32_t struct_size;
@@ -257,6 +266,14 @@ typedef struct quilt_graph {
    * the weights are not held twice. The constant's pointer must not be used after the call. */
   void (*constant_done)(void* context, int32_t value);
   void* constant_done_context;
+  /* ABI 1.2, optional (read it only when struct_size covers it; NULL when the host offers no
+   * hashes): per value (num_values entries), a 128-bit hash of the bytes of its constant data
+   * (nbytes as quilt_constant_t says), {0, 0} for a value that is not a constant. Equal bytes
+   * give equal hashes in every process of one Quilt version, whatever the dtype and dims (a
+   * backend that keys device copies by content adds those itself); not cryptographic. So a
+   * backend can share the uploads of equal constants between sessions without hashing the
+   * weights again. Valid as long as the graph. */
+  const quilt_hash128_t* constant_hashes;
 } quilt_graph_t;
 
 /* ---- devices ----------------------------------------------------------------------------- */
@@ -423,6 +440,56 @@ typedef struct quilt_backend {
    * not called for that device). */
   quilt_status_t (*run_begin)(quilt_device_t device, uint64_t run);
   void (*run_end)(quilt_device_t device, uint64_t run);
+
+  /* -- executable cache (ABI 1.2) -- */
+  /* Optional, both or neither (NULL: the host compiles every session). With a cache directory
+   * (SessionOptions::cache_dir), the host keys each patch by a hash of its graph (every value's
+   * dtype and dims, every constant's content hash, every node and attribute), the backend's
+   * name, version and ABI version, the device's name, flags and properties (launch_ns aside)
+   * and the device_open options, and keeps one file per key. On a miss it compiles, then calls
+   * executable_serialize and stores what was written; on a hit it checks the file (size,
+   * checksum, key) and calls executable_deserialize instead of compile.
+   *
+   * executable_serialize writes the executable's bytes (anything the backend needs to rebuild
+   * it: program binaries, packed weights, its own format version) by calling write(context,
+   * data, bytes) any number of times, in order, from the calling thread, before it returns; a
+   * non-NULL status from write ends the serialization (return it). Called right after compile,
+   * before the executable runs. A failure is not an error of the session: the host logs a
+   * warning and stores nothing.
+   *
+   * executable_deserialize is given the same patch graph as compile (the same values, nodes,
+   * constants with their data, constant_done and constant_hashes) and the bytes
+   * executable_serialize wrote for a graph with the same key; it returns an executable that
+   * behaves as the one compile would, without compiling. `data` starts at a 4096-byte
+   * boundary and stays valid, unchanged and readable until the executable is released (the
+   * host maps the file; a backend whose device reads host memory may use it in place, but only
+   * for this executable). The bytes may come from another process, an older version of the
+   * backend with the same version string, or a damaged file that passed the checksum by
+   * chance: check every size and offset, and return a status (never crash) when they do not
+   * fit; the host then logs a warning, compiles and overwrites the entry. Both slots follow
+   * compile's thread rules. */
+  quilt_status_t (*executable_serialize)(quilt_device_t device, quilt_executable_t executable,
+                                         quilt_status_t (*write)(void* context, const void* data,
+                                                                 size_t bytes),
+                                         void* write_context);
+  quilt_status_t (*executable_deserialize)(quilt_device_t device, const quilt_graph_t* graph,
+                                           const void* data, size_t bytes,
+                                           quilt_executable_t* executable);
+
+  /* -- device-to-device copies (ABI 1.2) -- */
+  /* Optional (NULL: a value going from one device of this backend to another goes through host
+   * memory, a copy_to_host then a copy_to_device). Copies bytes from src, memory of src_device,
+   * to dst, memory of dst_device: two different open devices of this backend in one session
+   * (never a QUILT_DEVICE_HOST_MEMORY one, whose values need no copy). Asynchronous on
+   * dst_device, as copy_to_device: wait_events and signal_event are dst_device's (NULL and
+   * empty when it is synchronous). The host has waited for the operation that wrote src to
+   * complete before the call (it waits across devices itself), keeps src allocated and unwritten
+   * and both devices open until signal_event is signalled (until the call returns on a
+   * synchronous device). */
+  quilt_status_t (*copy_device_to_device)(quilt_device_t dst_device, void* dst,
+                                          quilt_device_t src_device, const void* src, size_t bytes,
+                                          const quilt_event_t* wait_events, size_t num_wait_events,
+                                          quilt_event_t signal_event);
 } quilt_backend_t;
 
 /* The entry point a plugin exports. The plugin may refuse a host whose major ABI version is

@@ -407,6 +407,14 @@ struct SessionOptions {
   // creation); everything else stays float32. Session creation fails, naming what is missing,
   // on a CPU without AVX512-BF16.
   std::string precision = "fp32";
+  // Executable cache: a directory where the patches compiled for backends that offer it (ABI
+  // 1.2's executable_serialize/executable_deserialize: the OpenCL plugin does, the CPU does
+  // not) are kept, so that a later session, in this process or another, of the same model with
+  // the same backend, device and options loads them instead of compiling. Keyed by a hash of
+  // the patch (weights by content), backend, device and options; a damaged entry is compiled
+  // again and replaced, with a warning. "" (the default): off. PlanReport::Patch::cache says
+  // what happened per patch.
+  std::string cache_dir;
 };
 
 // Where each node of a session runs and where the copies are (quilt plan).
@@ -431,6 +439,11 @@ struct QUILT_API PlanReport {
     std::vector<std::string> inputs, outputs;  // values crossing the patch boundary
     std::vector<int> depends_on;               // patches whose results it consumes
     int64_t constant_bytes = 0;                // weights handed to the backend at session creation
+    // With SessionOptions::cache_dir: "loaded" (from the executable cache, not compiled),
+    // "stored" (compiled and stored) or "compiled" (not stored: cache_detail says why); ""
+    // without a cache directory and for host steps.
+    std::string cache;
+    std::string cache_detail;  // the entry's path, or why nothing was loaded or stored
   };
   struct Transfer {
     std::string value;

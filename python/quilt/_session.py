@@ -26,7 +26,8 @@ def make_options(*, threads: int = 0, backends: Iterable[str] = ("cpu",), cpu_fa
                  plugins: Iterable[str | os.PathLike] = (),
                  backend_options: Mapping[str, Mapping[str, Any]] | None = None,
                  fixed_dims: Mapping[str, int] | None = None, optimization_level: int = 1,
-                 log_level="warning", precision: str = "fp32") -> _quilt.SessionOptions:
+                 log_level="warning", precision: str = "fp32",
+                 cache_dir: str | os.PathLike = "") -> _quilt.SessionOptions:
     """A quilt.SessionOptions from keyword arguments (the C++ field names and defaults)."""
     o = _quilt.SessionOptions()
     o.threads = int(threads)
@@ -41,6 +42,7 @@ def make_options(*, threads: int = 0, backends: Iterable[str] = ("cpu",), cpu_fa
     o.optimization_level = int(optimization_level)
     o.log_level = _log_level(log_level)
     o.precision = str(precision)
+    o.cache_dir = os.fspath(cache_dir)
     return o
 
 
@@ -50,7 +52,7 @@ class Session:
     model: a path, or the serialized ModelProto as bytes. Keyword arguments are the fields of
     C++ quilt::SessionOptions (threads, backends, cpu_fallback, pinned_nodes,
     partition_cost_rule, plugins, backend_options, fixed_dims, optimization_level, log_level,
-    precision), or give a quilt.SessionOptions as `options`. external_data_dir: where a model given as
+    precision, cache_dir), or give a quilt.SessionOptions as `options`. external_data_dir: where a model given as
     bytes finds its external-data files. Errors are quilt.Error subclasses.
     """
 

@@ -242,7 +242,8 @@ NB_MODULE(_quilt, m) {
       .def_rw("fixed_dims", &SessionOptions::fixed_dims)
       .def_rw("optimization_level", &SessionOptions::optimization_level)
       .def_rw("log_level", &SessionOptions::log_level)
-      .def_rw("precision", &SessionOptions::precision);
+      .def_rw("precision", &SessionOptions::precision)
+      .def_rw("cache_dir", &SessionOptions::cache_dir);
 
   nb::class_<ValueInfo>(m, "ValueInfo", "A graph input or output: name, dtype and shape.")
       .def_ro("name", &ValueInfo::name)

@@ -328,6 +328,37 @@ TEST(Heterogeneous, PluginLoadFailuresNameTheLibraryAndTheReason) {
              {"initialisation failed", "example: simulated driver not found"});
 }
 
+// Two devices of one plugin that copies between them (ABI 1.2's copy_device_to_device): the
+// value crossing from example:0 to example:1 is one direct copy, not a download and an upload.
+TEST(Heterogeneous, TwoDevicesOfOnePluginCopyDirectly) {
+  SessionOptions o = with_example();
+  o.backends = {"example:0", "example:1", "cpu"};
+  o.pinned_nodes = {{"residual", "example:1"}};
+  o.partition_cost_rule = false;
+  Session s(kDir + "/hetero_all_claimed.onnx", o);
+  const PlanReport& plan = s.plan();
+  ASSERT_EQ(plan.patches.size(), 2u) << plan.to_text();
+  EXPECT_EQ(plan.patches[0].backend, "example:0");
+  EXPECT_EQ(plan.patches[1].backend, "example:1");
+  EXPECT_EQ(count_transfers(plan, "r", "example:1"), 1) << plan.to_text();
+  EXPECT_EQ(count_transfers(plan, "r", "host"), 0) << plan.to_text();
+  for (const auto& t : plan.transfers) {
+    if (t.value == "r") {
+      EXPECT_EQ(t.from, "example:0");
+    }
+  }
+  Tensor x = random_input({1, 4, 8, 8}, 4);
+  RunProfile profile;
+  auto got = s.run({{"x", x}}, {}, &profile);
+  bool direct_span = false;
+  for (const auto& span : profile.spans)
+    direct_span = direct_span ||
+                  (span.kind == "transfer" && span.name == "transfer 'r' example:0 -> example:1" &&
+                   span.lane == "example:1");
+  EXPECT_TRUE(direct_span) << profile.to_chrome_trace("test");
+  expect_same_as_cpu("hetero_all_claimed.onnx", {1, 4, 8, 8}, o);
+}
+
 TEST(Heterogeneous, BadBackendOptionsAndDeviceIndicesAreRefused) {
   expect_error(
       [&] {

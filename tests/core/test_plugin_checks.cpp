@@ -166,3 +166,32 @@ TEST(PluginChecks, ARunBeginFailureFailsEachRunCleanly) {
         },
         ErrorCode::Runtime, {"[example:0] run_begin: [example] run_begin: injected failure"});
 }
+
+// An ABI 1.1 table of the example plugin (no copy_device_to_device) on two of its devices: the
+// value crossing between them goes through the host, and the outputs are the direct copy's.
+TEST(PluginChecks, TwoDevicesOfAnAbi11PluginCopyThroughTheHost) {
+  FaultyPlugin plugin("abi11_d2d", {{"QUILT_EXAMPLE_STRUCT_SIZE",
+                                     std::to_string(offsetof(quilt_backend_t, run_begin))},
+                                    {"QUILT_EXAMPLE_ABI_MINOR", "1"}});
+  SessionOptions o = plugin.options();
+  o.backends = {"example:0", "example:1", "cpu"};
+  o.pinned_nodes = {{"residual", "example:1"}};
+  o.partition_cost_rule = false;
+  Session s(kDir + "/hetero_all_claimed.onnx", o);
+  const PlanReport& plan = s.plan();
+  ASSERT_EQ(plan.patches.size(), 2u) << plan.to_text();
+  int to_host = 0, to_second = 0;
+  for (const auto& t : plan.transfers) {
+    if (t.value != "r") continue;
+    to_host += t.from == "example:0" && t.to == "host";
+    to_second += t.from == "host" && t.to == "example:1";
+  }
+  EXPECT_EQ(to_host, 1) << plan.to_text();
+  EXPECT_EQ(to_second, 1) << plan.to_text();
+  SessionOptions cpu_only;
+  cpu_only.threads = 2;
+  Tensor x = quilt::testing::random_input({1, 4, 8, 8}, 4);
+  quilt::testing::expect_close(
+      s.run({{"x", x}}).at("y"),
+      Session(kDir + "/hetero_all_claimed.onnx", cpu_only).run({{"x", x}}).at("y"));
+}

@@ -155,9 +155,10 @@ class GraphBuilder {
     for (size_t v = 0; v < values_.size(); ++v)
       if (!produced[v] && values_[v].data.empty()) inputs_.push_back(int32_t(v));
     // No constant_done: this host keeps every constant (ABI 1.1 makes the callback optional).
-    graph_ = {sizeof(quilt_graph_t), c_values_.size(), c_values_.data(), c_nodes_.size(),
-              c_nodes_.data(),       inputs_.size(),   inputs_.data(),   outputs_.size(),
-              outputs_.data(),       nullptr,          nullptr};
+    graph_ = {
+        sizeof(quilt_graph_t), c_values_.size(), c_values_.data(), c_nodes_.size(),
+        c_nodes_.data(),       inputs_.size(),   inputs_.data(),   outputs_.size(),
+        outputs_.data(),       nullptr,          nullptr,          nullptr};  // nor constant hashes
     return graph_;
   }
   // The concrete shapes execute() takes: every value as declared.

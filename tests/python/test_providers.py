@@ -44,6 +44,33 @@ def test_opencl_runs_the_model_and_matches_onnxruntime(opencl):
         "opencl": {"gemm": "own"}, "CPUExecutionProvider": {}}
 
 
+def test_opencl_executable_cache_from_provider_options_and_session_options(opencl, tmp_path):
+    # OpenVINO's spelling, a provider option cache_dir: the session's executable cache. The
+    # second session (the first closed: nothing shared in memory) loads what the first stored.
+    want = ort.InferenceSession(mlp_bytes()).run(None, {"x": X})
+    so = qort.SessionOptions()
+    so.add_session_config_entry("quilt.partition_cost_rule", "0")
+    caches = []
+    for _ in range(2):
+        s = qort.InferenceSession(mlp_bytes(), so, providers=[("opencl", {"cache_dir": str(tmp_path / "p")})])
+        assert s.get_provider_options()["opencl"] == {"cache_dir": str(tmp_path / "p")}
+        caches.append([p["cache"] for p in plan_of(s)["patches"] if p["backend"] == "opencl:0"])
+        for w, g in zip(want, s.run(None, {"x": X})):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+        del s
+    assert caches[0] and set(caches[0]) == {"stored"} and set(caches[1]) == {"loaded"}, caches
+    assert list((tmp_path / "p").glob("opencl-*.qexe"))
+    # The session config entry, and quilt.Session's keyword.
+    so.add_session_config_entry("quilt.cache_dir", str(tmp_path / "p"))
+    s = qort.InferenceSession(mlp_bytes(), so, providers=["opencl"])
+    assert {p["cache"] for p in plan_of(s)["patches"] if p["backend"] == "opencl:0"} == {"loaded"}
+    q = quilt.Session(mlp_bytes(), backends=["opencl", "cpu"], partition_cost_rule=False,
+                      cache_dir=tmp_path / "q")
+    assert {p["cache"] for p in q.plan()["patches"] if p["backend"] == "opencl:0"} == {"stored"}
+    with pytest.raises(STATE.InvalidArgument, match="differs from the session's executable cache"):
+        qort.InferenceSession(mlp_bytes(), so, providers=[("opencl", {"cache_dir": str(tmp_path / "other")})])
+
+
 def test_opencl_device_and_option_mistakes_are_reported(opencl):
     with pytest.raises(STATE.InvalidArgument, match="no opencl device name contains 'warp'"):
         qort.InferenceSession(mlp_bytes(), providers=["opencl:name=warp"])

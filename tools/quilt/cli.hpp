@@ -92,6 +92,9 @@ extern const char* const kBackendOptionsHelp;
 // on) and returns true; false for any other argument. Throws Error(InvalidArgument) naming the
 // option when its value is malformed.
 bool parse_backend_option(const std::vector<std::string>& args, size_t& i, SessionOptions& options);
+// "executable cache: 1 loaded, 0 compiled and stored, 0 compiled, not stored (DIR)"; "" when
+// there is no cache directory. Counts PlanReport::Patch::cache.
+std::string cache_summary(const PlanReport& plan, const std::string& cache_dir);
 // Checks every backend that options name (priority list, pins, backend options) against those
 // discover_backends(options.plugins) finds. Throws Error(InvalidArgument) naming the unknown
 // backend, the available ones and every plugin that failed to load, with why.

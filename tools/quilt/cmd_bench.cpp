@@ -198,6 +198,7 @@ int cmd_bench(const std::vector<std::string>& args) {
       out += ", \"plan\": {\"patches\": {" + patches +
              "}, \"transfers\": " + std::to_string(plan.transfers.size()) + "}";
       out += ", \"profile\": " + (r.profile.empty() ? "null" : json_string(r.profile));
+      out += ", \"cache\": " + json_string(cache_summary(plan, r.options.cache_dir));
       std::printf("%s}\n", out.c_str());
       return 0;
     }
@@ -208,6 +209,8 @@ int cmd_bench(const std::vector<std::string>& args) {
                 plan.patches.size() == 1 ? "" : "es", join(patches, ", ").c_str(),
                 plan.transfers.size(), plan.transfers.size() == 1 ? "" : "s");
     std::printf("session creation: %.3f ms\n", creation_ms);
+    if (const std::string cache = cache_summary(plan, r.options.cache_dir); !cache.empty())
+      std::printf("%s\n", cache.c_str());
     std::printf("warm-up: %lld run%s\n", static_cast<long long>(r.warmup),
                 r.warmup == 1 ? "" : "s");
     std::printf("latency: median %.4f ms, p90 %.4f ms, min %.4f ms, mean %.4f ms over %zu run%s\n",

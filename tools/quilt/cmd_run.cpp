@@ -263,6 +263,9 @@ int cmd_run(const std::vector<std::string>& args) {
       progress.done(i + 1);
     }
     progress.finish();
+    if (const std::string cache = cache_summary(session.plan(), r.options.cache_dir);
+        !cache.empty())
+      std::printf("%s\n", cache.c_str());
     std::printf("outputs:\n");
     for (const auto& info : session.outputs()) summarise(info.name, outputs.at(info.name));
     if (!r.output_dir.empty()) {

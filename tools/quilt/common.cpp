@@ -292,7 +292,10 @@ const char* const kBackendOptionsHelp =
     "                          cost rule would keep on the CPU\n"
     "  --backend-option BACKEND:KEY=VALUE\n"
     "                          option for BACKEND's devices (repeatable), e.g.\n"
-    "                          example:memory_limit=1048576\n";
+    "                          example:memory_limit=1048576\n"
+    "  --cache-dir DIR         executable cache: keep what backends that offer it (opencl)\n"
+    "                          compile in DIR and load it there in later sessions instead of\n"
+    "                          compiling (keyed by model, backend, device and options)\n";
 
 namespace {
 
@@ -357,6 +360,10 @@ bool parse_backend_option(const std::vector<std::string>& args, size_t& i,
     options.cpu_fallback = false;
   } else if (a == "--no-cost-rule") {
     options.partition_cost_rule = false;
+  } else if (a == "--cache-dir") {
+    options.cache_dir = value();
+    if (options.cache_dir.empty())
+      throw Error(ErrorCode::InvalidArgument, "--cache-dir needs a directory");
   } else if (a == "--pin") {
     // Node names may contain '='; backend names cannot, so the last '=' separates them.
     const std::string v = value();
@@ -409,6 +416,19 @@ void check_backends(const SessionOptions& options) {
   for (const auto& b : options.backends) check(b, "--backend");
   for (const auto& [node, b] : options.pinned_nodes) check(b, "--pin " + node + "=" + b);
   for (const auto& [b, _] : options.backend_options) check(b, "--backend-option " + b);
+}
+
+std::string cache_summary(const PlanReport& plan, const std::string& cache_dir) {
+  if (cache_dir.empty()) return "";
+  int loaded = 0, stored = 0, compiled = 0;
+  for (const auto& p : plan.patches) {
+    loaded += p.cache == "loaded";
+    stored += p.cache == "stored";
+    compiled += p.cache == "compiled";
+  }
+  return "executable cache: " + std::to_string(loaded) + " loaded, " + std::to_string(stored) +
+         " compiled and stored, " + std::to_string(compiled) + " compiled, not stored (" +
+         cache_dir + ")";
 }
 
 }  // namespace quilt::cli

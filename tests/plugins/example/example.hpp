@@ -203,6 +203,11 @@ void free_memory(quilt_device_t device, void* ptr);
 quilt_status_t copy_to_device(quilt_device_t device, void* dst, const void* src_host, size_t bytes,
                               const quilt_event_t* wait_events, size_t num_wait_events,
                               quilt_event_t signal_event);
+// ABI 1.2: between two open devices of this plugin, on dst_device's worker thread.
+quilt_status_t copy_device_to_device(quilt_device_t dst_device, void* dst,
+                                     quilt_device_t src_device, const void* src, size_t bytes,
+                                     const quilt_event_t* wait_events, size_t num_wait_events,
+                                     quilt_event_t signal_event);
 quilt_status_t copy_to_host(quilt_device_t device, void* dst_host, const void* src, size_t bytes,
                             const quilt_event_t* wait_events, size_t num_wait_events,
                             quilt_event_t signal_event);

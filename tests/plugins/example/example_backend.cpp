@@ -426,6 +426,10 @@ constexpr uint32_t kReportedAbi = QUILT_BACKEND_ABI_VERSION;
     .event_timestamps = event_timestamps,
     .run_begin = run_begin,
     .run_end = run_end,
+    // No executable cache: compiling a patch here is quicker than reading a file.
+    .executable_serialize = nullptr,
+    .executable_deserialize = nullptr,
+    .copy_device_to_device = copy_device_to_device,
 };
 
 #ifdef QUILT_EXAMPLE_FAULTS

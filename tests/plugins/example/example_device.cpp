@@ -314,6 +314,29 @@ quilt_status_t copy_to_host(quilt_device_t device, void* dst_host, const void* s
   });
 }
 
+quilt_status_t copy_device_to_device(quilt_device_t dst_device, void* dst,
+                                     quilt_device_t src_device, const void* src, size_t bytes,
+                                     const quilt_event_t* wait_events, size_t num_wait_events,
+                                     quilt_event_t signal_event) {
+  return guarded([&]() -> Status {
+    if (!src_device || src_device == dst_device)
+      return fail(QUILT_STATUS_INVALID_ARGUMENT,
+                  "copy_device_to_device: the source must be another open device of this plugin");
+    uint64_t dst_offset = 0, src_offset = 0;
+    if (bytes > 0) {
+      if (Status s = dst_device->offset_of(dst, bytes, &dst_offset); !s.ok()) return s;
+      if (Status s = src_device->offset_of(src, bytes, &src_offset); !s.ok()) return s;
+    }
+    // The host waited for whatever wrote src; the source stays open and src unwritten until
+    // this copy's event is signalled, so the destination's worker reads it directly.
+    return enqueue(*dst_device, wait_events, num_wait_events, signal_event, [=]() -> Status {
+      if (bytes > 0)
+        std::memcpy(dst_device->arena.at(dst_offset), src_device->arena.at(src_offset), bytes);
+      return {};
+    });
+  });
+}
+
 // ---- events ----
 
 quilt_status_t event_create(quilt_device_t, quilt_event_t* event) {

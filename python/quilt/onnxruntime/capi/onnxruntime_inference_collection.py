@@ -119,6 +119,8 @@ def _quilt_options(so: C.SessionOptions, providers):
             o.partition_cost_rule = value not in ("0", "false", "False")
         elif key == "quilt.precision":
             o.precision = value
+        elif key == "quilt.cache_dir":
+            o.cache_dir = value
         elif key.startswith("quilt.pin.") and len(key) > len("quilt.pin."):
             pinned[key[len("quilt.pin."):]] = value
         else:
@@ -128,6 +130,15 @@ def _quilt_options(so: C.SessionOptions, providers):
     backends = []
     for name, options in providers:
         backends.append("cpu" if name == _CPU else name)
+        options = dict(options or {})
+        # "cache_dir", as OpenVINO's provider option: the session's executable cache (compiled
+        # patches kept for later sessions and processes), not an option of the backend's devices.
+        if "cache_dir" in options:
+            cache_dir = str(options.pop("cache_dir"))
+            if o.cache_dir and o.cache_dir != cache_dir:
+                raise C.ort_error(C.InvalidArgument, f"provider option cache_dir '{cache_dir}' of {name} "
+                                  f"differs from the session's executable cache '{o.cache_dir}' (one per session)")
+            o.cache_dir = cache_dir
         if name != _CPU and options:
             backend_options[name.split(":", 1)[0]] = options
     if "cpu" not in backends:

@@ -153,6 +153,7 @@ QUILT_CONFIG_KEYS = {
     "quilt.partition_cost_rule": "'0': honour every claim, even tiny islands between CPU nodes",
     "quilt.precision": "'bf16': the CPU's Conv, MatMul and Gemm products on bfloat16 operands (AVX512-BF16)",
     "quilt.pin.NODE": "run node NODE on the named backend (debugging)",
+    "quilt.cache_dir": "executable cache directory: compiled patches kept for later sessions and processes",
 }
 
 
