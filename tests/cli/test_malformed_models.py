@@ -76,6 +76,37 @@ hostile("deform_conv_zero_stride",
         '[DeformConv node "d"] strides [0, 1], dilations [1, 1] and pads [0, 0, 0, 0]: expected '
         'positive strides and dilations, non-negative pads')
 
+# A pool window far larger than the input is valid, only costly if the work follows the kernel:
+# AveragePool's per-output counts looped over the 2^62 taps (fuzz_run timed out). Now they are
+# counted in closed form; the answer is each column pair's mean over all rows.
+import numpy as np  # noqa: E402
+
+graph = helper.make_graph(
+    [helper.make_node("AveragePool", ["x"], ["y"], name="p", auto_pad="SAME_LOWER",
+                      kernel_shape=[I64_2P62, 2])], "huge_pool",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 32, 32])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+hp = work / "average_pool_huge_kernel.onnx"
+hp.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+               .SerializeToString())
+hx = np.random.default_rng(3).standard_normal((1, 3, 32, 32)).astype(np.float32)
+np.save(work / "huge_pool_x.npy", hx)
+try:
+    r = subprocess.run([str(quilt), "run", str(hp), "--input", f"x={work / 'huge_pool_x.npy'}",
+                        "--output-dir", str(work / "huge_pool_out")], capture_output=True,
+                       timeout=60)
+    want = np.stack([hx[:, :, :, max(0, w - 1):w + 1].mean(axis=(2, 3)) for w in range(32)], -1)
+    got = np.load(work / "huge_pool_out" / "y.npy") if r.returncode == 0 else None
+    if got is not None and got.shape == (1, 3, 32, 32) and np.allclose(got, want[:, :, None, :],
+                                                                        atol=1e-5):
+        passed += 1
+    else:
+        failed += 1
+        print(f"FAIL {hp}: exit {r.returncode}: {r.stderr.decode()[-300:]!r}")
+except subprocess.TimeoutExpired:
+    failed += 1
+    print(f"FAIL {hp}: hung for 60 s")
+
 # DeformConv's kernel indexes the offsets by W's kernel and X's batch: shapes that disagree are
 # load errors where the shapes are known (a kernel_shape other than W's, an offset of another
 # batch, a bias of another length) and run-time errors where only the run knows them (the fuzzer

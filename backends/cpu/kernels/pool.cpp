@@ -177,15 +177,23 @@ void window_sums_wide(const Geometry& g, const float* x, float* y) {
   }
 }
 
-// Number of window elements along one dim whose position lies in [lo, hi).
+// Number of window elements along one dim whose position lies in [lo, hi): kernel_range with
+// the origin at lo, in closed form (a loop over the taps ran for ever on a fuzzed 2^62 kernel).
 int64_t count_in(int64_t o, int64_t stride, int64_t pad, int64_t kernel, int64_t dilation,
                  int64_t lo, int64_t hi) {
-  int64_t n = 0;
-  for (int64_t k = 0; k < kernel; ++k) {
-    const int64_t i = o * stride - pad + k * dilation;
-    n += i >= lo && i < hi;
-  }
-  return n;
+  const auto [k0, k1] = kernel_range(o, stride, pad + lo, dilation, kernel, hi - lo);
+  return k1 - k0;
+}
+
+// a * b, or INT64_MAX when that overflows (a, b >= 0): a window's volume as a work estimate or
+// a divisor, where the kernel dims may be as large as the input allows.
+int64_t saturating_mul(int64_t a, int64_t b) {
+  int64_t r = 0;
+  return __builtin_mul_overflow(a, b, &r) ? std::numeric_limits<int64_t>::max() : r;
+}
+
+int64_t window_volume(const Geometry& g) {
+  return saturating_mul(saturating_mul(g.kernel[0], g.kernel[1]), g.kernel[2]);
 }
 
 // A 2-D 2x2 window with stride 2, no padding or dilation, every window inside the input.
@@ -248,13 +256,14 @@ void max_pool(KernelContext& ctx, const Geometry& g) {
   int64_t* ip = want_indices ? ctx.output(1).data<int64_t>() : nullptr;
   const bool column_major = ctx.node.attr_int("storage_order", 0) != 0;
   const int64_t ivol = g.in_size(), ovol = g.out_size();
-  const int64_t kvol = g.kernel[0] * g.kernel[1] * g.kernel[2];
+  const int64_t kvol = window_volume(g);
   const T* xp = x.data<T>();
   T* yp = y.data<T>();
   const int64_t planes = x.dim(0) * x.dim(1);
   const bool fast_2x2 = pool_2x2_stride_2(g), by_rows_then_columns = separable(g);
   ctx.pool.parallel_for(
-      planes, std::max<int64_t>(1, 16384 / (ovol * kvol)), [&](int64_t b, int64_t e) {
+      planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, saturating_mul(ovol, kvol))),
+      [&](int64_t b, int64_t e) {
         for (int64_t p = b; p < e; ++p) {
           const T* xc = xp + p * ivol;
           T* yc = yp + p * ovol;
@@ -321,8 +330,7 @@ std::vector<int64_t> window_counts(const Node& node, const Geometry& g) {
           const int64_t hi = include_pad ? g.in[d] + g.pad_end[d] : g.in[d];
           count *= count_in(pos[d], g.stride[d], g.pad[d], g.kernel[d], g.dilation[d], lo, hi);
         }
-        counts[static_cast<size_t>(o)] =
-            whole_kernel ? g.kernel[0] * g.kernel[1] * g.kernel[2] : count;
+        counts[static_cast<size_t>(o)] = whole_kernel ? window_volume(g) : count;
       }
   return counts;
 }
@@ -332,20 +340,23 @@ std::vector<int64_t> window_counts(const Node& node, const Geometry& g) {
 void window_sum_planes(const ThreadPool& pool, const Geometry& g, const float* xp, float* yp,
                        int64_t planes, const std::vector<float>* inv_count) {
   const int64_t ivol = g.in_size(), ovol = g.out_size();
-  const int64_t kvol = g.kernel[0] * g.kernel[1] * g.kernel[2];
+  const int64_t kvol = window_volume(g);
   const bool wide = wide_window_sums(g);
-  pool.parallel_for(planes, std::max<int64_t>(1, 16384 / (ovol * kvol)), [&](int64_t b, int64_t e) {
-    for (int64_t p = b; p < e; ++p) {
-      const float* xc = xp + p * ivol;
-      float* yc = yp + p * ovol;
-      if (wide)
-        window_sums_wide(g, xc, yc);
-      else
-        window_rows(g, xc, yc, 0.f, [](float a, float v) { return a + v; });
-      if (inv_count)
-        for (int64_t o = 0; o < ovol; ++o) yc[o] *= (*inv_count)[static_cast<size_t>(o)];
-    }
-  });
+  pool.parallel_for(planes,
+                    std::max<int64_t>(1, 16384 / std::max<int64_t>(1, saturating_mul(ovol, kvol))),
+                    [&](int64_t b, int64_t e) {
+                      for (int64_t p = b; p < e; ++p) {
+                        const float* xc = xp + p * ivol;
+                        float* yc = yp + p * ovol;
+                        if (wide)
+                          window_sums_wide(g, xc, yc);
+                        else
+                          window_rows(g, xc, yc, 0.f, [](float a, float v) { return a + v; });
+                        if (inv_count)
+                          for (int64_t o = 0; o < ovol; ++o)
+                            yc[o] *= (*inv_count)[static_cast<size_t>(o)];
+                      }
+                    });
 }
 
 void run_average_pool(KernelContext& ctx, const Geometry& g) {
@@ -419,12 +430,14 @@ void run_lp_pool(KernelContext& ctx, const Geometry& g) {
   if (y.numel() == 0) return;
   const int64_t p_norm = ctx.node.attr_int("p", 2);
   const int64_t ivol = g.in_size(), ovol = g.out_size();
-  const int64_t kvol = g.kernel[0] * g.kernel[1] * g.kernel[2];
+  const int64_t kvol = window_volume(g);
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
   const float pf = static_cast<float>(p_norm), inv_p = 1.f / pf;
   ctx.pool.parallel_for(
-      x.dim(0) * x.dim(1), std::max<int64_t>(1, 16384 / (ovol * kvol)), [&](int64_t b, int64_t e) {
+      x.dim(0) * x.dim(1),
+      std::max<int64_t>(1, 16384 / std::max<int64_t>(1, saturating_mul(ovol, kvol))),
+      [&](int64_t b, int64_t e) {
         for (int64_t p = b; p < e; ++p) {
           const float* xc = xp + p * ivol;
           float* yc = yp + p * ovol;
