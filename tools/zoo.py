@@ -416,20 +416,8 @@ def family(name):
 
 def calibration_inputs(specs, count=CALIBRATION_SAMPLES):
     """Generated calibration inputs, like make_inputs but from seeds 1..count (the checked input,
-    seed 0, is not among them): images ~ N(0, 1), token ids uniform, attention masks all ones."""
-    samples = []
-    for seed in range(1, count + 1):
-        values = {}
-        for name, shape, kind in specs:
-            rng = np.random.default_rng(seed)
-            if kind == "image":
-                values[name] = rng.standard_normal(shape, dtype=np.float32)
-            elif kind == "ones":
-                values[name] = np.ones(shape, dtype=np.int64)
-            else:
-                values[name] = rng.integers(0, kind, size=shape, dtype=np.int64)
-        samples.append(values)
-    return samples
+    seed 0, is not among them)."""
+    return [make_inputs(specs, seed) for seed in range(1, count + 1)]
 
 
 def gemm_as_matmul(model):
@@ -646,11 +634,12 @@ def compare_quantized(actual, reference, step=None):
 
 
 
-def make_inputs(specs):
-    """The inputs of a model, deterministic: images ~ N(0,1), token ids in [0, vocab), seed 0."""
+def make_inputs(specs, seed=SEED):
+    """The inputs of a model, deterministic: images ~ N(0,1), token ids in [0, vocab), attention
+    masks all ones; seed 0 (SEED) for the checked input."""
     values = {}
     for name, shape, kind in specs:
-        rng = np.random.default_rng(SEED)
+        rng = np.random.default_rng(seed)
         if kind == "image":
             values[name] = rng.standard_normal(shape, dtype=np.float32)
         elif kind == "ones":
