@@ -148,21 +148,21 @@ struct RowReuseTile {
   }
 };
 
-// Calls T::run<r, v> for runtime r <= R, v <= V (1-based).
-template <class T, int V, int R>
-QUILT_AVX512 void run_rows(int64_t r, const TileArgs& a) {
+// Calls T::run<r, v>(args...) for runtime r <= R, v <= V (1-based).
+template <class T, int V, int R, class... Args>
+QUILT_AVX512 void run_rows(int64_t r, const Args&... args) {
   if constexpr (R > 1) {
-    if (r < R) return run_rows<T, V, R - 1>(r, a);
+    if (r < R) return run_rows<T, V, R - 1>(r, args...);
   }
-  T::template run<R, V>(a);
+  T::template run<R, V>(args...);
 }
 
-template <class T, int V = T::kMaxVectors>
-QUILT_AVX512 void run_tile(int64_t v, int64_t r, const TileArgs& a) {
+template <class T, int V = T::kMaxVectors, class... Args>
+QUILT_AVX512 void run_tile(int64_t v, int64_t r, const Args&... args) {
   if constexpr (V > 1) {
-    if (v < V) return run_tile<T, V - 1>(v, r, a);
+    if (v < V) return run_tile<T, V - 1>(v, r, args...);
   }
-  run_rows<T, V, T::rows(V)>(r, a);
+  run_rows<T, V, T::rows(V)>(r, args...);
 }
 
 // Output rows [0, rows) of one band from its buffer, in tiles of T.
@@ -454,69 +454,47 @@ struct Rows3x3 {
   std::array<__mmask16, 5> masks;  // per loaded vector: lanes inside the input row
 };
 
-template <int R, int V>
-QUILT_AVX512 inline void rows3x3_tile(const Rows3x3& in, const __m512 (&wv)[9], const TileArgs& a) {
-  __m512 acc[R][V];
-  tile_init(acc, a.bias);
+// R rows x V vectors: R * V accumulators + 9 weights + V + 1 loads + 2 shifted columns within
+// 32 registers.
+struct Rows3x3Tile {
+  static constexpr int kMaxVectors = 4;
+  static constexpr int rows(int v) { return v == 4 ? 4 : v == 3 ? 5 : v == 2 ? 8 : 12; }
+
+  template <int R, int V>
+  QUILT_AVX512 static void run(const Rows3x3& in, const __m512 (&wv)[9], const TileArgs& a) {
+    __m512 acc[R][V];
+    tile_init(acc, a.bias);
 #pragma GCC unroll 32
-  for (int i = 0; i < R + 2; ++i) {
-    const int64_t ih = in.ih0 + i;
-    __m512i xv[V + 1];
-    if (ih >= 0 && ih < in.in_h) {
-      const float* s = in.x + ih * in.in_w + in.col;
+    for (int i = 0; i < R + 2; ++i) {
+      const int64_t ih = in.ih0 + i;
+      __m512i xv[V + 1];
+      if (ih >= 0 && ih < in.in_h) {
+        const float* s = in.x + ih * in.in_w + in.col;
 #pragma GCC unroll 32
-      for (int v = 0; v <= V; ++v)
-        xv[v] = _mm512_castps_si512(_mm512_maskz_loadu_ps(in.masks[v], s + v * kLanes));
-    } else {
+        for (int v = 0; v <= V; ++v)
+          xv[v] = _mm512_castps_si512(_mm512_maskz_loadu_ps(in.masks[v], s + v * kLanes));
+      } else {
 #pragma GCC unroll 32
-      for (int v = 0; v <= V; ++v) xv[v] = _mm512_setzero_si512();
-    }
+        for (int v = 0; v <= V; ++v) xv[v] = _mm512_setzero_si512();
+      }
 #pragma GCC unroll 32
-    for (int v = 0; v < V; ++v) {
-      const __m512 s0 = _mm512_castsi512_ps(xv[v]);
-      const __m512 s1 = _mm512_castsi512_ps(_mm512_alignr_epi32(xv[v + 1], xv[v], 1));
-      const __m512 s2 = _mm512_castsi512_ps(_mm512_alignr_epi32(xv[v + 1], xv[v], 2));
+      for (int v = 0; v < V; ++v) {
+        const __m512 s0 = _mm512_castsi512_ps(xv[v]);
+        const __m512 s1 = _mm512_castsi512_ps(_mm512_alignr_epi32(xv[v + 1], xv[v], 1));
+        const __m512 s2 = _mm512_castsi512_ps(_mm512_alignr_epi32(xv[v + 1], xv[v], 2));
 #pragma GCC unroll 32
-      for (int r = 0; r < R; ++r) {
-        const int kh = i - r;
-        if (kh < 0 || kh >= 3) continue;
-        acc[r][v] = _mm512_fmadd_ps(wv[3 * kh], s0, acc[r][v]);
-        acc[r][v] = _mm512_fmadd_ps(wv[3 * kh + 1], s1, acc[r][v]);
-        acc[r][v] = _mm512_fmadd_ps(wv[3 * kh + 2], s2, acc[r][v]);
+        for (int r = 0; r < R; ++r) {
+          const int kh = i - r;
+          if (kh < 0 || kh >= 3) continue;
+          acc[r][v] = _mm512_fmadd_ps(wv[3 * kh], s0, acc[r][v]);
+          acc[r][v] = _mm512_fmadd_ps(wv[3 * kh + 1], s1, acc[r][v]);
+          acc[r][v] = _mm512_fmadd_ps(wv[3 * kh + 2], s2, acc[r][v]);
+        }
       }
     }
+    tile_store(acc, a);
   }
-  tile_store(acc, a);
-}
-
-// Rows per tile of V vectors: R * V accumulators + 9 weights + V + 1 loads + 2 shifted columns
-// within 32 registers.
-constexpr int rows3x3(int v) {
-  return v == 4 ? 4 : v == 3 ? 5 : v == 2 ? 8 : 12;
-}
-
-template <int V, int R = rows3x3(V)>
-QUILT_AVX512 void rows3x3_run(int64_t r, const Rows3x3& in, const __m512 (&wv)[9],
-                              const TileArgs& a) {
-  if constexpr (R > 1) {
-    if (r < R) return rows3x3_run<V, R - 1>(r, in, wv, a);
-  }
-  rows3x3_tile<R, V>(in, wv, a);
-}
-
-QUILT_AVX512 void rows3x3_dispatch(int64_t v, int64_t r, const Rows3x3& in, const __m512 (&wv)[9],
-                                   const TileArgs& a) {
-  switch (v) {
-    case 1:
-      return rows3x3_run<1>(r, in, wv, a);
-    case 2:
-      return rows3x3_run<2>(r, in, wv, a);
-    case 3:
-      return rows3x3_run<3>(r, in, wv, a);
-    default:
-      return rows3x3_run<4>(r, in, wv, a);
-  }
-}
+};
 
 // Output rows [oh0, oh1) of one plane.
 QUILT_AVX512 void rows3x3_band(const DepthwiseGeometry& g, const float* x, const float* w,
@@ -534,7 +512,7 @@ QUILT_AVX512 void rows3x3_band(const DepthwiseGeometry& g, const float* x, const
   const int64_t nvec = (g.out_w + kLanes - 1) / kLanes;
   const int64_t groups = (nvec + 3) / 4;
   const int64_t rows = oh1 - oh0;
-  const int64_t tile_rows_max = rows3x3(static_cast<int>((nvec + groups - 1) / groups));
+  const int64_t tile_rows_max = Rows3x3Tile::rows(static_cast<int>((nvec + groups - 1) / groups));
   const int64_t ntiles = (rows + tile_rows_max - 1) / tile_rows_max;
   for (int64_t gi = 0, v0 = 0; gi < groups; ++gi) {
     const int64_t nv = (nvec - v0) / (groups - gi);  // balanced: 7 -> 3 + 4
@@ -550,7 +528,7 @@ QUILT_AVX512 void rows3x3_band(const DepthwiseGeometry& g, const float* x, const
       const int64_t tile_rows = (oh1 - r0) / (ntiles - ti);  // balanced heights
       in.ih0 = r0 - g.pad_top;
       a.y = y + r0 * g.out_w + v0 * kLanes;
-      rows3x3_dispatch(nv, tile_rows, in, wv, a);
+      run_tile<Rows3x3Tile>(nv, tile_rows, in, wv, a);
       r0 += tile_rows;
     }
     v0 += nv;
