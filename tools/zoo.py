@@ -1139,6 +1139,30 @@ README_SMALL_SECTION = "benchmarks-small-table"
 # The quantized family's benchmark: its own page and README table, no chart.
 BENCHMARKS_QUANT_MD = ROOT / "docs" / "BENCHMARKS-quantized.md"
 README_QUANT_SECTION = "benchmarks-quantized-table"
+# Half precision (issue: Quilt's bf16 compute on float32 models; float16 models in both
+# runtimes): their own pages, no README table.
+BENCHMARKS_BF16_MD = ROOT / "docs" / "BENCHMARKS-bf16.md"
+BENCHMARKS_FP16_MD = ROOT / "docs" / "BENCHMARKS-fp16.md"
+
+
+def half_bench_text(bf16, pins):
+    """(models_text, chart, reproduce, title, rewrites) of the half-precision benchmark pages."""
+    exported = (f"models exported with torch {pins.get('torch', '?')} (`tools/zoo.py export`)")
+    if bf16:
+        return ((f"the classic {exported}, float32 files `<model>.onnx`: Quilt runs them with "
+                 "`--precision bf16` (Conv, MatMul and Gemm with constant weights on bfloat16 "
+                 "operands, float32 accumulation; README, \"The CPU backend\"), onnxruntime at float32. "
+                 "*Quilt fp32 ms* is Quilt's float32 run of the same file in the same round; "
+                 "accuracy of these runs: `tools/zoo.py check --precision bf16` (docs/ZOO.md)"),
+                "", "tools/zoo.py export        # the models and their inputs into $QUILT_ZOO_DIR",
+                "Benchmark of bf16 compute: Quilt `--precision bf16` against onnxruntime float32",
+                "this file")
+    return ((f"the classic {exported} and converted to float16 by `tools/zoo.py export --precision "
+             "fp16` (onnxconverter-common, inputs and outputs float16): `<model>-fp16.onnx`, run by "
+             "both runtimes; *Quilt fp32 ms* is Quilt's run of the float32 `<model>.onnx` in the same "
+             "round; accuracy: `tools/zoo.py check --model-precision fp16` (docs/ZOO.md)"),
+            "", "tools/zoo.py export && tools/zoo.py export --precision fp16",
+            "Benchmark of float16 models: Quilt and onnxruntime side by side", "this file")
 
 
 def quantized_bench_text():
@@ -1203,10 +1227,12 @@ def _last_json(stdout):
     raise ValueError("no JSON line in the output")
 
 
-def bench_quilt_once(quilt, path, input_files, backend, args):
+def bench_quilt_once(quilt, path, input_files, backend, args, precision="fp32"):
     """One `quilt bench --json` process: (median ms, creation ms, peak MiB) or an error string."""
     cmd = [quilt, "bench", str(path), "--backend", backend, "--threads", str(args.threads),
            "--iterations", str(args.iterations), "--warmup", str(args.warmup), "--json"]
+    if precision != "fp32":
+        cmd += ["--precision", precision]
     for name, file in input_files.items():
         cmd += ["--input", f"{name}={file}"]
     try:
@@ -1253,12 +1279,16 @@ def _fmt(value, digits=1):
     return f"{value:.{digits}f}"
 
 
-def bench_table(results, backend_lists):
-    """(header, rows, geometric means per backend list) of the benchmark table."""
+def bench_table(results, backend_lists, half=None):
+    """(header, rows, geometric means per backend list) of the benchmark table. half: the
+    column label of a half-precision run ("bf16 compute", "fp16 model"), whose rows also
+    carry Quilt's float32 run of the float32 model (results[name]["fp32"]) and the ratio."""
     first = backend_lists[0]
-    header = ["model", f"Quilt ms ({first})", "ORT ms", "Quilt/ORT"]
+    header = ["model", f"Quilt ms ({first}{', ' + half if half else ''})", "ORT ms", "Quilt/ORT"]
     for backend in backend_lists[1:]:
         header += [f"Quilt ms ({backend})", f"Quilt/ORT ({backend})"]
+    if half:
+        header += [f"Quilt fp32 ms ({first})", f"{half} / Quilt fp32"]
     quilt = "Quilt" if len(backend_lists) == 1 else f"Quilt ({first})"
     header += [f"creation ms {quilt}", "creation ms ORT", f"peak MiB {quilt}", "peak MiB ORT"]
     rows, ratios = [], {b: [] for b in backend_lists}
@@ -1270,6 +1300,9 @@ def bench_table(results, backend_lists):
             ratio = q / ort_ms if q is not None and ort_ms else None
             ratios[backend].append(ratio)
             row += [_fmt(q, "ms")] + ([_fmt(ort_ms, "ms")] if i == 0 else []) + [_fmt(ratio, 2)]
+        if half:
+            q, f = r["quilt"][first]["ms"], r["fp32"]["ms"]
+            row += [_fmt(f, "ms"), _fmt(q / f if q is not None and f else None, 2)]
         row += [_fmt(r["quilt"][first]["creation"]), _fmt(r["ort"]["creation"]),
                 _fmt(r["quilt"][first]["peak"]), _fmt(r["ort"]["peak"])]
         rows.append(row)
@@ -1372,6 +1405,16 @@ def bench(args):
                      "quantized": (BENCHMARKS_QUANT_MD, README_QUANT_SECTION)}.get(
                          args.family, (BENCHMARKS_MD, README_SECTION))
     family_arg = f" --family {args.family}" if args.family != "classic" else ""
+    fp16 = args.model_precision == "fp16"
+    half = "bf16 compute" if args.precision == "bf16" else "fp16 model" if fp16 else None
+    if half:
+        if args.family != "classic" or args.update_readme:
+            sys.exit("zoo: --precision bf16 and --model-precision fp16 bench the classic family only, "
+                     "and write their own page (no README table)")
+        if args.precision == "bf16" and fp16:
+            sys.exit("zoo: --precision bf16 runs float32 models; use it without --model-precision fp16")
+        page = BENCHMARKS_BF16_MD if args.precision == "bf16" else BENCHMARKS_FP16_MD
+        family_arg = " --precision bf16" if args.precision == "bf16" else " --model-precision fp16"
     if args.update_readme:
         update_readme(benchmarks=page, name=section, command=f"tools/zoo.py bench{family_arg}")
         log(f"zoo: filled README.md's {section} section from {page.relative_to(ROOT)}")
@@ -1391,20 +1434,29 @@ def bench(args):
     results, failures, notes, ort_version, baselines, spreads = {}, 0, [], "?", [], []
     for name in select(args.only, args.family):
         specs = MODELS[name][1]
-        path = directory / f"{name}.onnx"
-        inputs_dir = directory / f"{name}.inputs"
+        suffix = "-fp16" if fp16 else ""
+        path = directory / f"{name}{suffix}.onnx"
+        inputs_dir = directory / f"{name}{suffix}.inputs"
         input_files = {s[0]: inputs_dir / f"{s[0]}.npy" for s in specs}
-        missing = [str(f) for f in [path, *input_files.values()] if not f.exists()]
+        fp32_path = directory / f"{name}.onnx"
+        fp32_inputs = {s[0]: directory / f"{name}.inputs" / f"{s[0]}.npy" for s in specs}
+        needed = [path, *input_files.values()] + ([fp32_path, *fp32_inputs.values()] if half else [])
+        missing = [str(f) for f in needed if not f.exists()]
         if missing:
-            sys.exit(f"zoo: {missing[0]} is missing: tools/zoo.py export --only {name}")
+            sys.exit(f"zoo: {missing[0]} is missing: tools/zoo.py export --only {name}"
+                     + (" (then again with --precision fp16)" if fp16 else ""))
         quilt_runs = {b: [] for b in backend_lists}
+        fp32_runs = []  # half: Quilt's float32 run of the float32 model, first backend list
         ort_runs = []
         errors = []
         t0 = time.perf_counter()
         for _ in range(args.rounds):  # alternating, so every runtime sees the same machine state
             for backend in backend_lists:
-                r = bench_quilt_once(quilt, path, input_files, backend, args)
+                r = bench_quilt_once(quilt, path, input_files, backend, args, args.precision)
                 (quilt_runs[backend].append(r) if isinstance(r, tuple) else errors.append(f"Quilt {backend}: {r}"))
+            if half:
+                r = bench_quilt_once(quilt, fp32_path, fp32_inputs, backend_lists[0], args)
+                (fp32_runs.append(r) if isinstance(r, tuple) else errors.append(f"Quilt fp32: {r}"))
             r = bench_ort_once(path, inputs_dir, args)
             if isinstance(r, tuple):
                 ort_runs.append(r)
@@ -1414,7 +1466,8 @@ def bench(args):
                 errors.append(f"ORT: {r}")
         entry = {"quilt": {}, "ort": {
             "ms": summarize([r[0] for r in ort_runs]), "creation": summarize([r[1] for r in ort_runs]),
-            "peak": max([r[2] for r in ort_runs], default=None)}}
+            "peak": max([r[2] for r in ort_runs], default=None)},
+            "fp32": {"ms": summarize([r[0] for r in fp32_runs])}}
         for backend in backend_lists:
             runs = quilt_runs[backend]
             entry["quilt"][backend] = {"ms": summarize([r[0] for r in runs]),
@@ -1432,10 +1485,15 @@ def bench(args):
         log(f"  {name:<30} Quilt {_fmt(q, 'ms'):>7} ms  ORT {_fmt(o, 'ms'):>7} ms  ratio "
             f"{_fmt(q / o if q and o else None, 2):>5}  ({time.perf_counter() - t0:.0f} s)"
             + (f"  errors: {'; '.join(errors)}" if errors else ""))
-    header, rows, geomeans = bench_table(results, backend_lists)
+    header, rows, geomeans = bench_table(results, backend_lists, half)
     table = format_table(header, rows)
     gm_lines = [f"**Geometric mean of Quilt/ORT ({b}): {_fmt(g, 2)}** over {len(results)} models"
                 for b, g in geomeans.items()]
+    if half:
+        first = backend_lists[0]
+        gm_lines.append(f"**Geometric mean of {half} / Quilt fp32 ({first}): " + _fmt(geometric_mean(
+            [r["quilt"][first]["ms"] / r["fp32"]["ms"] for r in results.values()
+             if r["quilt"][first]["ms"] and r["fp32"]["ms"]]), 2) + f"** over {len(results)} models")
     log("")
     log(table)
     log("\n" + "\n".join(gm_lines))
@@ -1453,6 +1511,8 @@ def bench(args):
         spread = "Run with --rounds 2 or more to see how much the rounds differ"
     if quantized:
         models_text, chart, reproduce, title, rewrites = quantized_bench_text()
+    elif half:
+        models_text, chart, reproduce, title, rewrites = half_bench_text(args.precision == "bf16", pins)
     elif small:
         models_text = ("the small family, written out with onnx.helper by tools/zoo_small.py (random "
                        "weights, seed 0), from `tools/zoo.py export --family small`, with their inputs "
@@ -1514,11 +1574,14 @@ tools/setup.sh             # builds Quilt in build/
 
 `tools/zoo.py bench{family_arg}` rewrites {rewrites}.
 Options: `--only NAME,...`, `--backends "cpu;opencl,cpu"` (a Quilt column and ratio per backend
-list), `--threads`, `--iterations`, `--warmup`, `--rounds`, `--quilt PATH`; `--update-readme`
-only refills the README's table from this file.
+list), `--threads`, `--iterations`, `--warmup`, `--rounds`, `--quilt PATH`, `--precision bf16`,
+`--model-precision fp16`; `--update-readme` only refills the README's table from this file.
 """
     page.write_text(doc)
     written = [str(page.relative_to(ROOT))]
+    if half:
+        log(f"\nwrote {written[0]} ({minutes:.1f} min)")
+        return 1 if failures else 0
     if not small and not quantized:
         write_chart(results, backend_lists, geomeans, args.threads, BENCHMARKS_PNG)
         written.append(str(BENCHMARKS_PNG.relative_to(ROOT)))
@@ -1568,6 +1631,12 @@ def main(argv=None):
                    help="alternating Quilt/ORT rounds per model, a process each (default 5)")
     p.add_argument("--timeout", type=int, default=1800, help="seconds per process (default 1800)")
     p.add_argument("--quilt", help="the quilt binary (default $QUILT_BIN or build/quilt)")
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                   help="Quilt's --precision: bf16 runs the float32 models with bfloat16 GEMM and conv "
+                        "operands against onnxruntime's float32 run; writes docs/BENCHMARKS-bf16.md")
+    p.add_argument("--model-precision", choices=["fp32", "fp16"], default="fp32",
+                   help="fp16: both runtimes run the <model>-fp16.onnx files (export --precision fp16); "
+                        "writes docs/BENCHMARKS-fp16.md")
     p.add_argument("--update-readme", action="store_true",
                    help="only fill the README's benchmarks table from docs/BENCHMARKS.md")
     p = sub.add_parser("ort-bench", help=argparse.SUPPRESS)  # bench's onnxruntime child process

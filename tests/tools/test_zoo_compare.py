@@ -103,6 +103,19 @@ class HelpersTest(unittest.TestCase):
         self.assertEqual(table[0], "| a   | bb |")
         self.assertEqual(table[2], "| xyz | 1  |")
 
+    def test_half_bench_table(self):
+        # A half-precision run's row carries Quilt's float32 run and the ratio to it.
+        results = {"m": {"quilt": {"cpu": {"ms": 2.0, "creation": 1.0, "peak": 10.0}},
+                         "ort": {"ms": 4.0, "creation": 2.0, "peak": 20.0}, "fp32": {"ms": 5.0}}}
+        header, rows, means = zoo.bench_table(results, ["cpu"], "bf16 compute")
+        self.assertEqual(header[:6], ["model", "Quilt ms (cpu, bf16 compute)", "ORT ms", "Quilt/ORT",
+                                      "Quilt fp32 ms (cpu)", "bf16 compute / Quilt fp32"])
+        self.assertEqual(rows[0][:6], ["m", "2", "4", "0.50", "5", "0.40"])
+        self.assertAlmostEqual(means["cpu"], 0.5)
+        header, rows, _ = zoo.bench_table(results, ["cpu"])  # float32: no such columns
+        self.assertNotIn("Quilt fp32 ms (cpu)", header)
+        self.assertEqual(len(rows[0]), len(header))
+
     def test_select(self):
         self.assertEqual(zoo.select("gpt2, mnist"), ["gpt2", "mnist"])
         self.assertEqual(len(zoo.select(None)), 15)
