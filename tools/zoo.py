@@ -806,7 +806,24 @@ def export_fp16(names):
             log(f"{target.name:<40} FAILED: {source} missing: tools/zoo.py export --only {name} first")
             continue
         t0 = time.perf_counter()
-        model = float16.convert_float_to_float16(onnx.load(str(source)), keep_io_types=False)
+        original = onnx.load(str(source))
+        # The model's own Casts to float32 (torch's `.to(torch.float32)`, e.g. BERT's attention
+        # mask) mean "to the model's float type": onnxconverter-common keeps them float32, and the
+        # Sub that mixes their output with its float16 constants was refused by both runtimes.
+        # Its own Casts (around the ops it keeps in float32) are new nodes and stay as they are.
+        to_float = {n.name for n in original.graph.node if n.op_type == "Cast" and any(
+            a.name == "to" and a.i == onnx.TensorProto.FLOAT for a in n.attribute)}
+        model = float16.convert_float_to_float16(original, keep_io_types=False)
+        retyped = set()
+        for node in model.graph.node:
+            if node.op_type == "Cast" and node.name in to_float:
+                for a in node.attribute:
+                    if a.name == "to" and a.i == onnx.TensorProto.FLOAT:
+                        a.i = onnx.TensorProto.FLOAT16
+                        retyped.update(node.output)
+        for v in model.graph.value_info:  # their outputs' recorded types follow
+            if v.name in retyped:
+                v.type.tensor_type.elem_type = onnx.TensorProto.FLOAT16
         onnx.save(model, str(target))
         onnx.checker.check_model(str(target))
         inputs_dir = out / f"{name}-fp16.inputs"
