@@ -346,6 +346,12 @@ c.node("avgpool2d_pads_include", "AveragePool", {"x": rand(2, 3, 5, 7)}, kernel_
 # Windows wider than the output row: summed by window_sums_wide (8 columns at a time, even and odd
 # rows in two registers), with and without padding, wider than 8 columns, in 1-D and 3-D.
 c.node("avgpool2d_whole_map_kws", "AveragePool", {"x": rand(1, 64, 25, 5)}, kernel_shape=[25, 5])
+# One window over the whole plane runs as plane means: also with padding that is not counted,
+# and not when it is (the padded window holds more than the plane).
+c.node("avgpool2d_whole_map_pads", "AveragePool", {"x": rand(2, 3, 4, 5)}, kernel_shape=[6, 7],
+       pads=[1, 1, 1, 1])
+c.node("avgpool2d_whole_map_pads_include", "AveragePool", {"x": rand(2, 3, 4, 5)},
+       kernel_shape=[6, 7], pads=[1, 1, 1, 1], count_include_pad=1)
 c.node("avgpool2d_wide_window_pads", "AveragePool", {"x": rand(2, 3, 6, 11)}, kernel_shape=[3, 10],
        strides=[2, 3], pads=[1, 2, 1, 2])
 c.node("avgpool2d_wide_window_pads_include", "AveragePool", {"x": rand(1, 2, 6, 11)},
