@@ -35,6 +35,7 @@ Then it re-runs itself with the venv's Python. docs/ZOO.md describes the models 
 """
 import argparse
 import hashlib
+import math
 import os
 import re
 import subprocess
@@ -1262,6 +1263,22 @@ def bench_quilt_once(quilt, path, input_files, backend, args, precision="fp32"):
     return r["latency_ms"]["median"], r["session_creation_ms"], r["peak_memory_mib"]
 
 
+def timed_runs(quilt, path, input_files, backend, args):
+    """args with the timed runs per process for this model: --iterations, or more when that many
+    take under --min-seconds (a short probe run of Quilt says how long one takes), so that a fast
+    model's median is not ten samples of a noisy machine (MobileNetV3: 6.8 ms as the median of
+    10-run medians, 4.0-4.3 ms over 200 runs right after). At most 10,000."""
+    model_args = argparse.Namespace(**vars(args))
+    if args.min_seconds <= 0:
+        return model_args
+    probe = bench_quilt_once(quilt, path, input_files, backend,
+                             argparse.Namespace(**{**vars(args), "iterations": 3, "warmup": 1}))
+    if isinstance(probe, tuple) and probe[0] > 0:
+        wanted = math.ceil(args.min_seconds * 1000 / probe[0])
+        model_args.iterations = max(args.iterations, min(10000, wanted))
+    return model_args
+
+
 def bench_ort_once(path, inputs_dir, args):
     """One onnxruntime child process: (median ms, creation ms, peak MiB, baseline MiB, version)."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "ort-bench", str(path),
@@ -1449,6 +1466,7 @@ def bench(args):
     started = time.time()
     commit, pins = versions_info()
     results, failures, notes, ort_version, baselines, spreads = {}, 0, [], "?", [], []
+    iteration_counts = {}
     for name in select(args.only, args.family):
         specs = MODELS[name][1]
         suffix = "-fp16" if fp16 else ""
@@ -1467,14 +1485,16 @@ def bench(args):
         ort_runs = []
         errors = []
         t0 = time.perf_counter()
+        model_args = timed_runs(quilt, path, input_files, backend_lists[0], args)
+        iteration_counts[name] = model_args.iterations
         for _ in range(args.rounds):  # alternating, so every runtime sees the same machine state
             for backend in backend_lists:
-                r = bench_quilt_once(quilt, path, input_files, backend, args, args.precision)
+                r = bench_quilt_once(quilt, path, input_files, backend, model_args, args.precision)
                 (quilt_runs[backend].append(r) if isinstance(r, tuple) else errors.append(f"Quilt {backend}: {r}"))
             if half:
-                r = bench_quilt_once(quilt, fp32_path, fp32_inputs, backend_lists[0], args)
+                r = bench_quilt_once(quilt, fp32_path, fp32_inputs, backend_lists[0], model_args)
                 (fp32_runs.append(r) if isinstance(r, tuple) else errors.append(f"Quilt fp32: {r}"))
-            r = bench_ort_once(path, inputs_dir, args)
+            r = bench_ort_once(path, inputs_dir, model_args)
             if isinstance(r, tuple):
                 ort_runs.append(r)
                 ort_version = r[4]
@@ -1518,8 +1538,12 @@ def bench(args):
     minutes = (time.time() - started) / 60
     only = f" --only {args.only}" if args.only else ""
     command = (f"tools/zoo.py bench{family_arg}{only} --backends \"{args.backends}\" --threads {args.threads} "
-               f"--iterations {args.iterations} --warmup {args.warmup} --rounds {args.rounds}")
+               f"--iterations {args.iterations} --warmup {args.warmup} --rounds {args.rounds}"
+               + (f" --min-seconds {args.min_seconds:g}" if args.min_seconds != 1.0 else ""))
     baseline = summarize(baselines)
+    more = {n: c for n, c in iteration_counts.items() if c != args.iterations}
+    runs_text = ("timed runs per process: " + ", ".join(f"{n} {c}" for n, c in more.items())
+                 + f"; the others {args.iterations}") if more else f"every model took {args.iterations}"
     if spreads:
         spread = (f"Here, the medians of the {args.rounds} processes of one runtime on one model "
                   f"differed by {100 * float(np.median(spreads)):.0f} % of their median in the "
@@ -1567,7 +1591,8 @@ noisy. {spread}; read ratios within that of 1.0 as even.
 backend list, then a fresh onnxruntime process (`tools/zoo.py ort-bench`:
 `intra_op_num_threads={args.threads}`, `inter_op_num_threads=1`, sequential execution, default
 graph optimisations) doing the same: create the session, {args.warmup} warm-up runs, {args.iterations}
-timed runs. Both run the same input files. The runtimes alternate, so both see the same machine
+timed runs, or more where {args.iterations} take under {args.min_seconds:g} s: as many as take about
+that long, by a 3-run probe of Quilt first ({runs_text}). Both run the same input files. The runtimes alternate, so both see the same machine
 state. *Latency* is the median over the rounds of each process's median of its timed runs;
 *creation* the median of the rounds' session-creation times (reading the file included);
 *peak* the largest VmHWM (peak resident memory) of the rounds' processes, each of which only
@@ -1648,6 +1673,10 @@ def main(argv=None):
                    help="alternating Quilt/ORT rounds per model, a process each (default 5)")
     p.add_argument("--timeout", type=int, default=1800, help="seconds per process (default 1800)")
     p.add_argument("--quilt", help="the quilt binary (default $QUILT_BIN or build/quilt)")
+    p.add_argument("--min-seconds", type=float, default=1.0,
+                   help="a model whose --iterations runs take less than this gets more timed runs, "
+                        "the same for both runtimes, as many as take about this long (default 1; "
+                        "0: exactly --iterations)")
     p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
                    help="Quilt's --precision: bf16 runs the float32 models with bfloat16 GEMM and conv "
                         "operands against onnxruntime's float32 run; writes docs/BENCHMARKS-bf16.md")
