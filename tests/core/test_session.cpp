@@ -171,8 +171,9 @@ TEST(Session, DeclaredOutputShapesThatContradictInferenceGiveWayWithAWarning) {
     warnings.clear();
     Session s(kDir + "/" + file);
     ASSERT_EQ(warnings.size(), 1u) << file;
-    for (const std::string part : {"[Relu node \"relu\"] output 'y' has shape [2]", declared,
-                                   "running with the inferred shape"})
+    for (const std::string& part :
+         std::vector<std::string>{"[Relu node \"relu\"] output 'y' has shape [2]", declared,
+                                  "running with the inferred shape"})
       EXPECT_NE(warnings[0].find(part), std::string::npos) << warnings[0];
     ASSERT_EQ(s.outputs().at(0).shape.size(), 1u) << file;
     EXPECT_EQ(s.outputs().at(0).shape[0].value, 2) << file;
