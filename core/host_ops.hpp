@@ -50,4 +50,10 @@ namespace quilt {
 // a node that also has integer labels is left for validation to refuse. Returns how many.
 int lower_string_class_labels(Graph& graph);
 
+// TfIdfVectorizer on strings (pool_strings, as skl2onnx converts a TfidfVectorizer) becomes a
+// LabelEncoder from each word to its id in the pool (-1 for a word outside it; a host step)
+// followed by the same TfIdfVectorizer on those ids (pool_int64s, run by a backend). Run on a
+// model's graph before validation. Returns how many.
+int lower_string_tfidf(Graph& graph);
+
 }  // namespace quilt

@@ -162,21 +162,26 @@ void ExecutionPlan::find_static_shapes(Step& step) const {
 
 namespace {
 
-// What a graph output's declaration says against what inference found: onnxruntime refuses a
-// model where they disagree, and so does Quilt (outputs() would describe a different tensor
-// from the one run() returns).
-void check_declared_output(const std::string& where, const Graph& g, const ValueInfo& declared,
-                           const TypeShape& inferred) {
+// What a graph output's declaration says against what inference found. A kind or dtype that
+// differs is refused, as onnxruntime refuses it (outputs() would describe a different tensor from
+// the one run() returns). A shape that differs is a converter's slip more often than a broken
+// model (skl2onnx declares a multi-target forest regressor's output [N, 1]): onnxruntime runs
+// such a model with a warning, and so does Quilt; the inferred shape wins, and the function
+// returns true so that the caller describes the output with it.
+bool check_declared_output(const std::string& where, const Graph& g, const ValueInfo& declared,
+                           const TypeShape& inferred, const Logger& logger) {
   std::string conflict;
+  bool shape_only = false;
   if (declared.kind != inferred.kind && inferred.has_shape) {
     conflict = inferred.text() + ", but the graph declares " + type_string(declared);
   } else if (!inferred.is_tensor()) {
-    return;  // the element types are checked when a run returns the value
+    return false;  // the element types are checked when a run returns the value
   } else if (declared.dtype != DType::Undefined && inferred.dtype != DType::Undefined &&
              declared.dtype != inferred.dtype) {
     conflict = std::string("dtype ") + dtype_name(inferred.dtype) + ", but the graph declares " +
                dtype_name(declared.dtype);
   } else if (declared.has_shape && inferred.has_shape) {
+    shape_only = true;
     if (declared.shape.size() != inferred.dims.size()) {
       conflict = "shape " + to_string(inferred.dims) + ", but the graph declares " +
                  to_string(declared.shape) + " (rank " + std::to_string(declared.shape.size()) +
@@ -189,7 +194,7 @@ void check_declared_output(const std::string& where, const Graph& g, const Value
                      to_string(declared.shape) + " (dim " + std::to_string(d) + ")";
     }
   }
-  if (conflict.empty()) return;
+  if (conflict.empty()) return false;
   // A stream, not string concatenation: GCC 12 warns falsely (-Wrestrict) on "[" + s here.
   std::ostringstream message;
   message << "model '" << where << "': ";
@@ -201,7 +206,10 @@ void check_declared_output(const std::string& where, const Graph& g, const Value
   else
     message << "graph output";
   message << " '" << declared.name << "' has " << conflict;
-  throw Error(ErrorCode::InvalidModel, message.str());
+  if (!shape_only) throw Error(ErrorCode::InvalidModel, message.str());
+  message << "; running with the inferred shape, which outputs() reports";
+  logger.warning(message.str());
+  return true;
 }
 
 }  // namespace
@@ -677,9 +685,16 @@ void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
     if (it != ids_.end()) {
       const TypeShape& t = static_types_[it->second];
       // A subgraph's inference may be left to run time (a branch these shapes never take).
-      if (!outer_type) check_declared_output(where_, g, out, t);
+      const bool wrong_shape =
+          !outer_type && check_declared_output(where_, g, out, t, logger_ ? *logger_ : Logger());
       if (info.dtype == DType::Undefined) info.dtype = t.dtype;
-      if (!info.has_shape && t.has_shape) {
+      if (wrong_shape) {  // the inferred dims, and the declared names where those are unknown
+        std::vector<Dim> dims;
+        for (size_t d = 0; d < t.dims.size(); ++d)
+          dims.push_back(t.dims[d] < 0 && info.shape.size() == t.dims.size() ? info.shape[d]
+                                                                             : Dim{t.dims[d], ""});
+        info.shape = std::move(dims);
+      } else if (!info.has_shape && t.has_shape) {
         info.has_shape = true;
         for (int64_t d : t.dims) info.shape.push_back(Dim{d, ""});
       }

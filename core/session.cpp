@@ -137,6 +137,7 @@ std::shared_ptr<Session::Impl> make_impl(std::unique_ptr<Model> model,
   auto impl = std::make_shared<Session::Impl>(options.log_level);
   impl->model = std::move(model);
   lower_string_class_labels(impl->model->graph);  // before validation, which refuses them
+  lower_string_tfidf(impl->model->graph);
   validate_model(*impl->model, SchemaRegistry::builtin());
   fix_dims(impl->model->graph, options.fixed_dims);
   // Pins name the model's nodes as written, some of which the rewrites replace.

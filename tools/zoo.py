@@ -2,15 +2,19 @@
 """The zoo: the classic models and the small ones; export them offline, run them with Quilt,
 compare with onnxruntime.
 
-    tools/zoo.py export   [--only NAME,...] [--family classic|small|quantized] [--opset N]
+    tools/zoo.py export   [--only NAME,...] [--family classic|small|quantized|ml] [--opset N]
     tools/zoo.py quantize [--only NAME,...]
-    tools/zoo.py check    [--only NAME,...] [--family classic|small|quantized] [--backends "cpu;opencl,cpu"] [--iterations N]
-    tools/zoo.py bench    [--only NAME,...] [--family classic|small|quantized] [--backends "cpu"] [--threads 2] [--iterations N] [--rounds R]
+    tools/zoo.py check    [--only NAME,...] [--family classic|small|quantized|ml] [--backends "cpu;opencl,cpu"] [--iterations N]
+    tools/zoo.py bench    [--only NAME,...] [--family classic|small|quantized|ml] [--backends "cpu"] [--threads 2] [--iterations N] [--rounds R]
     tools/zoo.py list
 
 The small family (tools/zoo_small.py: a streaming VAD, an OCR-style classifier, an MLP, a
 keyword-spotting net) is written out with onnx.helper and needs no torch; its benchmark goes to
 docs/BENCHMARKS-small.md and the README's small-models table.
+
+The ml family (tools/zoo_ml.py: scikit-learn pipelines converted by skl2onnx, an XGBoost and a
+LightGBM classifier converted by onnxmltools, trained at export time) is checked by labels and
+probabilities (compare_ml) and benchmarked into docs/BENCHMARKS-ml.md.
 
 The quantized family (`quantize`: dynamic, QDQ and QOperator int8 variants of ResNet-50,
 MobileNetV3, BERT, GPT-2 and YOLOv5s, and a 4-bit MatMulNBits GPT-2, written from the exported
@@ -36,6 +40,7 @@ Then it re-runs itself with the venv's Python. docs/ZOO.md describes the models 
 import argparse
 import hashlib
 import math
+import json
 import os
 import re
 import subprocess
@@ -51,6 +56,7 @@ except ImportError:
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from zoo_small import SMALL_MODELS  # noqa: E402  (needs numpy and onnx only when called)
+from zoo_ml import ML_INPUTS, ML_MODELS, compare_ml, export_ml, ml_bench_text  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
@@ -387,9 +393,11 @@ MODELS = {
     "ocr_cls": (SMALL_MODELS["ocr_cls"], [("x", (1, 3, 48, 192), "given")], ["probs"]),
     "mlp": (SMALL_MODELS["mlp"], [("x", (1, 256), "given")], ["logits"]),
     "kws": (SMALL_MODELS["kws"], [("x", (1, 1, 49, 10), "given")], ["probs"]),
+    # The ml family (tools/zoo_ml.py): builders return (onnx model, inputs); outputs as converted.
+    **{name: (builder, ML_INPUTS[name], []) for name, builder in ML_MODELS.items()},
 }
-FAMILIES = ("classic", "small", "quantized")
-DEFAULT_FAMILIES = ("classic", "small")  # what export and check take without --family
+FAMILIES = ("classic", "small", "quantized", "ml")
+DEFAULT_FAMILIES = ("classic", "small", "ml")  # what export and check take without --family
 
 
 # ---------------------------------------------------------------- quantized family ----
@@ -412,6 +420,8 @@ INT4_BLOCK_SIZE = 32
 def family(name):
     if name in QUANT_MODELS:
         return "quantized"
+    if name in ML_MODELS:
+        return "ml"
     return "small" if name in SMALL_MODELS else "classic"
 
 
@@ -673,7 +683,7 @@ def model_files(directory, name):
     """The files of model `name` to check: `<name>.onnx`, `<name>-op17.onnx`, then any other
     `<name>-opN.onnx` (from `export --opset N`); the first two whether they exist or not. A small
     model has one file, at the opset its exporter style uses."""
-    if family(name) in ("small", "quantized"):
+    if family(name) in ("small", "quantized", "ml"):
         return [directory / f"{name}.onnx"]
     files = [directory / f"{name}.onnx", directory / f"{name}-op{EXTRA_OPSET}.onnx"]
     return files + sorted(set(directory.glob(f"{name}-op*.onnx")) - set(files))
@@ -786,6 +796,9 @@ def export(args):
     quantized = [n for n in names if family(n) == "quantized"]
     if small:
         export_small(small)
+    ml = [n for n in names if family(n) == "ml"]
+    if ml:
+        export_ml(ml, zoo_dir(), log)
     status = export_classic(args, classic) if classic else 0
     return max(status, quantize_models(quantized)) if quantized else status
 
@@ -1039,6 +1052,7 @@ def run_quilt(quilt, path, input_files, backend, iterations, timeout, precision=
             return None, None, f"exit {p.returncode}: {error_line(p.stderr, p.stdout)}"
         m = re.search(r"latency: (?:median )?([\d.]+) ms", p.stdout)
         outputs = {f.stem: np.load(f) for f in Path(tmp).glob("*.npy")}
+        outputs.update({f.stem: json.loads(f.read_text()) for f in Path(tmp).glob("*.json")})  # maps
         return outputs, float(m.group(1)) if m else None, ""
 
 
@@ -1073,7 +1087,8 @@ def check(args):
                 continue
             inputs = {k: np.load(v) for k, v in input_files.items()}
             model = onnx.load(str(path), load_external_data=False)
-            opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+            opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")),
+                         "")  # an XGBoost model imports ai.onnx.ml only
             del model
             label = path.stem
             digest = hashlib.sha256(path.read_bytes()).hexdigest()
@@ -1104,7 +1119,8 @@ def check(args):
                     log(f"  {label} {backend}: FAIL {err}")
                     continue
                 ok, max_diff, min_cos, min_agree, notes = True, 0.0, 1.0, None, []
-                scale = max(float(np.abs(r).max()) if r.size else 0.0 for r in reference.values())
+                scale = max(float(np.abs(r).max()) if isinstance(r, np.ndarray) and r.size
+                            and r.dtype.kind in "fiu" else 0.0 for r in reference.values())
                 for out_name, ref in reference.items():
                     if out_name not in outputs:
                         ok, notes = False, notes + [f"{out_name}: no output file"]
@@ -1116,6 +1132,9 @@ def check(args):
                             min_agree = agree if min_agree is None else min(min_agree, agree)
                     elif steps is not None:
                         good, d, c, why = compare_quantized(outputs[out_name], ref, steps.get(out_name))
+                    elif family(name) == "ml":  # labels exact, probabilities to 1e-5, ZipMap's dicts
+                        good, d, why = compare_ml(outputs[out_name], ref)
+                        c = 1.0 if good else 0.0
                     else:
                         good, d, c, why = compare(outputs[out_name], ref)
                     ok &= good
@@ -1161,6 +1180,8 @@ README_QUANT_SECTION = "benchmarks-quantized-table"
 # runtimes): their own pages, no README table.
 BENCHMARKS_BF16_MD = ROOT / "docs" / "BENCHMARKS-bf16.md"
 BENCHMARKS_FP16_MD = ROOT / "docs" / "BENCHMARKS-fp16.md"
+# The ml family's benchmark: its own page, no README table, no chart.
+BENCHMARKS_ML_MD = ROOT / "docs" / "BENCHMARKS-ml.md"
 
 
 def half_bench_text(bf16, pins):
@@ -1181,6 +1202,7 @@ def half_bench_text(bf16, pins):
              "round; accuracy: `tools/zoo.py check --model-precision fp16` (docs/ZOO.md)"),
             "", "tools/zoo.py export && tools/zoo.py export --precision fp16",
             "Benchmark of float16 models: Quilt and onnxruntime side by side", "this file")
+
 
 
 def quantized_bench_text():
@@ -1436,7 +1458,8 @@ def bench(args):
     small = args.family == "small"
     quantized = args.family == "quantized"
     page, section = {"small": (BENCHMARKS_SMALL_MD, README_SMALL_SECTION),
-                     "quantized": (BENCHMARKS_QUANT_MD, README_QUANT_SECTION)}.get(
+                     "quantized": (BENCHMARKS_QUANT_MD, README_QUANT_SECTION),
+                     "ml": (BENCHMARKS_ML_MD, None)}.get(
                          args.family, (BENCHMARKS_MD, README_SECTION))
     family_arg = f" --family {args.family}" if args.family != "classic" else ""
     fp16 = args.model_precision == "fp16"
@@ -1449,7 +1472,7 @@ def bench(args):
             sys.exit("zoo: --precision bf16 runs float32 models; use it without --model-precision fp16")
         page = BENCHMARKS_BF16_MD if args.precision == "bf16" else BENCHMARKS_FP16_MD
         family_arg = " --precision bf16" if args.precision == "bf16" else " --model-precision fp16"
-    if args.update_readme:
+    if args.update_readme and section:
         update_readme(benchmarks=page, name=section, command=f"tools/zoo.py bench{family_arg}")
         log(f"zoo: filled README.md's {section} section from {page.relative_to(ROOT)}")
         return 0
@@ -1554,6 +1577,8 @@ def bench(args):
         models_text, chart, reproduce, title, rewrites = quantized_bench_text()
     elif half:
         models_text, chart, reproduce, title, rewrites = half_bench_text(args.precision == "bf16", pins)
+    elif args.family == "ml":
+        (models_text, reproduce, title, rewrites), chart = ml_bench_text(), ""
     elif small:
         models_text = ("the small family, written out with onnx.helper by tools/zoo_small.py (random "
                        "weights, seed 0), from `tools/zoo.py export --family small`, with their inputs "
@@ -1624,21 +1649,24 @@ list), `--threads`, `--iterations`, `--warmup`, `--rounds`, `--quilt PATH`, `--p
     if half:
         log(f"\nwrote {written[0]} ({minutes:.1f} min)")
         return 1 if failures else 0
-    if not small and not quantized:
+    if args.family == "classic":
         write_chart(results, backend_lists, geomeans, args.threads, BENCHMARKS_PNG)
         written.append(str(BENCHMARKS_PNG.relative_to(ROOT)))
-    update_readme(benchmarks=page, name=section, command=f"tools/zoo.py bench{family_arg}")
-    log(f"\nwrote {', '.join(written)} and README.md's {section} section ({minutes:.1f} min)")
+    if section:
+        update_readme(benchmarks=page, name=section, command=f"tools/zoo.py bench{family_arg}")
+        written.append(f"README.md's {section} section")
+    log(f"\nwrote {', '.join(written)} ({minutes:.1f} min)")
     return 1 if failures else 0
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    family_help = "classic (torch-exported) or small (onnx.helper) models only"
+    family_help = ("one family only: classic (torch-exported), small (onnx.helper), quantized, "
+                   "ml (scikit-learn, XGBoost, LightGBM)")
     p = sub.add_parser("export", help="build the models with random weights and export ONNX")
     p.add_argument("--only", help="comma-separated model names (default: all)")
-    p.add_argument("--family", choices=FAMILIES, help=family_help + " (default: both)")
+    p.add_argument("--family", choices=FAMILIES, help=family_help + " (default: classic, small and ml)")
     p.add_argument("--precision", choices=["fp32", "fp16"], default="fp32",
                    help="fp16: convert each exported <model>.onnx to <model>-fp16.onnx "
                         "(onnxconverter-common, everything float16) with float16 inputs (default fp32)")
@@ -1647,7 +1675,7 @@ def main(argv=None):
                         f"default as <model>.onnx and {EXTRA_OPSET} as <model>-op{EXTRA_OPSET}.onnx)")
     p = sub.add_parser("check", help="run the exported models with Quilt and onnxruntime, compare")
     p.add_argument("--only", help="comma-separated model names (default: all)")
-    p.add_argument("--family", choices=FAMILIES, help=family_help + " (default: both)")
+    p.add_argument("--family", choices=FAMILIES, help=family_help + " (default: classic, small and ml)")
     p.add_argument("--backends", default="cpu;opencl,cpu",
                    help='backend lists separated by ";" (default "cpu;opencl,cpu")')
     p.add_argument("--iterations", type=int, default=3, help="timed runs per model (default 3)")

@@ -356,6 +356,175 @@ std::vector<Tensor> string_split_kernel(const Node& node, const std::vector<Tens
   return {y, counts};
 }
 
+// ---- Reshape and Flatten of strings, com.microsoft's Tokenizer (skl2onnx's text pipelines) ----
+
+std::vector<Tensor> reshape_kernel(const Node& node, const std::vector<Tensor>& in) {
+  const Tensor& x = in.at(0);
+  std::vector<int64_t> want;
+  if (node.opset < 5) {
+    want = node.attr_ints("shape");
+  } else {
+    const Tensor& shape = in.at(1);
+    if (shape.dtype() != DType::Int64 || shape.shape().size() != 1)
+      node.fail("input 'shape' must be a 1-D int64 tensor", ErrorCode::InvalidArgument);
+    want.assign(shape.data<int64_t>(), shape.data<int64_t>() + shape.numel());
+  }
+  const bool allowzero = node.opset >= 14 && node.attr_int("allowzero", 0) != 0;
+  int64_t known = 1;
+  int unknown = -1;
+  for (size_t d = 0; d < want.size(); ++d) {
+    if (want[d] == 0 && !allowzero) {
+      if (d >= x.shape().size())
+        node.fail("shape " + to_string(want) + " copies dim " + std::to_string(d) +
+                      " of an input of rank " + std::to_string(x.shape().size()),
+                  ErrorCode::InvalidArgument);
+      want[d] = x.shape()[d];
+    }
+    if (want[d] == -1 && unknown < 0)
+      unknown = static_cast<int>(d);
+    else if (want[d] < 0)
+      node.fail("shape " + to_string(want) + " has more than one -1 or a negative dim",
+                ErrorCode::InvalidArgument);
+    else
+      known *= want[d];
+  }
+  if (unknown >= 0 && known > 0 && x.numel() % known == 0) want[unknown] = x.numel() / known;
+  int64_t count = 1;
+  for (int64_t d : want) count *= d;
+  if (count != x.numel())
+    node.fail("cannot reshape " + to_string(x.shape()) + " (" + std::to_string(x.numel()) +
+                  " strings) to " + to_string(want),
+              ErrorCode::InvalidArgument);
+  return {x.reshaped(want)};
+}
+
+std::vector<Tensor> flatten_kernel(const Node& node, const std::vector<Tensor>& in) {
+  const Tensor& x = in.at(0);
+  const auto rank = static_cast<int64_t>(x.shape().size());
+  int64_t axis = node.attr_int("axis", 1);
+  if (axis < 0) axis += rank;
+  int64_t outer = 1;
+  for (int64_t d = 0; d < axis && d < rank; ++d) outer *= x.shape()[d];
+  return {x.reshaped({outer, outer ? x.numel() / outer : 0})};
+}
+
+// com.microsoft Tokenizer, as onnxruntime's contrib kernel: each string's tokens are the matches
+// of `tokenexp`, or the pieces between matches of any of `separators` (an empty separator: each
+// UTF-8 character a token); tokens of fewer than `mincharnum` characters are dropped; `mark`
+// adds a start (0x02) and an end (0x03) token. The output adds a last dim of the most tokens of
+// any string, shorter rows padded with `pad_value` (0 when every string is empty).
+struct TokenizerAttrs {
+  bool mark = false;
+  int64_t mincharnum = 1;
+  std::string pad;
+  bool by_char = false;
+  bool by_match = false;  // tokenexp: the matches are the tokens
+  std::regex pattern;
+};
+
+TokenizerAttrs tokenizer_attrs(const Node& node) {
+  TokenizerAttrs a;
+  a.mark = node.attr_int("mark", 0) != 0;
+  a.mincharnum = node.attr_int("mincharnum", 1);
+  if (a.mincharnum < 1)
+    node.fail("attribute 'mincharnum' is " + std::to_string(a.mincharnum) + ", expected >= 1");
+  if (!node.has_attr("pad_value")) node.fail("attribute 'pad_value' is required");
+  a.pad = node.attr_string("pad_value", "");
+  std::string expression = node.attr_string("tokenexp", "");
+  const std::vector<std::string> separators = node.attr_strings("separators");
+  if (!expression.empty() && !separators.empty())
+    node.fail("attributes 'tokenexp' and 'separators' are both set; expected one of them");
+  if (expression.empty() && separators.empty())
+    node.fail("one of the attributes 'tokenexp' and 'separators' is required");
+  a.by_match = !expression.empty();
+  if (!a.by_match) {
+    a.by_char = separators.size() == 1 && separators[0].empty();
+    for (const std::string& sep : separators) {
+      if (sep.empty() && !a.by_char)
+        node.fail("attribute 'separators' holds an empty separator among others");
+      expression += (expression.empty() ? "" : "|") + ("(?:" + sep + ")");
+    }
+  }
+  if (expression.rfind("(?u)", 0) == 0) expression.erase(0, 4);  // RE2's UTF-8 flag: the default
+  if (!a.by_char) {
+    try {
+      a.pattern = std::regex(expression, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      node.fail("the tokenizer's expression '" + expression +
+                "' is not a valid regular expression: " + e.what());
+    }
+  }
+  return a;
+}
+
+size_t utf8_length(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+void infer_tokenizer(InferenceContext& ctx) {
+  require_strings(ctx, 0, "X");
+  if (!ctx.runtime()) tokenizer_attrs(ctx.node());
+  std::vector<int64_t> dims = ctx.input_shape(0);
+  if (dims.size() > 2) ctx.fail("X has shape " + to_string(dims) + ", expected [C] or [N, C]");
+  dims.push_back(-1);  // the most tokens of any string: known at run time
+  ctx.set_output(0, DType::String, dims);
+}
+
+std::vector<Tensor> tokenizer_kernel(const Node& node, const std::vector<Tensor>& in) {
+  const TokenizerAttrs a = tokenizer_attrs(node);
+  const Tensor& x = in.at(0);
+  if (x.shape().size() > 2)
+    node.fail("X has shape " + to_string(x.shape()) + ", expected [C] or [N, C]",
+              ErrorCode::InvalidArgument);
+  std::vector<std::vector<std::string>> rows(static_cast<size_t>(x.numel()));
+  size_t widest = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const std::string& s = x.data<std::string>()[i];
+    std::vector<std::string>& tokens = rows[i];
+    if (a.mark) tokens.emplace_back("\x02");
+    auto keep = [&](std::string t) {
+      if (!t.empty() && utf8_length(t) >= static_cast<size_t>(a.mincharnum))
+        tokens.push_back(std::move(t));
+    };
+    if (a.by_char) {
+      for (size_t k = 0; k < s.size();) {
+        size_t len = 1;
+        while (k + len < s.size() && (static_cast<unsigned char>(s[k + len]) & 0xC0) == 0x80) ++len;
+        keep(s.substr(k, len));
+        k += len;
+      }
+    } else {
+      size_t last = 0;
+      for (auto m = std::sregex_iterator(s.begin(), s.end(), a.pattern);
+           m != std::sregex_iterator(); ++m) {
+        if (m->length(0) == 0) continue;
+        if (a.by_match) {
+          keep(m->str(0));
+        } else {
+          keep(s.substr(last, static_cast<size_t>(m->position(0)) - last));
+          last = static_cast<size_t>(m->position(0) + m->length(0));
+        }
+      }
+      if (!a.by_match) keep(s.substr(last));
+    }
+    if (a.mark) tokens.emplace_back("\x03");
+    widest = std::max(widest, tokens.size());
+  }
+  // Only empty strings: no tokens at all, not even the marks (onnxruntime's behaviour).
+  const std::string* xs = x.data<std::string>();
+  if (std::all_of(xs, xs + x.numel(), [](const std::string& s) { return s.empty(); })) widest = 0;
+  std::vector<int64_t> dims = x.shape();
+  dims.push_back(static_cast<int64_t>(widest));
+  Tensor y(DType::String, dims);
+  std::string* out = y.data<std::string>();
+  for (size_t i = 0; i < rows.size(); ++i)
+    for (size_t k = 0; k < widest; ++k)
+      out[i * widest + k] = k < rows[i].size() ? std::move(rows[i][k]) : a.pad;
+  return {y};
+}
+
 // ---- CategoryMapper, LabelEncoder ----
 
 void infer_category_mapper(InferenceContext& ctx) {
@@ -520,6 +689,9 @@ const std::map<std::pair<std::string, std::string>, ValueKernel>& host_kernels()
       {{"", "StringConcat"}, string_concat_kernel},
       {{"", "StringSplit"}, string_split_kernel},
       {{"", "RegexFullMatch"}, regex_full_match_kernel},
+      {{"", "Reshape"}, reshape_kernel},
+      {{"", "Flatten"}, flatten_kernel},
+      {{"com.microsoft", "Tokenizer"}, tokenizer_kernel},
       {{kMl, "CategoryMapper"}, category_mapper_kernel},
       {{kMl, "LabelEncoder"}, label_encoder_kernel},
   };
@@ -585,6 +757,7 @@ void register_string_schemas(SchemaRegistry& r) {
          .max_outputs = 2,
          .infer = infer_string_split});
   r.add({.op_type = "CategoryMapper", .domain = kMl, .infer = infer_category_mapper});
+  r.add({.op_type = "Tokenizer", .domain = "com.microsoft", .infer = infer_tokenizer});
 }
 
 }  // namespace quilt
@@ -641,6 +814,65 @@ int lower_string_class_labels(Graph& graph) {
   }
   const int count = static_cast<int>(added.size());
   for (Node& a : added) graph.nodes.push_back(std::move(a));
+  return count;
+}
+
+int lower_string_tfidf(Graph& graph) {
+  std::set<std::string> names;
+  for (const Node& n : graph.nodes)
+    for (const auto& o : n.outputs) names.insert(o);
+  for (const auto& in : graph.inputs) names.insert(in.name);
+  for (const auto& [name, _] : graph.initializers) names.insert(name);
+  std::vector<Node> nodes;
+  int count = 0;
+  for (Node& n : graph.nodes) {
+    if (n.domain.empty() && n.op_type == "TfIdfVectorizer" && n.has_attr("pool_strings") &&
+        !n.has_attr("pool_int64s") && !n.inputs.empty() && !n.inputs[0].empty()) {
+      // Each distinct word of the pool gets an id; the pool becomes those ids.
+      const std::vector<std::string> pool = n.attr_strings("pool_strings");
+      std::map<std::string, int64_t> ids;
+      std::vector<std::string> words;
+      std::vector<int64_t> pool_ids;
+      for (const std::string& w : pool) {
+        auto [it, added] = ids.emplace(w, static_cast<int64_t>(words.size()));
+        if (added) words.push_back(w);
+        pool_ids.push_back(it->second);
+      }
+      std::string word_ids = n.inputs[0] + "/word_ids";
+      while (names.count(word_ids)) word_ids += "_";
+      names.insert(word_ids);
+      Node encoder;
+      encoder.name = (n.name.empty() ? n.op_type : n.name) + "/word_ids";
+      encoder.op_type = "LabelEncoder";
+      encoder.domain = kMl;
+      encoder.opset = 2;  // keys_strings -> values_int64s, default_int64
+      encoder.inputs = {n.inputs[0]};
+      encoder.outputs = {word_ids};
+      encoder.index = graph.nodes.size() + static_cast<size_t>(count);
+      Attribute keys, values, fallback;
+      keys.name = "keys_strings";
+      keys.kind = Attribute::Kind::Strings;
+      keys.strings = words;
+      values.name = "values_int64s";
+      values.kind = Attribute::Kind::Ints;
+      for (size_t i = 0; i < words.size(); ++i) values.ints.push_back(static_cast<int64_t>(i));
+      fallback.name = "default_int64";
+      fallback.kind = Attribute::Kind::Int;
+      fallback.i = -1;  // a word outside the pool: no id of the pool
+      encoder.attributes = {{keys.name, keys}, {values.name, values}, {fallback.name, fallback}};
+      nodes.push_back(std::move(encoder));
+      n.inputs[0] = word_ids;
+      n.attributes.erase("pool_strings");
+      Attribute int_pool;
+      int_pool.name = "pool_int64s";
+      int_pool.kind = Attribute::Kind::Ints;
+      int_pool.ints = pool_ids;
+      n.attributes[int_pool.name] = int_pool;
+      ++count;
+    }
+    nodes.push_back(std::move(n));
+  }
+  graph.nodes = std::move(nodes);
   return count;
 }
 

@@ -148,3 +148,65 @@ pipeline = [
 ]
 graph_case("pipeline_host_cpu_host", pipeline, {"words": strings("a", "c", "b", "x")}, ["doubled", "out"],
            {"": 20, ML: 2}, initializers={"two": np.array(2, np.int64), "prefix": strings("n=", shape=())})
+
+# The text ops of skl2onnx's TfidfVectorizer and CountVectorizer: Reshape and Flatten of strings,
+# com.microsoft's Tokenizer (onnxruntime's contrib op), TfIdfVectorizer on strings.
+MS = "com.microsoft"
+text = strings("Hello, world! ab", "", "x  y,z", "über straße", shape=(4,))
+
+
+def tokenizer(name, x, **attrs):
+    node = helper.make_node("Tokenizer", ["x"], ["y"], domain=MS, pad_value="#", **attrs)
+    graph_case(name, [node], {"x": x}, ["y"], {"": 17, MS: 1})
+
+
+tokenizer("tokenizer_tokenexp", text, tokenexp="[a-zA-Z0-9_]+", mark=0, mincharnum=1)
+tokenizer("tokenizer_tokenexp_mark_mincharnum", text, tokenexp="[a-zA-Z0-9_]+", mark=1, mincharnum=2)
+tokenizer("tokenizer_separators_2d", text.reshape(2, 2), separators=[" ", ","], mark=0, mincharnum=1)
+tokenizer("tokenizer_separators_mark", strings("a--b", "-c-"), separators=["-"], mark=1, mincharnum=1)
+tokenizer("tokenizer_chars", text, separators=[""], mark=0, mincharnum=1)
+tokenizer("tokenizer_all_empty", strings("", ""), tokenexp="[a-z]+", mark=1, mincharnum=1)
+graph_case("reshape_flatten_strings",
+           [helper.make_node("Reshape", ["x", "shape"], ["r"]), helper.make_node("Flatten", ["r"], ["f"], axis=2)],
+           {"x": text.reshape(2, 2)}, ["r", "f"], {"": 17},
+           initializers={"shape": np.array([1, -1, 2], np.int64)})
+pool = dict(pool_strings=["ab", "world", "hello", "x", "world", "ab", "hello", "world"],
+            ngram_counts=[0, 4], ngram_indexes=[0, 1, 2, 3, 4, 5], min_gram_length=1,
+            max_gram_length=2, max_skip_count=1)
+tokens = strings("hello", "world", "ab", "world", "x", "hello", "ab", "q", shape=(2, 4))
+for mode in ("TF", "IDF", "TFIDF"):
+    weights = dict(weights=[0.5, 1.0, 2.0, 1.5, 3.0, 0.25]) if mode != "TF" else {}
+    one_node(f"tfidf_strings_{mode.lower()}", "TfIdfVectorizer", {"x": tokens}, ["y"], opset=17,
+             mode=mode, **pool, **weights)
+one_node("tfidf_strings_1d", "TfIdfVectorizer", {"x": tokens[0]}, ["y"], opset=17, mode="TF", **pool)
+
+
+def text_pipeline():
+    """skl2onnx's TfidfVectorizer + LogisticRegression on a few sentences: Reshape, StringNormalizer,
+    Tokenizer, Flatten, TfIdfVectorizer on strings, Mul, Normalizer, LinearClassifier."""
+    from skl2onnx import to_onnx
+    from skl2onnx.common.data_types import StringTensorType
+    from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+
+    docs = ["The match was won by the home team", "Bake the bread in a hot oven",
+            "Stock prices fell as the bank raised rates", "The team scored a late goal",
+            "Add sugar and butter, then bake", "Interest rates and the stock market",
+            "A goal in the last minute of the match", "The oven was too hot for the cake"]
+    y = np.array([0, 1, 2, 0, 1, 2, 0, 1])
+    x = np.array(docs + ["Nothing we know", "", "BANK STOCK, GOAL!"], dtype=object).reshape(-1, 1)
+    for name, vectorizer in (("text_tfidf_logistic", TfidfVectorizer(ngram_range=(1, 2))),
+                             ("text_counts_logistic", CountVectorizer())):
+        model = to_onnx(make_pipeline(vectorizer, LogisticRegression()).fit(np.array(docs), y),
+                        initial_types=[("text", StringTensorType([None, 1]))],
+                        options={LogisticRegression: {"zipmap": False},
+                                 type(vectorizer): {"locale": "C.UTF-8"}})  # en_US may be missing
+        so = ort.SessionOptions()
+        so.log_severity_level = 3
+        sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        names = [o.name for o in sess.get_outputs()]
+        c.whole(name, model, {"text": x}, expected=dict(zip(names, sess.run(None, {"text": x}))))
+
+
+text_pipeline()

@@ -154,10 +154,37 @@ TEST(Session, DeclaredOutputsThatContradictInferenceAreRefused) {
   expect_error([] { Session s(kDir + "/declared_wrong_dtype.onnx"); }, ErrorCode::InvalidModel,
                {"declared_wrong_dtype.onnx", "[Relu node \"relu\"] output 'y'", "dtype float32",
                 "the graph declares int64"});
-  expect_error([] { Session s(kDir + "/declared_wrong_shape.onnx"); }, ErrorCode::InvalidModel,
-               {"output 'y' has shape [2]", "the graph declares [3]", "dim 0"});
-  expect_error([] { Session s(kDir + "/declared_wrong_rank.onnx"); }, ErrorCode::InvalidModel,
-               {"output 'y' has shape [2]", "the graph declares [2, 1] (rank 2)"});
+}
+
+TEST(Session, DeclaredOutputShapesThatContradictInferenceGiveWayWithAWarning) {
+  // A converter's wrong output shape (skl2onnx's [N, 1] for a multi-target forest) runs, as on
+  // onnxruntime: the inferred shape wins, outputs() reports it, and a warning names the output.
+  std::vector<std::string> warnings;
+  set_log_sink([&warnings](LogLevel level, const std::string& message) {
+    if (level == LogLevel::Warning) warnings.push_back(message);
+    return true;
+  });
+  const Tensor x = Tensor::from_vector<float>({2}, {-1.f, 1.f});
+  for (const auto& [file, declared] :
+       {std::pair<std::string, std::string>{"declared_wrong_shape.onnx", "declares [3] (dim 0)"},
+        {"declared_wrong_rank.onnx", "declares [2, 1] (rank 2)"}}) {
+    warnings.clear();
+    Session s(kDir + "/" + file);
+    ASSERT_EQ(warnings.size(), 1u) << file;
+    for (const std::string& part :
+         std::vector<std::string>{"[Relu node \"relu\"] output 'y' has shape [2]", declared,
+                                  "running with the inferred shape"})
+      EXPECT_NE(warnings[0].find(part), std::string::npos) << warnings[0];
+    ASSERT_EQ(s.outputs().at(0).shape.size(), 1u) << file;
+    EXPECT_EQ(s.outputs().at(0).shape[0].value, 2) << file;
+    const Tensor y = s.run({{"x", x}}).at("y");
+    EXPECT_EQ(y.shape(), (std::vector<int64_t>{2}));
+    EXPECT_EQ(y.data<float>()[1], 1.f);
+  }
+  set_log_sink(nullptr);
+}
+
+TEST(Session, SymbolicDeclaredDimsAreNoContradiction) {
   // A symbolic dim where inference knows the size is no contradiction.
   Session ok(kDir + "/declared_symbolic_ok.onnx");
   EXPECT_EQ(ok.run({{"x", Tensor::from_vector<float>({2}, {-1.f, 1.f})}}).at("y").shape(),

@@ -98,3 +98,43 @@ def test_plan_says_why_string_nodes_run_on_the_host():
     assert by_op["ai.onnx.ml.LabelEncoder"]["backend"] == "host"
     assert "string tensors do not cross the backend ABI" in by_op["ai.onnx.ml.LabelEncoder"]["reason"]
     assert by_op["Mul"]["backend"] == "cpu"
+
+
+def tokenizer_model(**attrs):
+    node = helper.make_node("Tokenizer", ["text"], ["tokens"], domain="com.microsoft", name="tok", **attrs)
+    return model_bytes([node], [vi("text", TensorProto.STRING, ["n"])], [vi("tokens", TensorProto.STRING, None)],
+                       domains=[("com.microsoft", 1)])
+
+
+@pytest.mark.parametrize("attrs, words", [
+    (dict(pad_value="#", mark=0, mincharnum=1), "one of the attributes 'tokenexp' and 'separators' is required"),
+    (dict(pad_value="#", mark=0, mincharnum=0, tokenexp="[a-z]+"), "'mincharnum' is 0, expected >= 1"),
+    (dict(mark=0, mincharnum=1, tokenexp="[a-z]+"), "attribute 'pad_value' is required"),
+    (dict(pad_value="#", tokenexp="[a-z", mincharnum=1), "'[a-z' is not a valid regular expression"),
+    (dict(pad_value="#", tokenexp="[a-z]+", separators=[" "]), "'tokenexp' and 'separators' are both set"),
+    (dict(pad_value="#", separators=["", " "]), "an empty separator among others"),
+])
+def test_malformed_tokenizers_are_load_errors_naming_the_node(attrs, words):
+    with pytest.raises(quilt.InvalidModel) as e:
+        quilt.Session(tokenizer_model(**attrs))
+    assert 'Tokenizer node "tok"' in str(e.value) and words in str(e.value), str(e.value)
+
+
+def test_tokenizer_matches_onnxruntime_on_unicode_and_3d_output():
+    model = tokenizer_model(pad_value="", mark=1, mincharnum=2, separators=[" ", ";"])
+    text = np.array(["été à Paris;ok", "a b", "ü"], dtype=object)
+    want = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, {"text": text})[0]
+    got = qort.InferenceSession(model).run(None, {"text": text})[0]
+    assert got.tolist() == want.tolist()
+
+
+def test_string_reshape_to_a_wrong_count_is_a_run_error():
+    nodes = [helper.make_node("Reshape", ["text", "shape"], ["out"], name="reshape")]
+    shape = helper.make_tensor("shape", TensorProto.INT64, [2], [2, 2])
+    model = model_bytes(nodes, [vi("text", TensorProto.STRING, ["n"])], [vi("out", TensorProto.STRING, None)],
+                        [shape])
+    session = quilt.Session(model)
+    assert session.run({"text": np.array(list("abcd"), dtype=object)})["out"].shape == (2, 2)
+    with pytest.raises(quilt.InvalidArgument) as e:
+        session.run({"text": np.array(list("abc"), dtype=object)})
+    assert 'Reshape node "reshape"' in str(e.value) and "cannot reshape [3] (3 strings) to [2, 2]" in str(e.value)

@@ -118,7 +118,11 @@ class HelpersTest(unittest.TestCase):
 
     def test_select(self):
         self.assertEqual(zoo.select("gpt2, mnist"), ["gpt2", "mnist"])
-        self.assertEqual(len(zoo.select(None)), 15)
+        self.assertEqual(len(zoo.select(None)), 15 + 13)  # classic, small and ml
+        ml = zoo.select(None, "ml")
+        self.assertEqual(len(ml), 13)
+        self.assertIn("tfidf_text", ml)
+        self.assertEqual(zoo.family("lgbm_classifier"), "ml")
         self.assertEqual(len(zoo.select(None, "classic")), 11)
         self.assertEqual(zoo.select(None, "small"), ["vad", "ocr_cls", "mlp", "kws"])
         self.assertEqual(zoo.select("kws", "small"), ["kws"])
@@ -265,6 +269,47 @@ class QuantizedTest(unittest.TestCase):
         self.assertEqual([n.op_type for n in model.graph.node], ["MatMul", "Add", "MatMul", "Gemm"])
         np.testing.assert_allclose(run(model), want, rtol=1e-5, atol=1e-5)
         onnx.checker.check_model(model)
+
+
+class CompareMlTest(unittest.TestCase):
+    """compare_ml: the ml family's rule (labels exact, probabilities and ZipMap's dicts to 1e-5)."""
+
+    def test_labels_must_be_equal(self):
+        labels = np.array([0, 2, 1], np.int64)
+        self.assertTrue(zoo.compare_ml(labels.copy(), labels)[0])
+        ok, _, why = zoo.compare_ml(np.array([0, 2, 2], np.int64), labels)
+        self.assertFalse(ok)
+        self.assertIn("labels differ", why)
+
+    def test_string_labels_from_npy_and_onnxruntime_compare(self):
+        # Quilt's .npy holds numpy str_, onnxruntime returns object arrays of str.
+        ref = np.array(["sport", "finance"], dtype=object)
+        self.assertTrue(zoo.compare_ml(np.array(["sport", "finance"]), ref)[0])
+        self.assertFalse(zoo.compare_ml(np.array(["sport", "sport"]), ref)[0])
+
+    def test_probabilities_within_1e_5(self):
+        ref = np.array([[0.25, 0.75], [0.5, 0.5]], np.float32)
+        self.assertTrue(zoo.compare_ml(ref + np.float32(5e-6), ref)[0])
+        ok, diff, why = zoo.compare_ml(ref + np.float32(3e-5), ref)
+        self.assertFalse(ok)
+        self.assertIn("> 1e-05", why)
+        # A regressor's values: 1e-5 of their scale (float32's ulp at 400 is 3e-5).
+        values = np.array([[412.5], [-87.25]], np.float32)
+        self.assertTrue(zoo.compare_ml(values + np.float32(3e-3), values)[0])
+        self.assertFalse(zoo.compare_ml(values + np.float32(5e-3), values)[0])
+        self.assertFalse(zoo.compare_ml(ref.astype(np.float64), ref)[0])  # a different dtype
+        self.assertFalse(zoo.compare_ml(ref[:1], ref)[0])  # a different shape
+
+    def test_zipmap_lists_of_dicts(self):
+        # onnxruntime's dicts have int keys, Quilt's JSON string keys.
+        ref = [{0: 0.25, 1: 0.75}, {0: 1.0, 1: 0.0}]
+        self.assertTrue(zoo.compare_ml([{"0": 0.25, "1": 0.75}, {"0": 1.0, "1": 0.0}], ref)[0])
+        self.assertFalse(zoo.compare_ml([{"0": 0.25, "1": 0.75}, {"0": 0.9, "1": 0.1}], ref)[0])
+        ok, _, why = zoo.compare_ml([{"0": 0.25, "2": 0.75}, {"0": 1.0, "2": 0.0}], ref)
+        self.assertFalse(ok)
+        self.assertIn("map keys", why)
+        self.assertFalse(zoo.compare_ml([{"0": 0.25, "1": 0.75}], ref)[0])  # a row missing
+        self.assertFalse(zoo.compare_ml(np.array([[0.25, 0.75], [1.0, 0.0]]), ref)[0])  # not maps
 
 
 if __name__ == "__main__":
