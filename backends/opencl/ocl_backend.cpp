@@ -898,6 +898,8 @@ const quilt_backend_t kBackend = {
     .executable_deserialize = executable_deserialize,
     // Two OpenCL devices share no context here (each has its own): through the host.
     .copy_device_to_device = nullptr,
+    // Claims node by node: no OpenCL kernel needs a neighbour to run.
+    .supports_graph = nullptr,
 };
 
 }  // namespace
