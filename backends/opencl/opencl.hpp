@@ -246,6 +246,13 @@ Status shared_device(int32_t index, std::shared_ptr<SharedDevice>* out);
 // A key for device data made from host data: what it is (kind, layout, dims) and a 128-bit hash
 // of the bytes.
 std::string content_key(const std::string& what, const void* data, size_t bytes);
+// A read-only buffer of `count` floats (zeroed, then written by fill), for packed weights. On a
+// host-memory device fill writes straight into the memory the buffer then uses in place
+// (CL_MEM_USE_HOST_PTR, freed with the buffer), so the packed copy exists once; elsewhere into a
+// host vector the buffer is made from. `what` names the weight in errors.
+Status packed_constant(quilt_device_s& device, size_t count,
+                       const std::function<void(float*)>& fill, const std::string& what,
+                       cl_mem* mem);
 
 // ---- ops ----
 
