@@ -63,9 +63,9 @@
  * Argument lifetimes. Everything the host passes by pointer is valid only during the call,
  * unless the slot says otherwise: the quilt_graph_t of supports, supports_graph and compile and
  * all its arrays and strings (except constant data, which lives as long as the executable
- * compiled from the graph), quilt_execute_args_t and its arrays (values, dims, inputs, outputs, wait_events),
- * the wait_events arrays of the copies, device_open's options. Copy what you need to keep.
- * The memory the pointers point to is another matter: device buffers given to execute and the
+ * compiled from the graph), quilt_execute_args_t and its arrays (values, dims, inputs, outputs,
+ * wait_events), the wait_events arrays of the copies, device_open's options. Copy what you need to
+ * keep. The memory the pointers point to is another matter: device buffers given to execute and the
  * copies stay allocated, and host memory given to a copy stays valid and untouched, until the
  * operation's signal_event is signalled (until the call returns on a synchronous device).
  * Strings the plugin returns (name, version, device_info's) must stay valid until release.
