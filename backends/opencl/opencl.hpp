@@ -507,6 +507,11 @@ class Launch {
   void set_buffer(int32_t value, cl_mem buffer) { buffers_[value] = buffer; }
   // A pool buffer for this execution, back in the pool when the launch ends.
   Status scratch(size_t bytes, cl_mem* out);
+  // The pool buffers taken since scratch_mark() was `mark` go back to the pool now: a node's
+  // own temporaries (an operand transposed or packed for it, partial sums), dead once its
+  // commands are enqueued. The queue runs in order, so later commands may reuse them.
+  size_t scratch_mark() const { return scratch_.size(); }
+  void release_scratch(size_t mark);
 
   // Sets the kernel's arguments and enqueues it with a global size rounded up to the local
   // size; the first command of the launch waits for the execution's wait events.
