@@ -306,6 +306,8 @@ Device::Device(const LoadedBackend& backend, int32_t index,
                                  offsetof(quilt_backend_t, executable_deserialize));
   copies_between_devices_ = has_slot(*api_, &quilt_backend_t::copy_device_to_device,
                                      offsetof(quilt_backend_t, copy_device_to_device));
+  claims_graphs_ =
+      has_slot(*api_, &quilt_backend_t::supports_graph, offsetof(quilt_backend_t, supports_graph));
   identity_ = "backend " + backend.name + "\nversion " + backend.version + "\nabi " +
               std::to_string(backend.abi_version) + "\ndevice " + std::to_string(index) + " " +
               description_ + "\nflags " + std::to_string(flags_) + "\n";
@@ -363,22 +365,72 @@ std::string Device::supports(AbiGraph& node, std::string* note) const {
   return reason;
 }
 
+std::vector<Device::GraphClaim> Device::supports_graph(AbiGraph& graph) const {
+  const quilt_graph_t* g = graph.get();
+  quilt_graph_claims_t claims{};
+  claims.struct_size = sizeof(claims);
+  quilt_status_t status = api_->supports_graph(handle_, g, &claims);
+  // The arrays are the plugin's until release, called once whatever the answer.
+  struct Release {
+    quilt_graph_claims_t& c;
+    ~Release() {
+      if (c.release) c.release(c.release_context);
+    }
+  } release{claims};
+  const std::string where = "[" + name_ + "] supports_graph of backend '" + backend_.name + "' (" +
+                            backend_.library + ")";
+  check_status(status, where);
+  auto malformed = [&](const std::string& what) {
+    return Error(ErrorCode::Runtime, where + ": malformed answer: " + what);
+  };
+  if (claims.num_nodes != g->num_nodes)
+    throw malformed(std::to_string(claims.num_nodes) + " claims for a graph of " +
+                    std::to_string(g->num_nodes) + " nodes");
+  if (g->num_nodes && (!claims.claimed || !claims.reasons))
+    throw malformed(std::string(!claims.claimed ? "claimed" : "reasons") + " is NULL");
+  std::vector<GraphClaim> out(g->num_nodes);
+  for (size_t n = 0; n < g->num_nodes; ++n) {
+    const quilt_node_t& node = g->nodes[n];
+    const std::string label =
+        std::string("node ") + std::to_string(n) + " (" + node.op_type +
+        (node.name && node.name[0] ? std::string(" '") + node.name + "'" : std::string()) + ")";
+    const int32_t claimed = claims.claimed[n];
+    if (claimed != 0 && claimed != 1)
+      throw malformed("claim of " + label + " is " + std::to_string(claimed) + ", expected 0 or 1");
+    const char* reason = claims.reasons[n];
+    if (!reason) throw malformed("the reason of " + label + " is NULL");
+    const void* end = std::memchr(reason, 0, QUILT_CLAIM_REASON_MAX);
+    if (!end)
+      throw malformed("the reason of " + label + " has no NUL within " +
+                      std::to_string(QUILT_CLAIM_REASON_MAX) + " bytes");
+    std::string text(reason, static_cast<const char*>(end));
+    if (claimed)
+      out[n].note = std::move(text);
+    else
+      out[n].why_not = text.empty() ? "not supported (no reason given)" : std::move(text);
+  }
+  return out;
+}
+
 std::shared_ptr<Executable> Device::compile(AbiGraph& graph, const std::string& where) const {
   quilt_executable_t exe = nullptr;
   check_status(api_->compile(handle_, graph.get(), &exe), where);
   return std::make_shared<Executable>(shared_from_this(), exe);
 }
 
-void Device::serialize(const Executable& exe, std::string* out, const std::string& where) const {
+void Device::serialize(const Executable& exe, const std::function<void(const void*, size_t)>& sink,
+                       const std::string& where) const {
+  using Sink = std::function<void(const void*, size_t)>;
   auto write = [](void* context, const void* data, size_t bytes) -> quilt_status_t {
     try {
-      if (bytes) static_cast<std::string*>(context)->append(static_cast<const char*>(data), bytes);
+      if (bytes) (*static_cast<const Sink*>(context))(data, bytes);
       return nullptr;
     } catch (...) {
       return status_from_current_exception();
     }
   };
-  check_status(api_->executable_serialize(handle_, exe.handle(), write, out), where);
+  check_status(api_->executable_serialize(handle_, exe.handle(), write, const_cast<Sink*>(&sink)),
+               where);
 }
 
 std::shared_ptr<Executable> Device::deserialize(AbiGraph& graph, const void* data, size_t bytes,

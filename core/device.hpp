@@ -8,6 +8,7 @@
 //   auto exe = dev->compile(g);
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -154,11 +155,22 @@ class Device : public std::enable_shared_from_this<Device> {
   // "" when the device claims the one-node graph, else the backend's reason. When it claims it,
   // *note (if given) gets what the backend said of how it runs the node ("" when nothing).
   std::string supports(AbiGraph& node, std::string* note = nullptr) const;
+  // ABI 1.2's whole-graph claims: whether the backend has supports_graph, and its answer, per
+  // node of `graph`: "" when claimed (with the backend's note in `note`), else why not. A
+  // malformed answer (wrong length, NULL or unterminated reason, a claim not 0 or 1) or a
+  // failure throws, naming the plugin.
+  struct GraphClaim {
+    std::string why_not, note;
+  };
+  bool claims_graphs() const { return claims_graphs_; }
+  std::vector<GraphClaim> supports_graph(AbiGraph& graph) const;
   std::shared_ptr<Executable> compile(AbiGraph& graph, const std::string& where) const;
-  // ABI 1.2's executable cache: whether the backend has both slots; serialize appends the
-  // executable's bytes to *out; deserialize makes one from bytes that `keep` keeps alive.
+  // ABI 1.2's executable cache: whether the backend has both slots; serialize hands the
+  // executable's bytes to `sink` as the backend writes them (a sink that throws stops it);
+  // deserialize makes one from bytes that `keep` keeps alive.
   bool caches_executables() const { return caches_executables_; }
-  void serialize(const Executable& exe, std::string* out, const std::string& where) const;
+  void serialize(const Executable& exe, const std::function<void(const void*, size_t)>& sink,
+                 const std::string& where) const;
   std::shared_ptr<Executable> deserialize(AbiGraph& graph, const void* data, size_t bytes,
                                           std::shared_ptr<const void> keep,
                                           const std::string& where) const;
@@ -204,6 +216,7 @@ class Device : public std::enable_shared_from_this<Device> {
   bool brackets_runs_ = false;
   bool caches_executables_ = false;
   bool copies_between_devices_ = false;
+  bool claims_graphs_ = false;
   std::string identity_;
 };
 

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <thread>
+#include <vector>
 
 #include "quilt/quilt.hpp"
 
@@ -52,28 +53,56 @@ constexpr uint64_t kSecret[10] = {
 // Four independent lanes of 16 bytes per 64-byte block (the products pipeline: several GB/s,
 // so ResNet-50's 98 MiB of weights take ~15 ms), each adding a folded product of its two
 // words (keyed by the secret) and the words themselves, then a tail block and a final mix.
-quilt_hash128_t content_hash(const void* data, size_t bytes, uint64_t seed) {
+// The lanes only add, so the length, which two of them start from, is added at the end: the
+// bytes can come in pieces.
+ContentHasher::ContentHasher(uint64_t seed) : acc_{seed ^ kSecret[8], 0, seed + kSecret[0], 0} {}
+
+void ContentHasher::update(const void* data, size_t bytes) {
   const auto* p = static_cast<const unsigned char*>(data);
-  uint64_t acc[4] = {seed ^ kSecret[8], bytes ^ kSecret[9], seed + kSecret[0], ~bytes};
-  size_t i = 0;
-  for (; i + 64 <= bytes; i += 64)
+  total_ += bytes;
+  auto block = [this](const unsigned char* b) {
     for (int l = 0; l < 4; ++l) {
-      const uint64_t a = load64(p + i + 16 * l), b = load64(p + i + 16 * l + 8);
-      acc[l] += fold_multiply(a ^ kSecret[2 * l], b ^ kSecret[2 * l + 1]) + (a ^ (b << 1));
+      const uint64_t x = load64(b + 16 * l), y = load64(b + 16 * l + 8);
+      acc_[l] += fold_multiply(x ^ kSecret[2 * l], y ^ kSecret[2 * l + 1]) + (x ^ (y << 1));
     }
-  unsigned char tail[64] = {0};
-  if (bytes > i) {
-    std::memcpy(tail, p + i, bytes - i);
+  };
+  if (pending_bytes_ > 0) {
+    const size_t take = std::min(bytes, sizeof pending_ - pending_bytes_);
+    std::memcpy(pending_ + pending_bytes_, p, take);
+    pending_bytes_ += take;
+    p += take;
+    bytes -= take;
+    if (pending_bytes_ < sizeof pending_) return;
+    block(pending_);
+    pending_bytes_ = 0;
+  }
+  for (; bytes >= 64; p += 64, bytes -= 64) block(p);
+  if (bytes) std::memcpy(pending_, p, bytes);
+  pending_bytes_ = bytes;
+}
+
+quilt_hash128_t ContentHasher::finish() const {
+  // Lanes 1 and 3 start from (bytes ^ K9) and ~bytes.
+  uint64_t acc[4] = {acc_[0], acc_[1] + (total_ ^ kSecret[9]), acc_[2], acc_[3] + ~total_};
+  if (pending_bytes_ > 0) {
+    unsigned char tail[64] = {0};
+    std::memcpy(tail, pending_, pending_bytes_);
     for (int l = 0; l < 4; ++l) {
       const uint64_t a = load64(tail + 16 * l), b = load64(tail + 16 * l + 8);
       acc[l] += fold_multiply(a ^ kSecret[2 * l + 1], b ^ kSecret[2 * l]) + (a ^ (b << 1));
     }
   }
   const uint64_t lo = avalanche(fold_multiply(acc[0] ^ kSecret[4], acc[1] ^ kSecret[5]) +
-                                fold_multiply(acc[2] ^ kSecret[6], acc[3] ^ kSecret[7]) + bytes);
+                                fold_multiply(acc[2] ^ kSecret[6], acc[3] ^ kSecret[7]) + total_);
   const uint64_t hi = avalanche(fold_multiply(acc[3] ^ kSecret[0], acc[2] ^ kSecret[1]) +
                                 fold_multiply(acc[1] ^ kSecret[2], acc[0] ^ kSecret[3]) + lo);
   return {lo, hi};
+}
+
+quilt_hash128_t content_hash(const void* data, size_t bytes, uint64_t seed) {
+  ContentHasher h(seed);
+  h.update(data, bytes);
+  return h.finish();
 }
 
 std::string hex128(quilt_hash128_t h) {
@@ -244,50 +273,117 @@ std::shared_ptr<Mapping> open_entry(const std::filesystem::path& path, quilt_has
   return map;
 }
 
-// Writes the entry to a temporary file in the directory, then renames it into place.
-std::string write_entry(const std::filesystem::path& path, quilt_hash128_t key,
-                        const std::string& payload, const std::string& description) {
-  std::error_code ec;
-  std::filesystem::create_directories(path.parent_path(), ec);
-  if (ec) return "cannot create " + path.parent_path().string() + ": " + ec.message();
-  static std::atomic<uint64_t> counter{0};
-  std::filesystem::path tmp = path;
-  tmp += ".tmp" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
-  Header h{};
-  std::memcpy(h.magic, kMagic, sizeof kMagic);
-  h.format = kFormat;
-  h.header_bytes = kHeaderBytes;
-  h.key = key;
-  h.payload_bytes = payload.size();
-  h.payload_hash = content_hash(payload.data(), payload.size());
-  std::snprintf(h.description, sizeof h.description, "%s\n", description.c_str());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return "cannot write " + tmp.string() + ": " + std::strerror(errno);
-  auto write_all = [fd](const char* p, size_t n) {
-    while (n > 0) {
-      const ssize_t w = ::write(fd, p, n);
+// An entry being written: a temporary file in the directory, the payload streamed into it as
+// the backend writes (through a small buffer, hashed on the way; the header, which holds the
+// payload's size and checksum, is written last, over the space kept for it), then renamed into
+// place. Nothing but the buffer is held in memory, whatever the entry's size. Destroyed
+// without commit(), it removes the temporary file.
+class EntryWriter {
+ public:
+  EntryWriter(std::filesystem::path path, quilt_hash128_t key) : path_(std::move(path)), key_(key) {
+    std::error_code ec;
+    std::filesystem::create_directories(path_.parent_path(), ec);
+    if (ec) {
+      failure_ = "cannot create " + path_.parent_path().string() + ": " + ec.message();
+      return;
+    }
+    static std::atomic<uint64_t> counter{0};
+    tmp_ = path_;
+    tmp_ += ".tmp" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) {
+      failure_ = "cannot write " + tmp_.string() + ": " + std::strerror(errno);
+      return;
+    }
+    // The header's place; its contents come at commit.
+    if (::lseek(fd_, kHeaderBytes, SEEK_SET) != static_cast<off_t>(kHeaderBytes)) fail_errno();
+    buffer_.reserve(kBufferBytes);
+  }
+  ~EntryWriter() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!tmp_.empty() && !committed_) {
+      std::error_code ec;
+      std::filesystem::remove(tmp_, ec);
+    }
+  }
+  EntryWriter(const EntryWriter&) = delete;
+  EntryWriter& operator=(const EntryWriter&) = delete;
+
+  // "" while every write succeeded, else what failed.
+  const std::string& failure() const { return failure_; }
+
+  // The backend's bytes, in order; throws (stopping executable_serialize) once a write failed.
+  void append(const void* data, size_t bytes) {
+    if (!failure_.empty()) throw Error(ErrorCode::Io, failure_);
+    hasher_.update(data, bytes);
+    payload_bytes_ += bytes;
+    const auto* p = static_cast<const char*>(data);
+    if (buffer_.size() + bytes > kBufferBytes) flush();
+    if (bytes >= kBufferBytes) {
+      write_all(p, bytes);  // large pieces go straight to the file
+    } else {
+      buffer_.insert(buffer_.end(), p, p + bytes);
+    }
+    if (!failure_.empty()) throw Error(ErrorCode::Io, failure_);
+  }
+
+  // Writes the header and renames the file into place; returns what failed, "" on success.
+  std::string commit(const std::string& description) {
+    if (failure_.empty()) flush();
+    if (!failure_.empty()) return failure_;
+    Header h{};
+    std::memcpy(h.magic, kMagic, sizeof kMagic);
+    h.format = kFormat;
+    h.header_bytes = kHeaderBytes;
+    h.key = key_;
+    h.payload_bytes = payload_bytes_;
+    h.payload_hash = hasher_.finish();
+    std::snprintf(h.description, sizeof h.description, "%s\n", description.c_str());
+    if (::lseek(fd_, 0, SEEK_SET) != 0) fail_errno();
+    if (failure_.empty()) write_all(reinterpret_cast<const char*>(&h), sizeof h);
+    if (failure_.empty() && ::close(fd_) != 0) fail_errno();
+    fd_ = -1;
+    if (!failure_.empty()) return failure_;
+    std::error_code ec;
+    std::filesystem::rename(tmp_, path_, ec);
+    if (ec) return "cannot rename into " + path_.string() + ": " + ec.message();
+    committed_ = true;
+    return "";
+  }
+
+ private:
+  static constexpr size_t kBufferBytes = size_t{1} << 20;
+
+  void fail_errno() {
+    if (failure_.empty()) failure_ = "cannot write " + tmp_.string() + ": " + std::strerror(errno);
+  }
+  void write_all(const char* p, size_t n) {
+    while (n > 0 && failure_.empty()) {
+      const ssize_t w = ::write(fd_, p, n);
       if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) return false;
+      if (w <= 0) {
+        if (w == 0) errno = ENOSPC;
+        fail_errno();
+        return;
+      }
       p += w;
       n -= static_cast<size_t>(w);
     }
-    return true;
-  };
-  const bool ok = write_all(reinterpret_cast<const char*>(&h), sizeof h) &&
-                  write_all(payload.data(), payload.size());
-  const int err = errno;
-  ::close(fd);
-  if (!ok) {
-    std::filesystem::remove(tmp, ec);
-    return "cannot write " + tmp.string() + ": " + std::strerror(err);
   }
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    return "cannot rename into " + path.string() + ": " + ec.message();
+  void flush() {
+    write_all(buffer_.data(), buffer_.size());
+    buffer_.clear();
   }
-  return "";
-}
+
+  std::filesystem::path path_, tmp_;
+  quilt_hash128_t key_;
+  int fd_ = -1;
+  std::string failure_;
+  std::vector<char> buffer_;
+  ContentHasher hasher_;
+  uint64_t payload_bytes_ = 0;
+  bool committed_ = false;
+};
 
 }  // namespace
 
@@ -322,18 +418,27 @@ std::shared_ptr<Executable> compile_cached(const Device& device, AbiGraph& graph
     logger.warning(where + ": executable cache entry " + path.string() + " ignored, " + why +
                    "; compiling and storing it again");
   auto exe = device.compile(graph, where);
-  std::string payload;
+  EntryWriter entry(path, key);
+  if (std::string failure = entry.failure(); !failure.empty()) {
+    logger.warning(where + ": executable cache: " + failure);
+    *outcome = {"compiled", "not stored: " + failure};
+    return exe;
+  }
   try {
-    device.serialize(*exe, &payload, where + " executable_serialize");
+    device.serialize(
+        *exe, [&entry](const void* data, size_t bytes) { entry.append(data, bytes); },
+        where + " executable_serialize");
   } catch (const Error& e) {
-    logger.warning(std::string(e.what()) + " (nothing stored in the executable cache)");
-    *outcome = {"compiled", std::string("not stored: ") + e.what()};
+    // The sink's own failure (the disk) is the cache's, not the backend's.
+    const std::string what = entry.failure().empty() ? e.what() : entry.failure();
+    logger.warning(where + ": " + what + " (nothing stored in the executable cache)");
+    *outcome = {"compiled", std::string("not stored: ") + what};
     return exe;
   }
   const std::string description = std::string("Quilt ") + version() +
                                   " executable cache entry: " + where + " on " + device.name() +
                                   " (" + device.description() + ")";
-  if (std::string failure = write_entry(path, key, payload, description); !failure.empty()) {
+  if (std::string failure = entry.commit(description); !failure.empty()) {
     logger.warning(where + ": executable cache: " + failure);
     *outcome = {"compiled", "not stored: " + failure};
   } else {

@@ -18,6 +18,21 @@ namespace quilt {
 
 // A 128-bit hash of bytes (not cryptographic), the same in every process of one Quilt version.
 quilt_hash128_t content_hash(const void* data, size_t bytes, uint64_t seed = 0);
+
+// content_hash of bytes given in pieces of any sizes: the same hash as content_hash of their
+// concatenation, without holding it (the cache's entries are hashed as they are written).
+class ContentHasher {
+ public:
+  explicit ContentHasher(uint64_t seed = 0);
+  void update(const void* data, size_t bytes);
+  quilt_hash128_t finish() const;
+
+ private:
+  uint64_t acc_[4];
+  uint64_t total_ = 0;
+  unsigned char pending_[64];
+  size_t pending_bytes_ = 0;
+};
 std::string hex128(quilt_hash128_t h);
 
 // What the cache did for one patch (PlanReport::Patch::cache / cache_detail).

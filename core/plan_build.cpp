@@ -1,6 +1,7 @@
 // ExecutionPlan construction: inference, constant folding, partitioning, compilation, report.
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -476,6 +477,58 @@ void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
   popts.where = where_;
   popts.cpu_index = cpu_index_;
   std::map<std::pair<int, int>, std::string> notes;  // (node, device) -> how it runs there
+  // ABI 1.2's supports_graph: the nodes a backend may get (no host node, no subgraph) as one
+  // graph, asked once per device that has the slot; graph_node[n] = n's index there, or -1.
+  auto crosses_abi = [&](const LiveNode& ln) {
+    if (ln.host) return false;
+    for (const auto& [name, a] : ln.node->attributes)
+      if (a.kind == Attribute::Kind::Graph || a.kind == Attribute::Kind::Graphs) return false;
+    return true;
+  };
+  std::vector<int> graph_node(live.size(), -1);
+  std::vector<std::optional<std::vector<Device::GraphClaim>>> graph_claims(devices_.size());
+  auto whole_graph_claims = [&](int d) -> const std::vector<Device::GraphClaim>& {
+    if (graph_claims[d]) return *graph_claims[d];
+    AbiGraph ag;
+    std::map<int, int32_t> abi_value;  // value id -> index in ag
+    std::vector<char> made(names_.size(), 0), read_outside(names_.size(), 0);
+    int nodes = 0;
+    auto value = [&](int v, const TypeShape& type) -> int32_t {
+      if (v < 0) return -1;
+      auto [it, fresh] = abi_value.emplace(v, 0);
+      if (fresh)
+        it->second =
+            ag.add_value(names_[v], type, constants_[v].defined() ? &constants_[v] : nullptr);
+      return it->second;
+    };
+    for (size_t n = 0; n < live.size(); ++n) {
+      const LiveNode& ln = live[n];
+      if (!crosses_abi(ln)) {
+        for (int v : ln.inputs)
+          if (v >= 0) read_outside[v] = 1;
+        for (const auto& name : ln.node->implicit_inputs) read_outside[value_id(name)] = 1;
+        continue;
+      }
+      std::vector<int32_t> ai, ao;
+      for (size_t i = 0; i < ln.inputs.size(); ++i)
+        ai.push_back(value(ln.inputs[i], ln.in_types[i]));
+      for (size_t i = 0; i < ln.outputs.size(); ++i) {
+        ao.push_back(value(ln.outputs[i], ln.out_types[i]));
+        if (ln.outputs[i] >= 0) made[ln.outputs[i]] = 1;
+      }
+      graph_node[n] = nodes++;
+      ag.add_node(*ln.node, ai, ao);
+    }
+    std::vector<int32_t> graph_in, graph_out;
+    for (const auto& [v, a] : abi_value) {
+      if (!made[v] && !constants_[v].defined()) graph_in.push_back(a);
+      if (made[v] && (read_outside[v] || graph_outputs.count(names_[v]))) graph_out.push_back(a);
+    }
+    ag.set_inputs(std::move(graph_in));
+    ag.set_outputs(std::move(graph_out));
+    graph_claims[d] = devices_[d]->supports_graph(ag);
+    return *graph_claims[d];
+  };
   auto ask = [&](int n, int d) -> std::string {
     const LiveNode& ln = live[n];
     // Subgraphs do not cross the ABI: only If, Loop and Scan run them, in the core.
@@ -483,6 +536,12 @@ void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
       if (a.kind == Attribute::Kind::Graph || a.kind == Attribute::Kind::Graphs)
         return "graph attribute '" + name + "' is not supported (subgraphs run only in If, " +
                "Loop and Scan)";
+    if (devices_[d]->claims_graphs()) {
+      const auto& claims = whole_graph_claims(d);
+      const Device::GraphClaim& c = claims.at(graph_node[n]);
+      if (c.why_not.empty() && !c.note.empty()) notes[{n, d}] = c.note;
+      return c.why_not;
+    }
     AbiGraph ag;
     node_graph(ag, *ln.node, ln.inputs, ln.in_types, ln.outputs, ln.out_types);
     std::string note;

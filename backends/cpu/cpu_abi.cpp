@@ -645,6 +645,7 @@ const quilt_backend_t kCpuBackend = {
     nullptr,  // executable_serialize, executable_deserialize: packing is quicker than a file
     nullptr,
     nullptr,  // copy_device_to_device: one device
+    nullptr,  // supports_graph: the CPU claims node by node
 };
 
 }  // namespace

@@ -800,8 +800,12 @@ Status enqueue_patch(quilt_device_s& device, const Patch& patch, const quilt_exe
     }
     if (node.op->enqueue && !node.folded) {  // else a view or a folded activation
       launch.begin_node(i);
+      const size_t mark = launch.scratch_mark();
       if (Status s = node.op->enqueue(launch, node); !s.ok())
         return {s.code, s.message + " (" + node.name + ")"};
+      // Its temporaries serve later nodes: held to the launch's end, ViT's attention operands
+      // packed each run (12 layers of 1.2 MiB) added up.
+      launch.release_scratch(mark);
     }
     for (int32_t v : patch.dies_after[i])
       if (held[v]) dead.emplace(held[v], launch.buffer(v));
@@ -898,6 +902,8 @@ const quilt_backend_t kBackend = {
     .executable_deserialize = executable_deserialize,
     // Two OpenCL devices share no context here (each has its own): through the host.
     .copy_device_to_device = nullptr,
+    // Claims node by node: no OpenCL kernel needs a neighbour to run.
+    .supports_graph = nullptr,
 };
 
 }  // namespace

@@ -398,6 +398,12 @@ Status Launch::scratch(size_t bytes, cl_mem* out) {
   return {};
 }
 
+void Launch::release_scratch(size_t mark) {
+  for (size_t i = mark; i < scratch_.size(); ++i)
+    device_.pool.emplace(scratch_[i].first, scratch_[i].second);
+  scratch_.resize(std::min(mark, scratch_.size()));
+}
+
 Status Launch::set_arg(cl_kernel k, cl_uint index, size_t size, const void* value) {
   cl_int err = clSetKernelArg(k, index, size, value);
   if (err != CL_SUCCESS) return cl_fail(err, "set kernel argument " + std::to_string(index));

@@ -1,5 +1,7 @@
 // What the sessions open on one device share: the context, the programs built in it and the
 // constants uploaded to it, keyed by content (see SharedDevice in opencl.hpp).
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "opencl.hpp"
@@ -38,6 +40,43 @@ std::pair<uint64_t, uint64_t> hash128(const void* data, size_t bytes) {
   return {a, b};
 }
 }  // namespace
+
+Status packed_constant(quilt_device_s& device, size_t count,
+                       const std::function<void(float*)>& fill, const std::string& what,
+                       cl_mem* mem) {
+  const size_t bytes = count * sizeof(float);
+  auto failed = [&](cl_int err) {
+    return cl_fail(err, "upload of the packed weight '" + what + "' (" + format_bytes(bytes) + ")");
+  };
+  cl_int err = CL_SUCCESS;
+  if (!device.entry->host_memory) {
+    std::vector<float> packed(count, 0.0f);
+    fill(packed.data());
+    *mem = clCreateBuffer(device.context.get(), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, bytes,
+                          packed.data(), &err);
+    return err == CL_SUCCESS ? Status{} : failed(err);
+  }
+  // Packing into a vector and copying it held the weight twice at once (BERT's and GPT-2's
+  // tied embeddings, 89 and 147 MiB, made the peak of a session's creation).
+  const size_t align = std::max<size_t>(device.entry->base_align, 64);
+  void* data = std::aligned_alloc(align, (bytes + align - 1) / align * align);
+  if (!data)
+    return fail(QUILT_STATUS_OUT_OF_MEMORY, "packing the weight '" + what + "': cannot allocate " +
+                                                format_bytes(bytes) + " of host memory");
+  std::memset(data, 0, bytes);
+  fill(static_cast<float*>(data));
+  *mem = clCreateBuffer(device.context.get(), CL_MEM_READ_ONLY | CL_MEM_USE_HOST_PTR, bytes, data,
+                        &err);
+  if (err == CL_SUCCESS) {
+    err = clSetMemObjectDestructorCallback(
+        *mem, [](cl_mem, void* memory) { std::free(memory); }, data);
+    if (err == CL_SUCCESS) return {};
+    clReleaseMemObject(*mem);
+    *mem = nullptr;
+  }
+  std::free(data);
+  return failed(err);
+}
 
 std::string content_key(const std::string& what, const void* data, size_t bytes) {
   // The host's hash of these bytes when it gave one (ABI 1.2: constant_hashes), else our own.

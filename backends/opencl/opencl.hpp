@@ -246,6 +246,13 @@ Status shared_device(int32_t index, std::shared_ptr<SharedDevice>* out);
 // A key for device data made from host data: what it is (kind, layout, dims) and a 128-bit hash
 // of the bytes.
 std::string content_key(const std::string& what, const void* data, size_t bytes);
+// A read-only buffer of `count` floats (zeroed, then written by fill), for packed weights. On a
+// host-memory device fill writes straight into the memory the buffer then uses in place
+// (CL_MEM_USE_HOST_PTR, freed with the buffer), so the packed copy exists once; elsewhere into a
+// host vector the buffer is made from. `what` names the weight in errors.
+Status packed_constant(quilt_device_s& device, size_t count,
+                       const std::function<void(float*)>& fill, const std::string& what,
+                       cl_mem* mem);
 
 // ---- ops ----
 
@@ -500,6 +507,11 @@ class Launch {
   void set_buffer(int32_t value, cl_mem buffer) { buffers_[value] = buffer; }
   // A pool buffer for this execution, back in the pool when the launch ends.
   Status scratch(size_t bytes, cl_mem* out);
+  // The pool buffers taken since scratch_mark() was `mark` go back to the pool now: a node's
+  // own temporaries (an operand transposed or packed for it, partial sums), dead once its
+  // commands are enqueued. The queue runs in order, so later commands may reuse them.
+  size_t scratch_mark() const { return scratch_.size(); }
+  void release_scratch(size_t mark);
 
   // Sets the kernel's arguments and enqueues it with a global size rounded up to the local
   // size; the first command of the launch waits for the execution's wait events.

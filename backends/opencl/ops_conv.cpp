@@ -165,21 +165,16 @@ Status upload_conv(quilt_device_s& device, const NodeView& view, NodeDesc* desc)
                                           std::to_string(group) + "|" + (transpose ? "t" : "n"),
                                       src, src_bytes);
   auto make = [&](cl_mem* mem) -> Status {
-    std::vector<float> packed(count, 0.0f);
-    for (int64_t g = 0; g < group; ++g)
-      for (int64_t j = 0; j < mg; ++j)
-        for (int64_t c = 0; c < cg; ++c)
-          for (int64_t k = 0; k < kk; ++k)
-            packed[(((g * mb + j / kOcb) * kk + k) * cg + c) * kOcb + j % kOcb] =
-                transpose ? src[((g * cg + c) * mg + j) * kk + k]
-                          : src[((g * mg + j) * cg + c) * kk + k];
-    cl_int err = CL_SUCCESS;
-    *mem = clCreateBuffer(device.context.get(), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
-                          count * sizeof(float), packed.data(), &err);
-    if (err != CL_SUCCESS)
-      return cl_fail(err, "upload of the packed weight '" + std::string(w.name) + "' (" +
-                              format_bytes(count * sizeof(float)) + ")");
-    return {};
+    auto pack = [&](float* packed) {
+      for (int64_t g = 0; g < group; ++g)
+        for (int64_t j = 0; j < mg; ++j)
+          for (int64_t c = 0; c < cg; ++c)
+            for (int64_t k = 0; k < kk; ++k)
+              packed[(((g * mb + j / kOcb) * kk + k) * cg + c) * kOcb + j % kOcb] =
+                  transpose ? src[((g * cg + c) * mg + j) * kk + k]
+                            : src[((g * mg + j) * cg + c) * kk + k];
+    };
+    return packed_constant(device, count, pack, w.name, mem);
   };
   if (Status s = device.constant(key, make, &desc->keep); !s.ok()) return s;
   // OpParams holds a reference of its own (its Mem base); keep, the shared entry.

@@ -256,19 +256,14 @@ Status upload_gemm(quilt_device_s& device, const NodeView& view, NodeDesc* desc)
   const std::string key = content_key("gemm|" + format_dims(dims) + "|" + (trans ? "t" : "n"), src,
                                       static_cast<size_t>(element_count(dims)) * sizeof(float));
   auto make = [&](cl_mem* mem) -> Status {
-    std::vector<float> packed(count, 0.0f);
-    for (int64_t bb = 0; bb < batches; ++bb)
-      for (int64_t p = 0; p < k; ++p)
-        for (int64_t j = 0; j < n; ++j)
-          packed[bb * k * padded + j / kTileCols * k * kTileCols + p * kTileCols + j % kTileCols] =
-              src[bb * k * n + (trans ? j * k + p : p * n + j)];
-    cl_int err = CL_SUCCESS;
-    *mem = clCreateBuffer(device.context.get(), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
-                          count * sizeof(float), packed.data(), &err);
-    if (err != CL_SUCCESS)
-      return cl_fail(err, "upload of the packed weight '" + std::string(b->name) + "' (" +
-                              format_bytes(count * sizeof(float)) + ")");
-    return {};
+    auto pack = [&](float* packed) {
+      for (int64_t bb = 0; bb < batches; ++bb)
+        for (int64_t p = 0; p < k; ++p)
+          for (int64_t j = 0; j < n; ++j)
+            packed[bb * k * padded + j / kTileCols * k * kTileCols + p * kTileCols +
+                   j % kTileCols] = src[bb * k * n + (trans ? j * k + p : p * n + j)];
+    };
+    return packed_constant(device, count, pack, b->name, mem);
   };
   return device.constant(key, make, &desc->packed);
 }

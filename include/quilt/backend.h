@@ -14,7 +14,8 @@
  *                  by the session's options for this backend (key/value strings).
  *   3. claim       supports: asked once per node, with the node as a one-node graph (op type,
  *                  domain, opset, attributes, input/output dtypes and shapes, constant inputs).
- *                  Shapes may be partly unknown (-1) or of unknown rank (-1).
+ *                  Shapes may be partly unknown (-1) or of unknown rank (-1). Or, when the
+ *                  backend has it, supports_graph: the whole graph once, a claim per node.
  *   4. compile     compile: a patch (a connected, acyclic set of claimed nodes) becomes an
  *                  executable. Constant inputs (weights) come with host data, valid for the
  *                  executable's lifetime: upload them here, once per session.
@@ -35,8 +36,9 @@
  * message naming both. History: 1.0; 1.1 added quilt_graph_t.constant_done (and the optional
  * node_timing of quilt_execute_args_t, which came without a minor bump); 1.2 added the optional
  * run_begin / run_end slots, quilt_execute_args_t.run, the optional executable_serialize /
- * executable_deserialize slots (executable cache), the optional copy_device_to_device slot
- * and quilt_graph_t.constant_hashes. A plugin built
+ * executable_deserialize slots (executable cache), the optional copy_device_to_device slot,
+ * quilt_graph_t.constant_hashes and the optional supports_graph slot (whole-graph claims, with
+ * quilt_graph_claims_t). A plugin built
  * against an older minor version keeps working: the host reads no slot or field beyond the
  * struct_size it was given.
  *
@@ -47,10 +49,10 @@
  *
  * Required slots. Every slot of quilt_backend_t is required except those marked Optional
  * (release, event_timestamps, run_begin, run_end, executable_serialize,
- * executable_deserialize, copy_device_to_device). The host checks the table when it loads the
- * plugin and refuses one whose struct_size is too short for the required slots or that leaves one
- * NULL, naming it. A QUILT_DEVICE_HOST_MEMORY device still fills the copy slots (never called) and
- * a QUILT_DEVICE_SYNCHRONOUS one the event slots (never called for it; see below).
+ * executable_deserialize, copy_device_to_device, supports_graph). The host checks the table when it
+ * loads the plugin and refuses one whose struct_size is too short for the required slots or that
+ * leaves one NULL, naming it. A QUILT_DEVICE_HOST_MEMORY device still fills the copy slots (never
+ * called) and a QUILT_DEVICE_SYNCHRONOUS one the event slots (never called for it; see below).
  *
  * Synchronous devices. A device whose flags have QUILT_DEVICE_SYNCHRONOUS is given no events:
  * signal_event is NULL and wait_events is empty in execute and in the copies, and event_create
@@ -59,11 +61,11 @@
  * way is lost, and the run goes on with unwritten outputs).
  *
  * Argument lifetimes. Everything the host passes by pointer is valid only during the call,
- * unless the slot says otherwise: the quilt_graph_t of supports and compile and all its arrays
- * and strings (except constant data, which lives as long as the executable compiled from the
- * graph), quilt_execute_args_t and its arrays (values, dims, inputs, outputs, wait_events),
- * the wait_events arrays of the copies, device_open's options. Copy what you need to keep.
- * The memory the pointers point to is another matter: device buffers given to execute and the
+ * unless the slot says otherwise: the quilt_graph_t of supports, supports_graph and compile and
+ * all its arrays and strings (except constant data, which lives as long as the executable
+ * compiled from the graph), quilt_execute_args_t and its arrays (values, dims, inputs, outputs,
+ * wait_events), the wait_events arrays of the copies, device_open's options. Copy what you need to
+ * keep. The memory the pointers point to is another matter: device buffers given to execute and the
  * copies stay allocated, and host memory given to a copy stays valid and untouched, until the
  * operation's signal_event is signalled (until the call returns on a synchronous device).
  * Strings the plugin returns (name, version, device_info's) must stay valid until release.
@@ -343,6 +345,25 @@ typedef struct quilt_execute_args {
   void (*node_detail)(void* context, size_t node, const char* detail);
 } quilt_execute_args_t;
 
+/* supports_graph's answer (ABI 1.2): one claim per node of the graph it was given. The host
+ * zeroes it and sets struct_size; the plugin fills the rest. The arrays and strings are the
+ * plugin's: they must stay valid until the host calls release(release_context), which it does
+ * once, from the calling thread, right after it has read them (whatever the status returned,
+ * malformed answers included), if release is not NULL. */
+#define QUILT_CLAIM_REASON_MAX 512 /* a reason's bytes, its NUL included */
+typedef struct quilt_graph_claims {
+  uint32_t struct_size; /* set by the host */
+  size_t num_nodes;     /* entries of claimed and reasons: exactly the graph's num_nodes */
+  /* Per node of the graph (same order): 1 = the device runs it, 0 = it does not. */
+  const int32_t* claimed;
+  /* Per node, a NUL-terminated string (never NULL; its NUL within QUILT_CLAIM_REASON_MAX
+   * bytes): for an unclaimed node why not, as supports' reason (e.g. "Relu: claimed only right
+   * after a Conv"); for a claimed one a note on how it runs it when not as written, or "". */
+  const char* const* reasons;
+  void (*release)(void* context); /* NULL: nothing to release */
+  void* release_context;
+} quilt_graph_claims_t;
+
 /* ---- the backend ------------------------------------------------------------------------- */
 
 /* Events, precisely: the host creates an event, hands it as signal_event to exactly one
@@ -490,6 +511,31 @@ typedef struct quilt_backend {
                                           quilt_device_t src_device, const void* src, size_t bytes,
                                           const quilt_event_t* wait_events, size_t num_wait_events,
                                           quilt_event_t signal_event);
+
+  /* -- whole-graph capability (ABI 1.2) -- */
+  /* Optional (NULL: the host asks supports once per node). Claims by pattern, as onnxruntime's
+   * GetCapability and OpenVINO's query_model: the device sees the whole graph once and says,
+   * for every node, whether it runs it, so that it may claim a node only in company (a Relu
+   * only right after a Conv it fuses it into) or nothing of a graph it cannot take whole.
+   * When present the host calls it instead of supports, once per open device and graph it
+   * partitions (a session's model; each If/Loop/Scan body is a graph of its own), before the
+   * first claim it needs from the device, and only for a device the session may place nodes on.
+   * The graph is the view supports gets, for every node the host may place on a backend at once
+   * (nodes the host runs itself, such as If, Loop, Scan and sequence ops, are left out, their
+   * values becoming graph inputs and outputs): values with creation-time dtypes and shapes
+   * (maybe -1), constants with their data, nodes in an order where producers come first;
+   * inputs are the values it reads and does not make, outputs those read after it. No
+   * constant_hashes, no constant_done. Valid during the call only. Fill *claims (see
+   * quilt_graph_claims_t). The claims then go through the same partitioner as supports' answers:
+   * the backends' priority order (a node a higher backend claims is not yours), pinned nodes,
+   * the cost rule (which may send a claimed island back to the CPU), CPU fallback or strict mode;
+   * the patches compiled are connected sets of claimed nodes, not necessarily the patterns you
+   * claimed whole (claim accordingly: a pattern you can run only whole, claim only when the
+   * whole is yours). A non-NULL status, or an answer of the wrong length, with a NULL claimed
+   * or reasons array, a NULL or unterminated reason, or a claim other than 0 or 1, is an error
+   * of the session's creation naming the plugin. Thread rules as supports. */
+  quilt_status_t (*supports_graph)(quilt_device_t device, const quilt_graph_t* graph,
+                                   quilt_graph_claims_t* claims);
 } quilt_backend_t;
 
 /* The entry point a plugin exports. The plugin may refuse a host whose major ABI version is

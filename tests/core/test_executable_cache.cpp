@@ -6,6 +6,7 @@
 // tests/cli/test_executable_cache.py.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -39,6 +40,25 @@ TEST(ExecutableCache, ContentHashSeesEveryByteAndTheLength) {
   const quilt_hash128_t l = content_hash(longer.data(), longer.size());
   EXPECT_FALSE(l.lo == h.lo && l.hi == h.hi);
   EXPECT_EQ(hex128({0x1, 0x2}), "00000000000000020000000000000001");
+}
+
+// The cache hashes an entry as the backend writes it, in pieces of any sizes: the same
+// checksum as the whole payload's, which the loader computes.
+TEST(ExecutableCache, ContentHashInPiecesIsTheWholeHash) {
+  std::vector<unsigned char> bytes(10000);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<unsigned char>(i * 131 + 7);
+  for (size_t total :
+       {size_t{0}, size_t{1}, size_t{63}, size_t{64}, size_t{65}, size_t{4097}, bytes.size()}) {
+    for (size_t piece : {size_t{1}, size_t{7}, size_t{64}, size_t{100}, size_t{5000}}) {
+      SCOPED_TRACE(std::to_string(total) + " bytes in pieces of " + std::to_string(piece));
+      ContentHasher h(0x51c7a9e3u);
+      for (size_t at = 0; at < total; at += piece)
+        h.update(bytes.data() + at, std::min(piece, total - at));
+      const quilt_hash128_t whole = content_hash(bytes.data(), total, 0x51c7a9e3u);
+      const quilt_hash128_t pieces = h.finish();
+      EXPECT_TRUE(whole.lo == pieces.lo && whole.hi == pieces.hi);
+    }
+  }
 }
 
 #ifdef QUILT_OPENCL_PLUGIN_PATH

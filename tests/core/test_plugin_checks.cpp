@@ -1,7 +1,9 @@
 // The host's load-time checks of a plugin's table, on copies of the example plugin whose table
 // the environment alters (tests/plugins, QUILT_EXAMPLE_FAULTS): each required slot NULL, a short
-// struct_size, a table of an older minor version (1.0, 1.1), optional slots NULL, and a supports()
-// reason without NUL. Each copy has its own file name: a library is loaded once per process.
+// struct_size, a table of an older minor version (1.0, 1.1), optional slots NULL, a supports()
+// reason without NUL, and ABI 1.2's whole-graph claims (supports_graph): the plan follows them,
+// and a malformed answer is an error naming the plugin. Each copy has its own file name: a library
+// is loaded once per process.
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -97,7 +99,7 @@ TEST(PluginChecks, EachRequiredSlotNullIsALoadErrorNamingIt) {
 }
 
 TEST(PluginChecks, OptionalSlotsMayBeNull) {
-  for (const char* slot : {"release", "event_timestamps"}) {
+  for (const char* slot : {"release", "event_timestamps", "supports_graph"}) {
     SCOPED_TRACE(slot);
     FaultyPlugin plugin(std::string("null_") + slot, {{"QUILT_EXAMPLE_NULL_SLOT", slot}});
     expect_runs_like_cpu(plugin.options());
@@ -194,4 +196,112 @@ TEST(PluginChecks, TwoDevicesOfAnAbi11PluginCopyThroughTheHost) {
   quilt::testing::expect_close(
       s.run({{"x", x}}).at("y"),
       Session(kDir + "/hetero_all_claimed.onnx", cpu_only).run({{"x", x}}).at("y"));
+}
+
+namespace {
+
+// The backend and reason of the node called `name` in the plan.
+const PlanReport::Node& plan_node(const PlanReport& plan, const std::string& name) {
+  for (const auto& n : plan.nodes)
+    if (n.name == name) return n;
+  throw std::runtime_error("no node '" + name + "' in the plan:\n" + plan.to_text());
+}
+
+void expect_same_outputs_as_cpu(Session& s, const std::string& model, const Tensor& x) {
+  SessionOptions cpu_only;
+  cpu_only.threads = 2;
+  quilt::testing::expect_close(s.run({{"x", x}}).at("y"),
+                               Session(kDir + "/" + model, cpu_only).run({{"x", x}}).at("y"));
+}
+
+}  // namespace
+
+// Node by node the example claims the Conv, the Relu and the residual Add; claiming by pattern
+// (graph_claims=conv_relu) it takes the Conv and the Relu after it, and the Add goes to the CPU
+// with the backend's reason. Both plans give the CPU's outputs.
+TEST(PluginChecks, TheGraphClaimsDecideThePlan) {
+  const Tensor x = quilt::testing::random_input({1, 4, 8, 8}, 5);
+  SessionOptions per_node = with_example({});
+  per_node.partition_cost_rule = false;
+  Session all(kDir + "/hetero_all_claimed.onnx", per_node);
+  for (const char* name : {"conv", "relu", "residual"})
+    EXPECT_EQ(plan_node(all.plan(), name).backend, "example:0") << all.plan().to_text();
+  EXPECT_EQ(all.plan().patches.size(), 1u) << all.plan().to_text();
+
+  SessionOptions pattern = with_example({{"graph_claims", "conv_relu"}});
+  pattern.partition_cost_rule = false;
+  Session s(kDir + "/hetero_all_claimed.onnx", pattern);
+  const PlanReport& plan = s.plan();
+  EXPECT_EQ(plan_node(plan, "conv").backend, "example:0") << plan.to_text();
+  EXPECT_EQ(plan_node(plan, "relu").backend, "example:0") << plan.to_text();
+  EXPECT_EQ(plan_node(plan, "conv").patch, plan_node(plan, "relu").patch);
+  EXPECT_EQ(plan_node(plan, "residual").backend, "cpu") << plan.to_text();
+  EXPECT_EQ(plan_node(plan, "residual").reason,
+            "example:0: Add: graph_claims=conv_relu claims only a Conv followed by a Relu");
+  EXPECT_EQ(plan.patches.size(), 2u) << plan.to_text();
+  expect_same_outputs_as_cpu(s, "hetero_all_claimed.onnx", x);
+  expect_same_outputs_as_cpu(all, "hetero_all_claimed.onnx", x);
+}
+
+// graph_claims=whole: a graph the example can run entirely is all its own; one with a node it
+// cannot run (hetero_mlp's Softmax) stays entirely on the CPU, each node saying why.
+TEST(PluginChecks, AGraphTakenWholeOrNotAtAll) {
+  SessionOptions o = with_example({{"graph_claims", "whole"}});
+  o.partition_cost_rule = false;
+  Session whole(kDir + "/hetero_all_claimed.onnx", o);
+  ASSERT_EQ(whole.plan().patches.size(), 1u) << whole.plan().to_text();
+  EXPECT_EQ(whole.plan().patches[0].backend, "example:0");
+  expect_same_outputs_as_cpu(whole, "hetero_all_claimed.onnx",
+                             quilt::testing::random_input({1, 4, 8, 8}, 6));
+
+  Session none(kDir + "/hetero_mlp.onnx", o);
+  const PlanReport& plan = none.plan();
+  for (const auto& n : plan.nodes) {
+    SCOPED_TRACE(n.name);
+    EXPECT_EQ(n.backend, "cpu") << plan.to_text();
+    if (n.name != "sm") {
+      EXPECT_NE(n.reason.find("graph_claims=whole: the graph's Softmax 'sm' cannot run here, so "
+                              "none of it does (Softmax is not supported)"),
+                std::string::npos)
+          << n.reason;
+    }
+  }
+  EXPECT_EQ(plan_node(plan, "sm").reason, "example:0: Softmax is not supported");
+  expect_same_outputs_as_cpu(none, "hetero_mlp.onnx", quilt::testing::random_input({8, 64}, 7));
+}
+
+// Strict mode (no CPU fallback): what the graph claims leave out is an error naming the node
+// and the backend's reason, as with per-node claims.
+TEST(PluginChecks, GraphClaimsInStrictModeNameWhatIsLeftOut) {
+  SessionOptions o = with_example({{"graph_claims", "conv_relu"}});
+  o.backends = {"example"};
+  o.cpu_fallback = false;
+  expect_error([&] { Session(kDir + "/hetero_all_claimed.onnx", o); }, ErrorCode::NotImplemented,
+               {"1 node is not supported by the requested backends (example:0) and CPU fallback "
+                "is off",
+                "[Add node \"residual\"] example:0: Add: graph_claims=conv_relu claims only a "
+                "Conv followed by a Relu"});
+  o.backend_options["example"]["graph_claims"] = "whole";
+  Session s(kDir + "/hetero_all_claimed.onnx", o);
+  EXPECT_EQ(s.plan().patches.size(), 1u);
+}
+
+// Malformed whole-graph answers: a clear error of the session naming the plugin, never a crash.
+TEST(PluginChecks, AMalformedGraphAnswerIsAnErrorNamingThePlugin) {
+  const std::pair<const char*, std::string> faults[] = {
+      {"short", "malformed answer: 2 claims for a graph of 3 nodes"},
+      {"null_claimed", "malformed answer: claimed is NULL"},
+      {"null_reason", "malformed answer: the reason of node 0 (Conv 'conv') is NULL"},
+      {"unterminated",
+       "malformed answer: the reason of node 0 (Conv 'conv') has no NUL within 512 bytes"},
+      {"bad_claim", "malformed answer: claim of node 0 (Conv 'conv') is 7, expected 0 or 1"},
+      {"fail", "[example] supports_graph: injected failure"},
+  };
+  for (const auto& [fault, message] : faults) {
+    SCOPED_TRACE(fault);
+    FaultyPlugin plugin(std::string("graph_") + fault, {{"QUILT_EXAMPLE_GRAPH_CLAIMS", fault}});
+    expect_error(
+        [&] { Session(kDir + "/hetero_all_claimed.onnx", plugin.options()); }, ErrorCode::Runtime,
+        {"[example:0] supports_graph of backend 'example' (" + plugin.path() + ")", message});
+  }
 }

@@ -6,6 +6,7 @@
 #include <quilt/backend.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstring>
 #include <deque>
 #include <memory>
@@ -451,6 +452,49 @@ TEST_F(ExamplePlugin, ClaimsFloat32MatMulAddReluConv) {
            {integer("group", 4), string("auto_pad", "SAME_LOWER"), ints("strides", {1, 1})});
     EXPECT_EQ(refusal(d, g, {y}), "");
   }
+}
+
+// ABI 1.2's supports_graph on a Conv -> Relu -> Add -> Softmax chain: one claim and one
+// NUL-terminated reason per node, released through the answer's release callback; graph_claims
+// picks what is claimed.
+TEST_F(ExamplePlugin, ClaimsAWholeGraphByPattern) {
+  ASSERT_GE(backend_->struct_size, offsetof(quilt_backend_t, supports_graph) + sizeof(void*));
+  ASSERT_NE(backend_->supports_graph, nullptr);
+  GraphBuilder g;
+  int32_t x = g.value("x", {1, 2, 4, 4}), w = g.value("w", {2, 2, 1, 1}, iota_values(4));
+  int32_t c = g.value("c", {1, 2, 4, 4}), r = g.value("r", {1, 2, 4, 4});
+  int32_t a = g.value("a", {1, 2, 4, 4}), y = g.value("y", {1, 2, 4, 4});
+  g.node("Conv", {x, w}, {c}, {}, "conv");
+  g.node("Relu", {c}, {r}, {}, "relu");
+  g.node("Add", {r, x}, {a}, {}, "add");
+  g.node("Softmax", {a}, {y}, {}, "sm");
+  const quilt_graph_t& graph = g.build({y});
+  auto claims_of = [&](const std::string& mode) {
+    quilt_device_t d = open({{"graph_claims", mode}});
+    quilt_graph_claims_t claims{};
+    claims.struct_size = sizeof(claims);
+    EXPECT_OK(backend_->supports_graph(d, &graph, &claims));
+    std::vector<std::pair<int, std::string>> out;
+    EXPECT_EQ(claims.num_nodes, 4u);
+    for (size_t n = 0; n < claims.num_nodes && n < 4; ++n)
+      out.emplace_back(claims.claimed[n], claims.reasons[n]);
+    EXPECT_NE(claims.release, nullptr);
+    if (claims.release) claims.release(claims.release_context);
+    return out;
+  };
+  using Claims = std::vector<std::pair<int, std::string>>;
+  EXPECT_EQ(claims_of("node"),
+            (Claims{{1, ""}, {1, ""}, {1, ""}, {0, "Softmax is not supported"}}));
+  const std::string pattern = ": graph_claims=conv_relu claims only a Conv followed by a Relu";
+  EXPECT_EQ(claims_of("conv_relu"),
+            (Claims{{1, ""}, {1, ""}, {0, "Add" + pattern}, {0, "Softmax is not supported"}}));
+  const std::string whole =
+      "graph_claims=whole: the graph's Softmax 'sm' cannot run here, so none of it does "
+      "(Softmax is not supported)";
+  EXPECT_EQ(claims_of("whole"),
+            (Claims{{0, whole}, {0, whole}, {0, whole}, {0, "Softmax is not supported"}}));
+  expect_error(open_status({{"graph_claims", "some"}}), QUILT_STATUS_INVALID_ARGUMENT,
+               {"option graph_claims: 'some' is not node, conv_relu or whole"});
 }
 
 TEST_F(ExamplePlugin, RefusesOtherNodesWithAReason) {

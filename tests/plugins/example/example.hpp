@@ -178,6 +178,10 @@ struct Options {
   // runs being sequential, run_begin finds no other run open (so the last one ended).
   bool check_runs = false;
   bool fail_run_begin = false;  // run_begin fails
+  // ABI 1.2 supports_graph, for the host's tests: "node" claims what supports would; "conv_relu"
+  // only a Conv whose output a Relu reads, and that Relu (a pattern run fused); "whole" every
+  // node or, when one cannot run here, none.
+  std::string graph_claims = "node";
 };
 
 // Turns C++ exceptions (bad_alloc from a vector, say) into a status: nothing crosses the ABI.

@@ -5,7 +5,9 @@
 //
 // Options (device_open): memory_limit (bytes, default 256 MiB), execute_delay_ms (simulated
 // device time per execute, default 0), fail_execute_on / fail_compile_on (a node name: inject a
-// failure into executes / compiles of patches containing it).
+// failure into executes / compiles of patches containing it), graph_claims (what supports_graph,
+// ABI 1.2's whole-graph claims, claims: node, the default, as supports; conv_relu, only a Conv
+// followed by a Relu; whole, all or nothing).
 #include <algorithm>
 #include <atomic>
 #include <charconv>
@@ -25,7 +27,7 @@ namespace {
 
 constexpr const char* kKnownOptions =
     "memory_limit, execute_delay_ms, fail_execute_on, fail_execute_count, fail_compile_on, "
-    "check_runs, fail_run_begin";
+    "check_runs, fail_run_begin, graph_claims";
 
 Status parse_options(const quilt_option_t* options, size_t count, Options* out) {
   auto number = [](const char* key, const char* text, uint64_t* value) -> Status {
@@ -57,6 +59,12 @@ Status parse_options(const quilt_option_t* options, size_t count, Options* out) 
       out->check_runs = std::string(value) == "1";
     } else if (key == "fail_run_begin") {
       out->fail_run_begin = std::string(value) == "1";
+    } else if (key == "graph_claims") {
+      out->graph_claims = value;
+      if (out->graph_claims != "node" && out->graph_claims != "conv_relu" &&
+          out->graph_claims != "whole")
+        status = fail(QUILT_STATUS_INVALID_ARGUMENT, "option graph_claims: '" + out->graph_claims +
+                                                         "' is not node, conv_relu or whole");
     } else {
       status = fail(QUILT_STATUS_INVALID_ARGUMENT,
                     "unknown option '" + key + "' (known: " + kKnownOptions + ")");
@@ -155,6 +163,78 @@ quilt_status_t supports(quilt_device_t, const quilt_graph_t* graph, int32_t* cla
       std::memcpy(reason, why.data(), n);
       reason[n] = '\0';
     }
+    return {};
+  });
+}
+
+// The answer of supports_graph, owned by the plugin until the host's release call.
+struct GraphClaims {
+  std::vector<int32_t> claimed;
+  std::vector<std::string> reasons;
+  std::vector<const char*> reason_ptrs;
+};
+
+quilt_status_t supports_graph(quilt_device_t device, const quilt_graph_t* graph,
+                              quilt_graph_claims_t* claims) {
+  return guarded([&]() -> Status {
+    if (!graph_fits(graph) || !claims)
+      return fail(QUILT_STATUS_INVALID_ARGUMENT, "supports_graph: expected a graph and claims");
+    const size_t n = graph->num_nodes;
+    auto answer = std::make_unique<GraphClaims>();
+    std::vector<std::string>& why = answer->reasons;
+    why.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      NodeDesc desc;
+      why[i] = check_node(*graph, graph->nodes[i], &desc);
+    }
+    auto label = [&](size_t i) {
+      const quilt_node_t& node = graph->nodes[i];
+      return std::string(node.op_type) + " '" + (node.name ? node.name : "") + "'";
+    };
+    answer->claimed.assign(n, 0);
+    const std::string& mode = device->options.graph_claims;
+    if (mode == "conv_relu") {
+      // A Relu runs here only fused into the Conv before it, and that Conv only with it.
+      std::vector<int> producer(graph->num_values, -1);
+      for (size_t i = 0; i < n; ++i)
+        for (size_t o = 0; o < graph->nodes[i].num_outputs; ++o)
+          if (int32_t v = graph->nodes[i].outputs[o]; v >= 0 && size_t(v) < graph->num_values)
+            producer[v] = static_cast<int>(i);
+      for (size_t i = 0; i < n; ++i) {
+        const quilt_node_t& node = graph->nodes[i];
+        if (std::strcmp(node.op_type, "Relu") != 0 || !why[i].empty() || node.num_inputs < 1 ||
+            node.inputs[0] < 0 || size_t(node.inputs[0]) >= graph->num_values)
+          continue;
+        const int p = producer[node.inputs[0]];
+        if (p >= 0 && std::strcmp(graph->nodes[p].op_type, "Conv") == 0 && why[p].empty())
+          answer->claimed[i] = answer->claimed[p] = 1;
+      }
+      for (size_t i = 0; i < n; ++i)
+        if (!answer->claimed[i] && why[i].empty())
+          why[i] = std::string(graph->nodes[i].op_type) +
+                   ": graph_claims=conv_relu claims only a Conv followed by a Relu";
+    } else {
+      size_t refused = n;
+      for (size_t i = 0; i < n && refused == n; ++i)
+        if (!why[i].empty()) refused = i;
+      for (size_t i = 0; i < n; ++i) {
+        if (!why[i].empty()) continue;
+        if (mode == "whole" && refused < n)
+          why[i] = "graph_claims=whole: the graph's " + label(refused) +
+                   " cannot run here, so none of it does (" + why[refused] + ")";
+        else
+          answer->claimed[i] = 1;
+      }
+    }
+    for (std::string& r : why) {
+      if (r.size() >= QUILT_CLAIM_REASON_MAX) r.resize(QUILT_CLAIM_REASON_MAX - 1);
+      answer->reason_ptrs.push_back(r.c_str());
+    }
+    claims->num_nodes = n;
+    claims->claimed = answer->claimed.data();
+    claims->reasons = answer->reason_ptrs.data();
+    claims->release = [](void* context) { delete static_cast<GraphClaims*>(context); };
+    claims->release_context = answer.release();
     return {};
   });
 }
@@ -430,6 +510,7 @@ constexpr uint32_t kReportedAbi = QUILT_BACKEND_ABI_VERSION;
     .executable_serialize = nullptr,
     .executable_deserialize = nullptr,
     .copy_device_to_device = copy_device_to_device,
+    .supports_graph = supports_graph,
 };
 
 #ifdef QUILT_EXAMPLE_FAULTS
@@ -439,7 +520,38 @@ constexpr uint32_t kReportedAbi = QUILT_BACKEND_ABI_VERSION;
 //   QUILT_EXAMPLE_STRUCT_SIZE=<bytes>   the table's struct_size (an older or broken plugin)
 //   QUILT_EXAMPLE_ABI_MINOR=<minor>     abi_version 1.<minor>
 //   QUILT_EXAMPLE_UNTERMINATED_REASON=1 supports() refuses filling reason without a NUL
+//   QUILT_EXAMPLE_GRAPH_CLAIMS=<fault>  supports_graph answers wrongly: "short" (one claim too
+//                                       few), "null_claimed", "null_reason" (node 0's),
+//                                       "unterminated" (node 0's reason has no NUL), "bad_claim"
+//                                       (node 0's claim is 7) or "fail" (an error status)
 quilt_backend_t g_faulty;
+
+quilt_status_t supports_graph_faulty(quilt_device_t device, const quilt_graph_t* graph,
+                                     quilt_graph_claims_t* claims) {
+  const char* env = std::getenv("QUILT_EXAMPLE_GRAPH_CLAIMS");
+  const std::string fault = env ? env : "";
+  if (fault == "fail")
+    return to_c(fail(QUILT_STATUS_DEVICE_ERROR, "supports_graph: injected failure"));
+  quilt_status_t s = supports_graph(device, graph, claims);
+  if (s || claims->num_nodes == 0) return s;
+  // Copies of the answer's arrays, altered; the answer itself is still released by the host.
+  thread_local std::vector<int32_t> claimed;
+  thread_local std::vector<const char*> reasons;
+  thread_local char no_nul[2 * QUILT_CLAIM_REASON_MAX];
+  claimed.assign(claims->claimed, claims->claimed + claims->num_nodes);
+  reasons.assign(claims->reasons, claims->reasons + claims->num_nodes);
+  claims->claimed = claimed.data();
+  claims->reasons = reasons.data();
+  if (fault == "short") claims->num_nodes -= 1;
+  if (fault == "null_claimed") claims->claimed = nullptr;
+  if (fault == "null_reason") reasons[0] = nullptr;
+  if (fault == "bad_claim") claimed[0] = 7;
+  if (fault == "unterminated") {
+    std::memset(no_nul, 'x', sizeof(no_nul));
+    reasons[0] = no_nul;
+  }
+  return nullptr;
+}
 
 quilt_status_t supports_unterminated(quilt_device_t device, const quilt_graph_t* graph,
                                      int32_t* claimed, char* reason, size_t reason_size) {
@@ -473,6 +585,7 @@ const quilt_backend_t* faulty_backend() {
         {"event_timestamps", offsetof(quilt_backend_t, event_timestamps)},
         {"run_begin", offsetof(quilt_backend_t, run_begin)},
         {"run_end", offsetof(quilt_backend_t, run_end)},
+        {"supports_graph", offsetof(quilt_backend_t, supports_graph)},
     };
     for (const auto& [name, offset] : slots)
       if (std::strcmp(slot, name) == 0)
@@ -482,7 +595,11 @@ const quilt_backend_t* faulty_backend() {
     g_faulty.struct_size = static_cast<uint32_t>(std::strtoul(size, nullptr, 10));
   if (const char* minor = std::getenv("QUILT_EXAMPLE_ABI_MINOR"))
     g_faulty.abi_version = (QUILT_BACKEND_ABI_MAJOR << 16) | std::strtoul(minor, nullptr, 10);
-  if (std::getenv("QUILT_EXAMPLE_UNTERMINATED_REASON")) g_faulty.supports = supports_unterminated;
+  if (std::getenv("QUILT_EXAMPLE_UNTERMINATED_REASON")) {
+    g_faulty.supports = supports_unterminated;
+    g_faulty.supports_graph = nullptr;  // so that the host asks supports()
+  }
+  if (std::getenv("QUILT_EXAMPLE_GRAPH_CLAIMS")) g_faulty.supports_graph = supports_graph_faulty;
   return &g_faulty;
 }
 #endif
