@@ -11,7 +11,7 @@
 set -euo pipefail
 
 QUILT_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-usage() { sed -n '2,11p' "${BASH_SOURCE[0]}" >&2; exit 2; }
+usage() { sed -n '2,10p' "${BASH_SOURCE[0]}" >&2; exit 2; }
 [ $# -ge 1 ] || usage
 what="$1"; shift
 case "$what" in
