@@ -4,8 +4,8 @@
 #                                          -fsanitize=thread, the configuration of tools/test.sh
 #                                          --sanitize thread) and build only what the tsan_* tests
 #                                          run: quilt_unit_tests (libquilt's objects, the CPU
-#                                          backend, the example plugin and its variants) and
-#                                          example_plugin_tests; make their test models
+#                                          backend, the example plugin and its variants),
+#                                          example_plugin_tests and case_runner; test models
 #   tools/tsan.sh exec PROGRAM [ARGS...]   run PROGRAM with TSan's options: the first report ends
 #                                          it with exit code 66 (suppressions: tools/sanitizers/tsan.supp)
 set -euo pipefail
@@ -24,7 +24,7 @@ if [ "$what" = build ]; then
   # Under CTest, QUILT_BUILD is the test build running the tests (build-tsan/ next to build/).
   tsan_build="${QUILT_TSAN_BUILD:-${QUILT_BUILD:-$QUILT_ROOT/build}-tsan}"
   QUILT_BUILD="$tsan_build" QUILT_SANITIZE=thread \
-    QUILT_SETUP_TARGETS="quilt_unit_tests example_plugin_tests" source "$QUILT_ROOT/tools/setup.sh"
+    QUILT_SETUP_TARGETS="quilt_unit_tests example_plugin_tests case_runner" source "$QUILT_ROOT/tools/setup.sh"
   # quilt_unit_tests reads <build>/test_models (tests/models/gen_test_models.py's output).
   quilt_log "making the test models in $tsan_build/test_models"
   "$QUILT_PYTHON" "$QUILT_ROOT/tests/models/gen_test_models.py" "$tsan_build/test_models" >/dev/null
