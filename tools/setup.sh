@@ -99,6 +99,8 @@ fi
 # QUILT_SETUP_TARGETS (tools/tsan.sh) builds only those targets, and stops there.
 if [ -n "${QUILT_SETUP_TARGETS:-}" ]; then
   quilt_log "building $QUILT_SETUP_TARGETS in $QUILT_BUILD"
+  # Configured again first: make knows no target that CMakeLists.txt added since the last run.
+  cmake "$QUILT_BUILD" >/dev/null
   # shellcheck disable=SC2086  # a list of target names
   cmake --build "$QUILT_BUILD" -j"$(nproc)" --target $QUILT_SETUP_TARGETS >&2
   return 0
