@@ -3,8 +3,9 @@
 #   tools/test.sh [--sanitize address,undefined | --sanitize thread] [ctest arguments...]
 # Extra arguments go to ctest (e.g. tools/test.sh -R cases_nn).
 # --sanitize builds into its own directory (build-asan-ubsan/, build-tsan/) with those sanitizers
-# (by clang, tools/setup.sh) and runs the same suite there. Every report (from any process the tests start) is written to
-# <build>/sanitizer-reports/; the run fails if there is one, and prints them at the end.
+# (by clang, tools/setup.sh) and runs the same suite there. Every report (from any process the
+# tests start) is written to <build>/sanitizer-reports/; the run fails if there is one, and prints
+# them at the end.
 set -euo pipefail
 
 sanitize=""
