@@ -163,7 +163,9 @@ struct RunState {
   std::vector<SlotState> slots;
   RunTypes types;  // per value, for this run
   std::exception_ptr error;
-  bool failed = false;
+  // Set under mutex by fail(); also read without it, as an early exit, by the lanes' issue()
+  // and the issuing loop (a plain bool there was a data race, found by ThreadSanitizer).
+  std::atomic<bool> failed{false};
   struct SpanRecord {
     RunProfile::Span span;
     std::shared_ptr<Event> event;

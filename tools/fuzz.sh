@@ -47,20 +47,14 @@ else
 fi
 # The first clang whose libFuzzer runtime is installed (Debian: clang 15 carries it, clang 14
 # needs libclang-rt-14-dev).
-CLANG=""
-for v in 15 14 ""; do
-  cxx=clang++${v:+-$v}
-  command -v "$cxx" >/dev/null || continue
-  [ -f "$("$cxx" -print-resource-dir)/lib/linux/libclang_rt.fuzzer-x86_64.a" ] || continue
-  CLANG="$cxx"; break
-done
-if [ -z "$CLANG" ]; then
+source "$QUILT_ROOT/tools/sanitizers/find_clang.sh"
+if ! quilt_find_clang fuzzer; then
   echo "tools/fuzz.sh: no clang with libFuzzer (Debian: clang libclang-rt-dev, which tools/setup.sh installs)" >&2
   exit 1
 fi
 if [ ! -f "$FUZZ_BUILD/CMakeCache.txt" ]; then
   quilt_log "configuring $FUZZ_BUILD ($CLANG, libFuzzer + ASan + UBSan)"
-  CC="${CLANG/clang++/clang}" CXX="$CLANG" cmake -S "$QUILT_ROOT" -B "$FUZZ_BUILD" \
+  CC="$CLANG_C" CXX="$CLANG" cmake -S "$QUILT_ROOT" -B "$FUZZ_BUILD" \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQUILT_FUZZ=ON >&2
 fi
 if [ "$what" != exec ]; then

@@ -3,8 +3,9 @@
 #   tools/test.sh [--sanitize address,undefined | --sanitize thread] [ctest arguments...]
 # Extra arguments go to ctest (e.g. tools/test.sh -R cases_nn).
 # --sanitize builds into its own directory (build-asan-ubsan/, build-tsan/) with those sanitizers
-# and runs the same suite there. Every report (from any process the tests start) is written to
-# <build>/sanitizer-reports/; the run fails if there is one, and prints them at the end.
+# (by clang, tools/setup.sh) and runs the same suite there. Every report (from any process the
+# tests start) is written to <build>/sanitizer-reports/; the run fails if there is one, and prints
+# them at the end.
 set -euo pipefail
 
 sanitize=""
@@ -50,7 +51,12 @@ supp="$QUILT_ROOT/tools/sanitizers"
 export ASAN_OPTIONS="log_path=$reports/asan:halt_on_error=1:detect_leaks=1:check_initialization_order=1:strict_init_order=1:detect_stack_use_after_return=1"
 export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="log_path=$reports/ubsan:halt_on_error=1:print_stacktrace=1"
-export TSAN_OPTIONS="log_path=$reports/tsan:halt_on_error=1:second_deadlock_stack=1"
+# Reports with file:line (Debian installs llvm-symbolizer under a versioned name only).
+symbolizer="$(command -v llvm-symbolizer-15 || command -v llvm-symbolizer-14 || command -v llvm-symbolizer || true)"
+if [ -n "$symbolizer" ]; then
+  export ASAN_SYMBOLIZER_PATH="$symbolizer" UBSAN_SYMBOLIZER_PATH="$symbolizer" TSAN_SYMBOLIZER_PATH="$symbolizer"
+fi
+export TSAN_OPTIONS="log_path=$reports/tsan:halt_on_error=1:second_deadlock_stack=1:suppressions=$supp/tsan.supp:print_suppressions=0"
 
 cd "$QUILT_BUILD"
 status=0
