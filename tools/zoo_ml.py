@@ -54,23 +54,32 @@ def _skl(estimator, x, y, zipmap=True):
     return model, {model.graph.input[0].name: x[:ROWS]}
 
 
+# The parametrised builders return a builder; scikit-learn is imported only when one runs, so
+# that importing tools/zoo.py (its onnxruntime benchmark child too) does not load it (~70 MiB).
 def rf_classifier(zipmap=True):
-    from sklearn.ensemble import RandomForestClassifier
+    def build():
+        from sklearn.ensemble import RandomForestClassifier
 
-    return lambda: _skl(RandomForestClassifier(50, max_depth=8, random_state=SEED), *_classification(), zipmap)
+        return _skl(RandomForestClassifier(50, max_depth=8, random_state=SEED), *_classification(),
+                    zipmap)
+    return build
 
 
 def gb_classifier(zipmap=True):
-    from sklearn.ensemble import GradientBoostingClassifier
+    def build():
+        from sklearn.ensemble import GradientBoostingClassifier
 
-    return lambda: _skl(GradientBoostingClassifier(n_estimators=30, max_depth=3, random_state=SEED),
-                        *_classification(), zipmap)
+        return _skl(GradientBoostingClassifier(n_estimators=30, max_depth=3, random_state=SEED),
+                    *_classification(), zipmap)
+    return build
 
 
 def rf_regressor(targets=1):
-    from sklearn.ensemble import RandomForestRegressor
+    def build():
+        from sklearn.ensemble import RandomForestRegressor
 
-    return lambda: _skl(RandomForestRegressor(50, max_depth=8, random_state=SEED), *_regression(targets))
+        return _skl(RandomForestRegressor(50, max_depth=8, random_state=SEED), *_regression(targets))
+    return build
 
 
 def gb_regressor():
