@@ -440,16 +440,18 @@ std::vector<Value> concat_from_sequence(const Node& node, const std::vector<Valu
   int64_t total = 0;
   for (size_t k = 0; k < items.size(); ++k) {
     Tensor t = items[k].tensor();
+    // Rank checked before new_axis inserts at `axis`: a tensor of lower rank than tensor 0 would
+    // put the new axis past its end (a heap overflow the run fuzzer found).
+    if (t.dtype() != first.dtype() || t.rank() != first.rank())
+      node.fail("tensor " + std::to_string(k) + " is " + dtype_name(t.dtype()) + " " +
+                    to_string(t.shape()) + ", tensor 0 " + dtype_name(first.dtype()) + " " +
+                    to_string(first.shape()),
+                ErrorCode::InvalidArgument);
     if (new_axis) {
       std::vector<int64_t> s = t.shape();
       s.insert(s.begin() + axis, 1);
       t = t.reshaped(s);
     }
-    if (t.dtype() != first.dtype() || t.rank() != rank)
-      node.fail("tensor " + std::to_string(k) + " is " + dtype_name(t.dtype()) + " " +
-                    to_string(items[k].tensor().shape()) + ", tensor 0 " +
-                    dtype_name(first.dtype()) + " " + to_string(first.shape()),
-                ErrorCode::InvalidArgument);
     for (int64_t d = 0; d < rank; ++d)
       if (d != axis && t.dim(d) != (pieces.empty() ? t.dim(d) : pieces[0].dim(d)))
         node.fail("tensor " + std::to_string(k) + " has shape " + to_string(t.shape()) +

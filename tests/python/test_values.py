@@ -128,6 +128,12 @@ def test_cli_writes_sequences_as_folders_and_maps_as_json(tmp_path):
      [helper.make_value_info("s", SEQ)], [vi("y")],
      {"s": [np.ones((1, 2), np.float32), np.ones((1, 3), np.float32)]}, quilt.InvalidArgument,
      r"tensor 1 has shape \[1, 3\], which differs from tensor 0's off axis 0"),
+    # A tensor of lower rank with new_axis at the last axis: refused before the axis is inserted
+    # (inserting it first wrote past the shape's end; found by fuzz_run).
+    ([helper.make_node("ConcatFromSequence", ["s"], ["y"], name="cat", axis=-1, new_axis=1)],
+     [helper.make_value_info("s", SEQ)], [vi("y")],
+     {"s": [np.ones((2, 3, 4), np.float32), np.ones((3, 4), np.float32)]}, quilt.InvalidArgument,
+     r'\[ConcatFromSequence node "cat"\] tensor 1 is float32 \[3, 4\], tensor 0 float32 \[2, 3, 4\]'),
     ([helper.make_node("OptionalGetElement", ["o"], ["y"], name="get")],
      [helper.make_value_info("o", helper.make_optional_type_proto(F))], [vi("y")], {"o": None},
      quilt.InvalidArgument, r"\[OptionalGetElement node \"get\"\] the optional input 'o' holds no element"),
