@@ -764,17 +764,62 @@ void register_string_schemas(SchemaRegistry& r) {
 
 namespace quilt {
 
+// The names of a graph's values (node outputs, inputs, initializers), for fresh_name.
+std::set<std::string> value_names(const Graph& graph) {
+  std::set<std::string> names;
+  for (const Node& n : graph.nodes)
+    for (const auto& o : n.outputs) names.insert(o);
+  for (const auto& in : graph.inputs) names.insert(in.name);
+  for (const auto& [name, _] : graph.initializers) names.insert(name);
+  return names;
+}
+
+// `base`, or base with underscores appended, not yet in `names`; added to it.
+std::string fresh_name(std::set<std::string>& names, std::string base) {
+  while (names.count(base)) base += "_";
+  names.insert(base);
+  return base;
+}
+
+Attribute ints_attribute(std::string name, std::vector<int64_t> ints) {
+  Attribute a;
+  a.name = std::move(name);
+  a.kind = Attribute::Kind::Ints;
+  a.ints = std::move(ints);
+  return a;
+}
+
+Attribute strings_attribute(std::string name, std::vector<std::string> strings) {
+  Attribute a;
+  a.name = std::move(name);
+  a.kind = Attribute::Kind::Strings;
+  a.strings = std::move(strings);
+  return a;
+}
+
+// An ai.onnx.ml LabelEncoder (opset 2) the load-time rewrites insert: input -> output by
+// `attributes` (keys_*, values_*, default_*), at node index `index`.
+Node label_encoder(std::string name, std::string input, std::string output, size_t index,
+                   std::vector<Attribute> attributes) {
+  Node encoder;
+  encoder.name = std::move(name);
+  encoder.op_type = "LabelEncoder";
+  encoder.domain = kMl;
+  encoder.opset = 2;
+  encoder.inputs = {std::move(input)};
+  encoder.outputs = {std::move(output)};
+  encoder.index = index;
+  for (Attribute& a : attributes) encoder.attributes[a.name] = std::move(a);
+  return encoder;
+}
+
 int lower_string_class_labels(Graph& graph) {
   // The classifiers, each with the attribute that holds integer labels.
   static const std::map<std::string, std::string> kInts = {
       {"TreeEnsembleClassifier", "classlabels_int64s"},
       {"LinearClassifier", "classlabels_ints"},
       {"SVMClassifier", "classlabels_ints"}};
-  std::set<std::string> names;
-  for (const Node& n : graph.nodes)
-    for (const auto& o : n.outputs) names.insert(o);
-  for (const auto& in : graph.inputs) names.insert(in.name);
-  for (const auto& [name, _] : graph.initializers) names.insert(name);
+  std::set<std::string> names = value_names(graph);
   std::vector<Node> added;
   for (Node& n : graph.nodes) {
     auto ints = kInts.find(n.op_type);
@@ -784,32 +829,15 @@ int lower_string_class_labels(Graph& graph) {
     const std::vector<std::string> labels = n.attr_strings("classlabels_strings");
     std::vector<int64_t> index(labels.size());
     for (size_t i = 0; i < index.size(); ++i) index[i] = static_cast<int64_t>(i);
-    std::string ids = n.outputs[0] + "/class_index";
-    while (names.count(ids)) ids += "_";
-    names.insert(ids);
-    Node encoder;
-    encoder.name = (n.name.empty() ? n.op_type : n.name) + "/class_labels";
-    encoder.op_type = "LabelEncoder";
-    encoder.domain = kMl;
-    encoder.opset = 2;  // keys_int64s -> values_strings
-    encoder.inputs = {ids};
-    encoder.outputs = {n.outputs[0]};
-    encoder.index = graph.nodes.size() + added.size();
-    Attribute keys, values;
-    keys.name = "keys_int64s";
-    keys.kind = Attribute::Kind::Ints;
-    keys.ints = index;
-    values.name = "values_strings";
-    values.kind = Attribute::Kind::Strings;
-    values.strings = labels;
-    encoder.attributes = {{keys.name, keys}, {values.name, values}};
+    const std::string ids = fresh_name(names, n.outputs[0] + "/class_index");
+    // keys_int64s -> values_strings
+    Node encoder = label_encoder(
+        (n.name.empty() ? n.op_type : n.name) + "/class_labels", ids, n.outputs[0],
+        graph.nodes.size() + added.size(),
+        {ints_attribute("keys_int64s", index), strings_attribute("values_strings", labels)});
     n.outputs[0] = ids;
     n.attributes.erase("classlabels_strings");
-    Attribute int_labels;
-    int_labels.name = ints->second;
-    int_labels.kind = Attribute::Kind::Ints;
-    int_labels.ints = index;
-    n.attributes[int_labels.name] = int_labels;
+    n.attributes[ints->second] = ints_attribute(ints->second, index);
     added.push_back(std::move(encoder));
   }
   const int count = static_cast<int>(added.size());
@@ -818,11 +846,7 @@ int lower_string_class_labels(Graph& graph) {
 }
 
 int lower_string_tfidf(Graph& graph) {
-  std::set<std::string> names;
-  for (const Node& n : graph.nodes)
-    for (const auto& o : n.outputs) names.insert(o);
-  for (const auto& in : graph.inputs) names.insert(in.name);
-  for (const auto& [name, _] : graph.initializers) names.insert(name);
+  std::set<std::string> names = value_names(graph);
   std::vector<Node> nodes;
   int count = 0;
   for (Node& n : graph.nodes) {
@@ -838,36 +862,22 @@ int lower_string_tfidf(Graph& graph) {
         if (added) words.push_back(w);
         pool_ids.push_back(it->second);
       }
-      std::string word_ids = n.inputs[0] + "/word_ids";
-      while (names.count(word_ids)) word_ids += "_";
-      names.insert(word_ids);
-      Node encoder;
-      encoder.name = (n.name.empty() ? n.op_type : n.name) + "/word_ids";
-      encoder.op_type = "LabelEncoder";
-      encoder.domain = kMl;
-      encoder.opset = 2;  // keys_strings -> values_int64s, default_int64
-      encoder.inputs = {n.inputs[0]};
-      encoder.outputs = {word_ids};
-      encoder.index = graph.nodes.size() + static_cast<size_t>(count);
-      Attribute keys, values, fallback;
-      keys.name = "keys_strings";
-      keys.kind = Attribute::Kind::Strings;
-      keys.strings = words;
-      values.name = "values_int64s";
-      values.kind = Attribute::Kind::Ints;
-      for (size_t i = 0; i < words.size(); ++i) values.ints.push_back(static_cast<int64_t>(i));
+      const std::string word_ids = fresh_name(names, n.inputs[0] + "/word_ids");
+      std::vector<int64_t> word_index(words.size());
+      for (size_t i = 0; i < words.size(); ++i) word_index[i] = static_cast<int64_t>(i);
+      Attribute fallback;
       fallback.name = "default_int64";
       fallback.kind = Attribute::Kind::Int;
       fallback.i = -1;  // a word outside the pool: no id of the pool
-      encoder.attributes = {{keys.name, keys}, {values.name, values}, {fallback.name, fallback}};
-      nodes.push_back(std::move(encoder));
+      // keys_strings -> values_int64s, default_int64
+      nodes.push_back(label_encoder((n.name.empty() ? n.op_type : n.name) + "/word_ids",
+                                    n.inputs[0], word_ids,
+                                    graph.nodes.size() + static_cast<size_t>(count),
+                                    {strings_attribute("keys_strings", words),
+                                     ints_attribute("values_int64s", word_index), fallback}));
       n.inputs[0] = word_ids;
       n.attributes.erase("pool_strings");
-      Attribute int_pool;
-      int_pool.name = "pool_int64s";
-      int_pool.kind = Attribute::Kind::Ints;
-      int_pool.ints = pool_ids;
-      n.attributes[int_pool.name] = int_pool;
+      n.attributes["pool_int64s"] = ints_attribute("pool_int64s", pool_ids);
       ++count;
     }
     nodes.push_back(std::move(n));
