@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <regex>
 #include <set>
 
@@ -261,13 +263,28 @@ std::vector<Tensor> equal_kernel(const Node& node, const std::vector<Tensor>& in
                             })};
 }
 
-// The pattern of a RegexFullMatch node, compiled once per node and kept (patterns are
-// attributes: the same node always has the same one).
-std::regex compile_pattern(const Node& node) {
+// An ECMAScript regular expression compiled once per process and kept by its text: the host
+// kernels get only the node, and compiling at every run was most of a TF-IDF pipeline's time.
+// Throws std::regex_error when it does not compile (nothing is kept then). At most 256 kept.
+std::shared_ptr<const std::regex> compiled_regex(const std::string& expression) {
+  static std::mutex mutex;
+  static std::map<std::string, std::shared_ptr<const std::regex>> kept;
+  {
+    std::lock_guard lock(mutex);
+    if (auto it = kept.find(expression); it != kept.end()) return it->second;
+  }
+  auto re = std::make_shared<const std::regex>(expression, std::regex::ECMAScript);
+  std::lock_guard lock(mutex);
+  if (kept.size() >= 256) kept.clear();
+  return kept.emplace(expression, std::move(re)).first->second;
+}
+
+// The pattern of a RegexFullMatch node.
+std::shared_ptr<const std::regex> compile_pattern(const Node& node) {
   if (!node.has_attr("pattern")) node.fail("attribute 'pattern' is required");
   const std::string pattern = node.attr_string("pattern", "");
   try {
-    return std::regex(pattern, std::regex::ECMAScript);
+    return compiled_regex(pattern);
   } catch (const std::regex_error& e) {
     node.fail("attribute 'pattern' '" + pattern +
               "' is not a valid regular expression: " + e.what());
@@ -281,11 +298,11 @@ void infer_regex_full_match(InferenceContext& ctx) {
 }
 
 std::vector<Tensor> regex_full_match_kernel(const Node& node, const std::vector<Tensor>& in) {
-  const std::regex re = compile_pattern(node);
+  const std::shared_ptr<const std::regex> re = compile_pattern(node);
   const Tensor& x = in.at(0);
   Tensor y(DType::Bool, x.shape());
   for (int64_t i = 0; i < x.numel(); ++i)
-    y.data<bool>()[i] = std::regex_match(x.data<std::string>()[i], re);
+    y.data<bool>()[i] = std::regex_match(x.data<std::string>()[i], *re);
   return {y};
 }
 
@@ -418,8 +435,8 @@ struct TokenizerAttrs {
   int64_t mincharnum = 1;
   std::string pad;
   bool by_char = false;
-  bool by_match = false;  // tokenexp: the matches are the tokens
-  std::regex pattern;
+  bool by_match = false;                      // tokenexp: the matches are the tokens
+  std::shared_ptr<const std::regex> pattern;  // compiled_regex's
 };
 
 TokenizerAttrs tokenizer_attrs(const Node& node) {
@@ -448,7 +465,7 @@ TokenizerAttrs tokenizer_attrs(const Node& node) {
   if (expression.rfind("(?u)", 0) == 0) expression.erase(0, 4);  // RE2's UTF-8 flag: the default
   if (!a.by_char) {
     try {
-      a.pattern = std::regex(expression, std::regex::ECMAScript);
+      a.pattern = compiled_regex(expression);
     } catch (const std::regex_error& e) {
       node.fail("the tokenizer's expression '" + expression +
                 "' is not a valid regular expression: " + e.what());
@@ -497,7 +514,7 @@ std::vector<Tensor> tokenizer_kernel(const Node& node, const std::vector<Tensor>
       }
     } else {
       size_t last = 0;
-      for (auto m = std::sregex_iterator(s.begin(), s.end(), a.pattern);
+      for (auto m = std::sregex_iterator(s.begin(), s.end(), *a.pattern);
            m != std::sregex_iterator(); ++m) {
         if (m->length(0) == 0) continue;
         if (a.by_match) {
