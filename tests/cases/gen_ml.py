@@ -236,6 +236,90 @@ classifier("tree_classifier_2_both_classes_base2", x3, [4, 7], two, base_values=
 classifier("tree_classifier_int32", randint(30, 3, low=-1, high=2, dtype=np.int32), [10, 20, 30], three,
            as_float=True)
 
+
+# Random forests of ragged trees (leaves at every depth, node ids shuffled), one branch mode each:
+# the CPU walks them in the complete-tree layout (backends/cpu/kernels/ml_tree_complete.hpp, 16
+# trees per walk; cases_ml_scalar forces its scalar walk) and must agree with the node-by-node walk
+# onnxruntime does: modes LEQ, LT, GTE and GT (the last two with the children swapped), missing-value
+# tracks on NaN inputs, x read by permute (<= 16 and <= 32 features) or gather, a partial last
+# group, dense leaf rows (every leaf one weight per target) and sparse ones, MIN/MAX (leaf by leaf).
+def random_forest(trees, depth, features, mode, targets, dense=True, missing=0.0, stop=0.3):
+    """The node and weight attributes of a forest; leaf weights for `targets` targets (all of
+    them on every leaf if dense, else one or two)."""
+    a = {k: [] for k in ["nodes_treeids", "nodes_nodeids", "nodes_featureids", "nodes_modes", "nodes_values",
+                         "nodes_truenodeids", "nodes_falsenodeids", "nodes_missing_value_tracks_true"]}
+    w = {k: [] for k in ["ids", "nodeids", "treeids", "weights"]}
+    for t in range(trees):
+        first, wfirst = len(a["nodes_treeids"]), len(w["ids"])
+
+        def grow(level):
+            me = len(a["nodes_treeids"]) - first
+            leaf = level == depth or (level > 0 and RNG.uniform() < stop)
+            row = dict(nodes_treeids=t, nodes_nodeids=me, nodes_featureids=0 if leaf else int(RNG.integers(features)),
+                       nodes_modes="LEAF" if leaf else mode,
+                       nodes_values=0.0 if leaf else round(float(RNG.normal(0, 0.6)), 3),
+                       nodes_missing_value_tracks_true=int(not leaf and RNG.uniform() < missing),
+                       nodes_truenodeids=0, nodes_falsenodeids=0)
+            at = len(a["nodes_treeids"])
+            for k, v in row.items():
+                a[k].append(v)
+            if leaf:
+                for j in (range(targets) if dense else RNG.choice(targets, int(RNG.integers(1, 3)), replace=False)):
+                    w["ids"].append(int(j))
+                    w["nodeids"].append(me)
+                    w["treeids"].append(t)
+                    w["weights"].append(round(float(RNG.normal(0, 1)), 3))
+            else:
+                a["nodes_truenodeids"][at] = grow(level + 1)
+                a["nodes_falsenodeids"][at] = grow(level + 1)
+            return me
+
+        grow(0)
+        # Node ids shuffled (onnxruntime wants them below the tree's node count), the root first.
+        perm = np.concatenate([[0], 1 + RNG.permutation(len(a["nodes_treeids"]) - first - 1)])
+        for k in ["nodes_nodeids", "nodes_truenodeids", "nodes_falsenodeids"]:
+            a[k][first:] = [int(perm[i]) for i in a[k][first:]]
+        w["nodeids"][wfirst:] = [int(perm[i]) for i in w["nodeids"][wfirst:]]
+    return a, w
+
+
+def forest_x(rows, features, nan=0.0):
+    x = rand(rows, features, low=-1.5, high=1.5)
+    x[RNG.uniform(size=x.shape) < nan] = np.nan
+    return x
+
+
+def forest_regressor(name, x, trees, depth, mode, targets=1, dense=True, missing=0.0, stop=0.3, **attrs):
+    a, w = random_forest(trees, depth, x.shape[1], mode, targets, dense, missing, stop)
+    ml_node(name, "TreeEnsembleRegressor", {"x": x}, ["y"], n_targets=targets, target_ids=w["ids"],
+            target_nodeids=w["nodeids"], target_treeids=w["treeids"], target_weights=w["weights"],
+            rtol=1e-5, atol=1e-5, **a, **attrs)
+
+
+def forest_classifier(name, x, trees, depth, mode, classes, dense=True, missing=0.0, **attrs):
+    a, w = random_forest(trees, depth, x.shape[1], mode, classes, dense, missing)
+    ml_node(name, "TreeEnsembleClassifier", {"x": x}, ["label", "scores"], class_ids=w["ids"],
+            class_nodeids=w["nodeids"], class_treeids=w["treeids"], class_weights=w["weights"],
+            classlabels_int64s=list(range(3, 3 + classes)), rtol=1e-5, atol=1e-5, **a, **attrs)
+
+
+forest_regressor("forest_leq_gather_300_rows", forest_x(300, 40, nan=0.05), 37, 6, "BRANCH_LEQ", missing=0.3)
+forest_regressor("forest_leq_gather_1_row", forest_x(1, 40), 37, 6, "BRANCH_LEQ")
+forest_regressor("forest_lt_permute2_3_rows", forest_x(3, 20, nan=0.1), 70, 7, "BRANCH_LT", missing=0.5)
+forest_regressor("forest_lt_permute2_200_rows", forest_x(200, 20), 70, 7, "BRANCH_LT")
+forest_regressor("forest_gte_permute_3_targets_average", forest_x(90, 12, nan=0.1), 33, 5, "BRANCH_GTE",
+                 targets=3, missing=0.5, aggregate_function="AVERAGE", base_values=[0.5, -1.0, 2.0])
+forest_regressor("forest_gt_permute_1_row", forest_x(1, 12, nan=0.2), 33, 5, "BRANCH_GT", missing=0.5)
+forest_regressor("forest_gt_sparse_2_targets", forest_x(60, 9, nan=0.05), 20, 4, "BRANCH_GT", targets=2,
+                 dense=False, missing=0.3)
+forest_regressor("forest_leq_min_2_targets", forest_x(60, 9), 20, 4, "BRANCH_LEQ", targets=2, aggregate_function="MIN")
+forest_regressor("forest_lt_max", forest_x(60, 9), 20, 4, "BRANCH_LT", aggregate_function="MAX")
+forest_regressor("forest_leq_depth_13", forest_x(40, 6), 3, 13, "BRANCH_LEQ", stop=0.05)
+forest_classifier("forest_classifier_leq_4_classes", forest_x(120, 16, nan=0.05), 50, 6, "BRANCH_LEQ", 4,
+                  missing=0.3, post_transform="SOFTMAX")
+forest_classifier("forest_classifier_gte_sparse", forest_x(80, 30), 41, 5, "BRANCH_GTE", 3, dense=False)
+forest_classifier("forest_classifier_lt_binary_1_row", forest_x(1, 8), 17, 5, "BRANCH_LT", 2)
+
 # ---- linear models, SVM and preprocessing nodes ----
 x4 = rand(12, 4)
 coef3 = [0.5, -0.2, 0.1, 0.3, -0.4, 0.8, 0.05, -0.1, 0.2, 0.2, -0.6, 0.9]

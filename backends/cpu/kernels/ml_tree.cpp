@@ -2,17 +2,20 @@
 // *_as_tensor attributes too). At session creation the node arrays are compiled into one flat
 // array of nodes per ensemble (core/ops/ml_attrs.hpp), each tree laid out depth-first from its
 // root, with the children as absolute indices and the leaves pointing at their weights; malformed
-// ensembles are refused by the schema before that. A run walks blocks of rows through every tree
-// (trees outer, rows inner, so a tree's nodes stay in cache), eight rows at a time in lockstep so
-// that their chains of dependent loads overlap, the blocks spread over the pool; a few rows and
-// many trees split the trees over the pool instead. Aggregation, base values,
-// post-transforms and the binary-classifier conventions follow onnxruntime's, in the threshold type
-// (double for double X, float otherwise) as it does, so that labels agree exactly.
+// ensembles are refused by the schema before that. Float ensembles that qualify are laid out once
+// more as complete trees walked 16 at a time without branches (ml_tree_complete.hpp); the others
+// walk blocks of rows through every tree (trees outer, rows inner, so a tree's nodes stay in
+// cache), eight rows at a time in lockstep so that their chains of dependent loads overlap. The
+// row blocks spread over the pool; a few rows and many trees split the trees over the pool
+// instead, and a run of a few thousand walk steps stays on the calling thread. Aggregation, base
+// values, post-transforms and the binary-classifier conventions follow onnxruntime's, in the
+// threshold type (double for double X, float otherwise) as it does, so that labels agree exactly.
 #include <cmath>
 #include <map>
 #include <utility>
 
 #include "backends/cpu/kernels/ml_common.hpp"
+#include "backends/cpu/kernels/ml_tree_complete.hpp"
 
 namespace quilt::cpu {
 
@@ -47,6 +50,11 @@ class TreeKernel : public Kernel {
       targets_ = n.attr_int("n_targets", 0);
     }
     forest_ = compile<T>(n, classifier ? "class" : "target", targets_);
+    if constexpr (std::is_same_v<T, float>) {
+      // Dense rows of weights only where the leaves are summed (MIN and MAX take the leaf walk).
+      const bool sums = aggregate_ == Aggregate::Sum || aggregate_ == Aggregate::Average;
+      complete_ = CompleteForest::build(forest_, sums ? targets_ : 0);
+    }
     base_ = floats_or_tensor<T>(n, "base_values");  // its length checked by the schema
     if (classifier) {
       std::vector<uint8_t> used(static_cast<size_t>(targets_), 0);
@@ -82,17 +90,24 @@ class TreeKernel : public Kernel {
       y_scratch.resize(static_cast<size_t>(rows.rows));
       y = y_scratch.data();
     }
-    const auto trees = static_cast<int64_t>(forest_.roots.size());
     const int threads = ctx.pool.threads();
-    if (rows.rows < threads && trees >= 2 * threads && threads > 1) {
+    // Units of work along the trees: groups of 16 trees in the complete layout, else trees.
+    const bool complete = complete_ok();
+    const auto units = complete ? complete_.groups() : static_cast<int64_t>(forest_.roots.size());
+    // Rows x units small enough (in walk steps) to stay on the calling thread: one row through a
+    // 500-tree, depth-8 forest is 256 steps, a few microseconds, less than handing half of it to
+    // another core costs.
+    const bool inline_run =
+        threads == 1 || (complete && rows.rows * units * complete_.depth() < 4096);
+    if (!inline_run && rows.rows < threads && units >= 2 * threads) {
       // Few rows, many trees: each task evaluates a range of trees on every row.
       std::vector<Scores<T>> part(static_cast<size_t>(rows.rows) * static_cast<size_t>(threads));
       ctx.pool.for_each_task(threads, [&](int64_t t) {
-        const int64_t t0 = trees * t / threads, t1 = trees * (t + 1) / threads;
+        const int64_t u0 = units * t / threads, u1 = units * (t + 1) / threads;
         for (int64_t r = 0; r < rows.rows; ++r) {
           Scores<T>& sc = part[static_cast<size_t>(t * rows.rows + r)];
           sc.reset(targets);
-          accumulate(rows.data + r * rows.cols, t0, t1, sc);
+          accumulate(rows.data + r * rows.cols, rows.cols, u0, u1, sc);
         }
       });
       for (int64_t r = 0; r < rows.rows; ++r) {
@@ -105,42 +120,120 @@ class TreeKernel : public Kernel {
     }
     // Row blocks as large as the threads allow up to 256 rows (each block reads every tree once;
     // 64-row blocks read a 500-tree forest four times as often and ran ~1.5x slower on 1,000 rows).
-    const int64_t block = std::clamp<int64_t>((rows.rows + threads - 1) / threads, 8, 256);
-    constexpr int kLanes = 8;
+    const int64_t block = inline_run
+                              ? std::max<int64_t>(rows.rows, 1)
+                              : std::clamp<int64_t>((rows.rows + threads - 1) / threads, 8, 256);
     const int64_t blocks = (rows.rows + block - 1) / block;
-    ctx.pool.parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
+    auto run_blocks = [&](int64_t b0, int64_t b1) {
       std::vector<Scores<T>> sc(static_cast<size_t>(block));
       for (int64_t b = b0; b < b1; ++b) {
         const int64_t r0 = b * block, r1 = std::min(rows.rows, r0 + block);
         for (int64_t r = r0; r < r1; ++r) sc[static_cast<size_t>(r - r0)].reset(targets);
-        for (int64_t t = 0; t < trees; ++t) {
-          const int32_t root = forest_.roots[static_cast<size_t>(t)];
-          for (int64_t r = r0; r < r1; r += kLanes) {
-            const int n = static_cast<int>(std::min<int64_t>(kLanes, r1 - r));
-            const typename Forest<T>::Flat* found[kLanes];
-            if (forest_.all_leq)
-              forest_.template leaves<true, kLanes>(root, rows.data + r * rows.cols, rows.cols, n,
-                                                    found);
-            else
-              forest_.template leaves<false, kLanes>(root, rows.data + r * rows.cols, rows.cols, n,
-                                                     found);
-            for (int i = 0; i < n; ++i) add_leaf(*found[i], sc[static_cast<size_t>(r - r0 + i)]);
-          }
+        if (complete) {
+          accumulate_rows(rows.data + r0 * rows.cols, rows.cols, r1 - r0, sc.data());
+        } else {
+          walk_rows(rows.data + r0 * rows.cols, rows.cols, r1 - r0, sc.data());
         }
         for (int64_t r = r0; r < r1; ++r)
           finalize(sc[static_cast<size_t>(r - r0)], z + static_cast<size_t>(r) * targets,
                    y ? y + r : nullptr);
       }
-    });
+    };
+    if (inline_run)
+      run_blocks(0, blocks);
+    else
+      ctx.pool.parallel_for(blocks, 1, run_blocks);
   }
 
  private:
-  void accumulate(const T* x, int64_t t0, int64_t t1, Scores<T>& sc) const {
-    for (int64_t t = t0; t < t1; ++t) {
+  bool complete_ok() const {
+    if constexpr (std::is_same_v<T, float>) return complete_.ok();
+    return false;
+  }
+
+  // Adds the leaves row x reaches in units [u0, u1): groups of 16 trees in the complete layout,
+  // else trees, walked node by node.
+  void accumulate(const T* x, int64_t cols, int64_t u0, int64_t u1, Scores<T>& sc) const {
+    if constexpr (std::is_same_v<T, float>) {
+      if (complete_.ok()) {
+        constexpr int kWalks = CompleteForest::kMaxWalks;
+        int64_t groups[kWalks];
+        const float* rows[kWalks] = {x, x, x, x};
+        int32_t slots[kWalks * CompleteForest::kLanes];
+        for (int64_t g = u0; g < u1; g += kWalks) {
+          const int n = static_cast<int>(std::min<int64_t>(kWalks, u1 - g));
+          for (int j = 0; j < n; ++j) groups[j] = g + j;
+          complete_.walk(groups, rows, n, cols, slots);
+          add_slots(slots, n * CompleteForest::kLanes, sc);
+        }
+        return;
+      }
+    }
+    for (int64_t t = u0; t < u1; ++t) {
       const int32_t root = forest_.roots[static_cast<size_t>(t)];
       add_leaf(forest_.all_leq ? forest_.template leaf<true>(root, x)
                                : forest_.template leaf<false>(root, x),
                sc);
+    }
+  }
+
+  // Adds the leaves of n rows (x, x + cols, ...) in every group of the complete layout: group by
+  // group (a group's branches, 32 KB at depth 8, stay in cache for all the rows), four rows'
+  // walks at a time; fewer rows than that walk four groups at a time instead.
+  void accumulate_rows(const T* x, int64_t cols, int64_t n, Scores<T>* sc) const {
+    if constexpr (std::is_same_v<T, float>) {
+      constexpr int kWalks = CompleteForest::kMaxWalks;
+      if (n < kWalks) {
+        for (int64_t r = 0; r < n; ++r)
+          accumulate(x + r * cols, cols, 0, complete_.groups(), sc[r]);
+        return;
+      }
+      int64_t groups[kWalks];
+      const float* rows[kWalks];
+      int32_t slots[kWalks * CompleteForest::kLanes];
+      for (int64_t g = 0; g < complete_.groups(); ++g) {
+        std::fill(groups, groups + kWalks, g);
+        for (int64_t r = 0; r < n; r += kWalks) {
+          const int m = static_cast<int>(std::min<int64_t>(kWalks, n - r));
+          for (int j = 0; j < m; ++j) rows[j] = x + (r + j) * cols;
+          complete_.walk(groups, rows, m, cols, slots);
+          for (int j = 0; j < m; ++j)
+            add_slots(slots + j * CompleteForest::kLanes, CompleteForest::kLanes, sc[r + j]);
+        }
+      }
+    }
+  }
+
+  // Adds what the complete layout's walk reached: dense rows of weights, or leaves.
+  void add_slots(const int32_t* slots, int n, Scores<T>& sc) const {
+    if constexpr (std::is_same_v<T, float>) {
+      if (complete_.dense()) {
+        // Every leaf writes every target.
+        complete_.add_dense(slots, n, sc.s.data());
+        if (slots[0] >= 0) std::fill(sc.has.begin(), sc.has.end(), uint8_t{1});
+        return;
+      }
+    }
+    for (int i = 0; i < n; ++i)
+      if (slots[i] >= 0) add_leaf(forest_.nodes[static_cast<size_t>(slots[i])], sc);
+  }
+
+  // Adds the leaves of n rows (x, x + cols, ...) in every tree, walked node by node, eight rows in
+  // lockstep so that their chains of dependent loads overlap.
+  void walk_rows(const T* x, int64_t cols, int64_t n, Scores<T>* sc) const {
+    constexpr int kLanes = 8;
+    const auto trees = static_cast<int64_t>(forest_.roots.size());
+    for (int64_t t = 0; t < trees; ++t) {
+      const int32_t root = forest_.roots[static_cast<size_t>(t)];
+      for (int64_t r = 0; r < n; r += kLanes) {
+        const int m = static_cast<int>(std::min<int64_t>(kLanes, n - r));
+        const typename Forest<T>::Flat* found[kLanes];
+        if (forest_.all_leq)
+          forest_.template leaves<true, kLanes>(root, x + r * cols, cols, m, found);
+        else
+          forest_.template leaves<false, kLanes>(root, x + r * cols, cols, m, found);
+        for (int i = 0; i < m; ++i) add_leaf(*found[i], sc[r + i]);
+      }
     }
   }
 
@@ -288,6 +381,7 @@ class TreeKernel : public Kernel {
   std::vector<int64_t> labels_;
   std::vector<T> base_;
   Forest<T> forest_;
+  CompleteForest complete_;  // float ensembles that qualify (ml_tree_complete.hpp)
   bool binary_ = false, all_positive_ = true;
 };
 
