@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <new>
 #include <thread>
@@ -645,25 +646,51 @@ void ExecutionPlan::check_input(const ValueInfo& info, const Tensor& t) const {
                                                   std::to_string(info.shape[i].value));
 }
 
-Value ExecutionPlan::detach(const Value& v, const std::vector<const Value*>& inputs) const {
-  if (v.is_tensor()) {
-    std::vector<const Tensor*> tensors;
-    for (const Value* in : inputs)
-      if (in && in->is_tensor()) tensors.push_back(&in->tensor());
-    return detach(v.tensor(), tensors);
+namespace {
+// Every tensor v holds (a sequence's items, a map's keys and values, an optional's element).
+void for_each_tensor(const Value& v, const std::function<void(const Tensor&)>& fn) {
+  switch (v.kind()) {
+    case ValueKind::Tensor:
+      if (v.tensor().defined()) fn(v.tensor());
+      break;
+    case ValueKind::Sequence:
+      for (const Value& item : v.items()) for_each_tensor(item, fn);
+      break;
+    case ValueKind::Map:
+      fn(v.keys());
+      fn(v.values());
+      break;
+    case ValueKind::Optional:
+      if (v.has_element()) for_each_tensor(v.element(), fn);
   }
-  // A sequence or map may hold constants or the caller's tensors: the caller gets its own.
-  return v.clone();
+}
+}  // namespace
+
+Value ExecutionPlan::detach(const Value& v, const std::vector<const Value*>& inputs) const {
+  std::vector<const Tensor*> tensors;  // the caller's, also inside its sequences and maps
+  for (const Value* in : inputs)
+    if (in) for_each_tensor(*in, [&](const Tensor& t) { tensors.push_back(&t); });
+  if (v.is_tensor()) return detach(v.tensor(), tensors);
+  // A sequence or map that holds a constant or one of the caller's tensors is copied whole;
+  // one the run made is handed over as it is (a ZipMap's sequence of maps was cloned map by
+  // map at every run).
+  bool borrowed = false;
+  for_each_tensor(v, [&](const Tensor& t) { borrowed = borrowed || this->borrowed(t, tensors); });
+  return borrowed ? v.clone() : v;
+}
+
+bool ExecutionPlan::borrowed(const Tensor& t, const std::vector<const Tensor*>& inputs) const {
+  for (const auto& c : constants_)
+    if (c.defined() && t.shares_storage_with(c)) return true;
+  for (const auto& c : defaults_)
+    if (c.defined() && t.shares_storage_with(c)) return true;
+  for (const Tensor* in : inputs)
+    if (in && t.shares_storage_with(*in)) return true;
+  return false;
 }
 
 Tensor ExecutionPlan::detach(const Tensor& t, const std::vector<const Tensor*>& inputs) const {
-  for (const auto& c : constants_)
-    if (c.defined() && t.shares_storage_with(c)) return t.clone();
-  for (const auto& c : defaults_)
-    if (c.defined() && t.shares_storage_with(c)) return t.clone();
-  for (const Tensor* in : inputs)
-    if (in && t.shares_storage_with(*in)) return t.clone();
-  return t;
+  return borrowed(t, inputs) ? t.clone() : t;
 }
 
 namespace {

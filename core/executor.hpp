@@ -137,7 +137,9 @@ class ExecutionPlan {
   // Infers the types of the values the patch makes for this run; true when the creation-time
   // types hold (Step::static_shapes) and nothing had to be inferred.
   bool infer_patch(const Step& step, RunState& st) const;
-  // Returns t, or a copy when it shares storage with a constant of this plan or with `inputs`.
+  // Returns t, or a copy when it shares storage with a constant of this plan or with `inputs`
+  // (borrowed); a sequence, map or optional is copied whole when any tensor in it is borrowed.
+  bool borrowed(const Tensor& t, const std::vector<const Tensor*>& inputs) const;
   Tensor detach(const Tensor& t, const std::vector<const Tensor*>& inputs) const;
   Value detach(const Value& v, const std::vector<const Value*>& inputs) const;
   int space_of(int device) const;

@@ -1,5 +1,6 @@
 // quilt::Value: tensors, sequences, maps and optionals (docs/TYPES.md).
-#include <set>
+#include <algorithm>
+#include <vector>
 
 #include "quilt/quilt.hpp"
 
@@ -77,6 +78,26 @@ Value Value::sequence(std::vector<Value> items, DType element_dtype) {
   return v;
 }
 
+namespace {
+// Whether the n keys are all different: pairwise for the few keys of a classifier's map (a
+// ZipMap makes one map per row; a std::set per map was most of its cost), sorted beyond.
+template <class T>
+bool distinct(const T* keys, int64_t n) {
+  if (n <= 32) {
+    for (int64_t i = 1; i < n; ++i)
+      for (int64_t j = 0; j < i; ++j)
+        if (keys[i] == keys[j]) return false;
+    return true;
+  }
+  std::vector<const T*> sorted;
+  sorted.reserve(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) sorted.push_back(keys + i);
+  std::sort(sorted.begin(), sorted.end(), [](const T* a, const T* b) { return *a < *b; });
+  return std::adjacent_find(sorted.begin(), sorted.end(),
+                            [](const T* a, const T* b) { return *a == *b; }) == sorted.end();
+}
+}  // namespace
+
 Value Value::map(Tensor keys, Tensor values) {
   if (keys.dtype() != DType::Int64 && keys.dtype() != DType::String)
     throw Error(ErrorCode::InvalidArgument,
@@ -85,15 +106,10 @@ Value Value::map(Tensor keys, Tensor values) {
     throw Error(ErrorCode::InvalidArgument,
                 "a map needs 1-D keys and values of one length, got keys " +
                     to_string(keys.shape()) + " and values " + to_string(values.shape()));
-  if (keys.dtype() == DType::Int64) {
-    std::set<int64_t> seen(keys.data<int64_t>(), keys.data<int64_t>() + keys.numel());
-    if (static_cast<int64_t>(seen.size()) != keys.numel())
-      throw Error(ErrorCode::InvalidArgument, "a map has a key twice");
-  } else {
-    std::set<std::string> seen(keys.data<std::string>(), keys.data<std::string>() + keys.numel());
-    if (static_cast<int64_t>(seen.size()) != keys.numel())
-      throw Error(ErrorCode::InvalidArgument, "a map has a key twice");
-  }
+  const bool unique = keys.dtype() == DType::Int64
+                          ? distinct(keys.data<int64_t>(), keys.numel())
+                          : distinct(keys.data<std::string>(), keys.numel());
+  if (!unique) throw Error(ErrorCode::InvalidArgument, "a map has a key twice");
   Value v;
   v.kind_ = ValueKind::Map;
   v.keys_ = std::move(keys);

@@ -28,6 +28,9 @@ TEST(Values, ASequenceRoundTripsAndFeedsACpuPatch) {
   ASSERT_EQ(t.items().size(), 2u);
   EXPECT_EQ(t.items()[1].tensor().data<float>()[0], -3.f);
   EXPECT_FALSE(t.items()[0].tensor().shares_storage_with(a));  // the caller's input is not aliased
+  // Nor is a tensor taken out of it.
+  EXPECT_EQ(out.at("first").tensor().data<float>()[1], -2.f);
+  EXPECT_FALSE(out.at("first").tensor().shares_storage_with(a));
   EXPECT_EQ(out.at("n").tensor().data<int64_t>()[0], 2);
   const float* r = out.at("r").tensor().data<float>();
   EXPECT_EQ(r[0], 1.f);

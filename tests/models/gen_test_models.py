@@ -319,10 +319,12 @@ save(helper.make_model(helper.make_graph(
     [helper.make_node("Identity", ["s"], ["t"], name="copy"),
      helper.make_node("SequenceLength", ["s"], ["n"], name="length"),
      helper.make_node("ConcatFromSequence", ["s"], ["c"], name="concat", axis=0),
-     helper.make_node("Relu", ["c"], ["r"], name="relu")], "seq_io",
+     helper.make_node("Relu", ["c"], ["r"], name="relu"),
+     helper.make_node("SequenceAt", ["s", "zero"], ["first"], name="first")], "seq_io",
     [helper.make_value_info("s", seq_f)],
     [helper.make_value_info("t", seq_f), vi("n", TensorProto.INT64, []),
-     vi("r", TensorProto.FLOAT, None)]), opset_imports=OPSET), "seq_io.onnx")
+     vi("r", TensorProto.FLOAT, None), vi("first", TensorProto.FLOAT, None)],
+    [helper.make_tensor("zero", TensorProto.INT64, [], [0])]), opset_imports=OPSET), "seq_io.onnx")
 save(helper.make_model(helper.make_graph(
     [helper.make_node("ZipMap", ["x"], ["z"], name="zip", domain="ai.onnx.ml",
                       classlabels_int64s=[3, 8])], "zipmap_io",
