@@ -7,8 +7,9 @@ usage: test_opencl_lazy.py QUILT_BINARY WORK_DIR
   not rewritten); an unreadable entry is listed again with a warning and rewritten.
 - a model the cost rule keeps on the CPU (`--backend opencl,cpu`): the device is opened but its
   context and command queue are never created (the plugin's debug log says when it makes them),
-  and, with the list read from the cache, no OpenCL platform is loaded: the process's peak memory
-  is less than half the first one's (which loaded PoCL to list the devices); the same model with
+  and, with the list read from the cache, no OpenCL platform (nor CLBlast) is loaded: the
+  process's peak memory is less than half the first one's (which loaded PoCL to list the
+  devices) and at most 1.2x the same model's on the cpu alone; the same model with
   `--no-cost-rule` runs on the device, creates them once and matches the CPU.
 - a cached list whose devices are not the platform's (device 0 renamed in the entry): a session
   that uses the device fails saying so, the entry is removed, and the next process runs.
@@ -87,6 +88,13 @@ check("cached list: no context at all", CREATED not in cached.stderr, cached.std
 check("cached list: peak memory under half the listing process's",
       cached_peak and measured_peak and cached_peak < measured_peak / 2,
       f"{cached_peak} MiB against {measured_peak} MiB")
+# Nor CLBlast (loaded at its first use): within issue 21's bound of the CPU alone's peak, 1.2x.
+cpu_only = quilt("bench", model, "--backend", "cpu", "--iterations", "3", "--warmup", "1", env=ENV)
+m = re.search(r"peak memory: ([\d.]+) MiB", cpu_only.stdout)
+cpu_peak = float(m.group(1)) if m else None
+check("cached list: peak memory at most 1.2x the cpu run's",
+      cpu_peak and cached_peak and cached_peak <= 1.2 * cpu_peak,
+      f"{cached_peak} MiB against {cpu_peak} MiB on the cpu")
 
 forced = quilt("run", model, "--backend", "opencl,cpu", "--no-cost-rule", "--input", f"x={X}",
                "--output-dir", WORK / "forced", "--log-level", "debug", env=ENV)
