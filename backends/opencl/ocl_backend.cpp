@@ -82,9 +82,9 @@ double measure_launch_ns(cl_platform_id platform, cl_device_id id) {
 }
 
 // Lists every device of every platform. Loads the platforms' libraries (PoCL: libLLVM and
-// libclang-cpp, ~62 MiB resident). `measure` also measures launch_ns, which needs a context
-// (~8 MiB more).
-std::vector<DeviceEntry> list_devices(bool measure) {
+// libclang-cpp, ~62 MiB resident). `full`: each device's properties and launch_ns too (the
+// measurement needs a context: ~8 MiB more); else its handles, name and versions only.
+std::vector<DeviceEntry> list_devices(bool full) {
   std::vector<DeviceEntry> out;
   cl_uint num_platforms = 0;
   if (clGetPlatformIDs(0, nullptr, &num_platforms) != CL_SUCCESS || num_platforms == 0) return out;
@@ -104,7 +104,7 @@ std::vector<DeviceEntry> list_devices(bool measure) {
       d.platform_name = platform_string(platform, CL_PLATFORM_NAME);
       d.driver_version = device_string(id, CL_DRIVER_VERSION);
       d.cl_version = device_string(id, CL_DEVICE_VERSION);
-      if (!measure) continue;
+      if (!full) continue;
       cl_ulong mem = 0, max_alloc = 0;
       clGetDeviceInfo(id, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof mem, &mem, nullptr);
       clGetDeviceInfo(id, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof max_alloc, &max_alloc, nullptr);
