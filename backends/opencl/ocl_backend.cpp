@@ -15,9 +15,14 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 #include <string_view>
+
+#include <dlfcn.h>
+#include <sys/stat.h>
 
 #include "opencl.hpp"
 
@@ -76,13 +81,13 @@ double measure_launch_ns(cl_platform_id platform, cl_device_id id) {
   return samples[samples.size() / 2];
 }
 
-// Once per process: open devices point into the list.
-void enumerate_devices() {
-  static bool done = false;
-  if (done) return;
-  done = true;
+// Lists every device of every platform. Loads the platforms' libraries (PoCL: libLLVM and
+// libclang-cpp, ~62 MiB resident). `full`: each device's properties and launch_ns too (the
+// measurement needs a context: ~8 MiB more); else its handles, name and versions only.
+std::vector<DeviceEntry> list_devices(bool full) {
+  std::vector<DeviceEntry> out;
   cl_uint num_platforms = 0;
-  if (clGetPlatformIDs(0, nullptr, &num_platforms) != CL_SUCCESS || num_platforms == 0) return;
+  if (clGetPlatformIDs(0, nullptr, &num_platforms) != CL_SUCCESS || num_platforms == 0) return out;
   std::vector<cl_platform_id> platforms(num_platforms);
   clGetPlatformIDs(num_platforms, platforms.data(), nullptr);
   for (cl_platform_id platform : platforms) {
@@ -92,13 +97,14 @@ void enumerate_devices() {
     std::vector<cl_device_id> ids(num_devices);
     clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, num_devices, ids.data(), nullptr);
     for (cl_device_id id : ids) {
-      DeviceEntry d;
+      DeviceEntry& d = out.emplace_back();
       d.platform = platform;
       d.id = id;
       d.name = device_string(id, CL_DEVICE_NAME);
       d.platform_name = platform_string(platform, CL_PLATFORM_NAME);
       d.driver_version = device_string(id, CL_DRIVER_VERSION);
       d.cl_version = device_string(id, CL_DEVICE_VERSION);
+      if (!full) continue;
       cl_ulong mem = 0, max_alloc = 0;
       clGetDeviceInfo(id, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof mem, &mem, nullptr);
       clGetDeviceInfo(id, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof max_alloc, &max_alloc, nullptr);
@@ -119,22 +125,207 @@ void enumerate_devices() {
       cl_uint align_bits = 0;
       clGetDeviceInfo(id, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof align_bits, &align_bits, nullptr);
       d.base_align = std::max<size_t>(align_bits / 8, 1);
-      d.keys = {"platform", "driver version", "OpenCL version", "compute units", "fp16"};
-      d.values = {d.platform_name, d.driver_version, d.cl_version, std::to_string(units),
-                  d.fp16 ? "yes (cl_khr_fp16)" : "no"};
-      if (const double ns = measure_launch_ns(platform, id); ns > 0) {
-        d.keys.push_back("launch_ns");
-        d.values.push_back(std::to_string(static_cast<int64_t>(ns)));
-      }
-      g_devices.push_back(std::move(d));
+      d.launch_ns = static_cast<int64_t>(measure_launch_ns(platform, id));
     }
   }
+  return out;
+}
+
+// ---- the device list cache ----
+// Loading PoCL costs a process ~62 MiB of resident memory (libLLVM and libclang-cpp, which
+// libpocl links, relocated and initialised), ~8 MiB more for a context: 7x the peak of a small
+// model on the CPU, paid even when the plan puts nothing on the device. So the list (with
+// launch_ns) is kept in the cache directory ($QUILT_OPENCL_CACHE_DIR or its defaults: the
+// plugin lists its devices before any option reaches it) as devices-<key>.bin, and a process
+// that finds it loads no OpenCL platform until a device is used (quilt_device_s::ready, which
+// enumerates then and checks that the devices are the ones listed). The key is what decides the
+// list: this boot (hardware), the ICD loader's vendor files and the libraries they name (size,
+// mtime, inode), the loader's own library, and the OpenCL, ICD and PoCL environment variables.
+
+extern "C" char** environ;
+
+// size, mtime and inode of a file, or "-" when it does not exist.
+std::string file_stamp(const std::filesystem::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return "-";
+  return std::to_string(st.st_size) + " " + std::to_string(st.st_mtim.tv_sec) + "." +
+         std::to_string(st.st_mtim.tv_nsec) + " " + std::to_string(st.st_ino);
+}
+
+std::string read_small_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return text.substr(0, 4096);
+}
+
+std::string device_list_key() {
+  std::string text =
+      "quilt-opencl-devices-1\nboot " + read_small_file("/proc/sys/kernel/random/boot_id") + "\n";
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string_view v(*e);
+    for (const char* prefix : {"OCL_", "OPENCL_", "POCL_", "OCLGRIND",
+                               "QUILT_OPENCL_HOST_MEMORY=", "LD_LIBRARY_PATH=", "LD_PRELOAD="})
+      if (v.starts_with(prefix)) env.emplace_back(v);
+  }
+  std::sort(env.begin(), env.end());
+  for (const std::string& v : env) text += "env " + v + "\n";
+  // Where the loader looks for the vendors' libraries named without a path.
+  std::vector<std::filesystem::path> lib_dirs;
+  if (const char* ld = std::getenv("LD_LIBRARY_PATH"))
+    for (std::string_view rest = ld; !rest.empty();) {
+      const size_t colon = rest.find(':');
+      lib_dirs.emplace_back(rest.substr(0, colon));
+      rest = colon == std::string_view::npos ? "" : rest.substr(colon + 1);
+    }
+  Dl_info info{};
+  if (::dladdr(reinterpret_cast<void*>(&clGetPlatformIDs), &info) && info.dli_fname) {
+    const std::filesystem::path loader = info.dli_fname;
+    text += "loader " + loader.string() + " " + file_stamp(loader) + "\n";
+    lib_dirs.push_back(loader.parent_path());
+  }
+  for (const char* dir : {"/usr/local/lib", "/usr/lib", "/lib"}) lib_dirs.emplace_back(dir);
+  std::filesystem::path vendors = "/etc/OpenCL/vendors";
+  if (const char* v = std::getenv("OCL_ICD_VENDORS"); v && *v) vendors = v;
+  std::vector<std::filesystem::path> icds;
+  std::error_code ec;
+  if (std::filesystem::is_directory(vendors, ec)) {
+    for (const auto& e : std::filesystem::directory_iterator(vendors, ec)) icds.push_back(e.path());
+  } else {
+    icds.push_back(vendors);
+  }
+  std::sort(icds.begin(), icds.end());
+  for (const std::filesystem::path& icd : icds) {
+    std::string lib = read_small_file(icd);
+    while (!lib.empty() && std::isspace(static_cast<unsigned char>(lib.back()))) lib.pop_back();
+    text += "icd " + icd.string() + " " + file_stamp(icd) + " " + lib + "\n";
+    if (lib.empty()) continue;
+    if (lib.front() == '/') {
+      text += "  " + file_stamp(lib) + "\n";
+      continue;
+    }
+    for (const std::filesystem::path& dir : lib_dirs)
+      if (std::string stamp = file_stamp(dir / lib); stamp != "-") {
+        text += "  " + (dir / lib).string() + " " + stamp + "\n";
+        break;
+      }
+  }
+  return hex(fnv1a(text, 0)) + hex(fnv1a(text, 0x9e3779b97f4a7c15ull));
+}
+
+// One field per line: a device's strings (newlines, which no driver puts there, cut) and numbers.
+std::string format_device_list(const std::vector<DeviceEntry>& list) {
+  auto line = [](std::string s) {
+    std::replace(s.begin(), s.end(), '\n', ' ');
+    return s + "\n";
+  };
+  std::string out = "devices " + std::to_string(list.size()) + "\n";
+  for (const DeviceEntry& d : list)
+    out +=
+        line(d.name) + line(d.platform_name) + line(d.driver_version) + line(d.cl_version) +
+        line(std::to_string(d.memory_bytes) + " " + std::to_string(d.max_alloc_bytes) + " " +
+             std::to_string(d.compute_units) + " " + std::to_string(d.fp16) + " " +
+             std::to_string(d.correctly_rounded_divide_sqrt) + " " + std::to_string(d.host_memory) +
+             " " + std::to_string(d.base_align) + " " + std::to_string(d.launch_ns));
+  return out;
+}
+
+bool parse_device_list(const std::string& text, std::vector<DeviceEntry>* out) {
+  std::istringstream in(text);
+  std::string word;
+  size_t count = 0;
+  if (!(in >> word >> count) || word != "devices" || count > 1024) return false;
+  std::getline(in, word);
+  for (size_t i = 0; i < count; ++i) {
+    DeviceEntry& d = out->emplace_back();
+    std::string numbers;
+    if (!std::getline(in, d.name) || !std::getline(in, d.platform_name) ||
+        !std::getline(in, d.driver_version) || !std::getline(in, d.cl_version) ||
+        !std::getline(in, numbers))
+      return false;
+    std::istringstream n(numbers);
+    int fp16 = 0, crds = 0, host_memory = 0;
+    if (!(n >> d.memory_bytes >> d.max_alloc_bytes >> d.compute_units >> fp16 >> crds >>
+          host_memory >> d.base_align >> d.launch_ns) ||
+        d.base_align == 0)
+      return false;
+    d.fp16 = fp16 != 0;
+    d.correctly_rounded_divide_sqrt = crds != 0;
+    d.host_memory = host_memory != 0;
+  }
+  std::string rest;
+  return !(in >> rest);
+}
+
+std::filesystem::path g_list_path;  // the cache entry the list came from or went to
+bool g_resolved = false;            // the entries' platform and id are set
+std::mutex g_resolve_mutex;
+
+// Once per process: open devices point into the list.
+void enumerate_devices() {
+  static bool done = false;
+  if (done) return;
+  done = true;
+  if (const std::string dir = default_cache_dir(); !dir.empty())
+    g_list_path = std::filesystem::path(dir) / ("devices-" + device_list_key() + ".bin");
+  bool cached = false;
+  if (!g_list_path.empty()) {
+    bool corrupt = false;
+    const std::string text = read_entry(g_list_path, &corrupt);
+    cached = !text.empty() && parse_device_list(text, &g_devices);
+    if (!cached) g_devices.clear();
+    if (!cached && (corrupt || !text.empty()))
+      log(QUILT_LOG_WARNING, "device list cache entry " + g_list_path.string() +
+                                 " is unreadable; listing the devices again");
+  }
+  if (!cached) {
+    g_devices = list_devices(true);
+    g_resolved = true;
+    if (!g_list_path.empty()) write_entry(g_list_path, format_device_list(g_devices));
+  }
   for (DeviceEntry& d : g_devices) {
+    d.keys = {"platform", "driver version", "OpenCL version", "compute units", "fp16"};
+    d.values = {d.platform_name, d.driver_version, d.cl_version, std::to_string(d.compute_units),
+                d.fp16 ? "yes (cl_khr_fp16)" : "no"};
+    if (d.launch_ns > 0) {
+      d.keys.push_back("launch_ns");
+      d.values.push_back(std::to_string(d.launch_ns));
+    }
     for (const std::string& k : d.keys) d.key_ptrs.push_back(k.c_str());
     for (const std::string& v : d.values) d.value_ptrs.push_back(v.c_str());
   }
 }
 }  // namespace
+
+// The platform and device handles of a list read from the cache: the platforms are loaded now,
+// at the first use of a device, and must list the same devices in the same order.
+Status resolve_devices() {
+  std::lock_guard lock(g_resolve_mutex);
+  if (g_resolved) return {};
+  std::vector<DeviceEntry> now = list_devices(false);
+  for (size_t i = 0; i < g_devices.size(); ++i) {
+    const DeviceEntry& was = g_devices[i];
+    const bool same =
+        i < now.size() && now[i].name == was.name && now[i].platform_name == was.platform_name &&
+        now[i].driver_version == was.driver_version && now[i].cl_version == was.cl_version;
+    if (!same) {
+      std::error_code ec;
+      std::filesystem::remove(g_list_path, ec);
+      return fail(
+          QUILT_STATUS_DEVICE_ERROR,
+          "the OpenCL devices are not the ones listed in " + g_list_path.string() + " (device " +
+              std::to_string(i) + " was '" + was.name + "' of " + was.driver_version + ", now " +
+              (i < now.size() ? "'" + now[i].name + "' of " + now[i].driver_version : "absent") +
+              "); the entry is removed: open the session again");
+    }
+  }
+  for (size_t i = 0; i < g_devices.size(); ++i) {
+    g_devices[i].platform = now[i].platform;
+    g_devices[i].id = now[i].id;
+  }
+  g_resolved = true;
+  return {};
+}
 
 const std::vector<DeviceEntry>& devices() {
   return g_devices;
@@ -317,20 +508,33 @@ quilt_status_t device_open(void*, int32_t index, const quilt_option_t* options, 
     device->index = index;
     device->entry = &devices()[index];
     if (Status s = parse_options(options, num_options, &device->options); !s.ok()) return s;
-    if (Status s = shared_device(index, &device->shared); !s.ok()) return s;
-    clRetainContext(device->shared->context.get());
-    *device->context.out() = device->shared->context.get();
-    cl_int err = CL_SUCCESS;
-    cl_device_id id = device->entry->id;
-    *device->queue.out() =
-        clCreateCommandQueue(device->context.get(), id, CL_QUEUE_PROFILING_ENABLE, &err);
-    if (err != CL_SUCCESS)
-      return cl_fail(err, "create a command queue on '" + device->entry->name + "'");
-    device->clock_offset_ns = measure_clock_offset(device->queue.get());
+    // The context and queue wait for the first compile, load or copy (ready()).
     *out = device.release();
     return {};
   });
 }
+
+}  // namespace
+
+quilt::opencl::Status quilt_device_s::ready() {
+  if (opened.load(std::memory_order_acquire)) return {};
+  std::lock_guard lock(open_mutex);
+  if (opened.load(std::memory_order_relaxed)) return {};
+  if (Status s = resolve_devices(); !s.ok()) return s;
+  if (Status s = shared_device(index, &shared); !s.ok()) return s;
+  clRetainContext(shared->context.get());
+  *context.out() = shared->context.get();
+  cl_int err = CL_SUCCESS;
+  *queue.out() = clCreateCommandQueue(context.get(), entry->id, CL_QUEUE_PROFILING_ENABLE, &err);
+  if (err != CL_SUCCESS) return cl_fail(err, "create a command queue on '" + entry->name + "'");
+  clock_offset_ns = measure_clock_offset(queue.get());
+  opened.store(true, std::memory_order_release);
+  log(QUILT_LOG_DEBUG, "device '" + entry->name + "' (" + std::to_string(index) +
+                           "): context and command queue created, at its first use");
+  return {};
+}
+
+namespace {
 
 void device_close(quilt_device_t device) {
   delete device;
@@ -584,6 +788,7 @@ quilt_status_t compile(quilt_device_t device, const quilt_graph_t* graph,
   return guarded([&]() -> Status {
     if (!graph_fits(graph))
       return fail(QUILT_STATUS_INVALID_ARGUMENT, "compile: graph struct too small");
+    if (Status s = device->ready(); !s.ok()) return s;
     return compile_with(*device, *graph, nullptr, executable);
   });
 }
@@ -623,6 +828,7 @@ quilt_status_t executable_deserialize(quilt_device_t device, const quilt_graph_t
   return guarded([&]() -> Status {
     if (!graph_fits(graph))
       return fail(QUILT_STATUS_INVALID_ARGUMENT, "executable_deserialize: graph struct too small");
+    if (Status s = device->ready(); !s.ok()) return s;
     ParsedCacheImage image;
     if (Status s = read_cache_image(data, bytes, &image); !s.ok()) return s;
     // The GEMM engine the weights were packed for: the device's, unless it has none yet.

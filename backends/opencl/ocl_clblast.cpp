@@ -13,6 +13,7 @@
 
 #ifdef QUILT_HAVE_CLBLAST
 #include <clblast_c.h>
+#include <dlfcn.h>
 #endif
 
 namespace quilt::opencl {
@@ -29,18 +30,45 @@ const char* engine_name(GemmEngine engine) {
   return engine == GemmEngine::kClBlast ? "clblast" : "own";
 }
 
+#ifdef QUILT_HAVE_CLBLAST
+namespace {
+// CLBlast is loaded at its first use (the GEMM engine measurement, or gemm=clblast), not with
+// the plugin: linked, its library cost every process that loads the plugin ~3.2 MiB resident
+// (relocations and static initialisers), a plan with nothing on the device included.
+using SgemmFn = decltype(&CLBlastSgemm);
+SgemmFn clblast_sgemm(std::string* error) {
+  static std::string load_error;
+  static const SgemmFn fn = [] {
+    void* lib = ::dlopen(QUILT_CLBLAST_SONAME, RTLD_NOW | RTLD_LOCAL);
+    void* sym = lib ? ::dlsym(lib, "CLBlastSgemm") : nullptr;
+    if (!sym) {
+      const char* e = ::dlerror();
+      load_error = std::string("cannot load CLBlastSgemm from ") + QUILT_CLBLAST_SONAME + ": " +
+                   (e ? e : "unknown error");
+    }
+    return reinterpret_cast<SgemmFn>(sym);
+  }();
+  if (!fn) *error = load_error;
+  return fn;
+}
+}  // namespace
+#endif
+
 Status enqueue_clblast_gemm(Launch& launch, bool trans_a, bool trans_b, int64_t m, int64_t n,
                             int64_t k, float alpha, cl_mem a, int64_t lda, cl_mem b, int64_t ldb,
                             float beta, cl_mem c) {
 #ifdef QUILT_HAVE_CLBLAST
+  std::string error;
+  const SgemmFn sgemm = clblast_sgemm(&error);
+  if (!sgemm) return fail(QUILT_STATUS_RUNTIME_ERROR, error);
   if (Status s = launch.wait_for_waits(); !s.ok()) return s;
   cl_command_queue queue = launch.device().queue.get();
   cl_event event = nullptr;
-  const CLBlastStatusCode status = CLBlastSgemm(
-      CLBlastLayoutRowMajor, trans_a ? CLBlastTransposeYes : CLBlastTransposeNo,
-      trans_b ? CLBlastTransposeYes : CLBlastTransposeNo, static_cast<size_t>(m),
-      static_cast<size_t>(n), static_cast<size_t>(k), alpha, a, 0, static_cast<size_t>(lda), b, 0,
-      static_cast<size_t>(ldb), beta, c, 0, static_cast<size_t>(n), &queue, &event);
+  const CLBlastStatusCode status =
+      sgemm(CLBlastLayoutRowMajor, trans_a ? CLBlastTransposeYes : CLBlastTransposeNo,
+            trans_b ? CLBlastTransposeYes : CLBlastTransposeNo, static_cast<size_t>(m),
+            static_cast<size_t>(n), static_cast<size_t>(k), alpha, a, 0, static_cast<size_t>(lda),
+            b, 0, static_cast<size_t>(ldb), beta, c, 0, static_cast<size_t>(n), &queue, &event);
   if (status != CLBlastSuccess)
     return fail(QUILT_STATUS_RUNTIME_ERROR, "CLBlastSgemm failed with status " +
                                                 std::to_string(static_cast<int>(status)) + " (" +

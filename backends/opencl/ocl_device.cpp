@@ -304,6 +304,7 @@ Status alloc_buffer(quilt_device_s& device, size_t bytes, cl_mem* out) {
 quilt_status_t alloc(quilt_device_t device, size_t bytes, void** ptr) {
   return guarded([&]() -> Status {
     cl_mem mem = nullptr;
+    if (Status s = device->ready(); !s.ok()) return s;
     if (Status s = alloc_buffer(*device, bytes, &mem); !s.ok()) return s;
     *ptr = mem;
     return {};
@@ -321,7 +322,9 @@ Status enqueue_copy(quilt_device_t device, bool to_device, void* device_ptr, voi
                     size_t bytes, const quilt_event_t* wait_events, size_t num_wait_events,
                     quilt_event_t signal_event) {
   std::vector<cl_event> waits;
-  if (Status s = prepare_events(wait_events, num_wait_events, signal_event, &waits); !s.ok()) {
+  Status s = prepare_events(wait_events, num_wait_events, signal_event, &waits);
+  if (s.ok()) s = device->ready();
+  if (!s.ok()) {
     if (signal_event && s.code != QUILT_STATUS_INVALID_ARGUMENT)
       signal(signal_event, nullptr, nullptr, s);
     return s;
@@ -339,7 +342,7 @@ Status enqueue_copy(quilt_device_t device, bool to_device, void* device_ptr, voi
     err = clEnqueueReadBuffer(device->queue.get(), static_cast<cl_mem>(device_ptr), CL_FALSE, 0,
                               bytes, host_ptr, wait_count, wait_list, &event);
   if (err != CL_SUCCESS) {
-    Status s = cl_fail(err, to_device ? "copy_to_device" : "copy_to_host");
+    s = cl_fail(err, to_device ? "copy_to_device" : "copy_to_host");
     signal(signal_event, nullptr, nullptr, s);
     return s;
   }

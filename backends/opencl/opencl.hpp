@@ -92,12 +92,16 @@ struct DeviceEntry {
   // base_align, else stages them through the queue. QUILT_OPENCL_HOST_MEMORY=0 turns it off.
   bool host_memory = false;
   size_t base_align = 128;  // CL_DEVICE_MEM_BASE_ADDR_ALIGN, in bytes
+  int64_t launch_ns = 0;    // what a command and a wait for it cost (0: not measured)
   // device_info's properties; the pointer arrays point into the strings.
   std::vector<std::string> keys, values;
   std::vector<const char*> key_ptrs, value_ptrs;
 };
 
 const std::vector<DeviceEntry>& devices();
+// Sets the entries' platform and id when the list came from the device list cache (loading the
+// OpenCL platforms); fails when they no longer list the same devices.
+Status resolve_devices();
 
 // ---- programs (ocl_program.cpp) ----
 
@@ -406,10 +410,15 @@ struct quilt_device_s {
   int32_t index = 0;
   const quilt::opencl::DeviceEntry* entry = nullptr;
   quilt::opencl::Options options;
+  // Made by ready() at the first compile, load, alloc or copy, not at device_open: a session
+  // whose plan puts nothing on the device creates no context (PoCL: ~8 MiB resident).
   std::shared_ptr<quilt::opencl::SharedDevice> shared;
   quilt::opencl::Context context;  // shared->context, retained
   quilt::opencl::CommandQueue queue;
   int64_t clock_offset_ns = 0;  // host now_ns() minus the device's profiling clock
+  std::mutex open_mutex;
+  std::atomic<bool> opened{false};
+  quilt::opencl::Status ready();
 
   // Programs (shared by the sessions on this device) and kernels, built lazily (at the first
   // compile that needs them).

@@ -6,7 +6,8 @@ usage: test_executable_cache.py QUILT_BINARY WORK_DIR
   second loads it and compiles nothing (its report and `quilt plan --json` say "loaded"), with
   outputs equal to the first's and to the CPU's; another model (other weights, same graph) gets
   an entry of its own; a truncated, a corrupt, a foreign (another key's) and a garbage entry are
-  each ignored with a warning naming what is wrong, compiled again and replaced.
+  each ignored with a warning naming what is wrong, compiled again and replaced; a disk that
+  fills partway through writing an entry (RLIMIT_FSIZE) leaves a warning and nothing behind.
 - the example plugin (QUILT_EXAMPLE_PLUGIN), which has no executable_serialize/deserialize, and
   the same plugin presenting an ABI 1.1 table (QUILT_EXAMPLE_FAULTY_PLUGIN with a struct_size
   that ends at event_timestamps): both run, store nothing and say why.
@@ -16,7 +17,10 @@ The models are built here with onnx's helper. Prints one line per failed check a
 import json
 import os
 import re
+import resource
 import shutil
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -152,6 +156,37 @@ if have_opencl:
     foreign = bytearray(good)
     foreign[16] ^= 0x01  # the key in the header
     damaged("foreign", bytes(foreign), "its key is")
+    # The disk fills partway through writing an entry: the process may write files of at most
+    # half the entry's size (RLIMIT_FSIZE; SIGXFSZ ignored, as the disposition survives exec, so
+    # the write fails with EFBIG as on a full disk). The session still runs, the warning says what
+    # failed, and neither the entry nor its temporary file is left for a later session to load.
+    entry_bytes = len(good)
+    for p in entries(cache):
+        p.unlink()
+
+    def small_disk():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (entry_bytes // 2, entry_bytes // 2))
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+    full = subprocess.run(
+        [str(QUILT), "run", model_a, "--backend", "opencl", "--no-cost-rule", "--input", f"x={X}",
+         "--cache-dir", cache, "--output-dir", WORK / "disk-full"],
+        capture_output=True, text=True, timeout=300, preexec_fn=small_disk)
+    check("disk full mid-entry: runs", full.returncode == 0, full.stderr)
+    check("disk full mid-entry: warns what failed",
+          "warning" in full.stderr and "File too large" in full.stderr and
+          "nothing stored in the executable cache" in full.stderr, full.stderr)
+    check("disk full mid-entry: compiled, not stored", summary(full) == (0, 0, 1), full.stdout)
+    check("disk full mid-entry: outputs",
+          full.returncode == 0 and np.array_equal(np.load(WORK / "disk-full" / "out.npy"), out1))
+    check("disk full mid-entry: no entry or temporary file left",
+          not entries(cache) and not list(cache.glob("*.tmp*")), list(cache.iterdir()))
+    after = run(model_a, "opencl", cache, WORK / "after-full")
+    check("after a full disk: the next process compiles and stores", summary(after) == (0, 1, 0),
+          after.stdout + after.stderr)
+    check("after a full disk: the entry is whole", entries(cache) and
+          entries(cache)[0].stat().st_size == entry_bytes, entries(cache))
+
     # An unreadable directory position (a file where the directory should be): runs, warns.
     blocked = WORK / "blocked"
     blocked.write_text("a file, not a directory")
