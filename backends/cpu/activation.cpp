@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "backends/cpu/avx512.hpp"
+#include "backends/cpu/gcc12_avx512.hpp"
 #include "core/graph.hpp"
 
 namespace quilt::cpu {
@@ -143,10 +144,7 @@ inline __m256 act_v(__m256 x, __m256 alpha, __m256 beta) {
 // 8-lane tail went through a copy, a third of a 196-float row's time in MobileNetV3's depthwise
 // convs). Tanh keeps the 8-lane form.
 
-// GCC 12's AVX-512 headers pass _mm512_undefined_ps() through the unmasked intrinsics, which
-// -Wmaybe-uninitialized reports once inlined here; nothing is read uninitialised.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+QUILT_GCC12_AVX512_BEGIN  // backends/cpu/gcc12_avx512.hpp
 template <Activation::Kind K>
 __attribute__((target("avx512f"))) void apply_range16(const float* x, float* y, int64_t n, float a,
                                                       float b) {
@@ -156,7 +154,7 @@ __attribute__((target("avx512f"))) void apply_range16(const float* x, float* y, 
     _mm512_mask_storeu_ps(y + i, m, act16(K, _mm512_maskz_loadu_ps(m, x + i), alpha, beta));
   }
 }
-#pragma GCC diagnostic pop
+QUILT_GCC12_AVX512_END
 
 template <Activation::Kind K>
 void apply_range(const float* x, float* y, int64_t n, float a, float b) {

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "backends/cpu/activation.hpp"
+#include "backends/cpu/gcc12_avx512.hpp"
 
 namespace quilt::cpu {
 
@@ -57,14 +58,12 @@ inline constexpr float kLog2e = 1.44269504088896341f, kLn2Hi = 0.693359375f,
 inline constexpr float kExpPoly[] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
                                      4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
 
-// GCC 12's AVX-512 headers pass _mm512_undefined_ps() through the unmasked intrinsics, which
-// -Wmaybe-uninitialized reports once inlined; nothing is read uninitialised.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-// e^x on 16 lanes after clamping x to [kExpLo, 89]: x = n ln2 + r, e^r by the Cephes polynomial,
-// 2^n by vscalefps (exact; n = 128, from x above 88.72, overflows to +inf). The clamp keeps NaN
-// (max and min return their second operand when one is NaN), and so does the rest. The same
-// values as the 8-lane exp_v's two-factor scaling wherever the result is a normal float.
+QUILT_GCC12_AVX512_BEGIN  // backends/cpu/gcc12_avx512.hpp
+// e^x on 16 lanes after clamping x to [kExpLo, 89]: x = n ln2 + r, e^r by the Cephes
+// polynomial, 2^n by vscalefps (exact; n = 128, from x above 88.72, overflows to +inf). The
+// clamp keeps NaN (max and min return their second operand when one is NaN), and so does the
+// rest. The same values as the 8-lane exp_v's two-factor scaling wherever the result is a
+// normal float.
 __attribute__((target("avx512f"), always_inline)) inline __m512 exp_clamped_v16(__m512 x) {
   const __m512 xc = _mm512_min_ps(_mm512_set1_ps(89.f), _mm512_max_ps(_mm512_set1_ps(kExpLo), x));
   const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(kLog2e)),
@@ -182,6 +181,6 @@ __attribute__((target("avx512f"), always_inline)) inline __m512 act16(Activation
       return x;
   }
 }
-#pragma GCC diagnostic pop
+QUILT_GCC12_AVX512_END
 
 }  // namespace quilt::cpu

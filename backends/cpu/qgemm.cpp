@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <string>
 
+#include "backends/cpu/gcc12_avx512.hpp"
 #include "quilt/quilt.hpp"
 
 namespace quilt::cpu {
@@ -201,11 +202,7 @@ void rows_avx2(const Job& jb, int64_t i0, int64_t i1, int64_t p0, int64_t p1) {
 
 // ---- AVX512-VNNI ----
 
-// GCC 12's AVX-512 headers pass _mm512_undefined_*() through the unmasked intrinsics, which
-// -Wmaybe-uninitialized reports once inlined; nothing is read uninitialised (as in avx512.hpp).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-
+QUILT_GCC12_AVX512_BEGIN  // backends/cpu/gcc12_avx512.hpp
 #define QUILT_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
 
 // 16 final accumulators (bias not yet added) of row i at columns j.., stored per s.
@@ -349,7 +346,7 @@ void rows_vnni(const Job& jb, int64_t i0, int64_t i1, int64_t p0, int64_t p1) {
   }
 }
 
-#pragma GCC diagnostic pop
+QUILT_GCC12_AVX512_END
 
 // Rows [i0, i1) x panels [p0, p1) of C on `isa`.
 void run_block(QIsa isa, const Job& jb, int64_t i0, int64_t i1, int64_t p0, int64_t p1) {

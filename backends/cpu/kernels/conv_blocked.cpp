@@ -5,10 +5,6 @@
 
 #include <immintrin.h>
 
-// GCC 12 warns that _mm512_undefined_ps() is used uninitialized when the masked intrinsics
-// inline into functions with wider targets (GCC bug 105593, fixed in GCC 13): not a bug here.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-
 #include <array>
 #include <limits>
 #include <string>
@@ -16,9 +12,12 @@
 #include <vector>
 
 #include "backends/cpu/avx512.hpp"
+#include "backends/cpu/gcc12_avx512.hpp"
 #include "backends/cpu/kernels/conv_geometry.hpp"
 
 #define QUILT_AVX512 __attribute__((target("avx512f")))
+
+QUILT_GCC12_AVX512_BEGIN  // the whole file
 
 namespace quilt::cpu {
 namespace {

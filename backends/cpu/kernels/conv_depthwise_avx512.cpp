@@ -4,12 +4,6 @@
 // and is reached only through band_kernel_avx512, which the caller uses only when the CPU has it.
 #include <immintrin.h>
 
-// GCC 12 warns that _mm512_undefined_ps() / _epi32() are (maybe) used uninitialized when the
-// masked intrinsics and valignd inline into functions with wider targets (GCC bug 105593, fixed
-// in GCC 13): not a bug here.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -18,9 +12,12 @@
 #include <vector>
 
 #include "backends/cpu/avx512.hpp"
+#include "backends/cpu/gcc12_avx512.hpp"
 #include "backends/cpu/kernels/conv_depthwise_internal.hpp"
 
 #define QUILT_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+
+QUILT_GCC12_AVX512_BEGIN  // the whole file
 
 namespace quilt::cpu::depthwise_detail {
 namespace {

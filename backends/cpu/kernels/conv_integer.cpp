@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/gcc12_avx512.hpp"
 #include "backends/cpu/kernel.hpp"
 #include "backends/cpu/kernels/conv_geometry.hpp"
 #include "backends/cpu/kernels/quantization_common.hpp"
@@ -91,10 +92,7 @@ void interleave(const uint8_t* src, int64_t ld, int64_t k, int64_t n, uint8_t fl
       });
 }
 
-// GCC 12's AVX-512 headers pass _mm*_undefined_*() through the unmasked intrinsics, which
-// -Wmaybe-uninitialized reports once inlined; nothing is read uninitialised (as in avx512.hpp).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+QUILT_GCC12_AVX512_BEGIN  // backends/cpu/gcc12_avx512.hpp
 
 // im2col and interleave in one pass, for convolutions of stride 1 or 2 along the width on a CPU
 // with AVX512-BW/VL: the panels of output positions [r0 * ow, r1 * ow) (output rows r0..r1 of
@@ -281,7 +279,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void depthwise_plane(
     }
 }
 
-#pragma GCC diagnostic pop
+QUILT_GCC12_AVX512_END
 
 class QConvKernel : public Kernel {
  public:

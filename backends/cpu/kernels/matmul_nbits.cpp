@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/gcc12_avx512.hpp"
 #include "backends/cpu/gemm_packed.hpp"
 #include "backends/cpu/kernel.hpp"
 #include "backends/cpu/kernels/quantization_common.hpp"
@@ -209,13 +210,7 @@ Int8Rows quantize_rows(const NBitsGeometry& g, const float* a, int64_t rows) {
   return q;
 }
 
-// GCC 12's AVX-512 headers pass _mm512_undefined_*() through the unmasked intrinsics, which
-// -Wmaybe-uninitialized (and, for _mm512_reduce_add_ps's extracts, -Wuninitialized) reports once
-// inlined; nothing is read uninitialised (as in avx512.hpp).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-
+QUILT_GCC12_AVX512_BEGIN  // backends/cpu/gcc12_avx512.hpp
 #define QUILT_NBITS_VNNI __attribute__((target("avx2,avx512f,avx512bw,avx512vl,avx512vnni")))
 
 // Columns n0 .. n0 + C - 1 of row r for gemv_4bit_int8: C columns at once, so that C chains of
@@ -342,7 +337,7 @@ void gemv_4bit_int8(const NBitsGeometry& g, const NBitsWeights& w, const float* 
   });
 }
 
-#pragma GCC diagnostic pop
+QUILT_GCC12_AVX512_END
 
 // Up to this many rows of A, 4-bit weights are multiplied from their codes (gemv_4bit); more
 // rows run on the float32 GEMM over weights dequantized once (the codes' unpacking would be

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "backends/cpu/avx512.hpp"
+#include "backends/cpu/gcc12_avx512.hpp"
 
 namespace quilt::cpu::ml {
 
@@ -34,14 +35,7 @@ int depth_of(const Forest<float>& f, int32_t i, int budget, std::vector<int>& me
   return memo[k] = d + 1;
 }
 
-// GCC 12's AVX-512 headers pass _mm512_undefined_*() through the unmasked intrinsics, which
-// -W(maybe-)uninitialized reports once inlined; nothing is read uninitialised. (Clang has no such
-// warning option and would warn about the pragma.)
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+QUILT_GCC12_AVX512_BEGIN  // backends/cpu/gcc12_avx512.hpp
 
 // Gathers of all 16 lanes.
 __attribute__((target("avx512f"), always_inline)) inline __m512i gather_i(__m512i at,
@@ -124,9 +118,7 @@ __attribute__((target("avx512f"))) void add_dense_avx512(const float* values, in
   _mm512_mask_storeu_ps(sums, m, acc);
 }
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+QUILT_GCC12_AVX512_END
 
 template <bool kInclusive, int kX>
 void walk_n(const Arrays& a, const int64_t* groups, const float* const* rows, int n, int64_t cols,

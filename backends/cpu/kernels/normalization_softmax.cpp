@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "backends/cpu/avx512.hpp"
+#include "backends/cpu/gcc12_avx512.hpp"
 #include "backends/cpu/kernel.hpp"
 
 namespace quilt::cpu {
@@ -103,9 +104,8 @@ double sum_of(const float* x, int64_t n) {
 // One Softmax row on 16 lanes: the same steps as the 8-lane form in softmax() (max, exp of the
 // difference, a sum kept in double per 512 values, one scale), the exp from avx512.hpp.
 // ViT-B/16's 12 Softmaxes over 197-wide rows took 2.7 ms per run with the 8-lane form (ONNX
-// Runtime: 0.84). The pragma: as in avx512.hpp (GCC 12's reduce intrinsics).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// Runtime: 0.84).
+QUILT_GCC12_AVX512_BEGIN  // backends/cpu/gcc12_avx512.hpp
 __attribute__((target("avx512f"))) void softmax_row16(const float* in, float* out, int64_t n) {
   // The first value starts every lane, as max_of: NaN inputs give NaN outputs either way.
   __m512 m = _mm512_set1_ps(in[0]);
@@ -131,7 +131,7 @@ __attribute__((target("avx512f"))) void softmax_row16(const float* in, float* ou
     _mm512_mask_storeu_ps(out + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, out + i), scale));
   }
 }
-#pragma GCC diagnostic pop
+QUILT_GCC12_AVX512_END
 
 template <bool Log>
 void softmax(KernelContext& ctx) {
