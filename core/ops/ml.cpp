@@ -2,9 +2,8 @@
 // tree ensembles, linear models, SVMs and the preprocessing ops scikit-learn pipelines convert to
 // (skl2onnx). Binarizer, ArrayFeatureExtractor and TreeEnsemble (opset 5) are in misc_extra.cpp.
 // Classifiers' string class labels are lowered at load to integer labels and a LabelEncoder
-// (lower_string_class_labels, core/ops/strings.cpp); OneHotEncoder's cats_strings is refused as
-// not implemented, naming the attribute; LabelEncoder's and CategoryMapper's strings run on the
-// host (core/ops/strings.cpp).
+// (lower_string_class_labels, core/ops/strings.cpp); OneHotEncoder's, LabelEncoder's and
+// CategoryMapper's strings run on the host (core/ops/strings.cpp).
 #include <algorithm>
 
 #include "core/checked.hpp"
@@ -18,14 +17,6 @@ void register_ml_schemas(SchemaRegistry& r);
 namespace {
 
 const char* const kMl = "ai.onnx.ml";
-
-void refuse_strings(const InferenceContext& ctx, std::initializer_list<const char*> attrs) {
-  for (const char* a : attrs)
-    if (ctx.node().has_attr(a))
-      ctx.node().fail(std::string("attribute '") + a +
-                          "' holds strings, which Quilt does not take here yet (use integers)",
-                      ErrorCode::NotImplemented);
-}
 
 // Rows of X: [N, C] -> N, [C] -> 1. Fails on other ranks.
 int64_t rows_of(const InferenceContext& ctx) {
@@ -126,15 +117,32 @@ void infer_normalizer(InferenceContext& ctx) {
   infer_float_same_shape(ctx);
 }
 
+std::string to_display(int64_t v) {
+  return std::to_string(v);
+}
+std::string to_display(const std::string& v) {
+  return "'" + v + "'";
+}
+
+// String X looks its values up in cats_strings (on the host: core/ops/strings.cpp), numbers in
+// cats_int64s (the CPU kernel).
 void infer_one_hot_encoder(InferenceContext& ctx) {
-  refuse_strings(ctx, {"cats_strings"});
-  check_numeric_input(ctx);
-  const auto cats = static_cast<int64_t>(ctx.node().attr_ints("cats_int64s").size());
-  if (cats < 1) ctx.fail("attribute 'cats_int64s' is required");
-  auto sorted = ctx.node().attr_ints("cats_int64s");
-  std::sort(sorted.begin(), sorted.end());
-  if (const auto dup = std::adjacent_find(sorted.begin(), sorted.end()); dup != sorted.end())
-    ctx.fail("attribute 'cats_int64s' lists " + std::to_string(*dup) + " twice");
+  const bool strings = ctx.input_dtype(0) == DType::String;
+  if (!strings) check_numeric_input(ctx);
+  const char* attr = strings ? "cats_strings" : "cats_int64s";
+  auto duplicate = [&](auto cats) {
+    if (cats.empty())
+      ctx.fail(std::string("attribute '") + attr + "' is required for " +
+               (strings ? "string" : "numeric") + " X");
+    std::sort(cats.begin(), cats.end());
+    const auto dup = std::adjacent_find(cats.begin(), cats.end());
+    return dup == cats.end() ? std::string() : to_display(*dup);
+  };
+  const std::string dup = strings ? duplicate(ctx.node().attr_strings("cats_strings"))
+                                  : duplicate(ctx.node().attr_ints("cats_int64s"));
+  if (!dup.empty()) ctx.fail(std::string("attribute '") + attr + "' lists " + dup + " twice");
+  const auto cats = static_cast<int64_t>(strings ? ctx.node().attr_strings("cats_strings").size()
+                                                 : ctx.node().attr_ints("cats_int64s").size());
   auto dims = ctx.input_shape(0);
   dims.push_back(cats);
   ctx.set_output(0, DType::Float32, dims);

@@ -1,8 +1,8 @@
 // String tensors' ops: their schemas and the host kernels the core runs them with
 // (core/host_ops.hpp says why they do not go to a backend). Cast to and from string,
-// StringNormalizer, StringConcat, StringSplit, RegexFullMatch, Identity on strings, and
-// ai.onnx.ml's CategoryMapper and LabelEncoder with string keys or values (LabelEncoder's
-// schema is in ml.cpp).
+// StringNormalizer, StringConcat, StringSplit, RegexFullMatch, Identity and Gather on strings, and
+// ai.onnx.ml's CategoryMapper, LabelEncoder with string keys or values and OneHotEncoder on
+// strings (LabelEncoder's and OneHotEncoder's schemas are in ml.cpp).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -12,6 +12,8 @@
 #include <mutex>
 #include <regex>
 #include <set>
+#include <string_view>
+#include <unordered_map>
 
 #include "core/element.hpp"
 #include "core/host_ops.hpp"
@@ -425,6 +427,50 @@ std::vector<Tensor> flatten_kernel(const Node& node, const std::vector<Tensor>& 
   return {x.reshaped({outer, outer ? x.numel() / outer : 0})};
 }
 
+// Gather on strings (skl2onnx takes a categorical pipeline's columns out of its string input with
+// it): data's elements along `axis` picked by indices (int32 or int64, negative from the end).
+std::vector<Tensor> gather_kernel(const Node& node, const std::vector<Tensor>& in) {
+  const Tensor& data = in.at(0);
+  const Tensor& indices = in.at(1);
+  const auto rank = static_cast<int64_t>(data.shape().size());
+  if (rank == 0) node.fail("data is a scalar; Gather needs rank >= 1", ErrorCode::InvalidArgument);
+  int64_t axis = node.attr_int("axis", 0);
+  if (axis < -rank || axis >= rank)
+    node.fail("axis " + std::to_string(axis) + " is out of range for data of rank " +
+                  std::to_string(rank),
+              ErrorCode::InvalidArgument);
+  if (axis < 0) axis += rank;
+  if (indices.dtype() != DType::Int64 && indices.dtype() != DType::Int32)
+    node.fail(std::string("indices must be int32 or int64, got ") + dtype_name(indices.dtype()),
+              ErrorCode::InvalidArgument);
+  const int64_t size = data.shape()[static_cast<size_t>(axis)];
+  std::vector<int64_t> picks(static_cast<size_t>(indices.numel()));
+  for (int64_t i = 0; i < indices.numel(); ++i) {
+    const int64_t v =
+        indices.dtype() == DType::Int64 ? indices.data<int64_t>()[i] : indices.data<int32_t>()[i];
+    if (v < -size || v >= size)
+      node.fail("index " + std::to_string(v) + " is out of range for axis " + std::to_string(axis) +
+                    " of size " + std::to_string(size),
+                ErrorCode::InvalidArgument);
+    picks[static_cast<size_t>(i)] = v < 0 ? v + size : v;
+  }
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= data.shape()[static_cast<size_t>(d)];
+  for (int64_t d = axis + 1; d < rank; ++d) inner *= data.shape()[static_cast<size_t>(d)];
+  std::vector<int64_t> dims(data.shape().begin(), data.shape().begin() + axis);
+  dims.insert(dims.end(), indices.shape().begin(), indices.shape().end());
+  dims.insert(dims.end(), data.shape().begin() + axis + 1, data.shape().end());
+  Tensor y(DType::String, dims);
+  const std::string* src = data.data<std::string>();
+  std::string* dst = y.data<std::string>();
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t p : picks) {
+      std::copy_n(src + (o * size + p) * inner, inner, dst);
+      dst += inner;
+    }
+  return {y};
+}
+
 // com.microsoft Tokenizer, as onnxruntime's contrib kernel: each string's tokens are the matches
 // of `tokenexp`, or the pieces between matches of any of `separators` (an empty separator: each
 // UTF-8 character a token); tokens of fewer than `mincharnum` characters are dropped; `mark`
@@ -586,6 +632,31 @@ std::vector<Tensor> category_mapper_kernel(const Node& node, const std::vector<T
   return {y};
 }
 
+// OneHotEncoder on strings: each element of X becomes a row of cats_strings' length with a one
+// at its category's index; an unknown string gives a row of zeros, or fails when zeros is 0.
+std::vector<Tensor> one_hot_encoder_kernel(const Node& node, const std::vector<Tensor>& in) {
+  const Tensor& x = in.at(0);
+  const auto cats = node.attr_strings("cats_strings");
+  std::unordered_map<std::string_view, int64_t> index;
+  for (size_t i = 0; i < cats.size(); ++i) index.emplace(cats[i], static_cast<int64_t>(i));
+  const bool zeros = node.attr_int("zeros", 1) != 0;
+  const auto width = static_cast<int64_t>(cats.size());
+  std::vector<int64_t> dims = x.shape();
+  dims.push_back(width);
+  Tensor y(DType::Float32, dims);  // zero-filled
+  float* out = y.data<float>();
+  const std::string* xs = x.data<std::string>();
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const auto it = index.find(xs[i]);
+    if (it != index.end())
+      out[i * width + it->second] = 1.0f;
+    else if (!zeros)
+      node.fail("X has category '" + xs[i] + "', which is not in cats_strings (and zeros is 0)",
+                ErrorCode::InvalidArgument);
+  }
+  return {y};
+}
+
 // A LabelEncoder's keys, values or default, whatever attribute holds them, as a tensor.
 Tensor label_encoder_list(const Node& n, const std::string& what) {
   if (const Tensor* t = n.has_attr(what + "_tensor") ? n.attr_tensor(what + "_tensor") : nullptr)
@@ -708,8 +779,10 @@ const std::map<std::pair<std::string, std::string>, ValueKernel>& host_kernels()
       {{"", "RegexFullMatch"}, regex_full_match_kernel},
       {{"", "Reshape"}, reshape_kernel},
       {{"", "Flatten"}, flatten_kernel},
+      {{"", "Gather"}, gather_kernel},
       {{"com.microsoft", "Tokenizer"}, tokenizer_kernel},
       {{kMl, "CategoryMapper"}, category_mapper_kernel},
+      {{kMl, "OneHotEncoder"}, one_hot_encoder_kernel},
       {{kMl, "LabelEncoder"}, label_encoder_kernel},
   };
   static const auto kernels = [] {

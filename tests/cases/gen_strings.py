@@ -111,6 +111,22 @@ one_node("category_mapper_to_int", "CategoryMapper",
          default_int64=-7, **cats)
 one_node("category_mapper_to_string", "CategoryMapper", {"x": np.array([2, 0, 5, 1], np.int64)},
          ["y"], opset=17, ml_opset=1, default_string="none", **cats)
+one_node("one_hot_encoder_strings", "OneHotEncoder", {"x": strings("dog", "cat", "fish", "bird", "cat", "dog",
+                                                                  shape=(2, 3))},
+         ["y"], opset=17, ml_opset=1, cats_strings=["cat", "dog", "bird"])
+one_node("one_hot_encoder_strings_column", "OneHotEncoder", {"x": strings("b", "a", "c", "", shape=(4, 1))},
+         ["y"], opset=17, ml_opset=1, cats_strings=["", "a", "b"], zeros=1)
+# Gather on strings: columns out of a categorical input (as skl2onnx writes it), rows, negative
+# and scalar indices.
+words = strings("a", "bb", "", "ccc", "d", "ee", shape=(2, 3))
+one_node("gather_strings_columns", "Gather", {"x": words, "i": np.array([2, 0], np.int64)}, ["y"], opset=17,
+         axis=1)
+# Whole rows against onnx's reference: onnxruntime 1.32.0 copies only the first string of each
+# row (it gives [["ccc", "", ""]] for row 1 of these words).
+one_node("gather_strings_rows_negative", "Gather", {"x": words, "i": np.array([[-1], [0]], np.int32)}, ["y"],
+         opset=17, reference=True)
+one_node("gather_strings_scalar_index", "Gather", {"x": words, "i": np.array(-2, np.int64)}, ["y"], opset=17,
+         axis=-1)
 one_node("label_encoder_string_int", "LabelEncoder", {"x": strings("a", "b", "zz", "c")}, ["y"],
          opset=17, ml_opset=2, keys_strings=["a", "b", "c"], values_int64s=[1, 2, 3],
          default_int64=-1)

@@ -197,10 +197,61 @@ def test_classifiers_with_zipmap_match_onnxruntime(digits):
     assert [list(m) for m in got["output_probability"]] == [list(m) for m in want[1]]
 
 
-def test_what_quilt_cannot_hold_yet_is_not_implemented(digits):
+def test_both_kinds_of_class_labels_is_a_load_error(digits):
     with pytest.raises(quilt.InvalidModel, match="has both 'classlabels_strings' and 'classlabels_int64s'"):
         quilt.Session(tree(classlabels_strings=["a", "b"]))
-    with pytest.raises(quilt.NotImplemented, match="'cats_strings' holds strings, which Quilt does not take"):
-        quilt.Session(model_bytes([helper.make_node("OneHotEncoder", ["x"], ["y"], domain=ML, cats_strings=["a"])],
-                                  [vi("x", TensorProto.STRING, [3])], [vi("y", TensorProto.FLOAT, None)],
-                                  domains=[(ML, 1)]))
+
+
+def test_a_categorical_pipeline_on_strings_matches_onnxruntime():
+    """OneHotEncoder on string columns (skl2onnx: Gather of each column, OneHotEncoder with
+    cats_strings, Concat) into a logistic regression, with a category unseen in training."""
+    from skl2onnx import to_onnx
+    from skl2onnx.common.data_types import StringTensorType
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder
+    rng = np.random.default_rng(0)
+    colors, sizes = np.array(["red", "green", "blue", "cyan"]), np.array(["S", "M", "L"])
+    x = np.stack([colors[rng.integers(0, 4, 300)], sizes[rng.integers(0, 3, 300)]], 1).astype(object)
+    y = ((x[:, 0] == "red") | (x[:, 1] == "L")).astype(np.int64)
+    pipe = make_pipeline(OneHotEncoder(handle_unknown="ignore"), LogisticRegression()).fit(x, y)
+    model = to_onnx(pipe, initial_types=[("cats", StringTensorType([None, 2]))], options={"zipmap": False},
+                    target_opset={"": 17, ML: 3}).SerializeToString()
+    feed = {"cats": x[:50].copy()}
+    feed["cats"][3, 0] = "purple"
+    want = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feed)
+    got = qort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feed)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-6)
+    assert (got[0] == pipe.predict(feed["cats"])).all()
+
+
+def one_hot(x_type=TensorProto.STRING, **attrs):
+    return model_bytes([helper.make_node("OneHotEncoder", ["x"], ["y"], domain=ML, **attrs)],
+                       [vi("x", x_type, [3])], [vi("y", TensorProto.FLOAT, None)], domains=[(ML, 1)])
+
+
+def test_one_hot_encoder_on_strings_says_what_is_wrong():
+    x = {"x": np.array(["cat", "fish", "dog"], dtype=object)}
+    with pytest.raises(quilt.InvalidArgument, match="X has category 'fish', which is not in cats_strings "
+                                                    r"\(and zeros is 0\)"):
+        quilt.Session(one_hot(cats_strings=["cat", "dog"], zeros=0)).run(x)
+    got = quilt.Session(one_hot(cats_strings=["cat", "dog"])).run(x)["y"]
+    np.testing.assert_array_equal(got, [[1, 0], [0, 0], [0, 1]])
+    with pytest.raises(quilt.InvalidModel, match="attribute 'cats_strings' lists 'dog' twice"):
+        quilt.Session(one_hot(cats_strings=["dog", "cat", "dog"]))
+    with pytest.raises(quilt.InvalidModel, match="attribute 'cats_int64s' is required for numeric X"):
+        quilt.Session(one_hot(TensorProto.INT64, cats_strings=["cat"]))
+    with pytest.raises(quilt.InvalidModel, match="attribute 'cats_strings' is required for string X"):
+        quilt.Session(one_hot(cats_int64s=[1, 2]))
+
+
+def test_gather_on_strings_names_an_index_out_of_range():
+    model = model_bytes([helper.make_node("Gather", ["x", "i"], ["y"], axis=1)],
+                        [vi("x", TensorProto.STRING, [2, 3]), vi("i", TensorProto.INT64, [1])],
+                        [vi("y", TensorProto.STRING, None)])
+    x = np.array([["a", "b", "c"], ["d", "e", "f"]], dtype=object)
+    assert quilt.Session(model).run({"x": x, "i": np.array([-1])})["y"].tolist() == [["c"], ["f"]]
+    with pytest.raises(quilt.InvalidArgument, match="index 3 is out of range for axis 1 of size 3"):
+        quilt.Session(model).run({"x": x, "i": np.array([3])})
+
