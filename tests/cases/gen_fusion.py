@@ -129,9 +129,9 @@ c.model("residual_small_map_hardswish", [
 # Few input channels (conv_few_channels.cpp): the residual added after the direct kernel, and an
 # activation act16 has no form for (Tanh, applied to y's rows after the transpose).
 c.model("residual_few_channels_relu", [
-    N("Conv", ["x", "wf", "bf"], ["c"], pads=[1, 2, 1, 2], kernel_shape=[3, 5]),
-    N("Add", ["c", "x"], ["a"]), N("Relu", ["a"], ["y"])],
-    {"x": rand(2, 3, 9, 10)}, ["y"], {"wf": rand(3, 3, 3, 5), "bf": rand(3)})
+    N("Conv", ["x", "wf", "bf"], ["c"], pads=[1, 2, 1, 2], strides=[2, 2]),
+    N("Add", ["c", "r"], ["a"]), N("Relu", ["a"], ["y"])],
+    {"x": rand(2, 3, 17, 20), "r": rand(2, 40, 9, 10)}, ["y"], {"wf": rand(40, 3, 3, 5), "bf": rand(40)})
 c.model("few_channels_tanh", [N("Conv", ["x", "wt", "bt"], ["c"], strides=[2, 2], pads=[1, 1, 1, 1]),
                               N("Tanh", ["c"], ["y"])],
         {"x": rand(1, 2, 15, 13)}, ["y"], {"wt": rand(40, 2, 4, 4), "bt": rand(40)})

@@ -293,7 +293,10 @@ class ConvKernel : public Kernel {
         pixels = 1;
         for (size_t d = 2; d < out_dims->size(); ++d) pixels *= (*out_dims)[d];
       }
-      if (!bf16_ && cg > 0 && FewChannelConv::applies(cg, kvol, mg, pixels))
+      const std::vector<int64_t> strides = sig.node.attr_ints("strides", {});
+      const bool strided =
+          std::any_of(strides.begin(), strides.end(), [](int64_t v) { return v > 1; });
+      if (!bf16_ && cg > 0 && FewChannelConv::applies(cg, kvol, mg, pixels, strided))
         few_.emplace(w->data<float>(), w->dim(0), group_, cg, kvol);
       else if (!bf16_ && small_map(sig, mg, depth))  // gemm_channels has no bfloat16 form
         for (int64_t grp = 0; grp < group_; ++grp)

@@ -28,12 +28,15 @@ class FewChannelConv {
  public:
   // Whether this path takes a conv of cg input channels per group, window volume kvol, mg
   // output channels per group and `pixels` output pixels (1-D or 2-D, constant float32 weights,
-  // an AVX-512 CPU): a product at most 64 deep on maps of at most 4096 pixels. Measured on the
-  // keyword-spotting net's 1 -> 64 10x4 stride-2 conv (1 thread, under load): 12.4 us on the
-  // packed GEMM over shifted rows, 14 us over im2col, 18 us on gemm_channels (see
-  // BENCHMARKS-small). Larger maps (ResNet-50's and MobileNetV3's 3-channel first convs, 112x112
+  // an AVX-512 CPU, a stride above 1 along some dim): at most 4 input channels, a window of
+  // at least 4 taps, a product at most 64 deep, at least 32 output channels, on maps of at most
+  // 4096 pixels. Measured on the
+  // keyword-spotting net's 1 -> 64 10x4 stride-2 conv (1 thread, in the model, under load): 12.4
+  // us on the packed GEMM over shifted rows, 14 us over im2col, 18 us on gemm_channels, 8.0 us
+  // here; the first conv of a 48x192 OCR-style classifier (3 -> 32, 3x3, stride 2): 56 -> 49 us
+  // at 2 threads. Larger maps (ResNet-50's and MobileNetV3's 3-channel first convs, 112x112
   // outputs) keep the packed GEMM.
-  static bool applies(int64_t cg, int64_t kvol, int64_t mg, int64_t pixels);
+  static bool applies(int64_t cg, int64_t kvol, int64_t mg, int64_t pixels, bool strided);
 
   FewChannelConv(const float* w, int64_t c_out, int64_t group, int64_t cg, int64_t kvol);
 
