@@ -126,6 +126,15 @@ c.model("residual_small_map_hardswish", [
     N("Conv", ["x", "w72", "b72"], ["c"], pads=[1, 1, 1, 1]), N("Add", ["c", "x"], ["a"]),
     N("HardSwish", ["a"], ["y"])], {"x": rand(1, 72, 6, 6)}, ["y"],
     {"w72": rand(72, 72, 3, 3), "b72": rand(72)})
+# Few input channels (conv_few_channels.cpp): the residual added after the direct kernel, and an
+# activation act16 has no form for (Tanh, applied to y's rows after the transpose).
+c.model("residual_few_channels_relu", [
+    N("Conv", ["x", "wf", "bf"], ["c"], pads=[1, 2, 1, 2], strides=[2, 2]),
+    N("Add", ["c", "r"], ["a"]), N("Relu", ["a"], ["y"])],
+    {"x": rand(2, 3, 17, 20), "r": rand(2, 40, 9, 10)}, ["y"], {"wf": rand(40, 3, 3, 5), "bf": rand(40)})
+c.model("few_channels_tanh", [N("Conv", ["x", "wt", "bt"], ["c"], strides=[2, 2], pads=[1, 1, 1, 1]),
+                              N("Tanh", ["c"], ["y"])],
+        {"x": rand(1, 2, 15, 13)}, ["y"], {"wt": rand(40, 2, 4, 4), "bt": rand(40)})
 # Dilated convs on small maps with constant weights, offset by offset (run_by_tap_channels), two
 # groups: only the centre offset live, the activation in its product; and several offsets, the
 # activation after the last.

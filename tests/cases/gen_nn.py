@@ -169,6 +169,27 @@ c.node("conv1d_small_map_const_pads", "Conv", {"x": rand(2, 129, 5)},
        initializers={"w": rand(128, 129, 3), "b": rand(128)}, pads=[1, 1], **CONV_TOL)
 c.node("conv1d_small_map_const_group_stride", "Conv", {"x": rand(1, 8, 23)},
        initializers={"w": rand(16, 4, 5)}, group=2, strides=[2], pads=[2, 1], **CONV_TOL)
+# Few input channels (at most 4) and a window at most 64 deep, strided, at least 32 output
+# channels, constant weights, maps up to 4096 pixels: the direct kernel with output channels
+# along the vectors (conv_few_channels.cpp). The keyword-spotting net's first conv (1 -> 64,
+# 10x4, stride 2, asymmetric pads); a ragged channel count (70: a full block of 64 and a 6-channel
+# one) with dilation and mixed strides over a batch (images split across threads); 3 groups of
+# one input channel and 32 outputs each, no bias; a map large enough to split its pixels across
+# threads (3844 pixels, 64 deep, 48 channels); a 1-D conv with stride, dilation and pads.
+c.node("conv2d_few_channels_kws", "Conv", {"x": rand(1, 1, 49, 10)},
+       initializers={"w": rand(64, 1, 10, 4), "b": rand(64)}, strides=[2, 2], pads=[4, 1, 5, 2],
+       **CONV_TOL)
+c.node("conv2d_few_channels_ragged", "Conv", {"x": rand(2, 2, 17, 19)},
+       initializers={"w": rand(70, 2, 3, 5), "b": rand(70)}, strides=[1, 3], dilations=[2, 1],
+       pads=[2, 0, 1, 3], **CONV_TOL)
+c.node("conv2d_few_channels_groups", "Conv", {"x": rand(1, 3, 11, 12)},
+       initializers={"w": rand(96, 1, 5, 5)}, group=3, strides=[2, 1], pads=[2, 2, 2, 2],
+       **CONV_TOL)
+c.node("conv2d_few_channels_split", "Conv", {"x": rand(1, 1, 130, 130)},
+       initializers={"w": rand(48, 1, 8, 8), "b": rand(48)}, strides=[2, 2], rtol=1e-4, atol=1e-3)
+c.node("conv1d_few_channels", "Conv", {"x": rand(1, 3, 50)},
+       initializers={"w": rand(33, 3, 7), "b": rand(33)}, strides=[3], dilations=[2], pads=[3, 2],
+       **CONV_TOL)
 c.node("conv1d_basic", "Conv", {"x": rand(2, 3, 10), "w": rand(4, 3, 3), "b": rand(4)},
        **CONV_TOL)
 c.node("conv1d_strides_pads_dil", "Conv", {"x": rand(1, 2, 17), "w": rand(3, 2, 4)},

@@ -21,6 +21,7 @@
 #include "backends/cpu/kernel.hpp"
 #include "backends/cpu/kernels/conv_depthwise.hpp"
 #include "backends/cpu/kernels/conv_direct.hpp"
+#include "backends/cpu/kernels/conv_few_channels.hpp"
 #include "backends/cpu/kernels/conv_geometry.hpp"
 #include "backends/cpu/kernels/short_rows.hpp"
 
@@ -284,7 +285,20 @@ class ConvKernel : public Kernel {
     {
       constant_weights_ = true;
       const int64_t mg = w->dim(0) / group_, depth = w->numel() / w->dim(0);
-      if (!bf16_ && small_map(sig, mg, depth))  // gemm_channels has no bfloat16 form
+      const int64_t cg = w->dim(1), kvol = depth / std::max<int64_t>(cg, 1);
+      const std::vector<int64_t>* out_dims =
+          sig.outputs.empty() || !sig.outputs[0].has_shape ? nullptr : &sig.outputs[0].dims;
+      int64_t pixels = 0;
+      if (out_dims && (out_dims->size() == 3 || out_dims->size() == 4) && w->rank() <= 4) {
+        pixels = 1;
+        for (size_t d = 2; d < out_dims->size(); ++d) pixels *= (*out_dims)[d];
+      }
+      const std::vector<int64_t> strides = sig.node.attr_ints("strides", {});
+      const bool strided =
+          std::any_of(strides.begin(), strides.end(), [](int64_t v) { return v > 1; });
+      if (!bf16_ && cg > 0 && FewChannelConv::applies(cg, kvol, mg, pixels, strided))
+        few_.emplace(w->data<float>(), w->dim(0), group_, cg, kvol);
+      else if (!bf16_ && small_map(sig, mg, depth))  // gemm_channels has no bfloat16 form
         for (int64_t grp = 0; grp < group_; ++grp)
           channel_packed_.emplace_back(w->data<float>() + grp * mg * depth, mg, depth, depth);
       else
@@ -347,6 +361,12 @@ class ConvKernel : public Kernel {
     }
 
     const bool pointwise = layout.pointwise;
+    if (few_ && layout.regions.empty() && few_->takes(g)) {
+      ctx.detail = "direct, few input channels (output channels along the vectors)";
+      few_->run(g, batch, xp, bp, yp, act_before, ctx.pool);
+      if (rp) add_residual();
+      return;
+    }
     if (const std::vector<TapRegion>& regions = layout.regions; !regions.empty()) {
       if (!channel_packed_.empty() && g.stride[1] == 1 && g.stride[2] == 1) {
         ctx.detail = "channel tiles (gemm_channels), a product per kernel tap";
@@ -777,7 +797,8 @@ class ConvKernel : public Kernel {
   bool bf16_;                    // the products take bfloat16 operands (NodeSignature::bf16)
   std::vector<PackedA> packed_;  // per group, when the weights are constant
   std::vector<PackedAChannels> channel_packed_;  // instead, for small maps (small_map)
-  bool constant_weights_ = false;                // one of the two is packed
+  std::optional<FewChannelConv> few_;  // instead, for few input channels (conv_few_channels)
+  bool constant_weights_ = false;      // one of the three is packed
   // What run() works out from the shapes before any arithmetic.
   struct Layout {
     Geometry g;
