@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "backends/cpu/avx512.hpp"
+#include "backends/cpu/gcc12_avx512.hpp"
 
 namespace quilt::cpu {
 namespace {
@@ -99,10 +100,7 @@ void fill_padded(const Geometry& g, const Padded& pd, const float* x, int64_t cg
     }
 }
 
-// GCC 12's AVX-512 headers pass _mm512_undefined_ps() through the unmasked intrinsics, which
-// -Wmaybe-uninitialized reports once inlined; nothing is read uninitialised (as in avx512.hpp).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+QUILT_GCC12_AVX512_BEGIN  // backends/cpu/gcc12_avx512.hpp
 // y[i][j] (row stride ldy) = buf[j][i] for pixels j < nq (<= 16) and channels i < mr (<= 64):
 // 16 x 16 blocks transposed in registers (a scalar copy took a third of the conv's time).
 __attribute__((target("avx512f"))) void transpose_out(const float* buf, int64_t nq, int64_t mr,
@@ -140,7 +138,7 @@ __attribute__((target("avx512f"))) void transpose_out(const float* buf, int64_t 
       _mm512_mask_storeu_ps(y + (v * kLanes + i) * ldy, store, r[i]);
   }
 }
-#pragma GCC diagnostic pop
+QUILT_GCC12_AVX512_END
 
 }  // namespace
 

@@ -7,7 +7,7 @@
 // walk blocks of rows through every tree (trees outer, rows inner, so a tree's nodes stay in
 // cache), eight rows at a time in lockstep so that their chains of dependent loads overlap. The
 // row blocks spread over the pool; a few rows and many trees split the trees over the pool
-// instead, and a run of a few thousand walk steps stays on the calling thread. Aggregation, base
+// instead, and a run of under 1,024 walk steps stays on the calling thread. Aggregation, base
 // values, post-transforms and the binary-classifier conventions follow onnxruntime's, in the
 // threshold type (double for double X, float otherwise) as it does, so that labels agree exactly.
 #include <cmath>
@@ -98,7 +98,7 @@ class TreeKernel : public Kernel {
     // 500-tree, depth-8 forest is 256 steps, a few microseconds, less than handing half of it to
     // another core costs.
     const bool inline_run =
-        threads == 1 || (complete && rows.rows * units * complete_.depth() < 4096);
+        threads == 1 || (complete && rows.rows * units * complete_.depth() < 1024);
     if (!inline_run && rows.rows < threads && units >= 2 * threads) {
       // Few rows, many trees: each task evaluates a range of trees on every row.
       std::vector<Scores<T>> part(static_cast<size_t>(rows.rows) * static_cast<size_t>(threads));
