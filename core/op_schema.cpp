@@ -77,7 +77,8 @@ int64_t TypeShape::bytes() const {
       [this] { return "tensor of shape " + to_string(dims) + " (" + dtype_name(dtype) + ")"; },
       "byte size", ErrorCode::OutOfMemory);
   const int64_t n = c.product(dims);
-  return dtype_is_4bit(dtype) ? n / 2 + n % 2 : c.mul(n, static_cast<int64_t>(dtype_size(dtype)));
+  if (dtype_is_packed(dtype)) return static_cast<int64_t>(dtype_nbytes(dtype, n));
+  return c.mul(n, static_cast<int64_t>(dtype_size(dtype)));
 }
 
 InferenceContext::InferenceContext(const Node& node, std::vector<TypeShape> inputs,
