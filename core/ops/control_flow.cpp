@@ -128,11 +128,11 @@ void register_control_flow_schemas(SchemaRegistry& r) {
          .max_outputs = kMany,
          .infer = infer_loop,
          .takes_values = true});
-  // Scan-8: a batch axis and sequence_lens (input 0).
+  // Scan-8: a batch axis and sequence_lens (input 0, optional: infer_scan8 counts the rest).
   r.add({.op_type = "Scan",
          .min_opset = 8,
          .max_opset = 8,
-         .min_inputs = 2,
+         .min_inputs = 0,
          .max_inputs = kMany,
          .max_outputs = kMany,
          .infer = infer_scan8});

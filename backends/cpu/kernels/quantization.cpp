@@ -109,12 +109,14 @@ struct QuantizeParams {
   std::vector<int64_t> zp;
 };
 
-QuantizeParams quantize_params(const KernelContext& ctx) {
+// float_zero_point: the zero point is float4e2m1 (checked to be 0 by the caller), read as 0s.
+QuantizeParams quantize_params(const KernelContext& ctx, bool float_zero_point = false) {
   const Tensor& s = ctx.input(1);
   std::string reason;
   const DType prec = quantize_precision(ctx.node, ctx.input(0).dtype(), s.dtype(), &reason);
   if (!reason.empty()) ctx.node.fail(reason, ErrorCode::NotImplemented);
-  return {prec, layout_of(ctx), float_values(s), int_values(ctx.optional_input(2), s.numel())};
+  return {prec, layout_of(ctx), float_values(s),
+          int_values(float_zero_point ? nullptr : ctx.optional_input(2), s.numel())};
 }
 
 template <class Y>
@@ -194,7 +196,7 @@ void quantize_packed(KernelContext& ctx) {
   const DType yd = yt.dtype();
   const bool is_float = yd == DType::Float4E2M1;
   if (is_float) require_zero_float_zero_point(ctx);
-  const QuantizeParams qp = quantize_params(ctx);
+  const QuantizeParams qp = quantize_params(ctx, is_float);
   const bool half_div = qp.prec == DType::Float16;
   std::vector<uint8_t> q(static_cast<size_t>(x.numel()));
   for_each_param_run(ctx.pool, qp.l, x.numel(), [&](int64_t e, int64_t n, int64_t p, int64_t step) {
