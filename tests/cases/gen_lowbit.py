@@ -10,9 +10,9 @@ that it agrees with the reference and stops if not."""
 import ml_dtypes
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
-from onnx.reference import ReferenceEvaluator
 
-from casegen import Cases, rand, randint, run_onnxruntime
+from casegen import (Cases, quantize_dequantize_cases, rand, randint, reference_outputs,
+                     run_onnxruntime)
 
 c = Cases("lowbit")
 I2, U2, F4, E8 = TensorProto.INT2, TensorProto.UINT2, TensorProto.FLOAT4E2M1, TensorProto.FLOAT8E8M0
@@ -40,15 +40,7 @@ def reference(name, nodes, inputs, outputs, initializers=None, opset=25, ort=Tru
     """A graph whose expected outputs come from onnx's reference implementation; onnxruntime
     must agree where it runs the model."""
     initializers = initializers or {}
-    graph = helper.make_graph(
-        nodes, name,
-        [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
-         for k, v in inputs.items()],
-        [helper.make_empty_tensor_value_info(o) for o in outputs],
-        [numpy_helper.from_array(v, k) for k, v in initializers.items()])
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 11
-    got = ReferenceEvaluator(m).run(None, inputs)
+    m, got = reference_outputs(name, nodes, inputs, outputs, initializers, opset, 11)
     if ort:
         try:
             theirs = run_onnxruntime(m, inputs, outputs)
@@ -144,38 +136,10 @@ reference("castlike_float_to_float8e8m0", [helper.make_node("CastLike", ["x", "l
 # ---- QuantizeLinear / DequantizeLinear with int2, uint2 and float4e2m1
 for t in (I2, U2):
     tn = NAME[t]
-    x = rand(4, 9, 7, low=-6, high=6)
     zp_lo, zp_hi = (-2, 2) if t == I2 else (0, 4)
+    quantize_dequantize_cases(reference, tn, t, NP[t], lambda *s, t=t: codes(t, *s), zp_lo,
+                              zp_hi)
     zp = lambda *shape: randint(*shape, low=zp_lo, high=zp_hi, dtype=np.int8).astype(NP[t])  # noqa: E731
-    reference(f"quantize_{tn}_per_tensor",
-              [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"])], {"x": x}, ["y"],
-              {"s": np.array(0.9, np.float32), "z": np.array(zp_lo + 1, NP[t])})
-    reference(f"quantize_{tn}_per_axis",
-              [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], axis=1)], {"x": x}, ["y"],
-              {"s": rand(9, low=0.5, high=2), "z": zp(9)})
-    reference(f"quantize_{tn}_blocked",
-              [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], axis=2, block_size=3)],
-              {"x": x}, ["y"], {"s": rand(4, 9, 3, low=0.5, high=2), "z": zp(4, 9, 3)})
-    reference(f"quantize_{tn}_output_dtype_no_zero_point",
-              [helper.make_node("QuantizeLinear", ["x", "s"], ["y"], output_dtype=t)],
-              {"x": x}, ["y"], {"s": np.array(1.3, np.float32)})
-    reference(f"quantize_{tn}_float16",
-              [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"])],
-              {"x": x.astype(np.float16)}, ["y"],
-              {"s": np.array(0.9, np.float16), "z": np.array(zp_lo + 1, NP[t])})
-    q = codes(t, 5, 11, 3)
-    reference(f"dequantize_{tn}_per_tensor",
-              [helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])], {"q": q}, ["y"],
-              {"s": np.array(0.25, np.float32), "z": np.array(zp_lo, NP[t])})
-    reference(f"dequantize_{tn}_per_axis",
-              [helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], axis=1)], {"q": q},
-              ["y"], {"s": rand(11, low=0.1, high=1), "z": zp(11)})
-    reference(f"dequantize_{tn}_blocked",
-              [helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], axis=1, block_size=4)],
-              {"q": q}, ["y"], {"s": rand(5, 3, 3, low=0.1, high=1), "z": zp(5, 3, 3)})
-    reference(f"dequantize_{tn}_float16",
-              [helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])], {"q": q}, ["y"],
-              {"s": np.array(0.25, np.float16), "z": np.array(zp_lo, NP[t])})
     # packed weights as an initializer feeding a MatMul (weight-only quantization)
     reference(f"weight_only_{tn}_matmul",
               [helper.make_node("DequantizeLinear", ["w", "s", "z"], ["wf"], axis=0,
