@@ -247,7 +247,8 @@ bool is_random_op(const Node& node) {
   if (!node.domain.empty()) return false;
   for (const char* op : kOps)
     if (node.op_type == op) return true;
-  return false;
+  // A Dropout given a training_mode input may draw a random mask (when it is true).
+  return node.op_type == "Dropout" && node.opset >= 12 && node.has_input(2);
 }
 
 std::vector<int64_t> broadcast_shapes(const InferenceContext& ctx, const std::vector<int64_t>& a,

@@ -7,6 +7,8 @@ Counts are odd and not multiples of four, so packed rows start mid-byte and the 
 partly used. Expected values come from onnx's reference implementation (the spec: ml_dtypes'
 casts, numpy_helper.to_float8e8m0); where onnxruntime runs a model too, the generator checks
 that it agrees with the reference and stops if not."""
+import re
+
 import ml_dtypes
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
@@ -22,7 +24,13 @@ NAME = {I2: "int2", U2: "uint2", F4: "float4e2m1", E8: "float8e8m0"}
 agreed_with_ort, disagreed_with_ort = [], []
 # onnxruntime 1.32 rounds float -> int2/uint2 to nearest where onnx's reference (and Quilt, as for
 # every float -> integer Cast) truncates toward zero: 0.7 -> 1 there, 0 here.
-KNOWN_ORT_DIFFERENCES = {"cast_int2_roundtrip", "cast_uint2_roundtrip"}
+# (The names of cases found to differ are printed at the end; any other difference stops here.)
+# onnxruntime 1.32 also casts to float8e8m0 otherwise than onnx's reference where the reference
+# takes a negative value's magnitude (ORT: 2^-127), rounds a float32 subnormal up (ORT: 2^-127)
+# and makes inf NaN (ORT with saturate: 2^127).
+KNOWN_ORT_DIFFERENCES = re.compile(r"cast(like)?_(float|float16|double)_to_u?int2$|"
+                                   r"cast_u?int2_roundtrip$|"
+                                   r"cast(like)?_(float|float16|double)_to_float8e8m0")
 
 
 def codes(t, *shape):
@@ -46,12 +54,23 @@ def reference(name, nodes, inputs, outputs, initializers=None, opset=25, ort=Tru
             theirs = run_onnxruntime(m, inputs, outputs)
         except Exception:  # noqa: BLE001 - onnxruntime lacks the type or the op: reference only
             theirs = None
+        if theirs is None:
+            # onnxruntime's Python API cannot return these types: its outputs cast to float32
+            # inside the graph (exact for every value of them) instead.
+            wide = [helper.make_node("Cast", [o], [o + "_f32"], to=TensorProto.FLOAT)
+                    for o in outputs]
+            mf, _ = reference_outputs(name, nodes + wide, inputs, [o + "_f32" for o in outputs],
+                                      initializers, opset, 11)
+            try:
+                theirs = run_onnxruntime(mf, inputs, [o + "_f32" for o in outputs])
+            except Exception:  # noqa: BLE001 - onnxruntime lacks the type or the op
+                theirs = None
         if theirs is not None:
             same = all(np.array_equal(np.asarray(a).astype(np.float32),
                                       np.asarray(b).astype(np.float32), equal_nan=True)
                        for a, b in zip(got, theirs))
             (agreed_with_ort if same else disagreed_with_ort).append(name)
-            assert same or name in KNOWN_ORT_DIFFERENCES, (name, got, theirs)
+            assert same or KNOWN_ORT_DIFFERENCES.match(name), (name, got, theirs)
     c.model(name, nodes, inputs, outputs, initializers, opset=opset, ir_version=11,
             expected=dict(zip(outputs, got)), rtol=1e-6, atol=1e-6)
 
