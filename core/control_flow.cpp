@@ -98,6 +98,110 @@ int64_t normalized(const Node& node, int64_t axis, int64_t rank, const char* wha
   return axis < 0 ? axis + rank : axis;
 }
 
+// Scan-8: every state and scan input has a batch axis (0) in front, scan inputs their sequence
+// axis next (1); input 0 is sequence_lens ([batch] int64, optional: all full length). Each batch
+// entry runs on its own: its states and scan slices without the batch axis, scan input j read
+// backwards when directions[j] is 1, for its own length; scan outputs are stacked along axis 1,
+// zero past an entry's length.
+std::vector<Value> run_scan8(const Node& node, const ExecutionPlan& body,
+                             const std::vector<Value>& in,
+                             const std::map<std::string, Value>& outer) {
+  const size_t n_explicit = node.inputs.size();
+  auto tensor = [&](size_t i) -> const Tensor& { return tensor_input(node, in.at(i), i); };
+  const auto n_scan_in = static_cast<size_t>(node.attr_int("num_scan_inputs", 0));
+  if (n_scan_in == 0 || n_scan_in + 1 > n_explicit)
+    node.fail("num_scan_inputs must be between 1 and the number of inputs after sequence_lens (" +
+              std::to_string(n_explicit - 1) + ")");
+  const size_t n_state = n_explicit - 1 - n_scan_in;
+  if (body.outputs().size() < n_state) node.fail("body has fewer outputs than state variables");
+  const size_t n_scan_out = body.outputs().size() - n_state;
+  const auto dirs = node.attr_ints("directions", std::vector<int64_t>(n_scan_in, 0));
+  if (dirs.size() != n_scan_in)
+    node.fail("directions has " + std::to_string(dirs.size()) + " entries, expected " +
+              std::to_string(n_scan_in) + " (one per scan input)");
+  const Tensor& first = tensor(1 + n_state);
+  if (first.rank() < 2)
+    node.fail("scan input 0 has shape " + to_string(first.shape()) +
+                  "; Scan-8 needs [batch, sequence, ...]",
+              ErrorCode::InvalidArgument);
+  const int64_t batch = first.dim(0), max_len = first.dim(1);
+  for (size_t i = 1; i < n_explicit; ++i) {
+    const Tensor& t = tensor(i);
+    const bool scan = i > n_state;
+    if (t.rank() < (scan ? 2 : 1) || t.dim(0) != batch || (scan && t.dim(1) != max_len))
+      node.fail("input " + std::to_string(i) + " has shape " + to_string(t.shape()) +
+                    ", expected [" + std::to_string(batch) +
+                    (scan ? ", " + std::to_string(max_len) + ", ...]" : ", ...]") +
+                    " (batch first, as scan input 0)",
+                ErrorCode::InvalidArgument);
+  }
+  std::vector<int64_t> lens(static_cast<size_t>(batch), max_len);
+  if (!node.inputs[0].empty()) {
+    const Tensor& sl = tensor(0);
+    if (sl.dtype() != DType::Int64 || sl.numel() != batch)
+      node.fail("sequence_lens is " + std::string(dtype_name(sl.dtype())) + " " +
+                    to_string(sl.shape()) + ", expected int64 [" + std::to_string(batch) + "]",
+                ErrorCode::InvalidArgument);
+    for (int64_t b = 0; b < batch; ++b) {
+      const int64_t len = sl.data<int64_t>()[b];
+      if (len < 0 || len > max_len)
+        node.fail("sequence_lens[" + std::to_string(b) + "] is " + std::to_string(len) +
+                      ", expected 0 to " + std::to_string(max_len),
+                  ErrorCode::InvalidArgument);
+      lens[static_cast<size_t>(b)] = len;
+    }
+  }
+  std::vector<std::vector<Tensor>> final_states(n_state);
+  std::vector<std::vector<Tensor>> per_batch(n_scan_out);  // [len_b, ...] each, or undefined
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t len = lens[static_cast<size_t>(b)];
+    std::vector<Value> state;
+    for (size_t i = 0; i < n_state; ++i) state.push_back(slice_along(tensor(1 + i), 0, b));
+    std::vector<Tensor> xs;
+    for (size_t j = 0; j < n_scan_in; ++j) xs.push_back(slice_along(tensor(1 + n_state + j), 0, b));
+    std::vector<std::vector<Tensor>> scans(n_scan_out);
+    for (int64_t t = 0; t < len; ++t) {
+      std::vector<Value> formal = state;
+      for (size_t j = 0; j < n_scan_in; ++j)
+        formal.push_back(slice_along(xs[j], 0, dirs[j] ? len - 1 - t : t));
+      std::vector<Value> out = body.run_subgraph(formal, outer);
+      std::copy(out.begin(), out.begin() + static_cast<long>(n_state), state.begin());
+      for (size_t k = 0; k < n_scan_out; ++k)
+        scans[k].push_back(tensor_input(node, out[n_state + k], n_state + k));
+    }
+    for (size_t i = 0; i < n_state; ++i)
+      final_states[i].push_back(tensor_input(node, state[i], 1 + i));
+    for (size_t k = 0; k < n_scan_out; ++k)
+      per_batch[k].push_back(scans[k].empty() ? Tensor() : stack_along(scans[k], 0));
+  }
+  std::vector<Value> results;
+  for (size_t i = 0; i < n_state; ++i) results.push_back(stack_along(final_states[i], 0));
+  for (size_t k = 0; k < n_scan_out; ++k) {
+    const Tensor* shaped = nullptr;
+    for (const Tensor& t : per_batch[k])
+      if (t.defined()) shaped = &t;
+    if (!shaped)
+      node.fail("Scan over sequences of length 0 is not supported", ErrorCode::NotImplemented);
+    std::vector<int64_t> shape = shaped->shape();
+    shape[0] = max_len;
+    std::vector<Tensor> padded;
+    for (const Tensor& t : per_batch[k]) {
+      Tensor p(shaped->dtype(), shape);  // zeros past the entry's length
+      if (t.defined()) {
+        if (t.dtype() != shaped->dtype() ||
+            !std::equal(t.shape().begin() + 1, t.shape().end(), shape.begin() + 1, shape.end()))
+          node.fail("scan output " + std::to_string(k) + " differs between batch entries: " +
+                        to_string(t.shape()) + " and " + to_string(shaped->shape()),
+                    ErrorCode::InvalidArgument);
+        if (t.nbytes()) std::memcpy(p.raw_data(), t.raw_data(), t.nbytes());
+      }
+      padded.push_back(std::move(p));
+    }
+    results.push_back(stack_along(padded, 0));
+  }
+  return results;
+}
+
 }  // namespace
 
 std::vector<Value> ExecutionPlan::run_control_flow(const Step& step,
@@ -165,6 +269,8 @@ std::vector<Value> ExecutionPlan::run_control_flow(const Step& step,
             Tensor(info.dtype == DType::Undefined ? DType::Float32 : info.dtype, shape));
       }
     }
+  } else if (node.opset < 9) {  // Scan-8
+    results = run_scan8(node, subplan("body"), in, outer);
   } else {  // Scan (opset 9+)
     const ExecutionPlan& body = subplan("body");
     const auto n_scan_in = static_cast<size_t>(node.attr_int("num_scan_inputs", 0));

@@ -6,12 +6,14 @@
 
 #include "core/float8.hpp"
 #include "core/half.hpp"
+#include "core/int4.hpp"
 #include "quilt/quilt.hpp"
 
 namespace quilt {
 
-// Element i of t (long double holds every int64 and uint64 exactly; float16, bfloat16 and the
-// float8 types decoded); nullopt for a string tensor or a dtype Quilt does not know.
+// Element i of t (long double holds every int64 and uint64 exactly; float16, bfloat16, the
+// float8 types and float4e2m1 decoded; the packed integer types read); nullopt for a string tensor
+// or a dtype Quilt does not know.
 inline std::optional<long double> element_value(const Tensor& t, int64_t i) {
   const void* p = t.raw_data();
   switch (t.dtype()) {
@@ -41,6 +43,15 @@ inline std::optional<long double> element_value(const Tensor& t, int64_t i) {
       return static_cast<const uint64_t*>(p)[i];
     case DType::Bool:
       return static_cast<const uint8_t*>(p)[i] != 0;
+    case DType::Float8E8M0:
+      return e8m0_to_float(static_cast<const uint8_t*>(p)[i]);
+    case DType::Float4E2M1:
+      return minifloat_to_double(kE2M1, packed_code(static_cast<const uint8_t*>(p), i, 4));
+    case DType::Int4:
+    case DType::UInt4:
+    case DType::Int2:
+    case DType::UInt2:
+      return packed_int_get(static_cast<const uint8_t*>(p), i, t.dtype());
     default:
       if (const MiniFloatFormat* f = minifloat_format(t.dtype()); f && is_float8(t.dtype()))
         return minifloat_to_double(*f, static_cast<const uint8_t*>(p)[i]);

@@ -122,15 +122,19 @@ std::vector<int64_t> dims_of(const onnx::TensorProto& p) {
   return {p.dims().begin(), p.dims().end()};
 }
 
-// 4-bit tensors hold their packed bytes, one per field value (as onnx.helper writes them).
+// Packed (4- and 2-bit) tensors hold their packed bytes, one per field value (as onnx.helper
+// writes them).
 template <class Dst, class Field>
 void copy_field(Tensor& t, const Field& field, const std::string& where) {
-  const int64_t need = dtype_is_4bit(t.dtype()) ? static_cast<int64_t>(t.nbytes()) : t.numel();
+  const int bits = dtype_packed_bits(t.dtype());
+  const int64_t need = bits ? static_cast<int64_t>(t.nbytes()) : t.numel();
   if (static_cast<int64_t>(field.size()) != need)
     throw Error(ErrorCode::InvalidModel,
                 where + " has " + std::to_string(field.size()) + " values but its shape " +
                     to_string(t.shape()) + " needs " + std::to_string(need) +
-                    (dtype_is_4bit(t.dtype()) ? " (packed 4-bit pairs)" : ""));
+                    (bits ? std::string(" (bytes of packed ") + dtype_name(t.dtype()) + ", " +
+                                std::to_string(8 / bits) + " elements a byte)"
+                          : std::string()));
   Dst* out = static_cast<Dst*>(t.raw_data());
   int64_t i = 0;
   for (const auto& v : field) out[i++] = static_cast<Dst>(v);
@@ -291,10 +295,14 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const ImportContext& ctx,
     case DType::Float8E4M3FNUZ:
     case DType::Float8E5M2:
     case DType::Float8E5M2FNUZ:
+    case DType::Float8E8M0:
     case DType::Int4:
     case DType::UInt4:
+    case DType::Float4E2M1:
+    case DType::Int2:
+    case DType::UInt2:
       copy_field<uint8_t>(t, p.int32_data(), where);
-      break;  // raw bits (4-bit: a packed pair), one per int32
+      break;  // raw bits (packed types: a byte of 2 or 4 elements), one per int32
     case DType::Bool:
       copy_field<uint8_t>(t, p.int32_data(), where);
       break;

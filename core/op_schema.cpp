@@ -77,7 +77,8 @@ int64_t TypeShape::bytes() const {
       [this] { return "tensor of shape " + to_string(dims) + " (" + dtype_name(dtype) + ")"; },
       "byte size", ErrorCode::OutOfMemory);
   const int64_t n = c.product(dims);
-  return dtype_is_4bit(dtype) ? n / 2 + n % 2 : c.mul(n, static_cast<int64_t>(dtype_size(dtype)));
+  if (dtype_is_packed(dtype)) return static_cast<int64_t>(dtype_nbytes(dtype, n));
+  return c.mul(n, static_cast<int64_t>(dtype_size(dtype)));
 }
 
 InferenceContext::InferenceContext(const Node& node, std::vector<TypeShape> inputs,
@@ -246,7 +247,8 @@ bool is_random_op(const Node& node) {
   if (!node.domain.empty()) return false;
   for (const char* op : kOps)
     if (node.op_type == op) return true;
-  return false;
+  // A Dropout given a training_mode input may draw a random mask (when it is true).
+  return node.op_type == "Dropout" && node.opset >= 12 && node.has_input(2);
 }
 
 std::vector<int64_t> broadcast_shapes(const InferenceContext& ctx, const std::vector<int64_t>& a,

@@ -152,7 +152,8 @@ std::vector<TypeShape> infer_node(const OpSchema& schema, const Node& node,
 
 // ---- helpers for inference functions ----
 
-// Random-number ops: never constant-folded; their outputs can only be checked by distribution.
+// Random-number ops (and Dropout given a training_mode input): never constant-folded; their
+// outputs can only be checked by distribution.
 bool is_random_op(const Node& node);
 
 // Numpy-style multidirectional broadcast; unknown dims (-1) propagate. Fails naming the node.

@@ -46,6 +46,7 @@ size_t dtype_size(DType dtype) {
     case DType::Float8E4M3FNUZ:
     case DType::Float8E5M2:
     case DType::Float8E5M2FNUZ:
+    case DType::Float8E8M0:
       return 1;
     default:
       return 0;
@@ -94,6 +95,14 @@ const char* dtype_name(DType dtype) {
       return "uint4";
     case DType::Int4:
       return "int4";
+    case DType::Float4E2M1:
+      return "float4e2m1";
+    case DType::Float8E8M0:
+      return "float8e8m0";
+    case DType::UInt2:
+      return "uint2";
+    case DType::Int2:
+      return "int2";
     default:
       return "undefined";
   }
@@ -101,11 +110,15 @@ const char* dtype_name(DType dtype) {
 
 size_t dtype_nbytes(DType dtype, int64_t numel) {
   const auto n = static_cast<size_t>(numel);
-  return dtype_is_4bit(dtype) ? n / 2 + n % 2 : n * dtype_size(dtype);
+  if (const int bits = dtype_packed_bits(dtype)) {
+    const size_t per_byte = 8 / static_cast<size_t>(bits);
+    return n / per_byte + (n % per_byte != 0);
+  }
+  return n * dtype_size(dtype);
 }
 
 bool dtype_supported(DType dtype) {
-  return dtype_size(dtype) != 0 || dtype_is_4bit(dtype) || dtype == DType::String;
+  return dtype_size(dtype) != 0 || dtype_is_packed(dtype) || dtype == DType::String;
 }
 
 const char* error_code_name(ErrorCode code) {
@@ -244,8 +257,8 @@ void Tensor::allocate(bool zero, bool reuse) {
                   "tensor shape " + quilt::to_string(shape_) + " overflows a 64-bit element count");
   }
   uint64_t bytes = 0;
-  if (dtype_is_4bit(dtype))
-    bytes = count / 2 + count % 2;
+  if (dtype_is_packed(dtype))
+    bytes = dtype_nbytes(dtype, static_cast<int64_t>(std::min<uint64_t>(count, INT64_MAX)));
   else if (__builtin_mul_overflow(count, static_cast<uint64_t>(dtype_size(dtype)), &bytes))
     count = UINT64_MAX;
   if (count > static_cast<uint64_t>(INT64_MAX))
@@ -347,13 +360,13 @@ Tensor Tensor::reshaped(std::vector<int64_t> shape) const {
 
 void Tensor::check_type(DType requested) const {
   // float16 and bfloat16 are accessed as uint16_t bits, the float8 types as uint8_t bits, the
-  // 4-bit types as their packed bytes.
+  // packed types (4- and 2-bit) as their packed bytes.
   const bool bits16 =
       requested == DType::UInt16 && (dtype_ == DType::Float16 || dtype_ == DType::BFloat16);
-  const bool bits8 =
-      requested == DType::UInt8 &&
-      (dtype_ == DType::Float8E4M3FN || dtype_ == DType::Float8E4M3FNUZ ||
-       dtype_ == DType::Float8E5M2 || dtype_ == DType::Float8E5M2FNUZ || dtype_is_4bit(dtype_));
+  const bool bits8 = requested == DType::UInt8 &&
+                     (dtype_ == DType::Float8E4M3FN || dtype_ == DType::Float8E4M3FNUZ ||
+                      dtype_ == DType::Float8E5M2 || dtype_ == DType::Float8E5M2FNUZ ||
+                      dtype_ == DType::Float8E8M0 || dtype_is_packed(dtype_));
   if (requested != dtype_ && !bits16 && !bits8)
     throw Error(ErrorCode::InvalidArgument, std::string("tensor holds ") + dtype_name(dtype_) +
                                                 " but was accessed as " + dtype_name(requested));

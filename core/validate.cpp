@@ -100,7 +100,9 @@ void validate_model(const Model& model, const SchemaRegistry& schemas) {
     if (!msg.empty()) msg += "\n";
     msg += "model '" + model.path +
            "' has graph inputs/outputs of types Quilt cannot hold (it holds tensors of "
-           "float16/32/64, bfloat16, float8, int4, int8-64, uint4, uint8-64, bool and string, and "
+           "float16/32/64, bfloat16, float8, float8e8m0, float4e2m1, int2, int4, int8-64, uint2, "
+           "uint4, "
+           "uint8-64, bool and string, and "
            "sequences, maps of scalars and optionals of them):";
     for (const auto& v : p.unsupported_values) msg += "\n  - " + v;
   }

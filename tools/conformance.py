@@ -68,7 +68,8 @@ def main():
              "does not implement, refused at session creation); **error**; **crash**; **timeout**.",
              "Tolerance: rtol 1e-3, atol 1e-7 (the suite's), except the cases listed in",
              "`tools/quilt/onnx_case.cpp` with the reason for each. Random-number ops are checked by",
-             "dtype, shape and finiteness.", ""]
+             "dtype, shape and finiteness; a training-mode Dropout (its own random mask) by its",
+             "definition, y = x * mask / (1 - ratio) with a boolean mask.", ""]
     totals_md = []
     for backend, rep in reports.items():
         s = rep["summary"]

@@ -190,9 +190,10 @@ class KernelRegistry {
   // Every kernel without a float16/bfloat16 path also runs half nodes, on float32 values
   // widened from them and rounded back (backends/cpu/widen.cpp). Called once, last.
   void widen_half_floats();
-  // Only the kernels that read packed 4-bit elements (core/int4.hpp) take int4/uint4 inputs or
-  // outputs; every other kernel refuses them (they index elements by dtype_size). Called last.
-  void refuse_4bit_types();
+  // Only the kernels that read packed elements (core/int4.hpp) take int4/uint4/float4e2m1/
+  // int2/uint2 inputs or outputs; every other kernel refuses them (they index elements by
+  // dtype_size). Called last.
+  void refuse_packed_types();
   const KernelEntry* find(const std::string& op_type, const std::string& domain) const;
   std::vector<std::string> op_types() const;
 

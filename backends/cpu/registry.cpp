@@ -132,23 +132,23 @@ const KernelRegistry& KernelRegistry::builtin() {
     register_cpu_detection(r);
     register_cpu_misc(r);
     r.widen_half_floats();
-    r.refuse_4bit_types();
+    r.refuse_packed_types();
     return r;
   }();
   return registry;
 }
 
-void KernelRegistry::refuse_4bit_types() {
-  static const char* const kTakes4bit[] = {"Cast", "CastLike", "QuantizeLinear",
-                                           "DequantizeLinear"};
+void KernelRegistry::refuse_packed_types() {
+  static const char* const kTakesPacked[] = {"Cast", "CastLike", "QuantizeLinear",
+                                             "DequantizeLinear"};
   for (KernelEntry& e : entries_) {
-    if (std::find_if(std::begin(kTakes4bit), std::end(kTakes4bit),
-                     [&](const char* op) { return e.op_type == op; }) != std::end(kTakes4bit))
+    if (std::find_if(std::begin(kTakesPacked), std::end(kTakesPacked),
+                     [&](const char* op) { return e.op_type == op; }) != std::end(kTakesPacked))
       continue;
     e.support = [support = e.support](const NodeSignature& sig) -> std::string {
       for (const auto* types : {&sig.inputs, &sig.outputs})
         for (const TypeShape& t : *types)
-          if (dtype_is_4bit(t.dtype))
+          if (dtype_is_packed(t.dtype))
             return std::string("the CPU kernel of ") + sig.node.op_type + " does not take " +
                    dtype_name(t.dtype) +
                    " tensors (Cast, CastLike, QuantizeLinear and DequantizeLinear do)";

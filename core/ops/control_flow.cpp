@@ -92,6 +92,27 @@ void infer_scan(InferenceContext& ctx) {
   }
 }
 
+// Scan-8: inputs sequence_lens, states [batch, ...], scan inputs [batch, sequence, ...]; the
+// body takes the states and one slice of each scan input, without the batch axis.
+void infer_scan8(InferenceContext& ctx) {
+  const Graph* body = graph_attr(ctx, "body");
+  const int64_t n_scan_in = ctx.node().attr_int("num_scan_inputs", 0);
+  if (n_scan_in < 1 || n_scan_in > static_cast<int64_t>(ctx.num_inputs()) - 1)
+    ctx.fail("num_scan_inputs is " + std::to_string(n_scan_in) + ", expected 1 to " +
+             std::to_string(ctx.num_inputs() - 1) + " (the inputs after sequence_lens)");
+  const size_t n_state = ctx.num_inputs() - 1 - static_cast<size_t>(n_scan_in);
+  if (body->inputs.size() != ctx.num_inputs() - 1 || body->outputs.size() != ctx.num_outputs())
+    ctx.fail("body has " + std::to_string(body->inputs.size()) + " inputs and " +
+             std::to_string(body->outputs.size()) + " outputs, expected " +
+             std::to_string(ctx.num_inputs() - 1) + " and " + std::to_string(ctx.num_outputs()));
+  for (size_t i = 0; i < ctx.num_outputs(); ++i) {
+    if (i < n_state && ctx.input_has_shape(i + 1))
+      ctx.set_output(i, ctx.input_dtype(i + 1), ctx.input_shape(i + 1));
+    else
+      ctx.set_output_unknown_shape(i, body->outputs[i].dtype);
+  }
+}
+
 }  // namespace
 
 void register_control_flow_schemas(SchemaRegistry& r) {
@@ -107,7 +128,14 @@ void register_control_flow_schemas(SchemaRegistry& r) {
          .max_outputs = kMany,
          .infer = infer_loop,
          .takes_values = true});
-  // Scan-8 has a batch axis and sequence_lens: not supported.
+  // Scan-8: a batch axis and sequence_lens (input 0, optional: infer_scan8 counts the rest).
+  r.add({.op_type = "Scan",
+         .min_opset = 8,
+         .max_opset = 8,
+         .min_inputs = 0,
+         .max_inputs = kMany,
+         .max_outputs = kMany,
+         .infer = infer_scan8});
   r.add({.op_type = "Scan",
          .min_opset = 9,
          .min_inputs = 1,

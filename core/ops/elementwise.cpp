@@ -18,7 +18,7 @@ void require_dtype(InferenceContext& ctx, size_t i, std::initializer_list<DType>
   if (d == DType::Undefined) return;
   for (DType a : allowed)
     if (a == d) return;
-  if (d >= DType::BFloat16 && d <= DType::Float8E5M2FNUZ)  // valid ONNX types, no math kernels yet
+  if (d >= DType::BFloat16 && d <= DType::Int2)  // valid ONNX types, no math kernels yet
     ctx.node().fail("input " + std::to_string(i) + " ('" + ctx.node().inputs[i] + "') is " +
                         dtype_name(d) + "; this op computes on " + what + " only",
                     ErrorCode::NotImplemented);
@@ -152,22 +152,31 @@ void infer_where(InferenceContext& ctx) {
   ctx.set_output(0, x, broadcast_all(ctx));
 }
 
+// Cast-24+'s round_mode (float8e8m0 targets): "up" (the default), "down" or "nearest".
+void check_round_mode(InferenceContext& ctx) {
+  const std::string m = ctx.node().attr_string("round_mode", "up");
+  if (m != "up" && m != "down" && m != "nearest")
+    ctx.fail("attribute round_mode is '" + m + "', expected 'up', 'down' or 'nearest'");
+}
+
 void infer_cast(InferenceContext& ctx) {
   if (!ctx.node().has_attr("to")) ctx.fail("attribute 'to' is required");
+  check_round_mode(ctx);
   int64_t to = ctx.node().attr_int("to", 0);
   DType d = static_cast<DType>(to);
   if (to <= 0 || to > 26)
     ctx.fail("attribute 'to' = " + std::to_string(to) + " is not a TensorProto.DataType");
-  if (!dtype_supported(d))  // string, float4, int2, float8e8m0, ...: valid, not held
+  if (!dtype_supported(d))  // complex64/128: valid, not held
     ctx.node().fail("Cast to TensorProto.DataType " + std::to_string(to) +
                         " is not supported (supported: float32, float64, float16, bfloat16, "
-                        "float8 (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz), int8..int64, uint8..uint64, "
-                        "int4, uint4, bool)",
+                        "float8 (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz, e8m0), float4e2m1, "
+                        "int8..int64, uint8..uint64, int2, int4, uint2, uint4, bool, string)",
                     ErrorCode::NotImplemented);
   ctx.set_output(0, d, ctx.input_shape(0));
 }
 
 void infer_cast_like(InferenceContext& ctx) {
+  check_round_mode(ctx);
   ctx.set_output(0, ctx.input_dtype(1), ctx.input_shape(0));
 }
 

@@ -22,6 +22,13 @@
 namespace quilt {
 namespace {
 
+// QuantizeLinear's output types (onnx 1.22's reference: _QUANT_TYPES).
+constexpr std::initializer_list<DType> kQuantizedTypes = {
+    DType::Int8,         DType::UInt8,          DType::Int16,      DType::UInt16,
+    DType::Float8E4M3FN, DType::Float8E4M3FNUZ, DType::Float8E5M2, DType::Float8E5M2FNUZ,
+    DType::Int4,         DType::UInt4,          DType::Int2,       DType::UInt2,
+    DType::Float4E2M1};
+
 bool is_one_of(DType d, std::initializer_list<DType> allowed) {
   return std::find(allowed.begin(), allowed.end(), d) != allowed.end();
 }
@@ -72,27 +79,19 @@ void infer_quantize(InferenceContext& ctx) {
   check_dtype(ctx, 0, {DType::Float32, DType::Float16, DType::Int32}, "x");
   check_dtype(ctx, 1, {DType::Float32, DType::Float16, DType::Int32}, "y_scale");
   const int64_t output_dtype = ctx.opset() >= 21 ? ctx.node().attr_int("output_dtype", 0) : 0;
-  if (output_dtype != 0 && !is_unholdable_quant_type(output_dtype) &&
-      !is_one_of(static_cast<DType>(output_dtype),
-                 {DType::Int8, DType::UInt8, DType::Int16, DType::UInt16, DType::Float8E4M3FN,
-                  DType::Float8E4M3FNUZ, DType::Float8E5M2, DType::Float8E5M2FNUZ, DType::Int4,
-                  DType::UInt4}))
+  if (output_dtype != 0 && !is_one_of(static_cast<DType>(output_dtype), kQuantizedTypes))
     ctx.fail("output_dtype " + std::to_string(output_dtype) +
-             " is not a quantized type (int8, uint8, int16, uint16, float8, int4, uint4, ...)");
+             " is not a quantized type (int2, uint2, int4, uint4, int8, uint8, int16, uint16, "
+             "float8, float4e2m1)");
   DType out = DType::UInt8;
   if (ctx.has_input(2)) {
     out = ctx.input_dtype(2);
     if (out != DType::Undefined && output_dtype != 0 && static_cast<int64_t>(out) != output_dtype)
       ctx.fail(std::string("output_dtype ") + std::to_string(output_dtype) +
                " does not match y_zero_point's dtype " + dtype_name(out));
-    check_dtype(ctx, 2,
-                {DType::Int8, DType::UInt8, DType::Int16, DType::UInt16, DType::Float8E4M3FN,
-                 DType::Float8E4M3FNUZ, DType::Float8E5M2, DType::Float8E5M2FNUZ, DType::Int4,
-                 DType::UInt4},
-                "y_zero_point");
+    check_dtype(ctx, 2, kQuantizedTypes, "y_zero_point");
   } else if (output_dtype != 0) {
-    out = is_unholdable_quant_type(output_dtype) ? DType::Undefined
-                                                 : static_cast<DType>(output_dtype);
+    out = static_cast<DType>(output_dtype);
   }
   const int64_t precision = ctx.opset() >= 23 ? ctx.node().attr_int("precision", 0) : 0;
   if (precision != 0 && precision != static_cast<int64_t>(DType::Float32) &&
@@ -107,11 +106,11 @@ void infer_quantize(InferenceContext& ctx) {
 // y = (x - x_zero_point) * x_scale, of the output_dtype attribute's type (opset 23+) or the
 // scale's.
 void infer_dequantize(InferenceContext& ctx) {
-  check_dtype(
-      ctx, 0,
-      {DType::Int8, DType::UInt8, DType::Int16, DType::UInt16, DType::Int32, DType::Float8E4M3FN,
-       DType::Float8E4M3FNUZ, DType::Float8E5M2, DType::Float8E5M2FNUZ, DType::Int4, DType::UInt4},
-      "x");
+  check_dtype(ctx, 0,
+              {DType::Int8, DType::UInt8, DType::Int16, DType::UInt16, DType::Int32,
+               DType::Float8E4M3FN, DType::Float8E4M3FNUZ, DType::Float8E5M2, DType::Float8E5M2FNUZ,
+               DType::Int4, DType::UInt4, DType::Int2, DType::UInt2, DType::Float4E2M1},
+              "x");
   check_dtype(ctx, 1, {DType::Float32, DType::Float16}, "x_scale");
   if (ctx.has_input(2)) {
     const DType x = ctx.input_dtype(0), z = ctx.input_dtype(2);

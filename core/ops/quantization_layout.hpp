@@ -76,11 +76,4 @@ inline std::string quant_layout(const Node& node, const std::vector<int64_t>& x,
   return "";
 }
 
-// True for the quantized element types of the spec that Quilt's Tensor cannot hold
-// (float4e2m1, float8e8m0 and the 2-bit types); the TensorProto codes. The float8 types (17..20)
-// and int4/uint4 (22, 21) are held.
-inline bool is_unholdable_quant_type(int64_t onnx_type) {
-  return onnx_type >= 23 && onnx_type <= 26;
-}
-
 }  // namespace quilt

@@ -55,7 +55,7 @@ void require_int_scalar_input(InferenceContext& ctx, size_t i, const char* what)
 
 void infer_sequence_empty(InferenceContext& ctx) {
   const auto dtype = static_cast<DType>(ctx.node().attr_int("dtype", 1));
-  if (!dtype_supported(dtype) || dtype_is_4bit(dtype))
+  if (!dtype_supported(dtype) || dtype_is_packed(dtype))
     ctx.fail("attribute 'dtype' is " + std::to_string(static_cast<int>(dtype)) +
              ", not an element type Quilt holds in a sequence");
   ctx.set_output_type(0, TypeShape::of_kind(ValueKind::Sequence, tensor_type(dtype)));
@@ -349,15 +349,15 @@ void copy_elements(const Tensor& src, int64_t src_at, Tensor& dst, int64_t dst_a
               static_cast<size_t>(count) * e);
 }
 
-void refuse_4bit(const Node& node, DType d) {
-  if (dtype_is_4bit(d))
+void refuse_packed(const Node& node, DType d) {
+  if (dtype_is_packed(d))
     node.fail(std::string("tensors of ") + dtype_name(d) + " are not supported here",
               ErrorCode::NotImplemented);
 }
 
 std::vector<Value> split_to_sequence(const Node& node, const std::vector<Value>& in) {
   const Tensor& x = tensor_input(node, in[0], 0);
-  refuse_4bit(node, x.dtype());
+  refuse_packed(node, x.dtype());
   if (x.rank() == 0) node.fail("input must have rank >= 1", ErrorCode::InvalidArgument);
   int64_t axis = node.attr_int("axis", 0);
   if (axis < -x.rank() || axis >= x.rank())
@@ -429,7 +429,7 @@ std::vector<Value> concat_from_sequence(const Node& node, const std::vector<Valu
               ErrorCode::InvalidArgument);
   const bool new_axis = node.attr_int("new_axis", 0) != 0;
   const Tensor& first = tensor_input(node, items[0], 0);
-  refuse_4bit(node, first.dtype());
+  refuse_packed(node, first.dtype());
   const int64_t rank = first.rank() + (new_axis ? 1 : 0);
   int64_t axis = node.attr_int("axis", 0);
   if (axis < -rank || axis >= rank)
@@ -623,7 +623,7 @@ std::vector<Value> dict_vectorizer(const Node& node, const std::vector<Value>& i
                   " but the vocabulary is " + dtype_name(key),
               ErrorCode::InvalidArgument);
   const Tensor& values = m.values();
-  refuse_4bit(node, values.dtype());
+  refuse_packed(node, values.dtype());
   std::vector<int64_t> column(static_cast<size_t>(m.keys().numel()), -1);
   if (strings) {
     std::map<std::string, int64_t> index;

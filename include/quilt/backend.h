@@ -174,7 +174,15 @@ typedef enum quilt_dtype {
   /* 4-bit integers packed two per byte, element 2k in the low nibble of byte k: a tensor of n
    * elements takes (n + 1) / 2 bytes. */
   QUILT_DTYPE_UINT4 = 21,
-  QUILT_DTYPE_INT4 = 22
+  QUILT_DTYPE_INT4 = 22,
+  /* 4-bit float (1.2.1, no inf/NaN), packed two per byte like INT4. */
+  QUILT_DTYPE_FLOAT4E2M1 = 23,
+  /* exponent-only 8-bit float: 2^(bits - 127), 0xFF NaN; one byte each. */
+  QUILT_DTYPE_FLOAT8E8M0 = 24,
+  /* 2-bit integers packed four per byte, element 4k + j in bits 2j, 2j + 1 of byte k: a tensor
+   * of n elements takes (n + 3) / 4 bytes. */
+  QUILT_DTYPE_UINT2 = 25,
+  QUILT_DTYPE_INT2 = 26
 } quilt_dtype_t;
 
 /* A dense row-major tensor's type and shape. In supports() and compile(), rank may be -1

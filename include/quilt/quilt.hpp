@@ -86,15 +86,45 @@ enum class DType : int32_t {
   // and writes elements). nbytes() is (numel + 1) / 2; dtype_size() is 0 (less than a byte).
   UInt4 = 21,
   Int4 = 22,
+  // 4-bit float (1 sign, 2 exponent, 1 mantissa bits; no inf, no NaN; largest 6), packed two per
+  // byte like Int4. Held as raw bits; core/float8.hpp converts them.
+  Float4E2M1 = 23,
+  // 8-bit exponent-only float (2^(bits - 127), 0xFF is NaN; no sign, no zero), one byte each,
+  // held as raw bits like the float8 types.
+  Float8E8M0 = 24,
+  // 2-bit integers, packed four per byte: element 4k + j in bits 2j and 2j + 1 of byte k.
+  // nbytes() is (numel + 3) / 4; dtype_size() is 0.
+  UInt2 = 25,
+  Int2 = 26,
 };
 
 // Size of one element in bytes; 0 for Undefined, String (a string tensor's elements are
-// std::string objects, accessed with data<std::string>(), never as raw bytes) and the 4-bit
-// types.
+// std::string objects, accessed with data<std::string>(), never as raw bytes) and the packed
+// types (less than a byte: int4, uint4, float4e2m1, int2, uint2).
 QUILT_API size_t dtype_size(DType dtype);
-// Bytes that numel elements take: numel * dtype_size, or (numel + 1) / 2 for the 4-bit types.
+// Bytes that numel elements take: numel * dtype_size, or numel * bits rounded up to whole bytes
+// for the packed types.
 QUILT_API size_t dtype_nbytes(DType dtype, int64_t numel);
-// True for Int4 and UInt4 (two elements per byte).
+// Bits per element of the packed types (4 for Int4, UInt4 and Float4E2M1, 2 for Int2 and UInt2);
+// 0 for every other type.
+constexpr int dtype_packed_bits(DType dtype) {
+  switch (dtype) {
+    case DType::Int4:
+    case DType::UInt4:
+    case DType::Float4E2M1:
+      return 4;
+    case DType::Int2:
+    case DType::UInt2:
+      return 2;
+    default:
+      return 0;
+  }
+}
+// True for the types packed several elements a byte (int4, uint4, float4e2m1, int2, uint2).
+constexpr bool dtype_is_packed(DType dtype) {
+  return dtype_packed_bits(dtype) != 0;
+}
+// True for Int4 and UInt4 (the 4-bit integers, two elements per byte).
 constexpr bool dtype_is_4bit(DType dtype) {
   return dtype == DType::Int4 || dtype == DType::UInt4;
 }

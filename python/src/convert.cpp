@@ -33,14 +33,29 @@ struct MlDtype {
   const char* name;  // numpy dtype name and ml_dtypes attribute
   const char* bits;  // numpy dtype of the raw bits
 };
-constexpr std::array kMlDtypes = {MlDtype{DType::BFloat16, "bfloat16", "uint16"},
-                                  MlDtype{DType::Float8E4M3FN, "float8_e4m3fn", "uint8"},
-                                  MlDtype{DType::Float8E4M3FNUZ, "float8_e4m3fnuz", "uint8"},
-                                  MlDtype{DType::Float8E5M2, "float8_e5m2", "uint8"},
-                                  MlDtype{DType::Float8E5M2FNUZ, "float8_e5m2fnuz", "uint8"},
-                                  // One element a byte in numpy, packed two a byte in Quilt.
-                                  MlDtype{DType::Int4, "int4", "int8"},
-                                  MlDtype{DType::UInt4, "uint4", "uint8"}};
+constexpr std::array kMlDtypes = {
+    MlDtype{DType::BFloat16, "bfloat16", "uint16"},
+    MlDtype{DType::Float8E4M3FN, "float8_e4m3fn", "uint8"},
+    MlDtype{DType::Float8E4M3FNUZ, "float8_e4m3fnuz", "uint8"},
+    MlDtype{DType::Float8E5M2, "float8_e5m2", "uint8"},
+    MlDtype{DType::Float8E5M2FNUZ, "float8_e5m2fnuz", "uint8"},
+    MlDtype{DType::Float8E8M0, "float8_e8m0fnu", "uint8"},
+    // One element a byte in numpy (its code in the low bits),
+    // packed two (4-bit) or four (2-bit) a byte in Quilt.
+    MlDtype{DType::Int4, "int4", "int8"}, MlDtype{DType::UInt4, "uint4", "uint8"},
+    MlDtype{DType::Float4E2M1, "float4_e2m1fn", "uint8"}, MlDtype{DType::Int2, "int2", "int8"},
+    MlDtype{DType::UInt2, "uint2", "uint8"}};
+
+// Code (raw bits) of element i of packed data, `bits` (2 or 4) bits an element, and setting it
+// (in a zeroed buffer), as quilt.hpp's DType comments lay them out.
+uint8_t packed_code(const uint8_t* data, int64_t i, int bits) {
+  const int per_byte = 8 / bits;
+  return static_cast<uint8_t>((data[i / per_byte] >> (i % per_byte * bits)) & ((1 << bits) - 1));
+}
+void packed_set(uint8_t* data, int64_t i, int bits, uint8_t code) {
+  const int per_byte = 8 / bits;
+  data[i / per_byte] |= static_cast<uint8_t>((code & ((1 << bits) - 1)) << (i % per_byte * bits));
+}
 
 const MlDtype* ml_dtype_of(DType d) {
   for (const auto& m : kMlDtypes)
@@ -187,11 +202,11 @@ Tensor import_array(nb::handle obj, const std::string& name, DType declared, Hel
       const DType d = raw_bits ? raw_bits->dtype : dtype_of_format(view.format, view.itemsize);
       if (d == DType::Undefined) unsupported_input(src, name);
       std::vector<int64_t> shape(view.shape, view.shape + view.ndim);
-      if (dtype_is_4bit(d)) {  // packed into a tensor of its own
+      if (const int bits = dtype_packed_bits(d)) {  // packed into a tensor of its own
         Tensor t(d, std::move(shape));
         const auto* bytes = static_cast<const uint8_t*>(view.buf);
-        for (int64_t i = 0; i < t.numel(); ++i)  // element i: nibble i % 2 of byte i / 2
-          t.data<uint8_t>()[i / 2] |= static_cast<uint8_t>((bytes[i] & 0xF) << (i % 2 * 4));
+        for (int64_t i = 0; i < t.numel(); ++i)  // ml_dtypes keeps the code in the low bits
+          packed_set(t.data<uint8_t>(), i, bits, bytes[i]);
         return t;
       }
       return Tensor::wrap(d, std::move(shape), view.buf);
@@ -264,15 +279,12 @@ nb::object export_tensor(Tensor t, const std::string& what) {
     return array.attr("reshape")(dims);
   }
   namespace dl = nb::dlpack;
-  if (dtype_is_4bit(t.dtype())) {  // unpacked, one element a byte, viewed as ml_dtypes' int4
-    const bool is_signed = t.dtype() == DType::Int4;
+  if (const int bits = dtype_packed_bits(t.dtype())) {
+    // Unpacked, one element a byte (its code, as ml_dtypes stores it), viewed as ml_dtypes' type.
     const nb::object view_as = numpy_dtype(t.dtype(), what);
-    Tensor bytes(is_signed ? DType::Int8 : DType::UInt8, t.shape());
-    for (int64_t i = 0; i < t.numel(); ++i) {
-      const int nibble = (t.data<uint8_t>()[i / 2] >> (i % 2 * 4)) & 0xF;
-      static_cast<uint8_t*>(bytes.raw_data())[i] =
-          static_cast<uint8_t>(is_signed ? (nibble ^ 8) - 8 : nibble);
-    }
+    Tensor bytes(DType::UInt8, t.shape());
+    for (int64_t i = 0; i < t.numel(); ++i)
+      bytes.data<uint8_t>()[i] = static_cast<uint8_t>(packed_code(t.data<uint8_t>(), i, bits));
     return export_tensor(std::move(bytes), what).attr("view")(view_as);
   }
   dl::dtype dt{};

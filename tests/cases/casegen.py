@@ -134,3 +134,59 @@ class Cases:
         outs = [f"y{i}" for i in range(n_outputs)] if n_outputs > 1 else ["y"]
         node = helper.make_node(op_type, names, outs, name=name, domain=domain, **attrs)
         self.model(name, [node], inputs, outs, initializers, opset, rtol, atol, expected)
+
+
+def quantize_dequantize_cases(reference, tn, t, np_t, values, zp_lo, zp_hi):
+    """QuantizeLinear (per tensor, per axis, blocked, output_dtype without a zero point, float16)
+    and DequantizeLinear (per tensor, per axis, blocked, float16) cases of the integer type t
+    (name tn, ml_dtypes type np_t, values(*shape) random values of its whole range, zero points
+    in [zp_lo, zp_hi)), whose expected values `reference(name, nodes, inputs, outputs,
+    initializers)` takes from onnx's reference. Returns the tensor q [5, 11, 3] it dequantizes,
+    for more cases."""
+    def zp(*shape):
+        return randint(*shape, low=zp_lo, high=zp_hi, dtype=np.int8).astype(np_t)
+
+    node = helper.make_node
+    x = rand(4, 9, 7, low=-12, high=12)
+    reference(f"quantize_{tn}_per_tensor", [node("QuantizeLinear", ["x", "s", "z"], ["y"])],
+              {"x": x}, ["y"], {"s": np.array(0.9, np.float32), "z": np.array(zp_lo + 1, np_t)})
+    reference(f"quantize_{tn}_per_axis", [node("QuantizeLinear", ["x", "s", "z"], ["y"], axis=1)],
+              {"x": x}, ["y"], {"s": rand(9, low=0.5, high=2), "z": zp(9)})
+    reference(f"quantize_{tn}_blocked",
+              [node("QuantizeLinear", ["x", "s", "z"], ["y"], axis=2, block_size=3)], {"x": x},
+              ["y"], {"s": rand(4, 9, 3, low=0.5, high=2), "z": zp(4, 9, 3)})
+    reference(f"quantize_{tn}_output_dtype_no_zero_point",
+              [node("QuantizeLinear", ["x", "s"], ["y"], output_dtype=t)], {"x": x}, ["y"],
+              {"s": np.array(1.3, np.float32)})
+    reference(f"quantize_{tn}_float16", [node("QuantizeLinear", ["x", "s", "z"], ["y"])],
+              {"x": x.astype(np.float16)}, ["y"],
+              {"s": np.array(0.9, np.float16), "z": np.array(zp_lo + 1, np_t)})
+    q = values(5, 11, 3)
+    reference(f"dequantize_{tn}_per_tensor", [node("DequantizeLinear", ["q", "s", "z"], ["y"])],
+              {"q": q}, ["y"], {"s": np.array(0.25, np.float32), "z": np.array(zp_lo, np_t)})
+    reference(f"dequantize_{tn}_per_axis",
+              [node("DequantizeLinear", ["q", "s", "z"], ["y"], axis=1)], {"q": q}, ["y"],
+              {"s": rand(11, low=0.1, high=1), "z": zp(11)})
+    # blocked along axis 1 in blocks of 4: the last block of 11 has 3
+    reference(f"dequantize_{tn}_blocked",
+              [node("DequantizeLinear", ["q", "s", "z"], ["y"], axis=1, block_size=4)],
+              {"q": q}, ["y"], {"s": rand(5, 3, 3, low=0.1, high=1), "z": zp(5, 3, 3)})
+    reference(f"dequantize_{tn}_float16", [node("DequantizeLinear", ["q", "s", "z"], ["y"])],
+              {"q": q}, ["y"], {"s": np.array(0.25, np.float16), "z": np.array(zp_lo, np_t)})
+    return q
+
+
+def reference_outputs(name, nodes, inputs: dict, outputs: list, initializers: dict, opset,
+                      ir_version):
+    """The model of `nodes` (inputs fed at run time, initializers constants) and its outputs by
+    onnx's reference implementation (the spec, for ops or types onnxruntime lacks)."""
+    from onnx.reference import ReferenceEvaluator
+    graph = helper.make_graph(
+        nodes, name,
+        [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+         for k, v in inputs.items()],
+        [helper.make_empty_tensor_value_info(o) for o in outputs],
+        [numpy_helper.from_array(v, k) for k, v in initializers.items()])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = ir_version
+    return m, ReferenceEvaluator(m).run(None, inputs)

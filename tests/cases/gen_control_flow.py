@@ -69,6 +69,30 @@ c.model("scan_reverse_axes", [N("Scan", ["s0", "xs"], ["s", "ys"], body=sbody, n
                                 scan_output_axes=[1], scan_output_directions=[1])],
         {"s0": rand(4), "xs": rand(4, 6)}, ["s", "ys"])
 
+# Scan-8: batch axis 0 on states and scan inputs, sequence axis 1, optional sequence_lens
+# (scan outputs past an entry's length stay zero), a reversed scan input (directions). onnx's
+# reference and onnxruntime's CPU provider have no Scan-8: the expected values are the body's
+# running sum computed here, entry by entry.
+def scan8(name, s0, xs, lens=None, reverse=False):
+    ins = {"s0": s0, "xs": xs}
+    if lens is not None:
+        ins["lens"] = lens
+    s, ys = s0.copy(), np.zeros_like(xs)
+    for b in range(xs.shape[0]):
+        n = xs.shape[1] if lens is None else int(lens[b])
+        for t in range(n):
+            s[b] = s[b] + xs[b, n - 1 - t if reverse else t]
+            ys[b, t] = s[b]
+    node = N("Scan", ["lens" if lens is not None else "", "s0", "xs"], ["s", "ys"], body=sbody,
+             num_scan_inputs=1, **({"directions": [1]} if reverse else {}))
+    c.model(name, [node], ins, ["s", "ys"], opset=8, ir_version=4,
+            expected={"s": s, "ys": ys})
+
+
+scan8("scan8_batch", rand(3, 4), rand(3, 5, 4))
+scan8("scan8_reversed", rand(3, 4), rand(3, 5, 4), reverse=True)
+scan8("scan8_sequence_lens", rand(3, 4), rand(3, 5, 4), lens=np.array([5, 2, 0], np.int64))
+
 # Scan with two scan inputs and an outer-scope weight
 s2body = graph([N("Mul", ["a", "b"], ["ab"]), N("Mul", ["ab", "wt"], ["abw"]), N("Add", ["st", "abw"], ["st2"])],
                "s2body", [vi("st", F, [2]), vi("a", F, [2]), vi("b", F, [2])], [vi("st2", F, [2]), vi("abw", F, [2])])

@@ -10,9 +10,9 @@ import ml_dtypes
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
-from onnx.reference import ReferenceEvaluator
 
-from casegen import Cases, rand, randint, run_onnxruntime
+from casegen import (Cases, quantize_dequantize_cases, rand, randint, reference_outputs,
+                     run_onnxruntime)
 
 c = Cases("int4")
 I4, U4 = TensorProto.INT4, TensorProto.UINT4
@@ -28,15 +28,7 @@ def q4(t, *shape):
 def reference(name, nodes, inputs, outputs, initializers=None, opset=21):
     """A graph whose expected outputs come from onnx's reference implementation."""
     initializers = initializers or {}
-    graph = helper.make_graph(
-        nodes, name,
-        [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
-         for k, v in inputs.items()],
-        [helper.make_empty_tensor_value_info(o) for o in outputs],
-        [numpy_helper.from_array(v, k) for k, v in initializers.items()])
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 10
-    got = ReferenceEvaluator(m).run(None, inputs)
+    _, got = reference_outputs(name, nodes, inputs, outputs, initializers, opset, 10)
     c.model(name, nodes, inputs, outputs, initializers, opset=opset, ir_version=10,
             expected=dict(zip(outputs, got)), rtol=1e-6, atol=1e-6)
 
@@ -68,47 +60,12 @@ reference("castlike_float_to_int4", [helper.make_node("CastLike", ["x", "like"],
 
 # ---- QuantizeLinear / DequantizeLinear
 for t, tn in ((I4, "int4"), (U4, "uint4")):
-    x = rand(4, 9, 7, low=-12, high=12)
     zp_lo, zp_hi = (-2, 3) if t == I4 else (5, 10)
-    per_tensor = {"s": np.array(0.9, np.float32), "z": np.array(zp_lo + 1, NP4[t])}
-    reference(f"quantize_{tn}_per_tensor", [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"])],
-              {"x": x}, ["y"], per_tensor)
-    reference(f"quantize_{tn}_per_axis",
-              [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], axis=1)], {"x": x}, ["y"],
-              {"s": rand(9, low=0.5, high=2), "z": randint(9, low=zp_lo, high=zp_hi,
-                                                           dtype=np.int8).astype(NP4[t])})
-    reference(f"quantize_{tn}_blocked",
-              [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], axis=2, block_size=3)],
-              {"x": x}, ["y"],
-              {"s": rand(4, 9, 3, low=0.5, high=2),
-               "z": randint(4, 9, 3, low=zp_lo, high=zp_hi, dtype=np.int8).astype(NP4[t])})
-    reference(f"quantize_{tn}_output_dtype_no_zero_point",
-              [helper.make_node("QuantizeLinear", ["x", "s"], ["y"], output_dtype=t)],
-              {"x": x}, ["y"], {"s": np.array(1.3, np.float32)})
-    reference(f"quantize_{tn}_float16",
-              [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"])],
-              {"x": x.astype(np.float16)}, ["y"],
-              {"s": np.array(0.9, np.float16), "z": np.array(zp_lo + 1, NP4[t])})
-    q = q4(t, 5, 11, 3)
-    reference(f"dequantize_{tn}_per_tensor",
-              [helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])], {"q": q}, ["y"],
-              {"s": np.array(0.25, np.float32), "z": np.array(zp_lo, NP4[t])})
-    reference(f"dequantize_{tn}_per_axis",
-              [helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], axis=1)], {"q": q},
-              ["y"], {"s": rand(11, low=0.1, high=1),
-                      "z": randint(11, low=zp_lo, high=zp_hi, dtype=np.int8).astype(NP4[t])})
-    # blocked along K (axis 1) in blocks of 4: the last block of 11 has 3
-    reference(f"dequantize_{tn}_blocked",
-              [helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], axis=1, block_size=4)],
-              {"q": q}, ["y"], {"s": rand(5, 3, 3, low=0.1, high=1),
-                                "z": randint(5, 3, 3, low=zp_lo, high=zp_hi,
-                                             dtype=np.int8).astype(NP4[t])})
+    q = quantize_dequantize_cases(reference, tn, t, NP4[t], lambda *s, t=t: q4(t, *s), zp_lo,
+                                  zp_hi)
     reference(f"dequantize_{tn}_blocked_no_zero_point",
               [helper.make_node("DequantizeLinear", ["q", "s"], ["y"], axis=0, block_size=2)],
               {"q": q}, ["y"], {"s": rand(3, 11, 3, low=0.1, high=1)})
-    reference(f"dequantize_{tn}_float16",
-              [helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])], {"q": q}, ["y"],
-              {"s": np.array(0.25, np.float16), "z": np.array(zp_lo, NP4[t])})
 
 # ---- int4 weights as constants: blocked DequantizeLinear -> MatMul (weight-only quantization as
 # the QDQ format writes it), against onnxruntime

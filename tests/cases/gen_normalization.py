@@ -28,7 +28,9 @@ def node(name, op_type, inputs, n_outputs=1, initializers=None, opset=DEFAULT_OP
     types = {vi.name: vi.type.tensor_type.elem_type for vi in inferred}
     if onnx_reference:
         from onnx.reference import ReferenceEvaluator
-        m.graph.output.extend(helper.make_tensor_value_info(o, types[o], None) for o in outs)
+        # (onnx infers no types for BatchNormalization's training outputs: x's type)
+        m.graph.output.extend(helper.make_tensor_value_info(o, types.get(o, 1), None)
+                              for o in outs)
         expected = dict(zip(outs, ReferenceEvaluator(m).run(None, inputs)))
     cases.model(name, [n], inputs, outs, initializers, opset, rtol, atol, expected,
                 output_types=types)
@@ -61,6 +63,15 @@ for opset in (7, 9, 14, 15):
          opset=opset)
 node("bn_o14_training_off", "BatchNormalization", {"x": rand(2, 3, 4)},
      initializers=bn_params((3,)), opset=14, training_mode=0)
+# training_mode: the batch's statistics normalize; running_mean/var follow momentum (onnx's
+# reference; onnxruntime's CPU provider has no training mode)
+for shape, momentum in (((2, 3, 4, 5), 0.9), ((3, 4), 0.7), ((2, 3, 9), 0.0)):
+    tag = "x".join(map(str, shape))
+    node(f"bn_o15_training_{tag}", "BatchNormalization", {"x": rand(*shape, low=-3, high=5)},
+         n_outputs=3, initializers=bn_params((shape[1],)), opset=15, training_mode=1,
+         momentum=momentum, onnx_reference=True)
+node("bn_o14_training_y_only", "BatchNormalization", {"x": rand(4, 2, 3)},
+     initializers=bn_params((2,)), opset=14, training_mode=1, epsilon=0.01, onnx_reference=True)
 node("bn_o7_spatial0", "BatchNormalization", {"x": rand(2, 3, 4, 5)},
      initializers=bn_params((3, 4, 5)), opset=7, spatial=0)
 node("bn_big", "BatchNormalization", {"x": rand(4, 16, 32, 32)}, initializers=bn_params((16,)),

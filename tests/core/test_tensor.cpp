@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/float8.hpp"
 #include "core/half.hpp"
 #include "core/int4.hpp"
 #include "quilt/quilt.hpp"
@@ -84,6 +85,59 @@ TEST(Tensor, FourBitTypesArePackedTwoPerByte) {
   int4_set(packed, 3, -2);
   EXPECT_EQ(packed[1], 0xE7);
   EXPECT_EQ(int4_get(packed, 3, true), -2);
+}
+
+TEST(Tensor, TwoBitTypesArePackedFourPerByteAndFloat4TwoPerByte) {
+  for (DType d : {DType::Int2, DType::UInt2}) {
+    EXPECT_TRUE(dtype_supported(d)) << dtype_name(d);
+    EXPECT_EQ(dtype_size(d), 0u);
+    EXPECT_EQ(dtype_packed_bits(d), 2);
+    EXPECT_EQ(dtype_nbytes(d, 0), 0u);
+    EXPECT_EQ(dtype_nbytes(d, 4), 1u);
+    EXPECT_EQ(dtype_nbytes(d, 5), 2u);
+    EXPECT_EQ(dtype_nbytes(d, 9), 3u);
+    Tensor t(d, {3, 3});
+    EXPECT_EQ(t.nbytes(), 3u);
+    EXPECT_EQ(t.data<uint8_t>()[2], 0);
+    EXPECT_THROW(t.data<int8_t>(), Error);
+  }
+  EXPECT_EQ(dtype_packed_bits(DType::Float4E2M1), 4);
+  EXPECT_EQ(dtype_nbytes(DType::Float4E2M1, 5), 3u);
+  EXPECT_EQ(dtype_size(DType::Float8E8M0), 1u);
+  EXPECT_EQ(dtype_packed_bits(DType::Float8E8M0), 0);
+  EXPECT_STREQ(dtype_name(DType::Int2), "int2");
+  EXPECT_STREQ(dtype_name(DType::UInt2), "uint2");
+  EXPECT_STREQ(dtype_name(DType::Float4E2M1), "float4e2m1");
+  EXPECT_STREQ(dtype_name(DType::Float8E8M0), "float8e8m0");
+  // element 4k + j in bits 2j, 2j + 1 of byte k; int2 sign-extends
+  uint8_t packed[2] = {0xE4, 0x03};  // 0, 1, 2, 3 | 3
+  EXPECT_EQ(packed_int_get(packed, 0, DType::Int2), 0);
+  EXPECT_EQ(packed_int_get(packed, 1, DType::Int2), 1);
+  EXPECT_EQ(packed_int_get(packed, 2, DType::Int2), -2);
+  EXPECT_EQ(packed_int_get(packed, 3, DType::Int2), -1);
+  EXPECT_EQ(packed_int_get(packed, 3, DType::UInt2), 3);
+  EXPECT_EQ(packed_int_get(packed, 4, DType::Int2), -1);
+  packed_set(packed, 5, 2, 2);
+  EXPECT_EQ(packed[1], 0x0B);
+  EXPECT_EQ(packed_int_get(packed, 5, DType::Int2), -2);
+  // float4e2m1: every code's value; rounding to nearest even and saturation at 6
+  const float values[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
+  for (uint32_t c = 0; c < 16; ++c)
+    EXPECT_EQ(minifloat_to_float(kE2M1, c), (c & 8 ? -1 : 1) * values[c & 7]) << c;
+  EXPECT_EQ(minifloat_from(kE2M1, 0.25L, false), 0u);
+  EXPECT_EQ(minifloat_from(kE2M1, 0.75L, false), 2u);
+  EXPECT_EQ(minifloat_from(kE2M1, 5.0L, false), 6u);
+  EXPECT_EQ(minifloat_from(kE2M1, 1e9L, false), 7u);
+  EXPECT_EQ(minifloat_from(kE2M1, -HUGE_VALL, false), 15u);
+  // float8e8m0: 2^(bits - 127), rounding modes, saturation
+  EXPECT_EQ(e8m0_to_float(127), 1.0f);
+  EXPECT_TRUE(std::isnan(e8m0_to_float(255)));
+  EXPECT_EQ(e8m0_from_float(1.5f, true, E8M0Round::Up), 128);
+  EXPECT_EQ(e8m0_from_float(1.5f, true, E8M0Round::Down), 127);
+  EXPECT_EQ(e8m0_from_float(1.5f, true, E8M0Round::Nearest), 128);
+  EXPECT_EQ(e8m0_from_float(1.25f, true, E8M0Round::Nearest), 127);
+  EXPECT_EQ(e8m0_from_float(3e38f, true, E8M0Round::Up), 254);
+  EXPECT_EQ(e8m0_from_float(3e38f, false, E8M0Round::Up), 255);
 }
 
 TEST(Tensor, RejectsNegativeOverflowingAndHugeShapes) {

@@ -89,6 +89,33 @@ def int4_short_initializer():
     return m.SerializeToString()
 
 
+def packed_initializer(data_type, count, raw=None, int32=None, zero_point=None, opset=25):
+    """DequantizeLinear "n" of a packed initializer w of `count` elements (raw_data bytes or
+    int32_data values as given), into Add with x."""
+    w = TensorProto(name="w", data_type=data_type, dims=[count])
+    if raw is not None:
+        w.raw_data = bytes(raw)
+    else:
+        w.int32_data.extend(int32)
+    inits = [w, numpy_helper.from_array(f32(0.5), "s")]
+    if zero_point is not None:
+        inits.append(zero_point)
+    nodes = [helper.make_node("DequantizeLinear", ["w", "s"] + (["z"] if zero_point else []),
+                              ["wf"], name="n"),
+             helper.make_node("Add", ["x", "wf"], ["y"], name="add")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [count])],
+                              [helper.make_tensor_value_info("y", F, None)], inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 11
+    return m.SerializeToString()
+
+
+def float4_zero_point(value):
+    z = TensorProto(name="z", data_type=TensorProto.FLOAT4E2M1, dims=[])
+    z.raw_data = bytes([value])
+    return z
+
+
 CASES = [
     # (what, model bytes, feeds, words the message must hold)
     ("MatMulInteger b_zero_point of 3 values for 5 columns",
@@ -217,7 +244,34 @@ CASES = [
      model("Neg", [("x", TensorProto.INT4, [3])], {}, TensorProto.INT4),
      None, ['"n"', "Neg", "int4"]),
     ("int4 initializer with too few packed values", int4_short_initializer(),
-     {"x": np.zeros(5, np.float32)}, ["'w'", "has 2 values", "needs 3 (packed 4-bit pairs)"]),
+     {"x": np.zeros(5, np.float32)},
+     ["'w'", "has 2 values", "needs 3 (bytes of packed int4, 2 elements a byte)"]),
+    ("int2 initializer with raw_data one byte short",
+     packed_initializer(TensorProto.INT2, 9, raw=[0x1B, 0xE4]), {"x": np.zeros(9, np.float32)},
+     ["'w'", "raw_data has 2 bytes", "shape [9]", "int2", "need 3"]),
+    ("uint2 initializer with raw_data one byte too many",
+     packed_initializer(TensorProto.UINT2, 4, raw=[0x1B, 0]), {"x": np.zeros(4, np.float32)},
+     ["'w'", "raw_data has 2 bytes", "uint2", "need 1"]),
+    ("uint2 initializer with too few int32_data values",
+     packed_initializer(TensorProto.UINT2, 5, int32=[0x1B]), {"x": np.zeros(5, np.float32)},
+     ["'w'", "has 1 values", "needs 2 (bytes of packed uint2, 4 elements a byte)"]),
+    ("float4e2m1 initializer with raw_data of one byte per element",
+     packed_initializer(TensorProto.FLOAT4E2M1, 3, raw=[1, 2, 3]),
+     {"x": np.zeros(3, np.float32)}, ["'w'", "raw_data has 3 bytes", "float4e2m1", "need 2"]),
+    ("float8e8m0 initializer with raw_data one byte short",
+     packed_initializer(TensorProto.FLOAT8E8M0, 3, raw=[127, 128]),
+     {"x": np.zeros(3, np.float32)}, ["'w'", "raw_data has 2 bytes", "float8e8m0", "need 3"]),
+    ("float4e2m1 DequantizeLinear with a nonzero zero point",
+     packed_initializer(TensorProto.FLOAT4E2M1, 3, raw=[0x21, 0x03],
+                        zero_point=float4_zero_point(2)),
+     {"x": np.zeros(3, np.float32)}, ['"n"', "nonzero float4e2m1 zero point"]),
+    ("int2 tensor into an op without an int2 kernel",
+     model("Neg", [("x", TensorProto.INT2, [3])], {}, TensorProto.INT2),
+     None, ['"n"', "Neg", "int2"]),
+    ("Cast with an unknown round_mode",
+     model("Cast", [("x", F, [3])], {}, TensorProto.FLOAT8E8M0, to=TensorProto.FLOAT8E8M0,
+           round_mode="sideways"),
+     None, ['"n"', "round_mode is 'sideways'", "'up', 'down' or 'nearest'"]),
     ("MatMulIntegerToFloat bias of the wrong length",
      model("MatMulIntegerToFloat", [("a", U8, [2, 4])],
            {"b": i8(4, 5), "as": f32(0.1), "bs": f32(0.1), "_az": None, "_bz": None,

@@ -9,9 +9,9 @@
 #include <fstream>
 #include <optional>
 
+#include "core/element.hpp"
 #include "core/float8.hpp"
 #include "core/half.hpp"
-#include "core/int4.hpp"
 #include "core/onnx_import.hpp"
 #include "core/op_schema.hpp"
 #include "core/parse_int.hpp"
@@ -52,10 +52,8 @@ double element_as_double(const Tensor& t, int64_t i) {
     case DType::Float8E5M2:
     case DType::Float8E5M2FNUZ:
       return minifloat_to_double(*minifloat_format(t.dtype()), t.data<uint8_t>()[i]);
-    case DType::Int4:
-    case DType::UInt4:
-      return int4_get(t.data<uint8_t>(), i, t.dtype() == DType::Int4);
-    default:
+    default:  // the packed types, float8e8m0
+      if (const auto v = element_value(t, i)) return static_cast<double>(*v);
       return NAN;
   }
 }
@@ -236,6 +234,68 @@ std::string check_random_output(const std::string& name, const Tensor& got, cons
   return "";
 }
 
+// The model's node when it is a lone Dropout (the suite's training-mode Dropout cases).
+std::optional<Node> lone_dropout(const std::string& model_path) {
+  try {
+    Model m = load_model_file(model_path);
+    if (m.graph.nodes.size() == 1 && m.graph.nodes[0].op_type == "Dropout" &&
+        m.graph.nodes[0].domain.empty())
+      return m.graph.nodes[0];
+  } catch (const Error&) {
+  }
+  return std::nullopt;
+}
+
+// A training-mode Dropout draws its own mask, so its outputs cannot match the suite's: they are
+// checked against its definition instead. y = x * mask / (1 - ratio) element by element, the
+// mask the node's second output when the model has it (boolean), else each y must be 0 or
+// x / (1 - ratio); and, over 50 elements or more with 0 < ratio < 1, some kept and some dropped.
+// nullopt when the node is not in training mode (its outputs must then match exactly).
+std::optional<std::string> check_dropout(const Node& n, const ValueMap& feed, const ValueMap& got,
+                                         double rtol, double atol) {
+  auto fed = [&](size_t i) -> const Tensor* {
+    if (i >= n.inputs.size() || n.inputs[i].empty()) return nullptr;
+    const auto it = feed.find(n.inputs[i]);
+    return it != feed.end() && it->second.is_tensor() ? &it->second.tensor() : nullptr;
+  };
+  const Tensor* training = fed(2);
+  if (!training || training->dtype() != DType::Bool || training->numel() != 1 ||
+      !training->data<bool>()[0])
+    return std::nullopt;
+  const Tensor* x = fed(0);
+  const Tensor* r = fed(1);
+  if (!x || (n.inputs.size() > 1 && !n.inputs[1].empty() && !r))
+    return "Dropout's x or ratio is not a graph input: cannot check the random mask";
+  const double ratio = r ? element_as_double(*r, 0) : 0.5;
+  const auto out = [&](size_t i) -> const Tensor* {
+    if (i >= n.outputs.size() || n.outputs[i].empty()) return nullptr;
+    const auto it = got.find(n.outputs[i]);
+    return it != got.end() && it->second.is_tensor() ? &it->second.tensor() : nullptr;
+  };
+  const Tensor* y = out(0);
+  const Tensor* mask = out(1);
+  if (!y || y->shape() != x->shape() || y->dtype() != x->dtype())
+    return "Dropout's output is missing or not x's type and shape";
+  if (mask && (mask->dtype() != DType::Bool || mask->shape() != x->shape()))
+    return "Dropout's mask is not a bool tensor of x's shape";
+  int64_t kept = 0;
+  for (int64_t i = 0; i < x->numel(); ++i) {
+    const double xv = element_as_double(*x, i), yv = element_as_double(*y, i);
+    const double scaled = xv / (1 - ratio);
+    const bool keep = mask ? mask->data<bool>()[i] : (yv != 0 || scaled == 0);
+    kept += keep;
+    const double want = keep ? scaled : 0;
+    if (!(std::fabs(yv - want) <= atol + rtol * std::fabs(want)))
+      return "Dropout output element " + std::to_string(i) + " is " + std::to_string(yv) +
+             ", expected " + std::to_string(want) + " (x " + std::to_string(xv) + ", " +
+             (keep ? "kept" : "dropped") + ", ratio " + std::to_string(ratio) + ")";
+  }
+  if (x->numel() >= 50 && ratio > 0 && ratio < 1 && (kept == 0 || kept == x->numel()))
+    return "Dropout with ratio " + std::to_string(ratio) + " kept " + std::to_string(kept) +
+           " of " + std::to_string(x->numel()) + " elements";
+  return "";
+}
+
 std::vector<fs::path> numbered(const fs::path& dir, const std::string& prefix) {
   std::vector<std::pair<int64_t, fs::path>> found;
   for (const auto& e : fs::directory_iterator(dir)) {
@@ -282,6 +342,8 @@ CaseResult judge(const OnnxCase& c, const SessionOptions& options, double rtol, 
   Session session(c.model, options);
   // Loaded (again) only when a comparison fails: a random op's outputs cannot match the suite's.
   std::optional<bool> random;
+  std::optional<std::optional<Node>> dropout;  // the same, for a lone training-mode Dropout
+  bool dropout_checked = false;
   // (inputs, expected outputs) per data set.
   std::vector<std::pair<std::vector<Value>, std::vector<Value>>> sets;
   if (!c.light_output.empty()) {
@@ -328,18 +390,33 @@ CaseResult judge(const OnnxCase& c, const SessionOptions& options, double rtol, 
     ValueMap feed;
     for (size_t i = 0; i < ins.size(); ++i) feed[session.inputs()[i].name] = ins[i];
     ValueMap got = session.run_values(feed);
+    bool dropout_ok = false;
     for (size_t i = 0; i < want.size() && i < session.outputs().size(); ++i) {
+      if (dropout_ok) break;
       const std::string& name = session.outputs()[i].name;
       std::string diff = compare_value(name, got.at(name), want[i], rtol, atol);
       if (!diff.empty() && got.at(name).is_tensor() && want[i].is_tensor()) {
+        if (!dropout) dropout = lone_dropout(c.model);
         if (!random) random = uses_random_ops(c.model);
-        if (*random) diff = check_random_output(name, got.at(name).tensor(), want[i].tensor());
+        std::optional<std::string> dropout_diff;
+        if (*dropout) dropout_diff = check_dropout(**dropout, feed, got, rtol, atol);
+        if (dropout_diff) {
+          diff = *dropout_diff;
+          dropout_ok = diff.empty();  // every output checked at once
+          dropout_checked = dropout_checked || dropout_ok;
+        } else if (*random) {
+          diff = check_random_output(name, got.at(name).tensor(), want[i].tensor());
+        }
       }
       if (!diff.empty())
         return {CaseStatus::Fail,
                 (sets.size() > 1 ? "data set " + std::to_string(k) + ": " : "") + diff};
     }
   }
+  if (dropout_checked)
+    return {
+        CaseStatus::Pass,
+        "training-mode Dropout: checked y = x * mask / (1 - ratio) against its own random mask"};
   return {CaseStatus::Pass,
           random.value_or(false) ? "random op: checked dtype, shape and finiteness only" : ""};
 }

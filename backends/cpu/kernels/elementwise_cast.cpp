@@ -1,15 +1,21 @@
-// CPU kernels of Cast and CastLike: every pair among float32/64, float16, bfloat16, the four
-// float8 types, int8..int64, uint8..uint64 and bool.
+// CPU kernels of Cast and CastLike: every pair among float32/64, float16, bfloat16, the five
+// float8 types (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz, e8m0), float4e2m1, int2..int64, uint2..uint64
+// and bool.
 //
 // Float to integer truncates toward zero (C conversion); anything to bool is "!= 0"; float16
 // goes through float32 (exact for every float16 value, and one rounding on the way in).
-// bfloat16 and float8 values are read exactly and written with one rounding to nearest even
-// from the exact source value (core/float8.hpp); the `saturate` attribute (Cast-19+, default 1)
-// applies to float8 targets only. int4/uint4 (packed, core/int4.hpp) read as their integer value;
-// a cast to them converts to a 64-bit integer first (floats truncate) and keeps its low 4 bits,
-// wrapping like every other integer narrowing (onnx's reference: numpy astype).
+// bfloat16, float8 and float4e2m1 values are read exactly and written with one rounding to
+// nearest even from the exact source value (core/float8.hpp); the `saturate` attribute (Cast-19+,
+// default 1) applies to float8 targets; float4e2m1 always saturates (it has no inf). float8e8m0
+// targets take the source rounded to float32, then its exponent rounded by the `round_mode`
+// attribute (Cast-24+, default "up") and `saturate`, as onnx's reference does. The packed integer
+// types (int4/uint4/int2/uint2, core/int4.hpp) read as their integer value; a cast to them
+// converts to a 64-bit integer first (floats truncate) and keeps its low 4 or 2 bits, wrapping
+// like every other integer narrowing (onnx's reference: ml_dtypes' astype).
 #include <cstring>
+#include <string>
 #include <type_traits>
+#include <vector>
 
 #include "backends/cpu/half_convert.hpp"
 #include "backends/cpu/kernel.hpp"
@@ -39,18 +45,32 @@ using E4M3FNUZ = Mini<DType::Float8E4M3FNUZ, uint8_t>;
 using E5M2 = Mini<DType::Float8E5M2, uint8_t>;
 using E5M2FNUZ = Mini<DType::Float8E5M2FNUZ, uint8_t>;
 
+// float8e8m0 bits (its own conversions: no sign, no mantissa, a rounding mode).
+struct E8M0 {
+  uint8_t bits;
+};
+
 template <class T>
 struct is_mini : std::false_type {};
 template <DType D, class Bits>
 struct is_mini<Mini<D, Bits>> : std::true_type {};
 
-using CastTypes = TypeList<float, double, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t,
-                           uint32_t, uint64_t, bool, Half, BF16, E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ>;
+using CastTypes =
+    TypeList<float, double, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t,
+             uint64_t, bool, Half, BF16, E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ, E8M0>;
+
+// What a cast does besides the types: saturate and round_mode.
+struct CastMode {
+  bool saturate = true;
+  E8M0Round round = E8M0Round::Up;
+};
 
 template <class T>
 constexpr DType cast_dtype() {
   if constexpr (std::is_same_v<T, Half>)
     return DType::Float16;
+  else if constexpr (std::is_same_v<T, E8M0>)
+    return DType::Float8E8M0;
   else if constexpr (is_mini<T>::value)
     return T::dtype;
   else
@@ -63,13 +83,17 @@ bool visit_cast_dtype(DType d, TypeList<Ts...>, Fn&& fn) {
 }
 
 template <class S, class D>
-D convert(S v, bool saturate) {
-  if constexpr (is_mini<S>::value) {  // every value is a float exactly
-    return convert<float, D>(minifloat_to_float(*minifloat_format(S::dtype), v.bits), saturate);
+D convert(S v, CastMode mode) {
+  if constexpr (std::is_same_v<S, E8M0>) {  // every value is a float exactly
+    return convert<float, D>(e8m0_to_float(v.bits), mode);
+  } else if constexpr (std::is_same_v<D, E8M0>) {
+    return E8M0{e8m0_from_float(convert<S, float>(v, mode), mode.saturate, mode.round)};
+  } else if constexpr (is_mini<S>::value) {  // every value is a float exactly
+    return convert<float, D>(minifloat_to_float(*minifloat_format(S::dtype), v.bits), mode);
   } else if constexpr (std::is_same_v<S, Half>) {
-    return convert<float, D>(half_to_float(v.bits), saturate);
+    return convert<float, D>(half_to_float(v.bits), mode);
   } else if constexpr (is_mini<D>::value) {
-    const bool sat = saturate && D::dtype != DType::BFloat16;
+    const bool sat = mode.saturate && D::dtype != DType::BFloat16;
     return D{static_cast<decltype(D::bits)>(
         minifloat_from(*minifloat_format(D::dtype), static_cast<long double>(v), sat))};
   } else if constexpr (std::is_same_v<D, Half>) {
@@ -84,8 +108,8 @@ D convert(S v, bool saturate) {
 }
 
 template <class S, class D>
-void convert_range(const S* src, D* dst, int64_t begin, int64_t end, bool saturate) {
-  for (int64_t i = begin; i < end; ++i) dst[i] = convert<S, D>(src[i], saturate);
+void convert_range(const S* src, D* dst, int64_t begin, int64_t end, CastMode mode) {
+  for (int64_t i = begin; i < end; ++i) dst[i] = convert<S, D>(src[i], mode);
 }
 
 SupportFn cast_support(bool like) {
@@ -94,7 +118,7 @@ SupportFn cast_support(bool like) {
     DType to = like ? (sig.inputs.size() > 1 ? sig.inputs[1].dtype : DType::Undefined)
                     : static_cast<DType>(sig.node.attr_int("to", 0));
     for (DType d : {from, to}) {
-      if (d == DType::Undefined || dtype_is_4bit(d)) continue;
+      if (d == DType::Undefined || dtype_is_packed(d)) continue;
       bool known = visit_cast_dtype(d, CastTypes{}, [](auto) {});
       if (!known)
         return std::string("the CPU Cast kernel does not support dtype ") + dtype_name(d) + " (" +
@@ -104,45 +128,80 @@ SupportFn cast_support(bool like) {
   };
 }
 
-// Casts from or to int4/uint4. Each task writes whole bytes of a packed output, never half of
-// one another task writes.
-void cast_4bit(KernelContext& ctx, const Tensor& x, Tensor& y, bool saturate) {
-  const bool from4 = dtype_is_4bit(x.dtype()), to4 = dtype_is_4bit(y.dtype());
-  if (from4 && to4) {  // int4 <-> uint4: the same 4 bits
+// x cast to y, neither packed; false when a dtype has no conversion here.
+bool cast_dense(KernelContext& ctx, const Tensor& x, Tensor& y, CastMode mode) {
+  return visit_cast_dtype(x.dtype(), CastTypes{}, [&](auto from) {
+    using S = decltype(from);
+    return visit_cast_dtype(y.dtype(), CastTypes{}, [&](auto dest) {
+      using D = decltype(dest);
+      const S* src = static_cast<const S*>(x.raw_data());
+      D* dst = static_cast<D*>(y.raw_data());
+      ctx.pool.parallel_for(x.numel(), kElementwiseGrain,
+                            [&](int64_t b, int64_t e) { convert_range(src, dst, b, e, mode); });
+    });
+  });
+}
+
+// A packed tensor's elements, one a byte: int8 (int4, int2), uint8 (uint4, uint2) or float32
+// (float4e2m1, every value exact).
+Tensor unpack(const Tensor& x, const ThreadPool& pool) {
+  const DType d = x.dtype();
+  const bool is_float = d == DType::Float4E2M1;
+  const bool is_signed = d == DType::Int4 || d == DType::Int2;
+  Tensor u = Tensor::uninitialized(
+      is_float ? DType::Float32 : (is_signed ? DType::Int8 : DType::UInt8), x.shape());
+  const auto* src = x.data<uint8_t>();
+  pool.parallel_for(x.numel(), kElementwiseGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      if (is_float)
+        u.data<float>()[i] = minifloat_to_float(kE2M1, packed_code(src, i, 4));
+      else if (is_signed)
+        u.data<int8_t>()[i] = static_cast<int8_t>(packed_int_get(src, i, d));
+      else
+        u.data<uint8_t>()[i] = static_cast<uint8_t>(packed_int_get(src, i, d));
+    }
+  });
+  return u;
+}
+
+// Casts from or to the packed types (int4, uint4, float4e2m1, int2, uint2): a packed source is
+// unpacked first; a packed target's codes are computed one a byte, then packed, each task
+// writing whole bytes.
+void cast_packed(KernelContext& ctx, const Tensor& x, Tensor& y, CastMode mode) {
+  const DType to = y.dtype();
+  const int to_bits = dtype_packed_bits(to);
+  if (dtype_is_packed_int(x.dtype()) && dtype_is_packed_int(to) &&
+      dtype_packed_bits(x.dtype()) == to_bits) {  // int4 <-> uint4, int2 <-> uint2: same bits
     if (x.nbytes()) std::memcpy(y.raw_data(), x.raw_data(), x.nbytes());
     return;
   }
+  const Tensor src = dtype_is_packed(x.dtype()) ? unpack(x, ctx.pool) : x;
   bool ok = false;
-  if (from4) {
-    const bool is_signed = x.dtype() == DType::Int4;
-    const auto* src = x.data<uint8_t>();
-    ok = visit_cast_dtype(y.dtype(), CastTypes{}, [&](auto dest) {
-      using D = decltype(dest);
-      D* dst = static_cast<D*>(y.raw_data());
-      ctx.pool.parallel_for(x.numel(), kElementwiseGrain, [&](int64_t b, int64_t e) {
+  if (!to_bits) {
+    ok = cast_dense(ctx, src, y, mode);
+  } else {
+    const int64_t n = src.numel();
+    std::vector<uint8_t> codes(static_cast<size_t>(n));
+    const uint32_t mask = (1u << to_bits) - 1;
+    ok = visit_cast_dtype(src.dtype(), CastTypes{}, [&](auto from) {
+      using S = decltype(from);
+      const S* s = static_cast<const S*>(src.raw_data());
+      ctx.pool.parallel_for(n, kElementwiseGrain, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i)
-          dst[i] = convert<int32_t, D>(int4_get(src, i, is_signed), saturate);
+          codes[static_cast<size_t>(i)] = static_cast<uint8_t>(
+              to == DType::Float4E2M1
+                  ? minifloat_from(kE2M1, convert<S, double>(s[i], mode), true)
+                  : static_cast<uint32_t>(convert<S, int64_t>(s[i], mode)) & mask);
       });
     });
-  } else {
-    auto* dst = y.data<uint8_t>();
-    const int64_t n = x.numel();
-    ok = visit_cast_dtype(x.dtype(), CastTypes{}, [&](auto from) {
-      using S = decltype(from);
-      const S* src = static_cast<const S*>(x.raw_data());
-      const auto low4 = [&](int64_t i) {
-        return i < n ? static_cast<uint8_t>(convert<S, int64_t>(src[i], saturate) & 0xF) : 0;
-      };
-      ctx.pool.parallel_for(static_cast<int64_t>(y.nbytes()), kElementwiseGrain,
-                            [&](int64_t b, int64_t e) {
-                              for (int64_t k = b; k < e; ++k)
-                                dst[k] = static_cast<uint8_t>(low4(2 * k) | low4(2 * k + 1) << 4);
-                            });
-    });
+    ctx.pool.parallel_for(static_cast<int64_t>(y.nbytes()), kElementwiseGrain,
+                          [&](int64_t b, int64_t e) {
+                            pack_codes(codes.data(), n, to_bits, y.data<uint8_t>(), b, e);
+                          });
   }
   if (!ok)
     ctx.node.fail(std::string("the CPU kernel cannot cast ") + dtype_name(x.dtype()) + " to " +
-                  dtype_name(y.dtype()));
+                  dtype_name(to));
 }
 
 void cast_kernel(KernelContext& ctx) {
@@ -154,26 +213,22 @@ void cast_kernel(KernelContext& ctx) {
     return;
   }
   // saturate (Cast-19+, default 1) only matters for float8 targets; CastLike has it too.
-  const bool saturate = ctx.node.attr_int("saturate", 1) != 0;
+  // round_mode (Cast-24+, default "up", checked at load) only for float8e8m0 targets.
+  CastMode mode;
+  mode.saturate = ctx.node.attr_int("saturate", 1) != 0;
+  const std::string round = ctx.node.attr_string("round_mode", "up");
+  mode.round = round == "down"      ? E8M0Round::Down
+               : round == "nearest" ? E8M0Round::Nearest
+                                    : E8M0Round::Up;
   Tensor& y = ctx.output(0);
-  if (dtype_is_4bit(x.dtype()) || dtype_is_4bit(y.dtype())) return cast_4bit(ctx, x, y, saturate);
+  if (dtype_is_packed(x.dtype()) || dtype_is_packed(y.dtype())) return cast_packed(ctx, x, y, mode);
   // float16 <-> float32, the casts half models are full of: in bulk (F16C), same rounding.
   if ((x.dtype() == DType::Float16 && to == DType::Float32) ||
       (x.dtype() == DType::Float32 && to == DType::Float16)) {
     (to == DType::Float32 ? widen_half : narrow_half)(x, y, ctx.pool);
     return;
   }
-  bool ok = visit_cast_dtype(x.dtype(), CastTypes{}, [&](auto from) {
-    using S = decltype(from);
-    return visit_cast_dtype(y.dtype(), CastTypes{}, [&](auto dest) {
-      using D = decltype(dest);
-      const S* src = static_cast<const S*>(x.raw_data());
-      D* dst = static_cast<D*>(y.raw_data());
-      ctx.pool.parallel_for(x.numel(), kElementwiseGrain,
-                            [&](int64_t b, int64_t e) { convert_range(src, dst, b, e, saturate); });
-    });
-  });
-  if (!ok)
+  if (!cast_dense(ctx, x, y, mode))
     ctx.node.fail(std::string("the CPU kernel cannot cast ") + dtype_name(x.dtype()) + " to " +
                   dtype_name(y.dtype()));
 }

@@ -1,4 +1,5 @@
-// CPU kernels of the normalization op family: BatchNormalization (inference),
+// CPU kernels of the normalization op family: BatchNormalization (inference, and training_mode
+// at opset 14+: the batch's statistics, and the running ones updated by momentum),
 // InstanceNormalization, GroupNormalization, LayerNormalization, LpNormalization,
 // MeanVarianceNormalization here; Softmax and LogSoftmax in normalization_softmax.cpp. float32, and
 // float16 through float32 (normalization_float16.cpp).
@@ -82,8 +83,7 @@ std::pair<double, double> moments(const float* x, int64_t n, double epsilon) {
 
 std::string batch_norm_support(const NodeSignature& sig) {
   if (std::string r = all_inputs_float(sig); !r.empty()) return r;
-  if (sig.node.opset >= 14 && sig.node.attr_int("training_mode", 0) != 0)
-    return "training_mode = 1 is not supported (inference only)";
+  if (sig.node.opset >= 14 && sig.node.attr_int("training_mode", 0) != 0) return "";
   // Before opset 7, is_test (default 0) chooses between training and inference.
   if (sig.node.opset < 7 && sig.node.attr_int("is_test", 0) == 0)
     return "is_test = 0 (training mode, the default before opset 7) is not supported "
@@ -97,6 +97,42 @@ std::string batch_norm_support(const NodeSignature& sig) {
   return "";
 }
 
+// training_mode (opset 14+): each channel's mean and (population) variance over the batch and
+// its spatial dims, in double, around the mean; running_mean/var (outputs 1, 2) are
+// input_mean/var * momentum + the batch's * (1 - momentum), as onnx's reference computes them.
+void batch_statistics(KernelContext& ctx, int64_t n, int64_t c, int64_t spatial,
+                      std::vector<float>& mean, std::vector<float>& var) {
+  const float* src = ctx.input(0).data<float>();
+  mean.assign(static_cast<size_t>(c), 0.f);
+  var.assign(static_cast<size_t>(c), 0.f);
+  ctx.pool.parallel_for(c, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t ch = begin; ch < end; ++ch) {
+      double sum = 0, sq = 0;
+      for (int64_t s = 0; s < n; ++s)
+        sum += sum_lanes(src + (s * c + ch) * spatial, spatial, [](float v) { return v; });
+      const double count = static_cast<double>(std::max<int64_t>(1, n * spatial));
+      const double m = sum / count;
+      for (int64_t s = 0; s < n; ++s)
+        sq += sum_lanes(src + (s * c + ch) * spatial, spatial, [m](float v) {
+          const double d = v - m;
+          return static_cast<float>(d * d);
+        });
+      mean[static_cast<size_t>(ch)] = static_cast<float>(m);
+      var[static_cast<size_t>(ch)] = static_cast<float>(sq / count);
+    }
+  });
+  const double momentum = ctx.node.attr_float("momentum", 0.9f);
+  for (size_t out = 1; out <= 2; ++out) {
+    if (!ctx.wants_output(out)) continue;
+    const float* running = ctx.input(out + 2).data<float>();
+    const std::vector<float>& batch = out == 1 ? mean : var;
+    float* dst = ctx.output_uninitialized(out).data<float>();
+    for (int64_t ch = 0; ch < c; ++ch)
+      dst[ch] = static_cast<float>(running[ch] * momentum +
+                                   batch[static_cast<size_t>(ch)] * (1 - momentum));
+  }
+}
+
 void batch_norm(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const float* scale = ctx.input(1).data<float>();
@@ -105,6 +141,15 @@ void batch_norm(KernelContext& ctx) {
   const float* var = ctx.input(4).data<float>();
   const double eps = ctx.node.attr_float("epsilon", 1e-5f);
   const int64_t n = x.dim(0), c = x.dim(1), spatial = x.numel() / std::max<int64_t>(1, n * c);
+  std::vector<float> batch_mean, batch_var;
+  if (ctx.node.opset >= 14 && ctx.node.attr_int("training_mode", 0) != 0) {
+    if (ctx.input(1).numel() != c)
+      ctx.node.fail("scale has " + std::to_string(ctx.input(1).numel()) + " values, expected " +
+                    std::to_string(c) + " (one per channel)");
+    batch_statistics(ctx, n, c, spatial, batch_mean, batch_var);
+    mean = batch_mean.data();
+    var = batch_var.data();
+  }
   // Per-channel parameters apply to a whole plane; per-activation ones (spatial = 0) to one
   // element.
   const int64_t params = ctx.input(1).numel();

@@ -7,8 +7,9 @@
 // rounded) and rounds half to even with saturation. float8 outputs take the quotient's one
 // rounding to float8 (nearest even, the `saturate` attribute deciding overflow, like Cast), as
 // onnx's reference does; float8 zero points must be 0 (nonzero ones are refused). int4/uint4
-// (packed two per byte) saturate to [-8, 7] / [0, 15]; float4 and the 2-bit types cannot be held
-// by a Tensor and are refused.
+// (packed two per byte) saturate to [-8, 7] / [0, 15], int2/uint2 (four per byte) to [-2, 1] /
+// [0, 3]. float4e2m1 outputs take the quotient's one rounding to nearest even, saturating at +-6
+// (ml_dtypes' cast, as onnx's reference does); its zero points must be 0 like float8's.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "backends/cpu/kernel.hpp"
 #include "backends/cpu/kernels/broadcast.hpp"
 #include "backends/cpu/kernels/quantization_common.hpp"
+#include "core/element.hpp"
 #include "core/float8.hpp"
 #include "core/ops/quantization_layout.hpp"
 
@@ -86,9 +88,7 @@ std::string quantize_support(const NodeSignature& sig) {
   const Node& n = sig.node;
   if (unholdable_input(sig, 0) || unholdable_input(sig, 1))
     return "x or y_scale has an element type Quilt cannot hold (bfloat16?)";
-  if (unholdable_input(sig, 2) || is_unholdable_quant_type(n.attr_int("output_dtype", 0)))
-    return "quantizing to float4e2m1, float8e8m0 or 2-bit types is not supported (Quilt's "
-           "tensors cannot hold them); int4, uint4, int8, uint8, int16, uint16 and float8 are";
+  if (unholdable_input(sig, 2)) return "y_zero_point has an element type Quilt cannot hold";
   const DType x = sig.inputs[0].dtype, s = sig.inputs[1].dtype;
   if (!dtype_in(x, {DType::Float32, DType::Float16}))
     return std::string("x is ") + dtype_name(x) + "; the CPU kernel supports float32, float16";
@@ -109,12 +109,14 @@ struct QuantizeParams {
   std::vector<int64_t> zp;
 };
 
-QuantizeParams quantize_params(const KernelContext& ctx) {
+// float_zero_point: the zero point is float4e2m1 (checked to be 0 by the caller), read as 0s.
+QuantizeParams quantize_params(const KernelContext& ctx, bool float_zero_point = false) {
   const Tensor& s = ctx.input(1);
   std::string reason;
   const DType prec = quantize_precision(ctx.node, ctx.input(0).dtype(), s.dtype(), &reason);
   if (!reason.empty()) ctx.node.fail(reason, ErrorCode::NotImplemented);
-  return {prec, layout_of(ctx), float_values(s), int_values(ctx.optional_input(2), s.numel())};
+  return {prec, layout_of(ctx), float_values(s),
+          int_values(float_zero_point ? nullptr : ctx.optional_input(2), s.numel())};
 }
 
 template <class Y>
@@ -151,15 +153,16 @@ void quantize(KernelContext& ctx) {
   });
 }
 
-// A float8 zero point must be all zeros (the only value the spec's float8 quantization uses).
-void require_zero_float8_zero_point(const KernelContext& ctx) {
+// A float8 or float4e2m1 zero point must be all zeros (the only value the spec's float
+// quantization uses; onnx's reference ignores a float4e2m1 one when dequantizing).
+void require_zero_float_zero_point(const KernelContext& ctx) {
   const Tensor* z = ctx.optional_input(2);
   if (!z) return;
-  const MiniFloatFormat& f = *minifloat_format(z->dtype());
-  const uint8_t* zb = z->data<uint8_t>();
   for (int64_t i = 0; i < z->numel(); ++i)
-    if (minifloat_to_double(f, zb[i]) != 0)
-      ctx.node.fail("a nonzero float8 zero point is not supported", ErrorCode::NotImplemented);
+    if (element_value(*z, i).value_or(1) != 0)
+      ctx.node.fail(std::string("a nonzero ") + dtype_name(z->dtype()) +
+                        " zero point is not supported (element " + std::to_string(i) + ")",
+                    ErrorCode::NotImplemented);
 }
 
 void quantize_float8(KernelContext& ctx) {
@@ -168,7 +171,7 @@ void quantize_float8(KernelContext& ctx) {
   std::string reason;
   const DType prec = quantize_precision(ctx.node, x.dtype(), s.dtype(), &reason);
   if (!reason.empty()) ctx.node.fail(reason, ErrorCode::NotImplemented);
-  require_zero_float8_zero_point(ctx);
+  require_zero_float_zero_point(ctx);
   const QuantLayout l = layout_of(ctx);
   const std::vector<float> scale = float_values(s);
   const MiniFloatFormat& f = *minifloat_format(ctx.output(0).dtype());
@@ -185,32 +188,36 @@ void quantize_float8(KernelContext& ctx) {
   });
 }
 
-// int4/uint4 y: each element quantized into a byte of its own first (tasks of the parallel
-// runs may share a packed byte), then packed.
-void quantize_4bit(KernelContext& ctx) {
+// Packed y (int4/uint4/int2/uint2, float4e2m1): each element quantized into a byte of its own
+// first (tasks of the parallel runs may share a packed byte), then packed.
+void quantize_packed(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  const QuantizeParams qp = quantize_params(ctx);
   Tensor& yt = ctx.output(0);
-  const bool is_signed = yt.dtype() == DType::Int4;
+  const DType yd = yt.dtype();
+  const bool is_float = yd == DType::Float4E2M1;
+  if (is_float) require_zero_float_zero_point(ctx);
+  const QuantizeParams qp = quantize_params(ctx, is_float);
   const bool half_div = qp.prec == DType::Float16;
-  std::vector<int8_t> q(static_cast<size_t>(x.numel()));
+  std::vector<uint8_t> q(static_cast<size_t>(x.numel()));
   for_each_param_run(ctx.pool, qp.l, x.numel(), [&](int64_t e, int64_t n, int64_t p, int64_t step) {
     for (int64_t i = 0; i < n; ++i) {
       const auto k = static_cast<size_t>(p + i * step);
       const float v = load_float(x, e + i);
       const float d = half_div ? round_to_half(round_to_half(v) / qp.scale[k]) : v / qp.scale[k];
-      const int64_t r = saturate_round<int16_t>(d, qp.zp[k]);  // rounded, zero point added
-      q[static_cast<size_t>(e + i)] = static_cast<int8_t>(int4_saturate(r, is_signed));
+      uint32_t code;
+      if (is_float) {
+        code = minifloat_from(kE2M1, d, true);
+      } else {
+        const int64_t r = saturate_round<int16_t>(d, qp.zp[k]);  // rounded, zero point added
+        code =
+            static_cast<uint32_t>(std::clamp<int64_t>(r, packed_int_min(yd), packed_int_max(yd)));
+      }
+      q[static_cast<size_t>(e + i)] = static_cast<uint8_t>(code);
     }
   });
-  uint8_t* y = yt.data<uint8_t>();
-  const int64_t n = x.numel();
   ctx.pool.parallel_for(
       static_cast<int64_t>(yt.nbytes()), kElementwiseGrain, [&](int64_t b, int64_t e) {
-        for (int64_t k = b; k < e; ++k) {
-          const int hi = 2 * k + 1 < n ? q[static_cast<size_t>(2 * k + 1)] : 0;
-          y[k] = static_cast<uint8_t>((q[static_cast<size_t>(2 * k)] & 0xF) | (hi & 0xF) << 4);
-        }
+        pack_codes(q.data(), x.numel(), dtype_packed_bits(yd), yt.data<uint8_t>(), b, e);
       });
 }
 
@@ -236,7 +243,10 @@ void run_quantize(KernelContext& ctx) {
       return quantize_float8(ctx);
     case DType::Int4:
     case DType::UInt4:
-      return quantize_4bit(ctx);
+    case DType::Int2:
+    case DType::UInt2:
+    case DType::Float4E2M1:
+      return quantize_packed(ctx);
     default:
       ctx.node.fail(
           std::string("quantizing to ") + dtype_name(ctx.output(0).dtype()) + " is not supported",
@@ -248,18 +258,18 @@ void run_quantize(KernelContext& ctx) {
 
 std::string dequantize_support(const NodeSignature& sig) {
   if (unholdable_input(sig, 0) || unholdable_input(sig, 2))
-    return "dequantizing float4e2m1, float8e8m0 or 2-bit types is not supported (Quilt's "
-           "tensors cannot hold them); int4, uint4, int8, uint8, int16, uint16, int32 and float8 "
-           "are";
+    return "x or x_zero_point has an element type Quilt cannot hold";
   if (unholdable_input(sig, 1)) return "x_scale has an element type Quilt cannot hold (bfloat16?)";
   if (sig.node.opset >= 23 && sig.node.attr_int("output_dtype", 0) == 16)
     return "output_dtype bfloat16 is not supported (float32 and float16 are)";
   const DType x = sig.inputs[0].dtype;
-  if (!dtype_in(x, {DType::Int8, DType::UInt8, DType::Int16, DType::UInt16, DType::Int32,
-                    DType::Float8E4M3FN, DType::Float8E4M3FNUZ, DType::Float8E5M2,
-                    DType::Float8E5M2FNUZ, DType::Int4, DType::UInt4}))
+  if (!dtype_in(
+          x, {DType::Int8, DType::UInt8, DType::Int16, DType::UInt16, DType::Int32,
+              DType::Float8E4M3FN, DType::Float8E4M3FNUZ, DType::Float8E5M2, DType::Float8E5M2FNUZ,
+              DType::Int4, DType::UInt4, DType::Int2, DType::UInt2, DType::Float4E2M1}))
     return std::string("x is ") + dtype_name(x) +
-           "; the CPU kernel supports int4, uint4, int8, uint8, int16, uint16, int32, float8";
+           "; the CPU kernel supports int2, uint2, int4, uint4, int8, uint8, int16, uint16, "
+           "int32, float8, float4e2m1";
   if (!dtype_in(sig.inputs[1].dtype, {DType::Float32, DType::Float16}))
     return std::string("x_scale is ") + dtype_name(sig.inputs[1].dtype) +
            "; the CPU kernel supports float32, float16";
@@ -269,8 +279,8 @@ std::string dequantize_support(const NodeSignature& sig) {
 // (x - zero_point) * scale: exact differences of 8/16-bit values times the scale in float32 (one
 // rounding; a float16 output is then correctly rounded too since float32 has > 2 * 11 + 2 bits).
 // int32 differences need 33 bits, so they go through double.
-// Int4 stands for packed int4/uint4 x (read with int4_get).
-struct Int4 {};
+// Packed stands for packed int4/uint4/int2/uint2 x (read with packed_int_get).
+struct Packed {};
 
 template <class X, class O>
 void dequantize(KernelContext& ctx) {
@@ -279,16 +289,16 @@ void dequantize(KernelContext& ctx) {
   const QuantLayout l = layout_of(ctx);
   const std::vector<float> scale = float_values(s);
   const std::vector<int64_t> zp = int_values(ctx.optional_input(2), s.numel());
-  using Stored = std::conditional_t<std::is_same_v<X, Int4>, uint8_t, X>;
+  using Stored = std::conditional_t<std::is_same_v<X, Packed>, uint8_t, X>;
   const Stored* xp = x.data<Stored>();
-  const bool is_signed = x.dtype() == DType::Int4;
+  const DType xd = x.dtype();
   O* y = ctx.output(0).data<O>();
   for_each_param_run(ctx.pool, l, x.numel(), [&](int64_t e, int64_t n, int64_t p, int64_t step) {
     for (int64_t i = 0; i < n; ++i) {
       const auto k = static_cast<size_t>(p + i * step);
       float v;
-      if constexpr (std::is_same_v<X, Int4>)
-        v = static_cast<float>(int4_get(xp, e + i, is_signed) - static_cast<int32_t>(zp[k])) *
+      if constexpr (std::is_same_v<X, Packed>)
+        v = static_cast<float>(packed_int_get(xp, e + i, xd) - static_cast<int32_t>(zp[k])) *
             scale[k];
       else if constexpr (sizeof(X) >= 4)
         v = static_cast<float>(static_cast<double>(static_cast<int64_t>(xp[e + i]) - zp[k]) *
@@ -304,22 +314,24 @@ void dequantize(KernelContext& ctx) {
   });
 }
 
-// float8 x: its exact value times the scale in float32, rounded once (a float16 output is then
-// rounded again, as for the integer types above).
+// float8 or float4e2m1 x: its exact value times the scale in float32, rounded once (a float16
+// output is then rounded again, as for the integer types above).
 template <class O>
 void dequantize_float8(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const Tensor& s = ctx.input(1);
-  require_zero_float8_zero_point(ctx);
+  require_zero_float_zero_point(ctx);
   const QuantLayout l = layout_of(ctx);
   const std::vector<float> scale = float_values(s);
   const MiniFloatFormat& f = *minifloat_format(x.dtype());
+  const bool packed = x.dtype() == DType::Float4E2M1;
   const uint8_t* xp = x.data<uint8_t>();
   O* y = ctx.output(0).data<O>();
   for_each_param_run(ctx.pool, l, x.numel(), [&](int64_t e, int64_t n, int64_t p, int64_t step) {
     for (int64_t i = 0; i < n; ++i) {
       const auto k = static_cast<size_t>(p + i * step);
-      const float v = minifloat_to_float(f, xp[e + i]) * scale[k];
+      const uint32_t bits = packed ? packed_code(xp, e + i, 4) : xp[e + i];
+      const float v = minifloat_to_float(f, bits) * scale[k];
       if constexpr (std::is_same_v<O, float>)
         y[e + i] = v;
       else
@@ -355,11 +367,14 @@ void run_dequantize(KernelContext& ctx) {
       return dequantize_to<int32_t>(ctx);
     case DType::Int4:
     case DType::UInt4:
-      return dequantize_to<Int4>(ctx);
+    case DType::Int2:
+    case DType::UInt2:
+      return dequantize_to<Packed>(ctx);
     case DType::Float8E4M3FN:
     case DType::Float8E4M3FNUZ:
     case DType::Float8E5M2:
-    case DType::Float8E5M2FNUZ: {
+    case DType::Float8E5M2FNUZ:
+    case DType::Float4E2M1: {
       const DType out = ctx.output(0).dtype();
       if (out == DType::Float32) return dequantize_float8<float>(ctx);
       if (out == DType::Float16) return dequantize_float8<uint16_t>(ctx);

@@ -28,8 +28,8 @@ inline std::vector<float> float_values(const Tensor& t) {
   return out;
 }
 
-// Integer tensor values (int4/uint4/int8/uint8/int16/uint16/int32) as int64; `count` zeros when
-// absent.
+// Integer tensor values (int2/uint2/int4/uint4/int8/uint8/int16/uint16/int32) as int64; `count`
+// zeros when absent.
 inline std::vector<int64_t> int_values(const Tensor* t, int64_t count) {
   if (!t) return std::vector<int64_t>(static_cast<size_t>(count), 0);
   std::vector<int64_t> out(static_cast<size_t>(t->numel()));
@@ -53,7 +53,9 @@ inline std::vector<int64_t> int_values(const Tensor* t, int64_t count) {
         break;
       case DType::Int4:
       case DType::UInt4:
-        v = int4_get(t->data<uint8_t>(), i, t->dtype() == DType::Int4);
+      case DType::Int2:
+      case DType::UInt2:
+        v = packed_int_get(t->data<uint8_t>(), i, t->dtype());
         break;
       default:
         throw Error(ErrorCode::NotImplemented, std::string("zero point of dtype ") +

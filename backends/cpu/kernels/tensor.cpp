@@ -7,7 +7,10 @@
 #include <cstring>
 #include <numeric>
 
+#include <random>
+
 #include "backends/cpu/kernel.hpp"
+#include "core/float8.hpp"
 #include "core/half.hpp"
 
 namespace quilt::cpu {
@@ -31,10 +34,13 @@ void view_of_input(KernelContext& ctx) {
   ctx.set_output(0, ctx.input(0).reshaped(ctx.output_shape(0)));
 }
 
-// ---- Dropout (inference only) ----
+// ---- Dropout ----
 
-// Training mode drops elements at random; it is deterministic only with ratio 0 (an identity
-// with an all-true mask), which is what the kernel then supports.
+// Training mode (opset 12+, input 2 true) drops each element with probability `ratio` (input 1,
+// default 0.5) and scales the kept ones by 1 / (1 - ratio), as onnx's reference does: mask =
+// uniform(0, 1) >= ratio, y = x * mask / (1 - ratio). The draws come from a generator seeded by
+// the `seed` attribute when there is one (the same mask on every run), else from the system's
+// entropy. Before opset 7, is_test = 0 (the default) asked for the same; that is refused.
 bool is_true(const Tensor& t) {
   return t.dtype() == DType::Bool && t.numel() == 1 && t.data<bool>()[0];
 }
@@ -51,28 +57,69 @@ double ratio_of(const Tensor& t) {
       return -1;
   }
 }
-constexpr const char* kTrainingRefused =
-    "training_mode is true with a nonzero ratio, which drops elements at random; only inference "
-    "(or ratio 0) is supported";
 
 std::string dropout_support(const NodeSignature& sig) {
   const Node& n = sig.node;
   if (n.opset < 7 && n.attr_int("is_test", 0) == 0)
-    return "is_test=0 asks for training-mode dropout, which is random; only inference is supported";
-  if (n.opset >= 12 && n.has_input(2) && sig.constants.size() > 2 && sig.constants[2] &&
-      is_true(*sig.constants[2])) {
-    // The ratio defaults to 0.5; a ratio known only at run time is checked then.
-    const bool has_ratio = n.has_input(1);
-    const Tensor* ratio = has_ratio ? sig.constants[1] : nullptr;
-    if (!has_ratio || (ratio && ratio_of(*ratio) != 0)) return kTrainingRefused;
-  }
+    return "is_test=0 asks for training-mode dropout (opset < 7); set is_test=1, or use opset 12+ "
+           "whose training_mode input the CPU kernel supports";
   return "";
 }
 
+// y = x * mask / (1 - ratio) for float x (float32, float64, float16, bfloat16); mask written
+// when wanted.
+void dropout_training(KernelContext& ctx, double ratio) {
+  const Tensor& x = ctx.input(0);
+  const DType d = x.dtype();
+  if (d != DType::Float32 && d != DType::Float64 && d != DType::Float16 && d != DType::BFloat16)
+    ctx.node.fail(std::string("training-mode dropout needs a float input, got ") + dtype_name(d),
+                  ErrorCode::NotImplemented);
+  if (!(ratio >= 0 && ratio < 1))
+    ctx.node.fail("ratio is " + std::to_string(ratio) + ", expected a value in [0, 1)");
+  std::mt19937_64 gen;
+  if (ctx.node.has_attr("seed")) {
+    gen.seed(static_cast<uint64_t>(ctx.node.attr_int("seed", 0)));
+  } else {
+    std::random_device rd;
+    gen.seed((static_cast<uint64_t>(rd()) << 32) ^ rd());
+  }
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  const int64_t n = x.numel();
+  std::vector<uint8_t> keep(static_cast<size_t>(n));
+  for (auto& k : keep) k = uniform(gen) >= ratio;
+  const double scale = 1.0 / (1.0 - ratio);
+  Tensor& y = ctx.output_uninitialized(0);
+  for (int64_t i = 0; i < n; ++i) {
+    const bool kept = keep[static_cast<size_t>(i)];
+    switch (d) {
+      case DType::Float32:
+        y.data<float>()[i] = kept ? static_cast<float>(x.data<float>()[i] * scale) : 0.f;
+        break;
+      case DType::Float64:
+        y.data<double>()[i] = kept ? x.data<double>()[i] * scale : 0.0;
+        break;
+      case DType::Float16:
+        y.data<uint16_t>()[i] = float_to_half(
+            kept ? static_cast<float>(half_to_float(x.data<uint16_t>()[i]) * scale) : 0.f);
+        break;
+      default:
+        y.data<uint16_t>()[i] = float_to_bfloat16(
+            kept ? static_cast<float>(bfloat16_to_float(x.data<uint16_t>()[i]) * scale) : 0.f);
+        break;
+    }
+  }
+  if (ctx.wants_output(1)) {
+    Tensor& mask = ctx.output_uninitialized(1);
+    for (int64_t i = 0; i < n; ++i) mask.data<bool>()[i] = keep[static_cast<size_t>(i)];
+  }
+}
+
 void dropout(KernelContext& ctx) {
-  if (const Tensor* training = ctx.optional_input(2); training && is_true(*training)) {
+  if (const Tensor* training = ctx.optional_input(2);
+      ctx.node.opset >= 12 && training && is_true(*training)) {
     const Tensor* ratio = ctx.optional_input(1);
-    if (!ratio || ratio_of(*ratio) != 0) ctx.node.fail(kTrainingRefused, ErrorCode::NotImplemented);
+    const double r = ratio ? ratio_of(*ratio) : 0.5;
+    if (r != 0) return dropout_training(ctx, r);
   }
   ctx.set_output(0, ctx.input(0));
   if (ctx.wants_output(1)) {
