@@ -242,7 +242,8 @@ classifier("tree_classifier_int32", randint(30, 3, low=-1, high=2, dtype=np.int3
 # trees per walk; cases_ml_scalar forces its scalar walk) and must agree with the node-by-node walk
 # onnxruntime does: modes LEQ, LT, GTE and GT (the last two with the children swapped), missing-value
 # tracks on NaN inputs, x read by permute (<= 16 and <= 32 features) or gather, a partial last
-# group, dense leaf rows (every leaf one weight per target) and sparse ones, MIN/MAX (leaf by leaf).
+# group, dense leaf rows (every leaf one weight per target) and sparse ones, MIN/MAX (leaf by leaf),
+# trees too deep or lopsided to lay out whole (their tails walked node by node).
 def random_forest(trees, depth, features, mode, targets, dense=True, missing=0.0, stop=0.3):
     """The node and weight attributes of a forest; leaf weights for `targets` targets (all of
     them on every leaf if dense, else one or two)."""
@@ -296,8 +297,8 @@ def forest_regressor(name, x, trees, depth, mode, targets=1, dense=True, missing
             rtol=1e-5, atol=1e-5, **a, **attrs)
 
 
-def forest_classifier(name, x, trees, depth, mode, classes, dense=True, missing=0.0, **attrs):
-    a, w = random_forest(trees, depth, x.shape[1], mode, classes, dense, missing)
+def forest_classifier(name, x, trees, depth, mode, classes, dense=True, missing=0.0, stop=0.3, **attrs):
+    a, w = random_forest(trees, depth, x.shape[1], mode, classes, dense, missing, stop)
     ml_node(name, "TreeEnsembleClassifier", {"x": x}, ["label", "scores"], class_ids=w["ids"],
             class_nodeids=w["nodeids"], class_treeids=w["treeids"], class_weights=w["weights"],
             classlabels_int64s=list(range(3, 3 + classes)), rtol=1e-5, atol=1e-5, **a, **attrs)
@@ -315,6 +316,11 @@ forest_regressor("forest_gt_sparse_2_targets", forest_x(60, 9, nan=0.05), 20, 4,
 forest_regressor("forest_leq_min_2_targets", forest_x(60, 9), 20, 4, "BRANCH_LEQ", targets=2, aggregate_function="MIN")
 forest_regressor("forest_lt_max", forest_x(60, 9), 20, 4, "BRANCH_LT", aggregate_function="MAX")
 forest_regressor("forest_leq_depth_13", forest_x(40, 6), 3, 13, "BRANCH_LEQ", stop=0.05)
+# Lopsided trees (as LightGBM grows them): the top levels laid out, the tails walked node by node.
+forest_regressor("forest_lt_lopsided_tails_2_targets", forest_x(150, 10, nan=0.05), 40, 16, "BRANCH_LT",
+                 targets=2, missing=0.3, stop=0.45)
+forest_classifier("forest_classifier_gt_lopsided_sparse", forest_x(100, 24, nan=0.05), 48, 18, "BRANCH_GT", 3,
+                  dense=False, missing=0.3, stop=0.45)
 forest_classifier("forest_classifier_leq_4_classes", forest_x(120, 16, nan=0.05), 50, 6, "BRANCH_LEQ", 4,
                   missing=0.3, post_transform="SOFTMAX")
 forest_classifier("forest_classifier_gte_sparse", forest_x(80, 30), 41, 5, "BRANCH_GTE", 3, dense=False)

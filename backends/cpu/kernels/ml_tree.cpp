@@ -164,7 +164,7 @@ class TreeKernel : public Kernel {
           const int n = static_cast<int>(std::min<int64_t>(kWalks, u1 - g));
           for (int j = 0; j < n; ++j) groups[j] = g + j;
           complete_.walk(groups, rows, n, cols, slots);
-          add_slots(slots, n * CompleteForest::kLanes, sc);
+          add_slots(slots, n * CompleteForest::kLanes, x, sc);
         }
         return;
       }
@@ -198,15 +198,26 @@ class TreeKernel : public Kernel {
           for (int j = 0; j < m; ++j) rows[j] = x + (r + j) * cols;
           complete_.walk(groups, rows, m, cols, slots);
           for (int j = 0; j < m; ++j)
-            add_slots(slots + j * CompleteForest::kLanes, CompleteForest::kLanes, sc[r + j]);
+            add_slots(slots + j * CompleteForest::kLanes, CompleteForest::kLanes, rows[j],
+                      sc[r + j]);
         }
       }
     }
   }
 
-  // Adds what the complete layout's walk reached: dense rows of weights, or leaves.
-  void add_slots(const int32_t* slots, int n, Scores<T>& sc) const {
+  // Adds what the complete layout's walk of row x reached: dense rows of weights, or leaves;
+  // a tail slot is first walked on node by node to its leaf.
+  void add_slots(int32_t* slots, int n, const T* x, Scores<T>& sc) const {
     if constexpr (std::is_same_v<T, float>) {
+      if (complete_.tails())
+        for (int i = 0; i < n; ++i) {
+          if (slots[i] >= -1) continue;
+          const int32_t node = CompleteForest::tail_node(slots[i]);
+          const auto& leaf = forest_.all_leq ? forest_.template leaf<true>(node, x)
+                                             : forest_.template leaf<false>(node, x);
+          const auto id = static_cast<int32_t>(&leaf - forest_.nodes.data());
+          slots[i] = complete_.dense() ? complete_.dense_row(id) : id;
+        }
       if (complete_.dense()) {
         // Every leaf writes every target.
         complete_.add_dense(slots, n, sc.s.data());

@@ -168,16 +168,26 @@ CompleteForest CompleteForest::build(const Forest<float>& f, int64_t targets) {
   if (!mode || f.roots.empty()) return c;  // no branch at all: nothing to walk
   std::vector<int> memo(f.nodes.size(), -1);
   int depth = 0;
+  bool deep = false;
   for (int32_t root : f.roots) {
     const int d = depth_of(f, root, kMaxDepth, memo);
-    if (d >= kTooDeep) return c;
-    depth = std::max(depth, d);
+    deep = deep || d >= kTooDeep;
+    if (d < kTooDeep) depth = std::max(depth, d);
   }
   const auto trees = static_cast<int64_t>(f.roots.size());
   const int64_t groups = (trees + kLanes - 1) / kLanes;
+  auto padded = [&](int d) { return groups * kLanes * ((int64_t{2} << d) - 1); };
+  const int64_t room = std::max<int64_t>(kMaxGrowth * static_cast<int64_t>(f.nodes.size()), 65536);
+  // Deeper or lopsided trees (LightGBM grows leaf-wise): only their top levels are laid out,
+  // as deep as the room allows, and a walk that ends on a branch there finishes node by node.
+  bool tails = deep;
+  if (deep) depth = kMaxDepth;
+  while (depth > 1 && padded(depth) > room) {
+    --depth;
+    tails = true;
+  }
+  if (padded(depth) > room) return c;
   const int64_t internal = (int64_t{1} << depth) - 1, slots = int64_t{1} << depth;
-  const int64_t padded = groups * kLanes * (internal + slots);
-  if (padded > kMaxGrowth * static_cast<int64_t>(f.nodes.size()) && padded > 65536) return c;
 
   // Dense rows where every leaf has exactly one weight per target.
   std::vector<int32_t> row(f.nodes.size(), -1);
@@ -214,6 +224,8 @@ CompleteForest CompleteForest::build(const Forest<float>& f, int64_t targets) {
   c.groups_ = groups;
   c.targets_ = targets;
   c.dense_ = dense;
+  c.tails_ = tails;
+  if (dense && tails) c.row_ = row;
   c.feature_.assign(static_cast<size_t>(groups * internal * kLanes), 0);
   c.threshold_.assign(c.feature_.size(), 0.0f);
   c.leaf_.assign(static_cast<size_t>(groups * slots * kLanes), -1);
@@ -233,6 +245,10 @@ CompleteForest CompleteForest::build(const Forest<float>& f, int64_t targets) {
       const Item it = todo.back();
       todo.pop_back();
       const auto& nd = f.nodes[static_cast<size_t>(it.node)];
+      if (nd.feature >= 0 && it.level == depth) {  // a branch below the laid-out levels
+        leaf[(it.heap - internal) * kLanes] = tail_slot(it.node);
+        continue;
+      }
       if (nd.feature < 0) {
         // Every slot of the last level below this heap position stands for this leaf; the
         // branches in between keep feature 0, and either way they lead to it.

@@ -16,7 +16,9 @@
 // dependent load per level; a 500-tree, depth-8 forest on one row took ~20 us. The layout is
 // taken only where it fits: float thresholds; one branch mode for the whole ensemble (LEQ or LT,
 // or GTE or GT, which become LT and LEQ with the children swapped; EQ and NEQ stay on the
-// per-node walk); depth at most kMaxDepth; padding that at most kMaxGrowth-folds the nodes.
+// per-node walk). Trees deeper than kMaxDepth, or so lopsided that padding them would more than
+// kMaxGrowth-fold the nodes, have only their top levels laid out; a walk that ends on a branch
+// there finishes node by node (tails()).
 #pragma once
 
 #include <cstdint>
@@ -43,6 +45,13 @@ class CompleteForest {
   int64_t groups() const { return groups_; }
   // Whether the slots name dense rows of weights (add_dense) rather than leaves in Forest::nodes.
   bool dense() const { return dense_; }
+  // Whether some trees go deeper than the laid-out levels: a walk may then end on a tail slot
+  // (below -1), the branch of Forest::nodes at tail_node(slot), from which the caller walks on
+  // node by node to a leaf and names it as a slot would (dense_row for a dense layout).
+  bool tails() const { return tails_; }
+  static int32_t tail_slot(int32_t node) { return -node - 2; }
+  static int32_t tail_node(int32_t slot) { return -slot - 2; }
+  int32_t dense_row(int32_t leaf_node) const { return row_[static_cast<size_t>(leaf_node)]; }
 
   // n <= kMaxWalks walks: row rows[i] (cols features) through the 16 trees of group groups[i].
   // Writes 16 slots per walk, lane by lane in tree order: a dense row or a leaf's index in
@@ -62,7 +71,9 @@ class CompleteForest {
   int64_t groups_ = 0;
   int64_t targets_ = 0;
   bool dense_ = false;
-  bool inclusive_ = true;  // the true child takes x <= threshold (else x < threshold)
+  bool tails_ = false;
+  std::vector<int32_t> row_;  // dense with tails: the dense row of each leaf node
+  bool inclusive_ = true;     // the true child takes x <= threshold (else x < threshold)
   // [group][heap index < 2^D - 1][lane]: the feature (bit 31 set: a missing value goes to the
   // true child) and the threshold of each branch.
   std::vector<int32_t> feature_;
