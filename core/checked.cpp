@@ -34,4 +34,13 @@ void Checked::fail(const std::string& what) const {
   throw Error(code_, where_() + ": " + what);
 }
 
+int64_t checked_index(const Node& node, int64_t k, int64_t n) {
+  const int64_t w = k < 0 ? k + n : k;
+  if (w < 0 || w >= n)
+    node.fail("index " + std::to_string(k) + " is out of range [" + std::to_string(-n) + ", " +
+                  std::to_string(n - 1) + "] for an axis of size " + std::to_string(n),
+              ErrorCode::InvalidArgument);
+  return w;
+}
+
 }  // namespace quilt

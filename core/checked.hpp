@@ -68,4 +68,9 @@ class Checked {
   ErrorCode code_;
 };
 
+// Index k of an axis of size n (negative: from the end), checked: an index outside [-n, n - 1]
+// fails through node.fail() (InvalidArgument) naming it and the range. Gather's kernels, on the
+// CPU and on the host (strings), share it.
+int64_t checked_index(const Node& node, int64_t k, int64_t n);
+
 }  // namespace quilt

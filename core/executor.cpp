@@ -666,10 +666,7 @@ void for_each_tensor(const Value& v, const std::function<void(const Tensor&)>& f
 }
 }  // namespace
 
-Value ExecutionPlan::detach(const Value& v, const std::vector<const Value*>& inputs) const {
-  std::vector<const Tensor*> tensors;  // the caller's, also inside its sequences and maps
-  for (const Value* in : inputs)
-    if (in) for_each_tensor(*in, [&](const Tensor& t) { tensors.push_back(&t); });
+Value ExecutionPlan::detach(const Value& v, const std::vector<const Tensor*>& tensors) const {
   if (v.is_tensor()) return detach(v.tensor(), tensors);
   // A sequence or map that holds a constant or one of the caller's tensors is copied whole;
   // one the run made is handed over as it is (a ZipMap's sequence of maps was cloned map by
@@ -786,8 +783,9 @@ ValueMap ExecutionPlan::run_values(const ValueMap& inputs,
   }
   execute(st, wanted_ids, profile);
 
-  std::vector<const Value*> caller;
-  for (const auto& [_, in] : inputs) caller.push_back(&in);
+  std::vector<const Tensor*> caller;  // the caller's tensors, also inside its sequences and maps
+  for (const auto& [_, in] : inputs)
+    for_each_tensor(in, [&](const Tensor& t) { caller.push_back(&t); });
   ValueMap result;
   for (const auto& name : wanted)
     result[name] = detach(any_value(st, ids_.at(name), constants_), caller);

@@ -141,7 +141,7 @@ class ExecutionPlan {
   // (borrowed); a sequence, map or optional is copied whole when any tensor in it is borrowed.
   bool borrowed(const Tensor& t, const std::vector<const Tensor*>& inputs) const;
   Tensor detach(const Tensor& t, const std::vector<const Tensor*>& inputs) const;
-  Value detach(const Value& v, const std::vector<const Value*>& inputs) const;
+  Value detach(const Value& v, const std::vector<const Tensor*>& inputs) const;
   int space_of(int device) const;
   // Sets step.boundary, static_shapes and static_infos from the creation-time types.
   void find_static_shapes(Step& step) const;

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "core/checked.hpp"
 #include "core/element.hpp"
 #include "core/host_ops.hpp"
 
@@ -445,15 +446,11 @@ std::vector<Tensor> gather_kernel(const Node& node, const std::vector<Tensor>& i
               ErrorCode::InvalidArgument);
   const int64_t size = data.shape()[static_cast<size_t>(axis)];
   std::vector<int64_t> picks(static_cast<size_t>(indices.numel()));
-  for (int64_t i = 0; i < indices.numel(); ++i) {
-    const int64_t v =
-        indices.dtype() == DType::Int64 ? indices.data<int64_t>()[i] : indices.data<int32_t>()[i];
-    if (v < -size || v >= size)
-      node.fail("index " + std::to_string(v) + " is out of range for axis " + std::to_string(axis) +
-                    " of size " + std::to_string(size),
-                ErrorCode::InvalidArgument);
-    picks[static_cast<size_t>(i)] = v < 0 ? v + size : v;
-  }
+  for (int64_t i = 0; i < indices.numel(); ++i)
+    picks[static_cast<size_t>(i)] = checked_index(
+        node,
+        indices.dtype() == DType::Int64 ? indices.data<int64_t>()[i] : indices.data<int32_t>()[i],
+        size);
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < axis; ++d) outer *= data.shape()[static_cast<size_t>(d)];
   for (int64_t d = axis + 1; d < rank; ++d) inner *= data.shape()[static_cast<size_t>(d)];

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "backends/cpu/kernel.hpp"
+#include "core/checked.hpp"
 #include "core/half.hpp"
 
 namespace quilt::cpu {
@@ -34,16 +35,6 @@ std::vector<int64_t> indices_of(const Tensor& t) {
   else
     std::copy_n(t.data<int64_t>(), out.size(), out.begin());
   return out;
-}
-
-// Wraps a negative index and checks the range; fails naming the node.
-int64_t checked_index(const Node& node, int64_t k, int64_t n) {
-  const int64_t w = k < 0 ? k + n : k;
-  if (w < 0 || w >= n)
-    node.fail("index " + std::to_string(k) + " is out of range [" + std::to_string(-n) + ", " +
-                  std::to_string(n - 1) + "] for an axis of size " + std::to_string(n),
-              ErrorCode::InvalidArgument);
-  return w;
 }
 
 SupportFn index_input(size_t input, bool allow_int32) {
