@@ -64,8 +64,13 @@ int64_t window_out(const InferenceContext& ctx, const Window& w, size_t i, int64
   if (in < 0 || kernel < 0) return -1;
   const Checked c(ctx.node(), "output size");
   const int64_t s = w.strides[i];  // > 0, like the dilations and kernel (read_window)
-  if (w.auto_pad == "SAME_UPPER" || w.auto_pad == "SAME_LOWER") return c.add(in, s - 1) / s;
   const int64_t dk = c.add(c.mul(kernel - 1, w.dilations[i]), 1);
+  if (w.auto_pad == "SAME_UPPER" || w.auto_pad == "SAME_LOWER") {
+    const int64_t out = c.add(in, s - 1) / s;
+    // The kernels pad by (out - 1) * stride + dk - in in total: it must fit in int64 too.
+    (void)c.add(c.mul(out > 0 ? out - 1 : 0, s), dk);
+    return out;
+  }
   const int64_t pb = w.auto_pad == "VALID" ? 0 : w.pads[i];
   const int64_t pe = w.auto_pad == "VALID" ? 0 : w.pads[i + w.strides.size()];
   const int64_t pads = c.add(pb, pe);

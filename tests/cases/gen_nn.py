@@ -741,3 +741,49 @@ x_nan = rand(1, 2, 4, 4)
 x_nan[0, 0, 0, 1] = np.nan
 x_nan[0, 1, 2, 2] = -np.inf
 c.node("maxpool2d_2x2_stride2_nan_inf", "MaxPool", {"x": x_nan}, kernel_shape=[2, 2], strides=[2, 2])
+
+
+def pool_same_clamped(op_type, x, kernel_shape, strides, auto_pad, count_include_pad=0):
+    """MaxPool/AveragePool/LpPool (p = 2) with auto_pad SAME, each window clipped to the input
+    (the padding adds nothing to a max, a sum or a sum of squares); AveragePool divides by the
+    window's size inside the input, or by the whole kernel's with count_include_pad."""
+    spatial = x.shape[2:]
+    ranges = []
+    for n, k, st in zip(spatial, kernel_shape, strides):
+        out = -(-n // st)
+        total = (out - 1) * st + k - n
+        head = total // 2 if auto_pad == "SAME_UPPER" else total - total // 2
+        ranges.append([(max(o * st - head, 0), min(o * st - head + k, n)) for o in range(out)])
+    y = np.empty(x.shape[:2] + tuple(len(r) for r in ranges), x.dtype)
+    axes = tuple(range(2, x.ndim))
+    for pos in np.ndindex(*y.shape[2:]):
+        w = x[(...,) + tuple(slice(*ranges[d][p]) for d, p in enumerate(pos))].astype(np.float64)
+        if op_type == "MaxPool":
+            v = w.max(axis=axes)
+        elif op_type == "LpPool":
+            v = np.sqrt((w ** 2).sum(axis=axes))
+        else:
+            v = w.sum(axis=axes) / (np.prod(kernel_shape, dtype=np.float64) if count_include_pad
+                                    else np.prod(w.shape[2:]))
+        y[(...,) + pos] = v
+    return y
+
+
+# SAME windows far wider than the input (kernel_shape 2^31, found by fuzz_plugin): each window
+# covers the whole row, and the work must follow the input, not the kernel's width (the pools
+# once built a table of 2^31 kernel columns). onnxruntime's AveragePool takes a minute over the
+# padding, so pool_same_clamped gives the expected values; MaxPool is compared with onnxruntime.
+WIDE = 2 ** 31
+c.node("maxpool2d_same_upper_kernel_2p31", "MaxPool", {"x": rand(1, 2, 6, 7)},
+       kernel_shape=[2, WIDE], strides=[1, 2], auto_pad="SAME_UPPER")
+for op, name, x, attrs in (
+        ("MaxPool", "maxpool2d_same_lower_kernel_2p31_rows", rand(1, 2, 5, 6),
+         dict(kernel_shape=[WIDE, 3], strides=[1, 1], auto_pad="SAME_LOWER")),
+        ("AveragePool", "avgpool2d_same_lower_kernel_2p31", rand(1, 2, 5, 6),
+         dict(kernel_shape=[WIDE, 3], strides=[2, 1], auto_pad="SAME_LOWER")),
+        ("AveragePool", "avgpool2d_same_upper_kernel_2p31_include", rand(1, 2, 4, 9),
+         dict(kernel_shape=[2, WIDE], strides=[1, 3], auto_pad="SAME_UPPER", count_include_pad=1)),
+        ("LpPool", "lppool2d_same_upper_kernel_2p31", rand(1, 2, 4, 9),
+         dict(kernel_shape=[3, WIDE], strides=[1, 1], auto_pad="SAME_UPPER"))):
+    c.node(name, op, {"x": x}, expected={"y": pool_same_clamped(op, x, **attrs)}, rtol=1e-5,
+           atol=1e-6, **attrs)

@@ -171,6 +171,20 @@ TEST(ShapeOverflow, PoolsConvTransposeAndMaxUnpool) {
   set(dilated_pool, "dilations", {k2p62, 1});
   EXPECT_EQ(error_of(dilated_pool, {f32({1, 1, 5, 5})}),
             "[MaxPool node \"maxpool\"] window extent overflows int64: 2 * 4611686018427387904");
+  // Under SAME the output size does not need the window, but the padding the kernels compute
+  // from it does.
+  Node same_pool = make("MaxPool", 17, 1);
+  set(same_pool, "kernel_shape", {3, 3});
+  set(same_pool, "dilations", {k2p62, 1});
+  set(same_pool, "auto_pad", "SAME_UPPER");
+  EXPECT_EQ(error_of(same_pool, {f32({1, 1, 5, 5})}),
+            "[MaxPool node \"maxpool\"] output size overflows int64: 2 * 4611686018427387904");
+  Node same_wide_pool = make("AveragePool", 19, 1);
+  set(same_wide_pool, "kernel_shape", {kMax, 3});
+  set(same_wide_pool, "auto_pad", "SAME_LOWER");
+  EXPECT_EQ(error_of(same_wide_pool, {f32({1, 1, 5, 5})}),
+            "[AveragePool node \"averagepool\"] output size overflows int64: 4 + "
+            "9223372036854775807");
   Node transpose = make("ConvTranspose", 17, 2);
   set(transpose, "strides", {k2p62, 1});
   EXPECT_EQ(error_of(transpose, {f32({1, 1, 5, 5}), f32({1, 1, 3, 3})}),

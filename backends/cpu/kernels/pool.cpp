@@ -33,9 +33,17 @@ std::pair<int64_t, int64_t> valid_range(int64_t out, int64_t in, int64_t stride,
 struct Geometry {
   Dims3 in{1, 1, 1}, out{1, 1, 1}, kernel{1, 1, 1}, stride{1, 1, 1}, dilation{1, 1, 1},
       pad{0, 0, 0}, pad_end{0, 0, 0};
-  // Per kernel column kw: the output columns [first, second) whose input column is inside the
-  // input. Computed once per run: the divisions are too slow for inner loops.
+  // Per kernel column kw in [kw_first, kw_first + w_ranges.size()): the output columns
+  // [first, second) whose input column is inside the input. Columns outside that span read only
+  // padding for every output (a SAME-padded window far wider than the input) and are left out,
+  // so the work follows the input, not kernel_shape. Computed once per run: the divisions are
+  // too slow for inner loops.
+  int64_t kw_first = 0;
   std::vector<std::pair<int64_t, int64_t>> w_ranges;
+  int64_t kw_end() const { return kw_first + static_cast<int64_t>(w_ranges.size()); }
+  std::pair<int64_t, int64_t> w_range(int64_t kw) const {
+    return w_ranges[static_cast<size_t>(kw - kw_first)];
+  }
   int64_t in_size() const { return in[0] * in[1] * in[2]; }
   int64_t out_size() const { return out[0] * out[1] * out[2]; }
 };
@@ -65,9 +73,14 @@ Geometry pool_geometry(const Node& node, const std::vector<int64_t>& x_shape,
       g.pad_end[j] = (g.out[j] - 1) * strides[i] + dk - g.in[j] - begins[i];
     }
   }
-  for (int64_t kw = 0; kw < g.kernel[2]; ++kw)
-    g.w_ranges.push_back(
-        valid_range(g.out[2], g.in[2], g.stride[2], kw * g.dilation[2] - g.pad[2]));
+  // Column kw reads input columns kw * dilation - pad + [0, out - 1] * stride: some lie inside
+  // [0, in) only for kw in [first, end).
+  const int64_t d = g.dilation[2];
+  const auto ceil_div = [d](int64_t num) { return num <= 0 ? 0 : (num - 1) / d + 1; };
+  const int64_t end = std::min(g.kernel[2], ceil_div(g.in[2] + g.pad[2]));
+  g.kw_first = std::min(end, ceil_div(g.pad[2] - (g.out[2] - 1) * g.stride[2]));
+  for (int64_t kw = g.kw_first; kw < end; ++kw)
+    g.w_ranges.push_back(valid_range(g.out[2], g.in[2], g.stride[2], kw * d - g.pad[2]));
   return g;
 }
 
@@ -116,9 +129,9 @@ void window_rows(const Geometry& g, const T* x, T* y, T init, Op op) {
           const int64_t id = od * g.stride[0] - g.pad[0] + kd * g.dilation[0];
           const int64_t ih = oh * g.stride[1] - g.pad[1] + kh * g.dilation[1];
           const T* xrow = x + (id * g.in[1] + ih) * g.in[2];
-          for (int64_t kw = 0; kw < g.kernel[2]; ++kw) {
+          for (int64_t kw = g.kw_first; kw < g.kw_end(); ++kw) {
             const int64_t off = kw * g.dilation[2] - g.pad[2];
-            const auto [lo, hi] = g.w_ranges[static_cast<size_t>(kw)];
+            const auto [lo, hi] = g.w_range(kw);
             if (g.stride[2] == 1) {
               for (int64_t ow = lo; ow < hi; ++ow) yrow[ow] = op(yrow[ow], xrow[ow + off]);
             } else {
@@ -226,9 +239,9 @@ void window_separable(const Geometry& g, const T* x, T* y, T init, Op op) {
     T* h = rows + ih * g.out[2];
     const T* xrow = x + ih * g.in[2];
     std::fill(h, h + g.out[2], init);
-    for (int64_t kw = 0; kw < g.kernel[2]; ++kw) {
+    for (int64_t kw = g.kw_first; kw < g.kw_end(); ++kw) {
       const int64_t off = kw - g.pad[2];
-      const auto [lo, hi] = g.w_ranges[static_cast<size_t>(kw)];
+      const auto [lo, hi] = g.w_range(kw);
       if (sw == 1)  // contiguous reads, which the compiler vectorises
         for (int64_t ow = lo; ow < hi; ++ow) h[ow] = op(h[ow], xrow[ow + off]);
       else
