@@ -236,7 +236,7 @@ void run(const uint32_t* a, int64_t a_ld, int64_t m, int64_t k, const BSource& b
     return;
   }
   const int64_t strips = (n + kNr - 1) / kNr, row_blocks = (m + kMr - 1) / kMr;
-  const int64_t want = m * n * k < (int64_t{1} << 20) ? 1 : pool.threads() * 4;
+  const int64_t want = m * n * k < pool.split_work() ? 1 : pool.threads() * 4;
   const int64_t col_tasks = std::min(strips, want);
   const int64_t row_tasks = std::min(row_blocks, (want + col_tasks - 1) / col_tasks);
   auto work = [&](int64_t t) {

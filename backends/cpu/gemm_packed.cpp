@@ -296,12 +296,12 @@ void run_tiles(const float* packed_a, int64_t m, int64_t k, const BSource& b, in
                const ThreadPool& pool, const float* residual = nullptr) {
   // About four tasks per thread, claimed dynamically, so uneven tiles even out (7x7 maps have
   // 49 columns: a 48-wide strip and a 1-wide one). Column strips first; rows too when there are
-  // fewer strips than tasks. Products under ~1M multiply-adds run on the calling thread: waking
-  // another costs more than it saves (mnist's 16 x 196 x 200 conv took 43 us split, 25 alone).
+  // fewer strips than tasks. Products under ThreadPool::split_work() multiply-adds (64K when the
+  // workers are awake, 1M when one must be woken) run on the calling thread.
   const int64_t strips = (n + kNr - 1) / kNr;
   const int64_t row_blocks = (m + kMr - 1) / kMr;
   const int64_t macs = m * n * std::max<int64_t>(k, 1);
-  const int64_t want = macs < (int64_t{1} << 20) ? 1 : pool.threads() * 4;
+  const int64_t want = macs < pool.split_work() ? 1 : pool.threads() * 4;
   int64_t col_tasks = std::min(strips, want);
   // When B is read in place, a task costs no packing and the split may go by rows instead:
   // - C's rows are not whole cache lines (ldc not a multiple of 16: 14x14 maps are 196

@@ -7,6 +7,7 @@
 #include <array>
 #include <chrono>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 #include <new>
 #include <utility>
@@ -71,11 +72,37 @@ void ThreadPool::worker_loop() {
   while (true) {
     spin_until([&] { return stop_ || generation_.load() != seen; });
     std::unique_lock lock(mutex_);
-    wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+    if (!stop_ && generation_ == seen) {
+      const uint64_t poked = pokes_;
+      ++asleep_;
+      wake_.wait(lock, [&] { return stop_ || generation_ != seen || pokes_ != poked; });
+      --asleep_;
+      if (!stop_ && generation_ == seen) continue;  // woken by wake(): spin for the next job
+    }
     if (stop_) return;
     seen = generation_;
     work_on_current_job();
   }
+}
+
+void ThreadPool::wake() const {
+  if (asleep_.load(std::memory_order_relaxed) == 0) return;
+  {
+    std::lock_guard lock(mutex_);
+    ++pokes_;
+  }
+  wake_.notify_all();
+}
+
+int64_t ThreadPool::split_work() const {
+  if (threads_ == 1) return std::numeric_limits<int64_t>::max();
+  // Awake: 64K multiply-adds, about 0.7 us on one core. At 2 threads on the AMD EPYC (idle,
+  // alternating rounds against 1M awake or asleep): the keyword spotter 0.0766 -> 0.070 ms, the
+  // 3-layer MLP 0.0223 -> 0.0155, the OCR classifier 0.477 -> 0.454, MNIST 0.0277 -> 0.0262; 16K
+  // measured the same as 64K. Asleep: 1M (mnist's 16 x 196 x 200 conv took 43 us split, 25
+  // alone, when its worker had to be woken).
+  constexpr int64_t kAwake = int64_t{1} << 16, kAsleep = int64_t{1} << 20;
+  return asleep_.load(std::memory_order_relaxed) == 0 ? kAwake : kAsleep;
 }
 
 void ThreadPool::parallel_for(int64_t n, int64_t grain,

@@ -253,10 +253,13 @@ namespace {
 
 constexpr int64_t kNarrowBlock = 8;         // vectors per register block (each weight feeds 8)
 constexpr int64_t kNarrowMaxFloats = 8192;  // padded plane + outputs, in L1 with room to spare
-// A narrow-plane conv of fewer multiply-adds stays on the calling thread: split, its next node
-// reads half its output from the other core's cache. The keyword spotter's 64x25x5 3x3 convs
-// (72K multiply-adds) at 2 threads: the whole model 0.081 ms median in each of three rounds,
-// against 0.087-0.138 split (AMD EPYC, idle, alternating).
+// A narrow-plane conv of fewer multiply-adds stays on the calling thread unless the pool is
+// awake (ThreadPool::split_work). Split alone, its next node read half its output from the other
+// core's cache: the keyword spotter's 64x25x5 3x3 convs (72K multiply-adds) at 2 threads, the
+// whole model 0.081 ms against 0.087-0.138 split. Split together with the pointwise convs around
+// them, each thread's half of the planes is the half of the channels its GEMM rows wrote, and
+// the model took 0.069-0.070 ms against 0.0766 with neither split and 0.085-0.086 with only the
+// pointwise ones (AMD EPYC, idle, five alternating rounds).
 constexpr int64_t kSplitMacs = int64_t{1} << 18;
 
 // Where a plane's floats go: one entry per 16-float vector of the padded plane (which lanes
@@ -431,7 +434,9 @@ bool depthwise_narrow_avx512(const DepthwiseGeometry& g, int64_t planes, int64_t
   const Narrow& n = *cache.n;
   const int64_t* taps = cache.taps.data();
   const int64_t plane_macs = g.out_h * n.rs * g.kernel_h * g.kernel_w;
-  const int64_t grain = planes * plane_macs < kSplitMacs ? planes : (int64_t{1} << 15) / plane_macs;
+  const int64_t grain = planes * plane_macs < std::min(kSplitMacs, pool.split_work())
+                            ? planes
+                            : (int64_t{1} << 15) / plane_macs;
   pool.parallel_for(planes, std::max<int64_t>(1, grain), [&](int64_t begin, int64_t end) {
     narrow_planes(g, n, begin, end, channels, x, w, bias, y, act, taps);
   });

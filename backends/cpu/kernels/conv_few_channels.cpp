@@ -241,12 +241,12 @@ void FewChannelConv::run(const Geometry& g, int64_t batch, const float* x, const
                       });
     return;
   }
-  // One image at a time, its pixels split when the product is large enough to pay for waking
-  // another thread (gemm_packed's rule: about 1M multiply-adds).
+  // One image at a time, its pixels split when the product is large enough to pay for handing
+  // a share to another thread (gemm_packed's rule, ThreadPool::split_work).
   float* xpad = thread_scratch(0, pad_floats);
   const int64_t tile_macs = kPixels * mg_ * depth;
   const int64_t grain =
-      std::max<int64_t>(kPixels, (int64_t{1} << 20) / std::max<int64_t>(tile_macs, 1) * kPixels);
+      std::max<int64_t>(kPixels, pool.split_work() / std::max<int64_t>(tile_macs, 1) * kPixels);
   for (int64_t u = 0; u < units; ++u) {
     const int64_t n = u / group_, grp = u % group_;
     fill_padded(g, pd, x + u * cg_ * ivol, cg_, xpad);

@@ -2,8 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdlib>
+#include <limits>
 #include <random>
 #include <thread>
 
@@ -49,6 +51,42 @@ TEST(ThreadPool, ConcurrentCallersDoNotDeadlock) {
     });
   for (auto& c : callers) c.join();
   EXPECT_EQ(total.load(), 4 * 200 * 64);
+}
+
+// Waits up to 5 s for cond(), polling: the workers go to sleep and wake on their own schedule.
+template <class Cond>
+bool eventually(Cond cond) {
+  for (int i = 0; i < 5000; ++i) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return cond();
+}
+
+TEST(ThreadPool, SplitsSmallLoopsOnlyWhileItsWorkersAreAwake) {
+  ThreadPool single(1);
+  EXPECT_EQ(single.split_work(), std::numeric_limits<int64_t>::max());
+  single.wake();  // no workers: nothing to wake, returns
+
+  ThreadPool pool(2);
+  // Idle, the worker falls asleep after its spin: only large loops are worth waking it.
+  ASSERT_TRUE(eventually([&] { return pool.split_work() == int64_t{1} << 20; }));
+  // wake() gets it spinning without a job (for 300 us: watched without a pause), and small
+  // loops are then split too.
+  ASSERT_TRUE(eventually([&] {
+    pool.wake();
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(2);
+    while (std::chrono::steady_clock::now() < until)
+      if (pool.split_work() == int64_t{1} << 16) return true;
+    return false;
+  }));
+  // A woken worker with no job goes back to sleep, and a job still reaches it afterwards.
+  ASSERT_TRUE(eventually([&] { return pool.split_work() == int64_t{1} << 20; }));
+  std::vector<std::atomic<int>> hits(100);
+  pool.parallel_for(100, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i)];
+  });
+  for (auto& h : hits) ASSERT_EQ(h.load(), 1);
 }
 
 TEST(Blas, SgemmMatchesANaiveProductInEveryTransposition) {
