@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <tuple>
 #include <type_traits>
 
 #include "backends/cpu/activation.hpp"
@@ -166,74 +167,104 @@ void depthwise_plane_phased(const Geometry& g, const PhasePlanes& pp, const floa
 // dropped. The copy is the size of the input (plus padding), where the unfolded input was
 // taps times that, written and read back panel by panel: ResNet-50's 3x3 convs spent a fifth
 // of their time packing.
+// Where ShiftedInput puts each channel's phase planes and where B's rows start in them: worked
+// out from the shapes alone, so once per shape (ConvKernel::Layout) rather than on every run.
+// The VAD's STFT conv (kernel 256, stride 128: 128 phase planes) spent a fifth of its 18 us
+// building this per run.
+struct ShiftPlan {
+  struct Phase {
+    int64_t row, col;  // the phase: (row, column) modulo the strides
+    int64_t qlo, qhi;  // plane columns [qlo, qhi) read input columns (the rest is padding)
+  };
+  std::vector<Phase> phases;
+  std::vector<int64_t> offsets;  // per (channel, tap): the start of B's row
+  int64_t channels = 0, wq = 0, hq = 0, plane = 0;
+};
+
+ShiftPlan shift_plan(const Geometry& g, const std::vector<int64_t>& taps, int64_t channels) {
+  ShiftPlan p;
+  p.channels = channels;
+  const int64_t sh = g.stride[1], sw = g.stride[2];
+  int64_t max_dh = 0;
+  std::vector<int64_t> phase_index(static_cast<size_t>(sh * sw), -1);
+  std::vector<std::array<int64_t, 3>> shift;  // per tap: phase, row shift, column shift
+  std::vector<int64_t> reach;                 // per phase: the largest column shift of its taps
+  for (int64_t t : taps) {
+    const int64_t kh = t / g.kernel[2], kw = t % g.kernel[2];
+    const int64_t oh = kh * g.dilation[1], ow = kw * g.dilation[2];
+    int64_t& ph = phase_index[static_cast<size_t>(oh % sh * sw + ow % sw)];
+    if (ph < 0) {
+      ph = static_cast<int64_t>(p.phases.size());
+      p.phases.push_back({oh % sh, ow % sw, 0, 0});
+      reach.push_back(0);
+    }
+    shift.push_back({ph, oh / sh, ow / sw});
+    max_dh = std::max(max_dh, oh / sh);
+    reach[static_cast<size_t>(ph)] = std::max(reach[static_cast<size_t>(ph)], ow / sw);
+  }
+  // A row's right padding is the next row's left padding: columns read past the row's end
+  // wrap onto zeros. So a row needs the columns that hold input and those read before the
+  // wrap, not both paddings (3x3 on 14x14: 15 columns, not 16; an eighth fewer products).
+  p.wq = g.out[2];  // at least: output (oh, ow) is column oh * wq + ow
+  for (size_t i = 0; i < p.phases.size(); ++i) {
+    const int64_t wide = g.out[2] + reach[i];
+    const auto [qlo, qhi] = valid_range(wide, g.in[2], sw, p.phases[i].col - g.pad[2]);
+    p.wq = std::max({p.wq, std::min(qhi, wide), wide - qlo});
+  }
+  // Plane column q reads input column q * sw + col - pad, inside for q in [qlo, qhi).
+  for (ShiftPlan::Phase& ph : p.phases)
+    std::tie(ph.qlo, ph.qhi) = valid_range(p.wq, g.in[2], sw, ph.col - g.pad[2]);
+  p.hq = g.out[1] + max_dh + 1;  // + 1: the dropped columns of the last row read one row on
+  p.plane = p.hq * p.wq;
+  const int64_t nph = static_cast<int64_t>(p.phases.size()),
+                ntaps = static_cast<int64_t>(taps.size());
+  p.offsets.resize(static_cast<size_t>(channels * ntaps));
+  for (int64_t c = 0; c < channels; ++c)
+    for (int64_t t = 0; t < ntaps; ++t) {
+      const auto [ph, dh, dw] = shift[static_cast<size_t>(t)];
+      p.offsets[static_cast<size_t>(c * ntaps + t)] = (c * nph + ph) * p.plane + dh * p.wq + dw;
+    }
+  return p;
+}
+
+// A 1-D or 2-D conv's input laid out so that every window offset is a shift, read in place by
+// the GEMM (BRows) instead of unfolded: per channel, one zero-padded plane per stride phase the
+// offsets use ((kh * dilation) % stride, (kw * dilation) % stride), each `wq` wide. Output
+// pixel (oh, ow) is column oh * wq + ow of the product, and row (c, offset) of B starts at
+// offsets[c * taps + t]. Columns with ow >= out_w read the next row's padding and are
+// dropped. The copy is the size of the input (plus padding), where the unfolded input was
+// taps times that, written and read back panel by panel: ResNet-50's 3x3 convs spent a fifth
+// of their time packing. The planes are the calling thread's scratch (slot 0).
 class ShiftedInput {
  public:
-  ShiftedInput(const Geometry& g, const std::vector<int64_t>& taps, int64_t channels)
-      : g_(g), channels_(channels) {
-    const int64_t sh = g.stride[1], sw = g.stride[2];
-    int64_t max_dh = 0;
-    std::vector<int64_t> phase_index(static_cast<size_t>(sh * sw), -1);
-    std::vector<std::array<int64_t, 3>> shift;  // per tap: phase, row shift, column shift
-    std::vector<int64_t> reach;                 // per phase: the largest column shift of its taps
-    for (int64_t t : taps) {
-      const int64_t kh = t / g.kernel[2], kw = t % g.kernel[2];
-      const int64_t oh = kh * g.dilation[1], ow = kw * g.dilation[2];
-      int64_t& ph = phase_index[static_cast<size_t>(oh % sh * sw + ow % sw)];
-      if (ph < 0) {
-        ph = static_cast<int64_t>(phases_.size());
-        phases_.push_back({oh % sh, ow % sw});
-        reach.push_back(0);
-      }
-      shift.push_back({ph, oh / sh, ow / sw});
-      max_dh = std::max(max_dh, oh / sh);
-      reach[static_cast<size_t>(ph)] = std::max(reach[static_cast<size_t>(ph)], ow / sw);
-    }
-    // A row's right padding is the next row's left padding: columns read past the row's end
-    // wrap onto zeros. So a row needs the columns that hold input and those read before the
-    // wrap, not both paddings (3x3 on 14x14: 15 columns, not 16; an eighth fewer products).
-    wq_ = g.out[2];  // at least: output (oh, ow) is column oh * wq + ow
-    for (size_t p = 0; p < phases_.size(); ++p) {
-      const int64_t wide = g.out[2] + reach[p];
-      const auto [qlo, qhi] = valid_range(wide, g.in[2], sw, phases_[p].second - g.pad[2]);
-      wq_ = std::max({wq_, std::min(qhi, wide), wide - qlo});
-    }
-    hq_ = g.out[1] + max_dh + 1;  // + 1: the dropped columns of the last row read one row on
-    plane_ = hq_ * wq_;
-    const int64_t nph = static_cast<int64_t>(phases_.size()),
-                  ntaps = static_cast<int64_t>(taps.size());
-    offsets_.resize(static_cast<size_t>(channels * ntaps));
-    for (int64_t c = 0; c < channels; ++c)
-      for (int64_t t = 0; t < ntaps; ++t) {
-        const auto [ph, dh, dw] = shift[static_cast<size_t>(t)];
-        offsets_[static_cast<size_t>(c * ntaps + t)] = (c * nph + ph) * plane_ + dh * wq_ + dw;
-      }
-    data_ = thread_scratch(0, channels * nph * plane_);
-  }
+  ShiftedInput(const Geometry& g, const ShiftPlan& plan)
+      : g_(g),
+        p_(plan),
+        data_(thread_scratch(
+            0, plan.channels * static_cast<int64_t>(plan.phases.size()) * plan.plane)) {}
 
-  int64_t width() const { return wq_; }
-  int64_t columns() const { return g_.out[1] * wq_; }  // of the product
-  BRows rows() const { return {data_, offsets_.data()}; }
+  int64_t width() const { return p_.wq; }
+  int64_t columns() const { return g_.out[1] * p_.wq; }  // of the product
+  BRows rows() const { return {data_, p_.offsets.data()}; }
 
   // Copies channels [0, channels) of x (one image, one group) in.
   void fill(const float* x, const ThreadPool& pool) {
-    const int64_t nph = static_cast<int64_t>(phases_.size()), ivol = g_.in_size();
-    const int64_t sh = g_.stride[1], sw = g_.stride[2];
-    pool.parallel_for(channels_ * nph, std::max<int64_t>(1, 16384 / plane_),
+    const int64_t nph = static_cast<int64_t>(p_.phases.size()), ivol = g_.in_size();
+    const int64_t sh = g_.stride[1], sw = g_.stride[2], wq = p_.wq;
+    pool.parallel_for(p_.channels * nph, std::max<int64_t>(1, 16384 / p_.plane),
                       [&](int64_t lo, int64_t hi) {
                         for (int64_t cp = lo; cp < hi; ++cp) {
-                          const auto [ph, pw] = phases_[static_cast<size_t>(cp % nph)];
+                          const ShiftPlan::Phase& ph = p_.phases[static_cast<size_t>(cp % nph)];
                           const float* xc = x + cp / nph * ivol;
-                          float* dst = data_ + cp * plane_;
-                          // Plane column q reads input column q * sw + pw - pad, inside for
-                          // q in [qlo, qhi).
-                          const auto [qlo, qhi] = valid_range(wq_, g_.in[2], sw, pw - g_.pad[2]);
-                          for (int64_t r = 0; r < hq_; ++r, dst += wq_) {
-                            const int64_t ih = r * sh + ph - g_.pad[1];
+                          float* dst = data_ + cp * p_.plane;
+                          const int64_t qlo = ph.qlo, qhi = ph.qhi;
+                          for (int64_t r = 0; r < p_.hq; ++r, dst += wq) {
+                            const int64_t ih = r * sh + ph.row - g_.pad[1];
                             if (ih < 0 || ih >= g_.in[1]) {
-                              zero_row(dst, wq_);
+                              zero_row(dst, wq);
                               continue;
                             }
-                            const float* src = xc + ih * g_.in[2] + pw - g_.pad[2];
+                            const float* src = xc + ih * g_.in[2] + ph.col - g_.pad[2];
                             zero_row(dst, qlo);
                             if (sw == 1)
                               copy_row(src + qlo, dst + qlo, qhi - qlo);
@@ -241,7 +272,7 @@ class ShiftedInput {
                               copy_even(src, qlo, qhi, dst);
                             else
                               for (int64_t q = qlo; q < qhi; ++q) dst[q] = src[q * sw];
-                            zero_row(dst + qhi, wq_ - qhi);
+                            zero_row(dst + qhi, wq - qhi);
                           }
                         }
                       });
@@ -249,9 +280,7 @@ class ShiftedInput {
 
  private:
   const Geometry& g_;
-  int64_t channels_, wq_ = 0, hq_ = 0, plane_ = 0;
-  std::vector<std::pair<int64_t, int64_t>> phases_;  // (row, column) phase of each plane
-  std::vector<int64_t> offsets_;
+  const ShiftPlan& p_;
   float* data_;
 };
 
@@ -382,11 +411,11 @@ class ConvKernel : public Kernel {
     // are packed for this run only.
     const std::vector<int64_t>& taps = layout.taps;
     const int64_t kl = static_cast<int64_t>(taps.size());
-    const bool planar = !pointwise && g.out[0] == 1 && g.kernel[0] == 1;
+    const bool planar = layout.shift.has_value();
     if (!channel_packed_.empty() && kl == kvol && (pointwise || planar)) {
       ctx.detail = pointwise ? "channel tiles (gemm_channels), input read in place"
                              : "channel tiles (gemm_channels) over shifted input rows";
-      run_small_map(ctx, g, pointwise, taps, xp, bp, yp, rp);
+      run_small_map(ctx, g, layout.shift ? &*layout.shift : nullptr, xp, bp, yp, rp);
       return;
     }
     std::vector<PackedA> run_packed;
@@ -448,7 +477,7 @@ class ConvKernel : public Kernel {
     std::unique_ptr<float[]> col;
     float* wide = nullptr;  // the product, shifted->width() columns per output row
     if (planar) {
-      shifted.emplace(g, taps, cg);
+      shifted.emplace(g, *layout.shift);
       if (shifted->width() != g.out[2])
         wide = thread_scratch(1, mg * wide_stride(shifted->columns()));
     } else if (!pointwise) {
@@ -535,9 +564,10 @@ class ConvKernel : public Kernel {
   }
 
   // The 2-D and pointwise convs on small maps: gemm_channels straight into y, B read in place.
-  void run_small_map(KernelContext& ctx, const Geometry& g, bool pointwise,
-                     const std::vector<int64_t>& taps, const float* xp, const float* bp, float* yp,
-                     const float* rp) const {
+  // shift: the planes of a 1-D or 2-D conv; null for a pointwise one.
+  void run_small_map(KernelContext& ctx, const Geometry& g, const ShiftPlan* shift, const float* xp,
+                     const float* bp, float* yp, const float* rp) const {
+    const bool pointwise = shift == nullptr;
     const int64_t batch = ctx.input(0).dim(0), c_in = ctx.input(0).dim(1);
     const int64_t cg = c_in / group_, mg = static_cast<int64_t>(channel_packed_[0].rows());
     const int64_t c_out = mg * group_, ivol = g.in_size(), ovol = g.out_size();
@@ -546,7 +576,7 @@ class ConvKernel : public Kernel {
     // Images [begin, end), each one's products split across `pool`.
     auto images = [&](int64_t begin, int64_t end, const ThreadPool& pool) {
       std::optional<ShiftedInput> shifted;  // its planes are this thread's scratch
-      if (!pointwise) shifted.emplace(g, taps, cg);
+      if (shift) shifted.emplace(g, *shift);
       for (int64_t n = begin; n < end; ++n)
         for (int64_t grp = 0; grp < group_; ++grp) {
           const float* xg = xp + (n * c_in + grp * cg) * ivol;
@@ -806,6 +836,7 @@ class ConvKernel : public Kernel {
     bool pointwise = false;          // 1x1, stride 1, no padding: B is the input as it is
     std::vector<TapRegion> regions;  // sparse_tap_regions: non-empty to compute by offset
     std::vector<int64_t> taps;       // else the offsets in K: all_taps or live_taps
+    std::optional<ShiftPlan> shift;  // and for 1-D and 2-D convs but pointwise ones, their planes
   };
   static Layout layout_of(const Node& node, const std::vector<int64_t>& x_shape,
                           const std::vector<int64_t>& w_shape,
@@ -826,6 +857,8 @@ class ConvKernel : public Kernel {
                   g.pad == Dims3{0, 0, 0};
     if (!l.pointwise) l.regions = sparse_tap_regions(g);
     if (l.regions.empty()) l.taps = l.pointwise ? all_taps(g) : live_taps(g);
+    if (l.regions.empty() && !l.pointwise && g.out[0] == 1 && g.kernel[0] == 1)
+      l.shift = shift_plan(g, l.taps, w_shape[1]);
     return l;
   }
   ShapeMemo<Layout> layout_;  // of the shapes of x, w and y
