@@ -427,7 +427,7 @@ void ExecutionPlan::run_host_step(const Step& step, RunState& st) const {
   std::vector<Value> results;
   try {
     results = step.host_kind == HostKind::Op
-                  ? (*step.host_kernel)(
+                  ? step.host_kernel(
                         *step.nodes[0].node,
                         {in.begin(), in.begin() + static_cast<long>(step.nodes[0].inputs.size())})
                   : run_control_flow(step, in);

@@ -112,7 +112,7 @@ class ExecutionPlan {
     // Host (control flow): nodes[0] is the node; in_slots explicit then implicit inputs
     HostKind host_kind = HostKind::If;
     std::map<std::string, std::unique_ptr<ExecutionPlan>> subplans;  // by attribute name
-    const ValueKernel* host_kernel = nullptr;                        // HostKind::Op
+    ValueKernel host_kernel;  // HostKind::Op: make_host_kernel's
   };
   struct Slot {
     int value = -1;

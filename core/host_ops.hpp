@@ -31,6 +31,11 @@ std::string host_reason(const std::vector<TypeShape>& inputs,
 // The kernel for a node that host_reason() keeps in the core; throws Error(NotImplemented)
 // naming the node when Quilt has none for its op on these types.
 const ValueKernel& host_kernel(const Node& node);
+// host_kernel(node) made for this node: the ops whose attributes make a table (LabelEncoder's
+// and CategoryMapper's lookups, OneHotEncoder's categories, Tokenizer's pattern,
+// StringNormalizer's stopwords) get it built here, once, instead of on every run. The node
+// must outlive the kernel. Throws like host_kernel.
+ValueKernel make_host_kernel(const Node& node);
 // True if the core has a host kernel for this op (on string tensors or other kinds of value),
 // for `quilt ops`.
 bool has_host_kernel(const std::string& domain, const std::string& op_type);

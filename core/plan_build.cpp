@@ -661,7 +661,7 @@ void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
                        : op == "Loop"          ? HostKind::Loop
                        : op == "SequenceMap"   ? HostKind::SequenceMap
                                                : HostKind::Scan;
-      if (step.host_kind == HostKind::Op) step.host_kernel = &host_kernel(*ln.node);
+      if (step.host_kind == HostKind::Op) step.host_kernel = make_host_kernel(*ln.node);
       step.nodes.push_back({ln.node, ln.schema, ln.inputs, ln.outputs});
       step.subplans = std::move(ln.subplans);
       for (int v : ln.inputs) step.in_slots.push_back(v < 0 ? -1 : slot_id(v, 0));

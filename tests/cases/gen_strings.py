@@ -182,6 +182,14 @@ tokenizer("tokenizer_separators_2d", text.reshape(2, 2), separators=[" ", ","], 
 tokenizer("tokenizer_separators_mark", strings("a--b", "-c-"), separators=["-"], mark=1, mincharnum=1)
 tokenizer("tokenizer_chars", text, separators=[""], mark=0, mincharnum=1)
 tokenizer("tokenizer_all_empty", strings("", ""), tokenexp="[a-z]+", mark=1, mincharnum=1)
+# One character class repeated is tokenized as runs of its bytes, without the regex; the rest
+# (the last case) through it. Against onnxruntime (RE2), on ASCII and UTF-8 text.
+words = strings("Hello, world! ab_c 42", "", "x  y,z-w 0xff", "über straße!", "a\tb\nc", shape=(5,))
+tokenizer("tokenizer_run_word_escape", words, tokenexp="\\w+", mark=0, mincharnum=1)
+tokenizer("tokenizer_run_negated", words, tokenexp="[^ ,!]+", mark=1, mincharnum=1)
+tokenizer("tokenizer_run_escapes_ranges", words, tokenexp="[\\d\\-a-f]+", mark=0, mincharnum=2)
+tokenizer("tokenizer_run_not_space", words, tokenexp="\\S+", mark=0, mincharnum=1)
+tokenizer("tokenizer_regex_not_a_run", words, tokenexp="[a-z]+o", mark=0, mincharnum=1)
 graph_case("reshape_flatten_strings",
            [helper.make_node("Reshape", ["x", "shape"], ["r"]), helper.make_node("Flatten", ["r"], ["f"], axis=2)],
            {"x": text.reshape(2, 2)}, ["r", "f"], {"": 17},
