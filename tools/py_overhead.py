@@ -2,8 +2,14 @@
 onnxruntime, on quilt.onnxruntime and on quilt.Session, in one process, in alternating rounds;
 with --zoo, the zoo's models through quilt.onnxruntime against `quilt bench`.
 
-usage: .venv/bin/python tools/py_overhead.py [--rounds N] [--calls N] [--threads N] [--json]
+usage: .venv/bin/python tools/py_overhead.py [--model add|chain|if] [--rounds N] [--calls N]
+                                             [--threads N] [--json]
        .venv/bin/python tools/py_overhead.py --zoo [--only NAME,...] [--rounds N] [--iterations N]
+
+--model picks what is called: `add` (the default) the one Add; `chain` 200 tiny nodes in a row
+(Add, Relu, Mul, Sigmoid repeated, each on 64 floats: the per-node cost of a small model); `if`
+an If whose branches are one node each (Add or Sub of a [4] input, by a bool input: the per-call
+cost of control flow), called with the condition alternating.
 
 Each round times --calls back-to-back runs of one runtime; the rounds alternate between the
 runtimes so that a noisy neighbour hits them alike. Prints the median and the minimum of the
@@ -53,6 +59,44 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+def chain_model(length: int = 200) -> bytes:
+    """x [64] through `length` tiny nodes: Add, Relu, Mul, Sigmoid, repeated."""
+    nodes, inits, prev = [], [], "x"
+    rng = np.random.default_rng(0)
+    for i in range(length):
+        out = "y" if i == length - 1 else f"t{i}"
+        kind = ("Add", "Relu", "Mul", "Sigmoid")[i % 4]
+        if kind in ("Add", "Mul"):
+            c = f"c{i}"
+            inits.append(helper.make_tensor(c, TensorProto.FLOAT, [64],
+                                            rng.uniform(0.5, 1.0, 64).astype(np.float32)))
+            nodes.append(helper.make_node(kind, [prev, c], [out]))
+        else:
+            nodes.append(helper.make_node(kind, [prev], [out]))
+        prev = out
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+def if_model() -> bytes:
+    """y = x + 1 if cond else x - 1, x [4]: one node per branch, reading x from the outer scope."""
+    one = helper.make_tensor("one", TensorProto.FLOAT, [], [1.0])
+    def branch(op, name):
+        return helper.make_graph([helper.make_node(op, ["x", "one"], [f"{name}_y"])], name, [],
+                                 [helper.make_tensor_value_info(f"{name}_y", TensorProto.FLOAT, [4])])
+    node = helper.make_node("If", ["cond"], ["y"], then_branch=branch("Add", "then"),
+                            else_branch=branch("Sub", "else"))
+    graph = helper.make_graph([node], "if", [helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+                                             helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])], [one])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()
 
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -111,6 +155,8 @@ def main() -> int:
     p.add_argument("--calls", type=int, default=20000)
     p.add_argument("--threads", type=int, default=0, help="intra-op / Quilt CPU threads (0: the default)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--model", choices=("add", "chain", "if"), default="add",
+                   help="what is called (the module's docstring)")
     p.add_argument("--zoo", action="store_true", help="the zoo's models against quilt bench")
     p.add_argument("--only", default="", help="--zoo: these models only (comma-separated)")
     p.add_argument("--iterations", type=int, default=20, help="--zoo: timed runs per round")
@@ -121,7 +167,7 @@ def main() -> int:
             args.rounds = 3
         return zoo(args)
 
-    model = add_model()
+    model = {"add": add_model, "chain": chain_model, "if": if_model}[args.model]()
     so = onnxruntime.SessionOptions()
     so.intra_op_num_threads = args.threads
     qso = qort.SessionOptions()
@@ -129,17 +175,30 @@ def main() -> int:
     ort_session = onnxruntime.InferenceSession(model, so, providers=["CPUExecutionProvider"])
     qort_session = qort.InferenceSession(model, qso, providers=["CPUExecutionProvider"])
     native = quilt.Session(model, threads=args.threads)
-    a = np.arange(4, dtype=np.float32)
-    feed = {"a": a, "b": a}
+    if args.model == "add":
+        a = np.arange(4, dtype=np.float32)
+        feeds = [{"a": a, "b": a}]
+    elif args.model == "chain":
+        feeds = [{"x": np.linspace(-1, 1, 64, dtype=np.float32)}]
+    else:  # the condition alternates from call to call
+        x = np.arange(4, dtype=np.float32)
+        feeds = [{"cond": np.array(True), "x": x}, {"cond": np.array(False), "x": x}]
+    calls = [0]
+
+    def feed():
+        calls[0] += 1
+        return feeds[calls[0] % len(feeds)]
+
     runners = {
-        "onnxruntime": lambda: ort_session.run(None, feed),
-        "quilt.onnxruntime": lambda: qort_session.run(None, feed),
-        "quilt.Session": lambda: native.run(feed),
+        "onnxruntime": lambda: ort_session.run(None, feed()),
+        "quilt.onnxruntime": lambda: qort_session.run(None, feed()),
+        "quilt.Session": lambda: native.run(feed()),
     }
+    for f in feeds:  # each runtime's answer against onnxruntime's
+        want = ort_session.run(None, f)[0]
+        for run in (lambda: qort_session.run(None, f)[0], lambda: native.run(f)["y" if args.model != "add" else "c"]):
+            np.testing.assert_allclose(run(), want, rtol=1e-5, atol=1e-6)
     for run in runners.values():
-        out = run()
-        first = next(iter(out.values())) if isinstance(out, dict) else out[0]
-        assert np.array_equal(first, a + a)
         for _ in range(2000):  # warm-up
             run()
     per_call = {name: [] for name in runners}
@@ -160,6 +219,7 @@ def main() -> int:
         "rounds": args.rounds,
         "calls_per_round": args.calls,
         "threads": args.threads,
+        "model": args.model,
         "us_per_call": {name: {"median": round(statistics.median(v), 3), "min": round(min(v), 3),
                                "ratio_to_onnxruntime": round(statistics.median(v) / base, 3)}
                         for name, v in per_call.items()},
@@ -168,8 +228,8 @@ def main() -> int:
         print(json.dumps(result, indent=2))
         return 0
     print(f"CPU: {result['cpu']}; Python {result['python']}, onnxruntime {result['onnxruntime']}, "
-          f"quilt {result['quilt']}; {args.rounds} alternating rounds of {args.calls} calls, "
-          f"threads {args.threads or 'default'}")
+          f"quilt {result['quilt']}; model {args.model}; {args.rounds} alternating rounds of "
+          f"{args.calls} calls, threads {args.threads or 'default'}")
     print(f"{'runtime':<20} {'median us/call':>15} {'min us/call':>12} {'/ onnxruntime':>14}")
     for name, r in result["us_per_call"].items():
         print(f"{name:<20} {r['median']:>15.3f} {r['min']:>12.3f} {r['ratio_to_onnxruntime']:>14.3f}")
