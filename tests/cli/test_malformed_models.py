@@ -110,6 +110,28 @@ except subprocess.TimeoutExpired:
     failed += 1
     print(f"FAIL {hp}: hung for 60 s")
 
+# A Conv whose W is a graph input declared [1, 1, 1, 2^31]: valid, and the session must not
+# build per-kernel-column tables from the declared shape (it built 2^31 of them, 16 GB, for over
+# a minute); a run works from the W it is given.
+graph = helper.make_graph(
+    [helper.make_node("Conv", ["x", "w"], ["y"], name="c", auto_pad="SAME_UPPER")], "wide_w",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4]),
+     helper.make_tensor_value_info("w", TensorProto.FLOAT, [1, 1, 1, 2**31])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+ww = work / "conv_declared_wide_w.onnx"
+ww.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+               .SerializeToString())
+try:
+    r = subprocess.run([str(quilt), "plan", str(ww)], capture_output=True, timeout=60)
+    if r.returncode == 0 and b"patch 0  cpu  1 node" in r.stdout:
+        passed += 1
+    else:
+        failed += 1
+        print(f"FAIL {ww}: exit {r.returncode}: {r.stderr.decode()[-300:]!r}")
+except subprocess.TimeoutExpired:
+    failed += 1
+    print(f"FAIL {ww}: `quilt plan` hung for 60 s")
+
 # DeformConv's kernel indexes the offsets by W's kernel and X's batch: shapes that disagree are
 # load errors where the shapes are known (a kernel_shape other than W's, an offset of another
 # batch, a bias of another length) and run-time errors where only the run knows them (the fuzzer

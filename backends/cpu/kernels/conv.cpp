@@ -333,9 +333,13 @@ class ConvKernel : public Kernel {
       else
         packed_ = pack_groups(w->data<float>(), mg, depth);
     }
-    // The layout of the shapes inferred here, when static (ShapeMemo).
-    if (sig.inputs.size() > 1 && !sig.outputs.empty() && sig.inputs[0].dims.size() >= 3 &&
-        sig.inputs[0].dims.size() <= 5 && sig.inputs[1].dims.size() == sig.inputs[0].dims.size())
+    // The layout of the shapes inferred here, when static (ShapeMemo), and when the weights are
+    // constant: their tables (a range per kernel column, the live taps) are then as large as
+    // weights the model holds. W declared as a graph input of shape [1, 1, 1, 2^31] had the
+    // session build 2^31 ranges (16 GB) before any run; a run computes them from the W it gets.
+    if (sig.constants.size() > 1 && sig.constants[1] && sig.inputs.size() > 1 &&
+        !sig.outputs.empty() && sig.inputs[0].dims.size() >= 3 && sig.inputs[0].dims.size() <= 5 &&
+        sig.inputs[1].dims.size() == sig.inputs[0].dims.size())
       layout_.keep({&sig.inputs[0], &sig.inputs[1], &sig.outputs[0]},
                    [&](const auto& s) { return layout_of(sig.node, s[0], s[1], s[2]); });
   }
