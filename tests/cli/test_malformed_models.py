@@ -49,6 +49,14 @@ for i, source in enumerate(models[:count]):
 I64_MAX, I64_2P62 = 2**63 - 1, 2**62
 
 
+def save(filename, graph):
+    """graph as an opset-19 model in work/filename; returns the path."""
+    path = work / filename
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+                     .SerializeToString())
+    return path
+
+
 def hostile(name, node, inputs, expect):
     global passed, failed
     graph = helper.make_graph(
@@ -89,9 +97,7 @@ graph = helper.make_graph(
                       kernel_shape=[I64_2P62, 2])], "huge_pool",
     [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 32, 32])],
     [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
-hp = work / "average_pool_huge_kernel.onnx"
-hp.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
-               .SerializeToString())
+hp = save("average_pool_huge_kernel.onnx", graph)
 hx = np.random.default_rng(3).standard_normal((1, 3, 32, 32)).astype(np.float32)
 np.save(work / "huge_pool_x.npy", hx)
 try:
@@ -118,9 +124,7 @@ graph = helper.make_graph(
     [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4]),
      helper.make_tensor_value_info("w", TensorProto.FLOAT, [1, 1, 1, 2**31])],
     [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
-ww = work / "conv_declared_wide_w.onnx"
-ww.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
-               .SerializeToString())
+ww = save("conv_declared_wide_w.onnx", graph)
 try:
     r = subprocess.run([str(quilt), "plan", str(ww)], capture_output=True, timeout=60)
     if r.returncode == 0 and b"patch 0  cpu  1 node" in r.stdout:
@@ -154,9 +158,7 @@ graph = helper.make_graph(
      helper.make_tensor_value_info("w", TensorProto.FLOAT, [1, 1, 2, 2]),
      helper.make_tensor_value_info("o", TensorProto.FLOAT, [1, 8, 2, 2])],
     [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
-path = work / "deform_run_batch.onnx"
-path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
-                 .SerializeToString())
+path = save("deform_run_batch.onnx", graph)
 # GatherElements addresses data by the indices' positions: indices larger than data off the axis
 # read past data (the fuzzer found it); now an error naming both shapes.
 graph = helper.make_graph(
@@ -164,9 +166,7 @@ graph = helper.make_graph(
     [helper.make_tensor_value_info("d", TensorProto.FLOAT, [2, 3]),
      helper.make_tensor_value_info("i", TensorProto.INT64, [4, 3])],
     [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
-ge = work / "gather_elements_larger.onnx"
-ge.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
-               .SerializeToString())
+ge = save("gather_elements_larger.onnx", graph)
 r = subprocess.run([str(quilt), "run", str(ge)], capture_output=True, timeout=60)
 stderr = r.stderr.decode("utf-8", "replace")
 want = ('[GatherElements node "g"] indices [4, 3] is larger than data [2, 3] in dim 0 (only the '
@@ -190,9 +190,7 @@ for name, idx_shape, upd, want in [
          helper.make_tensor_value_info("i", TensorProto.INT64, idx_shape),
          helper.make_tensor_value_info("u", TensorProto.FLOAT, upd)],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
-    se = work / f"{name}.onnx"
-    se.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
-                   .SerializeToString())
+    se = save(f"{name}.onnx", graph)
     r = subprocess.run([str(quilt), "run", str(se)], capture_output=True, timeout=60)
     stderr = r.stderr.decode("utf-8", "replace")
     if r.returncode in (1, 2) and want in stderr:
