@@ -257,9 +257,14 @@ void Tensor::allocate(bool zero, bool reuse) {
                   "tensor shape " + quilt::to_string(shape_) + " overflows a 64-bit element count");
   }
   uint64_t bytes = 0;
+  // A string element is a std::string object (nbytes() counts none of them): the memory check
+  // below counts the objects, so that a hostile [2^31] string tensor is refused instead of
+  // asking for 64 GiB of std::string.
+  const uint64_t element_bytes =
+      dtype == DType::String ? sizeof(std::string) : static_cast<uint64_t>(dtype_size(dtype));
   if (dtype_is_packed(dtype))
     bytes = dtype_nbytes(dtype, static_cast<int64_t>(std::min<uint64_t>(count, INT64_MAX)));
-  else if (__builtin_mul_overflow(count, static_cast<uint64_t>(dtype_size(dtype)), &bytes))
+  else if (__builtin_mul_overflow(count, element_bytes, &bytes))
     count = UINT64_MAX;
   if (count > static_cast<uint64_t>(INT64_MAX))
     throw Error(ErrorCode::OutOfMemory,
@@ -274,7 +279,11 @@ void Tensor::allocate(bool zero, bool reuse) {
   if (dtype == DType::String) {
     // Elements are std::string objects (empty when made), never raw bytes: nbytes() is 0, so
     // code that copies bytes moves nothing, and the CPU and device backends never see them.
-    auto* strings = new std::string[std::max<uint64_t>(count, 1)];
+    auto* strings = new (std::nothrow) std::string[std::max<uint64_t>(count, 1)];
+    if (!strings)
+      throw Error(ErrorCode::OutOfMemory, "could not allocate " + std::to_string(count) +
+                                              " strings for a tensor of shape " +
+                                              quilt::to_string(shape_));
     storage_ =
         std::shared_ptr<void>(strings, [](void* q) { delete[] static_cast<std::string*>(q); });
     data_ = strings;
