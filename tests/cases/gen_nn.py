@@ -676,6 +676,11 @@ c.node("convint_u8_group_dil", "ConvInteger", {"x": u8(1, 4, 7, 7)},
 c.node("convint_u8_same_upper", "ConvInteger", {"x": u8(1, 2, 7, 6)},
        initializers={"w": u8(2, 2, 3, 3), "xzp": np.array(9, np.uint8)}, auto_pad="SAME_UPPER",
        strides=[2, 2])
+# Right padding far wider than the input (fuzz_run: taps right of the row shifted a mask by a
+# negative count, undefined behaviour).
+c.node("convint_u8_wide_right_pad", "ConvInteger", {"x": u8(1, 1, 3, 3)},
+       initializers={"w": u8(2, 1, 2, 2), "xzp": np.array(7, np.uint8),
+                     "wzp": np.array(5, np.uint8)}, pads=[1, 1, 1, 256])
 c.node("convint_u8_1d", "ConvInteger", {"x": u8(1, 3, 11)},
        initializers={"w": u8(2, 3, 3), "xzp": np.array(128, np.uint8)}, strides=[2], pads=[1, 1])
 # Per-channel w_zero_point and int8 weights: numpy reference (direct sums).

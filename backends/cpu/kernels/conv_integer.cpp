@@ -146,10 +146,15 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void unfold_range(const Unf
         const int64_t e = std::min<int64_t>(len, (g.in[2] - iw + kStride - 1) / kStride);
         const bool inside = id >= 0 && id < g.in[0] && ih >= 0 && ih < g.in[1] && a < e;
         const size_t at = static_cast<size_t>(t * kCols + nr);
-        // The lanes outside the row are masked (a masked load does not touch them).
-        const int64_t b0 = kStride * (lane + a), b1 = kStride * (lane + e);
-        const uint64_t range = ((uint64_t{1} << b1) - 1) & ~((uint64_t{1} << b0) - 1);
-        mask[at] = inside ? static_cast<uint32_t>(kStride == 1 ? range : range & 0x55555555u) : 0;
+        // The lanes outside the row are masked (a masked load does not touch them). Only an
+        // inside tap has a range: otherwise e may be negative (a tap right of the row), and so
+        // would the shift be (fuzz_run: UBSan, "shift exponent -12 is negative").
+        uint64_t range = 0;
+        if (inside) {
+          const int64_t b0 = kStride * (lane + a), b1 = kStride * (lane + e);
+          range = ((uint64_t{1} << b1) - 1) & ~((uint64_t{1} << b0) - 1);
+        }
+        mask[at] = static_cast<uint32_t>(kStride == 1 ? range : range & 0x55555555u);
         offset[at] = inside ? (id * g.in[1] + ih) * g.in[2] + iw - kStride * lane : 0;
       }
       lane += len;
