@@ -216,6 +216,10 @@ const SchemaRegistry& SchemaRegistry::builtin() {
               (schema.min_outputs == schema.max_outputs
                    ? std::string()
                    : " to " + std::to_string(schema.max_outputs)));
+  // As onnxruntime: an output the op always makes cannot be left unnamed.
+  for (int i = 0; i < schema.min_outputs; ++i)
+    if (node.outputs[static_cast<size_t>(i)].empty())
+      node.fail("required output " + std::to_string(i) + " is empty");
 }
 
 std::vector<TypeShape> infer_node(const OpSchema& schema, const Node& node,

@@ -136,6 +136,32 @@ except subprocess.TimeoutExpired:
     failed += 1
     print(f"FAIL {ww}: `quilt plan` hung for 60 s")
 
+# Unnamed outputs (fuzz_run: a MaxPool whose one output was "" ran, and read the geometry of an
+# output shape of rank 0). A required output cannot be unnamed (onnxruntime refuses it too); a
+# node whose outputs are all optional and unnamed makes nothing and is not run.
+x_info = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 5, 5])]
+y_info = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
+pool = helper.make_node("MaxPool", ["x"], ["y"], name="p", kernel_shape=[2, 2])
+for name, extra, expect in (
+        ("unnamed_required_output", helper.make_node("MaxPool", ["x"], [""], name="q", kernel_shape=[5, 5]),
+         '[MaxPool node "q"] required output 0 is empty'),
+        ("unnamed_optional_outputs", helper.make_node("LSTM", ["s", "w", "r"], ["", "", ""], name="l",
+                                                      hidden_size=1), None)):
+    lstm_weights = [helper.make_tensor(n, TensorProto.FLOAT, [1, 4, k], [0.5] * 4 * k)
+                    for n, k in (("w", 2), ("r", 1))]
+    s_info = [helper.make_tensor_value_info("s", TensorProto.FLOAT, [1, 1, 2])]
+    path = save(f"{name}.onnx", helper.make_graph([pool, extra], name, x_info + s_info, y_info,
+                                                  lstm_weights))
+    r = subprocess.run([str(quilt), "run", str(path)], capture_output=True, timeout=60)
+    stderr = r.stderr.decode("utf-8", "replace")
+    ok = (r.returncode == 2 and stderr.strip() == f"quilt: {expect}") if expect else \
+        (r.returncode == 0 and b"y: float32 [1, 1, 4, 4]" in r.stdout)
+    if ok:
+        passed += 1
+    else:
+        failed += 1
+        print(f"FAIL {path}: exit {r.returncode}: {stderr[-300:]!r}, expected {expect or 'a run'}")
+
 # DeformConv's kernel indexes the offsets by W's kernel and X's batch: shapes that disagree are
 # load errors where the shapes are known (a kernel_shape other than W's, an offset of another
 # batch, a bias of another length) and run-time errors where only the run knows them (the fuzzer
