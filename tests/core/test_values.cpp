@@ -137,6 +137,25 @@ TEST(Values, MalformedValuesAreRefusedWhenMade) {
       },
       ErrorCode::InvalidArgument,
       {"a sequence's elements must have one type", "tensor(float)", "tensor(int64)"});
+  // Maps and nested sequences are compared by their element types too.
+  const Value float_map = Value::map(i, f), int_map = Value::map(i, i);
+  EXPECT_EQ(Value::sequence({float_map, Value::map(i, f)}).items().size(), 2u);
+  expect_error(
+      [&] {
+        Value::sequence({float_map, int_map});
+      },
+      ErrorCode::InvalidArgument,
+      {"must have one type", "map(int64,tensor(float))", "map(int64,tensor(int64))"});
+  expect_error(
+      [&] {
+        Value::sequence({Value::sequence({f}), Value::sequence({i})});
+      },
+      ErrorCode::InvalidArgument,
+      {"must have one type", "seq(tensor(float))", "seq(tensor(int64))"});
+  // An empty sequence's type is its element dtype: the same as a non-empty one's of that dtype.
+  EXPECT_EQ(
+      Value::sequence({Value::sequence({f}), Value::sequence({}, DType::Float32)}).items().size(),
+      2u);
   expect_error([&] { Value::map(f, f); }, ErrorCode::InvalidArgument,
                {"map keys must be int64 or string, got float32"});
   expect_error(
