@@ -452,9 +452,15 @@ void run(const quilt_device_s& device, const quilt_executable_s& exe,
     }
     return *types[v];
   };
+  // An empty tensor's buffer may be null (the host allocates nothing for 0 bytes); kernels pass
+  // their tensors' data to memcpy and friends, where null is undefined behaviour even for 0
+  // bytes (fuzz_run: ScatterElements into an empty output, UBSan). Empty ones get this address.
+  alignas(64) static char no_bytes[64];
   auto wrap = [&](int32_t v, void* data) {
     const TypeShape& t = type_at(v);
-    return Tensor::wrap(t.dtype, t.dims, data);
+    Tensor w = Tensor::wrap(t.dtype, t.dims, data);
+    if (!data && w.nbytes() == 0) w = Tensor::wrap(t.dtype, t.dims, no_bytes);
+    return w;
   };
   // Values produced in this run; constants are read in place from the table (copying them all
   // into every run was an allocation per constant).

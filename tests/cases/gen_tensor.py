@@ -417,6 +417,10 @@ for red in ("max", "min"):
 c.node("scatter_elements_int32", "ScatterElements",
        {"x": randint(3, 3, dtype=np.int32), "i": arr([[2, 0, 1]]), "u": randint(1, 3, dtype=np.int32)})
 c.node("scatter_opset9", "Scatter", {"x": data, "i": arr([[1, 0]]), "u": rand(1, 2)}, opset=9, axis=1)
+# An empty output: its buffer holds no bytes (fuzz_run: the kernel's copy of data passed a null
+# pointer to memcpy, undefined behaviour that UBSan reports in asan_cases_tensor).
+c.node("scatter_elements_empty", "ScatterElements",
+       {"x": rand(0, 5), "i": np.zeros((0, 2), np.int64), "u": rand(0, 2)}, axis=1)
 
 # ---- NonZero ----
 c.node("nonzero_float", "NonZero", {"x": np.array([[0, 1.5, 0], [-2, 0, 3]], np.float32)})
