@@ -162,6 +162,48 @@ for name, extra, expect in (
         failed += 1
         print(f"FAIL {path}: exit {r.returncode}: {stderr[-300:]!r}, expected {expect or 'a run'}")
 
+# TreeEnsemble (ai.onnx.ml 5) unrolls its trees from nodes_*: a branch back to the root recursed
+# until the fuzzer's stack overflowed (under ASan, before the old 10,000-level limit), and
+# branches that share subtrees unroll exponentially. Both fail the session's creation, naming
+# the node (the CPU backend's compile step).
+from onnx import numpy_helper  # noqa: E402
+
+
+def tree_model(name, n, true_ids, false_ids, true_leafs, false_leafs):
+    node = helper.make_node(
+        "TreeEnsemble", ["x"], ["y"], name="t", domain="ai.onnx.ml", tree_roots=[0],
+        nodes_featureids=[0] * n, nodes_truenodeids=true_ids, nodes_falsenodeids=false_ids,
+        nodes_trueleafs=true_leafs, nodes_falseleafs=false_leafs,
+        nodes_modes=numpy_helper.from_array(np.zeros(n, np.uint8), "modes"),
+        nodes_splits=numpy_helper.from_array(np.zeros(n, np.float32), "splits"),
+        leaf_targetids=[0], leaf_weights=numpy_helper.from_array(np.ones(1, np.float32), "w"),
+        n_targets=1)
+    graph = helper.make_graph([node], name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    path = work / f"{name}.onnx"
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19),
+                                                             helper.make_opsetid("ai.onnx.ml", 5)])
+                     .SerializeToString())
+    return path
+
+
+for path, expect in (
+        (tree_model("tree_cycle", 1, [0], [0], [0], [1]),
+         '[TreeEnsemble node "t"] the trees\' branches share subtrees or loop (4 nodes unrolled '
+         'from 1 nodes and 1 leaves)'),
+        # 40 nodes, both branches of each to the next: 2^40 paths.
+        (tree_model("tree_shared_subtrees", 40, list(range(1, 40)) + [0], list(range(1, 40)) + [0],
+                    [0] * 39 + [1], [0] * 39 + [1]),
+         '[TreeEnsemble node "t"] the trees\' branches share subtrees or loop (82 nodes unrolled '
+         'from 40 nodes and 1 leaves)')):
+    r = subprocess.run([str(quilt), "run", str(path)], capture_output=True, timeout=60)
+    stderr = r.stderr.decode("utf-8", "replace")
+    if r.returncode == 1 and stderr.strip().endswith(f"compile: {expect}"):
+        passed += 1
+    else:
+        failed += 1
+        print(f"FAIL {path}: exit {r.returncode}: {stderr[-300:]!r}, expected {expect!r}")
+
 # DeformConv's kernel indexes the offsets by W's kernel and X's batch: shapes that disagree are
 # load errors where the shapes are known (a kernel_shape other than W's, an offset of another
 # batch, a bias of another length) and run-time errors where only the run knows them (the fuzzer

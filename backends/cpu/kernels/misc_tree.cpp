@@ -69,7 +69,12 @@ class TreeEnsemble : public Kernel {
     for (int64_t t : leaf_targets_)
       if (t < 0 || t >= targets_) n.fail("leaf target " + std::to_string(t) + " is out of range");
     size_t next_member = 0;
-    for (int64_t root : n.attr_ints("tree_roots")) {
+    const std::vector<int64_t> roots = n.attr_ints("tree_roots");
+    // Each tree holds each node at most once; more unrolled nodes than that means the branches
+    // share subtrees, which unroll exponentially, or loop (a fuzzed ensemble's root was its own
+    // child), and is refused.
+    max_nodes_ = (2 * count + leaf_weights_.size() + 1) * std::max<size_t>(roots.size(), 1);
+    for (int64_t root : roots) {
       check_node(root);
       const auto r = static_cast<size_t>(root);
       const bool leaf = true_leafs_[r] && false_leafs_[r] && true_ids_[r] == false_ids_[r];
@@ -175,9 +180,15 @@ class TreeEnsemble : public Kernel {
 
   // Unrolls the subtree at `index` (a leaf index when is_leaf) into nodes_, in the reference's
   // order: the node, its true branch, its false branch (set members are consumed in that order).
+  // Depth is bounded at 1,000 levels: the recursion's frames must fit a thread's stack (10,000
+  // overflowed the fuzzer's 8 MiB under AddressSanitizer on a cycle).
   int32_t build(int64_t index, bool is_leaf, const std::vector<double>& members, size_t& next,
                 int depth) {
-    if (depth > 10000) node_.fail("the trees are too deep or have a cycle");
+    if (depth > 1000) node_.fail("the trees are deeper than 1000 levels or have a cycle");
+    if (nodes_.size() >= max_nodes_)
+      node_.fail("the trees' branches share subtrees or loop (" + std::to_string(nodes_.size()) +
+                 " nodes unrolled from " + std::to_string(splits_.size()) + " nodes and " +
+                 std::to_string(leaf_weights_.size()) + " leaves)");
     const auto me = static_cast<int32_t>(nodes_.size());
     nodes_.emplace_back();
     if (is_leaf) {
@@ -214,6 +225,7 @@ class TreeEnsemble : public Kernel {
       leaf_targets_;
   int64_t targets_ = 0, aggregate_ = 1;
   std::vector<TNode> nodes_;
+  size_t max_nodes_ = 0;  // build's bound on nodes_
   std::vector<int32_t> roots_;
 };
 
