@@ -78,6 +78,23 @@ def hostile(name, node, inputs, expect):
 hostile("conv_huge_pads", helper.make_node("Conv", ["x", "w"], ["y"], name="c", pads=[I64_MAX, 0, 0, 0]),
         [("x", [1, 1, 5, 5]), ("w", [1, 1, 3, 3])],
         '[Conv node "c"] output size overflows int64: 5 + 9223372036854775807')
+# Pads that make an output too large to count, with constant weights: a clear error naming the
+# shape. (fuzz_run found the conv kernel's constructor multiplying such dims, a signed overflow
+# that only UBSan sees; this model, whose output is the graph's, is refused before that point.)
+graph = helper.make_graph(
+    [helper.make_node("Conv", ["x", "w"], ["y"], name="c", dilations=[2, 2], strides=[2, 2],
+                      pads=[1, I64_2P62, 2**31, 1])], "conv_output_too_large_to_count",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 8, 8])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    [helper.make_tensor("w", TensorProto.FLOAT, [4, 3, 3, 3], [0.5] * 108)])
+path = save("conv_output_too_large_to_count.onnx", graph)
+r = subprocess.run([str(quilt), "run", str(path)], capture_output=True, timeout=60)
+stderr = r.stderr.decode("utf-8", "replace")
+if r.returncode == 1 and "[2, 4, 1073741827, 2305843009213693955] (float32): byte size overflows int64" in stderr:
+    passed += 1
+else:
+    failed += 1
+    print(f"FAIL {path}: exit {r.returncode}: {stderr[-300:]!r}")
 hostile("lstm_huge_hidden_size", helper.make_node("LSTM", ["x", "w", "r"], ["y"], name="l", hidden_size=I64_2P62),
         [("x", [2, 1, 3]), ("w", [1, 4, 3]), ("r", [1, 4, 1])],
         '[LSTM node "l"] gates * hidden_size overflows int64: 4 * 4611686018427387904')

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -303,6 +304,14 @@ std::vector<int64_t> live_taps(const Geometry& g) {
   return taps;
 }
 
+// Whether the product of dims fits int64.
+bool countable(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims)
+    if (__builtin_mul_overflow(n, d, &n)) return false;
+  return true;
+}
+
 class ConvKernel : public Kernel {
  public:
   explicit ConvKernel(const NodeSignature& sig)
@@ -317,10 +326,14 @@ class ConvKernel : public Kernel {
       const int64_t cg = w->dim(1), kvol = depth / std::max<int64_t>(cg, 1);
       const std::vector<int64_t>* out_dims =
           sig.outputs.empty() || !sig.outputs[0].has_shape ? nullptr : &sig.outputs[0].dims;
+      // The output's pixels, saturating: only compared against small thresholds below, and
+      // hostile pads ([1, 2^62, 2^31, 1]: fuzz_run) give dims whose product overflows int64.
       int64_t pixels = 0;
       if (out_dims && (out_dims->size() == 3 || out_dims->size() == 4) && w->rank() <= 4) {
         pixels = 1;
-        for (size_t d = 2; d < out_dims->size(); ++d) pixels *= (*out_dims)[d];
+        for (size_t d = 2; d < out_dims->size(); ++d)
+          if (__builtin_mul_overflow(pixels, (*out_dims)[d], &pixels))
+            pixels = std::numeric_limits<int64_t>::max();
       }
       const std::vector<int64_t> strides = sig.node.attr_ints("strides", {});
       const bool strided =
@@ -337,9 +350,11 @@ class ConvKernel : public Kernel {
     // constant: their tables (a range per kernel column, the live taps) are then as large as
     // weights the model holds. W declared as a graph input of shape [1, 1, 1, 2^31] had the
     // session build 2^31 ranges (16 GB) before any run; a run computes them from the W it gets.
+    // Nor for an output whose element count overflows int64 (hostile pads, fuzz_run): no run
+    // can allocate it, and the layout's sizes would overflow.
     if (sig.constants.size() > 1 && sig.constants[1] && sig.inputs.size() > 1 &&
         !sig.outputs.empty() && sig.inputs[0].dims.size() >= 3 && sig.inputs[0].dims.size() <= 5 &&
-        sig.inputs[1].dims.size() == sig.inputs[0].dims.size())
+        sig.inputs[1].dims.size() == sig.inputs[0].dims.size() && countable(sig.outputs[0].dims))
       layout_.keep({&sig.inputs[0], &sig.inputs[1], &sig.outputs[0]},
                    [&](const auto& s) { return layout_of(sig.node, s[0], s[1], s[2]); });
   }
@@ -558,7 +573,11 @@ class ConvKernel : public Kernel {
     const std::vector<int64_t>& d = sig.outputs[0].dims;
     if (d.size() != 4 && d.size() != 3) return false;
     if (std::any_of(d.begin() + 2, d.end(), [](int64_t v) { return v <= 0; })) return false;
-    const int64_t pixels = d[2] * (d.size() == 4 ? d[3] : 1), block = PackedAChannels::kRows;
+    // Saturating, as in the constructor: hostile pads give dims whose product overflows.
+    int64_t pixels = d[2];
+    if (d.size() == 4 && __builtin_mul_overflow(pixels, d[3], &pixels))
+      pixels = std::numeric_limits<int64_t>::max();
+    const int64_t block = PackedAChannels::kRows;
     const int64_t padded = (mg + block - 1) / block * block;
     // Unless gemm_channels' 64-row tiles would waste more of their lanes than gemm_packed's
     // 48-column strips: the digits demo's 8 -> 8 and 8 -> 16 convs on 8x8 and 4x4 maps used
