@@ -458,9 +458,8 @@ void run(const quilt_device_s& device, const quilt_executable_s& exe,
   alignas(64) static char no_bytes[64];
   auto wrap = [&](int32_t v, void* data) {
     const TypeShape& t = type_at(v);
-    Tensor w = Tensor::wrap(t.dtype, t.dims, data);
-    if (!data && w.nbytes() == 0) w = Tensor::wrap(t.dtype, t.dims, no_bytes);
-    return w;
+    const bool empty = std::find(t.dims.begin(), t.dims.end(), 0) != t.dims.end();
+    return Tensor::wrap(t.dtype, t.dims, data || !empty ? data : no_bytes);
   };
   // Values produced in this run; constants are read in place from the table (copying them all
   // into every run was an allocation per constant).

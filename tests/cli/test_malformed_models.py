@@ -49,6 +49,23 @@ for i, source in enumerate(models[:count]):
 I64_MAX, I64_2P62 = 2**63 - 1, 2**62
 
 
+def check(path, args, ok):
+    """Runs `quilt ARGS` (60 s at most); counts a pass when ok(result, stderr) holds."""
+    global passed, failed
+    try:
+        r = subprocess.run([str(quilt), *args], capture_output=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        failed += 1
+        print(f"FAIL {path}: `quilt {args[0]}` hung for 60 s")
+        return
+    stderr = r.stderr.decode("utf-8", "replace")
+    if ok(r, stderr):
+        passed += 1
+    else:
+        failed += 1
+        print(f"FAIL {path}: exit {r.returncode}: {stderr[-300:]!r}")
+
+
 def save(filename, graph):
     """graph as an opset-19 model in work/filename; returns the path."""
     path = work / filename
@@ -88,13 +105,8 @@ graph = helper.make_graph(
     [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
     [helper.make_tensor("w", TensorProto.FLOAT, [4, 3, 3, 3], [0.5] * 108)])
 path = save("conv_output_too_large_to_count.onnx", graph)
-r = subprocess.run([str(quilt), "run", str(path)], capture_output=True, timeout=60)
-stderr = r.stderr.decode("utf-8", "replace")
-if r.returncode == 1 and "[2, 4, 1073741827, 2305843009213693955] (float32): byte size overflows int64" in stderr:
-    passed += 1
-else:
-    failed += 1
-    print(f"FAIL {path}: exit {r.returncode}: {stderr[-300:]!r}")
+check(path, ["run", str(path)], lambda r, err: r.returncode == 1 and
+      "[2, 4, 1073741827, 2305843009213693955] (float32): byte size overflows int64" in err)
 hostile("lstm_huge_hidden_size", helper.make_node("LSTM", ["x", "w", "r"], ["y"], name="l", hidden_size=I64_2P62),
         [("x", [2, 1, 3]), ("w", [1, 4, 3]), ("r", [1, 4, 1])],
         '[LSTM node "l"] gates * hidden_size overflows int64: 4 * 4611686018427387904')
@@ -117,21 +129,17 @@ graph = helper.make_graph(
 hp = save("average_pool_huge_kernel.onnx", graph)
 hx = np.random.default_rng(3).standard_normal((1, 3, 32, 32)).astype(np.float32)
 np.save(work / "huge_pool_x.npy", hx)
-try:
-    r = subprocess.run([str(quilt), "run", str(hp), "--input", f"x={work / 'huge_pool_x.npy'}",
-                        "--output-dir", str(work / "huge_pool_out")], capture_output=True,
-                       timeout=60)
-    want = np.stack([hx[:, :, :, max(0, w - 1):w + 1].mean(axis=(2, 3)) for w in range(32)], -1)
+want = np.stack([hx[:, :, :, max(0, w - 1):w + 1].mean(axis=(2, 3)) for w in range(32)], -1)
+
+
+def pool_answer(r, _):
     got = np.load(work / "huge_pool_out" / "y.npy") if r.returncode == 0 else None
-    if got is not None and got.shape == (1, 3, 32, 32) and np.allclose(got, want[:, :, None, :],
-                                                                        atol=1e-5):
-        passed += 1
-    else:
-        failed += 1
-        print(f"FAIL {hp}: exit {r.returncode}: {r.stderr.decode()[-300:]!r}")
-except subprocess.TimeoutExpired:
-    failed += 1
-    print(f"FAIL {hp}: hung for 60 s")
+    return got is not None and got.shape == (1, 3, 32, 32) and np.allclose(
+        got, want[:, :, None, :], atol=1e-5)
+
+
+check(hp, ["run", str(hp), "--input", f"x={work / 'huge_pool_x.npy'}", "--output-dir",
+           str(work / "huge_pool_out")], pool_answer)
 
 # A Conv whose W is a graph input declared [1, 1, 1, 2^31]: valid, and the session must not
 # build per-kernel-column tables from the declared shape (it built 2^31 of them, 16 GB, for over
@@ -142,16 +150,7 @@ graph = helper.make_graph(
      helper.make_tensor_value_info("w", TensorProto.FLOAT, [1, 1, 1, 2**31])],
     [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
 ww = save("conv_declared_wide_w.onnx", graph)
-try:
-    r = subprocess.run([str(quilt), "plan", str(ww)], capture_output=True, timeout=60)
-    if r.returncode == 0 and b"patch 0  cpu  1 node" in r.stdout:
-        passed += 1
-    else:
-        failed += 1
-        print(f"FAIL {ww}: exit {r.returncode}: {r.stderr.decode()[-300:]!r}")
-except subprocess.TimeoutExpired:
-    failed += 1
-    print(f"FAIL {ww}: `quilt plan` hung for 60 s")
+check(ww, ["plan", str(ww)], lambda r, _: r.returncode == 0 and b"patch 0  cpu  1 node" in r.stdout)
 
 # Unnamed outputs (fuzz_run: a MaxPool whose one output was "" ran, and read the geometry of an
 # output shape of rank 0). A required output cannot be unnamed (onnxruntime refuses it too); a
@@ -169,15 +168,9 @@ for name, extra, expect in (
     s_info = [helper.make_tensor_value_info("s", TensorProto.FLOAT, [1, 1, 2])]
     path = save(f"{name}.onnx", helper.make_graph([pool, extra], name, x_info + s_info, y_info,
                                                   lstm_weights))
-    r = subprocess.run([str(quilt), "run", str(path)], capture_output=True, timeout=60)
-    stderr = r.stderr.decode("utf-8", "replace")
-    ok = (r.returncode == 2 and stderr.strip() == f"quilt: {expect}") if expect else \
-        (r.returncode == 0 and b"y: float32 [1, 1, 4, 4]" in r.stdout)
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print(f"FAIL {path}: exit {r.returncode}: {stderr[-300:]!r}, expected {expect or 'a run'}")
+    check(path, ["run", str(path)],
+          lambda r, err, expect=expect: (r.returncode == 2 and err.strip() == f"quilt: {expect}")
+          if expect else (r.returncode == 0 and b"y: float32 [1, 1, 4, 4]" in r.stdout))
 
 # TreeEnsemble (ai.onnx.ml 5) unrolls its trees from nodes_*: a branch back to the root recursed
 # until the fuzzer's stack overflowed (under ASan, before the old 10,000-level limit), and
@@ -213,13 +206,8 @@ for path, expect in (
                     [0] * 39 + [1], [0] * 39 + [1]),
          '[TreeEnsemble node "t"] the trees\' branches share subtrees or loop (82 nodes unrolled '
          'from 40 nodes and 1 leaves)')):
-    r = subprocess.run([str(quilt), "run", str(path)], capture_output=True, timeout=60)
-    stderr = r.stderr.decode("utf-8", "replace")
-    if r.returncode == 1 and stderr.strip().endswith(f"compile: {expect}"):
-        passed += 1
-    else:
-        failed += 1
-        print(f"FAIL {path}: exit {r.returncode}: {stderr[-300:]!r}, expected {expect!r}")
+    check(path, ["run", str(path)], lambda r, err, expect=expect:
+          r.returncode == 1 and err.strip().endswith(f"compile: {expect}"))
 
 # DeformConv's kernel indexes the offsets by W's kernel and X's batch: shapes that disagree are
 # load errors where the shapes are known (a kernel_shape other than W's, an offset of another
