@@ -28,19 +28,25 @@ using ValueKernel = std::function<std::vector<Value>(const Node&, const std::vec
 std::string host_reason(const std::vector<TypeShape>& inputs,
                         const std::vector<TypeShape>& outputs);
 
-// The kernel for a node that host_reason() keeps in the core; throws Error(NotImplemented)
-// naming the node when Quilt has none for its op on these types.
-const ValueKernel& host_kernel(const Node& node);
-// host_kernel(node) made for this node: the ops whose attributes make a table (LabelEncoder's
-// and CategoryMapper's lookups, OneHotEncoder's categories, Tokenizer's pattern,
-// StringNormalizer's stopwords) get it built here, once, instead of on every run. The node
-// must outlive the kernel. Throws like host_kernel.
+// Makes one node's kernel. The ops whose attributes make a table (LabelEncoder's and
+// CategoryMapper's lookups, OneHotEncoder's categories, Tokenizer's pattern, StringNormalizer's
+// stopwords, ZipMap's labels) build it here, once per node, instead of on every run; the node
+// must outlive the kernel. Throws Error naming the node on bad attributes.
+using HostPrepare = ValueKernel (*)(const Node&);
+using OpKey = std::pair<std::string, std::string>;  // (domain, op type)
+
+// Throws Error(NotImplemented) naming the node when the core has no kernel for its op on
+// these types.
+void require_host_kernel(const Node& node);
+// The kernel for a node that host_reason() keeps in the core, made for this node. Throws like
+// require_host_kernel; a node whose attributes are bad gets a kernel that throws their error
+// when it runs, as the op's other checks do.
 ValueKernel make_host_kernel(const Node& node);
 // True if the core has a host kernel for this op (on string tensors or other kinds of value),
 // for `quilt ops`.
 bool has_host_kernel(const std::string& domain, const std::string& op_type);
-// The host kernels on sequences, maps and optionals, by (domain, op type).
-const std::map<std::pair<std::string, std::string>, ValueKernel>& value_kernels();
+// The host ops on sequences, maps and optionals (core/ops/sequence.cpp).
+const std::map<OpKey, HostPrepare>& value_ops();
 // A tensor, or an error naming the node and what the value is instead.
 const Tensor& tensor_input(const Node& node, const Value& v, size_t i);
 

@@ -360,11 +360,11 @@ void ExecutionPlan::build(const Graph& g, const PlanOptions& options,
     }
     ln.host_reason = host_reason(ln.in_types, ln.out_types);
     if (ln.host_reason.empty() && node.op_type != "Identity" &&
-        value_kernels().count({node.domain, node.op_type}))  // types unknown here (a subgraph)
+        value_ops().count({node.domain, node.op_type}))  // types unknown here (a subgraph)
       ln.host_reason =
           "sequences, maps and optionals do not cross the backend ABI: the core runs it";
     if (!ln.host_reason.empty()) {
-      host_kernel(node);  // throws, naming the node, when the core has no kernel for it
+      require_host_kernel(node);  // throws, naming the node, when the core has no kernel
       ln.host = true;
       live.push_back(std::move(ln));
       continue;

@@ -501,12 +501,9 @@ std::vector<Value> optional_get_element(const Node& node, const std::vector<Valu
   return {in[0].element()};
 }
 
-std::vector<Value> zipmap(const Node& node, const std::vector<Value>& in) {
-  const Tensor& x = tensor_input(node, in[0], 0);
-  if (x.dtype() != DType::Float32 || (x.rank() != 1 && x.rank() != 2))
-    node.fail(std::string("X must be a float32 [N, C] or [C] tensor, got ") +
-                  dtype_name(x.dtype()) + " " + to_string(x.shape()),
-              ErrorCode::InvalidArgument);
+// ZipMap: each row of X a map from the class labels to its probabilities. The labels are made
+// once for the node; a run copies X once and makes each row's values a view of that copy.
+ValueKernel prepare_zipmap(const Node& node) {
   const bool strings = node.has_attr("classlabels_strings");
   Tensor keys = strings ? [&] {
     const auto labels = node.attr_strings("classlabels_strings");
@@ -517,20 +514,27 @@ std::vector<Value> zipmap(const Node& node, const std::vector<Value>& in) {
                             return Tensor::from_vector<int64_t>(
                                 {static_cast<int64_t>(labels.size())}, labels);
                           }();
-  const int64_t rows = x.rank() == 1 ? 1 : x.dim(0), cols = x.dim(x.rank() - 1);
-  if (cols != keys.numel())
-    node.fail("X has " + std::to_string(cols) + " columns but there are " +
-                  std::to_string(keys.numel()) + " class labels",
-              ErrorCode::InvalidArgument);
-  std::vector<Value> maps;
-  maps.reserve(static_cast<size_t>(rows));
-  const float* p = x.data<float>();
-  for (int64_t r = 0; r < rows; ++r) {
-    Tensor row(DType::Float32, {cols});
-    std::copy_n(p + r * cols, cols, row.data<float>());
-    maps.push_back(Value::map(keys, row));
-  }
-  return {Value::sequence(std::move(maps))};
+  return [keys](const Node& n, const std::vector<Value>& in) -> std::vector<Value> {
+    const Tensor& x = tensor_input(n, in.at(0), 0);
+    if (x.dtype() != DType::Float32 || (x.rank() != 1 && x.rank() != 2))
+      n.fail(std::string("X must be a float32 [N, C] or [C] tensor, got ") + dtype_name(x.dtype()) +
+                 " " + to_string(x.shape()),
+             ErrorCode::InvalidArgument);
+    const int64_t rows = x.rank() == 1 ? 1 : x.dim(0), cols = x.dim(x.rank() - 1);
+    if (cols != keys.numel())
+      n.fail("X has " + std::to_string(cols) + " columns but there are " +
+                 std::to_string(keys.numel()) + " class labels",
+             ErrorCode::InvalidArgument);
+    // The maps view their own copy of X, which can be the caller's tensor (views of it would
+    // change when the caller writes it again).
+    auto copy = std::make_shared<Tensor>(x.clone());
+    float* p = copy->data<float>();
+    std::vector<Value> maps;
+    maps.reserve(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r)
+      maps.push_back(Value::map(keys, Tensor::wrap(DType::Float32, {cols}, p + r * cols, copy)));
+    return {Value::sequence(std::move(maps))};
+  };
 }
 
 const Value& map_value(const Node& node, const Value& v) {
@@ -659,25 +663,34 @@ const Tensor& tensor_input(const Node& node, const Value& v, size_t i) {
   return v.tensor();
 }
 
-const std::map<std::pair<std::string, std::string>, ValueKernel>& value_kernels() {
-  static const std::map<std::pair<std::string, std::string>, ValueKernel> kernels = {
-      {{"", "SequenceEmpty"}, sequence_empty},
-      {{"", "SequenceConstruct"}, sequence_construct},
-      {{"", "SequenceAt"}, sequence_at},
-      {{"", "SequenceInsert"}, sequence_insert},
-      {{"", "SequenceErase"}, sequence_erase},
-      {{"", "SequenceLength"}, sequence_length},
-      {{"", "SplitToSequence"}, split_to_sequence},
-      {{"", "ConcatFromSequence"}, concat_from_sequence},
-      {{"", "Identity"}, identity},
-      {{"", "Optional"}, optional},
-      {{"", "OptionalHasElement"}, optional_has_element},
-      {{"", "OptionalGetElement"}, optional_get_element},
-      {{kMl, "ZipMap"}, zipmap},
-      {{kMl, "CastMap"}, cast_map},
-      {{kMl, "DictVectorizer"}, dict_vectorizer},
+namespace {
+// The ops with nothing to prepare.
+using ValueFn = std::vector<Value> (*)(const Node&, const std::vector<Value>&);
+template <ValueFn fn>
+ValueKernel value_op(const Node&) {
+  return fn;
+}
+}  // namespace
+
+const std::map<OpKey, HostPrepare>& value_ops() {
+  static const std::map<OpKey, HostPrepare> ops = {
+      {{"", "SequenceEmpty"}, value_op<sequence_empty>},
+      {{"", "SequenceConstruct"}, value_op<sequence_construct>},
+      {{"", "SequenceAt"}, value_op<sequence_at>},
+      {{"", "SequenceInsert"}, value_op<sequence_insert>},
+      {{"", "SequenceErase"}, value_op<sequence_erase>},
+      {{"", "SequenceLength"}, value_op<sequence_length>},
+      {{"", "SplitToSequence"}, value_op<split_to_sequence>},
+      {{"", "ConcatFromSequence"}, value_op<concat_from_sequence>},
+      {{"", "Identity"}, value_op<identity>},
+      {{"", "Optional"}, value_op<optional>},
+      {{"", "OptionalHasElement"}, value_op<optional_has_element>},
+      {{"", "OptionalGetElement"}, value_op<optional_get_element>},
+      {{kMl, "ZipMap"}, prepare_zipmap},
+      {{kMl, "CastMap"}, value_op<cast_map>},
+      {{kMl, "DictVectorizer"}, value_op<dict_vectorizer>},
   };
-  return kernels;
+  return ops;
 }
 
 void register_sequence_schemas(SchemaRegistry& r) {

@@ -212,10 +212,6 @@ std::vector<Tensor> normalize_strings(const NormalizerAttrs& a, const Tensor& x)
   return {Tensor::from_strings(x.rank() == 2 ? std::vector<int64_t>{1, c} : std::vector{c}, kept)};
 }
 
-std::vector<Tensor> string_normalizer_kernel(const Node& node, const std::vector<Tensor>& in) {
-  return normalize_strings(normalizer_attrs(node), in.at(0));
-}
-
 // ---- StringConcat, RegexFullMatch, StringSplit ----
 
 void require_strings(const InferenceContext& ctx, size_t i, const char* name) {
@@ -318,12 +314,10 @@ void infer_regex_full_match(InferenceContext& ctx) {
   ctx.set_output(0, DType::Bool, ctx.input_shape(0));
 }
 
-std::vector<Tensor> regex_full_match_kernel(const Node& node, const std::vector<Tensor>& in) {
-  const std::shared_ptr<const std::regex> re = compile_pattern(node);
-  const Tensor& x = in.at(0);
+std::vector<Tensor> full_match(const std::regex& re, const Tensor& x) {
   Tensor y(DType::Bool, x.shape());
   for (int64_t i = 0; i < x.numel(); ++i)
-    y.data<bool>()[i] = std::regex_match(x.data<std::string>()[i], *re);
+    y.data<bool>()[i] = std::regex_match(x.data<std::string>()[i], re);
   return {y};
 }
 
@@ -701,10 +695,6 @@ std::vector<Tensor> tokenize(const Node& node, const TokenizerAttrs& a, const Te
   return {y};
 }
 
-std::vector<Tensor> tokenizer_kernel(const Node& node, const std::vector<Tensor>& in) {
-  return tokenize(node, tokenizer_attrs(node), in.at(0));
-}
-
 // ---- CategoryMapper, LabelEncoder ----
 
 void infer_category_mapper(InferenceContext& ctx) {
@@ -762,10 +752,6 @@ std::vector<Tensor> map_categories(const CategoryTable& t, const Tensor& x) {
   return {y};
 }
 
-std::vector<Tensor> category_mapper_kernel(const Node& node, const std::vector<Tensor>& in) {
-  return map_categories(category_table(node), in.at(0));
-}
-
 // OneHotEncoder on strings: each element of X becomes a row of cats_strings' length with a one
 // at its category's index; an unknown string gives a row of zeros, or fails when zeros is 0.
 // Its categories' indices, built once per node (make_host_kernel).
@@ -802,10 +788,6 @@ std::vector<Tensor> one_hot_encode(const Node& node, const OneHotTable& t, const
                 ErrorCode::InvalidArgument);
   }
   return {y};
-}
-
-std::vector<Tensor> one_hot_encoder_kernel(const Node& node, const std::vector<Tensor>& in) {
-  return one_hot_encode(node, one_hot_table(node), in.at(0));
 }
 
 // A LabelEncoder's keys, values or default, whatever attribute holds them, as a tensor.
@@ -922,10 +904,6 @@ std::vector<Tensor> label_encode(const Node& node, const LabelTable& t, const Te
   return {y};
 }
 
-std::vector<Tensor> label_encoder_kernel(const Node& node, const std::vector<Tensor>& in) {
-  return label_encode(node, *label_table(node, in.at(0).dtype()), in.at(0));
-}
-
 std::vector<Tensor> identity_kernel(const Node&, const std::vector<Tensor>& in) {
   return {in.at(0)};
 }
@@ -940,8 +918,6 @@ std::vector<Tensor> constant_kernel(const Node& node, const std::vector<Tensor>&
   return {Tensor::from_strings({}, {node.attr_string("value_string", "")})};
 }
 
-// Every host kernel: those on string tensors (wrapped to take values) and those on sequences,
-// maps and optionals (value_kernels(), which win for an op in both, such as Identity).
 // A kernel on string tensors as a kernel on values (each input a tensor or absent).
 ValueKernel on_values(HostKernel fn) {
   return [fn = std::move(fn)](const Node& node, const std::vector<Value>& in) {
@@ -953,69 +929,99 @@ ValueKernel on_values(HostKernel fn) {
   };
 }
 
-const std::map<std::pair<std::string, std::string>, ValueKernel>& host_kernels() {
-  static const std::map<std::pair<std::string, std::string>, HostKernel> tensor_kernels = {
-      {{"", "Cast"}, cast_kernel},
-      {{"", "Identity"}, identity_kernel},
-      {{"", "Constant"}, constant_kernel},
-      {{"", "Equal"}, equal_kernel},
-      {{"", "StringNormalizer"}, string_normalizer_kernel},
-      {{"", "StringConcat"}, string_concat_kernel},
-      {{"", "StringSplit"}, string_split_kernel},
-      {{"", "RegexFullMatch"}, regex_full_match_kernel},
-      {{"", "Reshape"}, reshape_kernel},
-      {{"", "Flatten"}, flatten_kernel},
-      {{"", "Gather"}, gather_kernel},
-      {{"com.microsoft", "Tokenizer"}, tokenizer_kernel},
-      {{kMl, "CategoryMapper"}, category_mapper_kernel},
-      {{kMl, "OneHotEncoder"}, one_hot_encoder_kernel},
-      {{kMl, "LabelEncoder"}, label_encoder_kernel},
-  };
-  static const auto kernels = [] {
-    std::map<std::pair<std::string, std::string>, ValueKernel> all;
-    for (const auto& [key, fn] : tensor_kernels) all[key] = on_values(fn);
-    for (const auto& [key, fn] : value_kernels()) all[key] = fn;
-    return all;
-  }();
-  return kernels;
+// The ops on string tensors with nothing to prepare.
+using TensorFn = std::vector<Tensor> (*)(const Node&, const std::vector<Tensor>&);
+template <TensorFn fn>
+ValueKernel tensor_op(const Node&) {
+  return on_values(fn);
 }
 
-// For the ops whose attributes make a table (a lookup, a tokenizer's pattern), the kernel with
-// that table made once for `node`; an empty HostKernel for the others, and when the attributes
-// are bad (the shared kernel then reports it at run time, as before).
-HostKernel prepared_kernel(const Node& node) {
-  try {
-    if (node.domain == kMl && node.op_type == "LabelEncoder" && !node.has_attr("classes_strings")) {
-      std::shared_ptr<const LabelTable> t = label_table(node, DType::Undefined);
-      return [t](const Node& n, const std::vector<Tensor>& in) {
-        return label_encode(n, *t, in.at(0));
-      };
-    }
-    if (node.domain == kMl && node.op_type == "CategoryMapper") {
-      auto t = std::make_shared<const CategoryTable>(category_table(node));
-      return
-          [t](const Node&, const std::vector<Tensor>& in) { return map_categories(*t, in.at(0)); };
-    }
-    if (node.domain == kMl && node.op_type == "OneHotEncoder") {
-      auto t = std::make_shared<const OneHotTable>(one_hot_table(node));
-      return [t](const Node& n, const std::vector<Tensor>& in) {
-        return one_hot_encode(n, *t, in.at(0));
-      };
-    }
-    if (node.domain == "com.microsoft" && node.op_type == "Tokenizer") {
-      auto a = std::make_shared<const TokenizerAttrs>(tokenizer_attrs(node));
-      return
-          [a](const Node& n, const std::vector<Tensor>& in) { return tokenize(n, *a, in.at(0)); };
-    }
-    if (node.domain.empty() && node.op_type == "StringNormalizer") {
-      auto a = std::make_shared<const NormalizerAttrs>(normalizer_attrs(node));
-      return [a](const Node&, const std::vector<Tensor>& in) {
-        return normalize_strings(*a, in.at(0));
-      };
-    }
-  } catch (const Error&) {
+// The ops whose attributes make a table, built once for the node.
+ValueKernel prepare_label_encoder(const Node& node) {
+  if (!node.has_attr("classes_strings")) {
+    std::shared_ptr<const LabelTable> t = label_table(node, DType::Undefined);
+    return on_values([t](const Node& n, const std::vector<Tensor>& in) {
+      return label_encode(n, *t, in.at(0));
+    });
   }
-  return {};
+  // opset 1: the direction follows the input's dtype (strings to indices or back).
+  std::shared_ptr<const LabelTable> to_index = label_table(node, DType::String);
+  std::shared_ptr<const LabelTable> to_string = label_table(node, DType::Int64);
+  return on_values([to_index, to_string](const Node& n, const std::vector<Tensor>& in) {
+    const Tensor& x = in.at(0);
+    return label_encode(n, x.dtype() == DType::String ? *to_index : *to_string, x);
+  });
+}
+
+ValueKernel prepare_category_mapper(const Node& node) {
+  auto t = std::make_shared<const CategoryTable>(category_table(node));
+  return on_values(
+      [t](const Node&, const std::vector<Tensor>& in) { return map_categories(*t, in.at(0)); });
+}
+
+ValueKernel prepare_one_hot_encoder(const Node& node) {
+  auto t = std::make_shared<const OneHotTable>(one_hot_table(node));
+  return on_values([t](const Node& n, const std::vector<Tensor>& in) {
+    return one_hot_encode(n, *t, in.at(0));
+  });
+}
+
+ValueKernel prepare_tokenizer(const Node& node) {
+  auto a = std::make_shared<const TokenizerAttrs>(tokenizer_attrs(node));
+  return on_values(
+      [a](const Node& n, const std::vector<Tensor>& in) { return tokenize(n, *a, in.at(0)); });
+}
+
+ValueKernel prepare_string_normalizer(const Node& node) {
+  auto a = std::make_shared<const NormalizerAttrs>(normalizer_attrs(node));
+  return on_values(
+      [a](const Node&, const std::vector<Tensor>& in) { return normalize_strings(*a, in.at(0)); });
+}
+
+ValueKernel prepare_regex_full_match(const Node& node) {
+  std::shared_ptr<const std::regex> re = compile_pattern(node);
+  return on_values(
+      [re](const Node&, const std::vector<Tensor>& in) { return full_match(*re, in.at(0)); });
+}
+
+// Every host op: those on string tensors and those on sequences, maps and optionals
+// (value_ops(), which win for an op in both, such as Identity).
+const std::map<OpKey, HostPrepare>& host_ops() {
+  static const auto ops = [] {
+    std::map<OpKey, HostPrepare> all = {
+        {{"", "Cast"}, tensor_op<cast_kernel>},
+        {{"", "Identity"}, tensor_op<identity_kernel>},
+        {{"", "Constant"}, tensor_op<constant_kernel>},
+        {{"", "Equal"}, tensor_op<equal_kernel>},
+        {{"", "StringNormalizer"}, prepare_string_normalizer},
+        {{"", "StringConcat"}, tensor_op<string_concat_kernel>},
+        {{"", "StringSplit"}, tensor_op<string_split_kernel>},
+        {{"", "RegexFullMatch"}, prepare_regex_full_match},
+        {{"", "Reshape"}, tensor_op<reshape_kernel>},
+        {{"", "Flatten"}, tensor_op<flatten_kernel>},
+        {{"", "Gather"}, tensor_op<gather_kernel>},
+        {{"com.microsoft", "Tokenizer"}, prepare_tokenizer},
+        {{kMl, "CategoryMapper"}, prepare_category_mapper},
+        {{kMl, "OneHotEncoder"}, prepare_one_hot_encoder},
+        {{kMl, "LabelEncoder"}, prepare_label_encoder},
+    };
+    for (const auto& [key, prepare] : value_ops()) all[key] = prepare;
+    return all;
+  }();
+  return ops;
+}
+
+HostPrepare find_host_op(const Node& node) {
+  auto it = host_ops().find({node.domain, node.op_type});
+  if (it == host_ops().end()) {
+    std::string ops;
+    for (const auto& [key, _] : host_ops())
+      ops += (ops.empty() ? "" : ", ") + (key.first.empty() ? "" : key.first + ".") + key.second;
+    node.fail(
+        "string tensors are not supported by " + node.op_type + " (ops on strings: " + ops + ")",
+        ErrorCode::NotImplemented);
+  }
+  return it->second;
 }
 
 }  // namespace
@@ -1034,28 +1040,20 @@ std::string host_reason(const std::vector<TypeShape>& inputs,
 }
 
 bool has_host_kernel(const std::string& domain, const std::string& op_type) {
-  return host_kernels().count({domain, op_type}) != 0;
+  return host_ops().count({domain, op_type}) != 0;
 }
 
-const ValueKernel& host_kernel(const Node& node) {
-  auto it = host_kernels().find({node.domain, node.op_type});
-  if (it == host_kernels().end()) {
-    std::string ops;
-    for (const auto& [key, _] : host_kernels())
-      ops += (ops.empty() ? "" : ", ") + (key.first.empty() ? "" : key.first + ".") + key.second;
-    node.fail(
-        "string tensors are not supported by " + node.op_type + " (ops on strings: " + ops + ")",
-        ErrorCode::NotImplemented);
-  }
-  return it->second;
+void require_host_kernel(const Node& node) {
+  find_host_op(node);
 }
 
 ValueKernel make_host_kernel(const Node& node) {
-  const ValueKernel& shared = host_kernel(node);  // throws when there is none
-  // value_kernels() win over the tensor kernels (host_kernels): only a tensor op is prepared.
-  if (value_kernels().count({node.domain, node.op_type})) return shared;
-  if (HostKernel prepared = prepared_kernel(node)) return on_values(std::move(prepared));
-  return shared;
+  const HostPrepare prepare = find_host_op(node);
+  try {
+    return prepare(node);
+  } catch (const Error& e) {
+    return [e](const Node&, const std::vector<Value>&) -> std::vector<Value> { throw e; };
+  }
 }
 
 void register_string_schemas(SchemaRegistry& r) {

@@ -106,6 +106,13 @@ TEST(Values, ZipMapGivesOneMapPerRow) {
   EXPECT_EQ(row1.keys().data<int64_t>()[1], 8);
   EXPECT_EQ(row1.values().data<float>()[0], 1.f);
   EXPECT_EQ(row1.values().data<float>()[1], 0.f);
+  // The maps hold their own copy of X: changing the caller's tensor, or running again, leaves
+  // them as they were.
+  Tensor x = Tensor::from_vector<float>({1, 2}, {0.5f, 0.5f});
+  const ValueMap first = s.run_values({{"x", x}});
+  x.data<float>()[0] = 7;
+  s.run_values({{"x", Tensor::from_vector<float>({1, 2}, {9, 9})}});
+  EXPECT_EQ(first.at("z").items()[0].values().data<float>()[0], 0.5f);
   expect_error(
       [&] {
         s.run_values({{"x", Tensor::from_vector<float>({1, 3}, {1, 2, 3})}});

@@ -53,7 +53,7 @@ int cmd_ops(const std::vector<std::string>& args) {
     const bool host =
         (key.first.empty() && (key.second == "If" || key.second == "Loop" || key.second == "Scan" ||
                                key.second == "SequenceMap")) ||
-        (key.second != "Identity" && value_kernels().count(key));
+        (key.second != "Identity" && value_ops().count(key));
     const bool numeric = cpu.find(key.second, key.first) != nullptr;
     const bool strings = has_host_kernel(key.first, key.second);
     const bool has_cpu = host || numeric || strings;
