@@ -169,6 +169,18 @@ c.node("conv1d_small_map_const_pads", "Conv", {"x": rand(2, 129, 5)},
        initializers={"w": rand(128, 129, 3), "b": rand(128)}, pads=[1, 1], **CONV_TOL)
 c.node("conv1d_small_map_const_group_stride", "Conv", {"x": rand(1, 8, 23)},
        initializers={"w": rand(16, 4, 5)}, group=2, strides=[2], pads=[2, 1], **CONV_TOL)
+# Constant weights with taps that only ever read padding (left out of the GEMM's K, the rest
+# packed once per shape): the VAD's last convs, stride 2 onto one sample and 3 taps on one
+# sample (2 of 3 taps dead: a product per live tap); a 2-D one whose second kernel row
+# reads only padding, two groups. dyn_conv_dead_taps below is
+# the first with a symbolic length, whose live taps are found at run time.
+c.node("conv1d_const_dead_taps_stride", "Conv", {"x": rand(1, 64, 2)},
+       initializers={"w": rand(64, 64, 3), "b": rand(64)}, pads=[1, 1], strides=[2], **CONV_TOL)
+c.node("conv1d_const_dead_taps_one_sample", "Conv", {"x": rand(1, 64, 1)},
+       initializers={"w": rand(128, 64, 3), "b": rand(128)}, pads=[1, 1], **CONV_TOL)
+c.node("conv2d_const_dead_taps_groups", "Conv", {"x": rand(2, 8, 3, 6)},
+       initializers={"w": rand(6, 4, 2, 3)}, group=2, dilations=[4, 1], pads=[0, 0, 4, 0],
+       **CONV_TOL)
 # Few input channels (at most 4) and a window at most 64 deep, strided, at least 32 output
 # channels, constant weights, maps up to 4096 pixels: the direct kernel with output channels
 # along the vectors (conv_few_channels.cpp). The keyword-spotting net's first conv (1 -> 64,
@@ -484,6 +496,9 @@ make_dynamic("dyn_conv_same", [(0, 0), (0, 3)])
 c.node("dyn_convt", "ConvTranspose", {"x": rand(2, 3, 4, 5)}, initializers={"w": rand(3, 2, 3, 3)},
        strides=[2, 2], auto_pad="SAME_UPPER", **CONV_TOL)
 make_dynamic("dyn_convt", [(0, 0), (0, 2)])
+c.node("dyn_conv_dead_taps", "Conv", {"x": rand(1, 64, 2)},
+       initializers={"w": rand(64, 64, 3), "b": rand(64)}, pads=[1, 1], strides=[2], **CONV_TOL)
+make_dynamic("dyn_conv_dead_taps", [(0, 2)])
 c.node("dyn_maxpool", "MaxPool", {"x": rand(2, 3, 9, 8)}, kernel_shape=[3, 3], strides=[2, 2],
        ceil_mode=1)
 make_dynamic("dyn_maxpool", [(0, 0), (0, 1), (0, 2)])

@@ -355,8 +355,16 @@ class ConvKernel : public Kernel {
     if (sig.constants.size() > 1 && sig.constants[1] && sig.inputs.size() > 1 &&
         !sig.outputs.empty() && sig.inputs[0].dims.size() >= 3 && sig.inputs[0].dims.size() <= 5 &&
         sig.inputs[1].dims.size() == sig.inputs[0].dims.size() && countable(sig.outputs[0].dims))
-      layout_.keep({&sig.inputs[0], &sig.inputs[1], &sig.outputs[0]},
-                   [&](const auto& s) { return layout_of(sig.node, s[0], s[1], s[2]); });
+      layout_.keep({&sig.inputs[0], &sig.inputs[1], &sig.outputs[0]}, [&](const auto& s) {
+        Layout l = layout_of(sig.node, s[0], s[1], s[2]);
+        // Weights of the live taps only, packed once here rather than on every run (the
+        // streaming VAD's stride-2 convs on 2- and 1-sample maps: a gather and a pack per run).
+        const Tensor& w = *sig.constants[1];
+        if (constant_weights_ && !l.direct && l.regions.empty() &&
+            static_cast<int64_t>(l.taps.size()) < l.g.kernel_size() && !(few_ && few_->takes(l.g)))
+          l.live_packed = pack_live(w.data<float>(), w.dim(0), w.dim(1), l.g.kernel_size(), l.taps);
+        return l;
+      });
   }
 
   void run(KernelContext& ctx) const override {
@@ -439,17 +447,13 @@ class ConvKernel : public Kernel {
     }
     std::vector<PackedA> run_packed;
     if (kl < kvol) {
-      std::vector<float> w_live(static_cast<size_t>(c_out * cg * kl));
-      for (int64_t m = 0; m < c_out; ++m)
-        for (int64_t c = 0; c < cg; ++c)
-          for (int64_t t = 0; t < kl; ++t)
-            w_live[static_cast<size_t>((m * cg + c) * kl + t)] =
-                wp[(m * cg + c) * kvol + taps[static_cast<size_t>(t)]];
-      run_packed = pack_groups(w_live.data(), mg, cg * kl);
+      if (layout.live_packed.empty()) run_packed = pack_live(wp, c_out, cg, kvol, taps);
     } else if (packed_.empty()) {  // weights not constant, or packed for the small-map path
       run_packed = pack_groups(wp, mg, cg * kvol);
     }
-    const std::vector<PackedA>& packed = run_packed.empty() ? packed_ : run_packed;
+    const std::vector<PackedA>& packed = !run_packed.empty()           ? run_packed
+                                         : !layout.live_packed.empty() ? layout.live_packed
+                                                                       : packed_;
     const int64_t depth = cg * kl;
 
     // Small images in a batch (the digits demo: 8x8 and 4x4): one image's GEMM is too small to
@@ -630,6 +634,18 @@ class ConvKernel : public Kernel {
     for (int64_t grp = 0; grp < group_; ++grp)
       out.emplace_back(w + grp * mg * depth, mg, depth, depth, bf16_);
     return out;
+  }
+  // The weights of the taps in K only (c_out x cg x taps of the c_out x cg x kvol), packed.
+  std::vector<PackedA> pack_live(const float* wp, int64_t c_out, int64_t cg, int64_t kvol,
+                                 const std::vector<int64_t>& taps) const {
+    const auto kl = static_cast<int64_t>(taps.size());
+    std::vector<float> w_live(static_cast<size_t>(c_out * cg * kl));
+    for (int64_t m = 0; m < c_out; ++m)
+      for (int64_t c = 0; c < cg; ++c)
+        for (int64_t t = 0; t < kl; ++t)
+          w_live[static_cast<size_t>((m * cg + c) * kl + t)] =
+              wp[(m * cg + c) * kvol + taps[static_cast<size_t>(t)]];
+    return pack_groups(w_live.data(), c_out / group_, cg * kl);
   }
 
   // The output rectangle [h0, h1) x [w0, w1) whose window offset `tap` reads inside the input.
@@ -855,11 +871,12 @@ class ConvKernel : public Kernel {
   // What run() works out from the shapes before any arithmetic.
   struct Layout {
     Geometry g;
-    bool direct = false;             // conv_direct: the padded input dwarfs the data
-    bool pointwise = false;          // 1x1, stride 1, no padding: B is the input as it is
-    std::vector<TapRegion> regions;  // sparse_tap_regions: non-empty to compute by offset
-    std::vector<int64_t> taps;       // else the offsets in K: all_taps or live_taps
-    std::optional<ShiftPlan> shift;  // and for 1-D and 2-D convs but pointwise ones, their planes
+    bool direct = false;               // conv_direct: the padded input dwarfs the data
+    bool pointwise = false;            // 1x1, stride 1, no padding: B is the input as it is
+    std::vector<TapRegion> regions;    // sparse_tap_regions: non-empty to compute by offset
+    std::vector<int64_t> taps;         // else the offsets in K: all_taps or live_taps
+    std::optional<ShiftPlan> shift;    // and for 1-D and 2-D convs but pointwise ones, their planes
+    std::vector<PackedA> live_packed;  // constant weights, fewer taps than the kernel's: theirs
   };
   static Layout layout_of(const Node& node, const std::vector<int64_t>& x_shape,
                           const std::vector<int64_t>& w_shape,
