@@ -345,6 +345,8 @@ const char* depthwise_conv2d(const DepthwiseGeometry& g, int64_t planes, int64_t
                              const Activation& act, const ThreadPool& pool, bool allow_avx512) {
   if (planes <= 0 || g.out_h <= 0 || g.out_w <= 0) return "depthwise (empty)";
   const bool avx512 = allow_avx512 && has_avx512();
+  if (avx512 && depthwise_flat_avx512(g, planes, channels, x, w, bias, y, act, pool))
+    return "depthwise, flat planes shifted per tap (16 lanes)";
   if (avx512 && depthwise_narrow_avx512(g, planes, channels, x, w, bias, y, act, pool))
     return "depthwise, flattened narrow planes (16 lanes)";
   if (avx512 && depthwise_rows3x3_avx512(g, planes, channels, x, w, bias, y, act, pool))

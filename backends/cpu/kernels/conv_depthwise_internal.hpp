@@ -48,6 +48,14 @@ using BandFn = void (*)(const Plan&, const float* buf, const float* w, float bia
 // CPU has AVX-512F/BW/VL/DQ.
 BandFn band_kernel_avx512(const DepthwiseGeometry& g);
 
+// Planes with rows of at most 16 columns kept as wide by the padding (out_w == in_w), stride and
+// dilation 1, kernels up to 3x3, whole planes in L1: the flat-shift kernel
+// (conv_depthwise_avx512.cpp). False, doing nothing, for other geometries. Call only when the CPU
+// has AVX-512F/BW/VL/DQ.
+bool depthwise_flat_avx512(const DepthwiseGeometry& g, int64_t planes, int64_t channels,
+                           const float* x, const float* w, const float* bias, float* y,
+                           const Activation& act, const ThreadPool& pool);
+
 // Planes with rows of at most 8 columns, stride and dilation 1, whole padded planes in L1: the
 // flattened-plane kernel (conv_depthwise_avx512.cpp). False, doing nothing, for other geometries.
 // Call only when the CPU has AVX-512F/BW/VL/DQ.

@@ -300,6 +300,66 @@ TEST(CpuDepthwiseConv, NarrowPlanesOnTheFlattenedKernel) {
     }
 }
 
+TEST(CpuDepthwiseConv, FlatPlanesWhenThePaddingKeepsTheWidth) {
+  // Rows of at most 8 columns that the padding keeps as wide (out_w == in_w), stride 1, kernels
+  // up to 3x3: the flat-shift kernel, each tap a shift of one of kernel_w column-shifted copies.
+  // Widths 1 to 8 (8: half a vector; 3, 5, 7: rows that straddle the vectors), one row, padding
+  // on one side only (pads top 2 / bottom 0, left 0 / right 2), 1x3, 3x1 and 1x1 kernels, planes
+  // whose copies are just under and over the buffer budget, batches of planes that map to
+  // channels, every activation; both pools (the planes split or not).
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
+      !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("avx512dq"))
+    GTEST_SKIP() << "no AVX-512 on this CPU";
+  ThreadPool pool1(1), pool2(2);
+  auto geometry = [](int64_t in_h, int64_t in_w, int64_t kh, int64_t kw, int64_t top,
+                     int64_t bottom, int64_t left, int64_t right) {
+    DepthwiseGeometry g{in_h, in_w, 0, 0, kh, kw, 1, 1, 1, 1, top, left};
+    g.out_h = window_out_size(in_h, kh, 1, 1, top, bottom);
+    g.out_w = window_out_size(in_w, kw, 1, 1, left, right);
+    return g;
+  };
+  std::vector<DepthwiseGeometry> flat;
+  for (int64_t in_w = 1; in_w <= 8; ++in_w) flat.push_back(geometry(11, in_w, 3, 3, 1, 1, 1, 1));
+  flat.push_back(geometry(25, 5, 3, 3, 1, 1, 1, 1));  // the keyword spotter's
+  flat.push_back(geometry(1, 6, 3, 3, 1, 1, 1, 1));
+  flat.push_back(geometry(10, 6, 3, 3, 2, 0, 0, 2));
+  flat.push_back(geometry(9, 7, 1, 3, 0, 0, 1, 1));
+  flat.push_back(geometry(9, 7, 3, 1, 1, 1, 0, 0));
+  flat.push_back(geometry(6, 4, 1, 1, 0, 0, 0, 0));
+  flat.push_back(geometry(7, 7, 3, 3, 1, 1, 1, 1));
+  flat.push_back(geometry(225, 5, 3, 3, 1, 1, 1, 1));  // 2 x 3 copies of 1168 floats: fits
+  unsigned seed = 900;
+  for (const DepthwiseGeometry& g : flat) {
+    std::vector<float> x(static_cast<size_t>(g.in_h * g.in_w)), w(9),
+        y(static_cast<size_t>(g.out_h * g.out_w));
+    for (auto act : kActs) {
+      Case c{g, 2, 3, seed % 2 == 0, act, true};
+      check(c, seed % 3 ? pool2 : pool1, seed);
+      ++seed;
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+    EXPECT_STREQ(depthwise_detail::depthwise_conv2d(g, 1, 1, x.data(), w.data(), nullptr, y.data(),
+                                                    Activation{}, pool1, true),
+                 "depthwise, flat planes shifted per tap (16 lanes)")
+        << describe({g, 1, 1, false, Activation::Kind::None, true});
+  }
+  // Not flat: rows that the padding narrows (the padded-row kernel), wider than 8 columns, and
+  // planes just over the budget (2 x 3 copies of 1184 floats and the outputs: 8256 > 8192).
+  const std::pair<DepthwiseGeometry, const char*> others[] = {
+      {geometry(5, 10, 3, 3, 0, 0, 0, 0), "depthwise, flattened narrow planes (16 lanes)"},
+      {geometry(14, 14, 3, 3, 1, 1, 1, 1), "depthwise 3x3, rows from the input (16 lanes)"},
+      {geometry(228, 5, 3, 3, 1, 1, 1, 1), "depthwise, flattened narrow planes (16 lanes)"}};
+  for (const auto& [g, detail] : others) {
+    std::vector<float> x(static_cast<size_t>(g.in_h * g.in_w)), w(9),
+        y(static_cast<size_t>(g.out_h * g.out_w));
+    EXPECT_STREQ(depthwise_detail::depthwise_conv2d(g, 1, 1, x.data(), w.data(), nullptr, y.data(),
+                                                    Activation{}, pool1, true),
+                 detail)
+        << describe({g, 1, 1, false, Activation::Kind::None, true});
+  }
+}
+
 namespace {
 
 // Time per call on the zoo's depthwise shapes (run by hand: quilt_unit_tests
