@@ -163,3 +163,21 @@ def test_a_onesided_forward_dft_of_complex_input_is_refused_like_onnxruntime():
     x = np.random.default_rng(0).standard_normal((2, 8, 1)).astype(np.float32)
     np.testing.assert_allclose(qort.InferenceSession(real).run(None, {"x": x})[0],
                                ort.InferenceSession(real).run(None, {"x": x})[0], rtol=1e-4, atol=1e-5)
+
+
+def test_pad_errors_found_by_the_kernel_name_the_axis_and_the_session_keeps_working():
+    """Reflect, edge and wrap padding of an axis that is empty has nothing to copy. With the pads a
+    constant, the CPU kernel makes its plan once for a static shape; here the dim is symbolic, so
+    each run makes its own and reports this from there, and the next run is fine."""
+    pads = helper.make_tensor("pads", TensorProto.INT64, [4], [0, 1, 0, 1])
+    for mode in ("reflect", "edge", "wrap"):
+        model = model_bytes([helper.make_node("Pad", ["x", "pads"], ["y"], name="pad", mode=mode)],
+                            [vi("x", shape=[2, "n"])], [vi("y", shape=None)], [pads])
+        s = qort.InferenceSession(model)
+        with pytest.raises(Exception) as got:
+            s.run(None, {"x": np.ones((2, 0), np.float32)})
+        message = str(got.value)
+        assert "Pad node \"pad\"" in message and f"cannot pad axis 1 of size 0 in mode '{mode}'" in message
+        x = np.arange(6, dtype=np.float32).reshape(2, 3)
+        np.testing.assert_array_equal(s.run(None, {"x": x})[0],
+                                      ort.InferenceSession(model).run(None, {"x": x})[0])

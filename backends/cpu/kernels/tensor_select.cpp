@@ -173,13 +173,31 @@ struct Run {
   int64_t dst, src, len;
 };
 
+enum class PadMode { Constant, Reflect, Edge, Wrap };
+
+// The mode attribute (checked at load, core/ops/tensor_select.cpp).
+PadMode pad_mode(const Node& node) {
+  const std::string mode = node.attr_string("mode", "constant");
+  return mode == "reflect" ? PadMode::Reflect
+         : mode == "edge"  ? PadMode::Edge
+         : mode == "wrap"  ? PadMode::Wrap
+                           : PadMode::Constant;
+}
+
 // Input index read by output index o along one axis, or -1 for the constant value.
-int64_t pad_source(int64_t o, int64_t begin, int64_t n, const std::string& mode) {
+int64_t pad_source(int64_t o, int64_t begin, int64_t n, PadMode mode) {
   int64_t i = o - begin;
   if (i >= 0 && i < n) return i;
-  if (mode == "constant") return -1;
-  if (mode == "edge") return i < 0 ? 0 : n - 1;
-  if (mode == "wrap") return ((i % n) + n) % n;
+  switch (mode) {
+    case PadMode::Constant:
+      return -1;
+    case PadMode::Edge:
+      return i < 0 ? 0 : n - 1;
+    case PadMode::Wrap:
+      return ((i % n) + n) % n;
+    case PadMode::Reflect:
+      break;
+  }
   // reflect: the sequence 0..n-1..1 repeats with period 2(n-1).
   if (n == 1) return 0;
   const int64_t period = 2 * (n - 1);
@@ -187,103 +205,159 @@ int64_t pad_source(int64_t o, int64_t begin, int64_t n, const std::string& mode)
   return i < n ? i : period - i;
 }
 
-void pad(KernelContext& ctx) {
-  const Tensor& in = ctx.input(0);
-  const Node& node = ctx.node;
-  const size_t rank = in.shape().size(), es = dtype_size(in.dtype());
-  const std::string mode = node.attr_string("mode", "constant");
-  std::vector<int64_t> pads, axes(rank);
-  std::iota(axes.begin(), axes.end(), 0);
-  std::array<uint8_t, 8> value{};
-  if (node.opset < 11) {
-    pads = node.attr_ints(node.opset < 2 ? "paddings" : "pads");
-    value = scalar_bytes(in.dtype(), node.attr_float("value", 0.0f));
-  } else {
-    pads = ints_of(ctx.input(1));
-    if (const Tensor* v = ctx.optional_input(2)) {
-      if (v->numel() != 1 || v->dtype() != in.dtype())
-        node.fail("constant_value must be one element of the input's dtype");
-      std::memcpy(value.data(), v->raw_data(), es);
-    }
-    if (node.opset >= 18 && ctx.has_input(3)) {
-      axes = ints_of(ctx.input(3));
-      for (auto& a : axes) a = a < 0 ? a + static_cast<int64_t>(rank) : a;
-    }
-  }
-  std::vector<int64_t> begins(rank, 0);
-  for (size_t i = 0; i < axes.size(); ++i) begins[static_cast<size_t>(axes[i])] = pads[i];
-  if (std::all_of(pads.begin(), pads.end(), [](int64_t p) { return p == 0; }))
-    return ctx.set_output(0, in);
-  Tensor& out = ctx.output(0);
-  if (out.numel() == 0) return;
-  if (rank == 0) return (void)std::memcpy(out.raw_data(), in.raw_data(), es);
-  // Per axis, the input index of every output index. Negative pads crop first; the other side
-  // is then padded from what is left (this matters for wrap, as in onnxruntime).
-  std::vector<std::vector<int64_t>> maps(rank);
+// Where each output element comes from, worked out from the shapes and the pads alone.
+struct PadPlan {
+  bool identity = false;                   // no padding: the output is the input
+  std::vector<std::vector<int64_t>> maps;  // per axis, the input index of every output index
+  std::vector<Run> runs;                   // an output row along the last axis, in pieces
+  std::vector<int64_t> in_strides;
+};
+
+// begins: per axis, the padding before it (negative: cropped).
+PadPlan pad_plan(const Node& node, PadMode mode, const std::vector<int64_t>& in_shape,
+                 const std::vector<int64_t>& out_shape, const std::vector<int64_t>& begins) {
+  PadPlan plan;
+  const size_t rank = in_shape.size();
+  plan.identity = std::all_of(begins.begin(), begins.end(), [](int64_t b) { return b == 0; }) &&
+                  in_shape == out_shape;
+  if (plan.identity || rank == 0) return plan;
+  // Negative pads crop first; the other side is then padded from what is left (this matters
+  // for wrap, as in onnxruntime).
+  plan.maps.resize(rank);
   for (size_t d = 0; d < rank; ++d) {
-    const int64_t n = in.shape()[d], lo = std::max<int64_t>(0, -begins[d]);
-    const int64_t end_pad = out.shape()[d] - n - begins[d];
+    const int64_t n = in_shape[d], lo = std::max<int64_t>(0, -begins[d]);
+    const int64_t end_pad = out_shape[d] - n - begins[d];
     const int64_t kept = n - lo - std::max<int64_t>(0, -end_pad);
     const int64_t before = std::max<int64_t>(0, begins[d]);
     if (kept < 0) node.fail("pads crop more than axis " + std::to_string(d) + " holds");
-    maps[d].resize(static_cast<size_t>(out.shape()[d]));
-    for (int64_t o = 0; o < out.shape()[d]; ++o) {
+    plan.maps[d].resize(static_cast<size_t>(out_shape[d]));
+    for (int64_t o = 0; o < out_shape[d]; ++o) {
       const int64_t i = o - before;
       const bool inside = i >= 0 && i < kept;
-      if (kept == 0 && !inside && mode != "constant")
-        node.fail("cannot pad axis " + std::to_string(d) + " of size 0 in mode '" + mode + "'");
+      if (kept == 0 && !inside && mode != PadMode::Constant)
+        node.fail("cannot pad axis " + std::to_string(d) + " of size 0 in mode '" +
+                  node.attr_string("mode", "constant") + "'");
       const int64_t s = pad_source(o, before, kept, mode);
-      maps[d][static_cast<size_t>(o)] = s < 0 ? s : lo + s;
+      plan.maps[d][static_cast<size_t>(o)] = s < 0 ? s : lo + s;
     }
   }
-  std::vector<Run> runs;
-  for (int64_t o = 0; o < out.shape().back(); ++o) {
-    const int64_t s = maps.back()[static_cast<size_t>(o)];
-    if (!runs.empty()) {
-      Run& r = runs.back();
+  for (int64_t o = 0; o < out_shape.back(); ++o) {
+    const int64_t s = plan.maps.back()[static_cast<size_t>(o)];
+    if (!plan.runs.empty()) {
+      Run& r = plan.runs.back();
       if ((s < 0 && r.src < 0) || (s >= 0 && r.src >= 0 && s == r.src + r.len)) {
         ++r.len;
         continue;
       }
     }
-    runs.push_back({o, s, 1});
+    plan.runs.push_back({o, s, 1});
   }
-  const auto in_strides = contiguous_strides(in.shape());
-  const int64_t width = out.shape().back();
-  const int64_t rows = out.numel() / width;
-  const auto* src = static_cast<const uint8_t*>(in.raw_data());
-  auto* dst = static_cast<uint8_t*>(out.raw_data());
-  auto fill = [&](uint8_t* p, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) std::memcpy(p + i * es, value.data(), es);
-  };
-  ctx.pool.parallel_for(rows, grain_for(width * static_cast<int64_t>(es)),
-                        [&](int64_t begin, int64_t end) {
-                          for (int64_t row = begin; row < end; ++row) {
-                            uint8_t* d = dst + row * width * static_cast<int64_t>(es);
-                            int64_t src_row = 0, rem = row;
-                            bool constant_row = false;
-                            for (size_t k = rank - 1; k-- > 0;) {
-                              const int64_t o = rem % out.shape()[k];
-                              rem /= out.shape()[k];
-                              const int64_t s = maps[k][static_cast<size_t>(o)];
-                              if (s < 0) constant_row = true;
-                              src_row += s * in_strides[k];
-                            }
-                            if (constant_row) {
-                              fill(d, width);
-                              continue;
-                            }
-                            for (const Run& r : runs) {
-                              if (r.src < 0)
-                                fill(d + r.dst * static_cast<int64_t>(es), r.len);
-                              else
-                                std::memcpy(d + r.dst * static_cast<int64_t>(es),
-                                            src + (src_row + r.src) * static_cast<int64_t>(es),
-                                            static_cast<size_t>(r.len) * es);
-                            }
-                          }
-                        });
+  plan.in_strides = contiguous_strides(in_shape);
+  return plan;
 }
+
+// Pad: the mode read once, and the plan made once for static shapes when the pads (and axes)
+// are constant: the streaming VAD's reflect padding rebuilt it, and read the mode's string for
+// every output element, on every call.
+class PadKernel : public Kernel {
+ public:
+  explicit PadKernel(const NodeSignature& sig) : mode_(pad_mode(sig.node)) {
+    const Node& node = sig.node;
+    const bool pads_known = node.opset < 11 || (sig.constants.size() > 1 && sig.constants[1]);
+    const bool has_axes = node.opset >= 18 && node.inputs.size() > 3 && !node.inputs[3].empty();
+    const bool axes_known = !has_axes || (sig.constants.size() > 3 && sig.constants[3]);
+    if (!pads_known || !axes_known || sig.inputs.empty() || sig.outputs.empty()) return;
+    plan_.keep({&sig.inputs[0], &sig.outputs[0]}, [&](const auto& s) {
+      return pad_plan(node, mode_, s[0], s[1],
+                      begins(node, s[0].size(), node.opset >= 11 ? sig.constants[1] : nullptr,
+                             has_axes ? sig.constants[3] : nullptr));
+    });
+  }
+
+  void run(KernelContext& ctx) const override {
+    const Tensor& in = ctx.input(0);
+    const Node& node = ctx.node;
+    const size_t rank = in.shape().size(), es = dtype_size(in.dtype());
+    std::array<uint8_t, 8> value{};
+    if (node.opset < 11) {
+      value = scalar_bytes(in.dtype(), node.attr_float("value", 0.0f));
+    } else if (const Tensor* v = ctx.optional_input(2)) {
+      if (v->numel() != 1 || v->dtype() != in.dtype())
+        node.fail("constant_value must be one element of the input's dtype");
+      std::memcpy(value.data(), v->raw_data(), es);
+    }
+    PadPlan storage;
+    const std::vector<int64_t>& out_shape = ctx.output_shape(0);
+    const PadPlan& plan = plan_.get({in.shape(), out_shape}, storage, [&] {
+      return pad_plan(node, mode_, in.shape(), out_shape,
+                      begins(node, rank, node.opset >= 11 ? &ctx.input(1) : nullptr,
+                             node.opset >= 18 && ctx.has_input(3) ? &ctx.input(3) : nullptr));
+    });
+    if (plan.identity) return ctx.set_output(0, in);
+    Tensor& out = ctx.output(0);
+    if (out.numel() == 0) return;
+    if (rank == 0) return (void)std::memcpy(out.raw_data(), in.raw_data(), es);
+    const int64_t width = out.shape().back();
+    const int64_t rows = out.numel() / width;
+    const auto* src = static_cast<const uint8_t*>(in.raw_data());
+    auto* dst = static_cast<uint8_t*>(out.raw_data());
+    auto fill = [&](uint8_t* p, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) std::memcpy(p + i * es, value.data(), es);
+    };
+    const auto& shape = out.shape();
+    ctx.pool.parallel_for(rows, grain_for(width * static_cast<int64_t>(es)),
+                          [&](int64_t begin, int64_t end) {
+                            for (int64_t row = begin; row < end; ++row) {
+                              uint8_t* d = dst + row * width * static_cast<int64_t>(es);
+                              int64_t src_row = 0, rem = row;
+                              bool constant_row = false;
+                              for (size_t k = rank - 1; k-- > 0;) {
+                                const int64_t o = rem % shape[k];
+                                rem /= shape[k];
+                                const int64_t s = plan.maps[k][static_cast<size_t>(o)];
+                                if (s < 0) constant_row = true;
+                                src_row += s * plan.in_strides[k];
+                              }
+                              if (constant_row) {
+                                fill(d, width);
+                                continue;
+                              }
+                              for (const Run& r : plan.runs) {
+                                if (r.src < 0)
+                                  fill(d + r.dst * static_cast<int64_t>(es), r.len);
+                                else
+                                  std::memcpy(d + r.dst * static_cast<int64_t>(es),
+                                              src + (src_row + r.src) * static_cast<int64_t>(es),
+                                              static_cast<size_t>(r.len) * es);
+                              }
+                            }
+                          });
+  }
+
+ private:
+  // Per axis of a rank-`rank` input, the padding before it: the pads attribute (opset < 11) or
+  // input, over the axes input's axes when given (opset 18).
+  static std::vector<int64_t> begins(const Node& node, size_t rank, const Tensor* pads_input,
+                                     const Tensor* axes_input) {
+    std::vector<int64_t> pads, axes(rank);
+    std::iota(axes.begin(), axes.end(), 0);
+    if (node.opset < 11) {
+      pads = node.attr_ints(node.opset < 2 ? "paddings" : "pads");
+    } else {
+      pads = ints_of(*pads_input);
+      if (axes_input) {
+        axes = ints_of(*axes_input);
+        for (auto& a : axes) a = a < 0 ? a + static_cast<int64_t>(rank) : a;
+      }
+    }
+    std::vector<int64_t> out(rank, 0);
+    for (size_t i = 0; i < axes.size(); ++i) out[static_cast<size_t>(axes[i])] = pads[i];
+    return out;
+  }
+
+  PadMode mode_;
+  ShapeMemo<PadPlan> plan_;  // of the shapes of the input and the output
+};
 
 }  // namespace
 
@@ -293,7 +367,9 @@ void register_cpu_tensor_select(KernelRegistry& r) {
   r.add("Tile", any_dtype(), KernelFn(tile));
   r.add("Concat", any_dtype(), KernelFn(concat));
   r.add("Split", any_dtype(), KernelFn(split));
-  r.add("Pad", any_dtype(), KernelFn(pad));
+  r.add("Pad", any_dtype(), KernelFactory([](const NodeSignature& sig) -> std::unique_ptr<Kernel> {
+          return std::make_unique<PadKernel>(sig);
+        }));
 }
 
 }  // namespace quilt::cpu
