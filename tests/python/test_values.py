@@ -59,6 +59,16 @@ def test_zipmap_gives_a_list_of_dicts_and_optionals_none():
     got = qort.InferenceSession(zipmap_model()).run(None, {"x": x})[0]
     want = ort.InferenceSession(zipmap_model(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     assert got == want == [{"cat": 0.25, "dog": 0.75}, {"cat": 1.0, "dog": 0.0}]
+    assert all(type(k) is str and type(v) is float for row in got for k, v in row.items())
+    # Maps that do not share their keys (a caller's list of dicts through Identity): each keeps
+    # its own, int keys and float64 values too.
+    maps = helper.make_sequence_type_proto(helper.make_map_type_proto(
+        TensorProto.INT64, helper.make_tensor_type_proto(TensorProto.DOUBLE, None)))
+    identity = model_bytes([helper.make_node("Identity", ["m"], ["y"])], [helper.make_value_info("m", maps)],
+                           [helper.make_value_info("y", maps)])
+    feed = [{1: 0.5, 2: 0.25}, {1: 1.5, 2: 2.5}, {7: 1.0}, {3: -1.0, 4: 2.0}]
+    out = quilt.Session(identity).run({"m": feed})["y"]
+    assert out == feed and all(type(k) is int and type(v) is float for row in out for k, v in row.items())
     s = quilt.Session(optional_model())
     assert s.inputs[0].type == "optional(tensor(float))"
     assert bool(s.run({"o": None})["has"]) is False
