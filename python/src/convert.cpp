@@ -408,41 +408,55 @@ Value import_value(nb::handle obj, const std::string& name, const ValueInfo& dec
 
 namespace {
 
-// A 1-D tensor's elements as Python scalars (int, float, str, bool), as numpy's tolist() gives
-// them, made directly: through a numpy array and tolist() per map, a 200-row ZipMap output
-// took 0.27 ms to convert, four times the run.
-nb::list python_scalars(const Tensor& t, const std::string& what) {
-  const int64_t n = t.numel();
-  nb::list out;
+// Whether python_scalar converts this dtype's elements itself.
+bool direct_scalars(DType d) {
+  return d == DType::Float32 || d == DType::Float64 || d == DType::Int64 || d == DType::String;
+}
+
+// Element i of a 1-D tensor of a direct_scalars dtype as a Python scalar (float, int, str), as
+// numpy's tolist() gives it.
+nb::object python_scalar(const Tensor& t, int64_t i) {
   switch (t.dtype()) {
     case DType::Float32:
-      for (int64_t i = 0; i < n; ++i)
-        out.append(nb::float_(static_cast<double>(t.data<float>()[i])));
-      return out;
+      return nb::steal(PyFloat_FromDouble(static_cast<double>(t.data<float>()[i])));
     case DType::Float64:
-      for (int64_t i = 0; i < n; ++i) out.append(nb::float_(t.data<double>()[i]));
-      return out;
+      return nb::steal(PyFloat_FromDouble(t.data<double>()[i]));
     case DType::Int64:
-      for (int64_t i = 0; i < n; ++i) out.append(nb::int_(t.data<int64_t>()[i]));
-      return out;
-    case DType::String:
-      for (int64_t i = 0; i < n; ++i) {
-        const std::string& e = t.data<std::string>()[i];
-        out.append(nb::str(e.data(), e.size()));
-      }
-      return out;
-    default:
-      return nb::borrow<nb::list>(export_tensor(t.clone(), what).attr("tolist")());
+      return nb::steal(PyLong_FromLongLong(t.data<int64_t>()[i]));
+    default: {
+      const std::string& e = t.data<std::string>()[i];
+      return nb::str(e.data(), e.size());
+    }
   }
 }
 
+// A 1-D tensor's elements as Python scalars, made directly where python_scalar can (through a
+// numpy array and tolist() per map, a 200-row ZipMap output took 0.27 ms to convert, four times
+// the run), else by numpy's tolist().
+std::vector<nb::object> python_scalars(const Tensor& t, const std::string& what) {
+  std::vector<nb::object> out;
+  out.reserve(static_cast<size_t>(t.numel()));
+  if (direct_scalars(t.dtype())) {
+    for (int64_t i = 0; i < t.numel(); ++i) out.push_back(python_scalar(t, i));
+  } else {
+    for (nb::handle e : nb::borrow<nb::list>(export_tensor(t.clone(), what).attr("tolist")()))
+      out.push_back(nb::borrow(e));
+  }
+  return out;
+}
+
 // A map as a dict of Python scalars ({label: probability}, as onnxruntime returns it). keys:
-// its keys already converted, when a neighbour in the sequence had the same ones.
-nb::dict export_map(const Value& v, const nb::list& keys, const std::string& what) {
-  nb::list values = python_scalars(v.values(), what);
+// its keys already converted (shared by a ZipMap's rows).
+nb::dict export_map(const Value& v, const std::vector<nb::object>& keys, const std::string& what) {
   nb::dict out;
-  const size_t n = nb::len(keys);
-  for (size_t i = 0; i < n; ++i) out[keys[i]] = values[i];
+  const Tensor& values = v.values();
+  const bool direct = direct_scalars(values.dtype());
+  const std::vector<nb::object> converted =
+      direct ? std::vector<nb::object>{} : python_scalars(values, what);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    nb::object value = direct ? python_scalar(values, static_cast<int64_t>(i)) : converted[i];
+    if (PyDict_SetItem(out.ptr(), keys[i].ptr(), value.ptr()) != 0) throw nb::python_error();
+  }
   return out;
 }
 
@@ -456,7 +470,7 @@ nb::object export_value(const Value& v, const std::string& what) {
       nb::list out;
       // A ZipMap's maps share one keys tensor: its Python keys are made once.
       const Tensor* shared_keys = nullptr;
-      nb::list keys;
+      std::vector<nb::object> keys;
       for (size_t i = 0; i < v.items().size(); ++i) {
         const Value& item = v.items()[i];
         if (item.kind() != ValueKind::Map) {
