@@ -131,13 +131,19 @@ class RunTypes {
     if (now.dtype == t.dtype() && now.has_shape && now.dims == t.shape()) return;
     own_writable(v) = TypeShape::of(t);
   }
-
- private:
-  TypeShape& own_writable(size_t v) {
+  // Makes the run's own copies now, before other threads read them: lanes read types while the
+  // issuing thread sets others, and making the copies at the first set moved the vector they
+  // were reading (ThreadSanitizer, a run with symbolic shapes on the example plugin and the CPU).
+  void own_all() {
     if (own_.empty()) {
       own_.resize(base_->size());
       set_.assign(base_->size(), 0);
     }
+  }
+
+ private:
+  TypeShape& own_writable(size_t v) {
+    own_all();
     set_[v] = 1;
     return own_[v];
   }
@@ -455,6 +461,8 @@ void ExecutionPlan::execute(RunState& st, const std::vector<int>& wanted,
                             RunProfile* profile) const {
   st.profiling = profile != nullptr;
   st.inline_run = inline_;
+  // Lanes (asynchronous devices) read this run's types while this thread sets later ones.
+  if (!inline_) st.types.own_all();
   // The steps the wanted values need.
   std::vector<char> needed_slot(slots_.size(), 0);
   for (int s : wanted) needed_slot[s] = 1;

@@ -419,3 +419,29 @@ TEST(Heterogeneous, SymbolicBatchIncludingEmptyTensors) {
   Tensor y = s.run({{"x", empty}}).at("y");
   EXPECT_EQ(y.shape(), (std::vector<int64_t>{0, 16}));
 }
+
+TEST(Heterogeneous, TypesThatChangeMidRunWhileAPluginRuns) {
+  // The If's output shape is known only when it has run, which the core does while the example
+  // plugin's thread runs the product: the run's types change while that thread reads them.
+  // Under ThreadSanitizer (tsan_unit_tests) the first change raced with those reads.
+  SessionOptions cpu_only;
+  cpu_only.threads = 2;
+  Session cpu(kDir + "/hetero_mid_run_types.onnx", cpu_only);
+  Session split(kDir + "/hetero_mid_run_types.onnx", with_example());
+  bool product_on_plugin = false;
+  for (const auto& p : split.plan().patches)
+    if (p.backend == "example:0") {
+      const auto names = node_names(split.plan(), p);
+      product_on_plugin |= std::find(names.begin(), names.end(), "mm") != names.end();
+    }
+  ASSERT_TRUE(product_on_plugin);
+  const Tensor x = random_input({64, 64}, 3);
+  for (int i = 0; i < 6; ++i) {
+    const bool c = i % 2 == 0;
+    TensorMap in = {{"x", x}, {"c", Tensor::from_vector<bool>({}, {c})}};
+    auto want = cpu.run(in);
+    auto got = split.run(in);
+    EXPECT_EQ(got.at("z").shape(), c ? (std::vector<int64_t>{64, 64}) : (std::vector<int64_t>{}));
+    for (const auto& [name, t] : want) expect_close(got.at(name), t);
+  }
+}

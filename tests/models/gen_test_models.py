@@ -394,6 +394,19 @@ g = helper.make_graph([N("MatMul", ["x", "W"], ["a"], name="mm"), N("Softmax", [
                       [weight("W", 64, 16), weight("W2", 16, 16)])
 save(helper.make_model(g, opset_imports=OPSET), "hetero_dynamic.onnx")
 
+# hetero_mid_run_types: x's product on the example plugin (its own thread) while the core runs
+# an If whose branches give different shapes, so the run's types change while the plugin's lane
+# reads them (ThreadSanitizer found the types' first change racing with those reads).
+then_g = helper.make_graph([N("Identity", ["x"], ["t"])], "then", [], [vi("t", TensorProto.FLOAT, None)])
+else_g = helper.make_graph([N("ReduceSum", ["x"], ["e"], keepdims=0)], "else", [],
+                           [vi("e", TensorProto.FLOAT, None)])
+g = helper.make_graph([N("MatMul", ["x", "W"], ["a"], name="mm"), N("Relu", ["a"], ["y"], name="relu"),
+                       N("If", ["c"], ["z"], name="if", then_branch=then_g, else_branch=else_g)],
+                      "hetero_mid_run_types", [vi("x", TensorProto.FLOAT, [64, 64]), vi("c", TensorProto.BOOL, [])],
+                      [vi("y", TensorProto.FLOAT, [64, 64]), vi("z", TensorProto.FLOAT, None)],
+                      [weight("W", 64, 64)])
+save(helper.make_model(g, opset_imports=OPSET), "hetero_mid_run_types.onnx")
+
 # max_unpool: y = MaxUnpool(x, i), 2x2 windows: y [1, 4, 128, 128] (256 KB, a size the buffer
 # cache keeps) is zero except where the indices point. Its output comes from the host, and
 # MaxUnpool writes only the indexed elements.
