@@ -304,8 +304,9 @@ TEST(CpuDepthwiseConv, FlatPlanesWhenThePaddingKeepsTheWidth) {
   // Rows of at most 8 columns that the padding keeps as wide (out_w == in_w), stride 1, kernels
   // up to 3x3: the flat-shift kernel, each tap a shift of one of kernel_w column-shifted copies.
   // Widths 1 to 8 (8: half a vector; 3, 5, 7: rows that straddle the vectors), one row, padding
-  // on one side only (pads top 2 / bottom 0, left 0 / right 2), 1x3, 3x1 and 1x1 kernels, planes
-  // whose copies are just under and over the buffer budget, batches of planes that map to
+  // on one side only (pads top 2 / bottom 0, left 0 / right 2), more below than the kernel
+  // needs (top 1 / bottom 2: an output row more than the input has), 1x3, 3x1 and 1x1 kernels,
+  // planes whose copies are just under and over the buffer budget, batches of planes that map to
   // channels, every activation; both pools (the planes split or not).
   __builtin_cpu_init();
   if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
@@ -324,6 +325,7 @@ TEST(CpuDepthwiseConv, FlatPlanesWhenThePaddingKeepsTheWidth) {
   flat.push_back(geometry(25, 5, 3, 3, 1, 1, 1, 1));  // the keyword spotter's
   flat.push_back(geometry(1, 6, 3, 3, 1, 1, 1, 1));
   flat.push_back(geometry(10, 6, 3, 3, 2, 0, 0, 2));
+  flat.push_back(geometry(9, 5, 3, 3, 1, 2, 1, 1));  // an output row more than the input's
   flat.push_back(geometry(9, 7, 1, 3, 0, 0, 1, 1));
   flat.push_back(geometry(9, 7, 3, 1, 1, 1, 0, 0));
   flat.push_back(geometry(6, 4, 1, 1, 0, 0, 0, 0));
