@@ -69,7 +69,7 @@ void run_dft(KernelContext& ctx, const DftParams& p, const FftPlan& plan) {
   const double scale = p.inverse ? 1.0 / static_cast<double>(n) : 1.0;
 
   ctx.pool.parallel_for(outer * inner, line_grain(n), [&](int64_t begin, int64_t end) {
-    std::vector<Complex> line(static_cast<size_t>(n)), scratch;
+    FftArray<Complex> line(n), scratch;
     for (int64_t l = begin; l < end; ++l) {
       const int64_t o = l / inner, i = l % inner;
       const T* src = in + (o * len * inner + i) * in_c;
@@ -139,7 +139,7 @@ void run_stft(KernelContext& ctx, const FftPlanCache& plans) {
 
   ctx.pool.parallel_for(
       x.dim(0) * frames, line_grain(frame_length), [&](int64_t begin, int64_t end) {
-        std::vector<Complex> line(static_cast<size_t>(frame_length)), scratch;
+        FftArray<Complex> line(frame_length), scratch;
         for (int64_t l = begin; l < end; ++l) {
           const int64_t b = l / frames, f = l % frames;
           const T* src = in + (b * signal_length + f * step) * in_c;

@@ -37,9 +37,9 @@ FftPlan::FftPlan(int64_t n) : n_(n) {
     kind_ = Kind::Trivial;
   } else if (is_power_of_two(n)) {
     kind_ = Kind::Radix2;
-    twiddle_.resize(static_cast<size_t>(n / 2));
+    twiddle_.resize(n / 2);
     for (int64_t k = 0; k < n / 2; ++k) twiddle_[static_cast<size_t>(k)] = unit_root(k, n);
-    bit_reverse_.resize(static_cast<size_t>(n));
+    bit_reverse_.resize(n);
     int bits = 0;
     while ((int64_t{1} << bits) < n) ++bits;
     for (int64_t i = 0; i < n; ++i) {
@@ -50,18 +50,18 @@ FftPlan::FftPlan(int64_t n) : n_(n) {
     }
   } else if (n <= kDirectMax) {
     kind_ = Kind::Direct;
-    twiddle_.resize(static_cast<size_t>(n));
+    twiddle_.resize(n);
     for (int64_t k = 0; k < n; ++k) twiddle_[static_cast<size_t>(k)] = unit_root(k, n);
   } else {
     kind_ = Kind::Bluestein;
     m_ = 1;
     while (m_ < 2 * n - 1) m_ *= 2;
     inner_ = std::make_unique<FftPlan>(m_);
-    chirp_.resize(static_cast<size_t>(n));
+    chirp_.resize(n);
     // k^2 / (2n) reduced modulo 1 exactly in integers: e^{-pi i k^2 / n} = unit_root(k^2, 2n).
     for (int64_t k = 0; k < n; ++k)
       chirp_[static_cast<size_t>(k)] = unit_root((k * k) % (2 * n), 2 * n);
-    filter_fft_.assign(static_cast<size_t>(m_), Complex());
+    filter_fft_.resize(m_);  // zeros
     filter_fft_[0] = std::conj(chirp_[0]);
     for (int64_t k = 1; k < n; ++k) {
       filter_fft_[static_cast<size_t>(k)] = std::conj(chirp_[static_cast<size_t>(k)]);
@@ -71,7 +71,7 @@ FftPlan::FftPlan(int64_t n) : n_(n) {
   }
 }
 
-void FftPlan::run(Complex* data, bool inverse, std::vector<Complex>& scratch) const {
+void FftPlan::run(Complex* data, bool inverse, FftArray<Complex>& scratch) const {
   // The inverse transform is the conjugate of the forward transform of the conjugate.
   if (inverse)
     for (int64_t i = 0; i < n_; ++i) data[i] = std::conj(data[i]);
@@ -80,7 +80,7 @@ void FftPlan::run(Complex* data, bool inverse, std::vector<Complex>& scratch) co
     for (int64_t i = 0; i < n_; ++i) data[i] = std::conj(data[i]);
 }
 
-void FftPlan::forward(Complex* data, std::vector<Complex>& scratch) const {
+void FftPlan::forward(Complex* data, FftArray<Complex>& scratch) const {
   switch (kind_) {
     case Kind::Trivial:
       return;
@@ -88,7 +88,7 @@ void FftPlan::forward(Complex* data, std::vector<Complex>& scratch) const {
       radix2(data);
       return;
     case Kind::Direct: {
-      scratch.resize(static_cast<size_t>(n_));
+      scratch.resize(n_);
       for (int64_t k = 0; k < n_; ++k) {
         Complex sum;
         int64_t index = 0;  // k * t mod n, advanced by k each step
@@ -99,12 +99,13 @@ void FftPlan::forward(Complex* data, std::vector<Complex>& scratch) const {
         }
         scratch[static_cast<size_t>(k)] = sum;
       }
-      std::copy_n(scratch.begin(), n_, data);
+      std::copy_n(scratch.data(), n_, data);
       return;
     }
     case Kind::Bluestein: {
       // X[k] = c[k] * sum_t (x[t] c[t]) conj(c[k - t]): a convolution done with FFTs of size m.
-      scratch.assign(static_cast<size_t>(m_), Complex());
+      scratch.resize(m_);
+      std::fill_n(scratch.data(), m_, Complex());
       for (int64_t t = 0; t < n_; ++t)
         scratch[static_cast<size_t>(t)] = mul(data[t], chirp_[static_cast<size_t>(t)]);
       inner_->radix2(scratch.data());
