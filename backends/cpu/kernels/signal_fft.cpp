@@ -33,21 +33,22 @@ Complex unit_root(int64_t num, int64_t den) {
 }  // namespace
 
 FftPlan::FftPlan(int64_t n) : n_(n) {
+  // Every table is allocated before any is filled, so that a length too large for memory fails
+  // at once rather than after seconds of trigonometry.
   if (n <= 1) {
     kind_ = Kind::Trivial;
   } else if (is_power_of_two(n)) {
     kind_ = Kind::Radix2;
     twiddle_.resize(n / 2);
-    for (int64_t k = 0; k < n / 2; ++k) twiddle_[static_cast<size_t>(k)] = unit_root(k, n);
     bit_reverse_.resize(n);
+    for (int64_t k = 0; k < n / 2; ++k) twiddle_[static_cast<size_t>(k)] = unit_root(k, n);
     int bits = 0;
     while ((int64_t{1} << bits) < n) ++bits;
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t r = 0;
-      for (int b = 0; b < bits; ++b)
-        if (i & (int64_t{1} << b)) r |= int64_t{1} << (bits - 1 - b);
-      bit_reverse_[static_cast<size_t>(i)] = r;
-    }
+    // rev(i) from rev(i / 2): shifted down one bit, i's lowest bit on top.
+    bit_reverse_[0] = 0;
+    for (int64_t i = 1; i < n; ++i)
+      bit_reverse_[static_cast<size_t>(i)] =
+          (bit_reverse_[static_cast<size_t>(i >> 1)] >> 1) | ((i & 1) << (bits - 1));
   } else if (n <= kDirectMax) {
     kind_ = Kind::Direct;
     twiddle_.resize(n);
@@ -56,12 +57,12 @@ FftPlan::FftPlan(int64_t n) : n_(n) {
     kind_ = Kind::Bluestein;
     m_ = 1;
     while (m_ < 2 * n - 1) m_ *= 2;
-    inner_ = std::make_unique<FftPlan>(m_);
     chirp_.resize(n);
+    filter_fft_.resize(m_);  // zeros
+    inner_ = std::make_unique<FftPlan>(m_);
     // k^2 / (2n) reduced modulo 1 exactly in integers: e^{-pi i k^2 / n} = unit_root(k^2, 2n).
     for (int64_t k = 0; k < n; ++k)
       chirp_[static_cast<size_t>(k)] = unit_root((k * k) % (2 * n), 2 * n);
-    filter_fft_.resize(m_);  // zeros
     filter_fft_[0] = std::conj(chirp_[0]);
     for (int64_t k = 1; k < n; ++k) {
       filter_fft_[static_cast<size_t>(k)] = std::conj(chirp_[static_cast<size_t>(k)]);
