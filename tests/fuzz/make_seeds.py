@@ -3,8 +3,9 @@
     make_seeds.py OUT_DIR TEST_MODELS_DIR
 
 OUT_DIR/models/: every model.onnx of onnx's backend test data (node, simple, pytorch-*, light)
-up to 64 KiB, the test models (tests/models/gen_test_models.py's output) and
-tools/models/digits_cnn.onnx, named by content hash (duplicates once).
+up to 64 KiB, the test models (tests/models/gen_test_models.py's output),
+tools/models/digits_cnn.onnx and the regression inputs below, named by content hash (duplicates
+once).
 OUT_DIR/npy/: .npy files of every dtype Quilt reads, format versions 1-3, 0-d to 4-d, Fortran
 order and big-endian (which must be refused), and the digits samples.
 OUT_DIR/onnx.dict: libFuzzer dictionary of op names, attribute names and domains.
@@ -26,6 +27,21 @@ def put(folder: Path, data: bytes, suffix: str) -> None:
     (folder / (hashlib.sha1(data).hexdigest()[:16] + suffix)).write_bytes(data)
 
 
+def regressions():
+    """Inputs that once made a fuzzer report, written as recipes: each fuzz_* run of the test
+    command starts from them, so the defect they found cannot come back unnoticed."""
+    from onnx import TensorProto, helper
+    # A DFT of 2^23 + 1 points on a 4-sample signal: a 64 MiB output, but Bluestein tables of
+    # 512 MiB, over ASan's allocation cap in fuzz_run; the tables were std::vectors (out-of-memory
+    # abort), now an OutOfMemory error.
+    dft = helper.make_graph(
+        [helper.make_node("DFT", ["x", "n"], ["y"], onesided=0)], "dft_huge_length",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [helper.make_tensor("n", TensorProto.INT64, [], [(1 << 23) + 1])])
+    yield helper.make_model(dft, opset_imports=[helper.make_opsetid("", 17)])
+
+
 def main() -> None:
     out, test_models = Path(sys.argv[1]), Path(sys.argv[2])
     root = Path(__file__).resolve().parents[2]
@@ -39,6 +55,9 @@ def main() -> None:
         if len(b) <= MAX_BYTES:
             put(out / "models", b, ".onnx")
             n += 1
+    for model in regressions():
+        put(out / "models", model.SerializeToString(), ".onnx")
+        n += 1
 
     m = 0
     for dtype in ("<f4", "<f8", "<f2", "<i8", "<i4", "<i2", "|i1", "<u8", "<u4", "<u2", "|u1", "|b1"):
