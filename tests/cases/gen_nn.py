@@ -646,6 +646,15 @@ c.node("matmul_uint32", "MatMul", {"a": randint(1, 5, high=20, dtype=np.uint32),
        "b": randint(5, 3, high=20, dtype=np.uint32)})
 c.node("matmul_uint64_vec", "MatMul", {"a": randint(2, 3, 5, high=20, dtype=np.uint64),
        "b": randint(5, high=20, dtype=np.uint64)})
+# Products and sums that overflow wrap around (two's complement), as numpy's and onnxruntime's:
+# fuzz_run found the int32 kernel's overflow undefined (UBSan: 2 * -2147483648).
+big = np.array([[2, -2147483648, 2147483647], [-2147483648, -2147483648, 7]], np.int32)
+big_b = np.array([[2, 3], [2, -1], [2147483647, 5]], np.int32)
+c.node("matmul_int32_wraps", "MatMul", {"a": big, "b": big_b},
+       expected={"y": (big.astype(np.int64) @ big_b.astype(np.int64)).astype(np.int32)})
+big64 = np.array([[2, np.iinfo(np.int64).min], [np.iinfo(np.int64).max, 3]], np.int64)
+c.node("matmul_int64_wraps", "MatMul", {"a": big64, "b": big64.T.copy()},
+       expected={"y": np.matmul(big64, big64.T)})
 
 # ---- ConvTranspose col buffers larger than one block (16 MB): built in input-row blocks ----
 c.node("convt2d_blocked_col", "ConvTranspose", {"x": rand(1, 4, 60, 50)},

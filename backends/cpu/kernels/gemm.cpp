@@ -9,6 +9,7 @@
 #include "backends/cpu/gemm_packed.hpp"
 #include "backends/cpu/kernel.hpp"
 #include "backends/cpu/kernels/matmul_batch.hpp"
+#include "backends/cpu/kernels/wrapping.hpp"
 
 namespace quilt::cpu {
 namespace {
@@ -211,7 +212,9 @@ class GemmKernel : public Kernel {
 };
 
 // y (m x n) = a (m x k) * b (k x n), row-major, for the dtypes the packed GEMM does not take. The
-// i-k-j order keeps the inner loop contiguous (and vectorisable); integers wrap like C++.
+// i-k-j order keeps the inner loop contiguous (and vectorisable). Integers wrap around
+// (wrapping.hpp), as in onnxruntime: with plain `+=` and `*` an int32 product that overflowed was
+// undefined behaviour (fuzz_run, UBSan: 2 * -2147483648).
 template <class T>
 void naive_matmul(const T* a, const T* b, T* y, int64_t m, int64_t k, int64_t n) {
   for (int64_t i = 0; i < m; ++i) {
@@ -220,7 +223,7 @@ void naive_matmul(const T* a, const T* b, T* y, int64_t m, int64_t k, int64_t n)
     for (int64_t p = 0; p < k; ++p) {
       const T av = a[i * k + p];
       const T* brow = b + p * n;
-      for (int64_t j = 0; j < n; ++j) yrow[j] += av * brow[j];
+      for (int64_t j = 0; j < n; ++j) yrow[j] = wrapping_add(yrow[j], wrapping_mul(av, brow[j]));
     }
   }
 }
