@@ -8,6 +8,7 @@
 #include <array>
 #include <cstring>
 #include <optional>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -381,14 +382,32 @@ QUILT_AVX512 inline void narrow_block(const TapPointers& rows, int64_t v0, int64
   }
 }
 
-using NarrowBlockFn = void (*)(const TapPointers&, int64_t, int64_t, const float*, float,
-                               const Activation&, const Lanes*, float*);
-template <size_t... I>
-constexpr std::array<NarrowBlockFn, sizeof...(I)> narrow_tails(std::index_sequence<I...>) {
-  return {&narrow_block<static_cast<int>(I) + 1>...};
+// Calls block(std::integral_constant<int, V>{}, v) over a plane's nvec output vectors: blocks of
+// kNarrowBlock from v = 0, the rest as one block of the remaining V (each weight feeds V vectors).
+template <class Block>
+QUILT_AVX512 inline void plane_blocks(int64_t nvec, Block block) {
+  static_assert(kNarrowBlock == 8, "the tail switch below covers 1 to 7 vectors");
+  int64_t v = 0;
+  for (; v + kNarrowBlock <= nvec; v += kNarrowBlock) block(std::integral_constant<int, 8>{}, v);
+  switch (nvec - v) {
+    case 1:
+      return block(std::integral_constant<int, 1>{}, v);
+    case 2:
+      return block(std::integral_constant<int, 2>{}, v);
+    case 3:
+      return block(std::integral_constant<int, 3>{}, v);
+    case 4:
+      return block(std::integral_constant<int, 4>{}, v);
+    case 5:
+      return block(std::integral_constant<int, 5>{}, v);
+    case 6:
+      return block(std::integral_constant<int, 6>{}, v);
+    case 7:
+      return block(std::integral_constant<int, 7>{}, v);
+    default:
+      return;
+  }
 }
-constexpr std::array<NarrowBlockFn, kNarrowBlock - 1> kNarrowTails =
-    narrow_tails(std::make_index_sequence<kNarrowBlock - 1>{});
 
 // Plane p's padded copy into buf.
 QUILT_AVX512 inline void narrow_fill(const Narrow& n, const float* xp, float* buf) {
@@ -417,12 +436,9 @@ QUILT_AVX512 void narrow_planes(const DepthwiseGeometry& g, const Narrow& n, int
     const float* wc = w + c * ntaps;
     const float b = bias ? bias[c] : 0.f;
     float* yp = y + p * out_size;
-    int64_t v = 0;
-    for (; v + kNarrowBlock <= n.nvec; v += kNarrowBlock)
-      narrow_block<kNarrowBlock>(rows, v, ntaps, wc, b, act, &n.out[v], yp);
-    // The rest as one block too: one vector at a time, each tap's FMA waited for the last.
-    if (v < n.nvec)
-      kNarrowTails[static_cast<size_t>(n.nvec - v - 1)](rows, v, ntaps, wc, b, act, &n.out[v], yp);
+    plane_blocks(n.nvec, [&](auto vectors, int64_t v) QUILT_AVX512 {
+      narrow_block<vectors>(rows, v, ntaps, wc, b, act, &n.out[v], yp);
+    });
     if (!act.none() && !has_act16(act.kind)) act.apply(yp, out_size);
   }
 }
@@ -489,15 +505,6 @@ QUILT_AVX512 inline void flat_block(const TapPointers& rows, int64_t ntaps, cons
   }
 }
 
-using FlatBlockFn = void (*)(const TapPointers&, int64_t, const float*, float, const Activation&,
-                             int64_t, int64_t, float*);
-template <size_t... I>
-constexpr std::array<FlatBlockFn, sizeof...(I)> flat_tails(std::index_sequence<I...>) {
-  return {&flat_block<static_cast<int>(I) + 1>...};
-}
-constexpr std::array<FlatBlockFn, kNarrowBlock - 1> kFlatTails =
-    flat_tails(std::make_index_sequence<kNarrowBlock - 1>{});
-
 QUILT_AVX512 void flat_planes(const DepthwiseGeometry& g, const Flat& f, int64_t begin, int64_t end,
                               int64_t channels, const float* x, const float* w, const float* bias,
                               float* y, const Activation& act) {
@@ -537,11 +544,9 @@ QUILT_AVX512 void flat_planes(const DepthwiseGeometry& g, const Flat& f, int64_t
     const float* wc = w + c * ntaps;
     const float b = bias ? bias[c] : 0.f;
     float* yp = y + p * outs;
-    int64_t v = 0;
-    for (; v + kNarrowBlock <= f.nvec; v += kNarrowBlock)
-      flat_block<kNarrowBlock>(rows[s], ntaps, wc, b, act, v, outs, yp);
-    if (v < f.nvec)
-      kFlatTails[static_cast<size_t>(f.nvec - v - 1)](rows[s], ntaps, wc, b, act, v, outs, yp);
+    plane_blocks(f.nvec, [&](auto vectors, int64_t v) QUILT_AVX512 {
+      flat_block<vectors>(rows[s], ntaps, wc, b, act, v, outs, yp);
+    });
     if (!act.none() && !has_act16(act.kind)) act.apply(yp, outs);
   }
 }
