@@ -337,7 +337,7 @@ inline __mmask16 first_lanes(int count) {
 }
 
 // acc[v] = bias + sum over the taps t of w[t] * the vector at rows[t] + offset + v * 16, for V
-// vectors, then the activation (kinds act16 has). The depthwise narrow kernels' register block.
+// vectors, then the activation (kinds act16 has): the padded-row narrow kernel's register block.
 template <int V>
 QUILT_AVX512 inline void window_sums(__m512 (&acc)[V], const float* const* rows, int64_t offset,
                                      int64_t ntaps, const float* w, float bias,
@@ -445,18 +445,21 @@ QUILT_AVX512 void narrow_planes(const DepthwiseGeometry& g, const Narrow& n, int
 
 // ---- narrow planes whose output rows are as wide as the input's: flat shifts ----
 // With stride and dilation 1 and out_w == in_w (padding that keeps the width: 3x3 with pads 1),
-// output p = oh * w + ow reads input p + (kh - pad_top) * w + (kw - pad_left): each kernel
-// offset is a shift of the flat plane, with no padded columns between the rows. Per kernel
-// column kw the plane is copied once shifted by kw - pad_left, the pixels whose column would
-// leave the row (and take the next row's) zeroed, with zero rows above and below; a tap (kh, kw)
-// is then that copy read kh rows on, whole vectors with no masks. A 25x5 plane's 125 outputs
-// are 8 vectors (in the padded-row layout above: 11, 71 % live), stored as they are. Per call
-// (CpuDepthwiseConv.DISABLED_Throughput, 1 thread, AMD EPYC Zen 5): the keyword spotter's
-// 64x25x5 3x3 3.43 -> 2.80 us, EfficientNet's 1152x7x7 3x3 46.9 -> 38-40 us; on 480x14x14 it
-// measured 44 against the row tiles' 41, so rows wider than 8 keep those.
+// output p = oh * w + ow reads input p + (kh - pad_top) * w + (kw - pad_left): each tap is a
+// shift of the flat plane, with no padded columns between the rows. A tap's vector for 16
+// outputs is a masked load of the plane at that shift, the mask keeping the lanes whose input
+// pixel lies inside the plane (not in the row before or after, nor above or below the plane);
+// the masked-off lanes read nothing. A 25x5 plane's 125 outputs are 8 vectors (in the
+// padded-row layout above: 11, 71 % live), stored as they are.
+// Per call (CpuDepthwiseConv.DISABLED_Throughput, 1 thread, AMD EPYC Zen 5, 3 alternating
+// rounds): the keyword spotter's 64x25x5 3x3 2.87-3.49 -> 2.46-2.88 us, EfficientNet's
+// 1152x7x7 3x3 35.7-37.2 -> 34.4-34.8 us, against copying each plane, shifted once per kernel
+// column with the wrapped pixels zeroed, and reading the copies unmasked. Rows wider than 8 keep
+// the row tiles (480x14x14: the same 41 us; 144x56x56: 180 against 135).
 struct Flat {
-  int64_t w, nvec, margin, length;  // per copy: margin zeros, the plane, zeros up to length
-  std::vector<__mmask16> masks;     // per (input vector, kw): the lanes the copy takes
+  int64_t nvec;                      // output vectors per plane
+  std::array<int64_t, 9> offsets{};  // per tap: (kh - pad_top) * w + kw - pad_left
+  std::vector<__mmask16> masks;      // per (output vector, tap): the lanes whose input is inside
 };
 
 std::optional<Flat> flat_geometry(const DepthwiseGeometry& g) {
@@ -465,36 +468,49 @@ std::optional<Flat> flat_geometry(const DepthwiseGeometry& g) {
   if (g.pad_left < 0 || g.pad_top < 0 || g.pad_left >= g.kernel_w || g.pad_top >= g.kernel_h)
     return {};
   Flat f;
-  f.w = g.in_w;
-  const int64_t outs = g.out_h * g.out_w, ins = g.in_h * g.in_w;
+  const int64_t w = g.in_w, outs = g.out_h * g.out_w, ntaps = g.kernel_h * g.kernel_w;
   f.nvec = (outs + kLanes - 1) / kLanes;
-  f.margin = (g.pad_top * f.w + kLanes - 1) / kLanes * kLanes;
-  // The last output vector's farthest row down, or the plane's end.
-  const int64_t below = std::max<int64_t>(g.kernel_h - 1 - g.pad_top, 0) * f.w;
-  f.length = f.margin + (std::max(ins, f.nvec * kLanes + below) + kLanes - 1) / kLanes * kLanes;
-  if (2 * g.kernel_w * f.length + f.nvec * kLanes > kNarrowMaxFloats) return {};
-  const int64_t in_vectors = (ins + kLanes - 1) / kLanes;
-  f.masks.resize(static_cast<size_t>(in_vectors * g.kernel_w));
-  for (int64_t u = 0; u < in_vectors; ++u)
+  f.masks.resize(static_cast<size_t>(f.nvec * ntaps));
+  for (int64_t kh = 0; kh < g.kernel_h; ++kh)
     for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
-      unsigned mask = 0;
-      for (int64_t l = 0; l < kLanes && u * kLanes + l < ins; ++l) {
-        const int64_t col = (u * kLanes + l) % f.w + kw - g.pad_left;
-        if (col >= 0 && col < f.w) mask |= 1u << l;
+      const int64_t t = kh * g.kernel_w + kw;
+      f.offsets[static_cast<size_t>(t)] = (kh - g.pad_top) * w + kw - g.pad_left;
+      for (int64_t v = 0; v < f.nvec; ++v) {
+        unsigned mask = 0;
+        for (int64_t l = 0; l < kLanes && v * kLanes + l < outs; ++l) {
+          const int64_t o = v * kLanes + l;
+          const int64_t ih = o / w + kh - g.pad_top, iw = o % w + kw - g.pad_left;
+          if (ih >= 0 && ih < g.in_h && iw >= 0 && iw < w) mask |= 1u << l;
+        }
+        f.masks[static_cast<size_t>(v * ntaps + t)] = static_cast<__mmask16>(mask);
       }
-      f.masks[static_cast<size_t>(u * g.kernel_w + kw)] = static_cast<__mmask16>(mask);
     }
   return f;
 }
 
-// V output vectors from vector v0 (rows: per tap, its copy at the plane's first output): the
-// taps, the activation, and the stores, the plane's last vector masked to its end.
+// V output vectors from vector v0 of the plane at xp: the taps, the activation, and the
+// stores, the plane's last vector masked to its end.
 template <int V>
-QUILT_AVX512 inline void flat_block(const TapPointers& rows, int64_t ntaps, const float* w,
+QUILT_AVX512 inline void flat_block(const Flat& f, const float* xp, int64_t ntaps, const float* w,
                                     float bias, const Activation& act, int64_t v0, int64_t outs,
                                     float* y) {
   __m512 acc[V];
-  window_sums<V>(acc, rows.data(), v0 * kLanes, ntaps, w, bias, act);
+#pragma GCC unroll 8
+  for (int v = 0; v < V; ++v) acc[v] = _mm512_set1_ps(bias);
+  const __mmask16* m = f.masks.data() + v0 * ntaps;
+  for (int64_t t = 0; t < ntaps; ++t) {
+    const __m512 wv = _mm512_set1_ps(w[t]);
+    // The shift may point before the plane (or the tensor): only the masked lanes are read.
+    const float* s = xp + f.offsets[static_cast<size_t>(t)] + v0 * kLanes;
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v)
+      acc[v] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m[v * ntaps + t], s + v * kLanes), acc[v]);
+  }
+  if (!act.none() && has_act16(act.kind)) {
+    const __m512 alpha = _mm512_set1_ps(act.alpha), beta = _mm512_set1_ps(act.beta);
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v) acc[v] = act16(act.kind, acc[v], alpha, beta);
+  }
 #pragma GCC unroll 8
   for (int v = 0; v < V; ++v) {
     const int64_t first = (v0 + v) * kLanes;
@@ -508,44 +524,15 @@ QUILT_AVX512 inline void flat_block(const TapPointers& rows, int64_t ntaps, cons
 QUILT_AVX512 void flat_planes(const DepthwiseGeometry& g, const Flat& f, int64_t begin, int64_t end,
                               int64_t channels, const float* x, const float* w, const float* bias,
                               float* y, const Activation& act) {
-  // Two sets of copies: plane p + 1 is copied in while plane p is computed, so that the taps'
-  // loads do not wait for the stores just made (a load across two pending stores is not
-  // forwarded from them: copying and computing each plane in turn took twice as long).
-  // The depthwise conv's band slot: this path replaces the band kernel, never runs beside it.
-  const int64_t set = g.kernel_w * f.length;
-  float* buf = thread_scratch(5, 2 * set);  // 64-byte aligned
   const int64_t ins = g.in_h * g.in_w, outs = g.out_h * g.out_w, ntaps = g.kernel_h * g.kernel_w;
-  const int64_t in_vectors = (ins + kLanes - 1) / kLanes;
-  // The copies' zeros (the copies below write each one's first in_vectors vectors after the
-  // margin).
-  std::memset(buf, 0, static_cast<size_t>(2 * set) * sizeof(float));
-  auto copy_in = [&](int64_t p, float* to) QUILT_AVX512 {
-    const float* xp = x + p * ins;
-    for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
-      float* dst = to + kw * f.length + f.margin;
-      const float* src = xp + kw - g.pad_left;
-      const __mmask16* m = f.masks.data() + kw;
-      for (int64_t u = 0; u < in_vectors; ++u)
-        _mm512_store_ps(dst + u * kLanes,
-                        _mm512_maskz_loadu_ps(m[u * g.kernel_w], src + u * kLanes));
-    }
-  };
-  TapPointers rows[2];  // per set, per tap (kh, kw): copy kw, kh - pad_top rows on
-  for (int s = 0; s < 2; ++s)
-    for (int64_t kh = 0; kh < g.kernel_h; ++kh)
-      for (int64_t kw = 0; kw < g.kernel_w; ++kw)
-        rows[s][static_cast<size_t>(kh * g.kernel_w + kw)] =
-            buf + s * set + kw * f.length + f.margin + (kh - g.pad_top) * f.w;
-  if (begin < end) copy_in(begin, buf);
   for (int64_t p = begin; p < end; ++p) {
-    const int s = static_cast<int>((p - begin) & 1);
-    if (p + 1 < end) copy_in(p + 1, buf + (1 - s) * set);
     const int64_t c = p % channels;
     const float* wc = w + c * ntaps;
     const float b = bias ? bias[c] : 0.f;
+    const float* xp = x + p * ins;
     float* yp = y + p * outs;
     plane_blocks(f.nvec, [&](auto vectors, int64_t v) QUILT_AVX512 {
-      flat_block<vectors>(rows[s], ntaps, wc, b, act, v, outs, yp);
+      flat_block<vectors>(f, xp, ntaps, wc, b, act, v, outs, yp);
     });
     if (!act.none() && !has_act16(act.kind)) act.apply(yp, outs);
   }
