@@ -160,6 +160,12 @@ with tempfile.TemporaryDirectory() as tmp:
     check("npy declaring more than the file holds", r.returncode == 2 and
           "data is truncated: expected 6000000000 bytes for shape [1500000000], the file has 128" in r.stderr,
           f"exit {r.returncode}: {r.stderr[:400]!r}")
+    # A dim of 2^31 declared by the model, never run: the session is made within the same cap.
+    r = subprocess.run([str(QUILT), "plan", str(MODELS / "pad_declared_huge.onnx")],
+                       capture_output=True, text=True, timeout=TIMEOUT,
+                       preexec_fn=None if SHADOW else cap_memory)
+    check("session of a model declaring a 2^31 dim", r.returncode == 0 and "Pad" in r.stdout,
+          f"exit {r.returncode}: {r.stderr[:400]!r}")
     for text, bad in [("(-2, 4)", "'-2'"), ("(2x, 4)", "'2x'"), ("(100000000000000000000, 4)", "'100000000000000000000'")]:
         f = tmp / "bad_shape.npy"
         f.write_bytes(npy_header(text) + b"\0" * 32)

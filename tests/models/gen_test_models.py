@@ -281,6 +281,14 @@ overflow = helper.make_model(helper.make_graph(
     [raw_tensor("over", [1 << 40, 1 << 40])]),
     opset_imports=OPSET)
 save(overflow, "overflow_initializer.onnx")
+# A valid model whose input declares a dim of 2^31: creating its session must not allocate by
+# that dim (the CPU's Pad planned an index per output position at creation: 16 GB; fuzz_model).
+pad_declared_huge = helper.make_model(helper.make_graph(
+    [helper.make_node("Pad", ["x"], ["y"], name="pad", mode="reflect", pads=[0, 0, 1, 1, 0, 0, 1, 1])],
+    "pad_declared_huge", [vi("x", TensorProto.FLOAT, [1, 1 << 31, 2, 4])],
+    [vi("y", TensorProto.FLOAT, [1, 1 << 31, 4, 6])]),
+    opset_imports=[helper.make_opsetid("", 6)])
+save(pad_declared_huge, "pad_declared_huge.onnx")
 
 # Expected output of add_relu for the tests' input
 x = np.arange(-4, 4, dtype=np.float32).reshape(2, 4)

@@ -207,7 +207,6 @@ int64_t pad_source(int64_t o, int64_t begin, int64_t n, PadMode mode) {
 
 // Where each output element comes from, worked out from the shapes and the pads alone.
 struct PadPlan {
-  bool identity = false;                   // no padding: the output is the input
   std::vector<std::vector<int64_t>> maps;  // per axis, the input index of every output index
   std::vector<Run> runs;                   // an output row along the last axis, in pieces
   std::vector<int64_t> in_strides;
@@ -218,9 +217,7 @@ PadPlan pad_plan(const Node& node, PadMode mode, const std::vector<int64_t>& in_
                  const std::vector<int64_t>& out_shape, const std::vector<int64_t>& begins) {
   PadPlan plan;
   const size_t rank = in_shape.size();
-  plan.identity = std::all_of(begins.begin(), begins.end(), [](int64_t b) { return b == 0; }) &&
-                  in_shape == out_shape;
-  if (plan.identity || rank == 0) return plan;
+  if (rank == 0) return plan;
   // Negative pads crop first; the other side is then padded from what is left (this matters
   // for wrap, as in onnxruntime).
   plan.maps.resize(rank);
@@ -267,6 +264,15 @@ class PadKernel : public Kernel {
     const bool has_axes = node.opset >= 18 && node.inputs.size() > 3 && !node.inputs[3].empty();
     const bool axes_known = !has_axes || (sig.constants.size() > 3 && sig.constants[3]);
     if (!pads_known || !axes_known || sig.inputs.empty() || sig.outputs.empty()) return;
+    // The plan holds an index per output position along each axis. At creation it is made only
+    // when those are few: a model may declare a dim of 2^31 that no run has (fuzz_model: 16 GB
+    // asked for while the session was created). Larger outputs are planned on each run, once
+    // their output is allocated, which bounds the plan by the output's size.
+    const std::vector<int64_t>& out_dims = sig.outputs[0].dims;
+    if (std::accumulate(out_dims.begin(), out_dims.end(), int64_t{0}, [](int64_t sum, int64_t d) {
+          return sum + std::max<int64_t>(d, 0);
+        }) > kPlanAtCreation)
+      return;
     plan_.keep({&sig.inputs[0], &sig.outputs[0]}, [&](const auto& s) {
       return pad_plan(node, mode_, s[0], s[1],
                       begins(node, s[0].size(), node.opset >= 11 ? sig.constants[1] : nullptr,
@@ -286,16 +292,21 @@ class PadKernel : public Kernel {
         node.fail("constant_value must be one element of the input's dtype");
       std::memcpy(value.data(), v->raw_data(), es);
     }
-    PadPlan storage;
     const std::vector<int64_t>& out_shape = ctx.output_shape(0);
-    const PadPlan& plan = plan_.get({in.shape(), out_shape}, storage, [&] {
-      return pad_plan(node, mode_, in.shape(), out_shape,
-                      begins(node, rank, node.opset >= 11 ? &ctx.input(1) : nullptr,
-                             node.opset >= 18 && ctx.has_input(3) ? &ctx.input(3) : nullptr));
-    });
-    if (plan.identity) return ctx.set_output(0, in);
+    const std::vector<int64_t> pad_begins =
+        begins(node, rank, node.opset >= 11 ? &ctx.input(1) : nullptr,
+               node.opset >= 18 && ctx.has_input(3) ? &ctx.input(3) : nullptr);
+    if (in.shape() == out_shape &&
+        std::all_of(pad_begins.begin(), pad_begins.end(), [](int64_t b) { return b == 0; }))
+      return ctx.set_output(0, in);
+    // The output first: a plan is as large as the output's axes, and an output that cannot be
+    // allocated is an OutOfMemory error before the plan asks for anything.
     Tensor& out = ctx.output(0);
     if (out.numel() == 0) return;
+    PadPlan storage;
+    const PadPlan& plan = plan_.get({in.shape(), out_shape}, storage, [&] {
+      return pad_plan(node, mode_, in.shape(), out_shape, pad_begins);
+    });
     if (rank == 0) return (void)std::memcpy(out.raw_data(), in.raw_data(), es);
     const int64_t width = out.shape().back();
     const int64_t rows = out.numel() / width;
@@ -355,6 +366,7 @@ class PadKernel : public Kernel {
     return out;
   }
 
+  static constexpr int64_t kPlanAtCreation = int64_t{1} << 16;  // output indices, all axes
   PadMode mode_;
   ShapeMemo<PadPlan> plan_;  // of the shapes of the input and the output
 };
