@@ -9,6 +9,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -106,15 +107,27 @@ class Kernel {
 
 // What a kernel works out from its shapes alone (a conv's geometry, a pool's windows): worked out
 // at creation when the shapes inferred then are static, and on a run only when its shapes differ
-// (MNIST's two Convs and two MaxPools spent a tenth of their time reading attributes and
-// allocating on every run).
+// from those and from the last run's (MNIST's two Convs and two MaxPools spent a tenth of their
+// time reading attributes and allocating on every run; a model with a symbolic batch dim, whose
+// shapes are known only at run time, rebuilt every conv's layout, live-tap weights included, on
+// every run).
 //
 //   memo_.keep({&sig.inputs[0], &sig.outputs[0]}, [&](auto& s) { return make(s[0], s[1]); });
-//   const T& t = memo_.get({x.shape(), y.shape()}, storage, make_from_shapes);
+//   ShapeMemo<T>::Held held;
+//   const T& t = memo_.get({x.shape(), y.shape()}, held, make_from_shapes);
+//
+// get() is thread-safe: concurrent runs share the last run's value, each holding it (held) for
+// as long as it uses it, while another run with other shapes replaces it.
 template <class T>
 class ShapeMemo {
  public:
   using Shapes = std::vector<std::vector<int64_t>>;
+  struct Made {
+    Shapes shapes;
+    T value;
+  };
+  using Held = std::shared_ptr<const Made>;
+
   // make(shapes) when every type is static; an Error it throws leaves nothing kept, for run()
   // to report.
   template <class Make>
@@ -131,21 +144,29 @@ class ShapeMemo {
       value_.reset();
     }
   }
-  // The kept value when `shapes` are those it was made for, else storage = make().
+  // The value for `shapes`: the one kept at creation, or the last run's when it was made for
+  // them, else held = a new one from make(), which later runs with the same shapes reuse.
   template <class Make>
   const T& get(std::initializer_list<std::reference_wrapper<const std::vector<int64_t>>> shapes,
-               T& storage, Make make) const {
-    if (value_ && std::equal(shapes.begin(), shapes.end(), shapes_.begin(), shapes_.end(),
-                             [](const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
-                               return a == b;
-                             }))
-      return *value_;
-    return storage = make();
+               Held& held, Make make) const {
+    auto same = [&](const Shapes& kept) {
+      return std::equal(
+          shapes.begin(), shapes.end(), kept.begin(), kept.end(),
+          [](const std::vector<int64_t>& a, const std::vector<int64_t>& b) { return a == b; });
+    };
+    if (value_ && same(shapes_)) return *value_;
+    held = last_.load(std::memory_order_acquire);
+    if (held && same(held->shapes)) return held->value;
+    auto made = std::make_shared<const Made>(Made{Shapes(shapes.begin(), shapes.end()), make()});
+    last_.store(made, std::memory_order_release);
+    held = std::move(made);
+    return held->value;
   }
 
  private:
   std::optional<T> value_;
   Shapes shapes_;
+  mutable std::atomic<std::shared_ptr<const Made>> last_;
 };
 
 using KernelFn = std::function<void(KernelContext&)>;

@@ -89,3 +89,28 @@ def test_loop_and_scan_with_carried_state_match_onnxruntime(calls):
         s_o, ys_o = scan_o.run(None, {"s0": s_o, "x": x})
         np.testing.assert_allclose(ys_q, ys_o, rtol=1e-5, atol=1e-5, err_msg=f"Scan call {k}")
         np.testing.assert_allclose(s_q, s_o, rtol=1e-5, atol=1e-5)
+
+
+def test_shapes_known_only_at_run_time_are_worked_out_again_when_they_change():
+    """A symbolic batch and a Pad whose pads are an input: the CPU kernels keep what they work
+    out from a run's shapes (a conv's layout, a pool's windows, a pad plan) for the next runs with
+    the same shapes. The batch changes every fourth call, and the pads change while the shapes
+    stay ([1, 0] and [0, 1] pad to the same shape), so a plan kept for the wrong shapes or pads
+    gives wrong answers."""
+    rng = np.random.default_rng(3)
+    w = helper.make_tensor("w", TensorProto.FLOAT, [4, 3, 3, 3], rng.standard_normal(108).astype(np.float32))
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("Pad", ["r", "p"], ["d"], mode="reflect"),
+             helper.make_node("MaxPool", ["d"], ["y"], kernel_shape=[2, 2], strides=[2, 2])]
+    data = model_bytes(nodes, [vi("x", shape=["batch", 3, 6, 6]), vi("p", TensorProto.INT64, [8])],
+                       [vi("y", shape=None)], initializers=[w])
+    quilt_session, ort_session = sessions(data)
+    pads = [np.array(p, np.int64) for p in ([0, 0, 1, 0, 0, 0, 0, 1], [0, 0, 0, 1, 0, 0, 1, 0],
+                                            [0, 0, 2, 2, 0, 0, 0, 0])]
+    for k in range(24):
+        # Four calls per batch size; pads 0 then 1 (the same shapes) then 2 (others).
+        feeds = {"x": rng.standard_normal((1 + k // 4 % 3, 3, 6, 6)).astype(np.float32), "p": pads[k % 3]}
+        (got,), (want,) = quilt_session.run(None, feeds), ort_session.run(None, feeds)
+        assert got.shape == want.shape, f"call {k}"
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=f"call {k}")

@@ -391,7 +391,7 @@ class ConvKernel : public Kernel {
         act.apply_added(y.data<float>() + lo, rp + lo, hi - lo);
       });
     };
-    Layout run_layout;
+    ShapeMemo<Layout>::Held run_layout;
     const Layout& layout = layout_.get({x.shape(), w.shape(), y.shape()}, run_layout, [&] {
       return layout_of(ctx.node, x.shape(), w.shape(), y.shape());
     });

@@ -286,7 +286,7 @@ class BlockedConvKernel : public Kernel {
       ctx.node.fail(
           "output shape " + to_string(y_shape) + " does not fit the input " + to_string(x_shape),
           ErrorCode::Runtime);
-    Geometry layout;
+    ShapeMemo<Geometry>::Held layout;
     const Geometry& g = memo_.get({x_shape, y_shape}, layout, [&] {
       return conv_geometry(ctx.node, x_shape, w_shape_, y_shape);
     });

@@ -614,7 +614,7 @@ class PoolKernel : public Kernel {
   void run(KernelContext& ctx) const override {
     const std::vector<int64_t>& x_shape = ctx.input(0).shape();
     const std::vector<int64_t>& y_shape = ctx.output_shape(0);
-    Geometry run_geometry;
+    ShapeMemo<Geometry>::Held run_geometry;
     fn_(ctx, geometry_.get({x_shape, y_shape}, run_geometry,
                            [&] { return pool_geometry(ctx.node, x_shape, y_shape); }));
   }

@@ -263,7 +263,10 @@ class PadKernel : public Kernel {
     const bool pads_known = node.opset < 11 || (sig.constants.size() > 1 && sig.constants[1]);
     const bool has_axes = node.opset >= 18 && node.inputs.size() > 3 && !node.inputs[3].empty();
     const bool axes_known = !has_axes || (sig.constants.size() > 3 && sig.constants[3]);
-    if (!pads_known || !axes_known || sig.inputs.empty() || sig.outputs.empty()) return;
+    // Plans are kept by shape only when the pads (and axes) are constant: pads read at run time
+    // may differ between runs of the same shapes ([1, 0] and [0, 1]).
+    by_shape_ = pads_known && axes_known;
+    if (!by_shape_ || sig.inputs.empty() || sig.outputs.empty()) return;
     // The plan holds an index per output position along each axis. At creation it is made only
     // when those are few: a model may declare a dim of 2^31 that no run has (fuzz_model: 16 GB
     // asked for while the session was created). Larger outputs are planned on each run, once
@@ -303,10 +306,11 @@ class PadKernel : public Kernel {
     // allocated is an OutOfMemory error before the plan asks for anything.
     Tensor& out = ctx.output(0);
     if (out.numel() == 0) return;
-    PadPlan storage;
-    const PadPlan& plan = plan_.get({in.shape(), out_shape}, storage, [&] {
-      return pad_plan(node, mode_, in.shape(), out_shape, pad_begins);
-    });
+    auto make = [&] { return pad_plan(node, mode_, in.shape(), out_shape, pad_begins); };
+    ShapeMemo<PadPlan>::Held held;
+    PadPlan made;
+    const PadPlan& plan =
+        by_shape_ ? plan_.get({in.shape(), out_shape}, held, make) : (made = make());
     if (rank == 0) return (void)std::memcpy(out.raw_data(), in.raw_data(), es);
     const int64_t width = out.shape().back();
     const int64_t rows = out.numel() / width;
@@ -368,6 +372,7 @@ class PadKernel : public Kernel {
 
   static constexpr int64_t kPlanAtCreation = int64_t{1} << 16;  // output indices, all axes
   PadMode mode_;
+  bool by_shape_ = false;    // the plan depends on the shapes alone (constant pads and axes)
   ShapeMemo<PadPlan> plan_;  // of the shapes of the input and the output
 };
 
