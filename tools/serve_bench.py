@@ -16,12 +16,15 @@ request. The first answer of each configuration is checked against a direct run 
 engine. Configurations alternate between the engines, so that a neighbour's load hits both
 alike; with --rounds N each is measured N times, and every round is reported with the load
 average at its end: compare the engines within a round. Prints markdown tables (also of the
-engines alone, --engine-rows), the CPU model and the load.
+engines alone, --engine-rows), the CPU model and the load, and where the CPU time went: every
+process's user + system time over each measured window, by kind (the replica, Serve's HTTP
+proxy, the raylet, the GCS, the clients, the rest), per answered request.
 Run it where nothing else of yours runs: the clients share the machine with the replica.
 """
 from __future__ import annotations
 
 import argparse
+import collections
 import http.client
 import json
 import os
@@ -55,8 +58,36 @@ def load_inputs(zoo: Path, model: str) -> dict:
     return inputs
 
 
+def cpu_by_process() -> collections.Counter:
+    """CPU seconds (user + system) every process on the machine has used so far, summed by kind:
+    Serve's replicas and HTTP proxies (Ray names its worker processes after the actor they run),
+    the raylet, the GCS, this process (the clients) and the rest."""
+    hz = os.sysconf("SC_CLK_TCK")
+    me = str(os.getpid())
+    out: collections.Counter = collections.Counter()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+        except OSError:  # gone meanwhile
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        name = cmd.rsplit("/", 1)[-1]
+        kind = ("clients" if pid == me else "replica" if cmd.startswith("ray::ServeReplica")
+                else "proxy" if cmd.startswith("ray::ProxyActor") else "raylet" if name == "raylet"
+                else "gcs" if name == "gcs_server" else "other")
+        out[kind] += (int(fields[11]) + int(fields[12])) / hz
+    return out
+
+
+CPU_KINDS = ("replica", "proxy", "raylet", "gcs", "clients", "other")
+
+
 def measure(port: int, route: str, body: bytes, ctype: str, clients: int, warmup: float, duration: float):
-    """Closed-loop clients: (requests/s, latencies in ms, errors, batch rows seen) over `duration`."""
+    """Closed-loop clients: (requests/s, latencies in ms, errors, batch rows seen, run times, CPU
+    seconds by kind of process) over `duration`."""
     stop_at = [0.0]
     phase = {"measuring": False}
     latencies: list[list[float]] = [[] for _ in range(clients)]
@@ -96,7 +127,15 @@ def measure(port: int, route: str, body: bytes, ctype: str, clients: int, warmup
                     runs[k].append(float(run_ms))
         conn.close()
 
+    cpu: list[collections.Counter] = []
+
+    def sample_cpu():  # at the start and the end of the measured window
+        for at in (measure_from, stop_at[0]):
+            time.sleep(max(0.0, at - time.monotonic()))
+            cpu.append(cpu_by_process())
+
     threads = [threading.Thread(target=client, args=(k,), daemon=True) for k in range(clients)]
+    threads.append(threading.Thread(target=sample_cpu, daemon=True))
     for t in threads:
         t.start()
     for t in threads:
@@ -104,7 +143,8 @@ def measure(port: int, route: str, body: bytes, ctype: str, clients: int, warmup
     all_lat = sorted(x for per in latencies for x in per)
     all_rows = [x for per in rows for x in per]
     all_runs = [x for per in runs for x in per]
-    return len(all_lat) / duration, all_lat, errors, all_rows, all_runs
+    cpu_s = {k: cpu[1][k] - cpu[0][k] for k in CPU_KINDS}
+    return len(all_lat) / duration, all_lat, errors, all_rows, all_runs, cpu_s
 
 
 def engine_alone(zoo: Path, models: list[str], engines: list[str], sizes: list[int], threads: int) -> list[dict]:
@@ -214,8 +254,8 @@ def main() -> int:
                             sys.exit(f"serve_bench: {name}: {r.status} {content[:300]!r}")
                         got = decode_response(content, r.getheader("content-type"))
                         conn.close()
-                        rps, lat, errors, rows, runs = measure(args.port, route, body, ctype, args.clients,
-                                                         args.warmup, args.duration)
+                        rps, lat, errors, rows, runs, cpu_s = measure(
+                            args.port, route, body, ctype, args.clients, args.warmup, args.duration)
                         serve.delete(name)
                         direct = ModelServer(str(path), engine=engine, batching=False, warmup=False,
                                              session_options={"threads": args.threads})
@@ -233,6 +273,8 @@ def main() -> int:
                                # the engine's share: one run per batch, seen by each request in it
                                "mean_run_ms": statistics.mean(runs) if runs else float("nan"),
                                "deploy_s": deploy_s, "max_abs_diff_vs_direct": max_diff,
+                               # CPU ms per answered request, by kind of process, over the window
+                               "cpu_ms_per_request": {k: v * 1e3 / max(1, len(lat)) for k, v in cpu_s.items()},
                                "loadavg": os.getloadavg()}
                         results.append(row)
                         print(f"  {name} round {round_}: {rps:.2f} req/s, p50 {row['p50_ms']:.1f} ms, "
@@ -261,6 +303,17 @@ def main() -> int:
               f"{row['round']} | {row['requests_per_s']:.2f} | {row['p50_ms']:.0f} | {row['p99_ms']:.0f} | "
               f"{row['mean_batch_rows']:.2f} | {row['mean_run_ms']:.0f} | {row['requests']} | {row['errors']} | "
               f"{row['loadavg'][0]:.1f} |")
+    print()
+    print("CPU time per request (ms, user + system, every process on the machine over the measured "
+          "window, by kind)")
+    print()
+    print("| model | engine | batching | round | " + " | ".join(CPU_KINDS) + " | total |")
+    print("|---|---|---|---:|" + "---:|" * (len(CPU_KINDS) + 1))
+    for row in sorted(results, key=lambda r: (order[(r["model"], r["batching"], r["engine"])], r["round"])):
+        c = row["cpu_ms_per_request"]
+        print(f"| {row['model']} | {row['engine']} | {'on' if row['batching'] else 'off (batch 1)'} | "
+              f"{row['round']} | " + " | ".join(f"{c[k]:.1f}" for k in CPU_KINDS) +
+              f" | {sum(c.values()):.1f} |")
     if engine_rows:
         print()
         print(f"The engines alone ({args.threads} threads, no Ray): median time of one run of a batch")
