@@ -258,7 +258,8 @@ PadPlan pad_plan(const Node& node, PadMode mode, const std::vector<int64_t>& in_
 // every output element, on every call.
 class PadKernel : public Kernel {
  public:
-  explicit PadKernel(const NodeSignature& sig) : mode_(pad_mode(sig.node)) {
+  explicit PadKernel(const NodeSignature& sig)
+      : mode_(pad_mode(sig.node)), value_attr_(sig.node.attr_float("value", 0.0f)) {
     const Node& node = sig.node;
     const bool pads_known = node.opset < 11 || (sig.constants.size() > 1 && sig.constants[1]);
     const bool has_axes = node.opset >= 18 && node.inputs.size() > 3 && !node.inputs[3].empty();
@@ -289,7 +290,7 @@ class PadKernel : public Kernel {
     const size_t rank = in.shape().size(), es = dtype_size(in.dtype());
     std::array<uint8_t, 8> value{};
     if (node.opset < 11) {
-      value = scalar_bytes(in.dtype(), node.attr_float("value", 0.0f));
+      value = scalar_bytes(in.dtype(), value_attr_);
     } else if (const Tensor* v = ctx.optional_input(2)) {
       if (v->numel() != 1 || v->dtype() != in.dtype())
         node.fail("constant_value must be one element of the input's dtype");
@@ -372,6 +373,7 @@ class PadKernel : public Kernel {
 
   static constexpr int64_t kPlanAtCreation = int64_t{1} << 16;  // output indices, all axes
   PadMode mode_;
+  float value_attr_;         // opset < 11: the constant, an attribute
   bool by_shape_ = false;    // the plan depends on the shapes alone (constant pads and axes)
   ShapeMemo<PadPlan> plan_;  // of the shapes of the input and the output
 };
