@@ -222,9 +222,10 @@ void infer_tfidf(InferenceContext& ctx) {
              " must satisfy 1 <= min <= max");
   if (n.attr_int("max_skip_count", 0) < 0) ctx.fail("max_skip_count must be >= 0");
   int64_t width = 0;
+  const Checked c(n, "output width");
   for (int64_t i : indexes) {
     if (i < 0) ctx.fail("ngram_indexes has a negative entry");
-    width = std::max(width, i + 1);
+    width = std::max(width, c.add(i, 1));
   }
   const auto& x = ctx.input_shape(0);
   if (x.size() == 1)

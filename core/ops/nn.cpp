@@ -282,7 +282,9 @@ void infer_max_unpool(InferenceContext& ctx) {
   if (ctx.input_dtype(1) != DType::Int64 && ctx.input_dtype(1) != DType::Undefined)
     ctx.fail(std::string("indices I have dtype ") + dtype_name(ctx.input_dtype(1)) +
              ", expected int64");
-  if (idx.size() != x.size())
+  bool same = idx.size() == x.size();
+  for (size_t i = 0; same && i < x.size(); ++i) same = idx[i] < 0 || x[i] < 0 || idx[i] == x[i];
+  if (!same)
     ctx.fail("indices I have shape " + ints_str(idx) + ", expected the shape of X " + ints_str(x));
   const size_t sp = x.size() - 2;
   Window w = read_window(ctx, sp, true);

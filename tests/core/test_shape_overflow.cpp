@@ -345,6 +345,15 @@ TEST(ShapeOverflow, ElementCountsOfOtherOps) {
   set(dft, "onesided", int64_t{1});
   EXPECT_EQ(error_of(dft, {f32({1, k2p62 + 1, 2})}),
             "[DFT node \"dft\"] default dft_length overflows int64: 2 * 4611686018427387904");
+  // fuzz_model: an n-gram index of INT64_MAX made the output width INT64_MAX + 1.
+  Node tfidf = make("TfIdfVectorizer", 9, 1);
+  set(tfidf, "mode", "TF");
+  set(tfidf, "min_gram_length", int64_t{1});
+  set(tfidf, "max_gram_length", int64_t{1});
+  set(tfidf, "ngram_indexes", std::vector<int64_t>{0, kMax});
+  EXPECT_EQ(error_of(tfidf, {of(DType::Int64, {2, 5})}),
+            "[TfIdfVectorizer node \"tfidfvectorizer\"] output width overflows int64: "
+            "9223372036854775807 + 1");
 }
 
 TEST(ShapeOverflow, UniqueCountsOfUnknownAndHugeShapes) {

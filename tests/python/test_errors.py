@@ -181,3 +181,25 @@ def test_pad_errors_found_by_the_kernel_name_the_axis_and_the_session_keeps_work
         x = np.arange(6, dtype=np.float32).reshape(2, 3)
         np.testing.assert_array_equal(s.run(None, {"x": x})[0],
                                       ort.InferenceSession(model).run(None, {"x": x})[0])
+
+
+def test_max_unpool_indices_of_another_shape_than_x_are_refused_at_load_or_run():
+    """MaxUnpool takes one index per element of X. With both shapes known the load refuses other
+    indices; with dims known only at run time the CPU kernel checks (fuzz_run: an I smaller than
+    X was read past its end), and the session then runs matching inputs."""
+    node = helper.make_node("MaxUnpool", ["x", "i"], ["y"], name="unpool", kernel_shape=[2, 2], strides=[2, 2])
+    known = model_bytes([node], [vi("x", shape=[1, 1, 2, 2]), vi("i", TensorProto.INT64, [1, 1, 1, 2])],
+                        [vi("y", shape=None)])
+    with pytest.raises(Exception) as got:
+        qort.InferenceSession(known)
+    assert "indices I have shape [1, 1, 1, 2], expected the shape of X [1, 1, 2, 2]" in str(got.value)
+    symbolic = model_bytes([node], [vi("x", shape=["n", 1, 2, 2]), vi("i", TensorProto.INT64, [1, 1, "h", 2])],
+                           [vi("y", shape=None)])
+    s = qort.InferenceSession(symbolic)
+    x = np.arange(8, dtype=np.float32).reshape(2, 1, 2, 2)
+    with pytest.raises(Exception) as got:
+        s.run(None, {"x": x, "i": np.zeros((1, 1, 2, 2), np.int64)})
+    assert ("MaxUnpool node \"unpool\"" in str(got.value) and
+            "indices I have shape [1, 1, 2, 2], expected the shape of X [2, 1, 2, 2]" in str(got.value))
+    feeds = {"x": x[:1], "i": np.array([0, 3, 8, 15], np.int64).reshape(1, 1, 2, 2)}
+    np.testing.assert_array_equal(s.run(None, feeds)[0], ort.InferenceSession(symbolic).run(None, feeds)[0])

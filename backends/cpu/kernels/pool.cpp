@@ -517,6 +517,12 @@ void run_max_pool(KernelContext& ctx, const Geometry& g) {
 void run_max_unpool(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const Tensor& indices = ctx.input(1);
+  // One index per element of X (fuzz_run: an I smaller than X, whose dims were unknown at load,
+  // was read past its end).
+  if (indices.shape() != x.shape())
+    ctx.node.fail("indices I have shape " + to_string(indices.shape()) +
+                      ", expected the shape of X " + to_string(x.shape()),
+                  ErrorCode::InvalidArgument);
   Tensor& y = ctx.output(0);
   const size_t sp = static_cast<size_t>(x.rank() - 2);
   const auto kernel = ctx.node.attr_ints("kernel_shape");
