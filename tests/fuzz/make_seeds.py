@@ -48,6 +48,23 @@ def regressions():
         "pad_declared_huge", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1 << 31, 2, 4])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     yield helper.make_model(pad, opset_imports=[helper.make_opsetid("", 6)])
+    # MaxUnpool whose I has fewer elements than X (a dim unknown at load): the CPU kernel read I
+    # past its end (ASan heap-buffer-overflow in fuzz_run); I must now have X's shape.
+    unpool = helper.make_graph(
+        [helper.make_node("MaxUnpool", ["x", "i"], ["y"], kernel_shape=[2, 2])], "maxunpool_short_indices",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 1, 4, 2]),
+         helper.make_tensor_value_info("i", TensorProto.INT64, [1, 1, "h", 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    yield helper.make_model(unpool, opset_imports=[helper.make_opsetid("", 22)])
+    # TfIdfVectorizer with an n-gram index of INT64_MAX: its inference computed the width
+    # INT64_MAX + 1 (UBSan in fuzz_model); now an error.
+    tfidf = helper.make_graph(
+        [helper.make_node("TfIdfVectorizer", ["x"], ["y"], mode="TF", min_gram_length=1, max_gram_length=1,
+                          max_skip_count=0, ngram_counts=[0], ngram_indexes=[0, (1 << 63) - 1],
+                          pool_int64s=[1, 2])], "tfidf_huge_index",
+        [helper.make_tensor_value_info("x", TensorProto.INT64, [2, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    yield helper.make_model(tfidf, opset_imports=[helper.make_opsetid("", 9)])
 
 
 def main() -> None:
