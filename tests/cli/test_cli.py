@@ -166,6 +166,9 @@ with tempfile.TemporaryDirectory() as tmp:
                        preexec_fn=None if SHADOW else cap_memory)
     check("session of a model declaring a 2^31 dim", r.returncode == 0 and "Pad" in r.stdout,
           f"exit {r.returncode}: {r.stderr[:400]!r}")
+    r = quilt("plan", MODELS / "pad_empty_wide.onnx")
+    check("session of an empty input with dims of 2^62", r.returncode == 0 and "Pad" in r.stdout,
+          f"exit {r.returncode}: {r.stderr[:400]!r}")
     for text, bad in [("(-2, 4)", "'-2'"), ("(2x, 4)", "'2x'"), ("(100000000000000000000, 4)", "'100000000000000000000'")]:
         f = tmp / "bad_shape.npy"
         f.write_bytes(npy_header(text) + b"\0" * 32)

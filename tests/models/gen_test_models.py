@@ -289,6 +289,13 @@ pad_declared_huge = helper.make_model(helper.make_graph(
     [vi("y", TensorProto.FLOAT, [1, 1 << 31, 4, 6])]),
     opset_imports=[helper.make_opsetid("", 6)])
 save(pad_declared_huge, "pad_declared_huge.onnx")
+# An empty input whose other dims are 2^62: no bytes, but the output's dims sum past int64 (the
+# kernel's check of how large a plan to make at creation once summed them).
+pad_empty_wide = helper.make_model(helper.make_graph(
+    [helper.make_node("Pad", ["x"], ["y"], name="pad", pads=[0, 0, 0, 0, 0, 2])],
+    "pad_empty_wide", [vi("x", TensorProto.FLOAT, [0, 1 << 62, 1 << 62])], [vi("y", TensorProto.FLOAT, None)]),
+    opset_imports=[helper.make_opsetid("", 6)])
+save(pad_empty_wide, "pad_empty_wide.onnx")
 
 # Expected output of add_relu for the tests' input
 x = np.arange(-4, 4, dtype=np.float32).reshape(2, 4)

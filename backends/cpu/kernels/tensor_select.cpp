@@ -272,11 +272,11 @@ class PadKernel : public Kernel {
     // when those are few: a model may declare a dim of 2^31 that no run has (fuzz_model: 16 GB
     // asked for while the session was created). Larger outputs are planned on each run, once
     // their output is allocated, which bounds the plan by the output's size.
-    const std::vector<int64_t>& out_dims = sig.outputs[0].dims;
-    if (std::accumulate(out_dims.begin(), out_dims.end(), int64_t{0}, [](int64_t sum, int64_t d) {
-          return sum + std::max<int64_t>(d, 0);
-        }) > kPlanAtCreation)
-      return;
+    int64_t left = kPlanAtCreation;  // positions the plan may still hold (no sum to overflow)
+    for (int64_t d : sig.outputs[0].dims) {
+      if (d > left) return;
+      left -= std::max<int64_t>(d, 0);
+    }
     plan_.keep({&sig.inputs[0], &sig.outputs[0]}, [&](const auto& s) {
       return pad_plan(node, mode_, s[0], s[1],
                       begins(node, s[0].size(), node.opset >= 11 ? sig.constants[1] : nullptr,
