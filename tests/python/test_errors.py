@@ -203,3 +203,17 @@ def test_max_unpool_indices_of_another_shape_than_x_are_refused_at_load_or_run()
             "indices I have shape [1, 1, 2, 2], expected the shape of X [2, 1, 2, 2]" in str(got.value))
     feeds = {"x": x[:1], "i": np.array([0, 3, 8, 15], np.int64).reshape(1, 1, 2, 2)}
     np.testing.assert_array_equal(s.run(None, feeds)[0], ort.InferenceSession(symbolic).run(None, feeds)[0])
+
+
+def test_tfidf_index_at_int64_max_is_an_error_even_when_the_input_shape_is_unknown():
+    """An n-gram index of INT64_MAX makes the output width overflow. Inference refuses it; with
+    an input of unknown rank it had not, and the CPU kernel computed INT64_MAX + 1 (fuzz_model,
+    UBSan)."""
+    node = helper.make_node("TfIdfVectorizer", ["x"], ["y"], name="tfidf", mode="TF", min_gram_length=1,
+                            max_gram_length=1, max_skip_count=0, ngram_counts=[0],
+                            ngram_indexes=[0, (1 << 63) - 1], pool_int64s=[1, 2])
+    model = model_bytes([node], [helper.make_tensor_value_info("x", TensorProto.INT64, None)],
+                        [vi("y", shape=None)], opset=9)
+    with pytest.raises(Exception) as got:
+        qort.InferenceSession(model)
+    assert "output width overflows int64: 9223372036854775807 + 1" in str(got.value)

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "backends/cpu/kernel.hpp"
+#include "core/checked.hpp"
 
 namespace quilt::cpu {
 
@@ -39,7 +40,10 @@ class TfIdf : public Kernel {
               indexes[gram_id];
       }
     }
-    for (int64_t i : indexes) width_ = std::max(width_, i + 1);
+    // Checked: an index of INT64_MAX (fuzz_model, when the node's inference had not run to
+    // refuse it first).
+    const Checked c(n, "output width");
+    for (int64_t i : indexes) width_ = std::max(width_, c.add(i, 1));
     if (!weights_.empty() && static_cast<int64_t>(weights_.size()) < width_)
       n.fail("weights has " + std::to_string(weights_.size()) + " entries, expected " +
              std::to_string(width_));
