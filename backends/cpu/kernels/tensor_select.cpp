@@ -4,6 +4,7 @@
 #include <array>
 #include <cstring>
 #include <numeric>
+#include <optional>
 
 #include "backends/cpu/kernel.hpp"
 
@@ -268,6 +269,19 @@ class PadKernel : public Kernel {
     // may differ between runs of the same shapes ([1, 0] and [0, 1]).
     by_shape_ = pads_known && axes_known;
     if (!by_shape_ || sig.inputs.empty() || sig.outputs.empty()) return;
+    // Constant pads of an input of known rank: the begins are read once, not on every run.
+    // (Pads that inference could not check are read, and refused, on a run.)
+    if (sig.inputs[0].has_shape) {
+      try {
+        begins_ =
+            begins(node, sig.inputs[0].dims.size(), node.opset >= 11 ? sig.constants[1] : nullptr,
+                   has_axes ? sig.constants[3] : nullptr);
+        pads_zero_ =
+            std::all_of(begins_->begin(), begins_->end(), [](int64_t b) { return b == 0; });
+      } catch (const Error&) {
+        begins_.reset();
+      }
+    }
     // The plan holds an index per output position along each axis. At creation it is made only
     // when those are few: a model may declare a dim of 2^31 that no run has (fuzz_model: 16 GB
     // asked for while the session was created). Larger outputs are planned on each run, once
@@ -277,11 +291,9 @@ class PadKernel : public Kernel {
       if (d > left) return;
       left -= std::max<int64_t>(d, 0);
     }
-    plan_.keep({&sig.inputs[0], &sig.outputs[0]}, [&](const auto& s) {
-      return pad_plan(node, mode_, s[0], s[1],
-                      begins(node, s[0].size(), node.opset >= 11 ? sig.constants[1] : nullptr,
-                             has_axes ? sig.constants[3] : nullptr));
-    });
+    if (begins_)
+      plan_.keep({&sig.inputs[0], &sig.outputs[0]},
+                 [&](const auto& s) { return pad_plan(node, mode_, s[0], s[1], *begins_); });
   }
 
   void run(KernelContext& ctx) const override {
@@ -297,12 +309,15 @@ class PadKernel : public Kernel {
       std::memcpy(value.data(), v->raw_data(), es);
     }
     const std::vector<int64_t>& out_shape = ctx.output_shape(0);
-    const std::vector<int64_t> pad_begins =
-        begins(node, rank, node.opset >= 11 ? &ctx.input(1) : nullptr,
-               node.opset >= 18 && ctx.has_input(3) ? &ctx.input(3) : nullptr);
-    if (in.shape() == out_shape &&
-        std::all_of(pad_begins.begin(), pad_begins.end(), [](int64_t b) { return b == 0; }))
-      return ctx.set_output(0, in);
+    const bool kept = begins_ && begins_->size() == rank;
+    std::vector<int64_t> read;  // the begins of this run, when not known at creation
+    if (!kept)
+      read = begins(node, rank, node.opset >= 11 ? &ctx.input(1) : nullptr,
+                    node.opset >= 18 && ctx.has_input(3) ? &ctx.input(3) : nullptr);
+    const std::vector<int64_t>& pad_begins = kept ? *begins_ : read;
+    const bool zero =
+        kept ? pads_zero_ : std::all_of(read.begin(), read.end(), [](int64_t b) { return b == 0; });
+    if (zero && in.shape() == out_shape) return ctx.set_output(0, in);
     // The output first: a plan is as large as the output's axes, and an output that cannot be
     // allocated is an OutOfMemory error before the plan asks for anything.
     Tensor& out = ctx.output(0);
@@ -373,9 +388,11 @@ class PadKernel : public Kernel {
 
   static constexpr int64_t kPlanAtCreation = int64_t{1} << 16;  // output indices, all axes
   PadMode mode_;
-  float value_attr_;         // opset < 11: the constant, an attribute
-  bool by_shape_ = false;    // the plan depends on the shapes alone (constant pads and axes)
-  ShapeMemo<PadPlan> plan_;  // of the shapes of the input and the output
+  float value_attr_;       // opset < 11: the constant, an attribute
+  bool by_shape_ = false;  // the plan depends on the shapes alone (constant pads and axes)
+  std::optional<std::vector<int64_t>> begins_;  // constant pads of a known rank: read once
+  bool pads_zero_ = false;                      // ... and all of them 0
+  ShapeMemo<PadPlan> plan_;                     // of the shapes of the input and the output
 };
 
 }  // namespace
