@@ -336,20 +336,20 @@ inline __mmask16 first_lanes(int count) {
   return static_cast<__mmask16>((1u << count) - 1);
 }
 
-// acc[v] = bias + sum over the taps t of w[t] * the vector at rows[t] + offset + v * 16, for V
-// vectors, then the activation (kinds act16 has): the padded-row narrow kernel's register block.
-template <int V>
-QUILT_AVX512 inline void window_sums(__m512 (&acc)[V], const float* const* rows, int64_t offset,
-                                     int64_t ntaps, const float* w, float bias,
-                                     const Activation& act) {
+// acc[v] = bias + sum over the taps t of w[t] * tap(t)(v), for V vectors, then the activation
+// (kinds act16 has): the narrow kernels' register block. tap(t) gives tap t's loads, a callable
+// of the block's vector v: unmasked from a padded copy (narrow_block) or masked from the plane
+// itself (flat_block).
+template <int V, class Tap>
+QUILT_AVX512 inline void window_sums(__m512 (&acc)[V], int64_t ntaps, const float* w, float bias,
+                                     const Activation& act, Tap tap) {
 #pragma GCC unroll 8
   for (int v = 0; v < V; ++v) acc[v] = _mm512_set1_ps(bias);
   for (int64_t t = 0; t < ntaps; ++t) {
     const __m512 wv = _mm512_set1_ps(w[t]);
-    const float* s = rows[t] + offset;
+    const auto load = tap(t);
 #pragma GCC unroll 8
-    for (int v = 0; v < V; ++v)
-      acc[v] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(s + v * kLanes), acc[v]);
+    for (int v = 0; v < V; ++v) acc[v] = _mm512_fmadd_ps(wv, load(v), acc[v]);
   }
   if (!act.none() && has_act16(act.kind)) {
     const __m512 alpha = _mm512_set1_ps(act.alpha), beta = _mm512_set1_ps(act.beta);
@@ -371,7 +371,10 @@ QUILT_AVX512 inline void narrow_block(const TapPointers& rows, int64_t v0, int64
                                       const float* w, float bias, const Activation& act,
                                       const Lanes* out, float* y) {
   __m512 acc[V];
-  window_sums<V>(acc, rows.data(), v0 * kLanes, ntaps, w, bias, act);
+  window_sums<V>(acc, ntaps, w, bias, act, [&](int64_t t) {
+    const float* s = rows[static_cast<size_t>(t)] + v0 * kLanes;
+    return [s](int v) QUILT_AVX512 { return _mm512_loadu_ps(s + v * kLanes); };
+  });
 #pragma GCC unroll 8
   for (int v = 0; v < V; ++v) {
     const __m512 live = _mm512_maskz_compress_ps(out[v].mask, acc[v]);
@@ -455,7 +458,10 @@ QUILT_AVX512 void narrow_planes(const DepthwiseGeometry& g, const Narrow& n, int
 // rounds): the keyword spotter's 64x25x5 3x3 2.87-3.49 -> 2.46-2.88 us, EfficientNet's
 // 1152x7x7 3x3 35.7-37.2 -> 34.4-34.8 us, against copying each plane, shifted once per kernel
 // column with the wrapped pixels zeroed, and reading the copies unmasked. Rows wider than 8 keep
-// the row tiles (480x14x14: the same 41 us; 144x56x56: 180 against 135).
+// the row tiles (480x14x14: the same 41 us; 144x56x56: 180 against 135). Sharing window_sums
+// with the padded-row kernel, each tap's pointer and mask row worked out once per tap (tap(t)),
+// took it to 2.24-2.25 and 28.0-29.0 us (from 2.44-2.46 and 31.8-32.5); a per-vector load
+// callable that recomputed them made it slower (2.51-2.53, 33.2-33.9).
 struct Flat {
   int64_t nvec;                      // output vectors per plane
   std::array<int64_t, 9> offsets{};  // per tap: (kh - pad_top) * w + kw - pad_left
@@ -495,22 +501,14 @@ QUILT_AVX512 inline void flat_block(const Flat& f, const float* xp, int64_t ntap
                                     float bias, const Activation& act, int64_t v0, int64_t outs,
                                     float* y) {
   __m512 acc[V];
-#pragma GCC unroll 8
-  for (int v = 0; v < V; ++v) acc[v] = _mm512_set1_ps(bias);
   const __mmask16* m = f.masks.data() + v0 * ntaps;
-  for (int64_t t = 0; t < ntaps; ++t) {
-    const __m512 wv = _mm512_set1_ps(w[t]);
-    // The shift may point before the plane (or the tensor): only the masked lanes are read.
+  // The shift may point before the plane (or the tensor): only the masked lanes are read.
+  window_sums<V>(acc, ntaps, w, bias, act, [&](int64_t t) {
     const float* s = xp + f.offsets[static_cast<size_t>(t)] + v0 * kLanes;
-#pragma GCC unroll 8
-    for (int v = 0; v < V; ++v)
-      acc[v] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m[v * ntaps + t], s + v * kLanes), acc[v]);
-  }
-  if (!act.none() && has_act16(act.kind)) {
-    const __m512 alpha = _mm512_set1_ps(act.alpha), beta = _mm512_set1_ps(act.beta);
-#pragma GCC unroll 8
-    for (int v = 0; v < V; ++v) acc[v] = act16(act.kind, acc[v], alpha, beta);
-  }
+    const __mmask16* mt = m + t;
+    return [s, mt, ntaps](int v)
+               QUILT_AVX512 { return _mm512_maskz_loadu_ps(mt[v * ntaps], s + v * kLanes); };
+  });
 #pragma GCC unroll 8
   for (int v = 0; v < V; ++v) {
     const int64_t first = (v0 + v) * kLanes;
