@@ -336,25 +336,35 @@ inline __mmask16 first_lanes(int count) {
   return static_cast<__mmask16>((1u << count) - 1);
 }
 
-// acc[v] = bias + sum over the taps t of w[t] * tap(t)(v), for V vectors, then the activation
-// (kinds act16 has): the narrow kernels' register block. tap(t) gives tap t's loads, a callable
-// of the block's vector v: unmasked from a padded copy (narrow_block) or masked from the plane
-// itself (flat_block).
-template <int V, class Tap>
-QUILT_AVX512 inline void window_sums(__m512 (&acc)[V], int64_t ntaps, const float* w, float bias,
-                                     const Activation& act, Tap tap) {
+// acc[p][v] = bias[p] + sum over the taps t of w[p][t] * tap(t)(p, v), for P planes of V vectors,
+// then the activation (kinds act16 has): the narrow kernels' register block. tap(t) gives tap t's
+// loads, a callable of the plane p and the block's vector v: unmasked from a padded copy
+// (narrow_block) or masked from the planes themselves (flat_block).
+template <int P, int V, class Tap>
+QUILT_AVX512 inline void window_sums(__m512 (&acc)[P][V], int64_t ntaps,
+                                     const std::array<const float*, P>& w,
+                                     const std::array<float, P>& bias, const Activation& act,
+                                     Tap tap) {
 #pragma GCC unroll 8
-  for (int v = 0; v < V; ++v) acc[v] = _mm512_set1_ps(bias);
+  for (int p = 0; p < P; ++p)
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v) acc[p][v] = _mm512_set1_ps(bias[p]);
   for (int64_t t = 0; t < ntaps; ++t) {
-    const __m512 wv = _mm512_set1_ps(w[t]);
+    __m512 wv[P];
+#pragma GCC unroll 8
+    for (int p = 0; p < P; ++p) wv[p] = _mm512_set1_ps(w[p][t]);
     const auto load = tap(t);
 #pragma GCC unroll 8
-    for (int v = 0; v < V; ++v) acc[v] = _mm512_fmadd_ps(wv, load(v), acc[v]);
+    for (int v = 0; v < V; ++v)
+#pragma GCC unroll 8
+      for (int p = 0; p < P; ++p) acc[p][v] = _mm512_fmadd_ps(wv[p], load(p, v), acc[p][v]);
   }
   if (!act.none() && has_act16(act.kind)) {
     const __m512 alpha = _mm512_set1_ps(act.alpha), beta = _mm512_set1_ps(act.beta);
 #pragma GCC unroll 8
-    for (int v = 0; v < V; ++v) acc[v] = act16(act.kind, acc[v], alpha, beta);
+    for (int p = 0; p < P; ++p)
+#pragma GCC unroll 8
+      for (int v = 0; v < V; ++v) acc[p][v] = act16(act.kind, acc[p][v], alpha, beta);
   }
 }
 
@@ -370,14 +380,14 @@ template <int V>
 QUILT_AVX512 inline void narrow_block(const TapPointers& rows, int64_t v0, int64_t ntaps,
                                       const float* w, float bias, const Activation& act,
                                       const Lanes* out, float* y) {
-  __m512 acc[V];
-  window_sums<V>(acc, ntaps, w, bias, act, [&](int64_t t) {
+  __m512 acc[1][V];
+  window_sums<1, V>(acc, ntaps, {w}, {bias}, act, [&](int64_t t) {
     const float* s = rows[static_cast<size_t>(t)] + v0 * kLanes;
-    return [s](int v) QUILT_AVX512 { return _mm512_loadu_ps(s + v * kLanes); };
+    return [s](int, int v) QUILT_AVX512 { return _mm512_loadu_ps(s + v * kLanes); };
   });
 #pragma GCC unroll 8
   for (int v = 0; v < V; ++v) {
-    const __m512 live = _mm512_maskz_compress_ps(out[v].mask, acc[v]);
+    const __m512 live = _mm512_maskz_compress_ps(out[v].mask, acc[0][v]);
     if (out[v].store == 0xffff)
       _mm512_storeu_ps(y + out[v].first, live);
     else
@@ -461,7 +471,9 @@ QUILT_AVX512 void narrow_planes(const DepthwiseGeometry& g, const Narrow& n, int
 // the row tiles (480x14x14: the same 41 us; 144x56x56: 180 against 135). Sharing window_sums
 // with the padded-row kernel, each tap's pointer and mask row worked out once per tap (tap(t)),
 // took it to 2.24-2.25 and 28.0-29.0 us (from 2.44-2.46 and 31.8-32.5); a per-vector load
-// callable that recomputed them made it slower (2.51-2.53, 33.2-33.9).
+// callable that recomputed them made it slower (2.51-2.53, 33.2-33.9). Two planes at a time,
+// sharing each mask load: 1.94-1.96 and 25.4-25.7 us. Three: 2.08-2.11 and 25.9-26.3; four (on
+// planes of at most 4 vectors) spilled and took twice as long.
 struct Flat {
   int64_t nvec;                      // output vectors per plane
   std::array<int64_t, 9> offsets{};  // per tap: (kh - pad_top) * w + kw - pad_left
@@ -494,46 +506,60 @@ std::optional<Flat> flat_geometry(const DepthwiseGeometry& g) {
   return f;
 }
 
-// V output vectors from vector v0 of the plane at xp: the taps, the activation, and the
-// stores, the plane's last vector masked to its end.
-template <int V>
-QUILT_AVX512 inline void flat_block(const Flat& f, const float* xp, int64_t ntaps, const float* w,
-                                    float bias, const Activation& act, int64_t v0, int64_t outs,
-                                    float* y) {
-  __m512 acc[V];
+// V output vectors from vector v0 of P consecutive planes from xp (ins floats apart, weights
+// w[p], bias[p]): the taps, the activation, and the stores, each plane's last vector masked to
+// its end. The planes share the masks: each is loaded once for P loads of the input.
+template <int P, int V>
+QUILT_AVX512 inline void flat_block(const Flat& f, const float* xp, int64_t ins, int64_t ntaps,
+                                    const std::array<const float*, P>& w,
+                                    const std::array<float, P>& bias, const Activation& act,
+                                    int64_t v0, int64_t outs, float* y) {
+  __m512 acc[P][V];
   const __mmask16* m = f.masks.data() + v0 * ntaps;
   // The shift may point before the plane (or the tensor): only the masked lanes are read.
-  window_sums<V>(acc, ntaps, w, bias, act, [&](int64_t t) {
+  window_sums<P, V>(acc, ntaps, w, bias, act, [&](int64_t t) {
     const float* s = xp + f.offsets[static_cast<size_t>(t)] + v0 * kLanes;
     const __mmask16* mt = m + t;
-    return [s, mt, ntaps](int v)
-               QUILT_AVX512 { return _mm512_maskz_loadu_ps(mt[v * ntaps], s + v * kLanes); };
+    return [s, mt, ntaps, ins](int p, int v) QUILT_AVX512 {
+      return _mm512_maskz_loadu_ps(mt[v * ntaps], s + p * ins + v * kLanes);
+    };
   });
 #pragma GCC unroll 8
-  for (int v = 0; v < V; ++v) {
-    const int64_t first = (v0 + v) * kLanes;
-    if (first + kLanes <= outs)
-      _mm512_storeu_ps(y + first, acc[v]);
-    else
-      _mm512_mask_storeu_ps(y + first, first_lanes(static_cast<int>(outs - first)), acc[v]);
-  }
+  for (int p = 0; p < P; ++p)
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v) {
+      const int64_t first = (v0 + v) * kLanes;
+      float* yp = y + p * outs + first;
+      if (first + kLanes <= outs)
+        _mm512_storeu_ps(yp, acc[p][v]);
+      else
+        _mm512_mask_storeu_ps(yp, first_lanes(static_cast<int>(outs - first)), acc[p][v]);
+    }
 }
 
 QUILT_AVX512 void flat_planes(const DepthwiseGeometry& g, const Flat& f, int64_t begin, int64_t end,
                               int64_t channels, const float* x, const float* w, const float* bias,
                               float* y, const Activation& act) {
   const int64_t ins = g.in_h * g.in_w, outs = g.out_h * g.out_w, ntaps = g.kernel_h * g.kernel_w;
-  for (int64_t p = begin; p < end; ++p) {
-    const int64_t c = p % channels;
-    const float* wc = w + c * ntaps;
-    const float b = bias ? bias[c] : 0.f;
+  auto planes = [&]<int P>(std::integral_constant<int, P>, int64_t p) QUILT_AVX512 {
+    std::array<const float*, P> wp;
+    std::array<float, P> bp;
+#pragma GCC unroll 8
+    for (int i = 0; i < P; ++i) {
+      const int64_t c = (p + i) % channels;
+      wp[i] = w + c * ntaps;
+      bp[i] = bias ? bias[c] : 0.f;
+    }
     const float* xp = x + p * ins;
     float* yp = y + p * outs;
     plane_blocks(f.nvec, [&](auto vectors, int64_t v) QUILT_AVX512 {
-      flat_block<vectors>(f, xp, ntaps, wc, b, act, v, outs, yp);
+      flat_block<P, vectors>(f, xp, ins, ntaps, wp, bp, act, v, outs, yp);
     });
-    if (!act.none() && !has_act16(act.kind)) act.apply(yp, outs);
-  }
+    if (!act.none() && !has_act16(act.kind)) act.apply(yp, P * outs);
+  };
+  int64_t p = begin;
+  for (; p + 2 <= end; p += 2) planes(std::integral_constant<int, 2>{}, p);
+  if (p < end) planes(std::integral_constant<int, 1>{}, p);
 }
 
 // The plan of the last geometry this thread ran (make(g), or null when it gives none): a model's

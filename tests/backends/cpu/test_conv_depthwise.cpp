@@ -306,8 +306,9 @@ TEST(CpuDepthwiseConv, FlatPlanesWhenThePaddingKeepsTheWidth) {
   // (8: half a vector; 3, 5, 7: rows that straddle the vectors), one row, padding on one side
   // only (pads top 2 / bottom 0, left 0 / right 2), more below than the kernel needs (top 1 /
   // bottom 2: an output row more than the input has), 1x3, 3x1 and 1x1 kernels, tall planes (no
-  // buffer, so no size limit), batches of planes that map to channels, every activation; both
-  // pools (the planes split or not). A mask that let a lane of the row before or after through
+  // buffer, so no size limit), batches of planes that map to channels (two planes at a time, one
+  // pair across the batch, a plane left over), every activation; both pools (the planes split or
+  // not). A mask that let a lane of the row before or after through
   // would add a neighbour's pixel; one past the plane, the next plane's.
   __builtin_cpu_init();
   if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
@@ -338,7 +339,9 @@ TEST(CpuDepthwiseConv, FlatPlanesWhenThePaddingKeepsTheWidth) {
     std::vector<float> x(static_cast<size_t>(g.in_h * g.in_w)), w(9),
         y(static_cast<size_t>(g.out_h * g.out_w));
     for (auto act : kActs) {
-      Case c{g, 2, 3, seed % 2 == 0, act, true};
+      // 2 x 3 planes (pairs of planes, one pair across the batch) or 1 x 5 (a plane left alone)
+      const bool odd = seed % 4 < 2;
+      Case c{g, odd ? 1 : 2, odd ? 5 : 3, seed % 2 == 0, act, true};
       check(c, seed % 3 ? pool2 : pool1, seed);
       ++seed;
       if (::testing::Test::HasFatalFailure()) return;
