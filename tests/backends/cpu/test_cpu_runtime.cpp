@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <random>
@@ -87,6 +88,36 @@ TEST(ThreadPool, SplitsSmallLoopsOnlyWhileItsWorkersAreAwake) {
     for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i)];
   });
   for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+}
+
+// What a split loop costs beyond its work: back-to-back parallel_for calls of two chunks, each
+// a given amount of work, against the same work on one thread. Run with
+// --gtest_also_run_disabled_tests; prints microseconds per call.
+TEST(ThreadPool, DISABLED_Throughput) {
+  ThreadPool pool(2);
+  std::atomic<int64_t> sink{0};
+  auto spin_work = [&](int64_t iterations) {
+    int64_t x = 0;
+    for (int64_t i = 0; i < iterations; ++i) x += i * i;
+    sink += x;
+  };
+  for (int64_t work : {0, 1000, 4000, 16000}) {
+    constexpr int kCalls = 100000;
+    for (int round = 0; round < 2; ++round) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int c = 0; c < kCalls; ++c)
+        pool.parallel_for(2, 1, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) spin_work(work);
+        });
+      const auto t1 = std::chrono::steady_clock::now();
+      for (int c = 0; c < kCalls; ++c) spin_work(2 * work);
+      const auto t2 = std::chrono::steady_clock::now();
+      const auto us = [](auto d) { return std::chrono::duration<double, std::micro>(d).count(); };
+      std::printf("work %6lld per chunk: split %7.3f us, one thread %7.3f us a call\n",
+                  static_cast<long long>(work), us(t1 - t0) / kCalls, us(t2 - t1) / kCalls);
+    }
+  }
+  EXPECT_NE(sink.load(), 1);
 }
 
 TEST(Blas, SgemmMatchesANaiveProductInEveryTransposition) {
