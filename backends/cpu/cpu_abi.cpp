@@ -17,6 +17,7 @@
 #include "backends/cpu/gemm_bf16.hpp"
 #include "backends/cpu/half_interior.hpp"
 #include "backends/cpu/kernel.hpp"
+#include "backends/cpu/kernels/broadcast.hpp"
 #include "backends/cpu/kernels/conv_blocked.hpp"
 #include "backends/cpu/layout.hpp"
 #include "backends/cpu/qgemm.hpp"
@@ -341,9 +342,11 @@ quilt_status_t compile(quilt_device_t device, const quilt_graph_t* g, quilt_exec
     sigs.reserve(patch.size());
     for (const PatchNode& pn : patch) sigs.push_back(signature_of(pn, exe->table));
     std::vector<char> capable(patch.size(), 0);
+    // (Not a conv whose fused residual is checked on each run: its fallback works in NCHW.)
     if (device->blocked_layout && !device->bf16)  // the blocked kernels are float32
       for (size_t k = 0; k < patch.size(); ++k)
-        capable[k] = blocked_conv_capable(sigs[k], patch[k].activation);
+        capable[k] =
+            patch[k].residual_at_run < 0 && blocked_conv_capable(sigs[k], patch[k].activation);
     const std::vector<char> blocked = blocked_values(patch, capable, num_values, kept);
     exe->last_use.assign(num_values, -1);
     exe->nodes.reserve(patch.size());
@@ -417,6 +420,29 @@ quilt_status_t compile(quilt_device_t device, const quilt_graph_t* g, quilt_exec
 
 void executable_release(quilt_device_t, quilt_executable_t exe) {
   delete exe;
+}
+
+// A node whose residual was fused over unknown dims (fusion.hpp): when this run's product,
+// residual and sum have one shape, the kernel adds the residual as usual; otherwise (the Add
+// broadcasts: a batch of 1 against 4) the kernel makes the product alone, of its own shape, and
+// the sum and the activation are done here.
+void run_residual_at_run(const CompiledNode& cn, KernelContext& ctx,
+                         std::span<const Tensor* const> inputs, const TypeShape& product,
+                         const ThreadPool& pool) {
+  const Tensor& residual = *ctx.residual;
+  const std::vector<int64_t>& sum_shape = ctx.output_shape(0);
+  if (product.dims == residual.shape() && product.dims == sum_shape) return cn.kernel->run(ctx);
+  Tensor made;
+  KernelContext alone(cn.node, inputs, {&product, 1}, {&made, 1}, pool);
+  cn.kernel->run(alone);
+  if (!made.defined() || made.shape() != product.dims)
+    cn.node.fail("kernel did not produce its product of shape " + to_string(product.dims),
+                 ErrorCode::Runtime);
+  ctx.detail = alone.detail;
+  Tensor& sum = ctx.output_uninitialized(0);
+  broadcast_binary<float, float, float>(pool, made, residual, sum,
+                                        [](float a, float b) { return a + b; });
+  if (!ctx.activation.none()) ctx.activation.apply(sum.data<float>(), sum.numel());
 }
 
 void run(const quilt_device_s& device, const quilt_executable_s& exe,
@@ -517,7 +543,10 @@ void run(const quilt_device_s& device, const quilt_executable_s& exe,
     if (cn.bias_input >= 0) ctx.bias = in_ptrs[static_cast<size_t>(cn.bias_input)];
     if (cn.residual_input >= 0) ctx.residual = in_ptrs[static_cast<size_t>(cn.residual_input)];
     const uint64_t start = timing ? host_now_ns() : 0;
-    cn.kernel->run(ctx);
+    if (cn.residual_at_run >= 0 && ctx.residual)
+      run_residual_at_run(cn, ctx, in_ptrs, type_at(cn.residual_at_run), device.pool);
+    else
+      cn.kernel->run(ctx);
     if (timing && cn.graph_index >= 0) {
       // Folded nodes ran inside their producer: they get its span, so profiles still list them.
       const uint64_t end = host_now_ns();

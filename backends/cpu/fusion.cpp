@@ -87,18 +87,15 @@ bool is_row_bias_add(const PatchNode& add, int32_t out, const std::vector<TypeSh
   return types[add.outputs[0]].dtype == DType::Float32;
 }
 
-// Add(out, r) or Add(r, out) with r another float32 value whose shape equals out's, every dim
-// known: the sum needs no broadcast, and r is read once, element for element.
+// Add(out, r) or Add(r, out) with r another float32 value whose shape equals out's (and the
+// sum's), dim for dim: the sum needs no broadcast, and r is read once, element for element.
+// Unknown dims (-1) compare equal here; whether they are is known on a run (residual_at_run).
 bool is_residual_add(const PatchNode& add, int32_t out, const std::vector<TypeShape>& types) {
   const int32_t r = added_to(add, out);
   if (r < 0) return false;
   const TypeShape &ot = types[out], &rt = types[r], &st = types[add.outputs[0]];
-  if (ot.dtype != DType::Float32 || rt.dtype != DType::Float32 || st.dtype != DType::Float32 ||
-      !ot.has_shape || !rt.has_shape || ot.dims != rt.dims)
-    return false;
-  for (int64_t d : ot.dims)
-    if (d < 0) return false;
-  return true;
+  return ot.dtype == DType::Float32 && rt.dtype == DType::Float32 && st.dtype == DType::Float32 &&
+         ot.has_shape && rt.has_shape && st.has_shape && ot.dims == rt.dims && st.dims == ot.dims;
 }
 
 }  // namespace
@@ -153,8 +150,11 @@ int fuse_activations(std::vector<PatchNode>& nodes, const std::vector<TypeShape>
     absorb_add(entry->bias_slot, producer.bias_input,
                [&](const PatchNode& add) { return is_row_bias_add(add, out, types, constants); });
     // A residual Add: Add(out, r) or Add(r, out) with r another float32 value of out's shape.
+    const int32_t product = out;
     absorb_add(entry->residual_slot, producer.residual_input,
                [&](const PatchNode& add) { return is_residual_add(add, out, types); });
+    if (producer.residual_input >= 0 && !types[product].is_static())
+      producer.residual_at_run = product;
     std::optional<size_t> a = only_consumer(out);
     if (!a || removed[*a] || nodes[*a].inputs[0] != out) continue;
     std::optional<Activation> act = activation_of(nodes[*a], constants);

@@ -7,9 +7,13 @@
 //   MatMul -> Add(m, bias)         bias a constant [N] (or [1, ..., N]) row added to every row;
 //                                  an activation after the Add then fuses as above (BERT/ViT:
 //                                  MatMul -> Add -> Gelu is one kernel)
-//   Conv -> Add(c, r)              r any float32 value of c's shape, known at compile (a
-//                                  residual connection); an activation after the Add then
-//                                  fuses as above (ResNet: Conv -> Add -> Relu is one kernel)
+//   Conv -> Add(c, r)              r any float32 value of c's shape (a residual connection);
+//                                  an activation after the Add then fuses as above (ResNet:
+//                                  Conv -> Add -> Relu is one kernel). Shapes with unknown dims
+//                                  ([-1, 40, 28, 28]: a symbolic batch) are equal only if a
+//                                  run's say so: such a fusion is checked on every run, and a
+//                                  run whose c and r differ (a broadcast) adds them apart
+//                                  (PatchNode::residual_at_run)
 //
 // P's kernel must accept a fused activation (KernelRegistry::accept_fused_activation). P then
 // produces A's (or Mul's) output value and the folded nodes leave the patch. A value the patch
@@ -38,7 +42,10 @@ struct PatchNode {
   Activation activation;                 // applied by the kernel to output 0
   int32_t bias_input = -1;               // index in inputs of a fused column bias (-1: none)
   int32_t residual_input = -1;           // index in inputs of a fused residual (-1: none)
-  std::vector<int32_t> folded;           // graph indices of the nodes folded into this one
+  // The fused residual's shapes had unknown dims: the value P made before the Add took it (its
+  // shape at run time is the product's), to check against the residual's and the Add's.
+  int32_t residual_at_run = -1;
+  std::vector<int32_t> folded;  // graph indices of the nodes folded into this one
 };
 
 // Rewrites nodes (in patch order) as above. types/constants are per value; kept[v] marks values

@@ -114,3 +114,29 @@ def test_shapes_known_only_at_run_time_are_worked_out_again_when_they_change():
         (got,), (want,) = quilt_session.run(None, feeds), ort_session.run(None, feeds)
         assert got.shape == want.shape, f"call {k}"
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=f"call {k}")
+
+
+def test_residual_fused_over_a_symbolic_batch_follows_each_runs_shapes():
+    """Conv -> Add -> Relu where the Add's other operand has a batch of its own name: at creation
+    both are [-1, 4, 6, 6], and the CPU backend fuses the Add into the conv (as for the
+    shortcut x of the second conv, whose batch is the conv's). A run decides: equal batches add
+    in the conv's epilogue; 1 against 3 (either way round) broadcast, so the conv's product is
+    made alone and added after. Every call against onnxruntime."""
+    rng = np.random.default_rng(5)
+    w = helper.make_tensor("w", TensorProto.FLOAT, [4, 4, 3, 3], rng.standard_normal(144).astype(np.float32))
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c", "r"], ["s"]),
+             helper.make_node("Relu", ["s"], ["y"]),
+             helper.make_node("Conv", ["x", "w"], ["c2"], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["x", "c2"], ["s2"]),
+             helper.make_node("Relu", ["s2"], ["y2"])]
+    data = model_bytes(nodes, [vi("x", shape=["batch", 4, 6, 6]), vi("r", shape=["other", 4, 6, 6])],
+                       [vi("y", shape=None), vi("y2", shape=None)], initializers=[w])
+    quilt_session, ort_session = sessions(data)
+    for k, (batch, other) in enumerate([(2, 2), (1, 3), (3, 1), (1, 1), (3, 1), (2, 2)]):
+        feeds = {"x": rng.standard_normal((batch, 4, 6, 6)).astype(np.float32),
+                 "r": rng.standard_normal((other, 4, 6, 6)).astype(np.float32)}
+        got, want = quilt_session.run(None, feeds), ort_session.run(None, feeds)
+        for g, o in zip(got, want):
+            assert g.shape == o.shape, f"call {k}"
+            np.testing.assert_allclose(g, o, rtol=1e-5, atol=1e-5, err_msg=f"call {k}")

@@ -174,13 +174,32 @@ TEST(Fusion, ResidualAddAndActivationFoldIntoTheConv) {
   EXPECT_EQ(main.folded, (std::vector<int32_t>{2, 3}));
 }
 
+TEST(Fusion, ResidualOfUnknownDimsIsCheckedOnEachRun) {
+  // [-1, 4] + [-1, 4] is an element-wise sum only if the two -1 are one size: fused, and the
+  // product's value kept for the run's check (cpu_abi.cpp, run_residual_at_run).
+  Patch p(5);  // 0 x, 1 w, 2 conv, 3 r, 4 sum
+  for (int v : {2, 3, 4}) p.types[v] = TypeShape{DType::Float32, true, {-1, 4}};
+  p.add("Conv", {0, 1}, {2});
+  p.add("Add", {3, 2}, {4});
+  EXPECT_EQ(p.fuse(), 1);
+  ASSERT_EQ(p.nodes.size(), 1u);
+  EXPECT_EQ(p.nodes[0].residual_input, 3);
+  EXPECT_EQ(p.nodes[0].residual_at_run, 2);
+  EXPECT_EQ(p.nodes[0].outputs, std::vector<int32_t>{4});
+  Patch known(5);  // every dim known: nothing to check
+  known.add("Conv", {0, 1}, {2});
+  known.add("Add", {2, 3}, {4});
+  EXPECT_EQ(known.fuse(), 1);
+  EXPECT_EQ(known.nodes[0].residual_at_run, -1);
+}
+
 TEST(Fusion, ResidualMustHaveTheConvsShapeAndTheSumStayPrivate) {
   for (int variant = 0; variant < 5; ++variant) {
     Patch p(5);  // 0 x, 1 w, 2 conv, 3 r, 4 sum
     p.add("Conv", {0, 1}, {2});
     if (variant == 0) p.types[3] = TypeShape{DType::Float32, true, {4}};      // broadcast
-    if (variant == 1) p.types[3] = TypeShape{DType::Float32, true, {1, -1}};  // dim unknown
-    if (variant == 1) p.types[2] = p.types[3];
+    if (variant == 1) p.types[3] = TypeShape{DType::Float32, true, {-1, 4}};  // and the sum
+    if (variant == 1) p.types[2] = p.types[3];                                 // is [1, 4]
     if (variant == 2) p.kept[2] = 1;            // the conv's output leaves the patch
     if (variant == 3) p.add("Relu", {2}, {3});  // a second reader of the conv's output
     if (variant == 4) p.types[3] = TypeShape{DType::Float16, true, {1, 4}};
