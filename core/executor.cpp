@@ -113,43 +113,46 @@ std::shared_ptr<LanePool> make_lane_pool() {
 
 // The type of every value for one run: the creation-time ones, overridden only where this run's
 // differ. Copying all of them on every run was a vector allocation per value (204 per run of a
-// 200-node chain).
+// 200-node chain). An override is a pointer: to a copy this run owns (set) or to a type that
+// outlives the run (point: a patch's kept types, ExecutionPlan::TypesMemo), which costs no copy.
 class RunTypes {
  public:
   explicit RunTypes(const std::vector<TypeShape>& base) : base_(&base) {}
   const TypeShape& operator[](size_t v) const {
-    return own_.empty() || !set_[v] ? (*base_)[v] : own_[v];
+    return at_.empty() || !at_[v] ? (*base_)[v] : *at_[v];
   }
   void set(size_t v, const TypeShape& t) {
     const TypeShape& now = (*this)[v];
     if (now.dtype == t.dtype && now.has_shape == t.has_shape && now.dims == t.dims) return;
-    own_writable(v) = t;
+    own(v, t);
   }
   // Sets the type of a tensor value without building a TypeShape when it is unchanged.
   void set_of(size_t v, const Tensor& t) {
     const TypeShape& now = (*this)[v];
     if (now.dtype == t.dtype() && now.has_shape && now.dims == t.shape()) return;
-    own_writable(v) = TypeShape::of(t);
+    own(v, TypeShape::of(t));
   }
-  // Makes the run's own copies now, before other threads read them: lanes read types while the
-  // issuing thread sets others, and making the copies at the first set moved the vector they
-  // were reading (ThreadSanitizer, a run with symbolic shapes on the example plugin and the CPU).
+  // v's type is *t, which the caller keeps alive until the run ends.
+  void point(size_t v, const TypeShape* t) {
+    own_all();
+    at_[v] = t;
+  }
+  // Makes the table of overrides now, before other threads read it: lanes read types while
+  // the issuing thread sets others, and making it at the first set moved the vector they were
+  // reading (ThreadSanitizer, a run with symbolic shapes on the example plugin and the CPU).
   void own_all() {
-    if (own_.empty()) {
-      own_.resize(base_->size());
-      set_.assign(base_->size(), 0);
-    }
+    if (at_.empty()) at_.assign(base_->size(), nullptr);
   }
 
  private:
-  TypeShape& own_writable(size_t v) {
+  void own(size_t v, TypeShape t) {
     own_all();
-    set_[v] = 1;
-    return own_[v];
+    owned_.push_back(std::move(t));  // a deque: the types already pointed at stay where they are
+    at_[v] = &owned_.back();
   }
   const std::vector<TypeShape>* base_;
-  std::vector<TypeShape> own_;
-  std::vector<char> set_;
+  std::vector<const TypeShape*> at_;  // per value: its override, or null
+  std::deque<TypeShape> owned_;
 };
 
 // Everything one run owns.
@@ -169,6 +172,8 @@ struct RunState {
   std::condition_variable cv;
   std::vector<SlotState> slots;
   RunTypes types;  // per value, for this run
+  // The patches' kept types this run points at (ExecutionPlan::TypesMemo), held until it ends.
+  std::vector<std::shared_ptr<const void>> held;
   std::exception_ptr error;
   // Set under mutex by fail(); also read without it, as an early exit, by the lanes' issue()
   // and the issuing loop (a plain bool there was a data race, found by ThreadSanitizer).
@@ -237,14 +242,57 @@ Value any_value(const RunState& st, int s, const std::vector<Tensor>& constants)
 }
 }  // namespace
 
-bool ExecutionPlan::infer_patch(const Step& step, RunState& st) const {
+// What a patch step's shape inference gave on a run: kept for the next runs whose boundary
+// values have the same types (a symbolic batch of 1, call after call, inferred again each time
+// read every node's attributes by name: 2-3 % of a MobileNetV3 run). Replaced, never changed:
+// a run points at the one it took until it ends.
+struct ExecutionPlan::TypesMemo {
+  struct Kept {
+    std::vector<TypeShape> boundary;              // per Step::boundary value
+    std::vector<std::pair<int, TypeShape>> made;  // the values the patch makes
+    std::vector<std::vector<int64_t>> dims;       // storage of infos' dims
+    std::vector<quilt_tensor_info_t> infos;       // per Step::abi_values entry
+  };
+  std::shared_ptr<const Kept> get() const {
+    std::lock_guard lock(mutex);
+    return kept;
+  }
+  void set(std::shared_ptr<const Kept> k) {
+    std::lock_guard lock(mutex);
+    kept = std::move(k);
+  }
+  mutable std::mutex mutex;
+  std::shared_ptr<const Kept> kept;
+};
+
+std::shared_ptr<ExecutionPlan::TypesMemo> ExecutionPlan::new_types_memo() {
+  return std::make_shared<TypesMemo>();
+}
+
+namespace {
+bool same_type(const TypeShape& a, const TypeShape& b) {
+  return a.dtype == b.dtype && a.has_shape == b.has_shape && a.dims == b.dims;
+}
+}  // namespace
+
+const quilt_tensor_info_t* ExecutionPlan::infer_patch(const Step& step, RunState& st) const {
   // st.types starts as static_types_: with the same boundary types, inference would only
   // write them again (MNIST: a tenth of a run, mostly allocations).
-  if (step.static_shapes && std::all_of(step.boundary.begin(), step.boundary.end(), [&](int v) {
-        return st.types[v].dtype == static_types_[v].dtype &&
-               st.types[v].dims == static_types_[v].dims;
-      }))
+  auto boundary_is = [&](auto type_of) {
+    for (size_t i = 0; i < step.boundary.size(); ++i)
+      if (!same_type(st.types[step.boundary[i]], type_of(i))) return false;
     return true;
+  };
+  if (step.static_shapes &&
+      boundary_is([&](size_t i) -> const TypeShape& { return static_types_[step.boundary[i]]; }))
+    return step.static_infos.data();
+  if (step.memo)
+    if (std::shared_ptr<const TypesMemo::Kept> kept = step.memo->get();
+        kept && boundary_is([&](size_t i) -> const TypeShape& { return kept->boundary[i]; })) {
+      for (const auto& [v, t] : kept->made) st.types.point(static_cast<size_t>(v), &t);
+      st.held.push_back(kept);
+      return kept->infos.data();
+    }
   std::vector<TypeShape> in_types;
   std::vector<const Tensor*> in_values;
   for (int v : step.value_inputs) st.wait_ready(v, step.label);
@@ -277,10 +325,25 @@ bool ExecutionPlan::infer_patch(const Step& step, RunState& st) const {
       st.types.set(static_cast<size_t>(pn.outputs[i]), out_types[i]);
     }
   }
-  return false;
+  if (!step.memo) return nullptr;
+  auto kept = std::make_shared<TypesMemo::Kept>();
+  for (int v : step.boundary) kept->boundary.push_back(st.types[v]);
+  for (const PatchNode& pn : step.nodes)
+    for (int v : pn.outputs)
+      if (v >= 0) kept->made.emplace_back(v, st.types[v]);
+  kept->dims.resize(step.abi_values.size());
+  for (size_t a = 0; a < step.abi_values.size(); ++a) {
+    const int v = step.abi_values[a];
+    kept->infos.push_back(tensor_info(
+        constants_[v].defined() ? TypeShape::of(constants_[v]) : st.types[v], kept->dims[a]));
+  }
+  step.memo->set(kept);
+  st.held.push_back(kept);
+  return kept->infos.data();
 }
 
-void ExecutionPlan::issue(const Step& step, RunState& st, bool static_types) const {
+void ExecutionPlan::issue(const Step& step, RunState& st,
+                          const quilt_tensor_info_t* infos_given) const {
   if (st.failed) return;
   const Device& device = *devices_[step.device];
   const std::string tag = "[" + step.label + "]";
@@ -334,7 +397,7 @@ void ExecutionPlan::issue(const Step& step, RunState& st, bool static_types) con
       for (int s : step.out_slots) outs.push_back(allocate(s));
       std::vector<std::vector<int64_t>> dims;
       std::vector<quilt_tensor_info_t> infos;
-      if (!static_types) {
+      if (!infos_given) {
         dims.resize(step.abi_values.size());
         infos.resize(step.abi_values.size());
         for (size_t a = 0; a < step.abi_values.size(); ++a) {
@@ -346,7 +409,7 @@ void ExecutionPlan::issue(const Step& step, RunState& st, bool static_types) con
       start = host_now_ns();  // after the host-side waits for inputs of other devices
       quilt_execute_args_t args{};
       args.struct_size = sizeof(args);
-      args.values = infos.empty() ? step.static_infos.data() : infos.data();
+      args.values = infos_given ? infos_given : infos.data();
       args.inputs = ins.data();
       args.outputs = outs.data();
       args.wait_events = waits.data();
@@ -514,12 +577,12 @@ void ExecutionPlan::execute(RunState& st, const std::vector<int>& wanted,
   for (size_t s = 0; s < steps_.size() && !st.failed; ++s) {
     if (!run_step[s]) continue;
     const Step& step = steps_[s];
-    bool static_types = false;  // a patch's creation-time types hold for this run
+    const quilt_tensor_info_t* infos = nullptr;  // a patch's, when infer_patch has them
     try {
       switch (step.kind) {
         case StepKind::Patch:
           try {
-            static_types = infer_patch(step, st);
+            infos = infer_patch(step, st);
           } catch (...) {
             rethrow_with(step.label);
           }
@@ -528,11 +591,9 @@ void ExecutionPlan::execute(RunState& st, const std::vector<int>& wanted,
         case StepKind::Download:
         case StepKind::DeviceCopy:
           if (inline_) {
-            issue(step, st, static_types);
+            issue(step, st, infos);
           } else {
-            lane(step.device).push([this, &step, &st, static_types] {
-              issue(step, st, static_types);
-            });
+            lane(step.device).push([this, &step, &st, infos] { issue(step, st, infos); });
           }
           break;
         case StepKind::Host:

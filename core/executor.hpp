@@ -83,6 +83,8 @@ class ExecutionPlan {
   // If, Loop, Scan, SequenceMap: subgraphs (core/control_flow.cpp); Op: a node on values the
   // backend ABI does not carry, run by its host kernel (core/host_ops.hpp).
   enum class HostKind { If, Loop, Scan, SequenceMap, Op };
+  struct TypesMemo;  // executor.cpp
+  static std::shared_ptr<TypesMemo> new_types_memo();
   struct PatchNode {
     const Node* node = nullptr;
     const OpSchema* schema = nullptr;
@@ -109,6 +111,9 @@ class ExecutionPlan {
     bool static_shapes = false;
     std::vector<std::vector<int64_t>> static_dims;  // storage of static_infos' dims
     std::vector<quilt_tensor_info_t> static_infos;  // per abi_values entry
+    // Otherwise, when no value's contents decide a shape (value_inputs empty): the types the
+    // last run inferred, reused by runs whose boundary values have that run's types again.
+    std::shared_ptr<TypesMemo> memo;
     // Host (control flow): nodes[0] is the node; in_slots explicit then implicit inputs
     HostKind host_kind = HostKind::If;
     std::map<std::string, std::unique_ptr<ExecutionPlan>> subplans;  // by attribute name
@@ -129,14 +134,15 @@ class ExecutionPlan {
   void check_input(const ValueInfo& info, const Value& value) const;
   // Runs the steps needed for `wanted` (host slots); st holds inputs and constants.
   void execute(RunState& st, const std::vector<int>& wanted, RunProfile* profile) const;
-  // Runs a step on its device; static_types: infer_patch found the creation-time types hold, so
-  // the step's static_infos describe its values.
-  void issue(const Step& step, RunState& st, bool static_types = false) const;
+  // Runs a step on its device; infos: its values' types for this run, as infer_patch gave them
+  // (null: built here from the run's types).
+  void issue(const Step& step, RunState& st, const quilt_tensor_info_t* infos = nullptr) const;
   void run_host_step(const Step& step, RunState& st) const;
   std::vector<Value> run_control_flow(const Step& step, const std::vector<Value>& in) const;
-  // Infers the types of the values the patch makes for this run; true when the creation-time
-  // types hold (Step::static_shapes) and nothing had to be inferred.
-  bool infer_patch(const Step& step, RunState& st) const;
+  // Infers the types of the values the patch makes for this run, and returns the step's infos
+  // for them: the creation-time ones (Step::static_shapes), the last run's (Step::memo) when
+  // they hold, else this run's, kept for the next; null when the step keeps none (value_inputs).
+  const quilt_tensor_info_t* infer_patch(const Step& step, RunState& st) const;
   // Returns t, or a copy when it shares storage with a constant of this plan or with `inputs`
   // (borrowed); a sequence, map or optional is copied whole when any tensor in it is borrowed.
   bool borrowed(const Tensor& t, const std::vector<const Tensor*>& inputs) const;

@@ -154,7 +154,10 @@ void ExecutionPlan::find_static_shapes(Step& step) const {
         step.static_shapes = step.static_shapes && static_types_[v].is_static();
       }
   }
-  if (!step.static_shapes) return;
+  if (!step.static_shapes) {
+    if (step.value_inputs.empty()) step.memo = new_types_memo();
+    return;
+  }
   step.static_dims.resize(step.abi_values.size());
   for (size_t a = 0; a < step.abi_values.size(); ++a)
     step.static_infos.push_back(
