@@ -457,7 +457,8 @@ QUILT_AVX512 void narrow_planes(const DepthwiseGeometry& g, const Narrow& n, int
 }
 
 // ---- narrow planes whose output rows are as wide as the input's: flat shifts ----
-// With stride and dilation 1 and out_w == in_w (padding that keeps the width: 3x3 with pads 1),
+// With stride and dilation 1 and out_w == in_w (padding that keeps the width: 3x3 with pads 1,
+// 5x5 with pads 2; kernels up to 5x5),
 // output p = oh * w + ow reads input p + (kh - pad_top) * w + (kw - pad_left): each tap is a
 // shift of the flat plane, with no padded columns between the rows. A tap's vector for 16
 // outputs is a masked load of the plane at that shift, the mask keeping the lanes whose input
@@ -473,16 +474,17 @@ QUILT_AVX512 void narrow_planes(const DepthwiseGeometry& g, const Narrow& n, int
 // took it to 2.24-2.25 and 28.0-29.0 us (from 2.44-2.46 and 31.8-32.5); a per-vector load
 // callable that recomputed them made it slower (2.51-2.53, 33.2-33.9). Two planes at a time,
 // sharing each mask load: 1.94-1.96 and 25.4-25.7 us. Three: 2.08-2.11 and 25.9-26.3; four (on
-// planes of at most 4 vectors) spilled and took twice as long.
+// planes of at most 4 vectors) spilled and took twice as long. 5x5 windows (MobileNetV3's and
+// EfficientNet's 7x7 maps) had the row bands: 1152x7x7 5x5 79-90 -> 51.6-52.7 us here.
 struct Flat {
-  int64_t nvec;                      // output vectors per plane
-  std::array<int64_t, 9> offsets{};  // per tap: (kh - pad_top) * w + kw - pad_left
-  std::vector<__mmask16> masks;      // per (output vector, tap): the lanes whose input is inside
+  int64_t nvec;                       // output vectors per plane
+  std::array<int64_t, 25> offsets{};  // per tap: (kh - pad_top) * w + kw - pad_left
+  std::vector<__mmask16> masks;       // per (output vector, tap): the lanes whose input is inside
 };
 
 std::optional<Flat> flat_geometry(const DepthwiseGeometry& g) {
   if (g.stride_h != 1 || g.stride_w != 1 || g.dilation_h != 1 || g.dilation_w != 1) return {};
-  if (g.out_w != g.in_w || g.in_w > 8 || g.kernel_w > 3 || g.kernel_h > 3) return {};
+  if (g.out_w != g.in_w || g.in_w > 8 || g.kernel_w > 5 || g.kernel_h > 5) return {};
   if (g.pad_left < 0 || g.pad_top < 0 || g.pad_left >= g.kernel_w || g.pad_top >= g.kernel_h)
     return {};
   Flat f;

@@ -302,7 +302,7 @@ TEST(CpuDepthwiseConv, NarrowPlanesOnTheFlattenedKernel) {
 
 TEST(CpuDepthwiseConv, FlatPlanesWhenThePaddingKeepsTheWidth) {
   // Rows of at most 8 columns that the padding keeps as wide (out_w == in_w), stride 1, kernels
-  // up to 3x3: the flat-shift kernel, each tap a masked load of the plane shifted. Widths 1 to 8
+  // up to 5x5: the flat-shift kernel, each tap a masked load of the plane shifted. Widths 1 to 8
   // (8: half a vector; 3, 5, 7: rows that straddle the vectors), one row, padding on one side
   // only (pads top 2 / bottom 0, left 0 / right 2), more below than the kernel needs (top 1 /
   // bottom 2: an output row more than the input has), 1x3, 3x1 and 1x1 kernels, tall planes (no
@@ -334,9 +334,16 @@ TEST(CpuDepthwiseConv, FlatPlanesWhenThePaddingKeepsTheWidth) {
   flat.push_back(geometry(7, 7, 3, 3, 1, 1, 1, 1));
   flat.push_back(geometry(225, 5, 3, 3, 1, 1, 1, 1));
   flat.push_back(geometry(400, 7, 3, 3, 1, 1, 1, 1));
+  // 5x5 (EfficientNet's and MobileNetV3's 7x7 maps): 25 taps, two columns of padding a side
+  flat.push_back(geometry(7, 7, 5, 5, 2, 2, 2, 2));
+  flat.push_back(geometry(9, 5, 5, 5, 2, 2, 2, 2));
+  flat.push_back(geometry(6, 8, 5, 5, 2, 2, 2, 2));
+  flat.push_back(geometry(5, 3, 5, 5, 2, 2, 2, 2));  // the window wider than the row
+  flat.push_back(geometry(8, 6, 5, 3, 4, 0, 0, 2));  // padding on one side only
+  flat.push_back(geometry(7, 7, 3, 5, 1, 1, 2, 2));
   unsigned seed = 900;
   for (const DepthwiseGeometry& g : flat) {
-    std::vector<float> x(static_cast<size_t>(g.in_h * g.in_w)), w(9),
+    std::vector<float> x(static_cast<size_t>(g.in_h * g.in_w)), w(25),
         y(static_cast<size_t>(g.out_h * g.out_w));
     for (auto act : kActs) {
       // 2 x 3 planes (pairs of planes, one pair across the batch) or 1 x 5 (a plane left alone)
@@ -356,7 +363,7 @@ TEST(CpuDepthwiseConv, FlatPlanesWhenThePaddingKeepsTheWidth) {
       {geometry(5, 10, 3, 3, 0, 0, 0, 0), "depthwise, flattened narrow planes (16 lanes)"},
       {geometry(14, 14, 3, 3, 1, 1, 1, 1), "depthwise 3x3, rows from the input (16 lanes)"}};
   for (const auto& [g, detail] : others) {
-    std::vector<float> x(static_cast<size_t>(g.in_h * g.in_w)), w(9),
+    std::vector<float> x(static_cast<size_t>(g.in_h * g.in_w)), w(25),
         y(static_cast<size_t>(g.out_h * g.out_w));
     EXPECT_STREQ(depthwise_detail::depthwise_conv2d(g, 1, 1, x.data(), w.data(), nullptr, y.data(),
                                                     Activation{}, pool1, true),
