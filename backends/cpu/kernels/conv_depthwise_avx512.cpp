@@ -564,6 +564,154 @@ QUILT_AVX512 void flat_planes(const DepthwiseGeometry& g, const Flat& f, int64_t
   if (p < end) planes(std::integral_constant<int, 1>{}, p);
 }
 
+// ---- small planes, 16 channels at a time ----
+// Sixteen channels' planes transposed into one zero-padded plane of 16-channel vectors (pixel
+// p's vector: its 16 channels), as a channel-blocked layout holds them: every tap of every output
+// pixel is then one aligned load and one FMA with all 16 lanes live, whatever the plane's width,
+// stride or padding, with no masks and no branches. An output row's vectors stay in registers
+// over the taps (rows of at most 16). The weights are transposed the same way, per block. Two
+// 16 x 16 transposes per 16 pixels (in, out) are the cost; planes of at most kBlockedPixels
+// pixels keep the block's input and output in L1.
+struct Blocked16 {
+  DepthwiseGeometry g{};
+  int64_t in_px = 0, out_px = 0, ntaps = 0;
+  int64_t padded_h = 0, padded_w = 0;  // the padded plane: input pixel (ih, iw) at (ih + pad_top,
+                                       // iw + pad_left), zeros around it
+  std::vector<int32_t> to_padded;      // per input pixel: its padded pixel, times 16
+};
+
+constexpr int64_t kBlockedPixels = 256;
+
+std::optional<Blocked16> blocked16_geometry(const DepthwiseGeometry& g) {
+  Blocked16 b;
+  b.g = g;
+  b.in_px = g.in_h * g.in_w;
+  b.out_px = g.out_h * g.out_w;
+  b.ntaps = g.kernel_h * g.kernel_w;
+  if (g.out_w > kLanes || g.pad_top < 0 || g.pad_left < 0) return {};
+  b.padded_h = std::max((g.out_h - 1) * g.stride_h + (g.kernel_h - 1) * g.dilation_h + 1,
+                        g.pad_top + g.in_h);
+  b.padded_w = std::max((g.out_w - 1) * g.stride_w + (g.kernel_w - 1) * g.dilation_w + 1,
+                        g.pad_left + g.in_w);
+  if (b.padded_h * b.padded_w > 2 * kBlockedPixels || b.out_px > kBlockedPixels ||
+      b.ntaps > kBlockedPixels)
+    return {};
+  for (int64_t ih = 0; ih < g.in_h; ++ih)
+    for (int64_t iw = 0; iw < g.in_w; ++iw)
+      b.to_padded.push_back(
+          static_cast<int32_t>(((ih + g.pad_top) * b.padded_w + iw + g.pad_left) * kLanes));
+  return b;
+}
+
+// One block's output rows (OW columns each) from its padded transposed input xt and weights wt
+// into yt: the bias (16 floats, aligned), the taps, the activation (kinds act16 has). S: the column
+// stride when known at compile (immediate offsets), else 0 (g.stride_w).
+template <int OW, int S>
+QUILT_AVX512 void blocked16_rows(const Blocked16& b, const float* xt, const float* wt,
+                                 const float* bias16, const Activation& act, bool act_here,
+                                 float* yt) {
+  const DepthwiseGeometry& g = b.g;
+  const __m512 bv = _mm512_load_ps(bias16);
+  const __m512 alpha = _mm512_set1_ps(act.alpha), beta = _mm512_set1_ps(act.beta);
+  const int64_t step = (S ? S : g.stride_w) * kLanes;
+  for (int64_t oh = 0; oh < g.out_h; ++oh) {
+    __m512 acc[OW];
+#pragma GCC unroll 16
+    for (int ow = 0; ow < OW; ++ow) acc[ow] = bv;
+    const float* w = wt;
+    for (int64_t kh = 0; kh < g.kernel_h; ++kh) {
+      const float* row = xt + (oh * g.stride_h + kh * g.dilation_h) * b.padded_w * kLanes;
+      for (int64_t kw = 0; kw < g.kernel_w; ++kw, w += kLanes) {
+        const __m512 wv = _mm512_load_ps(w);
+        const float* px = row + kw * g.dilation_w * kLanes;
+#pragma GCC unroll 16
+        for (int ow = 0; ow < OW; ++ow)
+          acc[ow] = _mm512_fmadd_ps(wv, _mm512_load_ps(px + ow * step), acc[ow]);
+      }
+    }
+#pragma GCC unroll 16
+    for (int ow = 0; ow < OW; ++ow)
+      _mm512_store_ps(yt + (oh * OW + ow) * kLanes,
+                      act_here ? act16(act.kind, acc[ow], alpha, beta) : acc[ow]);
+  }
+}
+
+using Blocked16Rows = void (*)(const Blocked16&, const float*, const float*, const float*,
+                               const Activation&, bool, float*);
+
+// The row kernel for OW = out_w (1 to 16) and the column stride (1, 2 or any).
+Blocked16Rows blocked16_kernel(int64_t out_w, int64_t stride_w) {
+  static constexpr auto table = []<size_t... I>(std::index_sequence<I...>) {
+    return std::array<std::array<Blocked16Rows, 3>, sizeof...(I)>{std::array<Blocked16Rows, 3>{
+        &blocked16_rows<static_cast<int>(I) + 1, 1>, &blocked16_rows<static_cast<int>(I) + 1, 2>,
+        &blocked16_rows<static_cast<int>(I) + 1, 0>}...};
+  }
+  (std::make_index_sequence<kLanes>());
+  return table[static_cast<size_t>(out_w - 1)][stride_w == 1 ? 0 : stride_w == 2 ? 1 : 2];
+}
+
+// dst[p] (16 floats each) = element p of the `live` rows src + i * stride (i < live; the other
+// lanes 0), for p < n, stored at dst + at[p] (floats) when at is given, else at p * 16: rows of n
+// floats turned into n vectors, 16 at a time.
+QUILT_AVX512 void rows_to_vectors(const float* src, int64_t stride, int64_t live, int64_t n,
+                                  float* dst, const int32_t* at) {
+  for (int64_t p0 = 0; p0 < n; p0 += kLanes) {
+    const int64_t count = std::min(kLanes, n - p0);
+    const __mmask16 m = first_lanes(static_cast<int>(count));
+    __m512 r[kLanes];
+#pragma GCC unroll 16
+    for (int64_t i = 0; i < kLanes; ++i)
+      r[i] = i < live ? _mm512_maskz_loadu_ps(m, src + i * stride + p0) : _mm512_setzero_ps();
+    transpose16x16(r);
+    for (int64_t j = 0; j < count; ++j)
+      _mm512_store_ps(dst + (at ? at[p0 + j] : (p0 + j) * kLanes), r[j]);
+  }
+}
+
+// The inverse: element p of row i (dst + i * stride, i < live) = lane i of src[p], for p < n.
+QUILT_AVX512 void vectors_to_rows(const float* src, int64_t n, int64_t live, float* dst,
+                                  int64_t stride) {
+  for (int64_t p0 = 0; p0 < n; p0 += kLanes) {
+    const int64_t count = std::min(kLanes, n - p0);
+    const __mmask16 m = first_lanes(static_cast<int>(count));
+    __m512 r[kLanes];
+#pragma GCC unroll 16
+    for (int64_t j = 0; j < kLanes; ++j)
+      r[j] = j < count ? _mm512_load_ps(src + (p0 + j) * kLanes) : _mm512_setzero_ps();
+    transpose16x16(r);
+    for (int64_t i = 0; i < live; ++i) _mm512_mask_storeu_ps(dst + i * stride + p0, m, r[i]);
+  }
+}
+
+// Blocks [begin, end) of 16 channels: block k is image k / blocks_per_image's channels from 16 *
+// (k % blocks_per_image), the last block of an image holding the channels that remain.
+QUILT_AVX512 void blocked16_planes(const Blocked16& b, int64_t begin, int64_t end, int64_t channels,
+                                   const float* x, const float* w, const float* bias, float* y,
+                                   const Activation& act) {
+  const int64_t per_image = (channels + kLanes - 1) / kLanes;
+  const int64_t padded = b.padded_h * b.padded_w;
+  float* xt = thread_scratch(5, (padded + b.out_px + b.ntaps + 1) * kLanes);  // 64-byte aligned
+  float* yt = xt + padded * kLanes;
+  float* wt = yt + b.out_px * kLanes;
+  float* bt = wt + b.ntaps * kLanes;         // the block's bias
+  std::fill(xt, xt + padded * kLanes, 0.f);  // the padding; the blocks write only the inside
+  const bool act_here = !act.none() && has_act16(act.kind);
+  const Blocked16Rows rows = blocked16_kernel(b.g.out_w, b.g.stride_w);
+  for (int64_t k = begin; k < end; ++k) {
+    const int64_t n = k / per_image, c0 = k % per_image * kLanes;
+    const int64_t live = std::min(kLanes, channels - c0);
+    const int64_t plane0 = n * channels + c0;  // the block's first plane
+    rows_to_vectors(x + plane0 * b.in_px, b.in_px, live, b.in_px, xt, b.to_padded.data());
+    rows_to_vectors(w + c0 * b.ntaps, b.ntaps, live, b.ntaps, wt, nullptr);
+    _mm512_store_ps(bt, bias ? _mm512_maskz_loadu_ps(first_lanes(static_cast<int>(live)), bias + c0)
+                             : _mm512_setzero_ps());
+    rows(b, xt, wt, bt, act, act_here, yt);
+    float* yp = y + plane0 * b.out_px;
+    vectors_to_rows(yt, b.out_px, live, yp, b.out_px);
+    if (!act.none() && !act_here) act.apply(yp, live * b.out_px);
+  }
+}
+
 // The plan of the last geometry this thread ran (make(g), or null when it gives none): a model's
 // narrow convs mostly share one (the keyword spotter's four), and building it cost a tenth of
 // the conv.
@@ -605,6 +753,25 @@ bool depthwise_flat_avx512(const DepthwiseGeometry& g, int64_t planes, int64_t c
                [&](int64_t begin, int64_t end) {
                  flat_planes(g, *f, begin, end, channels, x, w, bias, y, act);
                });
+  return true;
+}
+
+bool depthwise_blocked16_avx512(const DepthwiseGeometry& g, int64_t planes, int64_t channels,
+                                const float* x, const float* w, const float* bias, float* y,
+                                const Activation& act, const ThreadPool& pool) {
+  if (channels <= 0 || planes % channels != 0) return false;
+  const Blocked16* b = cached_plan<Blocked16>(g, blocked16_geometry);
+  if (!b) return false;
+  const int64_t per_image = (channels + kLanes - 1) / kLanes;
+  const int64_t blocks = planes / channels * per_image;
+  const int64_t block_macs = b->out_px * b->ntaps * kLanes;
+  const int64_t grain =
+      blocks * block_macs < std::min(kSplitMacs, pool.split_work())
+          ? blocks
+          : std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(block_macs, 1));
+  pool.parallel_for(blocks, grain, [&](int64_t begin, int64_t end) {
+    blocked16_planes(*b, begin, end, channels, x, w, bias, y, act);
+  });
   return true;
 }
 

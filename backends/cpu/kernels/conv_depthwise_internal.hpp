@@ -48,13 +48,19 @@ using BandFn = void (*)(const Plan&, const float* buf, const float* w, float bia
 // CPU has AVX-512F/BW/VL/DQ.
 BandFn band_kernel_avx512(const DepthwiseGeometry& g);
 
-// Planes with rows of at most 16 columns kept as wide by the padding (out_w == in_w), stride and
-// dilation 1, kernels up to 3x3, whole planes in L1: the flat-shift kernel
-// (conv_depthwise_avx512.cpp). False, doing nothing, for other geometries. Call only when the CPU
-// has AVX-512F/BW/VL/DQ.
+// Planes with rows of at most 8 columns kept as wide by the padding (out_w == in_w), stride and
+// dilation 1, kernels up to 5x5: the flat-shift kernel (conv_depthwise_avx512.cpp). False, doing
+// nothing, for other geometries. Call only when the CPU has AVX-512F/BW/VL/DQ.
 bool depthwise_flat_avx512(const DepthwiseGeometry& g, int64_t planes, int64_t channels,
                            const float* x, const float* w, const float* bias, float* y,
                            const Activation& act, const ThreadPool& pool);
+
+// Planes of at most 256 pixels (in and out), any window, stride, dilation and padding: sixteen
+// channels at a time, transposed into 16-channel vectors (conv_depthwise_avx512.cpp). False,
+// doing nothing, for other geometries. Call only when the CPU has AVX-512F/BW/VL/DQ.
+bool depthwise_blocked16_avx512(const DepthwiseGeometry& g, int64_t planes, int64_t channels,
+                                const float* x, const float* w, const float* bias, float* y,
+                                const Activation& act, const ThreadPool& pool);
 
 // Planes with rows of at most 8 columns, stride and dilation 1, whole padded planes in L1: the
 // flattened-plane kernel (conv_depthwise_avx512.cpp). False, doing nothing, for other geometries.
@@ -82,6 +88,7 @@ void deinterleave_rows_avx512(const float* src, int64_t src_row, float* dst, int
 // both paths).
 const char* depthwise_conv2d(const DepthwiseGeometry& g, int64_t planes, int64_t channels,
                              const float* x, const float* w, const float* bias, float* y,
-                             const Activation& act, const ThreadPool& pool, bool allow_avx512);
+                             const Activation& act, const ThreadPool& pool, bool allow_avx512,
+                             bool allow_transposed = true);
 
 }  // namespace quilt::cpu::depthwise_detail

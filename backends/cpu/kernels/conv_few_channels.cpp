@@ -107,32 +107,10 @@ __attribute__((target("avx512f"))) void transpose_out(const float* buf, int64_t 
                                                       float* y, int64_t ldy) {
   const __mmask16 store = static_cast<__mmask16>(nq >= kLanes ? 0xffff : (1u << nq) - 1);
   for (int64_t v = 0; v * kLanes < mr; ++v) {
-    __m512 r[kLanes], t[kLanes];
+    __m512 r[kLanes];
     for (int64_t j = 0; j < kLanes; ++j)
       r[j] = j < nq ? _mm512_load_ps(buf + j * kRows + v * kLanes) : _mm512_setzero_ps();
-    for (int j = 0; j < 8; ++j) {
-      t[2 * j] = _mm512_unpacklo_ps(r[2 * j], r[2 * j + 1]);
-      t[2 * j + 1] = _mm512_unpackhi_ps(r[2 * j], r[2 * j + 1]);
-    }
-    for (int j = 0; j < 4; ++j) {
-      const __m512d a = _mm512_castps_pd(t[4 * j]), b = _mm512_castps_pd(t[4 * j + 1]);
-      const __m512d c = _mm512_castps_pd(t[4 * j + 2]), d = _mm512_castps_pd(t[4 * j + 3]);
-      r[4 * j] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
-      r[4 * j + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
-      r[4 * j + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
-      r[4 * j + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
-    }
-    // r[4 q + s] now holds, in 128-bit lane L, elements s of rows 4 L' .. for the quad q:
-    // two rounds of 128-bit shuffles gather the lanes.
-    for (int j = 0; j < 2; ++j)
-      for (int s = 0; s < 4; ++s) {
-        t[8 * j + s] = _mm512_shuffle_f32x4(r[8 * j + s], r[8 * j + 4 + s], 0x88);
-        t[8 * j + 4 + s] = _mm512_shuffle_f32x4(r[8 * j + s], r[8 * j + 4 + s], 0xdd);
-      }
-    for (int s = 0; s < 8; ++s) {
-      r[s] = _mm512_shuffle_f32x4(t[s], t[8 + s], 0x88);
-      r[8 + s] = _mm512_shuffle_f32x4(t[s], t[8 + s], 0xdd);
-    }
+    transpose16x16(r);
     const int64_t rows = std::min(kLanes, mr - v * kLanes);
     for (int64_t i = 0; i < rows; ++i)
       _mm512_mask_storeu_ps(y + (v * kLanes + i) * ldy, store, r[i]);

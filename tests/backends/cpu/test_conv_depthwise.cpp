@@ -31,7 +31,8 @@ struct Case {
   int64_t batch, channels;
   bool bias;
   Activation::Kind act;
-  bool avx512 = false;  // allow the AVX-512 tiles
+  bool avx512 = false;     // allow the AVX-512 tiles
+  bool transposed = true;  // allow the 16-channel transposed kernel (with avx512)
 };
 
 std::string describe(const Case& c) {
@@ -77,7 +78,8 @@ void check(const Case& c, const ThreadPool& pool, unsigned seed) {
   Activation act;
   act.kind = c.act;
   depthwise_detail::depthwise_conv2d(g, planes, c.channels, x.data(), w.data(),
-                                     c.bias ? b.data() : nullptr, y.data(), act, pool, c.avx512);
+                                     c.bias ? b.data() : nullptr, y.data(), act, pool, c.avx512,
+                                     c.transposed);
 
   for (int64_t p = 0; p < planes; ++p) {
     const int64_t ch = p % c.channels;
@@ -262,12 +264,13 @@ TEST(CpuDepthwiseConv, Rows3x3ReadTheInputDirectly) {
       if (g.out_h < 1 || g.out_w <= 8) continue;
       Case c{g, pick(1, 2), pick(1, 5), pick(0, 1) == 1, kActs[pick(0, std::size(kActs) - 1)]};
       c.avx512 = true;
+      c.transposed = false;  // small planes take that one first (TransposedSixteenChannels...)
       check(c, rep % 2 ? pool2 : pool1, seed++);
       if (::testing::Test::HasFatalFailure()) return;
       std::vector<float> x(static_cast<size_t>(in_h * in_w)), w(9),
           y(static_cast<size_t>(g.out_h * g.out_w));
       EXPECT_STREQ(depthwise_detail::depthwise_conv2d(g, 1, 1, x.data(), w.data(), nullptr,
-                                                      y.data(), Activation{}, pool1, true),
+                                                      y.data(), Activation{}, pool1, true, false),
                    "depthwise 3x3, rows from the input (16 lanes)")
           << describe(c);
     }
@@ -295,6 +298,7 @@ TEST(CpuDepthwiseConv, NarrowPlanesOnTheFlattenedKernel) {
     for (auto act : kActs) {
       Case d = c;
       d.avx512 = true;
+      d.transposed = false;
       d.act = act;
       check(d, pool, seed++);
     }
@@ -348,13 +352,13 @@ TEST(CpuDepthwiseConv, FlatPlanesWhenThePaddingKeepsTheWidth) {
     for (auto act : kActs) {
       // 2 x 3 planes (pairs of planes, one pair across the batch) or 1 x 5 (a plane left alone)
       const bool odd = seed % 4 < 2;
-      Case c{g, odd ? 1 : 2, odd ? 5 : 3, seed % 2 == 0, act, true};
+      Case c{g, odd ? 1 : 2, odd ? 5 : 3, seed % 2 == 0, act, true, false};
       check(c, seed % 3 ? pool2 : pool1, seed);
       ++seed;
       if (::testing::Test::HasFatalFailure()) return;
     }
     EXPECT_STREQ(depthwise_detail::depthwise_conv2d(g, 1, 1, x.data(), w.data(), nullptr, y.data(),
-                                                    Activation{}, pool1, true),
+                                                    Activation{}, pool1, true, false),
                  "depthwise, flat planes shifted per tap (16 lanes)")
         << describe({g, 1, 1, false, Activation::Kind::None, true});
   }
@@ -366,7 +370,7 @@ TEST(CpuDepthwiseConv, FlatPlanesWhenThePaddingKeepsTheWidth) {
     std::vector<float> x(static_cast<size_t>(g.in_h * g.in_w)), w(25),
         y(static_cast<size_t>(g.out_h * g.out_w));
     EXPECT_STREQ(depthwise_detail::depthwise_conv2d(g, 1, 1, x.data(), w.data(), nullptr, y.data(),
-                                                    Activation{}, pool1, true),
+                                                    Activation{}, pool1, true, false),
                  detail)
         << describe({g, 1, 1, false, Activation::Kind::None, true});
   }
@@ -424,3 +428,86 @@ TEST(CpuDepthwiseConv, DISABLED_Throughput) {
 }
 
 }  // namespace
+
+TEST(CpuDepthwiseConv, TransposedSixteenChannelsAtATimeOnSmallPlanes) {
+  // Output rows of 7 to 16 columns on planes of at most 512 padded pixels: sixteen channels'
+  // planes transposed into 16-channel vectors, zero-padded. Channel counts that leave a partial
+  // last block (1, 5, 17, 33) or none (16, 32), batches (a block never spans two images),
+  // kernels 1x1 to 7x7 and 5x3, strides 1 to 3, dilation 2, padding of 0-3 on each side
+  // independently, every activation, both pools; then the planes it does not take.
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
+      !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("avx512dq"))
+    GTEST_SKIP() << "no AVX-512 on this CPU";
+  ThreadPool pool1(1), pool2(2);
+  std::mt19937 rng(21);
+  auto pick = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  const std::pair<int64_t, int64_t> kernels[] = {{1, 1}, {3, 3}, {5, 5}, {7, 7}, {5, 3}};
+  const int64_t channel_counts[] = {1, 5, 16, 17, 32, 33};
+  unsigned seed = 1100;
+  int taken = 0;
+  for (int rep = 0; rep < 120; ++rep) {
+    const auto [kh, kw] = kernels[rep % std::size(kernels)];
+    const int64_t s = pick(1, 3), d = rep % 7 == 0 ? 2 : 1;
+    const int64_t in_h = pick(1, 20), in_w = pick(7, 18);
+    const int64_t top = pick(0, 3), bottom = pick(0, 3), left = pick(0, 3), right = pick(0, 3);
+    DepthwiseGeometry g{in_h, in_w, 0, 0, kh, kw, s, s, d, d, top, left};
+    g.out_h = window_out_size(in_h, kh, s, d, top, bottom);
+    g.out_w = window_out_size(in_w, kw, s, d, left, right);
+    if (g.out_h < 1 || g.out_w < 7 || g.out_w > 16) continue;
+    const int64_t padded_h = std::max((g.out_h - 1) * s + (kh - 1) * d + 1, top + in_h);
+    const int64_t padded_w = std::max((g.out_w - 1) * s + (kw - 1) * d + 1, left + in_w);
+    if (padded_h * padded_w > 512 || g.out_h * g.out_w > 256) continue;
+    Case c{g,
+           pick(1, 2),
+           channel_counts[rep % std::size(channel_counts)],
+           pick(0, 1) == 1,
+           kActs[rep % std::size(kActs)],
+           true};
+    check(c, rep % 2 ? pool2 : pool1, seed++);
+    if (::testing::Test::HasFatalFailure()) return;
+    std::vector<float> x(static_cast<size_t>(in_h * in_w)), w(static_cast<size_t>(kh * kw)),
+        y(static_cast<size_t>(g.out_h * g.out_w));
+    EXPECT_STREQ(depthwise_detail::depthwise_conv2d(g, 1, 1, x.data(), w.data(), nullptr, y.data(),
+                                                    Activation{}, pool1, true),
+                 "depthwise, 16 channels at a time, transposed (16 lanes)")
+        << describe(c);
+    ++taken;
+  }
+  EXPECT_GE(taken, 40);
+  // Dilation 2 (the random ones above rarely keep 7 columns with it), stride 1 and 2.
+  for (const Case& c :
+       {make_case(1, 17, 12, 12, 3, 3, 1, 2, 2), make_case(2, 5, 14, 14, 3, 3, 2, 2, 2),
+        make_case(1, 16, 11, 9, 5, 5, 1, 2, 4)}) {
+    Case d = c;
+    d.avx512 = true;
+    d.act = Activation::Kind::Relu;
+    check(d, pool2, seed++);
+    std::vector<float> x(static_cast<size_t>(c.g.in_h * c.g.in_w)),
+        w(static_cast<size_t>(c.g.kernel_h * c.g.kernel_w)),
+        y(static_cast<size_t>(c.g.out_h * c.g.out_w));
+    EXPECT_STREQ(depthwise_detail::depthwise_conv2d(c.g, 1, 1, x.data(), w.data(), nullptr,
+                                                    y.data(), Activation{}, pool1, true),
+                 "depthwise, 16 channels at a time, transposed (16 lanes)")
+        << describe(d);
+  }
+  // Not taken: rows narrower than 7 (the flat kernel), wider than 16, planes whose padded size
+  // passes 512 pixels (28x28 with 3x3: 900).
+  const std::pair<Case, const char*> others[] = {
+      {make_case(1, 16, 25, 5, 3, 3, 1, 1, 1), "depthwise, flat planes shifted per tap (16 lanes)"},
+      {make_case(1, 16, 20, 20, 3, 3, 1, 1, 1), "depthwise 3x3, rows from the input (16 lanes)"},
+      {make_case(1, 16, 28, 28, 3, 3, 1, 1, 1), "depthwise 3x3, rows from the input (16 lanes)"}};
+  for (const auto& [c, name] : others) {
+    Case d = c;
+    d.avx512 = true;
+    check(d, pool2, seed++);
+    std::vector<float> x(static_cast<size_t>(c.g.in_h * c.g.in_w)), w(9),
+        y(static_cast<size_t>(c.g.out_h * c.g.out_w));
+    EXPECT_STREQ(depthwise_detail::depthwise_conv2d(c.g, 1, 1, x.data(), w.data(), nullptr,
+                                                    y.data(), Activation{}, pool1, true),
+                 name)
+        << describe(d);
+  }
+}
