@@ -65,6 +65,28 @@ def regressions():
         [helper.make_tensor_value_info("x", TensorProto.INT64, [2, 5])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     yield helper.make_model(tfidf, opset_imports=[helper.make_opsetid("", 9)])
+    # A Pad without pads in a Scan body whose state has no element type: inference let it through
+    # without a rank, and the CPU kernel, compiled on the run with a rank-1 input, read pads[0]
+    # of an empty list (UBSan in fuzz_run); now an error naming the node.
+    yield scan_pad_without_pads()
+
+
+def scan_pad_without_pads():
+    from onnx import TensorProto, helper
+    body = helper.make_graph(
+        [helper.make_node("Add", ["sum_in", "next"], ["sum_out"]),
+         helper.make_node("Pad", ["sum_out"], ["scan_out"], name="pad")], "body",
+        [helper.make_tensor_value_info("sum_in", TensorProto.UNDEFINED, [2]),
+         helper.make_tensor_value_info("next", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("sum_out", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("scan_out", TensorProto.FLOAT, None)])
+    graph = helper.make_graph(
+        [helper.make_node("Scan", ["initial", "x"], ["y", "z"], num_scan_inputs=1, body=body)],
+        "scan_pad_without_pads",
+        [helper.make_tensor_value_info("initial", TensorProto.FLOAT, [2]),
+         helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 2])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 9)])
 
 
 def main() -> None:

@@ -217,3 +217,17 @@ def test_tfidf_index_at_int64_max_is_an_error_even_when_the_input_shape_is_unkno
     with pytest.raises(Exception) as got:
         qort.InferenceSession(model)
     assert "output width overflows int64: 9223372036854775807 + 1" in str(got.value)
+
+
+def test_pad_without_pads_in_a_scan_body_of_unknown_types_is_an_error_on_the_run():
+    """A Scan body whose state has no element type: inference cannot check the Pad inside it at
+    load (no rank), and the body is compiled on the run. The CPU kernel read pads[0] of an empty
+    list there (fuzz_run, UBSan); the run now fails naming the node and what pads needs."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fuzz"))
+    from make_seeds import scan_pad_without_pads
+    s = qort.InferenceSession(scan_pad_without_pads().SerializeToString())
+    with pytest.raises(Exception) as got:
+        s.run(None, {"initial": np.zeros(2, np.float32), "x": np.ones((3, 2), np.float32)})
+    assert "Pad node \"pad\"" in str(got.value) and "expected 2 (2 per padded axis" in str(got.value)

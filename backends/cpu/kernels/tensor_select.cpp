@@ -381,8 +381,20 @@ class PadKernel : public Kernel {
         for (auto& a : axes) a = a < 0 ? a + static_cast<int64_t>(rank) : a;
       }
     }
+    // Inference checks these, but not where it ran without the rank: a Scan body whose value
+    // had an undefined element type was compiled on a run with a rank-1 input and a Pad with no
+    // pads (fuzz_run: UBSan, pads[0] of an empty vector).
+    if (pads.size() != 2 * axes.size())
+      node.fail("pads has " + std::to_string(pads.size()) + " entries, expected " +
+                std::to_string(2 * axes.size()) + " (2 per padded axis of the rank-" +
+                std::to_string(rank) + " input)");
     std::vector<int64_t> out(rank, 0);
-    for (size_t i = 0; i < axes.size(); ++i) out[static_cast<size_t>(axes[i])] = pads[i];
+    for (size_t i = 0; i < axes.size(); ++i) {
+      if (axes[i] < 0 || axes[i] >= static_cast<int64_t>(rank))
+        node.fail("axes holds " + std::to_string(axes[i]) + ", outside the rank-" +
+                  std::to_string(rank) + " input");
+      out[static_cast<size_t>(axes[i])] = pads[i];
+    }
     return out;
   }
 
