@@ -583,12 +583,17 @@ struct Blocked16 {
 constexpr int64_t kBlockedPixels = 256;
 
 std::optional<Blocked16> blocked16_geometry(const DepthwiseGeometry& g) {
+  if (g.out_w > kLanes || g.pad_top < 0 || g.pad_left < 0) return {};
+  // Every factor below is at most twice the pixel limit, so no product overflows (hostile
+  // strides and pads reach 2^62).
+  for (int64_t v : {g.in_h, g.in_w, g.out_h, g.kernel_h, g.kernel_w, g.stride_h, g.stride_w,
+                    g.dilation_h, g.dilation_w, g.pad_top, g.pad_left})
+    if (v > 2 * kBlockedPixels) return {};
   Blocked16 b;
   b.g = g;
   b.in_px = g.in_h * g.in_w;
   b.out_px = g.out_h * g.out_w;
   b.ntaps = g.kernel_h * g.kernel_w;
-  if (g.out_w > kLanes || g.pad_top < 0 || g.pad_left < 0) return {};
   b.padded_h = std::max((g.out_h - 1) * g.stride_h + (g.kernel_h - 1) * g.dilation_h + 1,
                         g.pad_top + g.in_h);
   b.padded_w = std::max((g.out_w - 1) * g.stride_w + (g.kernel_w - 1) * g.dilation_w + 1,
