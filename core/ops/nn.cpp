@@ -139,6 +139,10 @@ void infer_conv(InferenceContext& ctx) {
   std::vector<int64_t> out = {x[0], wt[0]};
   for (size_t i = 0; i < sp; ++i) {
     int64_t k = wt[i + 2];
+    // A window of size 0 (W [1, 1, 0, 3] and no kernel_shape): the CPU depthwise kernel indexed
+    // its empty tap list (fuzz_run, UBSan).
+    if (k == 0)
+      ctx.fail("W " + ints_str(wt) + " has a spatial dim of 0: each window dim must be at least 1");
     if (!w.kernel.empty()) {
       if (k >= 0 && k != w.kernel[i])
         ctx.fail("kernel_shape " + ints_str(w.kernel) + " does not match W " + ints_str(wt));

@@ -69,6 +69,14 @@ def regressions():
     # without a rank, and the CPU kernel, compiled on the run with a rank-1 input, read pads[0]
     # of an empty list (UBSan in fuzz_run); now an error naming the node.
     yield scan_pad_without_pads()
+    # A Conv whose W has a spatial dim of 0 and no kernel_shape: the CPU depthwise kernel indexed
+    # its empty tap list (UBSan in fuzz_run); now a load error.
+    conv = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], pads=[0, 7, 1, 1], strides=[2, 2])], "conv_zero_window",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, "h", 48]),
+         helper.make_tensor_value_info("w", TensorProto.FLOAT, [1, 1, 0, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    yield helper.make_model(conv, opset_imports=[helper.make_opsetid("", 22)])
 
 
 def scan_pad_without_pads():

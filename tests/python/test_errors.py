@@ -231,3 +231,14 @@ def test_pad_without_pads_in_a_scan_body_of_unknown_types_is_an_error_on_the_run
     with pytest.raises(Exception) as got:
         s.run(None, {"initial": np.zeros(2, np.float32), "x": np.ones((3, 2), np.float32)})
     assert "Pad node \"pad\"" in str(got.value) and "expected 2 (2 per padded axis" in str(got.value)
+
+
+def test_conv_window_of_size_zero_taken_from_w_is_refused_at_load():
+    """No kernel_shape, and W [1, 1, 0, 3]: a window of height 0. The CPU depthwise kernel
+    indexed its empty tap list (fuzz_run, UBSan); the load now says what is wrong."""
+    node = helper.make_node("Conv", ["x", "w"], ["y"], name="conv", pads=[0, 7, 1, 1], strides=[2, 2])
+    data = model_bytes([node], [vi("x", shape=[1, 1, "h", 48]), vi("w", shape=[1, 1, 0, 3])],
+                       [vi("y", shape=None)])
+    with pytest.raises(Exception) as got:
+        qort.InferenceSession(data)
+    assert "Conv node \"conv\"" in str(got.value) and "has a spatial dim of 0" in str(got.value)
