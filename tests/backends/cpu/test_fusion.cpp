@@ -199,7 +199,7 @@ TEST(Fusion, ResidualMustHaveTheConvsShapeAndTheSumStayPrivate) {
     p.add("Conv", {0, 1}, {2});
     if (variant == 0) p.types[3] = TypeShape{DType::Float32, true, {4}};      // broadcast
     if (variant == 1) p.types[3] = TypeShape{DType::Float32, true, {-1, 4}};  // and the sum
-    if (variant == 1) p.types[2] = p.types[3];                                 // is [1, 4]
+    if (variant == 1) p.types[2] = p.types[3];                                // is [1, 4]
     if (variant == 2) p.kept[2] = 1;            // the conv's output leaves the patch
     if (variant == 3) p.add("Relu", {2}, {3});  // a second reader of the conv's output
     if (variant == 4) p.types[3] = TypeShape{DType::Float16, true, {1, 4}};
