@@ -769,14 +769,10 @@ bool depthwise_blocked16_avx512(const DepthwiseGeometry& g, int64_t planes, int6
   if (!b) return false;
   const int64_t per_image = (channels + kLanes - 1) / kLanes;
   const int64_t blocks = planes / channels * per_image;
-  const int64_t block_macs = b->out_px * b->ntaps * kLanes;
-  const int64_t grain =
-      blocks * block_macs < std::min(kSplitMacs, pool.split_work())
-          ? blocks
-          : std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(block_macs, 1));
-  pool.parallel_for(blocks, grain, [&](int64_t begin, int64_t end) {
-    blocked16_planes(*b, begin, end, channels, x, w, bias, y, act);
-  });
+  split_planes(blocks, std::max<int64_t>(1, b->out_px * b->ntaps * kLanes), pool,
+               [&](int64_t begin, int64_t end) {
+                 blocked16_planes(*b, begin, end, channels, x, w, bias, y, act);
+               });
   return true;
 }
 
