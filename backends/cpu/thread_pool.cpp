@@ -35,7 +35,7 @@ bool spin_until(Done done) {
 
 }  // namespace
 
-ThreadPool::ThreadPool(int threads) : threads_(std::max(1, threads)) {
+ThreadPool::ThreadPool(int threads) : threads_(std::clamp(threads, 1, (1 << kChunkBits) - 1)) {
   for (int i = 1; i < threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
@@ -48,40 +48,50 @@ ThreadPool::~ThreadPool() {
   for (auto& w : workers_) w.join();
 }
 
-void ThreadPool::work_on_current_job() const {
-  // Called with mutex_ held; releases it while running chunks.
-  while (job_ && next_chunk_ < chunks_) {
-    int64_t c = next_chunk_++;
-    const auto* fn = job_;
-    const int64_t begin = c, end = c + 1;  // run_chunks' chunks are single items
-    mutex_.unlock();
-    std::exception_ptr error;
-    try {
-      (*fn)(begin, end);
-    } catch (...) {
-      error = std::current_exception();
-    }
-    mutex_.lock();
-    if (error && !error_) error_ = error;
-    if (++finished_ == chunks_) done_.notify_all();
+void ThreadPool::run_chunk(int64_t c) const {
+  try {
+    (*job_)(c, c + 1);
+  } catch (...) {
+    std::lock_guard lock(mutex_);
+    if (!error_) error_ = std::current_exception();
+    failed_.store(true, std::memory_order_relaxed);  // published by finished_ below
+  }
+  finished_.fetch_add(1);
+  // The caller sleeps only after it stored caller_asleep_ and then found the job unfinished;
+  // both sides use sequentially consistent operations, so either it sees this chunk finished or
+  // this thread sees it asleep (and wakes it to look again).
+  if (caller_asleep_.load()) {
+    std::lock_guard lock(mutex_);
+    done_.notify_all();
+  }
+}
+
+void ThreadPool::work_on(uint64_t generation) const {
+  uint64_t word = word_.load(std::memory_order_acquire);
+  while (generation_of(word) == generation && next_of(word) < chunks_of(word)) {
+    if (word_.compare_exchange_weak(word, word + 1, std::memory_order_acq_rel,
+                                    std::memory_order_acquire))
+      run_chunk(next_of(word));  // word holds the value before the claim
   }
 }
 
 void ThreadPool::worker_loop() {
   uint64_t seen = 0;
+  auto posted = [&] { return generation_of(word_.load(std::memory_order_acquire)) != seen; };
   while (true) {
-    spin_until([&] { return stop_ || generation_.load() != seen; });
-    std::unique_lock lock(mutex_);
-    if (!stop_ && generation_ == seen) {
+    if (!spin_until([&] { return stop_.load(std::memory_order_relaxed) || posted(); })) {
+      std::unique_lock lock(mutex_);
       const uint64_t poked = pokes_;
+      // Sleeps only after counting itself asleep and then finding no job; run_chunks posts and
+      // then reads asleep_ (both sequentially consistent): it sees this thread or it is seen.
       ++asleep_;
-      wake_.wait(lock, [&] { return stop_ || generation_ != seen || pokes_ != poked; });
+      wake_.wait(lock, [&] { return stop_ || posted() || pokes_ != poked; });
       --asleep_;
-      if (!stop_ && generation_ == seen) continue;  // woken by wake(): spin for the next job
     }
     if (stop_) return;
-    seen = generation_;
-    work_on_current_job();
+    if (!posted()) continue;  // woken by wake(): spin for the next job
+    seen = generation_of(word_.load(std::memory_order_acquire));
+    work_on(seen);
   }
 }
 
@@ -132,24 +142,32 @@ void ThreadPool::run_chunks(int64_t n, FunctionRef<void(int64_t, int64_t)> fn) c
     fn(0, n);
     return;
   }
-  std::unique_lock lock(mutex_);
+  // No thread is in a job now: the last one ended with all its chunks finished, and a worker
+  // that read its word can claim nothing from it (the generation changes below).
   job_ = &fn;
-  chunks_ = n;
-  next_chunk_ = 0;
-  finished_ = 0;
-  ++generation_;
-  wake_.notify_all();
-  error_ = nullptr;
-  work_on_current_job();
-  if (finished_ != chunks_) {
-    const int64_t chunks = chunks_;
-    lock.unlock();
-    spin_until([&] { return finished_.load() == chunks; });
-    lock.lock();
+  finished_.store(0, std::memory_order_relaxed);
+  posted_ = posted_ % 0xffffffffu + 1;  // 1 .. 2^32 - 1: a worker starts having seen 0
+  const uint64_t generation = posted_;
+  // Chunk 0 is the caller's: the word says chunk 1 is the next to claim.
+  word_.store(generation << (2 * kChunkBits) | static_cast<uint64_t>(n) << kChunkBits | 1);
+  if (asleep_.load() > 0) {
+    std::lock_guard lock(mutex_);
+    wake_.notify_all();
   }
-  done_.wait(lock, [&] { return finished_ == chunks_; });
+  run_chunk(0);
+  work_on(generation);
+  if (!spin_until([&] { return finished_.load() == n; })) {
+    std::unique_lock lock(mutex_);
+    caller_asleep_.store(true);
+    done_.wait(lock, [&] { return finished_.load() == n; });
+    caller_asleep_.store(false);
+  }
   job_ = nullptr;
-  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  if (failed_.load(std::memory_order_acquire)) {
+    std::lock_guard lock(mutex_);
+    failed_.store(false, std::memory_order_relaxed);
+    std::rethrow_exception(std::exchange(error_, nullptr));
+  }
 }
 
 void ThreadPool::for_each_task(int64_t tasks, FunctionRef<void(int64_t)> fn) const {

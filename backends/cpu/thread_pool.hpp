@@ -76,25 +76,50 @@ class ThreadPool {
   void wake() const;
 
  private:
-  // fn(c, c + 1) for each c in [0, n), one chunk at a time from a shared counter; chunk 0 on
-  // the calling thread.
+  // fn(c, c + 1) for each c in [0, n), each chunk claimed by one thread; chunk 0 on the calling
+  // thread. n < 2^16.
   void run_chunks(int64_t n, FunctionRef<void(int64_t, int64_t)> fn) const;
   void worker_loop();
-  void work_on_current_job() const;
+  // Claims and runs chunks of the job of generation `generation` until none is left.
+  void work_on(uint64_t generation) const;
+  void run_chunk(int64_t c) const;
+
+  // A job is posted without a lock: the caller writes job_ and then one word holding the
+  // generation (32 bits), the chunk count (16) and the next chunk to claim (16); a thread claims
+  // a chunk by a compare-and-swap on the word that keeps the generation, so a claim can only
+  // succeed on the job it read, and job_ is read after the claim (the job cannot end before the
+  // claimed chunk does). Before, the job sat under a mutex that the worker had to lock after
+  // seeing it posted, sometimes while the caller still held it (a futex sleep and wake-up).
+  // ThreadPool.DISABLED_Latency, AMD EPYC, idle: the worker started 0.3-0.65 us after the call
+  // (median; p90 0.7-0.78), now 0.20 (p90 0.23); a call of two chunks cost its work plus
+  // 0.8 us, now plus 0.3. At 2 threads, 3 alternating rounds: the keyword spotter
+  // 0.0301-0.0302 -> 0.0279-0.0293 ms, the 3-layer MLP 0.0107-0.0116 -> 0.0092-0.0096.
+  static constexpr int kChunkBits = 16;
+  static uint64_t generation_of(uint64_t word) { return word >> (2 * kChunkBits); }
+  static int64_t chunks_of(uint64_t word) {
+    return static_cast<int64_t>((word >> kChunkBits) & ((1u << kChunkBits) - 1));
+  }
+  static int64_t next_of(uint64_t word) {
+    return static_cast<int64_t>(word & ((1u << kChunkBits) - 1));
+  }
 
   int threads_;
   std::vector<std::thread> workers_;
   mutable std::mutex busy_;  // held by the caller that owns the pool during a parallel_for
+  mutable const FunctionRef<void(int64_t, int64_t)>* job_ = nullptr;  // the caller's, see above
+  mutable uint64_t posted_ = 0;                                       // the caller's generation
+  // Each on its own cache line: the workers spin on word_, the caller on finished_.
+  alignas(64) mutable std::atomic<uint64_t> word_{0};
+  alignas(64) mutable std::atomic<int64_t> finished_{0};
+  alignas(64) mutable std::atomic<bool> failed_{false};  // error_ is set
+  // Sleeping (the slow path only): workers wait on wake_ after kSpin without a job, the caller
+  // on done_ after kSpin without the job's end. mutex_ guards the waits and error_.
   mutable std::mutex mutex_;
   mutable std::condition_variable wake_;
   mutable std::condition_variable done_;
-  mutable const FunctionRef<void(int64_t, int64_t)>* job_ = nullptr;
-  mutable int64_t next_chunk_ = 0, chunks_ = 0;
-  // Written under mutex_, read without it while spinning.
-  mutable std::atomic<int64_t> finished_{0};
-  mutable std::atomic<uint64_t> generation_{0};
+  mutable std::atomic<bool> caller_asleep_{false};
   mutable uint64_t pokes_ = 0;  // wake() calls, under mutex_
-  std::atomic<int> asleep_{0};  // workers waiting on wake_, changed under mutex_
+  std::atomic<int> asleep_{0};  // workers waiting on wake_
   mutable std::exception_ptr error_;
   std::atomic<bool> stop_{false};
 };
