@@ -166,15 +166,19 @@ namespace {
 // 128 bytes) works on a tensor in place only when it is aligned so, and stages it otherwise.
 constexpr size_t kAlignment = 128;
 
-// Large scratch buffers (kernel outputs, Tensor::scratch) are kept for reuse instead of going
-// back to malloc: glibc serves them
-// with mmap or returns them to the system when the heap top shrinks, so every run would
-// page-fault its activations in again (ResNet-50: a residual Add of 3 MB took 1.2 ms, most of
-// it first-touch faults). Runs repeat the same sizes, so buffers are reused by exact size;
-// the cache holds at most kCacheBytes, beyond which buffers are freed as before. 64 MB was
-// too little for YOLOv5s at 640x640 (its detect head's 6.5 MB Transpose output fell out and
-// was faulted in every run: 0.6 -> 2.7 ms); at 128 MB its peak memory did not grow.
-constexpr size_t kCacheMinBytes = size_t{256} << 10;
+// Scratch buffers (kernel outputs, Tensor::scratch) of 4 KB and more are kept for reuse instead
+// of going back to malloc: glibc serves the large ones with mmap or returns them to the system
+// when the heap top shrinks, so every run would page-fault its activations in again (ResNet-50:
+// a residual Add of 3 MB took 1.2 ms, most of it first-touch faults); the middle sizes go
+// through its bins and their consolidation (malloc_consolidate and _int_free were 2 % of the
+// keyword spotter's profile, its activations 32 KB each). Runs repeat the same sizes, so buffers
+// are reused by exact size; the cache holds at most kCacheBytes, beyond which buffers are freed
+// as before. 64 MB was too little for YOLOv5s at 640x640 (its detect head's 6.5 MB Transpose
+// output fell out and was faulted in every run: 0.6 -> 2.7 ms); at 128 MB its peak memory did
+// not grow. From 256 KB down to 4 KB, AMD EPYC, 2 threads, 2-3 alternating rounds: keyword
+// spotter 0.0273-0.0277 -> 0.0263-0.0265 ms, OCR classifier 0.223-0.226 -> 0.218-0.220; MLP,
+// VAD and MNIST within noise. Below 4 KB glibc's per-thread cache is as fast as this one.
+constexpr size_t kCacheMinBytes = size_t{4} << 10;
 constexpr size_t kCacheBytes = size_t{128} << 20;
 
 class BufferCache {
