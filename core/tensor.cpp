@@ -171,32 +171,51 @@ constexpr size_t kAlignment = 128;
 // when the heap top shrinks, so every run would page-fault its activations in again (ResNet-50:
 // a residual Add of 3 MB took 1.2 ms, most of it first-touch faults); the middle sizes go
 // through its bins and their consolidation (malloc_consolidate and _int_free were 2 % of the
-// keyword spotter's profile, its activations 32 KB each). Runs repeat the same sizes, so buffers
-// are reused by exact size; the cache holds at most kCacheBytes, beyond which buffers are freed
-// as before. 64 MB was too little for YOLOv5s at 640x640 (its detect head's 6.5 MB Transpose
-// output fell out and was faulted in every run: 0.6 -> 2.7 ms); at 128 MB its peak memory did
-// not grow. From 256 KB down to 4 KB, AMD EPYC, 2 threads, 2-3 alternating rounds: keyword
-// spotter 0.0273-0.0277 -> 0.0263-0.0265 ms, OCR classifier 0.223-0.226 -> 0.218-0.220; MLP,
-// VAD and MNIST within noise. Below 4 KB glibc's per-thread cache is as fast as this one.
+// keyword spotter's profile, its activations 32 KB each). The cache holds at most kCacheBytes,
+// beyond which buffers are freed as before. 64 MB was too little for YOLOv5s at 640x640 (its
+// detect head's 6.5 MB Transpose output fell out and was faulted in every run: 0.6 -> 2.7 ms);
+// at 128 MB its peak memory did not grow. From 256 KB down to 4 KB, AMD EPYC, 2 threads, 2-3
+// alternating rounds: keyword spotter 0.0273-0.0277 -> 0.0263-0.0265 ms, OCR classifier
+// 0.223-0.226 -> 0.218-0.220; MLP, VAD and MNIST within noise. Below 4 KB glibc's per-thread
+// cache is as fast as this one.
+//
+// A request takes the most recently returned buffer of its size up to kFit times it, not only
+// of its exact size: the last one returned is the likeliest still in the caches. By exact size,
+// each size had buffers of its own, touched once a run: MobileNetV3's 64x112x112 output (3.2 MB)
+// was written into memory untouched since the last run, and its 16 -> 64 pointwise conv took
+// 257 us against onnxruntime's 123 (whose arena reuses a few hot regions). This machine's memory
+// is slow: that conv's product, 177 us with one output buffer, took 235 with 4 in turn and 486
+// with 8. Up to 2x, 2 threads, 2-3 alternating rounds: MobileNetV3 2.18-2.48 -> 1.94-2.02 ms,
+// EfficientNet-B0 4.00 -> 3.63-3.70, DeepLabV3 5.22-5.26 -> 5.00-4.95; the peak memory fell
+// too (YOLOv5s 175 -> 136 MiB at up to 4x). Up to 4x or any size measured the same; 2x bounds
+// what a buffer may waste while a caller holds it (a run's outputs come from here too).
 constexpr size_t kCacheMinBytes = size_t{4} << 10;
 constexpr size_t kCacheBytes = size_t{128} << 20;
+constexpr size_t kFit = 2;
 
 class BufferCache {
  public:
-  void* take(size_t bytes) {
+  // A free buffer of at least `bytes` and at most kFit times that, the most recently returned
+  // of those; its size in *capacity.
+  void* take(size_t bytes, size_t* capacity) {
     std::lock_guard lock(mutex_);
-    auto it = free_.find(bytes);
-    if (it == free_.end() || it->second.empty()) return nullptr;
-    void* p = it->second.back();
-    it->second.pop_back();
-    held_ -= bytes;
+    auto best = free_.end();
+    for (auto it = free_.lower_bound(bytes); it != free_.end() && it->first <= kFit * bytes; ++it)
+      if (!it->second.empty() &&
+          (best == free_.end() || it->second.back().stamp > best->second.back().stamp))
+        best = it;
+    if (best == free_.end()) return nullptr;
+    void* p = best->second.back().p;
+    best->second.pop_back();
+    *capacity = best->first;
+    held_ -= best->first;
     return p;
   }
   void give(void* p, size_t bytes) {
     {
       std::lock_guard lock(mutex_);
       if (held_ + bytes <= kCacheBytes) {
-        free_[bytes].push_back(p);
+        free_[bytes].push_back({p, ++stamp_});
         held_ += bytes;
         return;
       }
@@ -205,8 +224,13 @@ class BufferCache {
   }
 
  private:
+  struct Free {
+    void* p;
+    uint64_t stamp;  // order of return: the largest is the latest
+  };
   std::mutex mutex_;
-  std::map<size_t, std::vector<void*>> free_;
+  std::map<size_t, std::vector<Free>> free_;  // by size, each size's latest last
+  uint64_t stamp_ = 0;
   size_t held_ = 0;
 };
 
@@ -296,7 +320,8 @@ void Tensor::allocate(bool zero, bool reuse) {
   size_t alloc = (static_cast<size_t>(bytes) + kAlignment - 1) / kAlignment * kAlignment;
   if (alloc == 0) alloc = kAlignment;
   const bool cached = reuse && alloc >= kCacheMinBytes;
-  void* p = cached ? buffer_cache().take(alloc) : nullptr;
+  size_t capacity = alloc;
+  void* p = cached ? buffer_cache().take(alloc, &capacity) : nullptr;
   if (!p) p = std::aligned_alloc(kAlignment, alloc);
   if (!p)
     throw Error(ErrorCode::OutOfMemory, "could not allocate " + std::to_string(bytes) +
@@ -304,7 +329,7 @@ void Tensor::allocate(bool zero, bool reuse) {
                                             quilt::to_string(shape_));
   if (zero) std::memset(p, 0, alloc);
   if (cached)
-    storage_ = std::shared_ptr<void>(p, [alloc](void* q) { buffer_cache().give(q, alloc); });
+    storage_ = std::shared_ptr<void>(p, [capacity](void* q) { buffer_cache().give(q, capacity); });
   else
     storage_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
   data_ = p;

@@ -282,5 +282,32 @@ TEST(TensorScratch, ReusesFreedBuffersOfTheSameSize) {
   EXPECT_EQ(small.data<int64_t>()[2], 0);
 }
 
+// A request takes the most recently freed buffer of up to twice its size (the likeliest still in
+// cache), not only one of its exact size; a buffer goes back with its whole size, so the next
+// request of that size can have it; none more than twice a request's size is taken for it.
+TEST(TensorScratch, TakesTheLatestFreedBufferOfUpToTwiceTheSize) {
+  Tensor a = Tensor::scratch(DType::Float32, {1000, 1000}, false);  // 4 MB
+  Tensor b = Tensor::scratch(DType::Float32, {700, 1000}, false);   // 2.8 MB
+  const void* big = a.raw_data();
+  const void* middle = b.raw_data();
+  a = Tensor();
+  b = Tensor();                                                   // the latest
+  Tensor c = Tensor::scratch(DType::Float32, {600, 1000}, true);  // 2.4 MB: a or b; b is newer
+  EXPECT_EQ(c.raw_data(), middle);
+  for (int64_t i = 0; i < c.numel(); i += 997) ASSERT_EQ(c.data<float>()[i], 0.f);
+  Tensor d = Tensor::scratch(DType::Float32, {600, 1000}, false);  // then a
+  EXPECT_EQ(d.raw_data(), big);
+  c = Tensor();
+  d = Tensor();
+  // 1 MB: neither (both more than twice as large) -- a new buffer.
+  Tensor e = Tensor::scratch(DType::Float32, {250, 1000}, false);
+  EXPECT_NE(e.raw_data(), big);
+  EXPECT_NE(e.raw_data(), middle);
+  // 4 MB: only a is large enough, and it came back whole although it last held 2.4 MB.
+  Tensor f = Tensor::scratch(DType::Float32, {1000, 1000}, false);
+  EXPECT_EQ(f.raw_data(), big);
+  std::fill(f.data<float>(), f.data<float>() + f.numel(), 1.f);  // all 4 MB are its own
+}
+
 }  // namespace
 }  // namespace quilt
