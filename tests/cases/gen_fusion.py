@@ -103,7 +103,9 @@ c.model("small_map_pointwise", [N("Conv", ["x", "w48"], ["y"])],
 # after the main conv, as ResNet's downsample (the fused conv moves after it), on a product big
 # enough for several GEMM tasks; a padded 3x3 whose product is wider than the output; a batch of
 # small images; a depthwise conv; a dilated conv computed offset by offset; a small map
-# (gemm_channels); a 3-D conv; SiLU after the sum. The input itself is the residual in most.
+# (gemm_channels); a 3-D conv; SiLU after the sum; shifted inputs of more than 4 MB, multiplied
+# a band of output rows at a time (conv.cpp's run_shifted_bands: a product wider than the
+# output, and one as wide). The input itself is the residual in most.
 c.model("residual_downsample_relu", [
     N("Conv", ["x", "wm", "bm72"], ["m"]), N("Conv", ["x", "ws"], ["s"]),
     N("Add", ["m", "s"], ["a"]), N("Relu", ["a"], ["y"])],
@@ -112,6 +114,12 @@ c.model("residual_downsample_relu", [
 c.model("residual_3x3_wide", [N("Conv", ["x", "w6", "b6"], ["c"], pads=[1, 1, 1, 1]),
                               N("Add", ["x", "c"], ["a"]), N("Relu", ["a"], ["y"])],
         {"x": rand(1, 6, 11, 9)}, ["y"], {"w6": rand(6, 6, 3, 3), "b6": rand(6)})
+c.model("residual_3x3_in_bands_relu", [N("Conv", ["x", "w16", "b16"], ["c"], pads=[1, 1, 1, 1]),
+                                       N("Add", ["x", "c"], ["a"]), N("Relu", ["a"], ["y"])],
+        {"x": rand(1, 16, 262, 262)}, ["y"], {"w16": rand(16, 16, 3, 3), "b16": rand(16)})
+c.model("residual_2x2_stride2_in_bands_relu", [N("Conv", ["x", "w2"], ["c"], strides=[2, 2]),
+                                               N("Add", ["c", "r"], ["a"]), N("Relu", ["a"], ["y"])],
+        {"x": rand(1, 16, 264, 264), "r": rand(1, 8, 132, 132)}, ["y"], {"w2": rand(8, 16, 2, 2)})
 c.model("residual_small_batch", [N("Conv", ["x", "w6"], ["c"], pads=[1, 1, 1, 1]),
                                  N("Add", ["c", "x"], ["a"]), N("Relu", ["a"], ["y"])],
         {"x": rand(3, 6, 8, 8)}, ["y"], {"w6": rand(6, 6, 3, 3)})

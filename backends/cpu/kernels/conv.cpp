@@ -228,6 +228,33 @@ ShiftPlan shift_plan(const Geometry& g, const std::vector<int64_t>& taps, int64_
   return p;
 }
 
+// Rows [r0, r1) of plane cp (channel cp / phases, phase cp % phases) of a ShiftPlan's layout of
+// x (one image, one group), into dst (row r0 first).
+void fill_plane_rows(const Geometry& g, const ShiftPlan& p, const float* x, int64_t cp, int64_t r0,
+                     int64_t r1, float* dst) {
+  const int64_t nph = static_cast<int64_t>(p.phases.size());
+  const int64_t sh = g.stride[1], sw = g.stride[2], wq = p.wq;
+  const ShiftPlan::Phase& ph = p.phases[static_cast<size_t>(cp % nph)];
+  const float* xc = x + cp / nph * g.in_size();
+  const int64_t qlo = ph.qlo, qhi = ph.qhi;
+  for (int64_t r = r0; r < r1; ++r, dst += wq) {
+    const int64_t ih = r * sh + ph.row - g.pad[1];
+    if (ih < 0 || ih >= g.in[1]) {
+      zero_row(dst, wq);
+      continue;
+    }
+    const float* src = xc + ih * g.in[2] + ph.col - g.pad[2];
+    zero_row(dst, qlo);
+    if (sw == 1)
+      copy_row(src + qlo, dst + qlo, qhi - qlo);
+    else if (sw == 2)
+      copy_even(src, qlo, qhi, dst);
+    else
+      for (int64_t q = qlo; q < qhi; ++q) dst[q] = src[q * sw];
+    zero_row(dst + qhi, wq - qhi);
+  }
+}
+
 // A 1-D or 2-D conv's input laid out so that every window offset is a shift, read in place by
 // the GEMM (BRows) instead of unfolded: per channel, one zero-padded plane per stride phase the
 // offsets use ((kh * dilation) % stride, (kw * dilation) % stride), each `wq` wide. Output
@@ -250,33 +277,11 @@ class ShiftedInput {
 
   // Copies channels [0, channels) of x (one image, one group) in.
   void fill(const float* x, const ThreadPool& pool) {
-    const int64_t nph = static_cast<int64_t>(p_.phases.size()), ivol = g_.in_size();
-    const int64_t sh = g_.stride[1], sw = g_.stride[2], wq = p_.wq;
-    pool.parallel_for(p_.channels * nph, std::max<int64_t>(1, 16384 / p_.plane),
-                      [&](int64_t lo, int64_t hi) {
-                        for (int64_t cp = lo; cp < hi; ++cp) {
-                          const ShiftPlan::Phase& ph = p_.phases[static_cast<size_t>(cp % nph)];
-                          const float* xc = x + cp / nph * ivol;
-                          float* dst = data_ + cp * p_.plane;
-                          const int64_t qlo = ph.qlo, qhi = ph.qhi;
-                          for (int64_t r = 0; r < p_.hq; ++r, dst += wq) {
-                            const int64_t ih = r * sh + ph.row - g_.pad[1];
-                            if (ih < 0 || ih >= g_.in[1]) {
-                              zero_row(dst, wq);
-                              continue;
-                            }
-                            const float* src = xc + ih * g_.in[2] + ph.col - g_.pad[2];
-                            zero_row(dst, qlo);
-                            if (sw == 1)
-                              copy_row(src + qlo, dst + qlo, qhi - qlo);
-                            else if (sw == 2)
-                              copy_even(src, qlo, qhi, dst);
-                            else
-                              for (int64_t q = qlo; q < qhi; ++q) dst[q] = src[q * sw];
-                            zero_row(dst + qhi, wq - qhi);
-                          }
-                        }
-                      });
+    const int64_t planes = p_.channels * static_cast<int64_t>(p_.phases.size());
+    pool.parallel_for(planes, std::max<int64_t>(1, 16384 / p_.plane), [&](int64_t lo, int64_t hi) {
+      for (int64_t cp = lo; cp < hi; ++cp)
+        fill_plane_rows(g_, p_, x, cp, 0, p_.hq, data_ + cp * p_.plane);
+    });
   }
 
  private:
@@ -284,6 +289,69 @@ class ShiftedInput {
   const ShiftPlan& p_;
   float* data_;
 };
+
+// The planar path (ShiftedInput) a band of output rows at a time, when the whole shifted input
+// would not stay in the caches: each thread lays out the plane rows its band reads (its taps' row
+// shifts below it, and the wrap row) in its own scratch and multiplies them there, so they are
+// written and read back in L2. Laid out whole, the shifted input went to memory and back:
+// YOLOv5s's 32x320x320 3x3 stride-2 conv (a 13 MB copy) took 8.6 ms at one thread, 6.2 in bands
+// (onnxruntime: 4.3); its 64x160x160 one 6.2 -> 5.3. YOLOv5s at 2 threads, 3 alternating rounds:
+// 47.9-48.6 -> 43.9-44.8 ms, peak memory 148 -> 131 MiB (AMD EPYC).
+constexpr int64_t kBandBytes = 512
+                               << 10;  // a band's shifted rows, at most (unless one row is more)
+
+bool shifted_in_bands(const Geometry& g, const ShiftPlan& p) {
+  const int64_t planes = p.channels * static_cast<int64_t>(p.phases.size());
+  const int64_t whole = planes * p.plane * static_cast<int64_t>(sizeof(float));
+  const int64_t halo = p.hq - g.out[1];
+  // Worth it when the whole copy would leave the caches, and a band holds more output rows than
+  // halo rows. Real-ESRGAN's 64x64 convs (copies of 1.1-3.4 MB) took 5-10 % longer at 2 threads
+  // in bands (its whole copies stay in L3, and the bands add their halo rows).
+  return whole > 8 * kBandBytes &&
+         kBandBytes / (planes * p.wq * static_cast<int64_t>(sizeof(float))) >= 2 * halo;
+}
+
+void run_shifted_bands(const Geometry& g, const ShiftPlan& p, const PackedA& a, int64_t mg,
+                       const float* x, float* y, const float* bias, const float* residual,
+                       const Activation& act, const Activation& act_before,
+                       const ThreadPool& pool) {
+  const int64_t planes = p.channels * static_cast<int64_t>(p.phases.size());
+  const int64_t wq = p.wq, out_h = g.out[1], out_w = g.out[2], ovol = g.out_size();
+  const int64_t halo = p.hq - out_h;
+  const int64_t row_bytes = planes * wq * static_cast<int64_t>(sizeof(float));
+  // Rows in L2, and at least four bands a thread, so that the threads' shares even out.
+  const int64_t rows =
+      std::clamp<int64_t>(std::min(kBandBytes / row_bytes - halo,
+                                   (out_h + 4 * pool.threads() - 1) / (4 * pool.threads())),
+                          1, out_h);
+  const int64_t band_plane = (rows + halo) * wq;
+  // B's row offsets in a band: the plane's, re-based on the band's plane size.
+  std::vector<int64_t> offsets(p.offsets.size());
+  for (size_t i = 0; i < offsets.size(); ++i)
+    offsets[i] = p.offsets[i] / p.plane * band_plane + p.offsets[i] % p.plane;
+  static const ThreadPool serial(1);
+  pool.for_each_task((out_h + rows - 1) / rows, [&](int64_t band) {
+    const int64_t r0 = band * rows, n = std::min(rows, out_h - r0), cols = n * wq;
+    float* planes_in = thread_scratch(0, planes * band_plane);
+    for (int64_t cp = 0; cp < planes; ++cp)
+      fill_plane_rows(g, p, x, cp, r0, r0 + n + halo, planes_in + cp * band_plane);
+    const BRows b{planes_in, offsets.data()};
+    if (wq == out_w) {
+      gemm_packed(a, b, cols, y + r0 * out_w, ovol, bias, act, serial,
+                  residual ? residual + r0 * out_w : nullptr);
+      return;
+    }
+    const int64_t ldw = wide_stride(cols);
+    float* wide = thread_scratch(1, mg * ldw);
+    gemm_packed(a, b, cols, wide, ldw, bias, act_before, serial);
+    for (int64_t m = 0; m < mg; ++m)
+      for (int64_t oh = 0; oh < n; ++oh) {
+        float* dst = y + m * ovol + (r0 + oh) * out_w;
+        copy_row(wide + m * ldw + oh * wq, dst, out_w);
+        if (residual) act.apply_added(dst, residual + m * ovol + (r0 + oh) * out_w, out_w);
+      }
+  });
+}
 
 // The kernel offsets that read inside the input for at least one output. With large dilations
 // on small images (DeepLabV3's atrous convs: dilation 24 and 36 on 14x14) most offsets only
@@ -499,7 +567,9 @@ class ConvKernel : public Kernel {
     std::optional<ShiftedInput> shifted;
     std::unique_ptr<float[]> col;
     float* wide = nullptr;  // the product, shifted->width() columns per output row
-    if (planar) {
+    const bool banded = planar && shifted_in_bands(g, *layout.shift);
+    if (banded) {
+    } else if (planar) {
       shifted.emplace(g, *layout.shift);
       if (shifted->width() != g.out[2])
         wide = thread_scratch(1, mg * wide_stride(shifted->columns()));
@@ -520,6 +590,11 @@ class ConvKernel : public Kernel {
                                : "packed GEMM over unfolded windows (im2col)";
         if (pointwise) {  // B is the input's channel planes, read in place
           gemm_packed(pk, BRows{xg, plane_offsets.data()}, ovol, yg, ovol, bg, act, ctx.pool, rg);
+          continue;
+        }
+        if (banded) {
+          ctx.detail = "packed GEMM over shifted input rows, a band of output rows per task";
+          run_shifted_bands(g, *layout.shift, pk, mg, xg, yg, bg, rg, act, act_before, ctx.pool);
           continue;
         }
         if (shifted) {  // 1-D, 2-D: the GEMM reads the windows in place
@@ -559,7 +634,7 @@ class ConvKernel : public Kernel {
                       ctx.pool);
         }
       }
-    if (rp && !pointwise && !shifted) add_residual();  // the 3-D path
+    if (rp && !pointwise && !shifted && !banded) add_residual();  // the 3-D path
   }
 
  private:
