@@ -228,30 +228,37 @@ ShiftPlan shift_plan(const Geometry& g, const std::vector<int64_t>& taps, int64_
   return p;
 }
 
-// Rows [r0, r1) of plane cp (channel cp / phases, phase cp % phases) of a ShiftPlan's layout of
-// x (one image, one group), into dst (row r0 first).
-void fill_plane_rows(const Geometry& g, const ShiftPlan& p, const float* x, int64_t cp, int64_t r0,
-                     int64_t r1, float* dst) {
-  const int64_t nph = static_cast<int64_t>(p.phases.size());
+// Rows [r0, r1) of planes [cp0, cp1) (plane cp: channel cp / phases, phase cp % phases) of a
+// ShiftPlan's layout of x (one image, one group), into dst: plane cp0's row r0 first, the planes
+// `stride` floats apart.
+void fill_planes(const Geometry& g, const ShiftPlan& p, const float* x, int64_t cp0, int64_t cp1,
+                 int64_t r0, int64_t r1, float* dst, int64_t stride) {
+  const int64_t nph = static_cast<int64_t>(p.phases.size()), ivol = g.in_size();
   const int64_t sh = g.stride[1], sw = g.stride[2], wq = p.wq;
-  const ShiftPlan::Phase& ph = p.phases[static_cast<size_t>(cp % nph)];
-  const float* xc = x + cp / nph * g.in_size();
-  const int64_t qlo = ph.qlo, qhi = ph.qhi;
-  for (int64_t r = r0; r < r1; ++r, dst += wq) {
-    const int64_t ih = r * sh + ph.row - g.pad[1];
-    if (ih < 0 || ih >= g.in[1]) {
-      zero_row(dst, wq);
-      continue;
+  // The channel and phase of plane cp, stepped instead of divided for every plane (the VAD's
+  // 1-D conv has hundreds of one-row planes).
+  int64_t c = cp0 / nph, phase = cp0 % nph;
+  for (int64_t cp = cp0; cp < cp1; ++cp, phase = phase + 1 == nph ? (++c, 0) : phase + 1) {
+    const ShiftPlan::Phase& ph = p.phases[static_cast<size_t>(phase)];
+    const float* xc = x + c * ivol;
+    const int64_t qlo = ph.qlo, qhi = ph.qhi;
+    float* row = dst + (cp - cp0) * stride;
+    for (int64_t r = r0; r < r1; ++r, row += wq) {
+      const int64_t ih = r * sh + ph.row - g.pad[1];
+      if (ih < 0 || ih >= g.in[1]) {
+        zero_row(row, wq);
+        continue;
+      }
+      const float* src = xc + ih * g.in[2] + ph.col - g.pad[2];
+      zero_row(row, qlo);
+      if (sw == 1)
+        copy_row(src + qlo, row + qlo, qhi - qlo);
+      else if (sw == 2)
+        copy_even(src, qlo, qhi, row);
+      else
+        for (int64_t q = qlo; q < qhi; ++q) row[q] = src[q * sw];
+      zero_row(row + qhi, wq - qhi);
     }
-    const float* src = xc + ih * g.in[2] + ph.col - g.pad[2];
-    zero_row(dst, qlo);
-    if (sw == 1)
-      copy_row(src + qlo, dst + qlo, qhi - qlo);
-    else if (sw == 2)
-      copy_even(src, qlo, qhi, dst);
-    else
-      for (int64_t q = qlo; q < qhi; ++q) dst[q] = src[q * sw];
-    zero_row(dst + qhi, wq - qhi);
   }
 }
 
@@ -279,8 +286,7 @@ class ShiftedInput {
   void fill(const float* x, const ThreadPool& pool) {
     const int64_t planes = p_.channels * static_cast<int64_t>(p_.phases.size());
     pool.parallel_for(planes, std::max<int64_t>(1, 16384 / p_.plane), [&](int64_t lo, int64_t hi) {
-      for (int64_t cp = lo; cp < hi; ++cp)
-        fill_plane_rows(g_, p_, x, cp, 0, p_.hq, data_ + cp * p_.plane);
+      fill_planes(g_, p_, x, lo, hi, 0, p_.hq, data_ + lo * p_.plane, p_.plane);
     });
   }
 
@@ -333,8 +339,7 @@ void run_shifted_bands(const Geometry& g, const ShiftPlan& p, const PackedA& a, 
   pool.for_each_task((out_h + rows - 1) / rows, [&](int64_t band) {
     const int64_t r0 = band * rows, n = std::min(rows, out_h - r0), cols = n * wq;
     float* planes_in = thread_scratch(0, planes * band_plane);
-    for (int64_t cp = 0; cp < planes; ++cp)
-      fill_plane_rows(g, p, x, cp, r0, r0 + n + halo, planes_in + cp * band_plane);
+    fill_planes(g, p, x, 0, planes, r0, r0 + n + halo, planes_in, band_plane);
     const BRows b{planes_in, offsets.data()};
     if (wq == out_w) {
       gemm_packed(a, b, cols, y + r0 * out_w, ovol, bias, act, serial,
