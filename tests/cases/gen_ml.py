@@ -372,6 +372,9 @@ ml_node("label_encoder_float_int", "LabelEncoder", {"x": np.array([0.5, 1.5, -2.
         keys_floats=[0.5, -2.0], values_int64s=[1, 2])
 ml_node("label_encoder_int_float", "LabelEncoder", {"x": np.array([3, 4, 8], np.int64)}, ["y"], opset=2,
         keys_int64s=[3, 8], values_floats=[0.25, -1.5], default_float=9.0)
+# Float keys and values at float32's extremes (fuzz_model: their cast to int64 was undefined).
+ml_node("label_encoder_extreme_floats", "LabelEncoder", {"x": np.array([3.4e38, -1.0, 0.5], np.float32)},
+        ["y"], opset=2, keys_floats=[3.4e38, -1.0], values_floats=[-3.4e38, 3.4e38], default_float=1e30)
 ml_node("label_encoder_tensor_double", "LabelEncoder", {"x": np.array([1.0, 2.0, 7.0], np.float64)}, ["y"],
         opset=4, keys_tensor=numpy_helper.from_array(np.array([1.0, 7.0]), "k"),
         values_tensor=numpy_helper.from_array(np.array([11, 77], np.int64), "v"),

@@ -462,7 +462,9 @@ class LabelEncoder : public Kernel {
       for (int64_t k : n.attr_ints("keys_int64s")) keys_.push_back({static_cast<double>(k), k});
     } else {  // the schema checked that the node has keys
       key_type_ = DType::Float32;
-      for (float k : n.attr_floats("keys_floats")) keys_.push_back({k, static_cast<int64_t>(k)});
+      // Float keys and values have no integer form (element() gives 0 too): casting 3.4e38 to
+      // int64 was undefined (fuzz_model, UBSan).
+      for (float k : n.attr_floats("keys_floats")) keys_.push_back({k, 0});
     }
     if (vt) {
       value_type_ = vt->dtype();
@@ -472,8 +474,7 @@ class LabelEncoder : public Kernel {
       for (int64_t v : n.attr_ints("values_int64s")) values_.push_back({static_cast<double>(v), v});
     } else {
       value_type_ = DType::Float32;
-      for (float v : n.attr_floats("values_floats"))
-        values_.push_back({v, static_cast<int64_t>(v)});
+      for (float v : n.attr_floats("values_floats")) values_.push_back({v, 0});
     }
     if (const Tensor* d = n.attr_tensor("default_tensor")) {  // one value, checked by the schema
       default_ = element(*d, 0);
