@@ -17,9 +17,13 @@
 namespace quilt {
 
 struct UniqueGroups {
-  std::vector<int64_t> first;    // per unique slice, in output order: index of its first occurrence
-  std::vector<int64_t> counts;   // per unique slice: how often it occurs
-  std::vector<int64_t> inverse;  // per input slice: position of its unique slice in the output
+  std::vector<int64_t> first;   // per unique slice, in output order: index of its first occurrence
+  std::vector<int64_t> counts;  // per unique slice: how often it occurs
+  // Per input slice: position of its unique slice in the output. Left empty when every slice is
+  // empty (outer or inner is 0): they are then all equal, one group, and every position is 0; the
+  // count of such slices is free in a declared shape (2^31 slices of nothing), so nothing here is
+  // sized by it.
+  std::vector<int64_t> inverse;
 };
 
 // Slice k of a tensor of shape [outer, count, inner] is the `outer * inner` elements with axis
@@ -27,6 +31,14 @@ struct UniqueGroups {
 template <class T>
 UniqueGroups unique_groups(const T* data, int64_t outer, int64_t count, int64_t inner,
                            bool sorted) {
+  UniqueGroups g;
+  if (outer == 0 || inner == 0) {
+    if (count > 0) {
+      g.first = {0};
+      g.counts = {count};
+    }
+    return g;
+  }
   auto less = [](T a, T b) {
     if constexpr (std::is_floating_point_v<T>) {
       if (std::isnan(a)) return false;
@@ -55,7 +67,6 @@ UniqueGroups unique_groups(const T* data, int64_t outer, int64_t count, int64_t 
   std::stable_sort(order.begin(), order.end(),
                    [&](int64_t j, int64_t k) { return compare(j, k) < 0; });
 
-  UniqueGroups g;
   g.inverse.resize(static_cast<size_t>(count));
   std::vector<int64_t> group_of_sorted(static_cast<size_t>(count));
   for (size_t s = 0; s < order.size(); ++s) {

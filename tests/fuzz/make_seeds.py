@@ -86,6 +86,14 @@ def regressions():
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     yield helper.make_model(label, opset_imports=[helper.make_opsetid("", 17),
                                                   helper.make_opsetid("ai.onnx.ml", 2)])
+    # Unique along an axis of 2^31 - 1 empty slices: its grouping was sized by that count (a
+    # 16 GB index at shape inference; fuzz_run, ASan out of memory). Empty slices are one group.
+    unique = helper.make_graph(
+        [helper.make_node("Unique", ["x"], ["y", "i", "v", "c"], axis=2)], "unique_empty_slices",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2, 2**31 - 1, 0])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT if n == "y" else TensorProto.INT64,
+                                       None) for n in "yivc"])
+    yield helper.make_model(unique, opset_imports=[helper.make_opsetid("", 11)])
 
 
 def scan_pad_without_pads():

@@ -55,6 +55,8 @@ void unique(KernelContext& ctx) {
   for (size_t i = 1; i < 4; ++i)
     if (ctx.wants_output(i))
       std::copy(lists[i - 1]->begin(), lists[i - 1]->end(), ctx.output(i).data<int64_t>());
+  if (ctx.wants_output(2) && g.inverse.empty())  // every slice empty: all in group 0
+    std::fill_n(ctx.output(2).data<int64_t>(), count, int64_t{0});
 }
 
 // Determinant of an m x m row-major matrix by LU with partial pivoting, in double.
