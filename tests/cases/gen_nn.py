@@ -347,6 +347,23 @@ c.node("maxpool2d_sppf", "MaxPool", {"x": rand(1, 8, 20, 20)}, kernel_shape=[5, 
        pads=[2, 2, 2, 2])
 c.node("maxpool2d_stride1_uneven", "MaxPool", {"x": rand(2, 3, 9, 11)}, kernel_shape=[3, 4],
        pads=[0, 2, 2, 1])
+# Stride 1, padded: read in place 16 columns at a time on AVX-512, the last kernel-height row
+# maxima in registers (heights 2, 3, 4, 5, 7; any other recomputes them), elsewhere through a
+# padded copy (float64, uint8). Rows of 37 outputs: two whole vectors and a 5-lane tail.
+c.node("maxpool2d_stride1_wide", "MaxPool", {"x": rand(1, 3, 7, 37)}, kernel_shape=[5, 5],
+       pads=[2, 2, 2, 2])
+c.node("maxpool2d_stride1_k2x3", "MaxPool", {"x": rand(2, 2, 9, 18)}, kernel_shape=[2, 3],
+       pads=[0, 1, 1, 1])
+c.node("maxpool2d_stride1_k4x1", "MaxPool", {"x": rand(1, 2, 11, 5)}, kernel_shape=[4, 1],
+       pads=[2, 0, 1, 0])
+c.node("maxpool2d_stride1_k7x3", "MaxPool", {"x": rand(1, 2, 9, 20)}, kernel_shape=[7, 3],
+       pads=[3, 1, 3, 1])
+c.node("maxpool2d_stride1_k6_any_height", "MaxPool", {"x": rand(1, 2, 10, 19)},
+       kernel_shape=[6, 6], pads=[3, 2, 2, 3])
+c.node("maxpool2d_stride1_same_upper", "MaxPool", {"x": rand(1, 2, 8, 21)}, kernel_shape=[4, 4],
+       auto_pad="SAME_UPPER")
+c.node("maxpool2d_stride1_float64", "MaxPool", {"x": rand(1, 2, 6, 9, dtype=np.float64)},
+       kernel_shape=[3, 3], pads=[1, 1, 1, 1])
 c.node("maxpool2d_resnet", "MaxPool", {"x": rand(1, 4, 16, 16)}, kernel_shape=[3, 3],
        strides=[2, 2], pads=[1, 1, 1, 1])
 c.node("maxpool2d_indices", "MaxPool", {"x": rand(2, 3, 6, 5)}, n_outputs=2, kernel_shape=[3, 2],
