@@ -250,6 +250,7 @@ void run_strip_group(const float* packed_a, int64_t k, const BSource& b, int64_t
               micro_kernel<NV, false>(kc, ab, bp, b_stride, nullptr, ct, ldc, rows, mask, first, bt,
                                       cb, finish);
           };
+          if (b.rows && b.rows->prefetch) b.rows->prefetch->issue();
           if (nv == 1)
             tile.template operator()<1>();
           else if (nv == 2)
@@ -348,6 +349,21 @@ void run_tiles(const float* packed_a, int64_t m, int64_t k, const BSource& b, in
 }
 
 }  // namespace
+
+int64_t gemm_packed_tiles(int64_t m, int64_t n, int64_t k) {
+  return (m + kMr - 1) / kMr * ((n + kNr - 1) / kNr) * std::max<int64_t>(1, (k + kKc - 1) / kKc);
+}
+
+void PrefetchRanges::issue() {
+  for (int64_t i = 0; i < per_tile && range < count; ++i) {
+    _mm_prefetch(base + range * stride + offset, _MM_HINT_T1);
+    offset += 64;
+    if (offset >= bytes) {
+      offset = 0;
+      ++range;
+    }
+  }
+}
 
 bool gemm_packed_native() {
   return has_avx512f();

@@ -25,9 +25,26 @@ namespace quilt::cpu {
 // A right operand read in place, never packed: row p of B is the n floats at
 // base + offsets[p]. A convolution reads its windows this way from a zero-padded copy of its
 // input: row (channel, window offset) is that copy shifted by the offset.
+// Memory a product brings toward L2 while it runs, a few lines before each micro-tile: `count`
+// ranges of `bytes`, `stride` apart from base. A conv in bands (conv.cpp) names its next band's
+// input rows, so that reading them from memory overlaps this band's product instead of
+// following it. Single-threaded: one product on the calling thread.
+struct PrefetchRanges {
+  const char* base = nullptr;
+  int64_t stride = 0, bytes = 0, count = 0;
+  int64_t per_tile = 0;           // lines before each micro-tile
+  int64_t range = 0, offset = 0;  // the next line: range, byte offset in it
+  void issue();
+};
+
+// How many micro-tiles an m x n x k product runs (PrefetchRanges::per_tile spreads its lines
+// over them).
+int64_t gemm_packed_tiles(int64_t m, int64_t n, int64_t k);
+
 struct BRows {
   const float* base = nullptr;
-  const int64_t* offsets = nullptr;  // one per row of B (the packed A's depth)
+  const int64_t* offsets = nullptr;    // one per row of B (the packed A's depth)
+  PrefetchRanges* prefetch = nullptr;  // optional
 };
 
 class PackedA {

@@ -302,7 +302,10 @@ class ShiftedInput {
 // written and read back in L2. Laid out whole, the shifted input went to memory and back:
 // YOLOv5s's 32x320x320 3x3 stride-2 conv (a 13 MB copy) took 8.6 ms at one thread, 6.2 in bands
 // (onnxruntime: 4.3); its 64x160x160 one 6.2 -> 5.3. YOLOv5s at 2 threads, 3 alternating rounds:
-// 47.9-48.6 -> 43.9-44.8 ms, peak memory 148 -> 131 MiB (AMD EPYC).
+// 47.9-48.6 -> 43.9-44.8 ms, peak memory 148 -> 131 MiB (AMD EPYC). Each band's product then
+// fetches the next band's input rows (PrefetchRanges): the 32x320x320 conv alone at one thread
+// 6.0-6.2 -> 5.7-5.9 ms (3 alternating rounds), YOLOv5s's stride-2 convs at 2 threads (profiled,
+// 2 rounds) 15.6-15.8 -> 15.2-15.4 ms.
 constexpr int64_t kBandBytes = 512
                                << 10;  // a band's shifted rows, at most (unless one row is more)
 
@@ -336,11 +339,43 @@ void run_shifted_bands(const Geometry& g, const ShiftPlan& p, const PackedA& a, 
   for (size_t i = 0; i < offsets.size(); ++i)
     offsets[i] = p.offsets[i] / p.plane * band_plane + p.offsets[i] % p.plane;
   static const ThreadPool serial(1);
-  pool.for_each_task((out_h + rows - 1) / rows, [&](int64_t band) {
+  // The input rows plane rows [r0, r1) read: [first, last) of every channel.
+  int64_t top_phase = 0;
+  for (const ShiftPlan::Phase& ph : p.phases) top_phase = std::max(top_phase, ph.row);
+  const auto input_rows = [&](int64_t r0, int64_t r1) {
+    return std::pair{
+        std::clamp<int64_t>(r0 * g.stride[1] - g.pad[1], 0, g.in[1]),
+        std::clamp<int64_t>((r1 - 1) * g.stride[1] + top_phase + 1 - g.pad[1], 0, g.in[1])};
+  };
+  // Tasks of consecutive bands, so that each band's product can fetch the next band's new input
+  // rows (PrefetchRanges): filled after the product instead, they came from memory while nothing
+  // else ran.
+  const int64_t bands = (out_h + rows - 1) / rows;
+  const int64_t tasks = std::min<int64_t>(bands, 4 * pool.threads());
+  const int64_t tiles_per_band =
+      gemm_packed_tiles(mg, rows * wq, static_cast<int64_t>(p.offsets.size()));
+  const auto run_band = [&](int64_t band, int64_t next_band) {
     const int64_t r0 = band * rows, n = std::min(rows, out_h - r0), cols = n * wq;
     float* planes_in = thread_scratch(0, planes * band_plane);
     fill_planes(g, p, x, 0, planes, r0, r0 + n + halo, planes_in, band_plane);
-    const BRows b{planes_in, offsets.data()};
+    PrefetchRanges ahead;
+    BRows b{planes_in, offsets.data()};
+    if (next_band >= 0) {
+      const int64_t n0 = next_band * rows, n1 = std::min(out_h, n0 + rows) + halo;
+      const int64_t done = input_rows(r0, r0 + n + halo).second;
+      const auto [first, last] = input_rows(n0, n1);
+      const int64_t from = std::max(first, done);
+      if (from < last) {
+        const int64_t row_bytes_in = g.in[2] * static_cast<int64_t>(sizeof(float));
+        ahead.base = reinterpret_cast<const char*>(x) + from * row_bytes_in;
+        ahead.stride = g.in_size() * static_cast<int64_t>(sizeof(float));
+        ahead.bytes = (last - from) * row_bytes_in;
+        ahead.count = p.channels;
+        ahead.per_tile = ((ahead.bytes + 63) / 64 * ahead.count + tiles_per_band - 1) /
+                         std::max<int64_t>(1, tiles_per_band);
+        b.prefetch = &ahead;
+      }
+    }
     if (wq == out_w) {
       gemm_packed(a, b, cols, y + r0 * out_w, ovol, bias, act, serial,
                   residual ? residual + r0 * out_w : nullptr);
@@ -355,6 +390,10 @@ void run_shifted_bands(const Geometry& g, const ShiftPlan& p, const PackedA& a, 
         copy_row(wide + m * ldw + oh * wq, dst, out_w);
         if (residual) act.apply_added(dst, residual + m * ovol + (r0 + oh) * out_w, out_w);
       }
+  };
+  pool.for_each_task(tasks, [&](int64_t t) {
+    const int64_t b0 = t * bands / tasks, b1 = (t + 1) * bands / tasks;
+    for (int64_t band = b0; band < b1; ++band) run_band(band, band + 1 < b1 ? band + 1 : -1);
   });
 }
 
