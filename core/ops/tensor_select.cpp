@@ -5,6 +5,7 @@
 
 #include "core/checked.hpp"
 #include "core/op_schema.hpp"
+#include "core/ops/split_sizes.hpp"
 
 namespace quilt {
 
@@ -75,42 +76,7 @@ void infer_split(InferenceContext& ctx) {
     split = ctx.input_ints(1);
   else if (ctx.opset() < 13 && ctx.node().has_attr("split"))
     split = ctx.node().attr_ints("split");
-  std::vector<int64_t> sizes(static_cast<size_t>(n), kUnknown);
-  const bool has_num = ctx.opset() >= 18 && ctx.node().has_attr("num_outputs");
-  if (split) {
-    if (has_num) ctx.fail("input 'split' and attribute 'num_outputs' cannot both be given");
-    if (static_cast<int64_t>(split->size()) != n)
-      ctx.fail("split " + to_string(*split) + " has " + str(split->size()) +
-               " entries but the node has " + str(n) + " outputs");
-    int64_t sum = 0;
-    const Checked c(ctx.node(), "the sum of split");
-    for (int64_t s : *split) {
-      if (s < 0) ctx.fail("split " + to_string(*split) + " has a negative size");
-      sum = c.add(sum, s);
-    }
-    if (dim >= 0 && sum != dim)
-      ctx.fail("split " + to_string(*split) + " sums to " + str(sum) + " but axis " + str(axis) +
-               " has size " + str(dim));
-    sizes = *split;
-  } else if (has_num) {
-    const int64_t num = ctx.node().attr_int("num_outputs", n);
-    if (num != n)
-      ctx.fail("num_outputs is " + str(num) + " but the node has " + str(n) + " outputs");
-    if (dim >= 0) {
-      const int64_t chunk = dim == 0 ? 0 : (dim - 1) / n + 1;  // ceil(dim / n), overflow-free
-      const int64_t last = dim - chunk * (n - 1);
-      if (last < 0)
-        ctx.fail("axis " + str(axis) + " of size " + str(dim) + " cannot be split into " + str(n) +
-                 " chunks of " + str(chunk));
-      std::fill(sizes.begin(), sizes.end(), chunk);
-      sizes.back() = last;
-    }
-  } else if (dim >= 0) {
-    if (dim % n != 0)
-      ctx.fail("axis " + str(axis) + " of size " + str(dim) + " cannot be split evenly into " +
-               str(n) + " outputs");
-    std::fill(sizes.begin(), sizes.end(), dim / n);
-  }
+  const std::vector<int64_t> sizes = split_sizes(ctx.node(), axis, dim, n, split);
   for (int64_t i = 0; i < n; ++i) {
     auto out = in;
     out[static_cast<size_t>(axis)] = sizes[static_cast<size_t>(i)];

@@ -94,6 +94,14 @@ def regressions():
         [helper.make_tensor_value_info(n, TensorProto.FLOAT if n == "y" else TensorProto.INT64,
                                        None) for n in "yivc"])
     yield helper.make_model(unique, opset_imports=[helper.make_opsetid("", 11)])
+    # Split with an unnamed output and a dim known only at run time: the CPU kernel read the
+    # unnamed output's shape, which has no type there (fuzz_run, UBSan; a SIGSEGV in a release
+    # build when the unnamed output is not the last).
+    split = helper.make_graph(
+        [helper.make_node("Split", ["x"], ["y0", "", "y2"], axis=1)], "split_unnamed_output",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, "n"])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("y0", "y2")])
+    yield helper.make_model(split, opset_imports=[helper.make_opsetid("", 18)])
 
 
 def scan_pad_without_pads():

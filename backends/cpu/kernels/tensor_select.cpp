@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "backends/cpu/kernel.hpp"
+#include "core/ops/split_sizes.hpp"
 
 namespace quilt::cpu {
 
@@ -151,10 +152,30 @@ void split(KernelContext& ctx) {
   const int64_t inner_bytes = product(in.shape(), a + 1, in.shape().size()) * es;
   const int64_t in_row = in.dim(axis) * inner_bytes;
   const auto* src = static_cast<const uint8_t*>(in.raw_data());
+  // The sizes again (an output the model leaves unnamed has no type here, but the outputs after
+  // it start past its part: fuzz_run, a null vector indexed).
+  std::optional<std::vector<int64_t>> given;
+  const int64_t opset = ctx.node.opset;
+  if (const Tensor* t = ctx.optional_input(1); t && (opset >= 13 || opset == 1)) {
+    if (t->dtype() != DType::Int64)
+      ctx.node.fail(std::string("split is ") + dtype_name(t->dtype()) + ", expected int64",
+                    ErrorCode::Runtime);
+    given.emplace(t->data<int64_t>(), t->data<int64_t>() + t->numel());
+  } else if (opset < 13 && ctx.node.has_attr("split")) {
+    given = ctx.node.attr_ints("split");
+  }
+  const std::vector<int64_t> sizes =
+      split_sizes(ctx.node, axis, in.dim(axis), static_cast<int64_t>(ctx.num_outputs()), given,
+                  ErrorCode::Runtime);
   int64_t offset = 0;
   for (size_t i = 0; i < ctx.num_outputs(); ++i) {
-    const int64_t row = ctx.output_shape(i)[a] * inner_bytes;
+    const int64_t row = sizes[i] * inner_bytes;
     if (ctx.wants_output(i)) {
+      if (ctx.output_shape(i).size() != in.shape().size() || ctx.output_shape(i)[a] != sizes[i])
+        ctx.node.fail("output " + std::to_string(i) + " is " + to_string(ctx.output_shape(i)) +
+                          "; expected " + std::to_string(sizes[i]) + " along axis " +
+                          std::to_string(axis),
+                      ErrorCode::Runtime);
       auto* dst = static_cast<uint8_t*>(ctx.output(i).raw_data());
       if (row > 0)
         ctx.pool.parallel_for(outer, grain_for(row), [&](int64_t begin, int64_t end) {
