@@ -1365,6 +1365,81 @@ def bench_table(results, backend_lists, half=None):
     return header, rows, {b: geometric_mean(v) for b, v in ratios.items()}
 
 
+def multiply_adds(path):
+    """The multiply-adds of a model's Conv, ConvTranspose, Gemm and MatMul nodes (top-level graph,
+    the shapes it was exported with), from onnx's shape inference; None when a shape they need
+    is unknown. The other ops' arithmetic is left out: it is small beside these in the classic
+    models, and has no one multiply-add measure."""
+    import onnx
+    from onnx import helper, shape_inference
+    model = shape_inference.infer_shapes(onnx.load(str(path)))
+    shapes = {i.name: list(i.dims) for i in model.graph.initializer}
+    for vi in [*model.graph.input, *model.graph.value_info, *model.graph.output]:
+        t = vi.type.tensor_type
+        if t.HasField("shape"):
+            shapes[vi.name] = [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]
+    total = 0
+    for node in model.graph.node:
+        if node.op_type not in ("Conv", "ConvTranspose", "Gemm", "MatMul"):
+            continue
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        a, b, y = (shapes.get(n) for n in (node.input[0], node.input[1], node.output[0]))
+        if any(s is None or None in s for s in (a, b, y)):
+            return None
+        if node.op_type == "Conv":  # each output: (C / group) x kernel taps
+            total += math.prod(y) * math.prod(b[1:])
+        elif node.op_type == "ConvTranspose":  # each input: (C_out / group) x kernel taps
+            total += math.prod(a) * math.prod(b[1:])
+        elif node.op_type == "Gemm":
+            total += math.prod(y) * (a[0] if attrs.get("transA", 0) else a[-1])
+        else:
+            total += math.prod(y) * a[-1]
+    return total
+
+
+def fma_peak(quilt, threads):
+    """GFLOP/s of the float32 multiply-add peak at `threads` threads (build/quilt_fma_peak,
+    tools/fma_peak.cpp), or None when the tool is missing or fails."""
+    tool = Path(quilt).parent / "quilt_fma_peak"
+    if not tool.exists():
+        return None
+    r = subprocess.run([str(tool), "--threads", str(threads), "--json"], capture_output=True,
+                       text=True, timeout=60)
+    return json.loads(r.stdout)["gflops"] if r.returncode == 0 else None
+
+
+def compute_section(results, backend, directory, quilt, threads):
+    """The classic page's table of each model's multiply-adds and the GFLOP/s both runtimes
+    reach at their median latency, against the machine's measured float32 FMA peak."""
+    peak = fma_peak(quilt, threads)
+    rows = []
+    for name, r in results.items():
+        macs = multiply_adds(directory / f"{name}.onnx")
+        q, o = r["quilt"][backend]["ms"], r["ort"]["ms"]
+        def rate(ms):
+            return 2 * macs / (ms / 1e3) / 1e9 if macs and ms else None
+        def share(ms):
+            return 100 * rate(ms) / peak if rate(ms) and peak else None
+        rows.append([name, _fmt(macs / 1e9 if macs else None, "ms"), _fmt(rate(q)), _fmt(share(q), 0),
+                     _fmt(rate(o)), _fmt(share(o), 0)])
+    table = format_table(["model", "G multiply-adds", f"Quilt GFLOP/s ({backend})",
+                          "% of peak", "ORT GFLOP/s", "% of peak (ORT)"], rows)
+    peak_text = (f"{peak:.0f} GFLOP/s at {threads} thread{'s' if threads != 1 else ''}"
+                 if peak else "not measured (build/quilt_fma_peak is missing)")
+    return f"""
+## Compute against the machine's peak
+
+The float32 multiply-add peak of this machine, measured just after the runs by
+`build/quilt_fma_peak --threads {threads}` (tools/fma_peak.cpp: every thread runs fused
+multiply-adds on registers only, best of 5; nothing else should run meanwhile): **{peak_text}**.
+Each model's multiply-adds are those of its Conv, ConvTranspose, Gemm and MatMul nodes (the
+other ops' arithmetic is left out), counted from onnx's shape inference; GFLOP/s = 2 x
+multiply-adds / median latency.
+
+{table}
+"""
+
+
 def machine_info(quilt, int8=False):
     cpu = "unknown"
     for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -1599,6 +1674,8 @@ def bench(args):
                      "(~/.cache/quilt/zoo)")
         title = "Benchmarks: Quilt and onnxruntime side by side"
         rewrites = "this file, `docs/benchmarks.png` and the README's benchmarks table"
+    compute = (compute_section(results, backend_lists[0], directory, quilt, args.threads)
+               if args.family == "classic" and not half else "")
     doc = f"""{GENERATED_NOTE}
 # {title}
 
@@ -1630,7 +1707,7 @@ the `quilt` executable and OpenBLAS.
 
 {chr(10).join(gm_lines)} (ratio < 1: Quilt is faster).
 <!-- /table -->
-{('' if not notes else chr(10) + 'Failures:' + chr(10) + chr(10) + chr(10).join(notes) + chr(10))}{chart}
+{('' if not notes else chr(10) + 'Failures:' + chr(10) + chr(10) + chr(10).join(notes) + chr(10))}{chart}{compute}
 ## Reproduce
 
 ```sh

@@ -312,5 +312,53 @@ class CompareMlTest(unittest.TestCase):
         self.assertFalse(zoo.compare_ml(np.array([[0.25, 0.75], [1.0, 0.0]]), ref)[0])  # not maps
 
 
+class MultiplyAddsTest(unittest.TestCase):
+    """zoo.multiply_adds against counts worked out by hand, on a model built with onnx.helper."""
+
+    def model(self, nodes, inputs, initializers, tmp):
+        import onnx
+        from onnx import TensorProto, helper, numpy_helper
+        graph = helper.make_graph(
+            nodes, "m", [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
+            [helper.make_tensor_value_info(nodes[-1].output[0], TensorProto.FLOAT, None)],
+            [numpy_helper.from_array(np.zeros(s, np.float32), n) for n, s in initializers])
+        path = Path(tmp) / "m.onnx"
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+        return path
+
+    def test_counts_each_kind(self):
+        import tempfile
+        from onnx import helper
+        H = helper.make_node
+        with tempfile.TemporaryDirectory() as tmp:
+            path = self.model([
+                # [1, 3, 8, 8] -> [1, 4, 4, 4]: 64 outputs x 3 channels x 9 taps
+                H("Conv", ["x", "w"], ["c"], kernel_shape=[3, 3], strides=[2, 2], pads=[1] * 4),
+                # grouped: [1, 4, 4, 4] -> [1, 4, 4, 4], 2 groups: 64 outputs x 2 x 1
+                H("Conv", ["c", "g"], ["d"], kernel_shape=[1, 1], group=2),
+                # transposed: 64 inputs x (2 outputs / 1 group) x 4 taps -> [1, 2, 8, 8]
+                H("ConvTranspose", ["d", "t"], ["e"], kernel_shape=[2, 2], strides=[2, 2]),
+                H("Reshape", ["e", "s"], ["f"]),                  # [16, 8]
+                H("Gemm", ["f", "b"], ["h"], transB=1),           # 16 x 5 outputs x 8
+                H("MatMul", ["h", "m"], ["y"]),                   # 16 x 3 outputs x 5
+            ], [("x", [1, 3, 8, 8])], [("w", [4, 3, 3, 3]), ("g", [4, 2, 1, 1]),
+                                       ("t", [4, 2, 2, 2]), ("b", [5, 8]), ("m", [5, 3])], tmp)
+            import onnx
+            from onnx import numpy_helper
+            m = onnx.load(str(path))
+            m.graph.initializer.append(numpy_helper.from_array(np.array([16, 8], np.int64), "s"))
+            onnx.save(m, str(path))
+            self.assertEqual(zoo.multiply_adds(path),
+                             64 * 27 + 64 * 2 + 64 * 2 * 4 + 16 * 5 * 8 + 16 * 3 * 5)
+
+    def test_unknown_shape_is_none(self):
+        import tempfile
+        from onnx import helper
+        with tempfile.TemporaryDirectory() as tmp:
+            path = self.model([helper.make_node("MatMul", ["x", "m"], ["y"])],
+                              [("x", ["n", 4])], [("m", [4, 2])], tmp)
+            self.assertIsNone(zoo.multiply_adds(path))
+
+
 if __name__ == "__main__":
     unittest.main()
