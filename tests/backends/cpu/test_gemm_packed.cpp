@@ -167,10 +167,11 @@ TEST(GemmChannels, MatchesReference) {
   std::mt19937 rng(11);
   ThreadPool one(1), two(2);
   const Activation relu{Activation::Kind::Relu};
-  // Channel tails (m not a multiple of 64), widths that leave 1..6-pixel tiles, depths across
+  // Channel tails (m not a multiple of 64), widths that leave 1..6-pixel tiles (and, past 16,
+  // more than one 16-pixel group of the transposed store, the last one partial), depths across
   // the 1024 block; all of A's depth, and one offset of nine.
   for (int64_t m : {1, 63, 64, 70, 200})
-    for (int64_t width : {1, 7, 9, 14})
+    for (int64_t width : {1, 7, 9, 14, 17, 28})
       for (int64_t count : {0, 3, 1030}) {
         const bool slice = (m + width) % 2 == 0;
         check_channels(m, width == 1 ? 1 : 3, width, count, slice ? count * 9 : count,
