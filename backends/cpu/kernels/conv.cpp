@@ -313,10 +313,14 @@ bool shifted_in_bands(const Geometry& g, const ShiftPlan& p) {
   const int64_t planes = p.channels * static_cast<int64_t>(p.phases.size());
   const int64_t whole = planes * p.plane * static_cast<int64_t>(sizeof(float));
   const int64_t halo = p.hq - g.out[1];
-  // Worth it when the whole copy would leave the caches, and a band holds more output rows than
-  // halo rows. Real-ESRGAN's 64x64 convs (copies of 1.1-3.4 MB) took 5-10 % longer at 2 threads
-  // in bands (its whole copies stay in L3, and the bands add their halo rows).
-  return whole > 8 * kBandBytes &&
+  // Worth it when the whole copy would not stay in L2 (1 MB a core on the AMD EPYC, 2 on the
+  // Xeon), and a band holds more output rows than halo rows. From 4 MB before: YOLOv5s's
+  // 32x160x160 3x3 conv (a 3.4 MB copy, then a 3.3 MB product copied out) took 1.76-1.79 ms at
+  // 2 threads, 1.04-1.07 in bands (onnxruntime 0.96); YOLOv5s 54.4-56.9 -> 52.5-53.1 ms and
+  // Real-ESRGAN (its 64x64 convs: copies of 1.1 MB) 448 -> 401-412 ms, 3 and 2 alternating
+  // rounds in the VM's slow mode; ResNet-50 within noise. (Measured in 2026-11 on the EPYC,
+  // after the buffer cache's reuse rule: an earlier measurement had Real-ESRGAN 5-10 % slower.)
+  return whole > 2 * kBandBytes &&
          kBandBytes / (planes * p.wq * static_cast<int64_t>(sizeof(float))) >= 2 * halo;
 }
 
