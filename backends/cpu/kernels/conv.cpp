@@ -306,37 +306,36 @@ class ShiftedInput {
 // fetches the next band's input rows (PrefetchRanges): the 32x320x320 conv alone at one thread
 // 6.0-6.2 -> 5.7-5.9 ms (3 alternating rounds), YOLOv5s's stride-2 convs at 2 threads (profiled,
 // 2 rounds) 15.6-15.8 -> 15.2-15.4 ms.
-constexpr int64_t kBandBytes = 512
-                               << 10;  // a band's shifted rows, at most (unless one row is more)
+// A band's shifted rows, at most (unless one row is more).
+constexpr int64_t kBandBytes = 512 << 10;
 
-bool shifted_in_bands(const Geometry& g, const ShiftPlan& p) {
+// The output rows of a band when the conv runs in bands (run_shifted_bands) on `threads`
+// threads, else 0: worth it when the whole copy would not stay in L2 (1 MB a core on the AMD
+// EPYC, 2 on the Xeon), and a band holds more output rows than halo rows. From 4 MB before:
+// YOLOv5s's 32x160x160 3x3 conv (a 3.4 MB copy, then a 3.3 MB product copied out) took 1.76-1.79
+// ms at 2 threads, 1.04-1.07 in bands (onnxruntime 0.96); YOLOv5s 54.4-56.9 -> 52.5-53.1 ms and
+// Real-ESRGAN (its 64x64 convs: copies of 1.1 MB) 448 -> 401-412 ms, 3 and 2 alternating rounds
+// in the VM's slow mode; ResNet-50 within noise. (Measured in 2026-11 on the EPYC, after the
+// buffer cache's reuse rule: an earlier measurement had Real-ESRGAN 5-10 % slower.)
+int64_t band_rows(const Geometry& g, const ShiftPlan& p, int threads) {
   const int64_t planes = p.channels * static_cast<int64_t>(p.phases.size());
-  const int64_t whole = planes * p.plane * static_cast<int64_t>(sizeof(float));
-  const int64_t halo = p.hq - g.out[1];
-  // Worth it when the whole copy would not stay in L2 (1 MB a core on the AMD EPYC, 2 on the
-  // Xeon), and a band holds more output rows than halo rows. From 4 MB before: YOLOv5s's
-  // 32x160x160 3x3 conv (a 3.4 MB copy, then a 3.3 MB product copied out) took 1.76-1.79 ms at
-  // 2 threads, 1.04-1.07 in bands (onnxruntime 0.96); YOLOv5s 54.4-56.9 -> 52.5-53.1 ms and
-  // Real-ESRGAN (its 64x64 convs: copies of 1.1 MB) 448 -> 401-412 ms, 3 and 2 alternating
-  // rounds in the VM's slow mode; ResNet-50 within noise. (Measured in 2026-11 on the EPYC,
-  // after the buffer cache's reuse rule: an earlier measurement had Real-ESRGAN 5-10 % slower.)
-  return whole > 2 * kBandBytes &&
-         kBandBytes / (planes * p.wq * static_cast<int64_t>(sizeof(float))) >= 2 * halo;
+  const int64_t row_bytes = planes * p.wq * static_cast<int64_t>(sizeof(float));
+  const int64_t whole = row_bytes * p.hq, out_h = g.out[1], halo = p.hq - out_h;
+  if (whole <= 2 * kBandBytes || kBandBytes / row_bytes < 2 * halo) return 0;
+  // Rows in L2, and at least four bands a thread, so that the threads' shares even out.
+  const int64_t per_thread = 4 * static_cast<int64_t>(threads);
+  return std::clamp<int64_t>(
+      std::min(kBandBytes / row_bytes - halo, (out_h + per_thread - 1) / per_thread), 1, out_h);
 }
 
-void run_shifted_bands(const Geometry& g, const ShiftPlan& p, const PackedA& a, int64_t mg,
-                       const float* x, float* y, const float* bias, const float* residual,
-                       const Activation& act, const Activation& act_before,
+// The conv in bands of `rows` output rows (band_rows).
+void run_shifted_bands(const Geometry& g, const ShiftPlan& p, int64_t rows, const PackedA& a,
+                       int64_t mg, const float* x, float* y, const float* bias,
+                       const float* residual, const Activation& act, const Activation& act_before,
                        const ThreadPool& pool) {
   const int64_t planes = p.channels * static_cast<int64_t>(p.phases.size());
   const int64_t wq = p.wq, out_h = g.out[1], out_w = g.out[2], ovol = g.out_size();
   const int64_t halo = p.hq - out_h;
-  const int64_t row_bytes = planes * wq * static_cast<int64_t>(sizeof(float));
-  // Rows in L2, and at least four bands a thread, so that the threads' shares even out.
-  const int64_t rows =
-      std::clamp<int64_t>(std::min(kBandBytes / row_bytes - halo,
-                                   (out_h + 4 * pool.threads() - 1) / (4 * pool.threads())),
-                          1, out_h);
   const int64_t band_plane = (rows + halo) * wq;
   // B's row offsets in a band: the plane's, re-based on the band's plane size.
   std::vector<int64_t> offsets(p.offsets.size());
@@ -615,7 +614,8 @@ class ConvKernel : public Kernel {
     std::optional<ShiftedInput> shifted;
     std::unique_ptr<float[]> col;
     float* wide = nullptr;  // the product, shifted->width() columns per output row
-    const bool banded = planar && shifted_in_bands(g, *layout.shift);
+    const int64_t bands_of = planar ? band_rows(g, *layout.shift, ctx.pool.threads()) : 0;
+    const bool banded = bands_of > 0;
     if (banded) {
     } else if (planar) {
       shifted.emplace(g, *layout.shift);
@@ -642,7 +642,8 @@ class ConvKernel : public Kernel {
         }
         if (banded) {
           ctx.detail = "packed GEMM over shifted input rows, a band of output rows per task";
-          run_shifted_bands(g, *layout.shift, pk, mg, xg, yg, bg, rg, act, act_before, ctx.pool);
+          run_shifted_bands(g, *layout.shift, bands_of, pk, mg, xg, yg, bg, rg, act, act_before,
+                            ctx.pool);
           continue;
         }
         if (shifted) {  // 1-D, 2-D: the GEMM reads the windows in place
