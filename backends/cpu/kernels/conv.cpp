@@ -306,6 +306,7 @@ class ShiftedInput {
 // fetches the next band's input rows (PrefetchRanges): the 32x320x320 conv alone at one thread
 // 6.0-6.2 -> 5.7-5.9 ms (3 alternating rounds), YOLOv5s's stride-2 convs at 2 threads (profiled,
 // 2 rounds) 15.6-15.8 -> 15.2-15.4 ms.
+
 // A band's shifted rows, at most (unless one row is more).
 constexpr int64_t kBandBytes = 512 << 10;
 
