@@ -459,31 +459,31 @@ class LabelEncoder : public Kernel {
       for (int64_t i = 0; i < kt->numel(); ++i) keys_.push_back(element(*kt, i));
     } else if (n.has_attr("keys_int64s")) {
       key_type_ = DType::Int64;
-      for (int64_t k : n.attr_ints("keys_int64s")) keys_.push_back({static_cast<double>(k), k});
+      for (int64_t k : n.attr_ints("keys_int64s")) keys_.push_back(Value::of(k));
     } else {  // the schema checked that the node has keys
       key_type_ = DType::Float32;
-      // Float keys and values have no integer form (element() gives 0 too): casting 3.4e38 to
-      // int64 was undefined (fuzz_model, UBSan).
-      for (float k : n.attr_floats("keys_floats")) keys_.push_back({k, 0});
+      for (float k : n.attr_floats("keys_floats"))
+        keys_.push_back(Value::of(static_cast<double>(k)));
     }
     if (vt) {
       value_type_ = vt->dtype();
       for (int64_t i = 0; i < vt->numel(); ++i) values_.push_back(element(*vt, i));
     } else if (n.has_attr("values_int64s")) {
       value_type_ = DType::Int64;
-      for (int64_t v : n.attr_ints("values_int64s")) values_.push_back({static_cast<double>(v), v});
+      for (int64_t v : n.attr_ints("values_int64s")) values_.push_back(Value::of(v));
     } else {
       value_type_ = DType::Float32;
-      for (float v : n.attr_floats("values_floats")) values_.push_back({v, 0});
+      for (float v : n.attr_floats("values_floats"))
+        values_.push_back(Value::of(static_cast<double>(v)));
     }
     if (const Tensor* d = n.attr_tensor("default_tensor")) {  // one value, checked by the schema
       default_ = element(*d, 0);
     } else if (value_type_ == DType::Int64) {
       const int64_t v = n.attr_int("default_int64", -1);
-      default_ = {static_cast<double>(v), v};
+      default_ = Value::of(v);
     } else {
       const float v = n.attr_float("default_float", -0.0f);
-      default_ = {v, 0};
+      default_ = Value::of(static_cast<double>(v));
     }
     for (size_t i = 0; i < keys_.size(); ++i) {
       if (integral(key_type_))
@@ -535,22 +535,26 @@ class LabelEncoder : public Kernel {
   }
 
  private:
+  // A key or value in both forms: an integer's (i) and its double (f) for integer types; a
+  // float's double alone, i = 0 (casting 3.4e38 to int64 was undefined: fuzz_model, UBSan).
   struct Value {
     double f = 0;
     int64_t i = 0;
+    static Value of(int64_t v) { return {static_cast<double>(v), v}; }
+    static Value of(double v) { return {v, 0}; }
   };
   static Value element(const Tensor& t, int64_t i) {
     switch (t.dtype()) {
       case DType::Int64:
-        return {static_cast<double>(t.data<int64_t>()[i]), t.data<int64_t>()[i]};
+        return Value::of(t.data<int64_t>()[i]);
       case DType::Int32:
-        return {static_cast<double>(t.data<int32_t>()[i]), t.data<int32_t>()[i]};
+        return Value::of(int64_t{t.data<int32_t>()[i]});
       case DType::Int16:
-        return {static_cast<double>(t.data<int16_t>()[i]), t.data<int16_t>()[i]};
+        return Value::of(int64_t{t.data<int16_t>()[i]});
       case DType::Float32:
-        return {t.data<float>()[i], 0};
+        return Value::of(static_cast<double>(t.data<float>()[i]));
       case DType::Float64:
-        return {t.data<double>()[i], 0};
+        return Value::of(t.data<double>()[i]);
       default:
         throw Error(ErrorCode::NotImplemented,
                     std::string("LabelEncoder: keys or values of dtype ") + dtype_name(t.dtype()));
