@@ -461,6 +461,10 @@ class ConvKernel : public Kernel {
           channel_packed_.emplace_back(w->data<float>() + grp * mg * depth, mg, depth, depth);
       else
         packed_ = pack_groups(w->data<float>(), mg, depth);
+      if (mg == 1 && cg == 1) {  // depthwise: the transposed kernel's layout of the weights
+        weights16_ = depthwise_weights16(w->data<float>(), w->dim(0), kvol);
+        weights16_of_ = w->data<float>();
+      }
     }
     // The layout of the shapes inferred here, when static (ShapeMemo), and when the weights are
     // constant: their tables (a range per kernel column, the live taps) are then as large as
@@ -953,7 +957,8 @@ class ConvKernel : public Kernel {
       const DepthwiseGeometry dg{g.in[1],       g.in[2],       g.out[1],    g.out[2],
                                  g.kernel[1],   g.kernel[2],   g.stride[1], g.stride[2],
                                  g.dilation[1], g.dilation[2], g.pad[1],    g.pad[2]};
-      return depthwise_conv2d(dg, planes, c_out, xp, wp, bp, yp, act, ctx.pool);
+      return depthwise_conv2d(dg, planes, c_out, xp, wp, bp, yp, act, ctx.pool,
+                              wp == weights16_of_ ? weights16_.get() : nullptr);
     }
     // 3-D: the plane kernels below.
     const int64_t ivol = g.in_size(), ovol = g.out_size(), kvol = g.kernel_size();
@@ -992,7 +997,11 @@ class ConvKernel : public Kernel {
   std::vector<PackedA> packed_;  // per group, when the weights are constant
   std::vector<PackedAChannels> channel_packed_;  // instead, for small maps (small_map)
   std::optional<FewChannelConv> few_;  // instead, for few input channels (conv_few_channels)
-  bool constant_weights_ = false;      // one of the three is packed
+  // Depthwise with constant weights: them as the 16-channel transposed kernel reads them, and
+  // the weights they were made from (a run whose W is elsewhere lays its own out).
+  std::shared_ptr<float[]> weights16_;
+  const float* weights16_of_ = nullptr;
+  bool constant_weights_ = false;  // one of the three is packed
   // What run() works out from the shapes before any arithmetic.
   struct Layout {
     Geometry g;

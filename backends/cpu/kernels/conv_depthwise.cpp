@@ -343,7 +343,7 @@ bool has_avx512() {
 const char* depthwise_conv2d(const DepthwiseGeometry& g, int64_t planes, int64_t channels,
                              const float* x, const float* w, const float* bias, float* y,
                              const Activation& act, const ThreadPool& pool, bool allow_avx512,
-                             bool allow_transposed) {
+                             bool allow_transposed, const float* w16) {
   if (planes <= 0 || g.out_h <= 0 || g.out_w <= 0) return "depthwise (empty)";
   const bool avx512 = allow_avx512 && has_avx512();
   // Small planes go 16 channels at a time, transposed, except rows narrower than 7 that the
@@ -352,7 +352,7 @@ const char* depthwise_conv2d(const DepthwiseGeometry& g, int64_t planes, int64_t
   // 5x5 53-54 -> 34, MobileNetV3's 672x14x14 5x5 stride 2 64-66 -> 27, 480x14x14 3x3 41 -> 33.5;
   // CpuDepthwiseConv.DISABLED_Throughput, 1 thread, AMD EPYC Zen 5).
   if (avx512 && allow_transposed && g.out_w >= 7 &&
-      depthwise_blocked16_avx512(g, planes, channels, x, w, bias, y, act, pool))
+      depthwise_blocked16_avx512(g, planes, channels, x, w, bias, y, act, pool, w16))
     return "depthwise, 16 channels at a time, transposed (16 lanes)";
   if (avx512 && depthwise_flat_avx512(g, planes, channels, x, w, bias, y, act, pool))
     return "depthwise, flat planes shifted per tap (16 lanes)";
@@ -401,8 +401,23 @@ const char* depthwise_conv2d(const DepthwiseGeometry& g, int64_t planes, int64_t
 
 const char* depthwise_conv2d(const DepthwiseGeometry& g, int64_t planes, int64_t channels,
                              const float* x, const float* w, const float* bias, float* y,
-                             const Activation& act, const ThreadPool& pool) {
-  return depthwise_detail::depthwise_conv2d(g, planes, channels, x, w, bias, y, act, pool, true);
+                             const Activation& act, const ThreadPool& pool, const float* w16) {
+  return depthwise_detail::depthwise_conv2d(g, planes, channels, x, w, bias, y, act, pool, true,
+                                            true, w16);
+}
+
+std::shared_ptr<float[]> depthwise_weights16(const float* w, int64_t channels, int64_t taps) {
+  constexpr int64_t kLanes = 16;
+  const int64_t blocks = (channels + kLanes - 1) / kLanes;
+  const auto count = static_cast<size_t>(std::max<int64_t>(1, blocks * taps * kLanes));
+  auto* p = static_cast<float*>(std::aligned_alloc(64, (count * sizeof(float) + 63) / 64 * 64));
+  if (!p) throw std::bad_alloc();
+  std::shared_ptr<float[]> out(p, [](float* q) { std::free(q); });
+  std::fill(p, p + count, 0.f);
+  for (int64_t c = 0; c < channels; ++c)
+    for (int64_t t = 0; t < taps; ++t)
+      p[((c / kLanes) * taps + t) * kLanes + c % kLanes] = w[c * taps + t];
+  return out;
 }
 
 }  // namespace quilt::cpu

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "backends/cpu/activation.hpp"
 #include "backends/cpu/thread_pool.hpp"
@@ -27,9 +28,16 @@ struct DepthwiseGeometry {
 // (zero padding), then act applied to the plane (act.apply(y_plane, out_h*out_w)). Planes are
 // split across the pool. x: planes * in_h * in_w; w: channels * kernel_h * kernel_w; y: planes *
 // out_h * out_w.
+// w16, optional: the same weights as depthwise_weights16 lays them out, made once by a caller
+// whose weights are constant (the transposed kernel otherwise lays them out per run).
 // Returns which kernel ran (a static string, for profiles).
 const char* depthwise_conv2d(const DepthwiseGeometry& g, int64_t planes, int64_t channels,
                              const float* x, const float* w, const float* bias, float* y,
-                             const Activation& act, const ThreadPool& pool);
+                             const Activation& act, const ThreadPool& pool,
+                             const float* w16 = nullptr);
+
+// The weights (channels x taps) as the kernel that runs 16 channels at a time reads them:
+// [ceil(channels / 16)][taps][16], lanes past the channels zero, 64-byte aligned.
+std::shared_ptr<float[]> depthwise_weights16(const float* w, int64_t channels, int64_t taps);
 
 }  // namespace quilt::cpu

@@ -690,9 +690,10 @@ QUILT_AVX512 void vectors_to_rows(const float* src, int64_t n, int64_t live, flo
 
 // Blocks [begin, end) of 16 channels: block k is image k / blocks_per_image's channels from 16 *
 // (k % blocks_per_image), the last block of an image holding the channels that remain.
+// w16: the weights laid out already (depthwise_weights16), else null.
 QUILT_AVX512 void blocked16_planes(const Blocked16& b, int64_t begin, int64_t end, int64_t channels,
-                                   const float* x, const float* w, const float* bias, float* y,
-                                   const Activation& act) {
+                                   const float* x, const float* w, const float* w16,
+                                   const float* bias, float* y, const Activation& act) {
   const int64_t per_image = (channels + kLanes - 1) / kLanes;
   const int64_t padded = b.padded_h * b.padded_w;
   float* xt = thread_scratch(5, (padded + b.out_px + b.ntaps + 1) * kLanes);  // 64-byte aligned
@@ -707,10 +708,11 @@ QUILT_AVX512 void blocked16_planes(const Blocked16& b, int64_t begin, int64_t en
     const int64_t live = std::min(kLanes, channels - c0);
     const int64_t plane0 = n * channels + c0;  // the block's first plane
     rows_to_vectors(x + plane0 * b.in_px, b.in_px, live, b.in_px, xt, b.to_padded.data());
-    rows_to_vectors(w + c0 * b.ntaps, b.ntaps, live, b.ntaps, wt, nullptr);
+    const float* wb = w16 ? w16 + c0 * b.ntaps : wt;  // c0 is the block's first channel
+    if (!w16) rows_to_vectors(w + c0 * b.ntaps, b.ntaps, live, b.ntaps, wt, nullptr);
     _mm512_store_ps(bt, bias ? _mm512_maskz_loadu_ps(first_lanes(static_cast<int>(live)), bias + c0)
                              : _mm512_setzero_ps());
-    rows(b, xt, wt, bt, act, act_here, yt);
+    rows(b, xt, wb, bt, act, act_here, yt);
     float* yp = y + plane0 * b.out_px;
     vectors_to_rows(yt, b.out_px, live, yp, b.out_px);
     if (!act.none() && !act_here) act.apply(yp, live * b.out_px);
@@ -772,7 +774,7 @@ bool depthwise_flat_avx512(const DepthwiseGeometry& g, int64_t planes, int64_t c
 
 bool depthwise_blocked16_avx512(const DepthwiseGeometry& g, int64_t planes, int64_t channels,
                                 const float* x, const float* w, const float* bias, float* y,
-                                const Activation& act, const ThreadPool& pool) {
+                                const Activation& act, const ThreadPool& pool, const float* w16) {
   if (channels <= 0 || planes % channels != 0) return false;
   const Blocked16* b = cached_plan<Blocked16>(g, blocked16_geometry);
   if (!b) return false;
@@ -780,7 +782,7 @@ bool depthwise_blocked16_avx512(const DepthwiseGeometry& g, int64_t planes, int6
   const int64_t blocks = planes / channels * per_image;
   split_planes(blocks, std::max<int64_t>(1, b->out_px * b->ntaps * kLanes), pool,
                [&](int64_t begin, int64_t end) {
-                 blocked16_planes(*b, begin, end, channels, x, w, bias, y, act);
+                 blocked16_planes(*b, begin, end, channels, x, w, w16, bias, y, act);
                });
   return true;
 }

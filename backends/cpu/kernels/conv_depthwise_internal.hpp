@@ -60,7 +60,8 @@ bool depthwise_flat_avx512(const DepthwiseGeometry& g, int64_t planes, int64_t c
 // doing nothing, for other geometries. Call only when the CPU has AVX-512F/BW/VL/DQ.
 bool depthwise_blocked16_avx512(const DepthwiseGeometry& g, int64_t planes, int64_t channels,
                                 const float* x, const float* w, const float* bias, float* y,
-                                const Activation& act, const ThreadPool& pool);
+                                const Activation& act, const ThreadPool& pool,
+                                const float* w16 = nullptr);
 
 // Planes with rows of at most 8 columns, stride and dilation 1, whole padded planes in L1: the
 // flattened-plane kernel (conv_depthwise_avx512.cpp). False, doing nothing, for other geometries.
@@ -89,6 +90,6 @@ void deinterleave_rows_avx512(const float* src, int64_t src_row, float* dst, int
 const char* depthwise_conv2d(const DepthwiseGeometry& g, int64_t planes, int64_t channels,
                              const float* x, const float* w, const float* bias, float* y,
                              const Activation& act, const ThreadPool& pool, bool allow_avx512,
-                             bool allow_transposed = true);
+                             bool allow_transposed = true, const float* w16 = nullptr);
 
 }  // namespace quilt::cpu::depthwise_detail

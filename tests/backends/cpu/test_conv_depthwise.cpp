@@ -2,6 +2,7 @@
 // hand-picked geometries (kernel, stride, dilation, asymmetric padding, tiny and wide planes), on
 // the AVX2 tiles and, where the CPU has AVX-512, on the AVX-512 ones.
 #include <gtest/gtest.h>
+#include <array>
 
 #include <algorithm>
 #include <chrono>
@@ -72,36 +73,43 @@ void check(const Case& c, const ThreadPool& pool, unsigned seed) {
   for (auto& v : x) v = u(rng);
   for (auto& v : w) v = u(rng);
   for (auto& v : b) v = u(rng);
-  // NaN everywhere first: every output must be written.
-  std::vector<float> y(static_cast<size_t>(planes * g.out_h * g.out_w),
-                       std::numeric_limits<float>::quiet_NaN());
-  Activation act;
-  act.kind = c.act;
-  depthwise_detail::depthwise_conv2d(g, planes, c.channels, x.data(), w.data(),
-                                     c.bias ? b.data() : nullptr, y.data(), act, pool, c.avx512,
-                                     c.transposed);
+  // The weights as the 16-channel transposed kernel reads them, laid out once (a conv with
+  // constant weights) or per run: both are checked.
+  const std::shared_ptr<float[]> w16 =
+      depthwise_weights16(w.data(), c.channels, g.kernel_h * g.kernel_w);
+  for (const float* laid_out : std::array<const float*, 2>{nullptr, w16.get()}) {
+    // NaN everywhere first: every output must be written.
+    std::vector<float> y(static_cast<size_t>(planes * g.out_h * g.out_w),
+                         std::numeric_limits<float>::quiet_NaN());
+    Activation act;
+    act.kind = c.act;
+    depthwise_detail::depthwise_conv2d(g, planes, c.channels, x.data(), w.data(),
+                                       c.bias ? b.data() : nullptr, y.data(), act, pool, c.avx512,
+                                       c.transposed, laid_out);
 
-  for (int64_t p = 0; p < planes; ++p) {
-    const int64_t ch = p % c.channels;
-    const float* xp = x.data() + p * g.in_h * g.in_w;
-    const float* wc = w.data() + ch * g.kernel_h * g.kernel_w;
-    for (int64_t oh = 0; oh < g.out_h; ++oh)
-      for (int64_t ow = 0; ow < g.out_w; ++ow) {
-        double sum = c.bias ? b[static_cast<size_t>(ch)] : 0.0, magnitude = std::fabs(sum);
-        for (int64_t kh = 0; kh < g.kernel_h; ++kh)
-          for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
-            const int64_t ih = oh * g.stride_h - g.pad_top + kh * g.dilation_h;
-            const int64_t iw = ow * g.stride_w - g.pad_left + kw * g.dilation_w;
-            if (ih < 0 || ih >= g.in_h || iw < 0 || iw >= g.in_w) continue;
-            const double term = double(wc[kh * g.kernel_w + kw]) * xp[ih * g.in_w + iw];
-            sum += term;
-            magnitude += std::fabs(term);
-          }
-        const double want = activate(c.act, sum);
-        const float got = y[static_cast<size_t>((p * g.out_h + oh) * g.out_w + ow)];
-        ASSERT_NEAR(got, want, 1e-5 * magnitude + 1e-6 + 2e-6 * std::fabs(want))
-            << describe(c) << " at plane " << p << " (" << oh << ", " << ow << ")";
-      }
+    for (int64_t p = 0; p < planes; ++p) {
+      const int64_t ch = p % c.channels;
+      const float* xp = x.data() + p * g.in_h * g.in_w;
+      const float* wc = w.data() + ch * g.kernel_h * g.kernel_w;
+      for (int64_t oh = 0; oh < g.out_h; ++oh)
+        for (int64_t ow = 0; ow < g.out_w; ++ow) {
+          double sum = c.bias ? b[static_cast<size_t>(ch)] : 0.0, magnitude = std::fabs(sum);
+          for (int64_t kh = 0; kh < g.kernel_h; ++kh)
+            for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
+              const int64_t ih = oh * g.stride_h - g.pad_top + kh * g.dilation_h;
+              const int64_t iw = ow * g.stride_w - g.pad_left + kw * g.dilation_w;
+              if (ih < 0 || ih >= g.in_h || iw < 0 || iw >= g.in_w) continue;
+              const double term = double(wc[kh * g.kernel_w + kw]) * xp[ih * g.in_w + iw];
+              sum += term;
+              magnitude += std::fabs(term);
+            }
+          const double want = activate(c.act, sum);
+          const float got = y[static_cast<size_t>((p * g.out_h + oh) * g.out_w + ow)];
+          ASSERT_NEAR(got, want, 1e-5 * magnitude + 1e-6 + 2e-6 * std::fabs(want))
+              << describe(c) << (laid_out ? " (weights laid out once)" : "") << " at plane " << p
+              << " (" << oh << ", " << ow << ")";
+        }
+    }
   }
 }
 
