@@ -459,11 +459,13 @@ class ConvKernel : public Kernel {
       else if (!bf16_ && small_map(sig, mg, depth))  // gemm_channels has no bfloat16 form
         for (int64_t grp = 0; grp < group_; ++grp)
           channel_packed_.emplace_back(w->data<float>() + grp * mg * depth, mg, depth, depth);
-      else
-        packed_ = pack_groups(w->data<float>(), mg, depth);
-      if (mg == 1 && cg == 1) {  // depthwise: the transposed kernel's layout of the weights
+      else if (mg == 1 && cg == 1) {  // depthwise (run_depthwise): no GEMM, so no packed A,
+        // whose 8-row slivers held one row each (8 times the weights); the transposed kernel's
+        // layout of them instead
         weights16_ = depthwise_weights16(w->data<float>(), w->dim(0), kvol);
         weights16_of_ = w->data<float>();
+      } else {
+        packed_ = pack_groups(w->data<float>(), mg, depth);
       }
     }
     // The layout of the shapes inferred here, when static (ShapeMemo), and when the weights are
