@@ -70,19 +70,19 @@ c.node("conv2d_pad_larger_than_kernel", "Conv", {"x": rand(1, 2, 4, 5), "w": ran
        pads=[3, 4, 3, 2], **CONV_TOL)
 c.node("conv2d_stride_gt_kernel", "Conv", {"x": rand(1, 3, 11, 10), "w": rand(2, 3, 2, 2)},
        strides=[4, 3], **CONV_TOL)
-# A shifted input of more than 1 MB is laid out and multiplied a band of output rows at a time
+# A shifted input of more than 4 MB is laid out and multiplied a band of output rows at a time
 # (conv.cpp, run_shifted_bands): stride 2 (four phase planes, the product as wide as the output)
 # and stride 1 padded (the product wider than the output, copied out).
 c.node("conv2d_shifted_in_bands_stride2", "Conv", {"x": rand(1, 16, 272, 272), "w": rand(8, 16, 3, 3),
        "b": rand(8)}, pads=[1, 1, 1, 1], strides=[2, 2], **CONV_TOL)
 c.node("conv2d_shifted_in_bands_padded", "Conv", {"x": rand(1, 16, 262, 262), "w": rand(5, 16, 3, 3)},
        pads=[1, 1, 1, 1], **CONV_TOL)
-# Copies just past the bands' 1 MB threshold: a dilated 5x5 (a halo of 9 rows), and a 3x1 kernel
-# at stride (2, 1) (two row phases) on a batch of two (each image in its own bands).
-c.node("conv2d_dilated_in_bands", "Conv", {"x": rand(1, 20, 120, 120), "w": rand(6, 20, 5, 5),
-       "b": rand(6)}, pads=[4, 4, 4, 4], dilations=[2, 2], **CONV_TOL)
-c.node("conv2d_tall_kernel_in_bands_batch2", "Conv", {"x": rand(2, 16, 150, 150),
-       "w": rand(4, 16, 3, 1)}, pads=[1, 0, 1, 0], strides=[2, 1], **CONV_TOL)
+# Copies just past the bands' 4 MB threshold: a dilated 5x5 (a halo of 9 rows) on a tall map, and
+# a 3x1 kernel at stride (2, 1) (two row phases) on a batch of two (each image in its own bands).
+c.node("conv2d_dilated_in_bands", "Conv", {"x": rand(1, 8, 1100, 120), "w": rand(4, 8, 5, 5),
+       "b": rand(4)}, pads=[4, 4, 4, 4], dilations=[2, 2], **CONV_TOL)
+c.node("conv2d_tall_kernel_in_bands_batch2", "Conv", {"x": rand(2, 8, 340, 400),
+       "w": rand(4, 8, 3, 1)}, pads=[1, 0, 1, 0], strides=[2, 1], **CONV_TOL)
 c.node("conv2d_1x1", "Conv", {"x": rand(2, 8, 5, 7), "w": rand(6, 8, 1, 1), "b": rand(6)},
        **CONV_TOL)
 c.node("conv2d_1x1_stride2", "Conv", {"x": rand(1, 4, 7, 7), "w": rand(6, 4, 1, 1)},

@@ -311,18 +311,18 @@ class ShiftedInput {
 constexpr int64_t kBandBytes = 512 << 10;
 
 // The output rows of a band when the conv runs in bands (run_shifted_bands) on `threads`
-// threads, else 0: worth it when the whole copy would not stay in L2 (1 MB a core on the AMD
-// EPYC, 2 on the Xeon), and a band holds more output rows than halo rows. From 4 MB before:
-// YOLOv5s's 32x160x160 3x3 conv (a 3.4 MB copy, then a 3.3 MB product copied out) took 1.76-1.79
-// ms at 2 threads, 1.04-1.07 in bands (onnxruntime 0.96); YOLOv5s 54.4-56.9 -> 52.5-53.1 ms and
-// Real-ESRGAN (its 64x64 convs: copies of 1.1 MB) 448 -> 401-412 ms, 3 and 2 alternating rounds
-// in the VM's slow mode; ResNet-50 within noise. (Measured in 2026-11 on the EPYC, after the
-// buffer cache's reuse rule: an earlier measurement had Real-ESRGAN 5-10 % slower.)
+// threads, else 0: worth it when the whole copy would leave the caches (more than 4 MB), and a
+// band holds more output rows than halo rows. Real-ESRGAN's 64x64 convs (copies of 1.1-3.4 MB)
+// take 5-10 % longer at 2 threads in bands (their whole copies stay in L3, and the bands add
+// their halo rows): from 1 MB up, Real-ESRGAN took 356-360 ms against 333-339 and YOLOv5s
+// 43.5-43.7 against 43.8-44.1 (3 alternating rounds, AMD EPYC). In the VM's slow mode (memory
+// about twice as slow) 1 MB measured better on both (YOLOv5s's 32x160x160 conv 1.04 ms against
+// 1.78); the normal mode decides.
 int64_t band_rows(const Geometry& g, const ShiftPlan& p, int threads) {
   const int64_t planes = p.channels * static_cast<int64_t>(p.phases.size());
   const int64_t row_bytes = planes * p.wq * static_cast<int64_t>(sizeof(float));
   const int64_t whole = row_bytes * p.hq, out_h = g.out[1], halo = p.hq - out_h;
-  if (whole <= 2 * kBandBytes || kBandBytes / row_bytes < 2 * halo) return 0;
+  if (whole <= 8 * kBandBytes || kBandBytes / row_bytes < 2 * halo) return 0;
   // Rows in L2, and at least four bands a thread, so that the threads' shares even out.
   const int64_t per_thread = 4 * static_cast<int64_t>(threads);
   return std::clamp<int64_t>(
