@@ -1368,8 +1368,9 @@ def bench_table(results, backend_lists, half=None):
 def multiply_adds(path):
     """The multiply-adds of a model's Conv, ConvTranspose, Gemm and MatMul nodes (top-level graph,
     the shapes it was exported with), from onnx's shape inference; None when a shape they need
-    is unknown. The other ops' arithmetic is left out: it is small beside these in the classic
-    models, and has no one multiply-add measure."""
+    is unknown. A Conv counts its live kernel taps only (_live_taps). The other ops' arithmetic
+    is left out: it is small beside these in the classic models, and has no one multiply-add
+    measure."""
     import onnx
     from onnx import helper, shape_inference
     model = shape_inference.infer_shapes(onnx.load(str(path)))
@@ -1386,8 +1387,8 @@ def multiply_adds(path):
         a, b, y = (shapes.get(n) for n in (node.input[0], node.input[1], node.output[0]))
         if any(s is None or None in s for s in (a, b, y)):
             return None
-        if node.op_type == "Conv":  # each output: (C / group) x kernel taps
-            total += math.prod(y) * math.prod(b[1:])
+        if node.op_type == "Conv":  # each output: (C / group) x the live kernel taps
+            total += math.prod(y) * b[1] * math.prod(_live_taps(attrs, a[2:], b[2:], y[2:]))
         elif node.op_type == "ConvTranspose":  # each input: (C_out / group) x kernel taps
             total += math.prod(a) * math.prod(b[1:])
         elif node.op_type == "Gemm":
@@ -1395,6 +1396,35 @@ def multiply_adds(path):
         else:
             total += math.prod(y) * a[-1]
     return total
+
+
+def _live_taps(attrs, in_dims, kernel, out_dims):
+    """Per spatial dim, the kernel taps that read inside the input for some output: a tap that
+    only ever reads padding (DeepLabV3's dilation-24 and -36 convs on 14x14 maps) is no work that
+    either runtime does, so it is not counted."""
+    n = len(kernel)
+    strides = attrs.get("strides", [1] * n)
+    dilations = attrs.get("dilations", [1] * n)
+    pads = attrs.get("pads", [0] * (2 * n))
+    auto_pad = attrs.get("auto_pad", b"NOTSET")
+    auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
+    live = []
+    for d in range(n):
+        size, k, s, dil, out = in_dims[d], kernel[d], strides[d], dilations[d], out_dims[d]
+        begin = pads[d]
+        if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+            total = max(0, (out - 1) * s + (k - 1) * dil + 1 - size)
+            begin = total // 2 if auto_pad == "SAME_UPPER" else total - total // 2
+        elif auto_pad == "VALID":
+            begin = 0
+        count = 0
+        for tap in range(k):
+            offset = tap * dil - begin  # output o reads input o * s + offset
+            first = 0 if offset >= 0 else (-offset + s - 1) // s
+            last = min(out - 1, (size - 1 - offset) // s) if size - 1 - offset >= 0 else -1
+            count += first <= last
+        live.append(count)
+    return live
 
 
 def fma_peak(quilt, threads):
@@ -1433,8 +1463,8 @@ The float32 multiply-add peak of this machine, measured just after the runs by
 `build/quilt_fma_peak --threads {threads}` (tools/fma_peak.cpp: every thread runs fused
 multiply-adds on registers only, best of 5; nothing else should run meanwhile): **{peak_text}**.
 Each model's multiply-adds are those of its Conv, ConvTranspose, Gemm and MatMul nodes (the
-other ops' arithmetic is left out), counted from onnx's shape inference; GFLOP/s = 2 x
-multiply-adds / median latency.
+other ops' arithmetic is left out; a Conv's kernel taps that only ever read padding are left out
+too), counted from onnx's shape inference; GFLOP/s = 2 x multiply-adds / median latency.
 
 {table}
 """

@@ -351,6 +351,22 @@ class MultiplyAddsTest(unittest.TestCase):
             self.assertEqual(zoo.multiply_adds(path),
                              64 * 27 + 64 * 2 + 64 * 2 * 4 + 16 * 5 * 8 + 16 * 3 * 5)
 
+    def test_taps_that_only_read_padding_are_not_counted(self):
+        import tempfile
+        from onnx import helper
+        with tempfile.TemporaryDirectory() as tmp:
+            # 3x3 input, 3x3 kernel at dilation 4, pads 4: taps 0 and 2 of each dim only read
+            # padding, tap 1 reads the input for every output (as DeepLabV3's atrous convs).
+            path = self.model([helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3],
+                                                dilations=[4, 4], pads=[4, 4, 4, 4])],
+                              [("x", [1, 2, 3, 3])], [("w", [5, 2, 3, 3])], tmp)
+            self.assertEqual(zoo.multiply_adds(path), 5 * 9 * 2 * 1)
+            # SAME_UPPER on 5x5 at stride 2 with a 4x4 kernel: every tap reads inside somewhere.
+            path = self.model([helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[4, 4],
+                                                strides=[2, 2], auto_pad="SAME_UPPER")],
+                              [("x", [1, 1, 5, 5])], [("w", [2, 1, 4, 4])], tmp)
+            self.assertEqual(zoo.multiply_adds(path), 2 * 9 * 16)
+
     def test_unknown_shape_is_none(self):
         import tempfile
         from onnx import helper
