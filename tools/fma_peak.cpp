@@ -90,6 +90,7 @@ int main(int argc, char** argv) {
     std::vector<float> out(static_cast<size_t>(threads));
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<std::thread> pool;
+    pool.reserve(static_cast<size_t>(threads));
     for (int t = 0; t < threads; ++t)
       pool.emplace_back([&, t] { out[static_cast<size_t>(t)] = run(iterations); });
     for (std::thread& t : pool) t.join();
