@@ -119,8 +119,10 @@ void trilu(KernelContext& ctx) {
   if (const Tensor* kt = ctx.optional_input(1)) {
     if (kt->numel() != 1) ctx.node.fail("k must have exactly one element");
     k = kt->data<int64_t>()[0];
-    // Beyond these bounds every row keeps all or nothing; clamping avoids overflow in i + k.
-    k = std::clamp<int64_t>(k, -(in.dim(in.rank() - 2) + 1), in.dim(in.rank() - 1) + 1);
+    // At -rows or cols every row keeps all or nothing already; clamping there avoids overflow
+    // in i + k (and in the bounds: rows + 1 overflowed for a declared 2^63 - 1 dim of an empty
+    // input, fuzz_run, UBSan).
+    k = std::clamp<int64_t>(k, -in.dim(in.rank() - 2), in.dim(in.rank() - 1));
   }
   const bool upper = ctx.node.attr_int("upper", 1) != 0;
   const int64_t rows = in.dim(in.rank() - 2), cols = in.dim(in.rank() - 1);
