@@ -354,8 +354,8 @@ c.node("maxpool2d_sppf", "MaxPool", {"x": rand(1, 8, 20, 20)}, kernel_shape=[5, 
 c.node("maxpool2d_stride1_uneven", "MaxPool", {"x": rand(2, 3, 9, 11)}, kernel_shape=[3, 4],
        pads=[0, 2, 2, 1])
 # Stride 1, padded: read in place 16 columns at a time on AVX-512, the last kernel-height row
-# maxima in registers (heights 2, 3, 4, 5, 7; any other recomputes them), elsewhere through a
-# padded copy (float64, uint8). Rows of 37 outputs: two whole vectors and a 5-lane tail.
+# maxima in registers (heights 2, 3, 4, 5, 7; any other recomputes them); float64 keeps the
+# separable form. Rows of 37 outputs: two whole vectors and a 5-lane tail.
 c.node("maxpool2d_stride1_wide", "MaxPool", {"x": rand(1, 3, 7, 37)}, kernel_shape=[5, 5],
        pads=[2, 2, 2, 2])
 c.node("maxpool2d_stride1_k2x3", "MaxPool", {"x": rand(2, 2, 9, 18)}, kernel_shape=[2, 3],

@@ -264,7 +264,8 @@ void window_separable(const Geometry& g, const T* x, T* y, T init, Op op) {
 // A separable max window at stride 1 whose padded plane is not much larger than the plane
 // (max_stride_1). YOLOv5s's SPPF (three 5x5 pools on 256 x 20 x 20) took 0.52 ms at one thread
 // in window_separable, whose rows of 20 outputs are mostly loop overhead and stores reloaded by
-// the next kernel column; 0.14 now, onnxruntime 0.125 (AMD EPYC, `quilt bench`).
+// the next kernel column; 0.14 now, onnxruntime 0.125 (AMD EPYC, `quilt bench`). Float on
+// AVX-512 only (max_stride_1).
 bool padded_stride_1(const Geometry& g) {
   if (!separable(g) || g.stride[1] != 1 || g.stride[2] != 1) return false;
   const int64_t hp = g.out[1] + g.kernel[1] - 1, wp = g.out[2] + g.kernel[2] - 1;
@@ -353,61 +354,22 @@ __attribute__((target("avx512f"))) void max_stride_1_avx512(const Geometry& g, c
 
 QUILT_GCC12_AVX512_END
 
-// One plane of a padded_stride_1 max pool. Float on AVX-512: max_stride_1_avx512, in place.
-// Otherwise the plane is copied once into a scratch with its padding (`lowest` there), and both
-// passes run over it without bounds: along the rows at every position, then down the columns.
-template <class T>
-void max_stride_1(const Geometry& g, const T* x, T* y) {
-  const int64_t kh = g.kernel[1], kw = g.kernel[2], out_h = g.out[1], out_w = g.out[2];
-  const int64_t hp = out_h + kh - 1, wp = out_w + kw - 1, area = hp * wp;
-  if constexpr (std::is_same_v<T, float>) {
-    if (kw <= 32 && has_avx512f()) {
-      switch (kh) {
-        case 2:
-          return max_stride_1_avx512<2>(g, x, y);
-        case 3:
-          return max_stride_1_avx512<3>(g, x, y);
-        case 4:
-          return max_stride_1_avx512<4>(g, x, y);
-        case 5:
-          return max_stride_1_avx512<5>(g, x, y);
-        case 7:
-          return max_stride_1_avx512<7>(g, x, y);
-        default:
-          return max_stride_1_avx512<0>(g, x, y);
-      }
-    }
-  }
-  const T lowest = std::numeric_limits<T>::lowest();
-  const auto mx = [](T a, T v) { return a < v ? v : a; };
-  // The padded plane, then the row maxima at each of its positions (the fold of window_rows).
-  T* const p = static_cast<T*>(thread_scratch_bytes(6, static_cast<size_t>(2 * area) * sizeof(T)));
-  T* const h = p + area;
-  // Padded column j is input column j - left.
-  const int64_t left = g.pad[2], c0 = std::min(left, wp), c1 = std::clamp(left + g.in[2], c0, wp);
-  for (int64_t r = 0; r < hp; ++r) {
-    T* row = p + r * wp;
-    const int64_t ih = r - g.pad[1];
-    if (ih < 0 || ih >= g.in[1]) {
-      std::fill(row, row + wp, lowest);
-      continue;
-    }
-    std::fill(row, row + c0, lowest);
-    std::copy(x + ih * g.in[2] + (c0 - left), x + ih * g.in[2] + (c1 - left), row + c0);
-    std::fill(row + c1, row + wp, lowest);
-  }
-  // Positions past a row's last output read into the next row and are never used.
-  const int64_t span = area - (kw - 1);
-  std::fill(h, h + span, lowest);
-  for (int64_t k = 0; k < kw; ++k)
-    for (int64_t i = 0; i < span; ++i) h[i] = mx(h[i], p[i + k]);
-  for (int64_t oh = 0; oh < out_h; ++oh) {
-    T* yrow = y + oh * out_w;
-    std::fill(yrow, yrow + out_w, lowest);
-    for (int64_t k = 0; k < kh; ++k) {
-      const T* hrow = h + (oh + k) * wp;
-      for (int64_t ow = 0; ow < out_w; ++ow) yrow[ow] = mx(yrow[ow], hrow[ow]);
-    }
+// One plane of a padded_stride_1 max pool (float on AVX-512; other types and CPUs keep
+// window_separable, whose loops the measured gain did not come from).
+inline void max_stride_1(const Geometry& g, const float* x, float* y) {
+  switch (g.kernel[1]) {
+    case 2:
+      return max_stride_1_avx512<2>(g, x, y);
+    case 3:
+      return max_stride_1_avx512<3>(g, x, y);
+    case 4:
+      return max_stride_1_avx512<4>(g, x, y);
+    case 5:
+      return max_stride_1_avx512<5>(g, x, y);
+    case 7:
+      return max_stride_1_avx512<7>(g, x, y);
+    default:
+      return max_stride_1_avx512<0>(g, x, y);
   }
 }
 
@@ -425,7 +387,8 @@ void max_pool(KernelContext& ctx, const Geometry& g) {
   T* yp = y.data<T>();
   const int64_t planes = x.dim(0) * x.dim(1);
   const bool fast_2x2 = pool_2x2_stride_2(g), by_rows_then_columns = separable(g),
-             padded = padded_stride_1(g);
+             padded = std::is_same_v<T, float> && g.kernel[2] <= 32 && has_avx512f() &&
+                      padded_stride_1(g);
   ctx.pool.parallel_for(
       planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, saturating_mul(ovol, kvol))),
       [&](int64_t b, int64_t e) {
@@ -449,9 +412,12 @@ void max_pool(KernelContext& ctx, const Geometry& g) {
           }
           if (!ip) {
             const auto mx = [](T a, T v) { return a < v ? v : a; };
-            if (padded)
-              max_stride_1(g, xc, yc);
-            else if (by_rows_then_columns)
+            if constexpr (std::is_same_v<T, float>)
+              if (padded) {
+                max_stride_1(g, xc, yc);
+                continue;
+              }
+            if (by_rows_then_columns)
               window_separable(g, xc, yc, std::numeric_limits<T>::lowest(), mx);
             else
               window_rows(g, xc, yc, std::numeric_limits<T>::lowest(), mx);
