@@ -102,6 +102,14 @@ def regressions():
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, "n"])],
         [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("y0", "y2")])
     yield helper.make_model(split, opset_imports=[helper.make_opsetid("", 18)])
+    # Trilu with a k input on an empty input declaring a 2^63 - 1 dim: k was clamped to
+    # [-(rows + 1), cols + 1], which overflowed (fuzz_run, UBSan); it is clamped to [-rows, cols].
+    trilu = helper.make_graph(
+        [helper.make_node("Trilu", ["x", "k"], ["y"])], "trilu_k_huge_rows",
+        [helper.make_tensor_value_info("x", TensorProto.INT64, [2**63 - 1, 0]),
+         helper.make_tensor_value_info("k", TensorProto.INT64, [])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, None)])
+    yield helper.make_model(trilu, opset_imports=[helper.make_opsetid("", 14)])
 
 
 def scan_pad_without_pads():
