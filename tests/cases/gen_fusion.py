@@ -130,6 +130,15 @@ c.model("residual_atrous_relu", [
     N("Conv", ["x", "w4"], ["c"], pads=[6, 6, 6, 6], dilations=[6, 6]),
     N("Add", ["c", "x"], ["a"]), N("Relu", ["a"], ["y"])],
     {"x": rand(1, 4, 7, 7)}, ["y"], {"w4": rand(4, 4, 3, 3)})
+# Pointwise convs of depth 256-511 on maps up to 28x28 go to gemm_channels too (ResNet-50's
+# 256 -> 1024 on 14x14 with its residual, and its stride-2 downsample; a ragged depth and a
+# channel tail: 120 = 64 + 56).
+c.model("residual_small_map_pointwise_deep", [
+    N("Conv", ["x", "wp", "bp"], ["c"]), N("Add", ["c", "r"], ["a"]), N("Relu", ["a"], ["y"])],
+    {"x": rand(1, 256, 14, 14), "r": rand(1, 120, 14, 14)}, ["y"],
+    {"wp": rand(120, 256, 1, 1), "bp": rand(120)})
+c.model("small_map_pointwise_strided_deep", [N("Conv", ["x", "ws"], ["y"], strides=[2, 2])],
+        {"x": rand(1, 300, 27, 28)}, ["y"], {"ws": rand(128, 300, 1, 1)})
 c.model("residual_small_map_hardswish", [
     N("Conv", ["x", "w72", "b72"], ["c"], pads=[1, 1, 1, 1]), N("Add", ["c", "x"], ["a"]),
     N("HardSwish", ["a"], ["y"])], {"x": rand(1, 72, 6, 6)}, ["y"],

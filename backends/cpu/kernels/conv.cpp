@@ -698,10 +698,15 @@ class ConvKernel : public Kernel {
   // creation): maps of up to 64 pixels always, where gemm_packed's 48-column strips leave lanes
   // idle (7x7: 49 columns) or nearly all of them (the 1x1 maps of squeeze-excitation blocks:
   // MobileNetV3's 960 -> 240 conv took 0.16 ms, 0.02 here); maps up to 28x28 when the depth
-  // is 512 or more and at most an eighth of the 64-row blocks is padding. Measured at two
+  // is 256 or more and at most an eighth of the 64-row blocks is padding. Measured at two
   // threads, alternating: ResNet-50 24.2 -> 22.7 ms, FCN 120.5 -> 110.7 ms (its dilated layers
   // run on 28x28); shallower 14x14 convs were slower here (MobileNetV3's 112 -> 672: 0.15 -> 0.22
-  // ms), and maps above 28x28 (YOLOv5s) 3 % slower.
+  // ms; ResNet-50's 128 -> 512 on 28x28: 0.23 -> 0.25-0.29), and maps above 28x28 (YOLOv5s) 3 %
+  // slower. From depth 256 rather than 512 (per node in the model, 2 threads): ResNet-50's six
+  // 256 -> 1024 on 14x14 0.28-0.30 -> 0.24-0.27 ms (gemm_packed's 196 columns end in a strip of
+  // 4, and its in-model time was 0.04 ms above its time alone), its 256 -> 512 stride-2 0.52 ->
+  // 0.47, FCN's 256 -> 1024 on 28x28 0.98-1.00 -> 0.94-0.97, YOLOv5s's 256 -> 256 on 20x20
+  // 0.137 -> 0.125.
   static bool small_map(const NodeSignature& sig, int64_t mg, int64_t depth) {
     if (!gemm_packed_native() || sig.outputs.empty() || !sig.outputs[0].has_shape) return false;
     // 2-D convs, and 1-D ones (a 1 x W map: the VAD's STFT as a conv, 258 channels x 4 columns).
@@ -718,7 +723,7 @@ class ConvKernel : public Kernel {
     // 48-column strips: the digits demo's 8 -> 8 and 8 -> 16 convs on 8x8 and 4x4 maps used
     // an eighth and a quarter of each tile (1.69 ms a batch of 360, 0.5 on gemm_packed).
     if (pixels <= 64) return mg * ((pixels + 47) / 48 * 48) >= pixels * padded;
-    return pixels <= 28 * 28 && depth >= 512 && padded * 8 <= mg * 9;
+    return pixels <= 28 * 28 && depth >= 256 && padded * 8 <= mg * 9;
   }
 
   // The 2-D and pointwise convs on small maps: gemm_channels straight into y, B read in place.
