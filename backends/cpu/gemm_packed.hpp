@@ -47,6 +47,14 @@ struct BRows {
   PrefetchRanges* prefetch = nullptr;  // optional
 };
 
+// A product whose columns are rows of `stride` columns of which only the first `width` are
+// kept: a conv over shifted input rows computes each output row `stride` wide (its padded
+// input's width). C then holds the kept columns only, rows `width` apart (the output map), and
+// the product's other columns are never stored. At least 16 columns a row (stride >= 16).
+struct NarrowCols {
+  int64_t width = 0, stride = 0;
+};
+
 class PackedA {
  public:
   PackedA() = default;
@@ -55,12 +63,15 @@ class PackedA {
   PackedA(const float* a, int64_t m, int64_t k, int64_t lda, bool bf16 = false);
   int64_t rows() const { return m_; }
   int64_t depth() const { return k_; }
+  // Whether gemm_packed can store a product through NarrowCols with this activation: the
+  // float32 AVX-512 micro-kernel, which finishes the activation in registers (act16).
+  bool narrow_ok(const Activation& act) const;
 
  private:
   friend void gemm_packed(const PackedA&, const float*, int64_t, int64_t, float*, int64_t,
                           const float*, const Activation&, const ThreadPool&);
   friend void gemm_packed(const PackedA&, const BRows&, int64_t, float*, int64_t, const float*,
-                          const Activation&, const ThreadPool&, const float*);
+                          const Activation&, const ThreadPool&, const float*, const NarrowCols*);
   int64_t m_ = 0, k_ = 0;
   std::shared_ptr<float[]> data_;  // [ceil(m / 8)][k][8], rows past m are zero
   const float* source_ = nullptr;  // the unpacked A, for the fallback without AVX-512
@@ -70,10 +81,11 @@ class PackedA {
 };
 
 // The same with B read in place (n columns, a.depth() rows). residual, when given, has C's
-// layout (row stride ldc) and is added to C before the activation.
+// layout (row stride ldc) and is added to C before the activation. narrow: C keeps only those
+// columns (n counts the product's); only where a.narrow_ok(act).
 void gemm_packed(const PackedA& a, const BRows& b, int64_t n, float* c, int64_t ldc,
                  const float* bias, const Activation& act, const ThreadPool& pool,
-                 const float* residual = nullptr);
+                 const float* residual = nullptr, const NarrowCols* narrow = nullptr);
 
 // The right operand of a product whose left one changes every run (MatMul or Gemm with constant
 // weights B: K x N, or N x K when transposed), packed once in 48-column panels.

@@ -120,6 +120,15 @@ c.model("residual_3x3_in_bands_relu", [N("Conv", ["x", "w16", "b16"], ["c"], pad
 c.model("residual_2x2_stride2_in_bands_relu", [N("Conv", ["x", "w2"], ["c"], strides=[2, 2]),
                                                N("Add", ["c", "r"], ["a"]), N("Relu", ["a"], ["y"])],
         {"x": rand(1, 16, 264, 264), "r": rand(1, 8, 132, 132)}, ["y"], {"w2": rand(8, 16, 2, 2)})
+# The same stored straight into y (rows of 32 or more): the residual read back and the
+# activation applied in the product's registers; Tanh, which they have no form for, keeps the
+# wide product and its copy.
+c.model("residual_narrow_hardswish", [N("Conv", ["x", "w24", "b24"], ["c"], pads=[1, 1, 1, 1]),
+                                      N("Add", ["c", "r"], ["a"]), N("HardSwish", ["a"], ["y"])],
+        {"x": rand(1, 16, 34, 40), "r": rand(1, 24, 34, 40)}, ["y"],
+        {"w24": rand(24, 16, 3, 3), "b24": rand(24)})
+c.model("narrow_tanh", [N("Conv", ["x", "w8"], ["c"], pads=[1, 1, 1, 1]), N("Tanh", ["c"], ["y"])],
+        {"x": rand(1, 8, 20, 40)}, ["y"], {"w8": rand(8, 8, 3, 3)})
 c.model("residual_small_batch", [N("Conv", ["x", "w6"], ["c"], pads=[1, 1, 1, 1]),
                                  N("Add", ["c", "x"], ["a"]), N("Relu", ["a"], ["y"])],
         {"x": rand(3, 6, 8, 8)}, ["y"], {"w6": rand(6, 6, 3, 3)})

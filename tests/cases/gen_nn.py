@@ -83,6 +83,21 @@ c.node("conv2d_dilated_in_bands", "Conv", {"x": rand(1, 8, 1100, 120), "w": rand
        "b": rand(4)}, pads=[4, 4, 4, 4], dilations=[2, 2], **CONV_TOL)
 c.node("conv2d_tall_kernel_in_bands_batch2", "Conv", {"x": rand(2, 8, 340, 400),
        "w": rand(4, 8, 3, 1)}, pads=[1, 0, 1, 0], strides=[2, 1], **CONV_TOL)
+# Products over shifted rows wider than the output's rows (32 columns or more) store the output
+# columns straight into y (gemm_packed's NarrowCols): a depth of 864 (two depth blocks: the
+# partial sums read back) onto 20 channels (a tail of 4 rows); a 1x17 kernel padded 8 on each
+# side (rows 56 wide: whole vectors dropped); stride 2 (phase planes, 33 columns);
+# two groups; a row of exactly 32.
+c.node("conv2d_narrow_deep", "Conv", {"x": rand(1, 96, 40, 36)}, pads=[1, 1, 1, 1],
+       initializers={"w": rand(20, 96, 3, 3), "b": rand(20)}, rtol=1e-4, atol=1e-3)
+c.node("conv2d_narrow_wide_padding", "Conv", {"x": rand(1, 4, 9, 40), "w": rand(6, 4, 1, 17)},
+       pads=[0, 8, 0, 8], **CONV_TOL)
+c.node("conv2d_narrow_stride2", "Conv", {"x": rand(1, 8, 70, 66)}, strides=[2, 2],
+       pads=[1, 1, 1, 1], initializers={"w": rand(16, 8, 3, 3), "b": rand(16)}, **CONV_TOL)
+c.node("conv2d_narrow_group", "Conv", {"x": rand(1, 16, 34, 33), "w": rand(16, 8, 3, 3)},
+       group=2, pads=[1, 1, 1, 1], **CONV_TOL)
+c.node("conv2d_narrow_32", "Conv", {"x": rand(1, 6, 12, 32), "w": rand(5, 6, 3, 3)},
+       pads=[1, 1, 1, 1], **CONV_TOL)
 c.node("conv2d_1x1", "Conv", {"x": rand(2, 8, 5, 7), "w": rand(6, 8, 1, 1), "b": rand(6)},
        **CONV_TOL)
 c.node("conv2d_1x1_stride2", "Conv", {"x": rand(1, 4, 7, 7), "w": rand(6, 4, 1, 1)},
