@@ -119,6 +119,13 @@ unique("unique_int8", np.array([3, -2, 3, 0, -2], dtype=np.int8))
 unique("unique_axis_empty_slices_outer", np.zeros((0, 5), np.float32), axis=1)
 unique("unique_axis_empty_slices_inner", np.zeros((5, 0), np.float32), axis=0, spec=True)
 unique("unique_axis_empty_slices_3d", np.zeros((2, 4, 0), np.float32), axis=1, spec=True)
+# An empty input whose slices before the axis number 2^32 - 2 (fuzz_run: the copy looped over
+# them all, 11 s under ASan); the expected outputs written out (onnx's reference would loop too).
+_huge = np.zeros((2, 2**31 - 1, 10, 0), np.float32)
+c.node("unique_axis_empty_huge_outer", "Unique", {"x": _huge}, n_outputs=4, opset=11, axis=2,
+       expected=dict(zip(["y0", "y1", "y2", "y3"], [
+           np.zeros((2, 2**31 - 1, 1, 0), np.float32), np.array([0], np.int64),
+           np.zeros(10, np.int64), np.array([10], np.int64)])))
 c.node("unique_one_output", "Unique", {"x": randint(10, high=5)}, opset=11)
 
 # ---- Det ----

@@ -110,6 +110,23 @@ def regressions():
          helper.make_tensor_value_info("k", TensorProto.INT64, [])],
         [helper.make_tensor_value_info("y", TensorProto.INT64, None)])
     yield helper.make_model(trilu, opset_imports=[helper.make_opsetid("", 14)])
+    # LSTM on an empty batch declared 2^31 steps long: the CPU kernel ran every step on no rows
+    # (fuzz_run: 117 s under ASan, 18 s in a release build); an empty batch returns at once.
+    lstm = helper.make_graph(
+        [helper.make_node("LSTM", ["X", "W", "R"], ["", "Y_h"], hidden_size=3)],
+        "lstm_empty_batch_long",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [2**31, 0, 2]),
+         helper.make_tensor_value_info("W", TensorProto.FLOAT, [1, 12, 2]),
+         helper.make_tensor_value_info("R", TensorProto.FLOAT, [1, 12, 3])],
+        [helper.make_tensor_value_info("Y_h", TensorProto.FLOAT, None)])
+    yield helper.make_model(lstm, opset_imports=[helper.make_opsetid("", 22)])
+    # Unique along an axis of an empty input with 2^32 - 2 slices before it: the output copy
+    # looped over them all (fuzz_run: 11 s under ASan).
+    unique_outer = helper.make_graph(
+        [helper.make_node("Unique", ["x"], ["y"], axis=2)], "unique_empty_huge_outer",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2**31 - 1, 10, 0])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    yield helper.make_model(unique_outer, opset_imports=[helper.make_opsetid("", 11)])
 
 
 def scan_pad_without_pads():

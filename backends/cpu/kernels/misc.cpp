@@ -43,14 +43,14 @@ void unique(KernelContext& ctx) {
   const auto* src = static_cast<const char*>(x.raw_data());
   auto* dst = static_cast<char*>(y.raw_data());
   const size_t run = static_cast<size_t>(inner) * esize;
-  for (int64_t o = 0; o < outer; ++o)
+  // Nothing to copy when the slices are empty: the loop over `outer` alone took 11 s under
+  // ASan for an empty input declaring 2^32 of them (fuzz_run).
+  for (int64_t o = 0; run != 0 && o < outer; ++o)
     for (int64_t j = 0; j < u; ++j)
-      if (run)
-        std::memcpy(
-            dst + static_cast<size_t>((o * u + j) * inner) * esize,
-            src +
-                static_cast<size_t>((o * count + g.first[static_cast<size_t>(j)]) * inner) * esize,
-            run);
+      std::memcpy(
+          dst + static_cast<size_t>((o * u + j) * inner) * esize,
+          src + static_cast<size_t>((o * count + g.first[static_cast<size_t>(j)]) * inner) * esize,
+          run);
   const std::vector<int64_t>* lists[] = {&g.first, &g.inverse, &g.counts};
   for (size_t i = 1; i < 4; ++i)
     if (ctx.wants_output(i))

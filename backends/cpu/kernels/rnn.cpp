@@ -220,6 +220,7 @@ void rnn_impl(KernelContext& ctx, const RnnAttrs& a, const TransposedWeights<flo
   const Tensor* h0_t = ctx.optional_input(5);
   const int64_t seq = x.dim(a.layout == 0 ? 0 : 1), batch = x.dim(a.layout == 0 ? 1 : 0);
   const int64_t input = x.dim(2), hid = r.dim(2), dirs = a.dirs;
+  if (batch == 0) return;  // no rows: every output is empty (as LSTM's and GRU's)
   const Layout lay{a.layout, seq, batch, dirs, hid};
   const auto lens = sequence_lengths(ctx, 4, seq, batch);
   T* y = ctx.wants_output(0) ? ctx.output(0).data<T>() : nullptr;

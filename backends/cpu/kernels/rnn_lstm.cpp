@@ -26,6 +26,9 @@ void lstm_impl(KernelContext& ctx, const RnnAttrs& a, bool input_forget,
   const Tensor* p_t = ctx.optional_input(7);
   const int64_t seq = x.dim(a.layout == 0 ? 0 : 1), batch = x.dim(a.layout == 0 ? 1 : 0);
   const int64_t input = x.dim(2), hid = r.dim(2), dirs = a.dirs, g4 = 4 * hid;
+  // No rows: every output is empty, whatever the sequence's length (fuzz_run: an empty batch
+  // declared 2^31 steps long ran them all, two minutes of nothing).
+  if (batch == 0) return;
   const Layout lay{a.layout, seq, batch, dirs, hid};
   const auto lens = sequence_lengths(ctx, 4, seq, batch);
   T* y = ctx.wants_output(0) ? ctx.output(0).data<T>() : nullptr;
