@@ -50,6 +50,9 @@ struct Finish {
 // p0), and rows past `rows` read the last row again (computed, never stored).
 // kLive: the rows computed at all (>= rows). A one-row product (an MLP or a decoder at batch 1)
 // computing all 8 did 8 times the multiply-adds it needed: 1 x 512 x 512 took 36 us, now ~5.
+// kFull: B's rows read in place are whole vectors (mask is all ones): the masked load of the last
+// one (and its mask, reloaded from the stack every step) cost YOLOv5s's 32x320x320 stride-2 conv
+// 4 % (2.63-2.78 -> 2.52-2.65 ms alone, 2 threads, 6 alternating rounds).
 //
 // With narrow (NarrowCols), vector j of a row keeps the lanes narrow->keep[j] only, packed
 // together (vcompressps) at c + narrow->at[j]; C and the residual are read back the same way
@@ -69,7 +72,7 @@ __attribute__((target("avx512f"), always_inline)) inline __m512 load_kept(const 
   return narrow ? _mm512_maskz_expand_ps(keep, v) : v;
 }
 
-template <int NV, bool kRows, bool kRawA = false, int kLive = kMr>
+template <int NV, bool kRows, bool kRawA = false, int kLive = kMr, bool kFull = false>
 __attribute__((target("avx512f,prfchw"))) void micro_kernel(
     int64_t kc, const float* a, const float* b, int64_t b_stride, const int64_t* offsets, float* c,
     int64_t ldc, int64_t rows, __mmask16 mask, bool first, const float* bias, const float* col_bias,
@@ -121,8 +124,8 @@ __attribute__((target("avx512f,prfchw"))) void micro_kernel(
       const float* row = b + offsets[p];
 #pragma GCC unroll 3
       for (int j = 0; j < NV; ++j)
-        bv[j] = j == NV - 1 ? _mm512_maskz_loadu_ps(mask, row + j * kLanes)
-                            : _mm512_loadu_ps(row + j * kLanes);
+        bv[j] = j == NV - 1 && !kFull ? _mm512_maskz_loadu_ps(mask, row + j * kLanes)
+                                      : _mm512_loadu_ps(row + j * kLanes);
     } else {
 #pragma GCC unroll 3
       for (int j = 0; j < NV; ++j) bv[j] = _mm512_load_ps(b + p * b_stride + j * kLanes);
@@ -326,7 +329,11 @@ void run_strip_group(const float* packed_a, int64_t k, const BSource& b, int64_t
           Finish finish;
           if (p0 + kc == k) finish = {residual ? residual + r * ldc + cj : nullptr, act};
           auto tile = [&]<int NV>() {
-            if (b.rows)
+            if (b.rows && mask == 0xffff)  // a full strip: no masked load of B
+              micro_kernel<NV, true, false, kMr, true>(kc, ab, bp, 0, offsets, ct, ldc, rows, mask,
+                                                       first, bt, cb, finish, 0,
+                                                       b.narrow ? &narrow : nullptr);
+            else if (b.rows)
               micro_kernel<NV, true>(kc, ab, bp, 0, offsets, ct, ldc, rows, mask, first, bt, cb,
                                      finish, 0, b.narrow ? &narrow : nullptr);
             else if (b.raw_a_ld)
