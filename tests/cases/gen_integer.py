@@ -91,6 +91,26 @@ a, b = np.full((2, 513), -128, np.int8), np.full((513, 17), -128, np.int8)
 c.node("mmi_extreme_s8_s8", "MatMulInteger", {"a": a, "b": b}, opset=10,
        expected={"y": matmul_ref(a, b, 0, 0).astype(np.int32)})
 
+# An empty depth: every product is the empty sum (fuzz_run: the kernel divided by k = 0 for two
+# empty vectors). onnxruntime 1.32 returns uninitialised values here; the spec's arithmetic is
+# zeros (for QLinearMatMul, y's zero point).
+a, b = np.zeros(0, np.uint8), np.zeros(0, np.uint8)
+c.node("mmi_empty_vectors", "MatMulInteger", {"a": a, "b": b}, opset=10,
+       expected={"y": np.array(0, np.int32)})
+a, b = np.zeros((2, 0), np.uint8), np.zeros((0, 3), np.int8)
+c.node("mmi_empty_depth_zero_points", "MatMulInteger", {"a": a, "b": b},
+       initializers={"azp": np.array(3, np.uint8), "bzp": np.array(5, np.int8)}, opset=10,
+       expected={"y": np.zeros((2, 3), np.int32)})
+a, b = np.zeros((2, 2, 0), np.int8), np.zeros((0, 3), np.int8)
+c.node("mmi_empty_depth_batched", "MatMulInteger", {"a": a, "b": b}, opset=10,
+       expected={"y": np.zeros((2, 2, 3), np.int32)})
+c.node("qmm_empty_depth", "QLinearMatMul", {"a": np.zeros((2, 0), np.uint8)},
+       initializers={"as": np.array(0.1, f32), "az": np.array(3, np.uint8),
+                     "b": np.zeros((0, 3), np.uint8), "bs": np.array(0.2, f32),
+                     "bz": np.array(4, np.uint8), "ys": np.array(0.5, f32),
+                     "yz": np.array(7, np.uint8)},
+       opset=10, expected={"y": np.full((2, 3), 7, np.uint8)})
+
 # ---- QLinearMatMul ----
 for i, (m, k, n) in enumerate(shapes[::2] + [(6, 40, 50)]):
     ta, tb = types[i % len(types)]

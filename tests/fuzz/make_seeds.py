@@ -127,6 +127,14 @@ def regressions():
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2**31 - 1, 10, 0])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     yield helper.make_model(unique_outer, opset_imports=[helper.make_opsetid("", 11)])
+    # MatMulInteger of two empty vectors: the CPU kernel divided A's size by the depth, 0
+    # (fuzz_run, UBSan: division by zero).
+    mmi = helper.make_graph(
+        [helper.make_node("MatMulInteger", ["a", "b"], ["y"])], "matmul_integer_empty_depth",
+        [helper.make_tensor_value_info("a", TensorProto.UINT8, [0]),
+         helper.make_tensor_value_info("b", TensorProto.UINT8, [0])],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, None)])
+    yield helper.make_model(mmi, opset_imports=[helper.make_opsetid("", 13)])
 
 
 def scan_pad_without_pads():

@@ -104,7 +104,11 @@ class QMatMulKernel : public Kernel {
     const std::vector<int32_t> b_zp =
         zero_points(node, ctx.optional_input(s_.b_zp), n, "b_zero_point", b.dtype());
     const bool a_signed = a_type == DType::Int8, b_signed = b.dtype() == DType::Int8;
-    const int64_t total_rows = a.numel() / k;
+    // A's rows (all but its last dim; one for a vector), also when k is 0: every product is
+    // then empty and y holds what the zero points, scales and bias make of 0 (fuzz_run: a.numel()
+    // / k divided by zero for MatMulInteger of two empty vectors).
+    int64_t total_rows = 1;
+    for (int64_t d = 0; d + 1 < a.rank(); ++d) total_rows *= a.dim(d);
     const QRows rows = QRows::pack(a_data, a_signed, total_rows, k, k, true, &ctx.pool);
     std::vector<int32_t> row_off(static_cast<size_t>(total_rows));
     for (int64_t r = 0; r < total_rows; ++r)
@@ -198,7 +202,8 @@ class QMatMulKernel : public Kernel {
                                              b_signed, k, n, n, false, false);
                        QStore s = store;
                        s.c = static_cast<uint8_t*>(y.raw_data()) + yo * esize;
-                       qgemm(qgemm_isa(), rows, ao / k, count, row_off.data() + ao / k,
+                       const int64_t row = k > 0 ? ao / k : 0;  // k = 0: no row is read
+                       qgemm(qgemm_isa(), rows, row, count, row_off.data() + row,
                              packed ? *packed_ : *own, col_off.data(), s, ctx.pool);
                      });
   }
