@@ -203,6 +203,9 @@ struct BSource {
   // > 0: A is not packed but row-major with this row stride (B packed ahead only).
   int64_t raw_a_ld = 0;
   const NarrowCols* narrow = nullptr;  // with rows only
+  // With rows only: fetch the next strip's rows ahead (run_strip_group), worth it when B is too
+  // large to be in cache already.
+  bool fetch_next = false;
 };
 
 // Which lanes of each vector of the tile at product column j (width columns wide) a NarrowCols
@@ -300,7 +303,7 @@ void run_strip_group(const float* packed_a, int64_t k, const BSource& b, int64_t
         // 55-62 us, 64 -> 24 on 56x56 48 -> 38. Deeper products (more than 32 KB of rows) were
         // 3-4 % slower with it (YOLOv5s's 3x3 convs on 80x80 and 40x40: L1 overrun).
         NextStrip ahead;
-        if (b.rows && !b.rows->prefetch && rr == r0 && j + kNr < jend &&
+        if (b.fetch_next && rr == r0 && j + kNr < jend &&
             kc * (kNr + kLanes) * int64_t{sizeof(float)} <= (int64_t{32} << 10)) {
           const int64_t tiles = (std::min(kMc, r1 - rr) + kMr - 1) / kMr;
           ahead = {b.rows->base + j + kNr, b.rows->offsets + p0, kc,
@@ -559,6 +562,9 @@ void gemm_packed(const PackedA& a, const BRows& b, int64_t n, float* c, int64_t 
   BSource src;
   src.rows = &b;
   src.narrow = narrow;
+  // From 512 KB of B: the keyword spotter's 64 -> 64 on 25x5 (32 KB, in cache) was 4-6 % slower
+  // at 2 threads with the fetch (0.0268-0.0276 -> 0.0283-0.0286 ms).
+  src.fetch_next = !b.prefetch && k * n * int64_t{sizeof(float)} >= (int64_t{512} << 10);
   run_tiles(a.data_.get(), m, k, src, n, c, ldc, bias, nullptr, act, pool, residual);
 }
 
