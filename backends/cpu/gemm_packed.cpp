@@ -264,21 +264,6 @@ void run_tile_range(const float* packed_a, int64_t k, const BSource& b, int64_t 
       act.apply_added(c + r * ldc + j0, residual ? residual + r * ldc + j0 : nullptr, width);
 }
 
-// The rows of B's next strip (into L1), `per_tile` of them before each micro-tile: `bytes` from
-// base + offsets[p] for p < count.
-struct NextStrip {
-  const float* base = nullptr;
-  const int64_t* offsets = nullptr;
-  int64_t count = 0, bytes = 0, per_tile = 0, next = 0;
-  void issue() {
-    for (const int64_t end = std::min(count, next + per_tile); next < end; ++next) {
-      const char* row = reinterpret_cast<const char*>(base + offsets[next]);
-      for (int64_t o = 0; o < bytes; o += 64) _mm_prefetch(row + o, _MM_HINT_T0);
-      _mm_prefetch(row + bytes - 1, _MM_HINT_T0);
-    }
-  }
-};
-
 void run_strip_group(const float* packed_a, int64_t k, const BSource& b, int64_t j0, int64_t j1,
                      int64_t r0, int64_t r1, float* c, int64_t ldc, const float* bias,
                      const float* col_bias, const float* residual, const Activation& act,
@@ -302,13 +287,16 @@ void run_strip_group(const float* packed_a, int64_t k, const BSource& b, int64_t
         // 0.27-0.44 ms, 64 -> 64 0.70-0.91 -> 0.67-0.74; MobileNetV3's 16 -> 16 on 112x112 75 ->
         // 55-62 us, 64 -> 24 on 56x56 48 -> 38. Deeper products (more than 32 KB of rows) were
         // 3-4 % slower with it (YOLOv5s's 3x3 convs on 80x80 and 40x40: L1 overrun).
-        NextStrip ahead;
+        PrefetchRanges ahead;
         if (b.fetch_next && rr == r0 && j + kNr < jend &&
             kc * (kNr + kLanes) * int64_t{sizeof(float)} <= (int64_t{32} << 10)) {
           const int64_t tiles = (std::min(kMc, r1 - rr) + kMr - 1) / kMr;
-          ahead = {b.rows->base + j + kNr, b.rows->offsets + p0, kc,
-                   std::min(kNr, jend - j - kNr) * int64_t{sizeof(float)},
-                   (kc + tiles - 1) / tiles};
+          ahead.base = reinterpret_cast<const char*>(b.rows->base + j + kNr);
+          ahead.offsets = b.rows->offsets + p0;
+          ahead.count = kc;
+          ahead.bytes = std::min(kNr, jend - j - kNr) * int64_t{sizeof(float)};
+          ahead.l1 = true;
+          ahead.per_tile = (kc * (ahead.bytes / 64 + 2) + tiles - 1) / tiles;
         }
         const int nv = static_cast<int>((width + kLanes - 1) / kLanes);
         const int64_t tail = width - (nv - 1) * kLanes;
@@ -453,13 +441,30 @@ int64_t gemm_packed_tiles(int64_t m, int64_t n, int64_t k) {
 
 void PrefetchRanges::issue() {
   for (int64_t i = 0; i < per_tile && range < count; ++i) {
-    _mm_prefetch(base + range * stride + offset, _MM_HINT_T1);
+    const char* start = base + (offsets ? offsets[range] * int64_t{sizeof(float)} : range * stride);
+    // Whole lines from the one holding the range's first byte to the one holding its last.
+    const auto first = reinterpret_cast<uintptr_t>(start) & ~uintptr_t{63};
+    const auto line = reinterpret_cast<const char*>(first + static_cast<uintptr_t>(offset));
+    if (l1)
+      _mm_prefetch(line, _MM_HINT_T0);
+    else
+      _mm_prefetch(line, _MM_HINT_T1);
     offset += 64;
-    if (offset >= bytes) {
+    if (line + 64 >= start + bytes) {
       offset = 0;
       ++range;
     }
   }
+}
+
+void prefetch_lines(const void* p, int64_t bytes, bool l1) {
+  const auto* c = static_cast<const char*>(p);
+  const auto first = reinterpret_cast<uintptr_t>(c) & ~uintptr_t{63};
+  for (auto line = reinterpret_cast<const char*>(first); line < c + bytes; line += 64)
+    if (l1)
+      _mm_prefetch(line, _MM_HINT_T0);
+    else
+      _mm_prefetch(line, _MM_HINT_T1);
 }
 
 bool gemm_packed_native() {

@@ -25,17 +25,24 @@ namespace quilt::cpu {
 // A right operand read in place, never packed: row p of B is the n floats at
 // base + offsets[p]. A convolution reads its windows this way from a zero-padded copy of its
 // input: row (channel, window offset) is that copy shifted by the offset.
-// Memory a product brings toward L2 while it runs, a few lines before each micro-tile: `count`
-// ranges of `bytes`, `stride` apart from base. A conv in bands (conv.cpp) names its next band's
+// Memory a product brings toward the caches while it runs, a few lines before each micro-tile:
+// `count` ranges of `bytes`, range r at base + r * stride (or, with offsets, at base + offsets[r]
+// floats: B's rows), into L2 (or L1 with l1). A conv in bands (conv.cpp) names its next band's
 // input rows, so that reading them from memory overlaps this band's product instead of
-// following it. Single-threaded: one product on the calling thread.
+// following it; a pointwise product on a large map names its next strip's rows (gemm_packed.cpp).
+// Single-threaded: one product on the calling thread.
 struct PrefetchRanges {
   const char* base = nullptr;
   int64_t stride = 0, bytes = 0, count = 0;
+  const int64_t* offsets = nullptr;
+  bool l1 = false;
   int64_t per_tile = 0;           // lines before each micro-tile
-  int64_t range = 0, offset = 0;  // the next line: range, byte offset in it
+  int64_t range = 0, offset = 0;  // the next line: range, byte offset from its first line
   void issue();
 };
+
+// The lines of [p, p + bytes) toward L1 (or L2).
+void prefetch_lines(const void* p, int64_t bytes, bool l1);
 
 // How many micro-tiles an m x n x k product runs (PrefetchRanges::per_tile spreads its lines
 // over them).

@@ -270,10 +270,8 @@ void fill_planes(const Geometry& g, const ShiftPlan& p, const float* x, int64_t 
   // YOLOv5s's 32x320x320 stride-2 conv alone: 15 -> 11 % of its time; a stride-1 32x160x160
   // conv measured within noise of it).
   const auto fetch_row = [&](const float* channel, int64_t ih) {
-    if (ih >= g.in[1]) return;
-    const char* line = reinterpret_cast<const char*>(channel + ih * g.in[2]);
-    for (int64_t o = 0; o < g.in[2] * int64_t{sizeof(float)}; o += 64)
-      _mm_prefetch(line + o, _MM_HINT_T0);
+    if (ih < g.in[1])
+      prefetch_lines(channel + ih * g.in[2], g.in[2] * int64_t{sizeof(float)}, true);
   };
   for (int64_t cp = cp0; cp < cp1; ++cp, phase = phase + 1 == nph ? (++c, 0) : phase + 1) {
     const ShiftPlan::Phase& ph = p.phases[static_cast<size_t>(phase)];
