@@ -106,7 +106,8 @@ class QMatMulKernel : public Kernel {
     const bool a_signed = a_type == DType::Int8, b_signed = b.dtype() == DType::Int8;
     // A's rows (all but its last dim; one for a vector), also when k is 0: every product is
     // then empty and y holds what the zero points, scales and bias make of 0 (fuzz_run: a.numel()
-    // / k divided by zero for MatMulInteger of two empty vectors).
+    // / k divided by zero for MatMulInteger of two empty vectors). y is not empty here and holds
+    // every row of A, so the product cannot overflow.
     int64_t total_rows = 1;
     for (int64_t d = 0; d + 1 < a.rank(); ++d) total_rows *= a.dim(d);
     const QRows rows = QRows::pack(a_data, a_signed, total_rows, k, k, true, &ctx.pool);
