@@ -146,6 +146,17 @@ c.model("residual_small_map_pointwise_deep", [
     N("Conv", ["x", "wp", "bp"], ["c"]), N("Add", ["c", "r"], ["a"]), N("Relu", ["a"], ["y"])],
     {"x": rand(1, 256, 14, 14), "r": rand(1, 120, 14, 14)}, ["y"],
     {"wp": rand(120, 256, 1, 1), "bp": rand(120)})
+# The residual and the activation finished in gemm_channels' store: SiLU on a 28x28 map in
+# output-row bands (q0 > 0), and Tanh, which has no 16-lane form, finished in a pass after.
+c.model("residual_small_map_pointwise_silu", [
+    N("Conv", ["x", "wq", "bq"], ["c"]), N("Add", ["c", "r"], ["a"]),
+    N("Sigmoid", ["a"], ["s"]), N("Mul", ["a", "s"], ["y"])],
+    {"x": rand(1, 256, 28, 28), "r": rand(1, 120, 28, 28)}, ["y"],
+    {"wq": rand(120, 256, 1, 1), "bq": rand(120)})
+c.model("residual_small_map_tanh", [
+    N("Conv", ["x", "wt", "bt"], ["c"], pads=[1, 1, 1, 1]), N("Add", ["c", "x"], ["a"]),
+    N("Tanh", ["a"], ["y"])], {"x": rand(1, 64, 6, 6)}, ["y"],
+    {"wt": rand(64, 64, 3, 3), "bt": rand(64)})
 c.model("small_map_pointwise_strided_deep", [N("Conv", ["x", "ws"], ["y"], strides=[2, 2])],
         {"x": rand(1, 300, 27, 28)}, ["y"], {"ws": rand(128, 300, 1, 1)})
 c.model("residual_small_map_hardswish", [
