@@ -36,10 +36,39 @@ os.environ.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex
                    "RAY_SERVE_PROXY_PREFER_LOCAL_NODE_ROUTING": "0"})
 
 
+_handed_out: set[int] = set()
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free now on 127.0.0.1, outside the kernel's ephemeral range and Ray's worker ports
+    (10002-19999), and not handed out before by this process. A port the kernel picked (bind to
+    port 0) is from the ephemeral range, where every outgoing connection and every process
+    listening on "any port" draws from: Ray's own processes, started between the pick and the
+    bind, took one (a fresh-clone run failed with "Failed to bind to address
+    '127.0.0.1:35745'")."""
+    import random
+    low, high = _ephemeral_range()
+    lo, hi = (20000, low - 1) if low > 21000 else (max(high + 1, 20000), 65535)
+    for _ in range(1000):
+        port = random.randint(lo, hi)
+        if port in _handed_out:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    raise RuntimeError(f"no free port on 127.0.0.1 in [{lo}, {hi}]")
 
 
 def _die_with_parent():
