@@ -439,6 +439,15 @@ int64_t gemm_packed_tiles(int64_t m, int64_t n, int64_t k) {
   return (m + kMr - 1) / kMr * ((n + kNr - 1) / kNr) * std::max<int64_t>(1, (k + kKc - 1) / kKc);
 }
 
+// Whether no two of the k row offsets are within `gap` floats of each other.
+static bool rows_apart(const int64_t* offsets, int64_t k, int64_t gap) {
+  std::vector<int64_t> sorted(offsets, offsets + k);
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t p = 1; p < sorted.size(); ++p)
+    if (sorted[p] - sorted[p - 1] < gap) return false;
+  return true;
+}
+
 void PrefetchRanges::issue() {
   for (int64_t i = 0; i < per_tile && range < count; ++i) {
     const char* start = base + (offsets ? offsets[range] * int64_t{sizeof(float)} : range * stride);
@@ -568,8 +577,16 @@ void gemm_packed(const PackedA& a, const BRows& b, int64_t n, float* c, int64_t 
   src.rows = &b;
   src.narrow = narrow;
   // From 512 KB of B: the keyword spotter's 64 -> 64 on 25x5 (32 KB, in cache) was 4-6 % slower
-  // at 2 threads with the fetch (0.0268-0.0276 -> 0.0283-0.0286 ms).
-  src.fetch_next = !b.prefetch && k * n * int64_t{sizeof(float)} >= (int64_t{512} << 10);
+  // at 2 threads with the fetch (0.0268-0.0276 -> 0.0283-0.0286 ms). And not when rows overlap
+  // (a conv over shifted rows with few input channels: rows a column apart, the same lines
+  // fetched again for each): issuing them took 11 % of YOLOv5s's 3 -> 32 6x6 stride-2 stem
+  // alone (perf). Per node in the model (2 threads, 4 alternating rounds): that stem 2.31-2.59
+  // -> 2.09-2.30 ms; EfficientNet-B0's 3 -> 32 3x3 stride-2 one 135-160 against 131-159 us.
+  // Fetching each overlapping line once instead measured between the two (2.27-2.35 ms).
+  // (Checked up to a depth of 128; a deeper product fetches for a last depth block of 128 rows
+  // or fewer only, as before.)
+  src.fetch_next = !b.prefetch && k * n * int64_t{sizeof(float)} >= (int64_t{512} << 10) &&
+                   (k > 128 || rows_apart(b.offsets, k, kNr));
   run_tiles(a.data_.get(), m, k, src, n, c, ldc, bias, nullptr, act, pool, residual);
 }
 
