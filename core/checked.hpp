@@ -68,6 +68,19 @@ class Checked {
   ErrorCode code_;
 };
 
+// a - b, saturated at int64's bounds.
+constexpr int64_t saturating_sub(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_sub_overflow(a, b, &r)) return b < 0 ? INT64_MAX : INT64_MIN;
+  return r;
+}
+
+// a / b rounded up for b > 0, and 0 when a <= 0: (a - 1) / b + 1, where (a + b - 1) / b
+// overflows for large strides or dilations (fuzz_run: MaxPool with a stride of 2^63 - 1).
+constexpr int64_t ceil_div_positive(int64_t a, int64_t b) {
+  return a <= 0 ? 0 : (a - 1) / b + 1;
+}
+
 // Index k of an axis of size n (negative: from the end), checked: an index outside [-n, n - 1]
 // fails through node.fail() (InvalidArgument) naming it and the range. Gather's kernels, on the
 // CPU and on the host (strings), share it.

@@ -348,6 +348,13 @@ c.node("maxpool2d_asym_pads_strides", "MaxPool", {"x": rand(1, 2, 9, 8)}, kernel
        pads=[2, 0, 1, 1], strides=[2, 3])
 c.node("maxpool2d_stride_gt_kernel", "MaxPool", {"x": rand(1, 2, 11, 10)}, kernel_shape=[2, 2],
        strides=[4, 3])
+# A stride of 2^63 - 1 along a dim with one output (fuzz_run: rounding the valid outputs up
+# overflowed), for each pool; and a dilation as large under a kernel of 1.
+for _op in ["MaxPool", "AveragePool", "LpPool"]:
+    c.node(f"{_op.lower()}3d_stride_huge", _op, {"x": rand(2, 3, 5, 5, 5)}, kernel_shape=[2, 2, 2],
+           pads=[1, 1, 1, 1, 1, 1], strides=[2, 2, 2**63 - 1])
+c.node("maxpool2d_dilation_huge_kernel1", "MaxPool", {"x": rand(1, 2, 5, 6)},
+       kernel_shape=[1, 2], dilations=[2**62, 1], pads=[0, 1, 0, 1])
 c.node("maxpool2d_dilations", "MaxPool", {"x": rand(1, 2, 9, 9)}, kernel_shape=[2, 3],
        dilations=[2, 2], opset=12)
 c.node("maxpool2d_ceil", "MaxPool", {"x": rand(1, 2, 7, 8)}, kernel_shape=[3, 3], strides=[2, 2],

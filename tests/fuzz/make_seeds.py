@@ -110,6 +110,14 @@ def regressions():
          helper.make_tensor_value_info("k", TensorProto.INT64, [])],
         [helper.make_tensor_value_info("y", TensorProto.INT64, None)])
     yield helper.make_model(trilu, opset_imports=[helper.make_opsetid("", 14)])
+    # MaxPool with a stride of 2^63 - 1 along a dim with one output: rounding the valid output
+    # range up ((a + stride - 1) / stride) overflowed (fuzz_run, UBSan).
+    pool = helper.make_graph(
+        [helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2, 2], pads=[1] * 6,
+                          strides=[2, 2, 2**63 - 1])], "maxpool_stride_huge",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 5, 5, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    yield helper.make_model(pool, opset_imports=[helper.make_opsetid("", 18)])
     # LSTM on an empty batch declared 2^31 steps long: the CPU kernel ran every step on no rows
     # (fuzz_run: 117 s under ASan, 18 s in a release build); an empty batch returns at once.
     lstm = helper.make_graph(

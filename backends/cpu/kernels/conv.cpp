@@ -137,7 +137,7 @@ PhasePlanes phase_planes(const Geometry& g) {
   for (size_t d = 0; d < 3; ++d) {
     const int64_t padded = std::max(
         g.pad[d] + g.in[d], (g.out[d] - 1) * g.stride[d] + (g.kernel[d] - 1) * g.dilation[d] + 1);
-    p.size[d] = (padded + g.stride[d] - 1) / g.stride[d];
+    p.size[d] = ceil_div_positive(padded, g.stride[d]);
   }
   p.volume = p.size[0] * p.size[1] * p.size[2];
   p.phases = g.stride[0] * g.stride[1] * g.stride[2];

@@ -1,5 +1,7 @@
 #include "backends/cpu/kernels/conv_direct.hpp"
 
+#include "core/checked.hpp"
+
 namespace quilt::cpu {
 namespace {
 
@@ -7,8 +9,8 @@ namespace {
 std::pair<int64_t, int64_t> live_taps(int64_t o, int64_t in, int64_t kernel, int64_t stride,
                                       int64_t dilation, int64_t pad) {
   const int64_t start = o * stride - pad;  // input position of tap 0
-  const int64_t lo = start >= 0 ? 0 : (-start + dilation - 1) / dilation;
-  const int64_t hi = start >= in ? 0 : (in - start + dilation - 1) / dilation;
+  const int64_t lo = ceil_div_positive(saturating_sub(0, start), dilation);
+  const int64_t hi = ceil_div_positive(saturating_sub(in, start), dilation);
   return {std::min(lo, kernel), std::min(hi, kernel)};
 }
 

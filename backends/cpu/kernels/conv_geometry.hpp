@@ -12,6 +12,7 @@
 
 #include "backends/cpu/avx512.hpp"
 #include "backends/cpu/thread_pool.hpp"
+#include "core/checked.hpp"
 #include "core/graph.hpp"
 
 namespace quilt::cpu {
@@ -37,8 +38,8 @@ struct Geometry {
 // Outputs o in [lo, hi) read input o * stride + offset inside [0, in).
 inline std::pair<int64_t, int64_t> valid_range(int64_t out, int64_t in, int64_t stride,
                                                int64_t offset) {
-  int64_t lo = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
-  int64_t hi = in - offset <= 0 ? 0 : (in - offset + stride - 1) / stride;
+  int64_t lo = ceil_div_positive(saturating_sub(0, offset), stride);
+  int64_t hi = ceil_div_positive(saturating_sub(in, offset), stride);
   lo = std::min(lo, out);
   hi = std::clamp(hi, lo, out);
   return {lo, hi};

@@ -7,6 +7,7 @@
 
 #include "backends/cpu/blas.hpp"
 #include "backends/cpu/kernel.hpp"
+#include "core/checked.hpp"
 
 namespace quilt::cpu {
 namespace {
@@ -20,8 +21,8 @@ struct Geometry {
 
 // Inputs i in [lo, hi) land on output i * stride + offset inside [0, out).
 std::pair<int64_t, int64_t> valid_range(int64_t in, int64_t out, int64_t stride, int64_t offset) {
-  int64_t lo = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
-  int64_t hi = out - offset <= 0 ? 0 : (out - offset + stride - 1) / stride;
+  int64_t lo = ceil_div_positive(saturating_sub(0, offset), stride);
+  int64_t hi = ceil_div_positive(saturating_sub(out, offset), stride);
   lo = std::min(lo, in);
   hi = std::clamp(hi, lo, in);
   return {lo, hi};

@@ -12,6 +12,7 @@
 #include "backends/cpu/kernel.hpp"
 #include "backends/cpu/kernels/quantization_common.hpp"
 #include "backends/cpu/kernels/short_rows.hpp"
+#include "core/checked.hpp"
 
 namespace quilt::cpu {
 
@@ -25,8 +26,8 @@ using Dims3 = std::array<int64_t, 3>;
 
 // Outputs o in [lo, hi) read input o * stride + offset inside [0, in).
 std::pair<int64_t, int64_t> valid_range(int64_t out, int64_t in, int64_t stride, int64_t offset) {
-  int64_t lo = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
-  int64_t hi = in - offset <= 0 ? 0 : (in - offset + stride - 1) / stride;
+  int64_t lo = ceil_div_positive(saturating_sub(0, offset), stride);
+  int64_t hi = ceil_div_positive(saturating_sub(in, offset), stride);
   lo = std::min(lo, out);
   return {lo, std::clamp(hi, lo, out)};
 }
@@ -73,6 +74,9 @@ Geometry pool_geometry(const Node& node, const std::vector<int64_t>& x_shape,
       const int64_t dk = (kernel[i] - 1) * dilations[i] + 1;
       g.pad_end[j] = (g.out[j] - 1) * strides[i] + dk - g.in[j] - begins[i];
     }
+    // One output along a dim reads the same window whatever the stride (as conv_geometry): a
+    // hostile stride (2^63 - 1, fuzz_run) then never enters the arithmetic.
+    if (g.out[j] == 1) g.stride[j] = 1;
   }
   // Column kw reads input columns kw * dilation - pad + [0, out - 1] * stride: some lie inside
   // [0, in) only for kw in [first, end).
@@ -91,8 +95,8 @@ Geometry pool_geometry(const Node& node, const std::vector<int64_t>& x_shape,
 std::pair<int64_t, int64_t> kernel_range(int64_t o, int64_t stride, int64_t pad, int64_t dilation,
                                          int64_t kernel, int64_t in) {
   const int64_t start = o * stride - pad;
-  const int64_t lo = start >= 0 ? 0 : (-start + dilation - 1) / dilation;
-  const int64_t hi = in - start <= 0 ? 0 : (in - start + dilation - 1) / dilation;
+  const int64_t lo = ceil_div_positive(saturating_sub(0, start), dilation);
+  const int64_t hi = ceil_div_positive(saturating_sub(in, start), dilation);
   return {std::min(lo, kernel), std::clamp(hi, std::min(lo, kernel), kernel)};
 }
 
