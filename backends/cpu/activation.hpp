@@ -46,6 +46,14 @@ struct Activation {
   std::string name() const;  // "Relu", "LeakyRelu(alpha=0.2)", ...
 };
 
+// What a GEMM tile (gemm_packed, gemm_channels, the bfloat16 GEMM) does in registers after its
+// last depth block, before its one store: add the residual (laid out as C; null: none), then
+// apply the activation (act16's kinds; the others run in a pass after).
+struct Finish {
+  const float* residual = nullptr;
+  Activation act;
+};
+
 // Activation::apply on the 8-lane (AVX2) forms only, as on CPUs without AVX-512 (for tests: the
 // 16-lane forms take over where the CPU has them).
 void apply_8_lanes(const Activation& act, const float* x, float* y, int64_t n);

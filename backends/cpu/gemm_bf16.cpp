@@ -43,11 +43,6 @@ __mmask16 lanes(int64_t left) {
                         : static_cast<__mmask16>((1u << left) - 1);
 }
 
-struct Finish {
-  const float* residual = nullptr;
-  Activation act;
-};
-
 // A tile of `rows` (<= 8) x NV vectors of C: a holds the tile's first row of bf16 pair rows
 // (row stride a_ld words, already at the block's first pair); b the block's panel (b_stride
 // words a pair). kLive rows are computed (rows past `rows` repeat the last one, never stored).

@@ -31,14 +31,10 @@ std::shared_ptr<float[]> aligned_floats(int64_t count) {
   return std::shared_ptr<float[]>(p, [](float* q) { std::free(q); });
 }
 
-// What the micro-kernel does to a tile after the last depth block, in registers, before it is
-// stored: add the residual (C's layout; the tile's own corner) and apply the activation when
-// act16 has it (avx512.hpp). The other activations run in one pass over the finished task
-// (run_tile_range): that pass, for HardSwish and SiLU, took 2-3 % of MobileNetV3 and YOLOv5s.
-struct Finish {
-  const float* residual = nullptr;
-  Activation act;
-};
+// The micro-kernel finishes a tile (Finish: the residual at the tile's own corner, the
+// activation when act16 has it) in registers before it is stored. The other activations run in
+// one pass over the finished task (run_tile_range): that pass, for HardSwish and SiLU, took 2-3 %
+// of MobileNetV3 and YOLOv5s.
 
 // The micro-kernel: a tile of `rows` (<= 8) x `nv` vectors of C from a packed A block
 // (kc x 8) and a packed B panel (kc x nv*16). The last vector's columns are masked by `mask`.
@@ -439,13 +435,12 @@ int64_t gemm_packed_tiles(int64_t m, int64_t n, int64_t k) {
   return (m + kMr - 1) / kMr * ((n + kNr - 1) / kNr) * std::max<int64_t>(1, (k + kKc - 1) / kKc);
 }
 
-// Whether no two of the k row offsets are within `gap` floats of each other.
-static bool rows_apart(const int64_t* offsets, int64_t k, int64_t gap) {
-  std::vector<int64_t> sorted(offsets, offsets + k);
-  std::sort(sorted.begin(), sorted.end());
-  for (size_t p = 1; p < sorted.size(); ++p)
-    if (sorted[p] - sorted[p - 1] < gap) return false;
-  return true;
+// One line toward L1 (or L2).
+static void prefetch_line(const char* line, bool l1) {
+  if (l1)
+    _mm_prefetch(line, _MM_HINT_T0);
+  else
+    _mm_prefetch(line, _MM_HINT_T1);
 }
 
 void PrefetchRanges::issue() {
@@ -454,10 +449,7 @@ void PrefetchRanges::issue() {
     // Whole lines from the one holding the range's first byte to the one holding its last.
     const auto first = reinterpret_cast<uintptr_t>(start) & ~uintptr_t{63};
     const auto line = reinterpret_cast<const char*>(first + static_cast<uintptr_t>(offset));
-    if (l1)
-      _mm_prefetch(line, _MM_HINT_T0);
-    else
-      _mm_prefetch(line, _MM_HINT_T1);
+    prefetch_line(line, l1);
     offset += 64;
     if (line + 64 >= start + bytes) {
       offset = 0;
@@ -470,10 +462,7 @@ void prefetch_lines(const void* p, int64_t bytes, bool l1) {
   const auto* c = static_cast<const char*>(p);
   const auto first = reinterpret_cast<uintptr_t>(c) & ~uintptr_t{63};
   for (auto line = reinterpret_cast<const char*>(first); line < c + bytes; line += 64)
-    if (l1)
-      _mm_prefetch(line, _MM_HINT_T0);
-    else
-      _mm_prefetch(line, _MM_HINT_T1);
+    prefetch_line(line, l1);
 }
 
 bool gemm_packed_native() {
@@ -583,10 +572,8 @@ void gemm_packed(const PackedA& a, const BRows& b, int64_t n, float* c, int64_t 
   // alone (perf). Per node in the model (2 threads, 4 alternating rounds): that stem 2.31-2.59
   // -> 2.09-2.30 ms; EfficientNet-B0's 3 -> 32 3x3 stride-2 one 135-160 against 131-159 us.
   // Fetching each overlapping line once instead measured between the two (2.27-2.35 ms).
-  // (Checked up to a depth of 128; a deeper product fetches for a last depth block of 128 rows
-  // or fewer only, as before.)
-  src.fetch_next = !b.prefetch && k * n * int64_t{sizeof(float)} >= (int64_t{512} << 10) &&
-                   (k > 128 || rows_apart(b.offsets, k, kNr));
+  src.fetch_next =
+      !b.prefetch && b.min_gap >= kNr && k * n * int64_t{sizeof(float)} >= (int64_t{512} << 10);
   run_tiles(a.data_.get(), m, k, src, n, c, ldc, bias, nullptr, act, pool, residual);
 }
 

@@ -52,6 +52,9 @@ struct BRows {
   const float* base = nullptr;
   const int64_t* offsets = nullptr;    // one per row of B (the packed A's depth)
   PrefetchRanges* prefetch = nullptr;  // optional
+  // The least distance, in floats, between two rows' starts: rows a column apart (a conv over
+  // shifted rows) share their lines, and gemm_packed fetches ahead only rows a strip apart.
+  int64_t min_gap = INT64_MAX;
 };
 
 // A product whose columns are rows of `stride` columns of which only the first `width` are

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import random
 import secrets
 import signal
 import socket
@@ -54,7 +55,6 @@ def free_port() -> int:
     listening on "any port" draws from: Ray's own processes, started between the pick and the
     bind, took one (a fresh-clone run failed with "Failed to bind to address
     '127.0.0.1:35745'")."""
-    import random
     low, high = _ephemeral_range()
     lo, hi = (20000, low - 1) if low > 21000 else (max(high + 1, 20000), 65535)
     for _ in range(1000):

@@ -207,7 +207,21 @@ struct ShiftPlan {
   std::vector<Phase> phases;
   std::vector<int64_t> offsets;  // per (channel, tap): the start of B's row
   int64_t channels = 0, wq = 0, hq = 0, plane = 0;
+  int64_t min_gap = INT64_MAX;  // the least distance between two rows' starts (BRows::min_gap)
 };
+
+// The least distance between two of B's row starts when each channel's `taps` offsets are
+// those of the channel before moved by a constant: the first two channels' offsets hold every
+// distinct gap. Once per shape (the plan's or a band's offsets), not per product.
+int64_t min_row_gap(const std::vector<int64_t>& offsets, size_t taps) {
+  std::vector<int64_t> first(
+      offsets.begin(),
+      offsets.begin() + static_cast<std::ptrdiff_t>(std::min(offsets.size(), 2 * taps)));
+  std::sort(first.begin(), first.end());
+  int64_t gap = INT64_MAX;
+  for (size_t i = 1; i < first.size(); ++i) gap = std::min(gap, first[i] - first[i - 1]);
+  return gap;
+}
 
 ShiftPlan shift_plan(const Geometry& g, const std::vector<int64_t>& taps, int64_t channels) {
   ShiftPlan p;
@@ -252,6 +266,7 @@ ShiftPlan shift_plan(const Geometry& g, const std::vector<int64_t>& taps, int64_
       const auto [ph, dh, dw] = shift[static_cast<size_t>(t)];
       p.offsets[static_cast<size_t>(c * ntaps + t)] = (c * nph + ph) * p.plane + dh * p.wq + dw;
     }
+  p.min_gap = min_row_gap(p.offsets, taps.size());
   return p;
 }
 
@@ -337,7 +352,7 @@ class ShiftedInput {
 
   int64_t width() const { return p_.wq; }
   int64_t columns() const { return g_.out[1] * p_.wq; }  // of the product
-  BRows rows() const { return {data_, p_.offsets.data()}; }
+  BRows rows() const { return {data_, p_.offsets.data(), nullptr, p_.min_gap}; }
 
   // Copies channels [0, channels) of x (one image, one group) in.
   void fill(const float* x, const ThreadPool& pool) {
@@ -409,6 +424,7 @@ void run_shifted_bands(const Geometry& g, const ShiftPlan& p, int64_t rows, cons
   std::vector<int64_t> offsets(p.offsets.size());
   for (size_t i = 0; i < offsets.size(); ++i)
     offsets[i] = p.offsets[i] / p.plane * band_plane + p.offsets[i] % p.plane;
+  const int64_t min_gap = min_row_gap(offsets, offsets.size() / std::max<int64_t>(p.channels, 1));
   static const ThreadPool serial(1);
   // The input rows plane rows [r0, r1) read: [first, last) of every channel.
   int64_t top_phase = 0;
@@ -430,7 +446,7 @@ void run_shifted_bands(const Geometry& g, const ShiftPlan& p, int64_t rows, cons
     float* planes_in = thread_scratch(0, planes * band_plane);
     fill_planes(g, p, x, 0, planes, r0, r0 + n + halo, planes_in, band_plane);
     PrefetchRanges ahead;
-    BRows b{planes_in, offsets.data()};
+    BRows b{planes_in, offsets.data(), nullptr, min_gap};
     if (next_band >= 0) {
       const int64_t n0 = next_band * rows, n1 = std::min(out_h, n0 + rows) + halo;
       const int64_t done = input_rows(r0, r0 + n + halo).second;
@@ -712,7 +728,8 @@ class ConvKernel : public Kernel {
                      : shifted ? "packed GEMM over shifted input rows"
                                : "packed GEMM over unfolded windows (im2col)";
         if (pointwise) {  // B is the input's channel planes, read in place
-          gemm_packed(pk, BRows{xg, plane_offsets.data()}, ovol, yg, ovol, bg, act, ctx.pool, rg);
+          gemm_packed(pk, BRows{xg, plane_offsets.data(), nullptr, ivol}, ovol, yg, ovol, bg, act,
+                      ctx.pool, rg);
           continue;
         }
         if (banded) {
