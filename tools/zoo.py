@@ -1470,6 +1470,93 @@ too), counted from onnx's shape inference; GFLOP/s = 2 x multiply-adds / median 
 """
 
 
+def runtime_memory(quilt, backend, threads, timeout=600):
+    """MiB that the device runtimes of a backend list add to a process by being loaded and used,
+    whatever the model: the peak resident memory (VmHWM) of `quilt bench` on a small model
+    (two 3x3 convolutions on 32 x 32 x 32, 74 KB of weights) planned on the list's first backend
+    (the plan is checked: None when it put the model elsewhere), minus the same on `cpu`. On
+    PoCL this is its LLVM and Clang libraries; the difference of two processes, so within a
+    MiB or so of noise."""
+    import tempfile
+
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    nodes, inits, x = [], [], "x"
+    for i in range(2):
+        w = numpy_helper.from_array(rng.standard_normal((32, 32, 3, 3)).astype(np.float32) * 0.05,
+                                    f"w{i}")
+        inits.append(w)
+        nodes.append(helper.make_node("Conv", [x, w.name], [f"y{i}"], pads=[1, 1, 1, 1]))
+        x = f"y{i}"
+    graph = helper.make_graph(
+        nodes, "runtime_memory", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 32, 32])],
+        [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 32, 32, 32])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    device = backend.split(",")[0]
+    peaks = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "runtime_memory.onnx"
+        onnx.save(model, str(path))
+        # The device twice, its second run counted: a first build of the model's kernels adds
+        # the compiler's working memory (PoCL: ~20 MiB more) that a cached build does not.
+        for b in ("cpu", device, device):
+            r = subprocess.run([quilt, "bench", str(path), "--backend", b, "--threads", str(threads),
+                                "--iterations", "3", "--warmup", "1", "--json"],
+                               capture_output=True, text=True, timeout=timeout)
+            if r.returncode != 0:
+                return None
+            out = _last_json(r.stdout)
+            patches = out.get("plan", {}).get("patches", {})
+            if b != "cpu" and not any(k.split(":")[0] == device for k in patches):
+                return None  # the plan kept the model on the CPU: nothing measured
+            peaks[b] = out["peak_memory_mib"]
+    return max(0.0, peaks[device] - peaks["cpu"])
+
+
+def memory_section(results, backend_lists, quilt, threads):
+    """The classic page's table of peak memory per backend list against the first list's, raw
+    and without the fixed memory of the device runtimes (runtime_memory), when a list other than
+    the first runs on a device."""
+    first = backend_lists[0]
+    others = [b for b in backend_lists[1:] if b.split(",")[0].split(":")[0] != "cpu"]
+    if not others:
+        return ""
+    header = ["model", f"peak MiB ({first})"]
+    fixed = {}
+    for b in others:
+        fixed[b] = runtime_memory(quilt, b, threads)
+        header += [f"peak MiB ({b})", f"({b}) / ({first})", "the same without the runtime"]
+    rows = []
+    for name, r in results.items():
+        base = r["quilt"][first]["peak"]
+        row = [name, _fmt(base)]
+        for b in others:
+            peak = r["quilt"][b]["peak"]
+            ratio = peak / base if peak and base else None
+            net = (peak - fixed[b]) / base if peak and base and fixed[b] is not None else None
+            row += [_fmt(peak), _fmt(ratio, 2), _fmt(net, 2)]
+        rows.append(row)
+    fixed_text = "; ".join(
+        f"`{b}`: **{_fmt(v)} MiB**" if v is not None else f"`{b}`: not measured (the small model "
+        "did not plan on the device)" for b, v in fixed.items())
+    return f"""
+## Peak memory by backend
+
+The peak resident memory (VmHWM) of the rounds above, per backend list, against the `{first}`
+run's. A device's runtime costs a process memory of its own as soon as a patch runs on it,
+whatever the model: for PoCL, its LLVM and Clang libraries. Measured just after the runs as the
+peak of `quilt bench` on a small model (two 3x3 convolutions, 32 channels, 32 x 32) planned on
+the device minus the same on `cpu` ({fixed_text}); the last column leaves it out, so it shows
+what the model's own tensors cost on each backend list (with PoCL's host memory used in place,
+no copies: README, "The OpenCL backend").
+
+{format_table(header, rows)}
+"""
+
+
 def machine_info(quilt, int8=False):
     cpu = "unknown"
     for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -1706,6 +1793,8 @@ def bench(args):
         rewrites = "this file, `docs/benchmarks.png` and the README's benchmarks table"
     compute = (compute_section(results, backend_lists[0], directory, quilt, args.threads)
                if args.family == "classic" and not half else "")
+    memory = (memory_section(results, backend_lists, quilt, args.threads)
+              if args.family == "classic" and not half else "")
     doc = f"""{GENERATED_NOTE}
 # {title}
 
@@ -1737,7 +1826,7 @@ the `quilt` executable and OpenBLAS.
 
 {chr(10).join(gm_lines)} (ratio < 1: Quilt is faster).
 <!-- /table -->
-{('' if not notes else chr(10) + 'Failures:' + chr(10) + chr(10) + chr(10).join(notes) + chr(10))}{chart}{compute}
+{('' if not notes else chr(10) + 'Failures:' + chr(10) + chr(10) + chr(10).join(notes) + chr(10))}{chart}{compute}{memory}
 ## Reproduce
 
 ```sh

@@ -116,6 +116,29 @@ class HelpersTest(unittest.TestCase):
         self.assertNotIn("Quilt fp32 ms (cpu)", header)
         self.assertEqual(len(rows[0]), len(header))
 
+    def test_memory_section(self):
+        # Peak memory per backend list against the first, raw and without the device runtime's
+        # fixed memory (runtime_memory, measured by the real tool: test_zoo_runtime_memory.py).
+        results = {"m": {"quilt": {"cpu": {"ms": 1.0, "creation": 1.0, "peak": 50.0},
+                                   "opencl,cpu": {"ms": 1.0, "creation": 1.0, "peak": 120.0}},
+                         "ort": {"ms": 1.0, "creation": 1.0, "peak": 60.0}}}
+        measured = zoo.runtime_memory
+        try:
+            zoo.runtime_memory = lambda quilt, backend, threads: 65.0
+            text = zoo.memory_section(results, ["cpu", "opencl,cpu"], "quilt", 2)
+            zoo.runtime_memory = lambda quilt, backend, threads: None
+            unmeasured = zoo.memory_section(results, ["cpu", "opencl,cpu"], "quilt", 2)
+        finally:
+            zoo.runtime_memory = measured
+        self.assertIn("`opencl,cpu`: **65.0 MiB**", text)
+        row = next(l for l in text.splitlines() if l.startswith("| m "))
+        self.assertEqual([c.strip() for c in row.strip("|").split("|")],
+                         ["m", "50.0", "120.0", "2.40", "1.10"])
+        self.assertIn("not measured", unmeasured)
+        row = next(l for l in unmeasured.splitlines() if l.startswith("| m "))
+        self.assertEqual(row.strip("| ").split("|")[-1].strip(), "—")
+        self.assertEqual(zoo.memory_section(results, ["cpu"], "quilt", 2), "")  # no device list
+
     def test_select(self):
         self.assertEqual(zoo.select("gpt2, mnist"), ["gpt2", "mnist"])
         self.assertEqual(len(zoo.select(None)), 15 + 13)  # classic, small and ml
