@@ -8,11 +8,13 @@
 #include <stdexcept>
 #include <vector>
 
+#include "backends/cpu/aligned.hpp"
 #include "backends/cpu/avx512.hpp"
 #include "backends/cpu/blas.hpp"
 #include "backends/cpu/gemm_bf16.hpp"
 
 namespace quilt::cpu {
+
 namespace {
 
 constexpr int64_t kMr = 8;           // rows of C per micro-tile
@@ -22,14 +24,6 @@ constexpr int64_t kNr = 3 * kLanes;  // columns of C per full micro-tile
 // 48 KB) measured 3-4 % slower on ResNet-50, FCN, Real-ESRGAN and BERT (C reloaded three times
 // as often); 512 and 1024 were within noise of 768.
 constexpr int64_t kKc = 768;
-
-std::shared_ptr<float[]> aligned_floats(int64_t count) {
-  const size_t bytes =
-      (static_cast<size_t>(std::max<int64_t>(count, 1)) * sizeof(float) + 63) / 64 * 64;
-  float* p = static_cast<float*>(std::aligned_alloc(64, bytes));
-  if (!p) throw std::bad_alloc();
-  return std::shared_ptr<float[]>(p, [](float* q) { std::free(q); });
-}
 
 // The micro-kernel finishes a tile (Finish: the residual at the tile's own corner, the
 // activation when act16 has it) in registers before it is stored. The other activations run in
@@ -476,7 +470,7 @@ PackedA::PackedA(const float* a, int64_t m, int64_t k, int64_t lda, bool bf16)
     return;
   }
   if (!gemm_packed_native()) {
-    copy_ = aligned_floats(m * k);
+    copy_ = aligned_array<float>(m * k);
     for (int64_t i = 0; i < m; ++i)
       std::memcpy(copy_.get() + i * k, a + i * lda, k * sizeof(float));
     source_ = copy_.get();
@@ -484,13 +478,13 @@ PackedA::PackedA(const float* a, int64_t m, int64_t k, int64_t lda, bool bf16)
     return;
   }
   const int64_t blocks = (m + kMr - 1) / kMr;
-  data_ = aligned_floats(blocks * k * kMr);
+  data_ = aligned_array<float>(blocks * k * kMr);
   pack_a_blocks(a, m, k, lda, false, 0, blocks, data_.get());
 }
 
 PackedAChannels::PackedAChannels(const float* a, int64_t m, int64_t k, int64_t lda) : m_(m), k_(k) {
   const int64_t blocks = (m + kRows - 1) / kRows;
-  data_ = aligned_floats(blocks * k * kRows);
+  data_ = aligned_array<float>(blocks * k * kRows);
   pack_a_blocks(a, m, k, lda, false, 0, blocks, data_.get(), kRows);
 }
 
@@ -501,14 +495,14 @@ PackedB::PackedB(const float* b, int64_t k, int64_t n, int64_t ldb, bool transpo
     return;
   }
   if (!gemm_packed_native()) {
-    copy_ = aligned_floats(k * n);
+    copy_ = aligned_array<float>(k * n);
     for (int64_t p = 0; p < k; ++p)
       for (int64_t j = 0; j < n; ++j)
         copy_[p * n + j] = transposed ? b[j * ldb + p] : b[p * ldb + j];
     return;
   }
   const int64_t strips = (n + kNr - 1) / kNr;
-  data_ = aligned_floats(strips * k * kNr);
+  data_ = aligned_array<float>(strips * k * kNr);
   float* out = data_.get();
   for (int64_t s = 0; s < strips; ++s)
     for (int64_t p = 0; p < k; ++p)

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <string>
 
+#include "backends/cpu/aligned.hpp"
 #include "backends/cpu/gcc12_avx512.hpp"
 #include "quilt/quilt.hpp"
 
@@ -21,15 +22,6 @@ namespace {
 
 constexpr int64_t kCols = QPanels::kCols;
 constexpr int64_t kPanelsPerTile = 3;  // 48 columns: 8 rows x 3 vectors = 24 accumulators
-
-template <class T>
-std::shared_ptr<T[]> aligned_array(int64_t count) {
-  const size_t bytes =
-      (static_cast<size_t>(std::max<int64_t>(count, 1)) * sizeof(T) + 63) / 64 * 64;
-  T* p = static_cast<T*>(std::aligned_alloc(64, bytes));
-  if (!p) throw std::bad_alloc();
-  return std::shared_ptr<T[]>(p, [](T* q) { std::free(q); });
-}
 
 QIsa best_isa() {
   __builtin_cpu_init();

@@ -131,10 +131,12 @@ class ThreadPool {
 // faulted in every run (59 -> 66 ms). Slots: 0 a conv's shifted input, 1 its wide product,
 // 2 gemm_channels' accumulators, 3 the packed GEMM's A packed for one call, 4 its B panel,
 // 5 a depthwise conv's band (or its flattened narrow planes), 6 a separable pooling's row maxima,
-// 7 the bfloat16 GEMM's B panels, 8 its left operand converted for one call (gemm_bf16.cpp).
+// 7 the bfloat16 GEMM's B panels, 8 its left operand converted for one call (gemm_bf16.cpp),
+// 9 a blocked-layout conv's input offsets per depth step (kernels/conv_blocked.cpp; slots 2 and
+// 5 hold its sums and its pixels' offsets).
 // Throws std::bad_alloc when memory runs out (never aborts: thread_pool.cpp says why these are not
 // C++ thread_locals).
-constexpr int kScratchSlots = 9;
+constexpr int kScratchSlots = 10;
 float* thread_scratch(int slot, int64_t count);
 void* thread_scratch_bytes(int slot, size_t bytes);
 

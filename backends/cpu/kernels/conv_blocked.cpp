@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/cpu/aligned.hpp"
 #include "backends/cpu/avx512.hpp"
 #include "backends/cpu/gcc12_avx512.hpp"
 #include "backends/cpu/kernels/conv_geometry.hpp"
@@ -84,60 +85,62 @@ QUILT_AVX512 __attribute__((always_inline)) inline void finish(const Epilogue& e
 // weights and bias, and the window.
 struct TileArgs {
   Plane x;
-  const float* w;  // direct: [blocks(c_out)][kh][kw][c_in][16]; depthwise: [blocks(c)][kh][kw][16]
+  // direct: per group of output blocks [kh][kw][c_in][blocks of the group][16] (the group of
+  // block b at b * block_weights); depthwise: [blocks(c)][kh][kw][16]
+  const float* w;
   const float* bias;  // [blocks(c_out) * 16]
   int64_t kh, kw, sh, sw, dh, dw;
   int64_t block_weights;  // direct: one output block's weights, kh * kw * c_in * 16
 };
 
-// Output pixels (y, x0 .. x0 + P) of output blocks ob0 .. ob0 + OB, over kernel rows [ky0, ky1)
-// and columns [kx0, kx1), all of which read inside the input for every pixel of the tile.
-// STEP: floats from one output pixel's input to the next's when known at compile (16: a blocked
-// input at stride 1), else 0 (a.sw times the input's column stride). A constant step makes
-// the broadcasts' addresses immediate offsets instead of a register each.
-template <int P, int OB, int STEP>
+// P output pixels of output blocks ob0 .. ob0 + OB, over `count` steps of a chunk of the
+// depth (an input channel at a kernel offset each, every one reading inside the input: padding
+// is applied before), added to the accumulators at acc (block o's pixel p at acc + o *
+// acc_block + p * 16), or to the bias when `first`. Step d reads the input at steps[d] floats
+// past pixel p's window start off[p] in image n, and the OB x 16 weights at w + d * OB * 16.
+// Any pixels: a tile may run across output rows, so a 7x7 map is 49 pixels in tiles of 6 and
+// 5, not rows of a 6 and a 1. One flat loop per chunk: looping over kernel offsets, then the
+// channels of each 16-channel block, set up a loop of 16 steps or fewer again and again
+// (~15 % of a 3x3 conv's time).
+//
+// The last chunk (`last`) finishes the sums in registers through the epilogue into the output,
+// pixel p at flat position pix[p] (y * width + x) of its output plane, instead of storing them.
+template <int P, int OB>
 QUILT_AVX512 void direct_tile(const TileArgs& a, const Epilogue& e, int64_t n, int64_t ob0,
-                              int64_t y, int64_t x0, int64_t ky0, int64_t ky1, int64_t kx0,
-                              int64_t kx1) {
+                              const int64_t* off, const int64_t* pix, const int64_t* steps,
+                              const float* w, int64_t count, float* acc_out, int64_t acc_block,
+                              bool first, bool last) {
   __m512 acc[OB][P];
   for (int o = 0; o < OB; ++o) {
     const __m512 b = _mm512_loadu_ps(a.bias + (ob0 + o) * kLanes);
-    for (int p = 0; p < P; ++p) acc[o][p] = b;
+    for (int p = 0; p < P; ++p)
+      acc[o][p] = first ? b : _mm512_load_ps(acc_out + o * acc_block + p * kLanes);
   }
-  const int64_t col = a.x.blocked ? kLanes : 1, row = a.x.w * col;
-  const int64_t lane = a.x.blocked ? 1 : a.x.h * a.x.w, block = kLanes * a.x.h * a.x.w;
-  const int64_t step = STEP ? STEP : a.sw * col;  // from one output pixel's input to the next's
-  const float* xn = a.x.data + n * a.x.image() + y * a.sh * row + x0 * a.sw * col;
-  const float* wo = a.w + ob0 * a.block_weights;
-  const int64_t c_in = a.x.c;
-  // Channels innermost, for each kernel offset: a 1x1 conv is one loop of c_in steps, each
-  // OB weight loads, P broadcasts and OB x P FMAs (channels outermost, a pointwise conv spent
-  // as many instructions on the offset loops' bookkeeping as on its FMAs).
-  for (int64_t ky = ky0; ky < ky1; ++ky)
-    for (int64_t kx = kx0; kx < kx1; ++kx) {
-      const float* xt = xn + ky * a.dh * row + kx * a.dw * col;
-      const float* wt = wo + (ky * a.kw + kx) * c_in * kLanes;
-      for (int64_t c0 = 0; c0 < c_in; c0 += kLanes) {
-        const float* xc = xt + c0 / kLanes * block;
-        const float* wc = wt + c0 * kLanes;
-        const int64_t count = std::min<int64_t>(kLanes, c_in - c0);
-        for (int64_t l = 0; l < count; ++l, xc += lane, wc += kLanes) {
-          __m512 w[OB];
-          for (int o = 0; o < OB; ++o) w[o] = _mm512_loadu_ps(wc + o * a.block_weights);
-          for (int p = 0; p < P; ++p) {
-            const __m512 v = _mm512_set1_ps(xc[p * step]);
-            for (int o = 0; o < OB; ++o) acc[o][p] = _mm512_fmadd_ps(w[o], v, acc[o][p]);
-          }
-        }
-      }
+  int64_t at[P];
+  for (int p = 0; p < P; ++p) at[p] = off[p];
+  const float* xn = a.x.data + n * a.x.image();
+  for (int64_t d = 0; d < count; ++d, w += OB * kLanes) {
+    const float* xs = xn + steps[d];
+    __m512 wv[OB];
+    for (int o = 0; o < OB; ++o) wv[o] = _mm512_loadu_ps(w + o * kLanes);
+    for (int p = 0; p < P; ++p) {
+      const __m512 v = _mm512_set1_ps(xs[at[p]]);
+      for (int o = 0; o < OB; ++o) acc[o][p] = _mm512_fmadd_ps(wv[o], v, acc[o][p]);
     }
-  const __m512i index = lane_index(e.y.h * e.y.w);
+  }
+  if (last) {
+    const __m512i index = lane_index(e.y.h * e.y.w);
+    for (int o = 0; o < OB; ++o)
+      for (int p = 0; p < P; ++p) finish(e, n, ob0 + o, 0, pix[p], acc[o][p], index);
+    return;
+  }
   for (int o = 0; o < OB; ++o)
-    for (int p = 0; p < P; ++p) finish(e, n, ob0 + o, y, x0 + p, acc[o][p], index);
+    for (int p = 0; p < P; ++p) _mm512_store_ps(acc_out + o * acc_block + p * kLanes, acc[o][p]);
 }
 
-using DirectTile = void (*)(const TileArgs&, const Epilogue&, int64_t, int64_t, int64_t, int64_t,
-                            int64_t, int64_t, int64_t, int64_t);
+using DirectTile = void (*)(const TileArgs&, const Epilogue&, int64_t, int64_t, const int64_t*,
+                            const int64_t*, const int64_t*, const float*, int64_t, float*, int64_t,
+                            bool, bool);
 
 // Tiles of OB output blocks x P pixels keep OB * P <= kAccumulators vectors in registers: 4 x 6
 // when there are 4 blocks (64 channels) or more, which broadcasts each input value into 4 FMAs
@@ -149,21 +152,17 @@ constexpr int max_pixels(int ob) {
   return std::min(kMaxPixels, kAccumulators / ob);
 }
 
-template <int OB, int STEP, size_t... I>
+template <int OB, size_t... I>
 constexpr std::array<DirectTile, kMaxPixels> direct_tiles(std::index_sequence<I...>) {
-  return {(static_cast<int>(I) + 1 <= max_pixels(OB)
-               ? &direct_tile<static_cast<int>(I) + 1, OB, STEP>
-               : nullptr)...};
+  return {(static_cast<int>(I) + 1 <= max_pixels(OB) ? &direct_tile<static_cast<int>(I) + 1, OB>
+                                                     : nullptr)...};
 }
-template <int STEP>
-constexpr std::array<std::array<DirectTile, kMaxPixels>, kMaxBlocks> direct_tables() {
-  constexpr auto seq = std::make_index_sequence<kMaxPixels>{};
-  return {direct_tiles<1, STEP>(seq), direct_tiles<2, STEP>(seq), direct_tiles<3, STEP>(seq),
-          direct_tiles<4, STEP>(seq)};
-}
-// [step 16][OB - 1][P - 1]
-constexpr std::array<std::array<std::array<DirectTile, kMaxPixels>, kMaxBlocks>, 2> kDirectTiles = {
-    direct_tables<0>(), direct_tables<kLanes>()};
+// [OB - 1][P - 1]
+constexpr std::array<std::array<DirectTile, kMaxPixels>, kMaxBlocks> kDirectTiles = {
+    direct_tiles<1>(std::make_index_sequence<kMaxPixels>{}),
+    direct_tiles<2>(std::make_index_sequence<kMaxPixels>{}),
+    direct_tiles<3>(std::make_index_sequence<kMaxPixels>{}),
+    direct_tiles<4>(std::make_index_sequence<kMaxPixels>{})};
 
 // ---- depthwise ----
 
@@ -228,6 +227,26 @@ QUILT_AVX512 void reorder_out(const float* x, int64_t c, int64_t hw, float* y) {
   }
 }
 
+// Input channels per chunk of a direct conv's depth: all of them unless the group's weights
+// for the whole depth (taps x channels x group x 16 floats) exceed 512 KB, half a core's L2;
+// then chunks within it, in multiples of 8 channels. Fewer chunks measured faster even when a
+// chunk's weights no longer fit L1 (each tile streams them from L2 instead): on chains of six
+// convs at one thread, 3x3 of 256 channels on 14x14 took 5.6-5.8 ms in one chunk, 5.8-6.2 in
+// chunks of 64 channels, 6.4-6.8 in chunks of 8 (18 KB, in L1); 1x1 512 -> 2048 on 7x7
+// 2.9-3.0 ms in one chunk, 3.4-3.6 in chunks of 64 (NCHW: 2.8-2.9, 5.6-5.8).
+int64_t chunk_channels(int64_t group, int64_t taps, int64_t depth) {
+  constexpr int64_t kStep = 8, kBytes = int64_t{512} << 10;
+  const int64_t per_channel = group * taps * kLanes * static_cast<int64_t>(sizeof(float));
+  if (depth * per_channel <= kBytes) return std::max<int64_t>(depth, 1);
+  return std::max<int64_t>(kStep, kBytes / per_channel / kStep * kStep);
+}
+
+std::shared_ptr<float[]> zeros(int64_t count) {
+  std::shared_ptr<float[]> p = aligned_array<float>(count);
+  std::fill_n(p.get(), count, 0.f);
+  return p;
+}
+
 class BlockedConvKernel : public Kernel {
  public:
   BlockedConvKernel(const NodeSignature& sig, bool in_blocked, bool out_blocked,
@@ -241,25 +260,36 @@ class BlockedConvKernel : public Kernel {
     const int64_t cb = blocks(c_out);
     const float* wp = w.data<float>();
     if (depthwise_) {  // [cb][taps][16]
-      weights_.assign(static_cast<size_t>(cb * taps * kLanes), 0.f);
+      weights_ = zeros(cb * taps * kLanes);
       for (int64_t m = 0; m < c_out; ++m)
         for (int64_t t = 0; t < taps; ++t)
-          weights_[static_cast<size_t>(((m / kLanes) * taps + t) * kLanes + m % kLanes)] =
-              wp[m * taps + t];
-    } else {  // [cb][taps][c_in][16]
-      weights_.assign(static_cast<size_t>(cb * depth * taps * kLanes), 0.f);
-      for (int64_t m = 0; m < c_out; ++m)
-        for (int64_t c = 0; c < depth; ++c)
+          weights_[((m / kLanes) * taps + t) * kLanes + m % kLanes] = wp[m * taps + t];
+    } else {
+      // Per group of up to kMaxBlocks output blocks (as run_direct deals them), the depth in
+      // chunks of chunk_c_ input channels, each chunk [taps][its channels][blocks of the group]
+      // [16]: a tile's weights for one step are one run of 64 floats and a chunk's are
+      // contiguous. Laid out [block][taps][c_in][16] instead, a 3x3 chunk's 36 pieces were all
+      // 4 KB-aligned apart, so they shared L1's sets and evicted one another.
+      weights_ = zeros(cb * depth * taps * kLanes);
+      const int64_t group = std::min<int64_t>(kMaxBlocks, cb);
+      chunk_c_ = chunk_channels(group, taps, depth);
+      for (int64_t m = 0; m < c_out; ++m) {
+        const int64_t b = m / kLanes, ob0 = b / group * group, obg = std::min(group, cb - ob0);
+        for (int64_t c = 0; c < depth; ++c) {
+          const int64_t c0 = c / chunk_c_ * chunk_c_, len = std::min(chunk_c_, depth - c0);
           for (int64_t t = 0; t < taps; ++t)
-            weights_[static_cast<size_t>((((m / kLanes) * taps + t) * depth + c) * kLanes +
-                                         m % kLanes)] = wp[(m * depth + c) * taps + t];
+            weights_[ob0 * taps * depth * kLanes +
+                     ((c0 * taps + t * len + c - c0) * obg + b - ob0) * kLanes + m % kLanes] =
+                wp[(m * depth + c) * taps + t];
+        }
+      }
     }
     memo_.keep({&sig.inputs[0], &sig.outputs[0]},
                [&](const auto& s) { return conv_geometry(sig.node, s[0], w_shape_, s[1]); });
-    bias_.assign(static_cast<size_t>(cb * kLanes), 0.f);
+    bias_ = zeros(cb * kLanes);
     if (sig.constants.size() > 2 && sig.constants[2]) {
       const float* bp = sig.constants[2]->data<float>();
-      for (int64_t m = 0; m < c_out; ++m) bias_[static_cast<size_t>(m)] = bp[m];
+      for (int64_t m = 0; m < c_out; ++m) bias_[m] = bp[m];
     }
   }
 
@@ -401,8 +431,8 @@ class BlockedConvKernel : public Kernel {
 
   TileArgs tile_args(const Geometry& g, const Plane& in) const {
     return {in,
-            weights_.data(),
-            bias_.data(),
+            weights_.get(),
+            bias_.get(),
             g.kernel[1],
             g.kernel[2],
             g.stride[1],
@@ -412,30 +442,84 @@ class BlockedConvKernel : public Kernel {
             c_in_ * g.kernel[1] * g.kernel[2] * kLanes};
   }
 
+  // Tasks of (image, group of up to 4 output blocks, band of output pixels). A task runs the
+  // input channels a chunk at a time over all its tiles, the sums kept in a scratch buffer
+  // between chunks, so a chunk's weights (at most ~32 KB) stay in L1 across the band. Each tile
+  // running all its channels at once read all of the group's weights per 6 pixels (590 KB for a
+  // 3x3 conv of 256 channels): FCN and ResNet-50 ran 20-30 % slower than in NCHW.
   void run_direct(KernelContext& ctx, const Geometry& g, const Plane& in, const Epilogue& e,
                   int64_t n) const {
     const TileArgs a = tile_args(g, in);
     const int64_t out_blocks = blocks(e.y.c), rows = e.y.h, cols = e.y.w;
     const int64_t group = std::min<int64_t>(kMaxBlocks, out_blocks);
     const int64_t groups = (out_blocks + group - 1) / group;
-    // Columns split into chunks when rows and channel groups alone leave a thread idle (a 1x1
-    // conv over a whole map is one row): whole tiles each.
     const int64_t tile = max_pixels(static_cast<int>(group));
-    const int64_t wanted = 4 * ctx.pool.threads(), tasks = n * groups * rows;
-    const int64_t chunks =
-        std::clamp<int64_t>((wanted + tasks - 1) / tasks, 1, (cols + tile - 1) / tile);
-    const int64_t chunk = ((cols + chunks - 1) / chunks + tile - 1) / tile * tile;
-    const size_t step16 = in.blocked && g.stride[2] == 1 ? 1 : 0;
-    ctx.pool.parallel_for(tasks * chunks, 1, [&](int64_t lo, int64_t hi) {
-      for (int64_t t = lo; t < hi; ++t) {
-        const int64_t part = t % chunks, y = t / chunks % rows, grp = t / chunks / rows % groups,
-                      img = t / chunks / rows / groups;
-        const int64_t ob0 = grp * group, ob = std::min(group, out_blocks - ob0);
-        const int64_t most = max_pixels(static_cast<int>(ob));
-        const int64_t end = std::min(cols, (part + 1) * chunk);
-        for (int64_t x = part * chunk; x < end; x += most)
-          kDirectTiles[step16][static_cast<size_t>(ob - 1)][static_cast<size_t>(
-              std::min(most, end - x) - 1)](a, e, img, ob0, y, x, 0, g.kernel[1], 0, g.kernel[2]);
+    const int64_t taps = a.kh * a.kw, c_in = in.c;
+    // Each step's input offset from a window's start, in the weights' order: chunk by chunk,
+    // kernel offset, then channel (the same for every task).
+    auto* steps = static_cast<int64_t*>(
+        thread_scratch_bytes(9, static_cast<size_t>(taps * c_in) * sizeof(int64_t)));
+    {
+      const int64_t col = in.blocked ? kLanes : 1, row = in.w * col;
+      const int64_t lane = in.blocked ? 1 : in.h * in.w, block = kLanes * in.h * in.w;
+      int64_t* s = steps;
+      for (int64_t c0 = 0; c0 < c_in; c0 += chunk_c_)
+        for (int64_t ky = 0; ky < a.kh; ++ky)
+          for (int64_t kx = 0; kx < a.kw; ++kx)
+            for (int64_t c = c0; c < std::min(c_in, c0 + chunk_c_); ++c)
+              *s++ = ky * a.dh * row + kx * a.dw * col + c / kLanes * block + c % kLanes * lane;
+    }
+    // Bands of about kBandPixels: whole rows, or a run of columns of one row (a 1x1 conv over a
+    // whole map is one row); split further while there are fewer than four tasks a thread.
+    constexpr int64_t kBandPixels = 192;
+    const int64_t want = 4 * ctx.pool.threads();
+    int64_t band_rows = std::clamp<int64_t>(kBandPixels / cols, 1, rows);
+    int64_t col_parts = cols > kBandPixels ? (cols + kBandPixels - 1) / kBandPixels : 1;
+    auto tasks_of = [&] { return n * groups * ((rows + band_rows - 1) / band_rows) * col_parts; };
+    while (tasks_of() < want && band_rows > 1) band_rows = (band_rows + 1) / 2;
+    const int64_t col_tiles = (cols + tile - 1) / tile;
+    if (tasks_of() < want)
+      col_parts =
+          std::min(col_tiles, (want + tasks_of() / col_parts - 1) / (tasks_of() / col_parts));
+    const int64_t part_cols = (col_tiles + col_parts - 1) / col_parts * tile;
+    col_parts = (cols + part_cols - 1) / part_cols;
+    const int64_t bands = (rows + band_rows - 1) / band_rows;
+    const int64_t col = in.blocked ? kLanes : 1;
+    ctx.pool.for_each_task(n * groups * bands * col_parts, [&](int64_t t) {
+      const int64_t part = t % col_parts, band = t / col_parts % bands,
+                    grp = t / col_parts / bands % groups, img = t / col_parts / bands / groups;
+      const int64_t ob0 = grp * group, ob = std::min(group, out_blocks - ob0);
+      const int64_t most = max_pixels(static_cast<int>(ob));
+      const int64_t y0 = band * band_rows, y1 = std::min(rows, y0 + band_rows);
+      const int64_t x0 = part * part_cols, x1 = std::min(cols, x0 + part_cols);
+      const int64_t width = x1 - x0, acc_block = (y1 - y0) * width * kLanes;
+      const int64_t pixels = (y1 - y0) * width;
+      const bool chunked = c_in > chunk_c_;
+      float* acc = chunked ? thread_scratch(2, ob * acc_block) : nullptr;
+      // Where each pixel's window starts in the input and where it goes in its output plane:
+      // tiles run across the band's rows.
+      auto* off = static_cast<int64_t*>(
+          thread_scratch_bytes(5, 2 * static_cast<size_t>(pixels) * sizeof(int64_t)));
+      int64_t* pix = off + pixels;
+      for (int64_t q = 0; q < pixels; ++q) {
+        const int64_t y = y0 + q / width, x = x0 + q % width;
+        off[q] = y * g.stride[1] * in.w * col + x * g.stride[2] * col;
+        pix[q] = y * cols + x;
+      }
+      // Tiles of nearly equal size (49 pixels: 4 of 6 and 5 of 5, not 8 of 6 and 1 of 1).
+      const int64_t count = (pixels + most - 1) / most, small = pixels / count;
+      const int64_t large = pixels % count;  // tiles of small + 1 pixels, first
+      const DirectTile* table = kDirectTiles[static_cast<size_t>(ob - 1)].data();
+      const float* wg = a.w + ob0 * a.block_weights;
+      for (int64_t c0 = 0; c0 < c_in; c0 += chunk_c_) {
+        const int64_t c1 = std::min(c_in, c0 + chunk_c_), depth = (c1 - c0) * taps;
+        for (int64_t i = 0, q = 0; i < count; ++i) {
+          const int64_t np = small + (i < large ? 1 : 0);
+          table[np - 1](a, e, img, ob0, off + q, pix + q, steps + c0 * taps,
+                        wg + c0 * taps * ob * kLanes, depth, acc ? acc + q * kLanes : nullptr,
+                        acc_block, c0 == 0, c1 == c_in);
+          q += np;
+        }
       }
     });
   }
@@ -457,8 +541,11 @@ class BlockedConvKernel : public Kernel {
   bool in_blocked_, out_blocked_, residual_blocked_;
   bool depthwise_ = false;
   int64_t c_in_ = 0;
+  int64_t chunk_c_ = 0;  // direct: input channels per chunk of the depth (chunk_channels)
   std::vector<int64_t> w_shape_;
-  std::vector<float> weights_, bias_;
+  // 64-byte aligned: a tile's weight vectors are whole cache lines (a std::vector's 16-byte
+  // alignment split every load across two).
+  std::shared_ptr<float[]> weights_, bias_;
   ShapeMemo<Geometry> memo_;
 };
 

@@ -7,9 +7,12 @@
 //
 // Two kernels, each reading its input and residual and writing its output in either layout, so a
 // blocked region needs no reorder nodes: its first conv reads NCHW and its last writes NCHW.
-//  - direct: any kernel size, stride, dilation and padding, group 1. Register tiles of up to 12
-//    output pixels x 2 channel blocks; the input is broadcast a channel at a time, so an NCHW
-//    input (a network's first conv, 1 or 3 channels) is read in place without padding to 16.
+//  - direct: any kernel size, stride, dilation and padding, group 1. Register tiles of up to 4
+//    output channel blocks x 6 output pixels (12 pixels for 1 or 2 blocks), any pixels of a band
+//    of the output (tiles run across its rows); the depth (input channels x kernel offsets) a
+//    chunk at a time over all of a band's tiles, sums kept between chunks. The input is
+//    broadcast a channel at a time, so an NCHW input (a network's first conv, 1 or 3 channels)
+//    is read in place without padding to 16.
 //  - depthwise (group = channels, one output channel each): 16 channels per vector, 12 pixels per
 //    tile; an NCHW input is reordered once per run.
 // Bias, a fused residual (added first) and the fused activation are applied in registers before

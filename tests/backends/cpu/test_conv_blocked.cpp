@@ -171,7 +171,9 @@ TEST(CpuBlockedConv, RandomGeometriesInEveryLayout) {
     Case c{};
     c.depthwise = i % 3 == 0;
     c.n = pick({1, 1, 2});
-    c.c_in = c.depthwise ? pick({3, 16, 17, 33, 64}) : pick({1, 3, 16, 17, 33});
+    // 300 and 600 channels: kernels of 3x3 and more run their depth in several chunks
+    // (chunk_channels), the last one ragged, some starting inside a 16-channel block.
+    c.c_in = c.depthwise ? pick({3, 16, 17, 33, 64}) : pick({1, 3, 16, 17, 33, 300, 600});
     c.c_out = c.depthwise ? c.c_in : pick({3, 8, 16, 17, 33, 64, 70});
     c.kh = pick({1, 1, 2, 3, 3, 5, 7, 10});
     c.kw = pick({1, 1, 2, 3, 3, 4, 5, 7});
