@@ -410,6 +410,13 @@ c.node("mish_big", "Mish", {"x": big}, opset=18)
 c.node("shrink_default", "Shrink", {"x": x})
 c.node("shrink_soft", "Shrink", {"x": x}, bias=1.5, lambd=1.5)
 c.node("shrink_int", "Shrink", {"x": randint(8, low=-5, high=5, dtype=i32)}, bias=1.0, lambd=1.0)
+# A bias far outside the integer range (fuzz_run, UBSan: the double -> int64 cast was undefined):
+# onnxruntime gives x86's "integer indefinite" (the minimum int32/int64, its low bits for uint8).
+shrink_x = np.array([-5, -2, 0, 1, 3, 7])
+for dt in (i64, i32, np.uint8):
+    c.node(f"shrink_{np.dtype(dt).name}_bias_huge", "Shrink",
+           {"x": (np.array([0, 1, 2, 3, 200, 255]) if dt == np.uint8 else shrink_x).astype(dt)},
+           bias=-3.4e38, lambd=1.0)
 for op in ["BitwiseAnd", "BitwiseOr", "BitwiseXor"]:
     for dt in [i32, i64, np.uint8, np.int8, np.uint64]:
         c.node(f"{op.lower()}_{np.dtype(dt).name}", op,

@@ -118,6 +118,13 @@ def regressions():
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 5, 5, 5])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     yield helper.make_model(pool, opset_imports=[helper.make_opsetid("", 18)])
+    # Shrink of int64 with a bias of -3.4e38: the result's conversion back to int64 was undefined
+    # (fuzz_run, UBSan).
+    shrink = helper.make_graph(
+        [helper.make_node("Shrink", ["x"], ["y"], bias=-3.4e38, lambd=1.0)], "shrink_int_bias_huge",
+        [helper.make_tensor_value_info("x", TensorProto.INT64, [6])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, None)])
+    yield helper.make_model(shrink, opset_imports=[helper.make_opsetid("", 17)])
     # LSTM on an empty batch declared 2^31 steps long: the CPU kernel ran every step on no rows
     # (fuzz_run: 117 s under ASan, 18 s in a release build); an empty batch returns at once.
     lstm = helper.make_graph(

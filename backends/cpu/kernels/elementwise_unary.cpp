@@ -20,6 +20,7 @@
 #include "backends/cpu/activation.hpp"
 #include "backends/cpu/kernel.hpp"
 #include "backends/cpu/kernels/broadcast.hpp"
+#include "backends/cpu/kernels/float_to_int.hpp"
 #include "backends/cpu/kernels/wrapping.hpp"
 
 namespace quilt::cpu {
@@ -440,14 +441,20 @@ void register_cpu_elementwise_unary(KernelRegistry& r) {
         return [alpha](T x) { return x / (T(1) + exp_of(-alpha * x)); };
       },
       kMathGrain);
-  // Shrink is defined for integers too; the comparison and offset are done in double.
+  // Shrink is defined for integers too; the comparison and offset are done in double, and an
+  // integer result outside the type's range (a float bias of -3.4e38) is converted as
+  // onnxruntime's x86 conversion does (float_to_int), not by an undefined static_cast.
   add_unary<NumericTypes>(r, "Shrink", [](const Node& node, auto tag) {
     using T = decltype(tag);
     const double bias = node.attr_float("bias", 0.0f);
     const double lambd = node.attr_float("lambd", 0.5f);
     return [bias, lambd](T x) {
       const double v = static_cast<double>(x);
-      return v < -lambd ? static_cast<T>(v + bias) : v > lambd ? static_cast<T>(v - bias) : T(0);
+      const double y = v < -lambd ? v + bias : v > lambd ? v - bias : 0.0;
+      if constexpr (std::is_integral_v<T>)
+        return float_to_int<T>(y);
+      else
+        return static_cast<T>(y);
     };
   });
 
