@@ -1282,7 +1282,8 @@ def bench_quilt_once(quilt, path, input_files, backend, args, precision="fp32"):
     if p.returncode != 0:
         return f"exit {p.returncode}: {error_line(p.stderr, p.stdout)}"
     r = _last_json(p.stdout)
-    return r["latency_ms"]["median"], r["session_creation_ms"], r["peak_memory_mib"]
+    return (r["latency_ms"]["median"], r["session_creation_ms"], r["peak_memory_mib"],
+            sorted(r.get("plan", {}).get("patches", {})))
 
 
 def timed_runs(quilt, path, input_files, backend, args):
@@ -1536,8 +1537,15 @@ def memory_section(results, backend_lists, quilt, threads):
         for b in others:
             peak = r["quilt"][b]["peak"]
             ratio = peak / base if peak and base else None
-            net = (peak - fixed[b]) / base if peak and base and fixed[b] is not None else None
-            row += [_fmt(peak), _fmt(ratio, 2), _fmt(net, 2)]
+            # A plan that put nothing on the device never loaded its runtime: nothing to leave
+            # out (the small models, which the cost rule keeps on the CPU).
+            device = b.split(",")[0].split(":")[0]
+            used = any(d.split(":")[0] == device for d in r["quilt"][b].get("devices", []))
+            if not used:
+                net = ratio
+            else:
+                net = (peak - fixed[b]) / base if peak and base and fixed[b] is not None else None
+            row += [_fmt(peak), _fmt(ratio, 2), _fmt(net, 2) + ("" if used else " (not used)")]
         rows.append(row)
     fixed_text = "; ".join(
         f"`{b}`: **{_fmt(v)} MiB**" if v is not None else f"`{b}`: not measured (the small model "
@@ -1551,7 +1559,8 @@ whatever the model: for PoCL, its LLVM and Clang libraries. Measured just after 
 peak of `quilt bench` on a small model (two 3x3 convolutions, 32 channels, 32 x 32) planned on
 the device minus the same on `cpu` ({fixed_text}); the last column leaves it out, so it shows
 what the model's own tensors cost on each backend list (with PoCL's host memory used in place,
-no copies: README, "The OpenCL backend").
+no copies: README, "The OpenCL backend"). *not used*: the plan put nothing on the device, so
+its runtime was never loaded and nothing is left out.
 
 {format_table(header, rows)}
 """
@@ -1724,7 +1733,8 @@ def bench(args):
             runs = quilt_runs[backend]
             entry["quilt"][backend] = {"ms": summarize([r[0] for r in runs]),
                                        "creation": summarize([r[1] for r in runs]),
-                                       "peak": max([r[2] for r in runs], default=None)}
+                                       "peak": max([r[2] for r in runs], default=None),
+                                       "devices": sorted({d for r in runs for d in r[3]})}
         for samples in [[r[0] for r in ort_runs]] + [[r[0] for r in quilt_runs[b]] for b in backend_lists]:
             if len(samples) > 1:
                 spreads.append((max(samples) - min(samples)) / float(np.median(samples)))

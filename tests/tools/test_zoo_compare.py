@@ -120,8 +120,14 @@ class HelpersTest(unittest.TestCase):
         # Peak memory per backend list against the first, raw and without the device runtime's
         # fixed memory (runtime_memory, measured by the real tool: test_zoo_runtime_memory.py).
         results = {"m": {"quilt": {"cpu": {"ms": 1.0, "creation": 1.0, "peak": 50.0},
-                                   "opencl,cpu": {"ms": 1.0, "creation": 1.0, "peak": 120.0}},
-                         "ort": {"ms": 1.0, "creation": 1.0, "peak": 60.0}}}
+                                   "opencl,cpu": {"ms": 1.0, "creation": 1.0, "peak": 120.0,
+                                                  "devices": ["cpu", "opencl:0"]}},
+                         "ort": {"ms": 1.0, "creation": 1.0, "peak": 60.0}},
+                   # planned on the CPU alone: PoCL never loaded, nothing left out
+                   "small": {"quilt": {"cpu": {"ms": 1.0, "creation": 1.0, "peak": 10.0},
+                                       "opencl,cpu": {"ms": 1.0, "creation": 1.0, "peak": 11.0,
+                                                      "devices": ["cpu"]}},
+                             "ort": {"ms": 1.0, "creation": 1.0, "peak": 60.0}}}
         measured = zoo.runtime_memory
         try:
             zoo.runtime_memory = lambda quilt, backend, threads: 65.0
@@ -134,6 +140,9 @@ class HelpersTest(unittest.TestCase):
         row = next(l for l in text.splitlines() if l.startswith("| m "))
         self.assertEqual([c.strip() for c in row.strip("|").split("|")],
                          ["m", "50.0", "120.0", "2.40", "1.10"])
+        row = next(l for l in text.splitlines() if l.startswith("| small "))
+        self.assertEqual([c.strip() for c in row.strip("|").split("|")],
+                         ["small", "10.0", "11.0", "1.10", "1.10 (not used)"])
         self.assertIn("not measured", unmeasured)
         row = next(l for l in unmeasured.splitlines() if l.startswith("| m "))
         self.assertEqual(row.strip("| ").split("|")[-1].strip(), "—")
