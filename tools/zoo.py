@@ -1471,6 +1471,11 @@ too), counted from onnx's shape inference; GFLOP/s = 2 x multiply-adds / median 
 """
 
 
+def device_name(backend_list):
+    """The backend name of a backend list's first entry: "opencl" for "opencl:1,cpu"."""
+    return backend_list.split(",")[0].split(":")[0]
+
+
 def runtime_memory(quilt, backend, threads, timeout=600):
     """MiB that the device runtimes of a backend list add to a process by being loaded and used,
     whatever the model: the peak resident memory (VmHWM) of `quilt bench` on a small model
@@ -1496,7 +1501,7 @@ def runtime_memory(quilt, backend, threads, timeout=600):
         [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 32, 32, 32])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
-    device = backend.split(",")[0]
+    device, name = backend.split(",")[0], device_name(backend)
     peaks = {}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "runtime_memory.onnx"
@@ -1511,7 +1516,7 @@ def runtime_memory(quilt, backend, threads, timeout=600):
                 return None
             out = _last_json(r.stdout)
             patches = out.get("plan", {}).get("patches", {})
-            if b != "cpu" and not any(k.split(":")[0] == device for k in patches):
+            if b != "cpu" and not any(k.split(":")[0] == name for k in patches):
                 return None  # the plan kept the model on the CPU: nothing measured
             peaks[b] = out["peak_memory_mib"]
     return max(0.0, peaks[device] - peaks["cpu"])
@@ -1522,7 +1527,7 @@ def memory_section(results, backend_lists, quilt, threads):
     and without the fixed memory of the device runtimes (runtime_memory), when a list other than
     the first runs on a device."""
     first = backend_lists[0]
-    others = [b for b in backend_lists[1:] if b.split(",")[0].split(":")[0] != "cpu"]
+    others = [b for b in backend_lists[1:] if device_name(b) != "cpu"]
     if not others:
         return ""
     header = ["model", f"peak MiB ({first})"]
@@ -1539,8 +1544,7 @@ def memory_section(results, backend_lists, quilt, threads):
             ratio = peak / base if peak and base else None
             # A plan that put nothing on the device never loaded its runtime: nothing to leave
             # out (the small models, which the cost rule keeps on the CPU).
-            device = b.split(",")[0].split(":")[0]
-            used = any(d.split(":")[0] == device for d in r["quilt"][b].get("devices", []))
+            used = any(d.split(":")[0] == device_name(b) for d in r["quilt"][b].get("devices", []))
             if not used:
                 net = ratio
             else:

@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <new>
 #include <string>
-#include <utility>
 
 #include "backends/cpu/avx512.hpp"
 #include "backends/cpu/half_convert.hpp"
@@ -218,15 +217,19 @@ void run_task(const uint32_t* a, int64_t a_ld, int64_t k, const BSource& b, int6
     act.apply_added(c + r * ldc + j0, residual ? residual + r * ldc + j0 : nullptr, j1 - j0);
 }
 
-// C (m x n) split into tasks of whole tiles, claimed across the pool.
-// Tasks of C (m x n): column strips first, then row ranges while there are fewer than four a
-// thread (columns, rows).
-std::pair<int64_t, int64_t> split(int64_t m, int64_t n, int64_t k, const ThreadPool& pool) {
+// How C (m x n) is cut into tasks of whole tiles: column strips first, then row ranges while
+// there are fewer than four tasks a thread.
+struct Split {
+  int64_t strips, row_blocks, col_tasks, row_tasks;
+};
+Split split(int64_t m, int64_t n, int64_t k, const ThreadPool& pool) {
   const int64_t strips = (n + kNr - 1) / kNr, row_blocks = (m + kMr - 1) / kMr;
   const int64_t want = m * n * k < pool.split_work() ? 1 : pool.threads() * 4;
   const int64_t col_tasks = std::min(strips, want);
-  return {col_tasks, std::min(row_blocks, (want + col_tasks - 1) / col_tasks)};
+  return {strips, row_blocks, col_tasks, std::min(row_blocks, (want + col_tasks - 1) / col_tasks)};
 }
+
+// C (m x n) split into tasks of whole tiles, claimed across the pool.
 
 void run(const uint32_t* a, int64_t a_ld, int64_t m, int64_t k, const BSource& b, int64_t n,
          float* c, int64_t ldc, const float* bias, const float* col_bias, const Activation& act,
@@ -241,9 +244,9 @@ void run(const uint32_t* a, int64_t a_ld, int64_t m, int64_t k, const BSource& b
     return;
   }
   // Plain variables, not a structured binding: clang 15 cannot capture one in the lambda.
-  const std::pair<int64_t, int64_t> tasks_of = split(m, n, k, pool);
-  const int64_t col_tasks = tasks_of.first, row_tasks = tasks_of.second;
-  const int64_t strips = (n + kNr - 1) / kNr, row_blocks = (m + kMr - 1) / kMr;
+  const Split cut = split(m, n, k, pool);
+  const int64_t strips = cut.strips, row_blocks = cut.row_blocks;
+  const int64_t col_tasks = cut.col_tasks, row_tasks = cut.row_tasks;
   auto work = [&](int64_t t) {
     uint32_t* panels = b.panels ? nullptr
                                 : static_cast<uint32_t*>(thread_scratch_bytes(
@@ -321,8 +324,8 @@ void gemm_rows(const uint32_t* a, int64_t m, int64_t k, const float* b, const in
   // split the rows too, and each of them converted the same strips of B: B is converted once
   // for the call instead, into panels that every task reads. ResNet-50's 2048 -> 512 1x1
   // conv on 7x7 took twice as long as in float32 (8 tasks converting 2048 x 49 each).
-  if (const int64_t row_tasks = split(m, n, k, pool).second; row_tasks > 1 && k > 0 && n > 0) {
-    const int64_t words = (k + 1) / 2, strips = (n + kNr - 1) / kNr;
+  if (const Split cut = split(m, n, k, pool); cut.row_tasks > 1 && k > 0 && n > 0) {
+    const int64_t words = (k + 1) / 2, strips = cut.strips;
     constexpr int64_t kRowsPerPart = 256;  // depth rows per conversion task (even)
     const int64_t parts = (k + kRowsPerPart - 1) / kRowsPerPart;
     auto* panels = static_cast<uint32_t*>(
@@ -330,8 +333,8 @@ void gemm_rows(const uint32_t* a, int64_t m, int64_t k, const float* b, const in
     pool.parallel_for(strips * parts, 1, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t st = t / parts, p0 = t % parts * kRowsPerPart, j = st * kNr;
-        pack_panel(src, p0, std::min(kRowsPerPart, k - p0), j, std::min(kNr, n - j), 3,
-                   panels + (st * words + p0 / 2) * kNr);
+        pack_panel(src, p0, std::min(kRowsPerPart, k - p0), j, std::min(kNr, n - j),
+                   static_cast<int>(kNr / kLanes), panels + (st * words + p0 / 2) * kNr);
       }
     });
     BSource packed;

@@ -183,13 +183,15 @@ void gemm_channels(const PackedAChannels& a, const BRows& b, const PixelRows& co
         if (fetch_b && t + 2 < tiles) {
           // The chunk's rows of B two tiles ahead, when that tile ends on a line the next one
           // does not start on (fetch_b).
-          const float* next = b.base + (h0 + (t + 1) / width_tiles) * cols.row_stride +
-                              (t + 1) % width_tiles * kPixels;
-          const float* after = b.base + (h0 + (t + 2) / width_tiles) * cols.row_stride +
-                               (t + 2) % width_tiles * kPixels + kPixels - 1;
-          if (reinterpret_cast<uintptr_t>(after) / 64 != reinterpret_cast<uintptr_t>(next) / 64)
+          const float* next_first = b.base + (h0 + (t + 1) / width_tiles) * cols.row_stride +
+                                    (t + 1) % width_tiles * kPixels;
+          const float* after_last = b.base + (h0 + (t + 2) / width_tiles) * cols.row_stride +
+                                    (t + 2) % width_tiles * kPixels + kPixels - 1;
+          if (reinterpret_cast<uintptr_t>(after_last) / 64 !=
+              reinterpret_cast<uintptr_t>(next_first) / 64)
             for (int64_t p = 0; p < kc; ++p)
-              _mm_prefetch(reinterpret_cast<const char*>(after + b.offsets[p0 + p]), _MM_HINT_T0);
+              _mm_prefetch(reinterpret_cast<const char*>(after_last + b.offsets[p0 + p]),
+                           _MM_HINT_T0);
         }
         const int64_t q = oh * cols.width + w0 - q0;
         const int64_t line = t - 1;

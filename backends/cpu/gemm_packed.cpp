@@ -14,7 +14,6 @@
 #include "backends/cpu/gemm_bf16.hpp"
 
 namespace quilt::cpu {
-
 namespace {
 
 constexpr int64_t kMr = 8;           // rows of C per micro-tile

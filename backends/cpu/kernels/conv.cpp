@@ -835,7 +835,8 @@ class ConvKernel : public Kernel {
           const float* xg = xp + (n * c_in + grp * cg) * ivol;
           const int64_t yo = (n * c_out + grp * mg) * ovol;
           if (shifted) shifted->fill(xg, pool);
-          const BRows rows = shifted ? shifted->rows() : BRows{xg, plane_offsets.data()};
+          const BRows rows =
+              shifted ? shifted->rows() : BRows{xg, plane_offsets.data(), nullptr, ivol};
           const PixelRows cols{ovol, g.out[2], shifted ? shifted->width() : g.out[2]};
           gemm_channels(channel_packed_[static_cast<size_t>(grp)], rows, cols, yp + yo, ovol,
                         bp ? bp + grp * mg : nullptr, ctx.activation, pool, rp ? rp + yo : nullptr);
