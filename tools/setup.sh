@@ -61,7 +61,20 @@ REQ="$QUILT_ROOT/tools/requirements.txt"
 STAMP="$QUILT_ROOT/.venv/.quilt-requirements"
 if ! cmp -s "$REQ" "$STAMP"; then
   quilt_log "installing Python packages from tools/requirements.txt"
-  "$QUILT_PYTHON" -m pip install -q --disable-pip-version-check -r "$REQ" >&2
+  # The packages take about 1.0 GiB in .venv, and pip unpacks each wheel in the temporary
+  # directory first: below 2 GiB free the install may stop half way with pip's bare
+  # "No space left on device". --no-cache-dir: a fresh clone gains nothing from a second
+  # copy of every wheel in ~/.cache/pip, and a full disk loses the install to it.
+  free_space() { df -Pk "$1" 2>/dev/null | awk 'NR == 2 { printf "%d MiB", $4 / 1024 }'; }
+  space_note="free: $(free_space "$QUILT_ROOT/.venv") for .venv, $(free_space "${TMPDIR:-/tmp}") in ${TMPDIR:-/tmp}"
+  if [ "$(df -Pk "$QUILT_ROOT/.venv" | awk 'NR == 2 { print $4 }')" -lt $((2 * 1024 * 1024)) ]; then
+    quilt_log "warning: the Python packages need about 2 GiB while installing ($space_note)"
+  fi
+  if ! "$QUILT_PYTHON" -m pip install -q --no-cache-dir --disable-pip-version-check -r "$REQ" >&2; then
+    quilt_log "error: pip could not install tools/requirements.txt into .venv ($space_note;" \
+      "the packages need about 2 GiB while installing)"
+    exit 1
+  fi
   cp "$REQ" "$STAMP"
 fi
 
