@@ -5,19 +5,26 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <iterator>
 #include <limits>
+#include <string_view>
 
 #include "backends/cpu/activation.hpp"
 #include "backends/cpu/gcc12_avx512.hpp"
 
 namespace quilt::cpu {
 
-// Whether this CPU has AVX-512F (checked once). The packed GEMM, the 16-wide activations and
+// Whether this CPU has AVX-512F (checked once) and QUILT_CPU_ISA does not ask for less
+// (avx2 or scalar: the float kernels then take their AVX2 paths, as on a CPU without AVX-512,
+// so that a machine with it tests those too). The packed GEMM, the 16-wide activations and
 // Softmax take their AVX-512 paths on it; the depthwise kernel needs BW/VL/DQ too and checks
 // for itself.
 inline bool has_avx512f() {
   static const bool yes = [] {
+    if (const char* isa = std::getenv("QUILT_CPU_ISA");
+        isa && (std::string_view(isa) == "avx2" || std::string_view(isa) == "scalar"))
+      return false;
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") != 0;
   }();

@@ -10,7 +10,7 @@
 
 #include "backends/cpu/aligned.hpp"
 #include "backends/cpu/avx512.hpp"
-#include "backends/cpu/blas.hpp"
+#include "backends/cpu/gemm_avx2.hpp"
 #include "backends/cpu/gemm_bf16.hpp"
 
 namespace quilt::cpu {
@@ -236,7 +236,9 @@ void run_tile_range(const float* packed_a, int64_t k, const BSource& b, int64_t 
                     float* panels) {
   // The activations of act16, with or without a residual, finish in the micro-kernel's
   // registers.
-  const bool in_tile = k > 0 && has_act16(act.kind);
+  // (AVX-512 only: the AVX2 tiles leave both to the pass below, over the task's rows while
+  // they are in cache.)
+  const bool in_tile = k > 0 && has_act16(act.kind) && has_avx512f();
   for (int64_t g0 = j0; g0 < j1; g0 += kGroup * kNr)
     run_strip_group(packed_a, k, b, g0, std::min(j1, g0 + kGroup * kNr), r0, r1, c, ldc, bias,
                     col_bias, in_tile ? residual : nullptr, in_tile ? act : Activation{}, panels,
@@ -263,7 +265,10 @@ void run_strip_group(const float* packed_a, int64_t k, const BSource& b, int64_t
     for (int64_t s = 0; s < strips && b.packs(); ++s) {
       const int64_t j = j0 + s * kNr, width = std::min(kNr, j1 - j);
       const int nv = static_cast<int>((width + kLanes - 1) / kLanes);
-      pack_b(b.raw, b.ldb, p0, kc, j, width, nv, panels + s * kKc * kNr);
+      if (has_avx512f())
+        pack_b(b.raw, b.ldb, p0, kc, j, width, nv, panels + s * kKc * kNr);
+      else
+        avx2::pack_panel(b.raw, b.ldb, p0, kc, j, width, nv * kLanes, panels + s * kKc * kNr);
     }
     for (int64_t rr = r0; rr < r1; rr += kMc)
       for (int64_t s = 0; s < strips; ++s) {
@@ -297,6 +302,17 @@ void run_strip_group(const float* packed_a, int64_t k, const BSource& b, int64_t
         const int64_t b_stride = b.packed ? kNr : nv * kLanes;
         const int64_t* offsets = b.rows ? b.rows->offsets + p0 : nullptr;
         const NarrowTile narrow = b.narrow ? narrow_tile(*b.narrow, j, width) : NarrowTile{};
+        if (!has_avx512f()) {  // the AVX2 kernel: the block's rows at once (gemm_avx2.hpp)
+          for (int64_t r = rr; r < std::min(r1, rr + kMc); r += kMr) {
+            if (b.rows && b.rows->prefetch) b.rows->prefetch->issue();
+            ahead.issue();
+          }
+          const float* ab = b.raw_a_ld ? packed_a + rr * b.raw_a_ld + p0
+                                       : packed_a + (rr / kMr) * k * kMr + p0 * kMr;
+          avx2::tiles(kc, ab, b.raw_a_ld, k * kMr, bp, b_stride, offsets, c + rr * ldc + j, ldc,
+                      std::min(r1, rr + kMc) - rr, width, p0 == 0, bias ? bias + rr : nullptr, cb);
+          continue;
+        }
         for (int64_t r = rr; r < std::min(r1, rr + kMc); r += kMr) {
           const float* ab = b.raw_a_ld ? packed_a + r * b.raw_a_ld + p0
                                        : packed_a + (r / kMr) * k * kMr + p0 * kMr;
@@ -462,18 +478,12 @@ bool gemm_packed_native() {
   return has_avx512f();
 }
 
-PackedA::PackedA(const float* a, int64_t m, int64_t k, int64_t lda, bool bf16)
-    : m_(m), k_(k), lda_(lda) {
+// AVX2 and FMA are the build's baseline (-march=x86-64-v3): every CPU Quilt runs on has one of
+// the two micro-kernels, so A and B are always packed.
+
+PackedA::PackedA(const float* a, int64_t m, int64_t k, int64_t lda, bool bf16) : m_(m), k_(k) {
   if (bf16) {
     bf16_ = bf16::pack_rows(a, m, k, lda);
-    return;
-  }
-  if (!gemm_packed_native()) {
-    copy_ = aligned_array<float>(m * k);
-    for (int64_t i = 0; i < m; ++i)
-      std::memcpy(copy_.get() + i * k, a + i * lda, k * sizeof(float));
-    source_ = copy_.get();
-    lda_ = k;
     return;
   }
   const int64_t blocks = (m + kMr - 1) / kMr;
@@ -493,13 +503,6 @@ PackedB::PackedB(const float* b, int64_t k, int64_t n, int64_t ldb, bool transpo
     bf16_ = bf16::pack_panels(b, k, n, ldb, transposed);
     return;
   }
-  if (!gemm_packed_native()) {
-    copy_ = aligned_array<float>(k * n);
-    for (int64_t p = 0; p < k; ++p)
-      for (int64_t j = 0; j < n; ++j)
-        copy_[p * n + j] = transposed ? b[j * ldb + p] : b[p * ldb + j];
-    return;
-  }
   const int64_t strips = (n + kNr - 1) / kNr;
   data_ = aligned_array<float>(strips * k * kNr);
   float* out = data_.get();
@@ -517,15 +520,6 @@ void gemm_packed(const PackedA& a, const float* b, int64_t ldb, int64_t n, float
   if (m == 0 || n == 0) return;
   if (a.bf16_)
     return bf16::gemm_rows(a.bf16_.get(), m, k, b, nullptr, ldb, n, c, ldc, bias, act, pool);
-  if (!a.data_) {  // no AVX-512: OpenBLAS, then the epilogue
-    if (bias) {
-      for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, bias[i]);
-    }
-    sgemm(false, false, m, n, k, 1.f, a.source_, a.lda_, b, ldb, bias ? 1.f : 0.f, c, ldc);
-    if (!act.none())
-      for (int64_t i = 0; i < m; ++i) act.apply(c + i * ldc, n);
-    return;
-  }
   BSource src;
   src.raw = b;
   src.ldb = ldb;
@@ -533,7 +527,7 @@ void gemm_packed(const PackedA& a, const float* b, int64_t ldb, int64_t n, float
 }
 
 bool PackedA::narrow_ok(const Activation& act) const {
-  return data_ && k_ > 0 && has_act16(act.kind);
+  return data_ && k_ > 0 && has_act16(act.kind) && has_avx512f();
 }
 
 void gemm_packed(const PackedA& a, const BRows& b, int64_t n, float* c, int64_t ldc,
@@ -546,15 +540,6 @@ void gemm_packed(const PackedA& a, const BRows& b, int64_t n, float* c, int64_t 
   if (a.bf16_)
     return bf16::gemm_rows(a.bf16_.get(), m, k, b.base, b.offsets, 0, n, c, ldc, bias, act, pool,
                            residual);
-  if (!a.data_) {  // no AVX-512: gather B, then the OpenBLAS path and the epilogue
-    std::vector<float> full(static_cast<size_t>(std::max<int64_t>(k, 1) * n));
-    for (int64_t p = 0; p < k; ++p)
-      std::copy(b.base + b.offsets[p], b.base + b.offsets[p] + n, full.begin() + p * n);
-    if (!residual) return gemm_packed(a, full.data(), n, n, c, ldc, bias, act, pool);
-    gemm_packed(a, full.data(), n, n, c, ldc, bias, Activation{}, pool);
-    for (int64_t i = 0; i < m; ++i) act.apply_added(c + i * ldc, residual + i * ldc, n);
-    return;
-  }
   BSource src;
   src.rows = &b;
   src.narrow = narrow;
@@ -573,12 +558,6 @@ void gemm_packed(const PackedA& a, const BRows& b, int64_t n, float* c, int64_t 
 void gemm_raw(const float* a, int64_t lda, int64_t m, int64_t k, const float* b, int64_t ldb,
               int64_t n, float* c, int64_t ldc, const Activation& act, const ThreadPool& pool) {
   if (m == 0 || n == 0) return;
-  if (!gemm_packed_native()) {
-    sgemm(false, false, m, n, k, 1.f, a, lda, b, ldb, 0.f, c, ldc);
-    if (!act.none())
-      for (int64_t i = 0; i < m; ++i) act.apply(c + i * ldc, n);
-    return;
-  }
   float* pa = pack_a_for_call(a, m, k, lda, false, pool);
   BSource src;
   src.raw = b;
@@ -593,14 +572,6 @@ void gemm_packed_b(const float* a, int64_t lda, bool trans_a, int64_t m, const P
   if (m == 0 || n == 0) return;
   if (b.bf16_)
     return bf16::gemm_panels(a, lda, trans_a, m, k, b.bf16_.get(), n, c, ldc, col_bias, act, pool);
-  if (!b.data_) {  // no AVX-512: OpenBLAS, then the epilogue
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = col_bias ? col_bias[j] : 0.f;
-    sgemm(trans_a, false, m, n, k, 1.f, a, lda, b.copy_.get(), n, 1.f, c, ldc);
-    if (!act.none())
-      for (int64_t i = 0; i < m; ++i) act.apply(c + i * ldc, n);
-    return;
-  }
   BSource src;
   src.packed = b.data_.get();
   if (!trans_a) {

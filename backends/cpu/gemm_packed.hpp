@@ -10,8 +10,9 @@
 // run), synchronises its own threads per call (tens of microseconds on small convs) and cannot
 // apply the bias and activation while the tile is in registers. With A packed ahead, the
 // 8 x 48 AVX-512 micro-kernel keeps 24 accumulators in registers, the pool's threads claim
-// tiles of the output, and the epilogue runs on the finished tile. On CPUs without AVX-512 it falls
-// back to OpenBLAS sgemm followed by the same epilogue.
+// tiles of the output, and the epilogue runs on the finished tile. On CPUs without AVX-512 the
+// same tiles run on an AVX2 + FMA micro-kernel (gemm_avx2.hpp), the bias in its registers and
+// the activation in a pass over each task's rows.
 #pragma once
 
 #include <cstdint>
@@ -74,7 +75,8 @@ class PackedA {
   int64_t rows() const { return m_; }
   int64_t depth() const { return k_; }
   // Whether gemm_packed can store a product through NarrowCols with this activation: the
-  // float32 AVX-512 micro-kernel, which finishes the activation in registers (act16).
+  // float32 AVX-512 micro-kernel, which finishes the activation in registers (act16); not the
+  // AVX2 one.
   bool narrow_ok(const Activation& act) const;
 
  private:
@@ -83,10 +85,7 @@ class PackedA {
   friend void gemm_packed(const PackedA&, const BRows&, int64_t, float*, int64_t, const float*,
                           const Activation&, const ThreadPool&, const float*, const NarrowCols*);
   int64_t m_ = 0, k_ = 0;
-  std::shared_ptr<float[]> data_;  // [ceil(m / 8)][k][8], rows past m are zero
-  const float* source_ = nullptr;  // the unpacked A, for the fallback without AVX-512
-  std::shared_ptr<float[]> copy_;  // its copy (the fallback keeps A row-major)
-  int64_t lda_ = 0;
+  std::shared_ptr<float[]> data_;     // [ceil(m / 8)][k][8], rows past m are zero
   std::shared_ptr<uint32_t[]> bf16_;  // instead of data_: bfloat16 pair rows (gemm_bf16.hpp)
 };
 
@@ -112,7 +111,6 @@ class PackedB {
                             const float*, const Activation&, const ThreadPool&);
   int64_t k_ = 0, n_ = 0;
   std::shared_ptr<float[]> data_;     // [ceil(n / 48)][k][48], columns past n are zero
-  std::shared_ptr<float[]> copy_;     // row-major K x N, for the fallback without AVX-512
   std::shared_ptr<uint32_t[]> bf16_;  // instead of data_: bfloat16 panels (gemm_bf16.hpp)
 };
 
@@ -132,7 +130,7 @@ void gemm_packed_b(const float* a, int64_t lda, bool trans_a, int64_t m, const P
 void gemm_raw(const float* a, int64_t lda, int64_t m, int64_t k, const float* b, int64_t ldb,
               int64_t n, float* c, int64_t ldc, const Activation& act, const ThreadPool& pool);
 
-// True when the AVX-512 micro-kernel runs on this CPU (else the OpenBLAS fallback).
+// True when the AVX-512 micro-kernel runs on this CPU (else the AVX2 one, gemm_avx2.hpp).
 bool gemm_packed_native();
 
 // The columns of a product laid out as `count / width` output rows of `width` pixels: pixel q

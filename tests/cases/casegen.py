@@ -49,6 +49,28 @@ def run_onnxruntime(model, feeds, outputs=None):
     return ort.InferenceSession(blob, so, providers=["CPUExecutionProvider"]).run(outputs, feeds)
 
 
+def ort_u8s8_saturates() -> bool:
+    """Whether onnxruntime's uint8 x int8 products may be off here: on an x86 CPU without VNNI
+    (AVX512-VNNI or AVX-VNNI) its kernels multiply with AVX2's vpmaddubsw, which adds each pair
+    of products in int16 with saturation (two products of 255 x -128 already pass -32768),
+    so QLinearConv, QGemm and the like give results a few steps from the spec's exact ones
+    (seen on an AMD EPYC Zen 3). Quilt's kernels are exact on every path: where this is true,
+    the generators take the spec's arithmetic as expected instead of onnxruntime's."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return False
+    x86 = "avx2" in flags or "sse2" in flags
+    return x86 and "avx512_vnni" not in flags and "avx_vnni" not in flags
+
+
+def u8s8(arrays) -> bool:
+    """Whether the arrays mix uint8 and int8 (onnxruntime's saturating product, above)."""
+    types = {np.asarray(a).dtype for a in arrays}
+    return np.dtype(np.uint8) in types and np.dtype(np.int8) in types
+
+
 def _value_info(name, arr):
     return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(arr.dtype), arr.shape)
 

@@ -9,13 +9,16 @@ float32, the op, quantize with round half to even and saturation); every one but
 QLinearReduceMean (onnxruntime has no CPU kernel for it) is also run on onnxruntime and must
 agree with it within one quantization step (its kernels use other float formulas, so values at a
 rounding tie may land on the other side), else the generator stops.
-The float ops (MatMulIntegerToFloat, DynamicQuantizeMatMul) and com.microsoft Q/DQ take
-onnxruntime's outputs."""
+The float ops (MatMulIntegerToFloat, DynamicQuantizeMatMul, QGemm's float output) take
+onnxruntime's outputs, which must match the spec's arithmetic in numpy (int_product) within the
+tolerance; on a CPU where onnxruntime's uint8 x int8 product saturates (casegen.ort_u8s8_saturates:
+x86 without VNNI) the numpy values are expected instead. com.microsoft Q/DQ take onnxruntime's
+outputs."""
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from casegen import Cases, rand, randint, run_onnxruntime
+from casegen import Cases, ort_u8s8_saturates, rand, randint, run_onnxruntime, u8s8
 
 MS = "com.microsoft"
 f32 = np.float32
@@ -24,7 +27,8 @@ RNG_COND = np.random.default_rng(18)
 
 class ContribCases(Cases):
     def contrib(self, name, op_type, inputs, initializers=None, expected=None, out_type=None,
-                rtol=1e-4, atol=1e-5, max_step=1, ort_wraps=False, ort=True, **attrs):
+                rtol=1e-4, atol=1e-5, max_step=1, ort_wraps=False, ort=True, exact=None,
+                **attrs):
         initializers = initializers or {}
         names = [k if not k.startswith("_") else "" for k in list(inputs) + list(initializers)]
         node = helper.make_node(op_type, names, ["y"], name=name, domain=MS, **attrs)
@@ -46,8 +50,29 @@ class ContribCases(Cases):
                                                     helper.make_opsetid(MS, 1)])
         m.ir_version = 8
         got = run_onnxruntime(m, feeds, ["y"])[0] if ort else expected
-        if expected is None:
+        arrays = list(inputs.values()) + list(initializers.values())
+        if op_type == "DynamicQuantizeMatMul":  # A is quantized to uint8 inside
+            arrays.append(np.zeros(0, np.uint8))
+        saturating = ort_u8s8_saturates() and u8s8(arrays)
+        if expected is None and exact is not None:
+            # A float op's output by the spec's arithmetic (numpy): onnxruntime's is expected
+            # and must match it, but where its product saturates (casegen.ort_u8s8_saturates)
+            want = exact().astype(got.dtype)
+            if saturating:
+                print(f"{name}: onnxruntime's uint8 x int8 product saturates on this CPU (no "
+                      f"VNNI); expected from the spec's arithmetic in numpy")
+                expected = want
+            else:
+                assert got.shape == want.shape and np.allclose(got, want, rtol=rtol, atol=atol), \
+                    (name, np.abs(got.astype(np.float64) - want).max())
+                expected = got
+        elif expected is None:
             expected = got
+        elif saturating:
+            # onnxruntime's product saturates on this CPU (casegen.ort_u8s8_saturates): the
+            # spec-style expected values stand alone
+            print(f"{name}: onnxruntime's uint8 x int8 product saturates on this CPU (no VNNI); "
+                  f"not compared with it")
         else:
             diff = np.abs(got.astype(np.int64) - expected.astype(np.int64))
             if ort_wraps:  # onnxruntime may wrap where the spec saturates at the type's maximum
@@ -261,26 +286,50 @@ for t in (np.uint8, np.int8):
                   {"c": cond, "a": x, "as": np.array(xs), "az": xz, "b": y, "bs": np.array(ys),
                    "bz": yz, "zs": np.array(zs), "zz": zz}, expected=want)
 
-# ---- MatMulIntegerToFloat / DynamicQuantizeMatMul (onnxruntime's float outputs) ----
+# ---- MatMulIntegerToFloat / DynamicQuantizeMatMul (onnxruntime's float outputs, checked
+# against the spec's arithmetic in numpy: int_product) ----
+
+
+def int_product(a, az, b, bz, scale, bias=None):
+    """(a - az) @ (b - bz) exactly, times scale (float32, per column or one), plus bias."""
+    acc = (a.astype(np.int64) - np.asarray(az).astype(np.int64)) @ \
+        (b.astype(np.int64) - np.asarray(bz).astype(np.int64))
+    y = acc.astype(np.float64) * np.asarray(scale, f32).astype(np.float64)
+    return y + (0 if bias is None else bias.astype(np.float64))
+
+
+def dynamic_quantize(x):
+    """DynamicQuantizeLinear's uint8 quantization: (values, scale, zero point)."""
+    lo, hi = min(f32(0), x.min()), max(f32(0), x.max())
+    scale = f32((hi - lo) / f32(255))
+    zp = np.clip(np.rint(-lo / scale), 0, 255).astype(np.uint8)
+    return quantize(x, scale, int(zp), np.uint8), scale, zp
+
+
 for ta, tb in ((np.uint8, np.int8), (np.uint8, np.uint8), (np.int8, np.int8)):
     name = f"{np.dtype(ta).name}_{np.dtype(tb).name}"
     a, b = q((3, 9, 70), ta), q((70, 33), tb)
+    a_s, b_s, az, bz, bias = f32(0.02), rand(33, low=0.01, high=0.03), np.array(7, ta), \
+        q((33,), tb), rand(33)
     c.contrib(f"matmulintegertofloat_{name}", "MatMulIntegerToFloat",
-              {"a": a}, initializers={"b": b, "as": np.array(f32(0.02)),
-                                      "bs": rand(33, low=0.01, high=0.03),
-                                      "az": np.array(7, ta), "bz": q((33,), tb),
-                                      "bias": rand(33)}, rtol=1e-5, atol=1e-4)
+              {"a": a}, initializers={"b": b, "as": np.array(a_s), "bs": b_s, "az": az,
+                                      "bz": bz, "bias": bias}, rtol=1e-5, atol=1e-4,
+              exact=lambda a=a, b=b, a_s=a_s, b_s=b_s, az=az, bz=bz, bias=bias:
+              int_product(a, az, b, bz, a_s * b_s, bias))
+a, b = q((5, 20), np.uint8), q((20, 17), np.int8)
 c.contrib("matmulintegertofloat_runtime_b_no_zp", "MatMulIntegerToFloat",
-          {"a": q((5, 20), np.uint8), "b": q((20, 17), np.int8), "as": np.array(f32(0.1)),
-           "bs": np.array(f32(0.05))}, rtol=1e-5, atol=1e-4)
-c.contrib("dynamicquantizematmul", "DynamicQuantizeMatMul",
-          {"a": rand(4, 6, 64, low=-3, high=2)},
-          initializers={"b": q((64, 50), np.int8), "bs": rand(50, low=0.01, high=0.02),
-                        "bz": np.zeros(50, np.int8), "bias": rand(50)}, rtol=1e-4, atol=1e-3)
-c.contrib("dynamicquantizematmul_uint8_b", "DynamicQuantizeMatMul",
-          {"a": rand(7, 33, low=-1, high=1)},
-          initializers={"b": q((33, 16), np.uint8), "bs": np.array(f32(0.01)),
-                        "bz": np.array(128, np.uint8)}, rtol=1e-4, atol=1e-3)
+          {"a": a, "b": b, "as": np.array(f32(0.1)), "bs": np.array(f32(0.05))},
+          rtol=1e-5, atol=1e-4, exact=lambda: int_product(a, 0, b, 0, f32(0.1) * f32(0.05)))
+for name, x, b, b_s, bz, bias in (
+        ("dynamicquantizematmul", rand(4, 6, 64, low=-3, high=2), q((64, 50), np.int8),
+         rand(50, low=0.01, high=0.02), np.zeros(50, np.int8), rand(50)),
+        ("dynamicquantizematmul_uint8_b", rand(7, 33, low=-1, high=1), q((33, 16), np.uint8),
+         np.array(f32(0.01)), np.array(128, np.uint8), None)):
+    inits = {"b": b, "bs": b_s, "bz": bz} | ({"bias": bias} if bias is not None else {})
+    qa, a_s, az = dynamic_quantize(x)
+    c.contrib(name, "DynamicQuantizeMatMul", {"a": x}, initializers=inits, rtol=1e-4, atol=1e-3,
+              exact=lambda qa=qa, a_s=a_s, az=az, b=b, b_s=b_s, bz=bz, bias=bias:
+              int_product(qa, az, b, bz, a_s * b_s, bias))
 
 # ---- com.microsoft QuantizeLinear / DequantizeLinear ----
 c.contrib("ms_quantizelinear_per_axis", "QuantizeLinear",
@@ -310,9 +359,11 @@ for ta, tb, trans_b, ty in ((np.uint8, np.int8, 1, np.uint8), (np.int8, np.int8,
               initializers={"as": np.array(a_s), "az": az, "b": b, "bs": b_s, "bz": bz,
                             "c": c_bias, "ys": np.array(y_s), "yz": yz},
               expected=want, alpha=alpha, transB=trans_b)
-c.contrib("qgemm_float_output", "QGemm", {"a": q((5, 40), np.uint8)},
-          initializers={"as": np.array(f32(0.03)), "az": np.array(128, np.uint8),
-                        "b": q((40, 19), np.int8), "bs": np.array(f32(0.01)),
-                        "bz": np.array(0, np.int8), "c": randint(19, low=-500, high=500,
-                                                                 dtype=np.int32)},
-          rtol=1e-5, atol=1e-4)
+a, b, c_bias = q((5, 40), np.uint8), q((40, 19), np.int8), randint(19, low=-500, high=500,
+                                                                  dtype=np.int32)
+c.contrib("qgemm_float_output", "QGemm", {"a": a},
+          initializers={"as": np.array(f32(0.03)), "az": np.array(128, np.uint8), "b": b,
+                        "bs": np.array(f32(0.01)), "bz": np.array(0, np.int8), "c": c_bias},
+          rtol=1e-5, atol=1e-4,
+          exact=lambda: int_product(a, 128, b, 0, f32(0.03) * f32(0.01)) +
+          c_bias.astype(np.float64) * float(f32(0.03) * f32(0.01)))

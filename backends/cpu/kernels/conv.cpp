@@ -798,7 +798,7 @@ class ConvKernel : public Kernel {
   // 0.47, FCN's 256 -> 1024 on 28x28 0.98-1.00 -> 0.94-0.97, YOLOv5s's 256 -> 256 on 20x20
   // 0.137 -> 0.125.
   static bool small_map(const NodeSignature& sig, int64_t mg, int64_t depth) {
-    if (!gemm_packed_native() || sig.outputs.empty() || !sig.outputs[0].has_shape) return false;
+    if (!has_avx512f() || sig.outputs.empty() || !sig.outputs[0].has_shape) return false;
     // 2-D convs, and 1-D ones (a 1 x W map: the VAD's STFT as a conv, 258 channels x 4 columns).
     const std::vector<int64_t>& d = sig.outputs[0].dims;
     if (d.size() != 4 && d.size() != 3) return false;
