@@ -1,11 +1,16 @@
 #include "backends/cpu/blas.hpp"
 
 #include <dlfcn.h>
+#include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cinttypes>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <thread>
 
 #include "quilt/quilt.hpp"
 
@@ -87,10 +92,18 @@ const Blas& blas() {
       unsetenv("OPENBLAS_CORETYPE");
     else
       setenv("OPENBLAS_CORETYPE", out.choice.inherited.c_str(), 1);
-    if (!lib)
-      throw Error(ErrorCode::Runtime,
-                  std::string("[cpu backend] cannot load OpenBLAS (libopenblas.so.0): ") +
-                      dlerror() + "; install libopenblas0");
+    if (!lib) {
+      // Mapping its segments fails under an address-space cap: out of memory, not missing.
+      const std::string why = dlerror();
+      if (why.find("failed to map") != std::string::npos ||
+          why.find("annot allocate memory") != std::string::npos)
+        throw Error(ErrorCode::OutOfMemory,
+                    "[cpu backend] cannot load OpenBLAS (libopenblas.so.0): out of address "
+                    "space: " +
+                        why);
+      throw Error(ErrorCode::Runtime, "[cpu backend] cannot load OpenBLAS (libopenblas.so.0): " +
+                                          why + "; install libopenblas0");
+    }
     out.sgemm = reinterpret_cast<SgemmFn>(dlsym(lib, "cblas_sgemm"));
     out.core_name = reinterpret_cast<CoreNameFn>(dlsym(lib, "openblas_get_corename"));
     out.set_threads = reinterpret_cast<SetThreadsFn>(dlsym(lib, "openblas_set_num_threads"));
@@ -103,6 +116,44 @@ const Blas& blas() {
   return b;
 }
 
+// OpenBLAS 0.3.21 allocates a work buffer of 128 MiB for each thread on that thread's first
+// call (its own workers' too) and, when the allocation fails, retries it without end
+// (memory.c's blas_memory_alloc): under an address-space cap (RLIMIT_AS) the call never
+// returns. So a thread's first call, while a cap is set, goes ahead only if the cap leaves room
+// for the buffers, and is an OutOfMemory error otherwise.
+constexpr uint64_t kBufferBytes = uint64_t{130} << 20;  // 128 MiB and OpenBLAS's guard pages
+std::atomic<bool> any_call_done{false};
+thread_local bool thread_call_done = false;
+
+uint64_t mapped_bytes() {  // VmSize: what the address-space cap counts
+  FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return 0;
+  char line[256];
+  uint64_t kib = 0;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "VmSize: %" SCNu64, &kib) == 1) break;
+  std::fclose(f);
+  return kib << 10;
+}
+
+void check_buffer_room() {
+  if (thread_call_done) return;
+  rlimit cap{};
+  if (getrlimit(RLIMIT_AS, &cap) != 0 || cap.rlim_cur == RLIM_INFINITY) return;
+  // OpenBLAS's threads: those asked for, else one per core (its default).
+  const int asked = requested_threads.load();
+  const int threads =
+      asked > 0 ? asked : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const uint64_t need = kBufferBytes * (any_call_done ? 1 : 1 + static_cast<uint64_t>(threads));
+  const uint64_t used = mapped_bytes(), limit = cap.rlim_cur;
+  if (used + need > limit)
+    throw Error(ErrorCode::OutOfMemory,
+                "[cpu backend] OpenBLAS needs " + std::to_string(need >> 20) +
+                    " MiB of address space for its work buffers and the address-space limit "
+                    "(RLIMIT_AS) leaves " +
+                    std::to_string(used < limit ? (limit - used) >> 20 : 0) + " MiB");
+}
+
 }  // namespace
 
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
@@ -113,9 +164,13 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
       for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.f ? 0.f : beta * c[i * ldc + j];
     return;
   }
-  blas().sgemm(kRowMajor, trans_a ? kTrans : kNoTrans, trans_b ? kTrans : kNoTrans,
-               static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
-               static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+  const Blas& lib = blas();
+  check_buffer_room();
+  lib.sgemm(kRowMajor, trans_a ? kTrans : kNoTrans, trans_b ? kTrans : kNoTrans,
+            static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
+            static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+  thread_call_done = true;
+  any_call_done = true;
 }
 
 std::string blas_core_name() {

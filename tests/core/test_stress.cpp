@@ -294,6 +294,46 @@ TEST(Stress, AddressSpaceCapDuringSessionCreationIsOutOfMemoryNeverAnAbort) {
   EXPECT_EQ(problem, "");
 }
 
+// OpenBLAS 0.3.21 retries its work buffer's allocation without end when it fails: the first
+// sgemm of a process under a tight cap hung (quilt_unit_tests never returned on a Zen 3, where
+// this test's MatMul sibling still ran on OpenBLAS). Quilt checks the room first (blas.cpp).
+TEST(Stress, AddressSpaceCapBeforeOpenBlasFirstCallIsOutOfMemoryNeverAHang) {
+  if (kSanitizerShadow) GTEST_SKIP() << "RLIMIT_AS cannot apply under ASan/TSan (shadow memory)";
+  std::string problem = in_child([](std::string& report) {
+    SessionOptions options;
+    options.threads = 2;
+    const std::string model = kDir + "/stress_conv_transpose.onnx";  // ConvTranspose: sgemm
+    Tensor x = random_input({1, 64, 16, 16}, 5);
+    std::vector<std::pair<std::string, Tensor>> results;
+    int failures = 0;
+    for (size_t mib : {0, 16, 64, 256, 1024, 4096}) {
+      const std::string cap = "cap +" + std::to_string(mib) + " MiB";
+      try {
+        Session s(model, options);
+        cap_address_space(address_space_bytes() + (mib << 20));
+        Tensor y = s.run({{"x", x}}).at("y");
+        uncap_address_space();
+        results.emplace_back(cap, y);
+      } catch (const Error& e) {
+        uncap_address_space();
+        ++failures;
+        if (e.code() != ErrorCode::OutOfMemory)
+          report += cap + ": " + error_code_name(e.code()) +
+                    " error, not OutOfMemory: " + e.what() + "; ";
+      }
+    }
+    const Tensor want = Session(model, options).run({{"x", x}}).at("y");
+    for (const auto& [cap, y] : results)
+      if (std::memcmp(y.data<float>(), want.data<float>(), want.nbytes()) != 0)
+        report += cap + ": wrong result; ";
+    if (results.empty()) report += "no cap let the run finish; ";
+    std::fprintf(stderr, "first sgemm under caps: %d OutOfMemory, %zu ran\n", failures,
+                 results.size());
+    return report.empty();
+  });
+  EXPECT_EQ(problem, "");
+}
+
 TEST(Stress, AddressSpaceCapDuringARunIsOutOfMemoryAndTheNextRunWorks) {
   if (kSanitizerShadow) GTEST_SKIP() << "RLIMIT_AS cannot apply under ASan/TSan (shadow memory)";
   std::string problem = in_child([](std::string& report) {

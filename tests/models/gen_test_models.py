@@ -450,6 +450,12 @@ g = helper.make_graph([N("MatMul", ["x", "BW"], ["y"], name="mm")], "stress_weig
                       [vi("x", TensorProto.FLOAT, ["n", 1024])], [vi("y", TensorProto.FLOAT, ["n", 1024])],
                       [weight("BW", 1024, 1024)])
 save(helper.make_model(g, opset_imports=OPSET), "stress_weights.onnx")
+# stress_conv_transpose: a ConvTranspose, which runs on OpenBLAS's sgemm on every CPU: its first
+# call under an address-space cap must be an OutOfMemory error, not OpenBLAS's endless retry.
+g = helper.make_graph([N("ConvTranspose", ["x", "TW"], ["y"], name="deconv", strides=[2, 2])],
+                      "stress_conv_transpose", [vi("x", TensorProto.FLOAT, [1, 64, 16, 16])],
+                      [vi("y", TensorProto.FLOAT, [1, 32, 33, 33])], [weight("TW", 64, 32, 3, 3)])
+save(helper.make_model(g, opset_imports=OPSET), "stress_conv_transpose.onnx")
 
 # ---- float -> integer results that C++ leaves undefined (NaN, inf, out of range) ----
 # Pow with an int32 base and a float exponent (0 ^ -1.5 = inf, 2 ^ 40), found by fuzz_run, and
