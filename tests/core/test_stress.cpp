@@ -248,6 +248,12 @@ void uncap_address_space() {
   setrlimit(RLIMIT_AS, &limit);
 }
 
+// What a capped attempt's error says when it is not the OutOfMemory the cap should give ("").
+std::string not_out_of_memory(const std::string& cap, const Error& e) {
+  if (e.code() == ErrorCode::OutOfMemory) return "";
+  return cap + ": " + error_code_name(e.code()) + " error, not OutOfMemory: " + e.what() + "; ";
+}
+
 }  // namespace
 
 TEST(Stress, AddressSpaceCapDuringSessionCreationIsOutOfMemoryNeverAnAbort) {
@@ -274,9 +280,7 @@ TEST(Stress, AddressSpaceCapDuringSessionCreationIsOutOfMemoryNeverAnAbort) {
       } catch (const Error& e) {
         uncap_address_space();
         ++failures;
-        if (e.code() != ErrorCode::OutOfMemory)
-          report += cap + ": " + error_code_name(e.code()) +
-                    " error, not OutOfMemory: " + e.what() + "; ";
+        report += not_out_of_memory(cap, e);
       } catch (const std::exception& e) {
         uncap_address_space();
         report += cap + ": not a quilt::Error: " + e.what() + "; ";
@@ -317,9 +321,7 @@ TEST(Stress, AddressSpaceCapBeforeOpenBlasFirstCallIsOutOfMemoryNeverAHang) {
       } catch (const Error& e) {
         uncap_address_space();
         ++failures;
-        if (e.code() != ErrorCode::OutOfMemory)
-          report += cap + ": " + error_code_name(e.code()) +
-                    " error, not OutOfMemory: " + e.what() + "; ";
+        report += not_out_of_memory(cap, e);
       }
     }
     const Tensor want = Session(model, options).run({{"x", x}}).at("y");
