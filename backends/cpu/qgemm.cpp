@@ -55,7 +55,10 @@ inline void store_one(const QStore& s, int64_t i, int64_t j, int32_t acc) {
       const bool u8 = s.kind == QStore::Kind::UInt8;
       double v = std::nearbyint(static_cast<double>(acc) * static_cast<double>(scale)) +
                  static_cast<double>(s.zero_point);
-      v = std::clamp(v, u8 ? 0.0 : -128.0, u8 ? 255.0 : 127.0);
+      // NaN (a NaN or infinite scale: fuzz_run) saturates low, as the vector stores' max/min
+      // give it; converting it to int was undefined behaviour.
+      const double lo = u8 ? 0.0 : -128.0;
+      v = std::isnan(v) ? lo : std::clamp(v, lo, u8 ? 255.0 : 127.0);
       const int32_t q = static_cast<int32_t>(v);
       if (u8)
         static_cast<uint8_t*>(s.c)[i * s.ldc + j] = static_cast<uint8_t>(q);

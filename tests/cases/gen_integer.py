@@ -135,6 +135,15 @@ y = requant(matmul_ref(a, b, azp, bzp), multiplier(f32(1), np.array(1, f32), f32
 c.node("qmm_saturate", "QLinearMatMul",
        {"a": a, "as": np.array(1, f32), "az": azp, "b": b, "bs": np.array(1, f32), "bz": bzp,
         "ys": np.array(0.5, f32), "yz": yzp}, opset=10, expected={"y": y})
+# A NaN scale (fuzz_run, on the AVX2 path's scalar store: converting NaN to int was undefined
+# behaviour): every output saturates low, as the vector stores' max/min give it.
+for yt, low in ((np.uint8, 0), (np.int8, -128)):
+    a_n, b_n = randint(3, 5, low=0, high=255, dtype=np.uint8), randint(5, 4, low=0, high=255,
+                                                                        dtype=np.uint8)
+    c.node(f"qmm_nan_scale_{np.dtype(yt).name}", "QLinearMatMul",
+           {"a": a_n, "as": np.array(np.nan, f32), "az": np.array(3, np.uint8), "b": b_n,
+            "bs": np.array(0.5, f32), "bz": np.array(9, np.uint8), "ys": np.array(0.25, f32),
+            "yz": np.array(7, yt)}, opset=10, expected={"y": np.full((3, 4), low, yt)})
 
 # ---- ConvInteger / QLinearConv ----
 
