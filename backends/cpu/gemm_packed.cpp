@@ -474,12 +474,8 @@ void prefetch_lines(const void* p, int64_t bytes, bool l1) {
     prefetch_line(line, l1);
 }
 
-bool gemm_packed_native() {
-  return has_avx512f();
-}
-
 // AVX2 and FMA are the build's baseline (-march=x86-64-v3): every CPU Quilt runs on has one of
-// the two micro-kernels, so A and B are always packed.
+// the two micro-kernels (has_avx512f() picks), so A and B are always packed.
 
 PackedA::PackedA(const float* a, int64_t m, int64_t k, int64_t lda, bool bf16) : m_(m), k_(k) {
   if (bf16) {

@@ -130,9 +130,6 @@ void gemm_packed_b(const float* a, int64_t lda, bool trans_a, int64_t m, const P
 void gemm_raw(const float* a, int64_t lda, int64_t m, int64_t k, const float* b, int64_t ldb,
               int64_t n, float* c, int64_t ldc, const Activation& act, const ThreadPool& pool);
 
-// True when the AVX-512 micro-kernel runs on this CPU (else the AVX2 one, gemm_avx2.hpp).
-bool gemm_packed_native();
-
 // The columns of a product laid out as `count / width` output rows of `width` pixels: pixel q
 // of C reads B at column (q / width) * row_stride + q % width (a padded conv's shifted planes
 // are wider than its output).
@@ -151,7 +148,7 @@ struct ChannelSlice {
 };
 
 // A (M x K, the weights) packed for gemm_channels: [ceil(m / 64)][k][64], rows past m zero.
-// Only on CPUs where gemm_packed_native().
+// Only on CPUs where has_avx512f() (avx512.hpp).
 class PackedAChannels {
  public:
   static constexpr int64_t kRows = 64;  // output channels per tile (4 vectors)

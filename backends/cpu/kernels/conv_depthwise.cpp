@@ -331,7 +331,8 @@ BandFn band_kernel(const DepthwiseGeometry& g) {
 
 bool has_avx512() {
   static const bool has = [] {
-    __builtin_cpu_init();  // has_avx512f: the CPU's AVX-512F, unless QUILT_CPU_ISA asks for less
+    // has_avx512f(): the CPU's AVX-512F, unless QUILT_CPU_ISA asks for less.
+    __builtin_cpu_init();
     return has_avx512f() && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
   }();
