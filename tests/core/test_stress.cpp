@@ -322,6 +322,12 @@ TEST(Stress, AddressSpaceCapBeforeOpenBlasFirstCallIsOutOfMemoryNeverAHang) {
         uncap_address_space();
         ++failures;
         report += not_out_of_memory(cap, e);
+        // The message says what did not fit: OpenBLAS's buffers or library under the cap
+        // ("address space"), or a tensor of the run ("could not allocate").
+        const std::string what = e.what();
+        if (what.find("address space") == std::string::npos &&
+            what.find("could not allocate") == std::string::npos)
+          report += cap + ": the message does not say what did not fit: " + what + "; ";
       }
     }
     const Tensor want = Session(model, options).run({{"x", x}}).at("y");
