@@ -19,6 +19,7 @@ namespace {
 constexpr int64_t kMr = 8;           // rows of C per micro-tile
 constexpr int64_t kLanes = 16;       // floats per AVX-512 vector
 constexpr int64_t kNr = 3 * kLanes;  // columns of C per full micro-tile
+constexpr int64_t kHalf = kNr / 2;   // columns of the AVX2 kernel's sub-tiles (gemm_avx2.hpp)
 // Depth of one block: an A sliver of 8 rows is 24 KB, a packed B panel 144 KB. 256 (8 and
 // 48 KB) measured 3-4 % slower on ResNet-50, FCN, Real-ESRGAN and BERT (C reloaded three times
 // as often); 512 and 1024 were within noise of 768.
@@ -268,7 +269,7 @@ void run_strip_group(const float* packed_a, int64_t k, const BSource& b, int64_t
       if (has_avx512f())
         pack_b(b.raw, b.ldb, p0, kc, j, width, nv, panels + s * kKc * kNr);
       else
-        avx2::pack_panel(b.raw, b.ldb, p0, kc, j, width, nv * kLanes, panels + s * kKc * kNr);
+        avx2::pack_panel(b.raw, b.ldb, p0, kc, j, width, panels + s * kKc * kNr);
     }
     for (int64_t rr = r0; rr < r1; rr += kMc)
       for (int64_t s = 0; s < strips; ++s) {
@@ -309,8 +310,14 @@ void run_strip_group(const float* packed_a, int64_t k, const BSource& b, int64_t
           }
           const float* ab = b.raw_a_ld ? packed_a + rr * b.raw_a_ld + p0
                                        : packed_a + (rr / kMr) * k * kMr + p0 * kMr;
-          avx2::tiles(kc, ab, b.raw_a_ld, k * kMr, bp, b_stride, offsets, c + rr * ldc + j, ldc,
-                      std::min(r1, rr + kMc) - rr, width, p0 == 0, bias ? bias + rr : nullptr, cb);
+          // B in halves of 24 columns (avx2::packed_b_index, avx2::pack_panel).
+          const float* bh = b.rows     ? bp
+                            : b.packed ? b.packed + (j / kNr) * k * kNr + p0 * kHalf
+                                       : panels + s * kKc * kNr;
+          const int64_t half_step = b.rows ? kHalf : b.packed ? k * kHalf : kc * kHalf;
+          avx2::tiles(kc, ab, b.raw_a_ld, k * kMr, bh, kHalf, half_step, offsets,
+                      c + rr * ldc + j, ldc, std::min(r1, rr + kMc) - rr, width, p0 == 0,
+                      bias ? bias + rr : nullptr, cb);
           continue;
         }
         for (int64_t r = rr; r < std::min(r1, rr + kMc); r += kMr) {
@@ -502,11 +509,13 @@ PackedB::PackedB(const float* b, int64_t k, int64_t n, int64_t ldb, bool transpo
   const int64_t strips = (n + kNr - 1) / kNr;
   data_ = aligned_array<float>(strips * k * kNr);
   float* out = data_.get();
+  const bool halves = !has_avx512f();  // the AVX2 kernel's layout
   for (int64_t s = 0; s < strips; ++s)
     for (int64_t p = 0; p < k; ++p)
       for (int64_t q = 0; q < kNr; ++q) {
         const int64_t j = s * kNr + q;
-        out[(s * k + p) * kNr + q] = j < n ? (transposed ? b[j * ldb + p] : b[p * ldb + j]) : 0.f;
+        const int64_t at = s * k * kNr + (halves ? avx2::packed_b_index(k, p, q) : p * kNr + q);
+        out[at] = j < n ? (transposed ? b[j * ldb + p] : b[p * ldb + j]) : 0.f;
       }
 }
 
