@@ -114,7 +114,8 @@ __attribute__((target("avx2,fma"), always_inline)) inline void steps_4x24(int64_
         "xmm14", "xmm15")
   if (n <= 0) return;
   if constexpr (kA == AFrom::kRows)
-    QUILT_AVX2_LOOP(QUILT_AVX2_STEP("(%[a])", "(%[a],%[d1],1)", "(%[a],%[d2],1)", "(%[a],%[d3],1)"));
+    QUILT_AVX2_LOOP(
+        QUILT_AVX2_STEP("(%[a])", "(%[a],%[d1],1)", "(%[a],%[d2],1)", "(%[a],%[d3],1)"));
   else
     QUILT_AVX2_LOOP(QUILT_AVX2_STEP("(%[a])", "4(%[a])", "8(%[a])", "12(%[a])"));
 #undef QUILT_AVX2_LOOP
@@ -270,6 +271,222 @@ void pack_panel(const float* b, int64_t ldb, int64_t p0, int64_t kc, int64_t j0,
       std::fill(dst + cols, dst + kSubCols, 0.f);
     }
   }
+}
+
+}  // namespace quilt::cpu::avx2
+
+// gemm_channels' tiles (gemm_channels.cpp): output channels along the vectors, pixels broadcast.
+namespace quilt::cpu::avx2 {
+namespace {
+
+constexpr int64_t kBlock = 64;  // channels of a tile (PackedAChannels::kRows)
+
+// n (> 0) depth steps of NP (1-4) pixels x NV (2 or 3) vectors of channels: acc (pixel i's
+// channels at acc + i * 64) += the weights' row (w, w_step bytes apart) times each pixel's value
+// (b[offsets[p] + i]), broadcast. In assembly for the reason steps_4x24 is; the accumulators are
+// ymm4 + NV i + v, the weights ymm0-2, the broadcast ymm3.
+// clang-format off
+#define QUILT_CH_LD(OFF, R) "vmovups " OFF "(%[acc]), %%" R "\n\t"
+#define QUILT_CH_ST(OFF, R) "vmovups %%" R ", " OFF "(%[acc])\n\t"
+#define QUILT_CH_ROW2(X, OFF, R0, R1) X(OFF "+0", R0) X(OFF "+32", R1)
+#define QUILT_CH_ROW3(X, OFF, R0, R1, R2) X(OFF "+0", R0) X(OFF "+32", R1) X(OFF "+64", R2)
+#define QUILT_CH_W2 "vmovups (%[w]), %%ymm0\n\t" "vmovups 32(%[w]), %%ymm1\n\t"
+#define QUILT_CH_W3 QUILT_CH_W2 "vmovups 64(%[w]), %%ymm2\n\t"
+#define QUILT_CH_P2(OFF, C0, C1)                \
+  "vbroadcastss " OFF "(%[t]), %%ymm3\n\t"      \
+  "vfmadd231ps %%ymm0, %%ymm3, %%" C0 "\n\t"    \
+  "vfmadd231ps %%ymm1, %%ymm3, %%" C1 "\n\t"
+#define QUILT_CH_P3(OFF, C0, C1, C2) \
+  QUILT_CH_P2(OFF, C0, C1) "vfmadd231ps %%ymm2, %%ymm3, %%" C2 "\n\t"
+// Pixel I's accumulators (row I of acc) for NV = 3 and NV = 2.
+#define QUILT_CH3_0(X) QUILT_CH_ROW3(X, "0", "ymm4", "ymm5", "ymm6")
+#define QUILT_CH3_1(X) QUILT_CH_ROW3(X, "256", "ymm7", "ymm8", "ymm9")
+#define QUILT_CH3_2(X) QUILT_CH_ROW3(X, "512", "ymm10", "ymm11", "ymm12")
+#define QUILT_CH3_3(X) QUILT_CH_ROW3(X, "768", "ymm13", "ymm14", "ymm15")
+#define QUILT_CH2_0(X) QUILT_CH_ROW2(X, "0", "ymm4", "ymm5")
+#define QUILT_CH2_1(X) QUILT_CH_ROW2(X, "256", "ymm6", "ymm7")
+#define QUILT_CH2_2(X) QUILT_CH_ROW2(X, "512", "ymm8", "ymm9")
+#define QUILT_CH2_3(X) QUILT_CH_ROW2(X, "768", "ymm10", "ymm11")
+#define QUILT_CH3_P0 QUILT_CH_P3("0", "ymm4", "ymm5", "ymm6")
+#define QUILT_CH3_P1 QUILT_CH_P3("4", "ymm7", "ymm8", "ymm9")
+#define QUILT_CH3_P2 QUILT_CH_P3("8", "ymm10", "ymm11", "ymm12")
+#define QUILT_CH3_P3 QUILT_CH_P3("12", "ymm13", "ymm14", "ymm15")
+#define QUILT_CH2_P0 QUILT_CH_P2("0", "ymm4", "ymm5")
+#define QUILT_CH2_P1 QUILT_CH_P2("4", "ymm6", "ymm7")
+#define QUILT_CH2_P2 QUILT_CH_P2("8", "ymm8", "ymm9")
+#define QUILT_CH2_P3 QUILT_CH_P2("12", "ymm10", "ymm11")
+#define QUILT_CH_LOOP(ACC, STEP)                                                   \
+  asm volatile(ACC(QUILT_CH_LD)                                                    \
+               "1:\n\t"                                                            \
+               "mov (%[o]), %[t]\n\t"                                              \
+               "lea (%[b],%[t],4), %[t]\n\t"                                       \
+               STEP                                                                \
+               "add $8, %[o]\n\t"                                                  \
+               "add %[ws], %[w]\n\t"                                               \
+               "dec %[n]\n\t"                                                      \
+               "jnz 1b\n\t"                                                        \
+               ACC(QUILT_CH_ST)                                                    \
+               : [w] "+&r"(w), [o] "+&r"(offsets), [n] "+&r"(n), [t] "=&r"(t)      \
+               : [acc] "r"(acc), [b] "r"(b), [ws] "r"(w_step)                      \
+               : "memory", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5",   \
+                 "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",        \
+                 "xmm13", "xmm14", "xmm15")
+#define QUILT_CH3_ACC1(X) QUILT_CH3_0(X)
+#define QUILT_CH3_ACC2(X) QUILT_CH3_0(X) QUILT_CH3_1(X)
+#define QUILT_CH3_ACC3(X) QUILT_CH3_0(X) QUILT_CH3_1(X) QUILT_CH3_2(X)
+#define QUILT_CH3_ACC4(X) QUILT_CH3_0(X) QUILT_CH3_1(X) QUILT_CH3_2(X) QUILT_CH3_3(X)
+#define QUILT_CH2_ACC1(X) QUILT_CH2_0(X)
+#define QUILT_CH2_ACC2(X) QUILT_CH2_0(X) QUILT_CH2_1(X)
+#define QUILT_CH2_ACC3(X) QUILT_CH2_0(X) QUILT_CH2_1(X) QUILT_CH2_2(X)
+#define QUILT_CH2_ACC4(X) QUILT_CH2_0(X) QUILT_CH2_1(X) QUILT_CH2_2(X) QUILT_CH2_3(X)
+template <int NV, int NP>
+__attribute__((target("avx2,fma"))) void channel_steps(int64_t n, const float* w, int64_t w_step,
+                                                       const float* b, const int64_t* offsets,
+                                                       float* acc) {
+  static_assert((NV == 2 || NV == 3) && NP >= 1 && NP <= 4);
+  int64_t t;
+  if constexpr (NV == 3 && NP == 1)
+    QUILT_CH_LOOP(QUILT_CH3_ACC1, QUILT_CH_W3 QUILT_CH3_P0);
+  if constexpr (NV == 3 && NP == 2)
+    QUILT_CH_LOOP(QUILT_CH3_ACC2, QUILT_CH_W3 QUILT_CH3_P0 QUILT_CH3_P1);
+  if constexpr (NV == 3 && NP == 3)
+    QUILT_CH_LOOP(QUILT_CH3_ACC3, QUILT_CH_W3 QUILT_CH3_P0 QUILT_CH3_P1 QUILT_CH3_P2);
+  if constexpr (NV == 3 && NP == 4)
+    QUILT_CH_LOOP(QUILT_CH3_ACC4,
+                  QUILT_CH_W3 QUILT_CH3_P0 QUILT_CH3_P1 QUILT_CH3_P2 QUILT_CH3_P3);
+  if constexpr (NV == 2 && NP == 1)
+    QUILT_CH_LOOP(QUILT_CH2_ACC1, QUILT_CH_W2 QUILT_CH2_P0);
+  if constexpr (NV == 2 && NP == 2)
+    QUILT_CH_LOOP(QUILT_CH2_ACC2, QUILT_CH_W2 QUILT_CH2_P0 QUILT_CH2_P1);
+  if constexpr (NV == 2 && NP == 3)
+    QUILT_CH_LOOP(QUILT_CH2_ACC3, QUILT_CH_W2 QUILT_CH2_P0 QUILT_CH2_P1 QUILT_CH2_P2);
+  if constexpr (NV == 2 && NP == 4)
+    QUILT_CH_LOOP(QUILT_CH2_ACC4,
+                  QUILT_CH_W2 QUILT_CH2_P0 QUILT_CH2_P1 QUILT_CH2_P2 QUILT_CH2_P3);
+}
+#undef QUILT_CH2_ACC4
+#undef QUILT_CH2_ACC3
+#undef QUILT_CH2_ACC2
+#undef QUILT_CH2_ACC1
+#undef QUILT_CH3_ACC4
+#undef QUILT_CH3_ACC3
+#undef QUILT_CH3_ACC2
+#undef QUILT_CH3_ACC1
+#undef QUILT_CH_LOOP
+#undef QUILT_CH2_P3
+#undef QUILT_CH2_P2
+#undef QUILT_CH2_P1
+#undef QUILT_CH2_P0
+#undef QUILT_CH3_P3
+#undef QUILT_CH3_P2
+#undef QUILT_CH3_P1
+#undef QUILT_CH3_P0
+#undef QUILT_CH2_3
+#undef QUILT_CH2_2
+#undef QUILT_CH2_1
+#undef QUILT_CH2_0
+#undef QUILT_CH3_3
+#undef QUILT_CH3_2
+#undef QUILT_CH3_1
+#undef QUILT_CH3_0
+#undef QUILT_CH_P3
+#undef QUILT_CH_P2
+#undef QUILT_CH_W3
+#undef QUILT_CH_W2
+#undef QUILT_CH_ROW3
+#undef QUILT_CH_ROW2
+#undef QUILT_CH_ST
+#undef QUILT_CH_LD
+// clang-format on
+
+// NP pixels x the 64 channels: 24 + 24 + 16.
+template <int NP>
+void channel_group(int64_t kc, const float* a, int64_t a_stride, const float* b,
+                   const int64_t* offsets, float* acc) {
+  const int64_t step = a_stride * int64_t{sizeof(float)};
+  channel_steps<3, NP>(kc, a, step, b, offsets, acc);
+  channel_steps<3, NP>(kc, a + 24, step, b, offsets, acc + 24);
+  channel_steps<2, NP>(kc, a + 48, step, b, offsets, acc + 48);
+}
+
+void pixel_group(int np, int64_t kc, const float* a, int64_t a_stride, const float* b,
+                 const int64_t* offsets, float* acc) {
+  switch (np) {
+    case 1:
+      return channel_group<1>(kc, a, a_stride, b, offsets, acc);
+    case 2:
+      return channel_group<2>(kc, a, a_stride, b, offsets, acc);
+    case 3:
+      return channel_group<3>(kc, a, a_stride, b, offsets, acc);
+    default:
+      return channel_group<4>(kc, a, a_stride, b, offsets, acc);
+  }
+}
+
+}  // namespace
+
+void channel_tile(int np, int64_t kc, const float* a, int64_t a_stride, const float* b,
+                  const int64_t* offsets, float* acc, bool first, const float* bias,
+                  const float* next) {
+  if (first)
+    for (int i = 0; i < np; ++i) std::copy_n(bias, kBlock, acc + i * kBlock);
+  if (next)
+    for (int64_t p = 0; p < kc; ++p)
+      _mm_prefetch(reinterpret_cast<const char*>(next + p * a_stride), _MM_HINT_T0);
+  if (kc <= 0) return;
+  // Groups of at most 4 pixels (the 12 accumulators of 3 vectors x 4), evened out: 7 = 4 + 3.
+  const int first_group = np <= 4 ? np : np - np / 2;
+  pixel_group(first_group, kc, a, a_stride, b, offsets, acc);
+  if (np > first_group)
+    pixel_group(np - first_group, kc, a, a_stride, b + first_group, offsets,
+                acc + first_group * kBlock);
+}
+
+namespace {
+
+// r[i] = column i of the 8 x 8 block in r.
+__attribute__((target("avx2"), always_inline)) inline void transpose8x8(__m256 (&r)[8]) {
+  __m256 t[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  __m256 u[8];
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+    r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+  }
+}
+
+}  // namespace
+
+__attribute__((target("avx2"))) void store_channels(const float* acc, int64_t width, int64_t rows,
+                                                    int64_t mr, float* c, int64_t ldc, int64_t crs,
+                                                    bool accumulate) {
+  for (int64_t oh = 0; oh < rows; ++oh)
+    for (int64_t w0 = 0; w0 < width; w0 += kLanes) {
+      const int64_t np = std::min(kLanes, width - w0);
+      const __m256i pm = lanes(np);
+      const float* src = acc + (oh * width + w0) * kBlock;
+      for (int64_t i0 = 0; i0 < mr; i0 += kLanes) {
+        __m256 r[kLanes];
+        for (int64_t p = 0; p < kLanes; ++p)
+          r[p] = p < np ? _mm256_loadu_ps(src + p * kBlock + i0) : _mm256_setzero_ps();
+        transpose8x8(r);  // r[i]: channel i0 + i at the 8 pixels
+        const int64_t nc = std::min(kLanes, mr - i0);
+        for (int64_t i = 0; i < nc; ++i) {
+          float* dst = c + (i0 + i) * ldc + oh * crs + w0;
+          const __m256 v = accumulate ? _mm256_add_ps(_mm256_maskload_ps(dst, pm), r[i]) : r[i];
+          _mm256_maskstore_ps(dst, pm, v);
+        }
+      }
+    }
 }
 
 }  // namespace quilt::cpu::avx2

@@ -40,3 +40,21 @@ inline int64_t packed_b_index(int64_t k, int64_t p, int64_t q) {
 }
 
 }  // namespace quilt::cpu::avx2
+
+namespace quilt::cpu::avx2 {
+
+// gemm_channels' tile (gemm_channels.cpp) on AVX2: np (1-7) pixels x 64 channels. acc (pixel
+// i's 64 channels at acc + i * 64) = (first ? bias : acc) + sum over p < kc of a[p][:] * b[p][i],
+// a[p] the 64 floats at a + p * a_stride, b[p][i] = b[offsets[p] + i]. next: the line at
+// next + p * a_stride is fetched for each p too.
+void channel_tile(int np, int64_t kc, const float* a, int64_t a_stride, const float* b,
+                  const int64_t* offsets, float* acc, bool first, const float* bias,
+                  const float* next);
+
+// A task's accumulators (pixel q's 64 channels at acc + q * 64) out into C's rows of channels
+// [0, mr): `rows` output rows of `width` pixels, row oh's pixel w of channel i going to
+// c + i * ldc + oh * crs + w, added to it when `accumulate`.
+void store_channels(const float* acc, int64_t width, int64_t rows, int64_t mr, float* c,
+                    int64_t ldc, int64_t crs, bool accumulate);
+
+}  // namespace quilt::cpu::avx2

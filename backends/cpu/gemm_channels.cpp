@@ -13,6 +13,7 @@
 #include <algorithm>
 
 #include "backends/cpu/avx512.hpp"
+#include "backends/cpu/gemm_avx2.hpp"
 #include "backends/cpu/gemm_packed.hpp"
 
 namespace quilt::cpu {
@@ -142,6 +143,7 @@ void gemm_channels(const PackedAChannels& a, const BRows& b, const PixelRows& co
   // faster with it (B read by 16-32 tasks stays in cache), 3x3 convs over shifted rows 5 %
   // slower (rows a column apart share lines: min_gap).
   const bool fetch_b = b.min_gap >= kLanes && k >= 2 * m;
+  const bool avx512 = has_avx512f();  // else the AVX2 tiles (gemm_avx2.hpp)
   const int64_t want = 4 * pool.threads();
   const int64_t bands = std::clamp<int64_t>((want + blocks - 1) / blocks, 1, out_rows);
   const int64_t rows_per_band = (out_rows + bands - 1) / bands;
@@ -198,8 +200,13 @@ void gemm_channels(const PackedAChannels& a, const BRows& b, const PixelRows& co
         const float* next = more && line >= 0 && line < kRows / kLanes
                                 ? ab + kc * a_stride + line * kLanes
                                 : nullptr;
-        kTiles[np - 1](kc, ab, a_stride, b.base + oh * cols.row_stride + w0, b.offsets + p0,
-                       acc + q * kRows, p0 == 0, block_bias, next);
+        const float* bt = b.base + oh * cols.row_stride + w0;
+        if (avx512)
+          kTiles[np - 1](kc, ab, a_stride, bt, b.offsets + p0, acc + q * kRows, p0 == 0, block_bias,
+                         next);
+        else
+          avx2::channel_tile(static_cast<int>(np), kc, ab, a_stride, bt, b.offsets + p0,
+                             acc + q * kRows, p0 == 0, block_bias, next);
       }
     }
     if (k == 0)
@@ -214,11 +221,16 @@ void gemm_channels(const PackedAChannels& a, const BRows& b, const PixelRows& co
       for (int64_t q = 0; q < nq; ++q) act.apply(acc + q * kRows, mr);
     // The residual and the activation in the store (Finish), unless accumulating or the
     // activation has no 16-lane form (Tanh): then a pass over C after.
-    const bool in_store = !act_in_tile && !slice.accumulate && has_act16(act.kind);
+    // (AVX-512 only: on AVX2 they take the pass after.)
+    const bool in_store = avx512 && !act_in_tile && !slice.accumulate && has_act16(act.kind);
     Finish finish;
     if (in_store) finish = {residual ? residual + m0 * ldc + h0 * crs : nullptr, act};
-    store_channels(acc, cols.width, h1 - h0, mr, c + m0 * ldc + h0 * crs, ldc, crs,
-                   slice.accumulate, finish);
+    if (avx512)
+      store_channels(acc, cols.width, h1 - h0, mr, c + m0 * ldc + h0 * crs, ldc, crs,
+                     slice.accumulate, finish);
+    else
+      avx2::store_channels(acc, cols.width, h1 - h0, mr, c + m0 * ldc + h0 * crs, ldc, crs,
+                           slice.accumulate);
     if ((!residual && act.none()) || act_in_tile || in_store) return;
     for (int64_t i = 0; i < mr; ++i) {
       // Whole rows of C at once when they are contiguous, else one output row at a time.

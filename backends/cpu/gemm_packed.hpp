@@ -148,7 +148,7 @@ struct ChannelSlice {
 };
 
 // A (M x K, the weights) packed for gemm_channels: [ceil(m / 64)][k][64], rows past m zero.
-// Only on CPUs where has_avx512f() (avx512.hpp).
+// (gemm_channels: AVX-512 tiles, or AVX2 ones in gemm_avx2.cpp.)
 class PackedAChannels {
  public:
   static constexpr int64_t kRows = 64;  // output channels per tile (4 vectors)

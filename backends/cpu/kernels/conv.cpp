@@ -798,7 +798,7 @@ class ConvKernel : public Kernel {
   // 0.47, FCN's 256 -> 1024 on 28x28 0.98-1.00 -> 0.94-0.97, YOLOv5s's 256 -> 256 on 20x20
   // 0.137 -> 0.125.
   static bool small_map(const NodeSignature& sig, int64_t mg, int64_t depth) {
-    if (!has_avx512f() || sig.outputs.empty() || !sig.outputs[0].has_shape) return false;
+    if (sig.outputs.empty() || !sig.outputs[0].has_shape) return false;
     // 2-D convs, and 1-D ones (a 1 x W map: the VAD's STFT as a conv, 258 channels x 4 columns).
     const std::vector<int64_t>& d = sig.outputs[0].dims;
     if (d.size() != 4 && d.size() != 3) return false;
@@ -813,7 +813,12 @@ class ConvKernel : public Kernel {
     // 48-column strips: the digits demo's 8 -> 8 and 8 -> 16 convs on 8x8 and 4x4 maps used
     // an eighth and a quarter of each tile (1.69 ms a batch of 360, 0.5 on gemm_packed).
     if (pixels <= 64) return mg * ((pixels + 47) / 48 * 48) >= pixels * padded;
-    return pixels <= 28 * 28 && depth >= 256 && padded * 8 <= mg * 9;
+    // Larger maps with AVX-512 only. AVX2's tiles (24 + 24 + 16 channels x 4 pixels) won on
+    // ResNet-50's 7x7 maps and lost on 14x14 and 28x28 ones, per node in the model (Zen 3, 2
+    // threads, best of 4 alternating profiles): 2048 -> 512 on 7x7 1.22-1.39 -> 0.83-0.90 ms,
+    // 512 3x3 on 7x7 1.9-2.4 -> 1.8; 256 -> 1024 on 14x14 0.70 -> 1.15, 256 -> 512 on 28x28
+    // 1.38 -> 1.90.
+    return has_avx512f() && pixels <= 28 * 28 && depth >= 256 && padded * 8 <= mg * 9;
   }
 
   // The 2-D and pointwise convs on small maps: gemm_channels straight into y, B read in place.
