@@ -1439,6 +1439,30 @@ def fma_peak(quilt, threads):
     return json.loads(r.stdout)["gflops"] if r.returncode == 0 else None
 
 
+def cores_shared(one, many, threads):
+    """Whether an FMA peak of `many` GFLOP/s at `threads` threads, against `one` at one thread,
+    says the threads share physical cores (below 80 % of threads x one). None (unmeasured):
+    no."""
+    return bool(one and many and threads >= 2 and many < 0.8 * threads * one)
+
+
+def shared_cores_warning(quilt, threads, when):
+    """Warns when `threads` threads reach less than 80 % of `threads` times one thread's FMA
+    peak: the VM's virtual CPUs then share physical cores. On the AMD EPYC Zen 3 VM this came
+    and went for an hour at a time: 2 threads measured 102 GFLOP/s against 99 at one (197-200
+    minutes later), and every timing of those hours read 20-60 % slow and noisy. Returns
+    whether it warned."""
+    if threads < 2:
+        return False
+    one, many = fma_peak(quilt, 1), fma_peak(quilt, threads)
+    if not cores_shared(one, many, threads):
+        return False
+    log(f"[zoo] warning ({when}): {threads} threads reach {many:.0f} GFLOP/s of float32 FMA "
+        f"against {one:.0f} at one thread: the CPUs are shared right now, and the timings will "
+        f"read slow and noisy (build/quilt_fma_peak --threads {threads})")
+    return True
+
+
 def compute_section(results, backend, directory, quilt, threads):
     """The classic page's table of each model's multiply-adds and the GFLOP/s both runtimes
     reach at their median latency, against the machine's measured float32 FMA peak."""
@@ -1692,6 +1716,7 @@ def bench(args):
         if missing:
             sys.exit(f"zoo: backend {', '.join(missing)} of {backend!r} is not available (quilt devices)")
     started = time.time()
+    shared_cores_warning(quilt, args.threads, "before the runs")
     commit, pins = versions_info()
     results, failures, notes, ort_version, baselines, spreads = {}, 0, [], "?", [], []
     iteration_counts = {}
@@ -1805,6 +1830,7 @@ def bench(args):
                      "(~/.cache/quilt/zoo)")
         title = "Benchmarks: Quilt and onnxruntime side by side"
         rewrites = "this file, `docs/benchmarks.png` and the README's benchmarks table"
+    shared_cores_warning(quilt, args.threads, "after the runs")
     compute = (compute_section(results, backend_lists[0], directory, quilt, args.threads)
                if args.family == "classic" and not half else "")
     memory = (memory_section(results, backend_lists, quilt, args.threads)

@@ -408,5 +408,20 @@ class MultiplyAddsTest(unittest.TestCase):
             self.assertIsNone(zoo.multiply_adds(path))
 
 
+class SharedCoresTest(unittest.TestCase):
+    def test_the_zen3_vms_two_states(self):
+        # Measured on the AMD EPYC Zen 3 VM: 2 threads at 102 GFLOP/s against 99 at one (its
+        # virtual CPUs on one core), and 197-200 an hour later.
+        self.assertTrue(zoo.cores_shared(99.0, 102.0, 2))
+        self.assertFalse(zoo.cores_shared(99.0, 197.0, 2))
+
+    def test_the_bound_and_what_is_not_measured(self):
+        self.assertFalse(zoo.cores_shared(100.0, 160.0, 2))
+        self.assertTrue(zoo.cores_shared(100.0, 159.9, 2))
+        self.assertFalse(zoo.cores_shared(100.0, 100.0, 1))
+        self.assertFalse(zoo.cores_shared(None, 102.0, 2))
+        self.assertFalse(zoo.cores_shared(99.0, None, 2))
+
+
 if __name__ == "__main__":
     unittest.main()
