@@ -315,9 +315,9 @@ void run_strip_group(const float* packed_a, int64_t k, const BSource& b, int64_t
                             : b.packed ? b.packed + (j / kNr) * k * kNr + p0 * kHalf
                                        : panels + s * kKc * kNr;
           const int64_t half_step = b.rows ? kHalf : b.packed ? k * kHalf : kc * kHalf;
-          avx2::tiles(kc, ab, b.raw_a_ld, k * kMr, bh, kHalf, half_step, offsets,
-                      c + rr * ldc + j, ldc, std::min(r1, rr + kMc) - rr, width, p0 == 0,
-                      bias ? bias + rr : nullptr, cb);
+          avx2::tiles(kc, ab, b.raw_a_ld, k * kMr, bh, kHalf, half_step, offsets, c + rr * ldc + j,
+                      ldc, std::min(r1, rr + kMc) - rr, width, p0 == 0, bias ? bias + rr : nullptr,
+                      cb);
           continue;
         }
         for (int64_t r = rr; r < std::min(r1, rr + kMc); r += kMr) {

@@ -110,7 +110,8 @@ class PackedB {
   friend void gemm_packed_b(const float*, int64_t, bool, int64_t, const PackedB&, float*, int64_t,
                             const float*, const Activation&, const ThreadPool&);
   int64_t k_ = 0, n_ = 0;
-  std::shared_ptr<float[]> data_;     // [ceil(n / 48)][k][48] (AVX2: avx2::packed_b_index), zero past n
+  std::shared_ptr<float[]>
+      data_;  // [ceil(n / 48)][k][48] (AVX2: avx2::packed_b_index), zero past n
   std::shared_ptr<uint32_t[]> bf16_;  // instead of data_: bfloat16 panels (gemm_bf16.hpp)
 };
 

@@ -126,6 +126,13 @@ c.node("unique_axis_empty_huge_outer", "Unique", {"x": _huge}, n_outputs=4, opse
        expected=dict(zip(["y0", "y1", "y2", "y3"], [
            np.zeros((2, 2**31 - 1, 1, 0), np.float32), np.array([0], np.int64),
            np.zeros(10, np.int64), np.array([10], np.int64)])))
+# The same with the axis itself empty: no slice at all, so nothing to copy (fuzz_run: the copy
+# looped over the 2^32 - 2 outer slices anyway, 58 s under ASan).
+_huge_axis = np.zeros((2, 2**31 - 1, 0), np.float32)
+c.node("unique_axis_empty_axis_huge_outer", "Unique", {"x": _huge_axis}, n_outputs=4, opset=11,
+       axis=2, expected=dict(zip(["y0", "y1", "y2", "y3"], [
+           np.zeros((2, 2**31 - 1, 0), np.float32), np.zeros(0, np.int64),
+           np.zeros(0, np.int64), np.zeros(0, np.int64)])))
 c.node("unique_one_output", "Unique", {"x": randint(10, high=5)}, opset=11)
 
 # ---- Det ----
