@@ -178,6 +178,25 @@ void apply_as(const float* x, float* y, int64_t n, float a, float b, bool wide) 
   apply_range<K>(x, y, n, a, b);
 }
 
+// Rows of a matrix in place (rows of n floats, ld apart), a residual laid out the same way
+// (add, may be null) added first.
+struct RowBlock {
+  int64_t rows = 1, ld = 0;
+  const float* add = nullptr;
+};
+
+template <Activation::Kind K>
+void apply_rows_as(float* y, int64_t n, float a, float b, bool wide, const RowBlock& blk) {
+  for (int64_t r = 0; r < blk.rows; ++r) {
+    float* row = y + r * blk.ld;
+    if (blk.add) {
+      const float* add = blk.add + r * blk.ld;
+      for (int64_t i = 0; i < n; ++i) row[i] += add[i];
+    }
+    if constexpr (K != Activation::Kind::None) apply_as<K>(row, row, n, a, b, wide);
+  }
+}
+
 // Activation::apply with or without the 16-lane forms.
 void apply_kind(const Activation& act, const float* x, float* y, int64_t n, bool wide) {
   using Kind = Activation::Kind;
@@ -209,6 +228,36 @@ void apply_kind(const Activation& act, const float* x, float* y, int64_t n, bool
   }
 }
 
+// Activation::apply_added_rows with or without the 16-lane forms.
+void apply_rows_kind(const Activation& act, float* y, int64_t n, bool wide, const RowBlock& blk) {
+  using Kind = Activation::Kind;
+  const float a = act.alpha, b = act.beta;
+  switch (act.kind) {
+    case Kind::None:
+      return apply_rows_as<Kind::None>(y, n, a, b, wide, blk);
+    case Kind::Relu:
+      return apply_rows_as<Kind::Relu>(y, n, a, b, wide, blk);
+    case Kind::LeakyRelu:
+      return apply_rows_as<Kind::LeakyRelu>(y, n, a, b, wide, blk);
+    case Kind::Clip:
+      return apply_rows_as<Kind::Clip>(y, n, a, b, wide, blk);
+    case Kind::HardSigmoid:
+      return apply_rows_as<Kind::HardSigmoid>(y, n, a, b, wide, blk);
+    case Kind::HardSwish:
+      return apply_rows_as<Kind::HardSwish>(y, n, a, b, wide, blk);
+    case Kind::Sigmoid:
+      return apply_rows_as<Kind::Sigmoid>(y, n, a, b, wide, blk);
+    case Kind::Silu:
+      return apply_rows_as<Kind::Silu>(y, n, a, b, wide, blk);
+    case Kind::Tanh:
+      return apply_rows_as<Kind::Tanh>(y, n, a, b, wide, blk);
+    case Kind::Gelu:
+      return apply_rows_as<Kind::Gelu>(y, n, a, b, wide, blk);
+    case Kind::GeluTanh:
+      return apply_rows_as<Kind::GeluTanh>(y, n, a, b, wide, blk);
+  }
+}
+
 }  // namespace
 
 void Activation::apply(const float* x, float* y, int64_t n) const {
@@ -228,6 +277,12 @@ void Activation::apply_added(float* y, const float* add, int64_t n) const {
     for (int64_t i = i0; i < i0 + len; ++i) y[i] += add[i];
     if (!none()) apply(y + i0, len);
   }
+}
+
+void Activation::apply_added_rows(float* y, int64_t ldy, const float* add, int64_t rows,
+                                  int64_t n) const {
+  if (none() && !add) return;
+  apply_rows_kind(*this, y, n, has_avx512f(), RowBlock{rows, ldy, add});
 }
 
 float Activation::operator()(float x) const {

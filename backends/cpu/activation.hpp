@@ -41,6 +41,9 @@ struct Activation {
   void apply(float* y, int64_t n) const { apply(y, y, n); }
   // y[i] = act(y[i] + add[i]) (a fused residual, then the activation); add may be null.
   void apply_added(float* y, const float* add, int64_t n) const;
+  // The same over `rows` rows of n floats, ldy apart, in place (add laid out as y): a GEMM's
+  // finished block while it is in L1.
+  void apply_added_rows(float* y, int64_t ldy, const float* add, int64_t rows, int64_t n) const;
   // One value, the same arithmetic as apply (for tails and tests).
   float operator()(float x) const;
   std::string name() const;  // "Relu", "LeakyRelu(alpha=0.2)", ...

@@ -260,14 +260,14 @@ void tiles(int64_t kc, const float* a, int64_t a_ld, int64_t sliver_stride, cons
   }
 }
 
-void pack_panel(const float* b, int64_t ldb, int64_t p0, int64_t kc, int64_t j0, int64_t width,
-                float* panel) {
+void pack_panel(const float* b, int64_t ldb, const int64_t* offsets, int64_t p0, int64_t kc,
+                int64_t j0, int64_t width, float* panel) {
   // A row of B at a time, into both halves: each source row is read once.
   for (int64_t p = 0; p < kc; ++p)
     for (int64_t h = 0; h * kSubCols < width; ++h) {
       const int64_t cols = std::min(kSubCols, width - h * kSubCols);
       float* dst = panel + h * kc * kSubCols + p * kSubCols;
-      std::memcpy(dst, b + (p0 + p) * ldb + j0 + h * kSubCols,
+      std::memcpy(dst, b + (offsets ? offsets[p0 + p] : (p0 + p) * ldb) + j0 + h * kSubCols,
                   static_cast<size_t>(cols) * sizeof(float));
       std::fill(dst + cols, dst + kSubCols, 0.f);
     }

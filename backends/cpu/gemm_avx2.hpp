@@ -28,10 +28,11 @@ void tiles(int64_t kc, const float* a, int64_t a_ld, int64_t sliver_stride, cons
            int64_t b_stride, int64_t half_step, const int64_t* offsets, float* c, int64_t ldc,
            int64_t rows, int64_t width, bool first, const float* bias, const float* col_bias);
 
-// Rows [p0, p0 + kc) x columns [j0, j0 + width) (width <= 48) of B (row stride ldb) as tiles()
-// reads a panel: halves of kc rows x 24 columns (half_step kc * 24), zero past width.
-void pack_panel(const float* b, int64_t ldb, int64_t p0, int64_t kc, int64_t j0, int64_t width,
-                float* panel);
+// Rows [p0, p0 + kc) x columns [j0, j0 + width) (width <= 48) of B (row stride ldb, or row p
+// at b + offsets[p]) as tiles() reads a panel: halves of kc rows x 24 columns (half_step
+// kc * 24), zero past width.
+void pack_panel(const float* b, int64_t ldb, const int64_t* offsets, int64_t p0, int64_t kc,
+                int64_t j0, int64_t width, float* panel);
 
 // Where PackedB's value (p, q) of a 48-column strip of depth k goes: halves of 24 columns, each
 // k x 24 (tiles()' half_step k * 24), so a sub-tile's rows of B are contiguous.

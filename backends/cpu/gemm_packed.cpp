@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <stdexcept>
@@ -165,12 +166,13 @@ void raw_a_tile(int64_t rows, int64_t kc, const float* a, const float* b, int64_
 }
 
 // Copies rows [p0, p0 + kc) x columns [j0, j0 + width) of B into a panel of kc x (nv * 16),
-// zero-padding columns past width.
-__attribute__((target("avx512f"))) void pack_b(const float* b, int64_t ldb, int64_t p0, int64_t kc,
-                                               int64_t j0, int64_t width, int nv, float* panel) {
+// zero-padding columns past width. Row p of B is at b + p * ldb, or b + offsets[p].
+__attribute__((target("avx512f"))) void pack_b(const float* b, int64_t ldb, const int64_t* offsets,
+                                               int64_t p0, int64_t kc, int64_t j0, int64_t width,
+                                               int nv, float* panel) {
   const int64_t stride = nv * kLanes;
   for (int64_t p = 0; p < kc; ++p) {
-    const float* src = b + (p0 + p) * ldb + j0;
+    const float* src = b + (offsets ? offsets[p0 + p] : (p0 + p) * ldb) + j0;
     float* dst = panel + p * stride;
     for (int v = 0; v < nv; ++v) {
       const int64_t left = width - v * kLanes;
@@ -187,6 +189,7 @@ __attribute__((target("avx512f"))) void pack_b(const float* b, int64_t ldb, int6
 struct BSource {
   const float* raw = nullptr;
   int64_t ldb = 0;
+  const int64_t* raw_offsets = nullptr;  // instead of ldb: row p of raw at raw + raw_offsets[p]
   const float* packed = nullptr;
   const BRows* rows = nullptr;
   bool packs() const { return !packed && !rows; }
@@ -236,10 +239,13 @@ void run_tile_range(const float* packed_a, int64_t k, const BSource& b, int64_t 
                     const float* col_bias, const Activation& act, const float* residual,
                     float* panels) {
   // The activations of act16, with or without a residual, finish in the micro-kernel's
-  // registers.
-  // (AVX-512 only: the AVX2 tiles leave both to the pass below, over the task's rows while
-  // they are in cache.)
-  const bool in_tile = k > 0 && has_act16(act.kind) && has_avx512f();
+  // registers; on the AVX2 kernel every activation and the residual run over each strip's
+  // block of rows just stored, while it is in L1 (run_strip_group). Otherwise (AVX-512, the
+  // other kinds) a pass over the task's rows follows, which reads a task's C from L2 or L3
+  // again when it is large (YOLOv5s's 64 -> 64 1x1 on 160x160: 819 KB a task at 2 threads).
+  // Measured alone (one thread, AMD EPYC Zen 3) the strip pass was within noise of the task
+  // pass: ResNet-50-shaped 3x3 and 1x1 convs with Relu, YOLOv5s-shaped ones with SiLU.
+  const bool in_tile = k > 0 && (!has_avx512f() || has_act16(act.kind));
   for (int64_t g0 = j0; g0 < j1; g0 += kGroup * kNr)
     run_strip_group(packed_a, k, b, g0, std::min(j1, g0 + kGroup * kNr), r0, r1, c, ldc, bias,
                     col_bias, in_tile ? residual : nullptr, in_tile ? act : Activation{}, panels,
@@ -267,9 +273,9 @@ void run_strip_group(const float* packed_a, int64_t k, const BSource& b, int64_t
       const int64_t j = j0 + s * kNr, width = std::min(kNr, j1 - j);
       const int nv = static_cast<int>((width + kLanes - 1) / kLanes);
       if (has_avx512f())
-        pack_b(b.raw, b.ldb, p0, kc, j, width, nv, panels + s * kKc * kNr);
+        pack_b(b.raw, b.ldb, b.raw_offsets, p0, kc, j, width, nv, panels + s * kKc * kNr);
       else
-        avx2::pack_panel(b.raw, b.ldb, p0, kc, j, width, panels + s * kKc * kNr);
+        avx2::pack_panel(b.raw, b.ldb, b.raw_offsets, p0, kc, j, width, panels + s * kKc * kNr);
     }
     for (int64_t rr = r0; rr < r1; rr += kMc)
       for (int64_t s = 0; s < strips; ++s) {
@@ -315,9 +321,12 @@ void run_strip_group(const float* packed_a, int64_t k, const BSource& b, int64_t
                             : b.packed ? b.packed + (j / kNr) * k * kNr + p0 * kHalf
                                        : panels + s * kKc * kNr;
           const int64_t half_step = b.rows ? kHalf : b.packed ? k * kHalf : kc * kHalf;
+          const int64_t rows = std::min(r1, rr + kMc) - rr;
           avx2::tiles(kc, ab, b.raw_a_ld, k * kMr, bh, kHalf, half_step, offsets, c + rr * ldc + j,
-                      ldc, std::min(r1, rr + kMc) - rr, width, p0 == 0, bias ? bias + rr : nullptr,
-                      cb);
+                      ldc, rows, width, p0 == 0, bias ? bias + rr : nullptr, cb);
+          if (p0 + kc == k && (residual || !act.none()))
+            act.apply_added_rows(c + rr * ldc + j, ldc,
+                                 residual ? residual + rr * ldc + j : nullptr, rows, width);
           continue;
         }
         for (int64_t r = rr; r < std::min(r1, rr + kMc); r += kMr) {
@@ -531,6 +540,36 @@ void gemm_packed(const PackedA& a, const float* b, int64_t ldb, int64_t n, float
   run_tiles(a.data_.get(), m, k, src, n, c, ldc, bias, nullptr, act, pool);
 }
 
+// Whether the rows of B, read in place, would evict each other from L1 as a strip passes: the
+// 48 columns of each of the first depth block's rows, counted by the L1 set (64 sets of 64-byte
+// lines, 4 KiB a way) of each line. Planes a multiple of 4 KiB apart put every row on the same
+// few sets: a pointwise conv reading YOLOv5s's 160x160 maps (100 KiB planes) in place, whose
+// 64 rows share 3-4 sets of 8 ways, ran 64 -> 64 alone at 3.37 ms, against 1.89 on 160x161
+// (AMD EPYC Zen 3, 2 threads). Packed first, a strip is contiguous. Colliding means a set
+// holding more lines than a way's worth (8) and over twice the average: a product whose rows
+// merely outgrow L1 (256 rows of 40x40) spreads evenly, and packing would not help it. Nor when
+// the packed strip would not fit in L1 either (more than 128 rows: 24 KB): YOLOv5s's 256 -> 64
+// on 80x80 (plane 25 KB, 4 KiB-aligned rows every 4th) took 3.97 ms packed against 3.38 in place
+// (one thread, SiLU).
+bool rows_collide(const float* base, const int64_t* offsets, int64_t k) {
+  constexpr uintptr_t kSets = 64, kLine = 64;
+  if (k * kNr * int64_t{sizeof(float)} > (int64_t{24} << 10)) return false;
+  std::array<int64_t, kSets> per_set{};
+  int64_t lines = 0;
+  // Rows a column apart (a conv over shifted rows) share lines: a line the previous row already
+  // counted is not counted again (rows come in increasing order).
+  uintptr_t counted = 0;  // one past the last line counted
+  for (int64_t p = 0; p < std::min(k, kKc); ++p) {
+    const auto first = reinterpret_cast<uintptr_t>(base + offsets[p]);
+    const uintptr_t end = (first + kNr * sizeof(float) - 1) / kLine + 1;
+    for (uintptr_t l = std::max(first / kLine, counted); l < end; ++l, ++lines)
+      ++per_set[l % kSets];
+    counted = std::max(counted, end);
+  }
+  const int64_t most = *std::max_element(per_set.begin(), per_set.end());
+  return most > 8 && most * static_cast<int64_t>(kSets) > 2 * lines;
+}
+
 bool PackedA::narrow_ok(const Activation& act) const {
   return data_ && k_ > 0 && has_act16(act.kind) && has_avx512f();
 }
@@ -546,6 +585,15 @@ void gemm_packed(const PackedA& a, const BRows& b, int64_t n, float* c, int64_t 
     return bf16::gemm_rows(a.bf16_.get(), m, k, b.base, b.offsets, 0, n, c, ldc, bias, act, pool,
                            residual);
   BSource src;
+  if (!narrow && !b.prefetch && !has_avx512f() && rows_collide(b.base, b.offsets, k)) {
+    // Packed per strip, as a raw B is: read in place, the strip's rows would evict each other.
+    // (The AVX2 kernel only, where it was measured; the AVX-512 one fetches a strip's rows
+    // ahead instead, fetch_next below.)
+    src.raw = b.base;
+    src.raw_offsets = b.offsets;
+    run_tiles(a.data_.get(), m, k, src, n, c, ldc, bias, nullptr, act, pool, residual);
+    return;
+  }
   src.rows = &b;
   src.narrow = narrow;
   // From 512 KB of B: the keyword spotter's 64 -> 64 on 25x5 (32 KB, in cache) was 4-6 % slower

@@ -96,6 +96,11 @@ void gemm_packed(const PackedA& a, const BRows& b, int64_t n, float* c, int64_t 
                  const float* bias, const Activation& act, const ThreadPool& pool,
                  const float* residual = nullptr, const NarrowCols* narrow = nullptr);
 
+// Whether k rows of B read in place (row p at base + offsets[p]) would evict each other from L1
+// as a strip of 48 columns passes them (planes a multiple of 4 KiB apart); gemm_packed then packs
+// each strip first, on the AVX2 kernel.
+bool rows_collide(const float* base, const int64_t* offsets, int64_t k);
+
 // The right operand of a product whose left one changes every run (MatMul or Gemm with constant
 // weights B: K x N, or N x K when transposed), packed once in 48-column panels.
 class PackedB {

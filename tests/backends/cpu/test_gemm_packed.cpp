@@ -108,6 +108,53 @@ TEST(GemmPacked, PackedBWithActivationsReadInPlace) {
         }
 }
 
+// B read in place as a conv's input planes (BRows), with a residual and an activation: planes 4 KiB
+// apart, whose rows collide in L1 and which the AVX2 kernel packs per strip, and planes that
+// don't, read in place.
+TEST(GemmPacked, RowsReadInPlaceWithResidual) {
+  std::mt19937 rng(17);
+  ThreadPool one(1), two(2);
+  for (int64_t plane : {1024, 1104}) {
+    for (int64_t m : {8, 70})
+      for (int64_t n : {49, 1000})
+        for (int64_t k : {16, 64, 128, 800}) {
+          std::vector<float> x = random_floats(static_cast<size_t>(k * plane), rng);
+          std::vector<int64_t> offsets(static_cast<size_t>(k));
+          for (int64_t p = 0; p < k; ++p) offsets[static_cast<size_t>(p)] = p * plane;
+          if (k >= 16) {
+            // (Not past 128 rows: a packed strip would not fit in L1 either.)
+            EXPECT_EQ(rows_collide(x.data(), offsets.data(), k), plane == 1024 && k <= 128)
+                << "plane=" << plane << " k=" << k;
+          }
+          const int64_t ldc = n + 3;
+          std::vector<float> a = random_floats(static_cast<size_t>(m * k), rng);
+          std::vector<float> bias = random_floats(static_cast<size_t>(m), rng);
+          std::vector<float> res = random_floats(static_cast<size_t>(m * ldc), rng);
+          std::vector<float> c(static_cast<size_t>(m * ldc), 7.f);
+          const Activation act{k == 64 ? Activation::Kind::Tanh : Activation::Kind::Silu};
+          const bool with_res = n != 49;
+          PackedA packed(a.data(), m, k, k);
+          gemm_packed(packed, BRows{x.data(), offsets.data()}, n, c.data(), ldc, bias.data(), act,
+                      m == 8 ? one : two, with_res ? res.data() : nullptr);
+          for (int64_t i = 0; i < m; ++i) {
+            for (int64_t j = 0; j < n; ++j) {
+              double want = bias[static_cast<size_t>(i)];
+              for (int64_t p = 0; p < k; ++p)
+                want += double(a[static_cast<size_t>(i * k + p)]) *
+                        x[static_cast<size_t>(p * plane + j)];
+              if (with_res) want += res[static_cast<size_t>(i * ldc + j)];
+              const float expect = act(static_cast<float>(want));
+              ASSERT_NEAR(c[static_cast<size_t>(i * ldc + j)], expect,
+                          1e-4 * (1 + std::abs(expect)))
+                  << "plane=" << plane << " m=" << m << " n=" << n << " k=" << k << " at " << i
+                  << "," << j;
+            }
+            for (int64_t j = n; j < ldc; ++j) ASSERT_EQ(c[static_cast<size_t>(i * ldc + j)], 7.f);
+          }
+        }
+  }
+}
+
 TEST(GemmPacked, LargeShapesSplitAcrossThreads) {
   std::mt19937 rng(9);
   ThreadPool two(2);
