@@ -540,7 +540,7 @@ class ConvKernel : public Kernel {
           std::any_of(strides.begin(), strides.end(), [](int64_t v) { return v > 1; });
       if (!bf16_ && cg > 0 && FewChannelConv::applies(cg, kvol, mg, pixels, strided))
         few_.emplace(w->data<float>(), w->dim(0), group_, cg, kvol);
-      else if (!bf16_ && small_map(sig, mg, depth))  // gemm_channels has no bfloat16 form
+      else if (!bf16_ && small_map(sig, mg, depth, kvol))  // gemm_channels has no bfloat16 form
         for (int64_t grp = 0; grp < group_; ++grp)
           channel_packed_.emplace_back(w->data<float>() + grp * mg * depth, mg, depth, depth);
       else if (mg == 1 && cg == 1) {  // depthwise (run_depthwise): no GEMM, so no packed A,
@@ -797,7 +797,7 @@ class ConvKernel : public Kernel {
   // 4, and its in-model time was 0.04 ms above its time alone), its 256 -> 512 stride-2 0.52 ->
   // 0.47, FCN's 256 -> 1024 on 28x28 0.98-1.00 -> 0.94-0.97, YOLOv5s's 256 -> 256 on 20x20
   // 0.137 -> 0.125.
-  static bool small_map(const NodeSignature& sig, int64_t mg, int64_t depth) {
+  static bool small_map(const NodeSignature& sig, int64_t mg, int64_t depth, int64_t kvol) {
     if (sig.outputs.empty() || !sig.outputs[0].has_shape) return false;
     // 2-D convs, and 1-D ones (a 1 x W map: the VAD's STFT as a conv, 258 channels x 4 columns).
     const std::vector<int64_t>& d = sig.outputs[0].dims;
@@ -813,12 +813,19 @@ class ConvKernel : public Kernel {
     // 48-column strips: the digits demo's 8 -> 8 and 8 -> 16 convs on 8x8 and 4x4 maps used
     // an eighth and a quarter of each tile (1.69 ms a batch of 360, 0.5 on gemm_packed).
     if (pixels <= 64) return mg * ((pixels + 47) / 48 * 48) >= pixels * padded;
-    // Larger maps with AVX-512 only. AVX2's tiles (24 + 24 + 16 channels x 4 pixels) won on
-    // ResNet-50's 7x7 maps and lost on 14x14 and 28x28 ones, per node in the model (Zen 3, 2
-    // threads, best of 4 alternating profiles): 2048 -> 512 on 7x7 1.22-1.39 -> 0.83-0.90 ms,
-    // 512 3x3 on 7x7 1.9-2.4 -> 1.8; 256 -> 1024 on 14x14 0.70 -> 1.15, 256 -> 512 on 28x28
-    // 1.38 -> 1.90.
-    return has_avx512f() && pixels <= 28 * 28 && depth >= 256 && padded * 8 <= mg * 9;
+    // Larger maps: with AVX-512 always; with AVX2's tiles (24 + 24 + 16 channels x 4 pixels)
+    // only for convs with a window. They won on ResNet-50's 7x7 maps and lost on its pointwise
+    // convs on 14x14 and 28x28 (Zen 3, 2 threads, best of 4 alternating profiles per node in
+    // the model): 2048 -> 512 on 7x7 1.22-1.39 -> 0.83-0.90 ms, 512 3x3 on 7x7 1.9-2.4 -> 1.8;
+    // 256 -> 1024 on 14x14 0.70 -> 1.15, 256 -> 512 on 28x28 1.38 -> 1.90. A 3x3 conv over
+    // shifted rows on gemm_packed computes the padded width and drops it (28x28 with pads 1: 30
+    // columns a row, 7 % more; FCN's dilation 4: 36, 29 % more), where the channel tiles
+    // compute the map's pixels only. Alone (2 threads, min of 3 alternating rounds): 3x3 256 on
+    // 14x14 2.16 -> 1.68 ms, 128 on 28x28 1.87 -> 1.56, 512 on 28x28 with dilation 4 30.2 ->
+    // 23.4; FCN's 2048 -> 512 head 114.6 -> 112.2. The nodes that changed path, summed over
+    // 6 alternating profiles, both orders: ResNet-50 18.2 -> 17.2 and 18.3 -> 16.4 ms, FCN
+    // 250 -> 234 and 316 -> 243, YOLOv5s 17.4 -> 17.1 and 22.3 -> 22.2.
+    return (has_avx512f() || kvol > 1) && pixels <= 28 * 28 && depth >= 256 && padded * 8 <= mg * 9;
   }
 
   // The 2-D and pointwise convs on small maps: gemm_channels straight into y, B read in place.
