@@ -36,19 +36,26 @@ inline __m256 copysign_v(__m256 a, __m256 b) {
   return _mm256_or_ps(_mm256_andnot_ps(sign, a), _mm256_and_ps(sign, b));
 }
 
+// e^r for x = n ln2 + r, |r| <= ln2/2 (n = x log2 e, rounded, returned in n): the Cephes
+// polynomial, shared by exp_v and sigmoid_v.
+inline __m256 exp_reduced(__m256 x, __m256& n) {
+  n = _mm256_round_ps(_mm256_mul_ps(x, splat(kLog2e)),
+                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, splat(kLn2Hi), x);
+  r = _mm256_fnmadd_ps(n, splat(kLn2Lo), r);
+  __m256 p = splat(kExpPoly[0]);
+  for (size_t i = 1; i < std::size(kExpPoly); ++i) p = _mm256_fmadd_ps(p, r, splat(kExpPoly[i]));
+  return _mm256_add_ps(_mm256_fmadd_ps(_mm256_mul_ps(p, r), r, r), splat(1.f));
+}
+
 // exp by range reduction x = n ln2 + r, |r| <= ln2/2, and a degree-6 polynomial for e^r (Cephes
 // expf, the constants of avx512.hpp); 2^n in two factors so that n = 128 stays finite. Flushes
 // to 0 below the normal range.
 inline __m256 exp_v(__m256 x) {
   const __m256 hi = splat(kExpHi), lo = splat(kExpLo);
   const __m256 xc = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, splat(kLog2e)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, splat(kLn2Hi), xc);
-  r = _mm256_fnmadd_ps(n, splat(kLn2Lo), r);
-  __m256 p = splat(kExpPoly[0]);
-  for (size_t i = 1; i < std::size(kExpPoly); ++i) p = _mm256_fmadd_ps(p, r, splat(kExpPoly[i]));
-  p = _mm256_add_ps(_mm256_fmadd_ps(_mm256_mul_ps(p, r), r, r), splat(1.f));
+  __m256 n;
+  const __m256 p = exp_reduced(xc, n);
   const __m256i ni = _mm256_cvtps_epi32(n);
   const __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
   const __m256i bias = _mm256_set1_epi32(127);
@@ -71,14 +78,9 @@ inline __m256 exp_v(__m256 x) {
 inline __m256 sigmoid_v(__m256 x) {
   const __m256 t = _mm256_sub_ps(_mm256_setzero_ps(), x);
   const __m256 tc = _mm256_min_ps(splat(89.f), _mm256_max_ps(splat(kExpLo), t));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(tc, splat(kLog2e)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, splat(kLn2Hi), tc);
-  r = _mm256_fnmadd_ps(n, splat(kLn2Lo), r);
-  __m256 p = splat(kExpPoly[0]);
-  for (size_t i = 1; i < std::size(kExpPoly); ++i) p = _mm256_fmadd_ps(p, r, splat(kExpPoly[i]));
+  __m256 n;
+  const __m256 p = exp_reduced(tc, n);
   const __m256 one = splat(1.f);
-  p = _mm256_add_ps(_mm256_fmadd_ps(_mm256_mul_ps(p, r), r, r), one);
   const __m256 scale = _mm256_castsi256_ps(
       _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
   return _mm256_div_ps(one, _mm256_add_ps(one, _mm256_mul_ps(p, scale)));
