@@ -101,8 +101,7 @@ Tensor read_npy(const std::string& path) {
   static const std::regex descr("'descr'\\s*:\\s*'([<>|=])([a-zA-Z][0-9]*)'");
   static const std::regex fortran("'fortran_order'\\s*:\\s*True");
   static const std::regex shape_re("'shape'\\s*:\\s*\\(([^)]*)\\)");
-  if (!std::regex_search(header, m, descr))
-    bad(path, "header has no descr");
+  if (!std::regex_search(header, m, descr)) bad(path, "header has no descr");
   if (m[1] == ">") bad(path, "big-endian data is not supported");
   // Strings: numpy's str_ ('U': fixed-width UTF-32) and bytes_ ('S': fixed-width bytes).
   const std::string code = m[2].str();
@@ -123,8 +122,7 @@ Tensor read_npy(const std::string& path) {
   DType dtype = unicode || bytes_str ? DType::String : it->second;
   if (std::regex_search(header, fortran))
     bad(path, "Fortran-ordered arrays are not supported; save with np.ascontiguousarray");
-  if (!std::regex_search(header, m, shape_re))
-    bad(path, "header has no shape");
+  if (!std::regex_search(header, m, shape_re)) bad(path, "header has no shape");
   const std::string dims = m[1];
   std::vector<int64_t> shape;
   const std::vector<std::string> parts = split(dims, ',');

@@ -77,6 +77,28 @@ std::vector<float> test_values() {
   return v;
 }
 
+// Sigmoid and SiLU where e^-x is finite but above 2^127 (x from -88.38 to -88.72): the result is
+// a subnormal float, not 0 (an e^-x of 2^128 taken as +inf gave 0 on the AVX2 form), on every
+// path.
+TEST(Activation, SigmoidNearTheOverflowOfItsExponential) {
+  const std::vector<float> x = {-88.4f, -88.5f, -88.7f};
+  for (Kind k : {Kind::Sigmoid, Kind::Silu})
+    for (bool eight_lanes : {false, true}) {
+      const Activation a{k};
+      std::vector<float> y(x.size());
+      if (eight_lanes)
+        apply_8_lanes(a, x.data(), y.data(), static_cast<int64_t>(x.size()));
+      else
+        a.apply(x.data(), y.data(), static_cast<int64_t>(x.size()));
+      for (size_t i = 0; i < x.size(); ++i) {
+        const double want = reference(a, x[i]);
+        EXPECT_NE(y[i], 0.f) << a.name() << " at " << x[i] << " 8 lanes " << eight_lanes;
+        EXPECT_NEAR(y[i], want, 1e-3 * std::fabs(want))
+            << a.name() << " at " << x[i] << " 8 lanes " << eight_lanes;
+      }
+    }
+}
+
 TEST(Activation, MatchesDoublePrecisionReferences) {
   const std::vector<Activation> acts = {{Kind::Relu},
                                         {Kind::LeakyRelu, 0.2f},
