@@ -1,6 +1,7 @@
 // Schemas and shape inference of the detection op family: NonMaxSuppression (10), RoiAlign (10,
 // 16), GridSample (16, 20), AffineGrid (20), CenterCropPad (18) and Col2Im (18).
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "core/checked.hpp"
@@ -96,6 +97,8 @@ void infer_roi_align(InferenceContext& ctx) {
   if (oh <= 0 || ow <= 0)
     ctx.fail("output_height and output_width are " + std::to_string(oh) + " and " +
              std::to_string(ow) + ", expected > 0");
+  if (const float scale = node.attr_float("spatial_scale", 1.0f); !std::isfinite(scale))
+    ctx.fail("spatial_scale is " + std::to_string(scale) + ", expected a finite number");
   if (node.attr_int("sampling_ratio", 0) < 0)
     ctx.fail("sampling_ratio is " + std::to_string(node.attr_int("sampling_ratio", 0)) +
              ", expected >= 0");

@@ -98,6 +98,17 @@ out_rois = np.array([[-3, -2, 4, 5], [6, 8, 14, 13], [-1.5, 2, 12, 9.5]], dtype=
 cases.node("roialign_outside", "RoiAlign",
            {"X": x, "rois": out_rois, "batch_indices": np.array([1, 0, 1], dtype=np.int64)},
            opset=16, output_height=4, output_width=4, sampling_ratio=3)
+# Rois far larger than the image: an adaptive grid of ~500 x 500 samples a bin, almost all outside
+# it (the kernel plans only the samples inside, found by bisection); a half_pixel roi reversed
+# (no samples, 0) and one with a fixed grid reaching past both edges.
+far_rois = np.array([[-1000, -900, 1000, 1100], [3, 4, 2, 1], [-400, 2, 6, 500]], dtype=np.float32)
+for mode in ["avg", "max"]:
+    cases.node("roialign_far_" + mode, "RoiAlign",
+               {"X": x, "rois": far_rois, "batch_indices": np.array([0, 1, 1], dtype=np.int64)},
+               opset=16, output_height=2, output_width=3, mode=mode)
+cases.node("roialign_far_fixed_grid", "RoiAlign",
+           {"X": x, "rois": far_rois, "batch_indices": np.array([1, 0, 1], dtype=np.int64)},
+           opset=10, output_height=3, output_width=2, sampling_ratio=40)
 cases.node("roialign_float64", "RoiAlign",
            {"X": x.astype(np.float64), "rois": rois.astype(np.float64), "batch_indices": bi},
            opset=16, output_height=2, output_width=3)

@@ -158,6 +158,20 @@ def regressions():
          helper.make_tensor_value_info("b", TensorProto.UINT8, [0])],
         [helper.make_tensor_value_info("y", TensorProto.INT32, None)])
     yield helper.make_model(mmi, opset_imports=[helper.make_opsetid("", 13)])
+    # RoiAlign with spatial_scale 7.6e22 (the suite's mode_max case, mutated): a roi of a pixel
+    # became 1e22 wide and its adaptive grid's float -> int64 conversion overflowed (fuzz_run,
+    # UBSan); now an error naming the roi, and rois far larger than the image are sampled only
+    # where they cover it.
+    roi = helper.make_graph(
+        [helper.make_node("RoiAlign", ["X", "rois", "batch_indices"], ["Y"], mode="max",
+                          coordinate_transformation_mode="output_half_pixel", output_height=5,
+                          output_width=5, spatial_scale=7.55578637259143e22)],
+        "roialign_huge_spatial_scale",
+        [helper.make_tensor_value_info("rois", TensorProto.FLOAT, [3, 4]),
+         helper.make_tensor_value_info("X", TensorProto.FLOAT, [10, 1, 10, 1]),
+         helper.make_tensor_value_info("batch_indices", TensorProto.INT64, [3])],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)])
+    yield helper.make_model(roi, opset_imports=[helper.make_opsetid("", 16)])
 
 
 def scan_pad_without_pads():

@@ -472,6 +472,22 @@ g = helper.make_graph([helper.make_node("Cast", ["x"], [k], to=t, name="cast_" +
                       [vi("x", TensorProto.FLOAT, [8])], [vi(k, t, [8]) for k, t in int_targets.items()])
 save(helper.make_model(g, opset_imports=OPSET), "cast_float_to_ints.onnx")
 
+# ---- RoiAlign on hostile rois and attributes (tests/backends/cpu/test_roi_align.cpp) ----
+# fuzz_run found spatial_scale 7.6e22: the adaptive grid's float -> int64 conversion overflowed.
+def roi_align_model(name, **attrs):
+    g = helper.make_graph(
+        [helper.make_node("RoiAlign", ["x", "rois", "bi"], ["y"], name="roi_align", **attrs)], name,
+        [vi("x", TensorProto.FLOAT, [1, 2, 8, 8]), vi("rois", TensorProto.FLOAT, ["n", 4]),
+         vi("bi", TensorProto.INT64, ["n"])], [vi("y", TensorProto.FLOAT, None)])
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 16)]), name + ".onnx")
+
+
+roi_align_model("roialign_rois", output_height=2, output_width=2)
+roi_align_model("roialign_huge_scale", output_height=2, output_width=2, spatial_scale=7.5e22,
+                mode="max", coordinate_transformation_mode="output_half_pixel")
+roi_align_model("roialign_huge_sampling", output_height=2, output_width=2, sampling_ratio=100000)
+roi_align_model("roialign_inf_scale", spatial_scale=float("inf"))
+
 # A Conv without inputs (fuzz_model: the QDQ fusion indexed its inputs before anything checked
 # their count, a segfault in `quilt plan`); validation must refuse it.
 g = helper.make_graph([helper.make_node("Conv", [], ["y"], name="conv")], "conv_no_inputs", [],
