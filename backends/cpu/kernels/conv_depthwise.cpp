@@ -7,16 +7,21 @@
 // time; the FMA loops alone run at ~90% of the AVX2 peak). Outputs are computed in register
 // tiles of rows x 8-lane vectors (TapTile, RowReuseTile). On CPUs with AVX-512 the 16-lane tiles
 // of conv_depthwise_avx512.cpp replace them for rows wider than 8 columns (1.1-2.2x faster).
+// Planes of rows up to 28 columns go eight channels at a time, transposed into 8-channel vectors
+// (blocked8_planes; the AVX-512 kernels have the 16-channel form): 1.3-3.6x the band tiles there.
 #include "backends/cpu/kernels/conv_depthwise.hpp"
 
 #include "backends/cpu/kernels/conv_depthwise_internal.hpp"
 #include "backends/cpu/kernels/short_rows.hpp"
 
+#include "backends/cpu/avx2.hpp"
 #include "backends/cpu/avx512.hpp"
 
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
+#include <utility>
 #include <vector>
 
 namespace quilt::cpu {
@@ -329,6 +334,169 @@ BandFn band_kernel(const DepthwiseGeometry& g) {
   return conv_band<TapTile>;
 }
 
+// ---- small planes, 8 channels at a time ----
+// BlockedPlan with 8-channel vectors: a row of OW <= 14 outputs keeps its accumulators in
+// registers over the taps (14 + the weight of 16 ymm; the FMA takes the input from memory), wider
+// rows go in two or more chunks. Two 8 x 8 transposes per 8 pixels (in, out) are the cost.
+constexpr int64_t kBlockedMaxOutW = 28, kBlockedMaxOut = 784, kBlockedMaxPadded = 3600;
+constexpr int kChunkMax = 14;
+
+std::optional<BlockedPlan> blocked8_geometry(const DepthwiseGeometry& g) {
+  return blocked_plan(g, kLanes, kBlockedMaxOutW, kBlockedMaxOut, kBlockedMaxPadded);
+}
+
+// Output columns [c0, c0 + OW) of every row of one block, from its padded transposed input xt
+// and weights wt (tap t's 8 floats at wt + t * w_step) into yt (out_px vectors): bias8 (8
+// floats, aligned), then the taps. S: the column stride when known at compile (immediate offsets),
+// else 0 (stride_w).
+template <int OW, int S>
+void blocked8_chunk(const BlockedPlan& b, const float* xt, const float* wt, int64_t w_step,
+                    const float* bias8, int64_t c0, float* yt) {
+  const DepthwiseGeometry& g = b.g;
+  const __m256 bias = _mm256_load_ps(bias8);
+  const int64_t step = (S ? S : g.stride_w) * kLanes;
+  const float* x0 = xt + c0 * g.stride_w * kLanes;
+  for (int64_t oh = 0; oh < g.out_h; ++oh) {
+    __m256 acc[OW];
+#pragma GCC unroll 16
+    for (int ow = 0; ow < OW; ++ow) acc[ow] = bias;
+    const float* w = wt;
+    for (int64_t kh = 0; kh < g.kernel_h; ++kh) {
+      const float* row = x0 + (oh * g.stride_h + kh * g.dilation_h) * b.padded_w * kLanes;
+      for (int64_t kw = 0; kw < g.kernel_w; ++kw, w += w_step) {
+        const __m256 wv = _mm256_load_ps(w);
+        const float* px = row + kw * g.dilation_w * kLanes;
+#pragma GCC unroll 16
+        for (int ow = 0; ow < OW; ++ow)
+          acc[ow] = _mm256_fmadd_ps(wv, _mm256_load_ps(px + ow * step), acc[ow]);
+      }
+    }
+    float* out = yt + (oh * g.out_w + c0) * kLanes;
+#pragma GCC unroll 16
+    for (int ow = 0; ow < OW; ++ow) _mm256_store_ps(out + ow * kLanes, acc[ow]);
+  }
+}
+
+using Blocked8Chunk = void (*)(const BlockedPlan&, const float*, const float*, int64_t,
+                               const float*, int64_t, float*);
+
+// The chunk kernel for OW (1 to kChunkMax) columns and the column stride (1, 2 or any).
+Blocked8Chunk blocked8_kernel(int64_t ow, int64_t stride_w) {
+  static constexpr auto table = []<size_t... I>(std::index_sequence<I...>) {
+    return std::array<std::array<Blocked8Chunk, 3>, sizeof...(I)>{std::array<Blocked8Chunk, 3>{
+        &blocked8_chunk<static_cast<int>(I) + 1, 1>, &blocked8_chunk<static_cast<int>(I) + 1, 2>,
+        &blocked8_chunk<static_cast<int>(I) + 1, 0>}...};
+  }
+  (std::make_index_sequence<kChunkMax>());
+  return table[static_cast<size_t>(ow - 1)][stride_w == 1 ? 0 : stride_w == 2 ? 1 : 2];
+}
+
+// dst vector p (8 floats) = element p of the `live` rows src + i * stride (i < live; the other
+// lanes 0), for p < n, stored at dst + at[p] (floats) when at is given, else at p * 8. The last
+// group of 8 overlaps the one before when n is not a multiple of 8 (it writes the same vectors
+// again), so that every load is a whole row vector.
+void rows_to_vectors8(const float* src, int64_t stride, int64_t live, int64_t n, float* dst,
+                      const int32_t* at) {
+  for (int64_t q = 0; q < n; q += kLanes) {
+    const int64_t p0 = n >= kLanes ? std::min(q, n - kLanes) : 0;
+    const int64_t count = std::min(kLanes, n);
+    __m256 r[kLanes];
+    if (count == kLanes) {
+#pragma GCC unroll 8
+      for (int64_t i = 0; i < kLanes; ++i)
+        r[i] = i < live ? _mm256_loadu_ps(src + i * stride + p0) : _mm256_setzero_ps();
+    } else {  // n < 8: whole planes narrower than a vector
+      const __m256i m = lanes8(count);
+#pragma GCC unroll 8
+      for (int64_t i = 0; i < kLanes; ++i)
+        r[i] = i < live ? _mm256_maskload_ps(src + i * stride, m) : _mm256_setzero_ps();
+    }
+    transpose8x8(r);
+    for (int64_t j = 0; j < count; ++j)
+      _mm256_store_ps(dst + (at ? at[p0 + j] : (p0 + j) * kLanes), r[j]);
+  }
+}
+
+// The inverse: element p of row i (dst + i * stride, i < live) = lane i of src[p], for p < n.
+void vectors_to_rows8(const float* src, int64_t n, int64_t live, float* dst, int64_t stride) {
+  for (int64_t q = 0; q < n; q += kLanes) {
+    const int64_t p0 = n >= kLanes ? std::min(q, n - kLanes) : 0;
+    const int64_t count = std::min(kLanes, n);
+    __m256 r[kLanes];
+#pragma GCC unroll 8
+    for (int64_t j = 0; j < kLanes; ++j)
+      r[j] = j < count ? _mm256_load_ps(src + (p0 + j) * kLanes) : _mm256_setzero_ps();
+    transpose8x8(r);
+    if (count == kLanes) {
+      for (int64_t i = 0; i < live; ++i) _mm256_storeu_ps(dst + i * stride + p0, r[i]);
+    } else {  // through a buffer: masked stores are microcoded on AMD (short_rows.hpp)
+      alignas(32) float row[kLanes];
+      for (int64_t i = 0; i < live; ++i) {
+        _mm256_store_ps(row, r[i]);
+        std::copy(row, row + count, dst + i * stride);
+      }
+    }
+  }
+}
+
+// Blocks [begin, end) of 8 channels: block k is image k / blocks_per_image's channels from 8 *
+// (k % blocks_per_image), the last block of an image holding the channels that remain.
+// w16: the weights as depthwise_weights16 lays them out, else null (transposed here per block).
+void blocked8_planes(const BlockedPlan& b, int64_t begin, int64_t end, int64_t channels,
+                     const float* x, const float* w, const float* w16, const float* bias, float* y,
+                     const Activation& act) {
+  const DepthwiseGeometry& g = b.g;
+  const int64_t per_image = (channels + kLanes - 1) / kLanes;
+  const int64_t padded = b.padded_h * b.padded_w;
+  float* xt = thread_scratch(5, (padded + b.out_px + b.ntaps) * kLanes);  // 64-byte aligned
+  float* yt = xt + padded * kLanes;
+  float* wt = yt + b.out_px * kLanes;
+  std::fill(xt, xt + padded * kLanes, 0.f);  // the padding; the blocks write only the inside
+  // The row's chunks: as few as fit the registers, of balanced widths (16 -> 8 + 8).
+  const int64_t chunks = (g.out_w + kChunkMax - 1) / kChunkMax;
+  const int64_t narrow = g.out_w / chunks, wide_chunks = g.out_w % chunks;
+  const Blocked8Chunk narrow_fn = blocked8_kernel(narrow, g.stride_w);
+  const Blocked8Chunk wide_fn = wide_chunks ? blocked8_kernel(narrow + 1, g.stride_w) : nullptr;
+  for (int64_t k = begin; k < end; ++k) {
+    const int64_t n = k / per_image, c0 = k % per_image * kLanes;
+    const int64_t live = std::min(kLanes, channels - c0);
+    const int64_t plane0 = n * channels + c0;  // the block's first plane
+    rows_to_vectors8(x + plane0 * b.in_px, b.in_px, live, b.in_px, xt, b.to_padded.data());
+    const float* wb = wt;
+    int64_t w_step = kLanes;
+    if (w16) {  // 16-channel blocks: this block is the first or second half of one
+      wb = w16 + (c0 / 16 * b.ntaps) * 16 + c0 % 16;
+      w_step = 16;
+    } else {
+      rows_to_vectors8(w + c0 * b.ntaps, b.ntaps, live, b.ntaps, wt, nullptr);
+    }
+    alignas(32) float bias8[kLanes] = {};
+    if (bias) std::copy(bias + c0, bias + c0 + live, bias8);
+    for (int64_t c = 0, col = 0; c < chunks; ++c) {
+      const bool wide = c < wide_chunks;
+      (wide ? wide_fn : narrow_fn)(b, xt, wb, w_step, bias8, col, yt);
+      col += wide ? narrow + 1 : narrow;
+    }
+    float* yp = y + plane0 * b.out_px;
+    vectors_to_rows8(yt, b.out_px, live, yp, b.out_px);
+    if (!act.none()) act.apply(yp, live * b.out_px);
+  }
+}
+
+bool depthwise_blocked8(const DepthwiseGeometry& g, int64_t planes, int64_t channels,
+                        const float* x, const float* w, const float* bias, float* y,
+                        const Activation& act, const ThreadPool& pool, const float* w16) {
+  if (channels <= 0 || planes % channels != 0) return false;
+  const BlockedPlan* b = cached_plan<BlockedPlan>(g, blocked8_geometry);
+  if (!b) return false;
+  const int64_t per_image = (channels + kLanes - 1) / kLanes;
+  split_planes(planes / channels * per_image, std::max<int64_t>(1, b->out_px * b->ntaps * kLanes),
+               pool, [&](int64_t begin, int64_t end) {
+                 blocked8_planes(*b, begin, end, channels, x, w, w16, bias, y, act);
+               });
+  return true;
+}
+
 bool has_avx512() {
   static const bool has = [] {
     // has_avx512f(): the CPU's AVX-512F, unless QUILT_CPU_ISA asks for less.
@@ -340,6 +508,33 @@ bool has_avx512() {
 }
 
 }  // namespace
+
+std::optional<BlockedPlan> blocked_plan(const DepthwiseGeometry& g, int64_t lanes,
+                                        int64_t max_out_w, int64_t max_out_px,
+                                        int64_t max_padded_px) {
+  if (g.out_w > max_out_w || g.pad_top < 0 || g.pad_left < 0) return {};
+  // Every factor below is at most the padded limit, so no product overflows (hostile strides
+  // and pads reach 2^62).
+  for (int64_t v : {g.in_h, g.in_w, g.out_h, g.kernel_h, g.kernel_w, g.stride_h, g.stride_w,
+                    g.dilation_h, g.dilation_w, g.pad_top, g.pad_left})
+    if (v > max_padded_px) return {};
+  BlockedPlan b;
+  b.g = g;
+  b.in_px = g.in_h * g.in_w;
+  b.out_px = g.out_h * g.out_w;
+  b.ntaps = g.kernel_h * g.kernel_w;
+  b.padded_h = std::max((g.out_h - 1) * g.stride_h + (g.kernel_h - 1) * g.dilation_h + 1,
+                        g.pad_top + g.in_h);
+  b.padded_w = std::max((g.out_w - 1) * g.stride_w + (g.kernel_w - 1) * g.dilation_w + 1,
+                        g.pad_left + g.in_w);
+  if (b.padded_h * b.padded_w > max_padded_px || b.out_px > max_out_px || b.ntaps > max_out_px)
+    return {};
+  for (int64_t ih = 0; ih < g.in_h; ++ih)
+    for (int64_t iw = 0; iw < g.in_w; ++iw)
+      b.to_padded.push_back(
+          static_cast<int32_t>(((ih + g.pad_top) * b.padded_w + iw + g.pad_left) * lanes));
+  return b;
+}
 
 const char* depthwise_conv2d(const DepthwiseGeometry& g, int64_t planes, int64_t channels,
                              const float* x, const float* w, const float* bias, float* y,
@@ -361,6 +556,9 @@ const char* depthwise_conv2d(const DepthwiseGeometry& g, int64_t planes, int64_t
     return "depthwise, flattened narrow planes (16 lanes)";
   if (avx512 && depthwise_rows3x3_avx512(g, planes, channels, x, w, bias, y, act, pool))
     return "depthwise 3x3, rows from the input (16 lanes)";
+  if (!avx512 && allow_transposed &&
+      depthwise_blocked8(g, planes, channels, x, w, bias, y, act, pool, w16))
+    return "depthwise, 8 channels at a time, transposed (8 lanes)";
   Plan p = make_plan(g);
   BandFn band_fn = avx512 ? band_kernel_avx512(g) : nullptr;
   const bool wide_tiles = band_fn != nullptr;

@@ -255,13 +255,7 @@ namespace {
 constexpr int64_t kNarrowBlock = 8;         // vectors per register block (each weight feeds 8)
 constexpr int64_t kNarrowMaxFloats = 8192;  // padded plane + outputs, in L1 with room to spare
 // A narrow-plane conv of fewer multiply-adds stays on the calling thread unless the pool is
-// awake (ThreadPool::split_work). Split alone, its next node read half its output from the other
-// core's cache: the keyword spotter's 64x25x5 3x3 convs (72K multiply-adds) at 2 threads, the
-// whole model 0.081 ms against 0.087-0.138 split. Split together with the pointwise convs around
-// them, each thread's half of the planes is the half of the channels its GEMM rows wrote, and
-// the model took 0.069-0.070 ms against 0.0766 with neither split and 0.085-0.086 with only the
-// pointwise ones (AMD EPYC, idle, five alternating rounds).
-constexpr int64_t kSplitMacs = int64_t{1} << 18;
+// awake: split_planes (conv_depthwise_internal.hpp).
 
 // Where a plane's floats go: one entry per 16-float vector of the padded plane (which lanes
 // hold input, and the index of the first input float they take) or of the flat outputs (which
@@ -563,7 +557,6 @@ QUILT_AVX512 void flat_planes(const DepthwiseGeometry& g, const Flat& f, int64_t
   for (; p + 2 <= end; p += 2) planes(std::integral_constant<int, 2>{}, p);
   if (p < end) planes(std::integral_constant<int, 1>{}, p);
 }
-
 // ---- small planes, 16 channels at a time ----
 // Sixteen channels' planes transposed into one zero-padded plane of 16-channel vectors (pixel
 // p's vector: its 16 channels), as a channel-blocked layout holds them: every tap of every output
@@ -572,40 +565,12 @@ QUILT_AVX512 void flat_planes(const DepthwiseGeometry& g, const Flat& f, int64_t
 // over the taps (rows of at most 16). The weights are transposed the same way, per block. Two
 // 16 x 16 transposes per 16 pixels (in, out) are the cost; planes of at most kBlockedPixels
 // pixels keep the block's input and output in L1.
-struct Blocked16 {
-  DepthwiseGeometry g{};
-  int64_t in_px = 0, out_px = 0, ntaps = 0;
-  int64_t padded_h = 0, padded_w = 0;  // the padded plane: input pixel (ih, iw) at (ih + pad_top,
-                                       // iw + pad_left), zeros around it
-  std::vector<int32_t> to_padded;      // per input pixel: its padded pixel, times 16
-};
+using Blocked16 = BlockedPlan;
 
 constexpr int64_t kBlockedPixels = 256;
 
 std::optional<Blocked16> blocked16_geometry(const DepthwiseGeometry& g) {
-  if (g.out_w > kLanes || g.pad_top < 0 || g.pad_left < 0) return {};
-  // Every factor below is at most twice the pixel limit, so no product overflows (hostile
-  // strides and pads reach 2^62).
-  for (int64_t v : {g.in_h, g.in_w, g.out_h, g.kernel_h, g.kernel_w, g.stride_h, g.stride_w,
-                    g.dilation_h, g.dilation_w, g.pad_top, g.pad_left})
-    if (v > 2 * kBlockedPixels) return {};
-  Blocked16 b;
-  b.g = g;
-  b.in_px = g.in_h * g.in_w;
-  b.out_px = g.out_h * g.out_w;
-  b.ntaps = g.kernel_h * g.kernel_w;
-  b.padded_h = std::max((g.out_h - 1) * g.stride_h + (g.kernel_h - 1) * g.dilation_h + 1,
-                        g.pad_top + g.in_h);
-  b.padded_w = std::max((g.out_w - 1) * g.stride_w + (g.kernel_w - 1) * g.dilation_w + 1,
-                        g.pad_left + g.in_w);
-  if (b.padded_h * b.padded_w > 2 * kBlockedPixels || b.out_px > kBlockedPixels ||
-      b.ntaps > kBlockedPixels)
-    return {};
-  for (int64_t ih = 0; ih < g.in_h; ++ih)
-    for (int64_t iw = 0; iw < g.in_w; ++iw)
-      b.to_padded.push_back(
-          static_cast<int32_t>(((ih + g.pad_top) * b.padded_w + iw + g.pad_left) * kLanes));
-  return b;
+  return blocked_plan(g, kLanes, kLanes, kBlockedPixels, 2 * kBlockedPixels);
 }
 
 // One block's output rows (OW columns each) from its padded transposed input xt and weights wt
@@ -717,45 +682,6 @@ QUILT_AVX512 void blocked16_planes(const Blocked16& b, int64_t begin, int64_t en
     vectors_to_rows(yt, b.out_px, live, yp, b.out_px);
     if (!act.none() && !act_here) act.apply(yp, live * b.out_px);
   }
-}
-
-// The plan of the last geometry this thread ran (make(g), or null when it gives none): a model's
-// narrow convs mostly share one (the keyword spotter's four), and building it cost a tenth of
-// the conv.
-template <class Plan>
-const Plan* cached_plan(const DepthwiseGeometry& g,
-                        std::optional<Plan> (*make)(const DepthwiseGeometry&)) {
-  struct Cached {
-    DepthwiseGeometry g{};
-    std::optional<Plan> plan;
-  };
-  thread_local Cached cache;
-  if (!cache.plan || std::memcmp(&cache.g, &g, sizeof g) != 0) {
-    std::optional<Plan> plan = make(g);
-    if (!plan) return nullptr;
-    cache.g = g;
-    cache.plan = std::move(plan);
-  }
-  return &*cache.plan;
-}
-
-// fn(begin, end) over the planes: on the calling thread below kSplitMacs multiply-adds (or the
-// pool's split_work), else in chunks of about 32K, as many for each thread (up to 4 each).
-// Chunks of 32K regardless of the thread count cut the keyword spotter's 64 planes (74K
-// multiply-adds) into 22 + 22 + 20: the caller took the first and then the third from the
-// worker, which starts later, so it did two thirds; two chunks of 32 took its model, 2 threads,
-// 3 alternating rounds, from 0.0271-0.0276 to 0.0257-0.0261 ms (AMD EPYC). Four chunks a thread
-// whatever the size: 0.0260-0.0266.
-template <class Fn>
-void split_planes(int64_t planes, int64_t plane_macs, const ThreadPool& pool, Fn fn) {
-  const int64_t macs = planes * plane_macs;
-  if (macs < std::min(kSplitMacs, pool.split_work())) {
-    fn(0, planes);
-    return;
-  }
-  const int64_t threads = pool.threads();
-  const int64_t per_thread = std::clamp<int64_t>(macs / (threads << 15), 1, 4);
-  pool.parallel_for(planes, (planes + threads * per_thread - 1) / (threads * per_thread), fn);
 }
 
 }  // namespace

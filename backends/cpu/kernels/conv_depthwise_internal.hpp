@@ -2,7 +2,11 @@
 // (conv_depthwise_avx512.cpp) tiles, and the entry point that lets tests pick the AVX2 path.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/kernels/conv_depthwise.hpp"
@@ -43,6 +47,74 @@ constexpr int64_t kBufferSlack = 16;
 // Output rows [0, rows) of one band (buf filled by fill_band): y = bias + window sums.
 using BandFn = void (*)(const Plan&, const float* buf, const float* w, float bias, float* y,
                         int64_t rows);
+
+// Small planes, a block of channels at a time (the 8-lane AVX2 and 16-lane AVX-512 kernels):
+// the block's planes transposed into one zero-padded plane of channel vectors (pixel p's vector:
+// its `lanes` channels), as a channel-blocked layout holds them. Every tap of every output pixel
+// is then one aligned load and one FMA with every lane live, whatever the plane's width, stride
+// or padding, with no masks and no branches.
+struct BlockedPlan {
+  DepthwiseGeometry g{};
+  int64_t in_px = 0, out_px = 0, ntaps = 0;
+  int64_t padded_h = 0, padded_w = 0;  // the padded plane: input pixel (ih, iw) at (ih + pad_top,
+                                       // iw + pad_left), zeros around it
+  std::vector<int32_t> to_padded;      // per input pixel: its padded pixel, times the lanes
+};
+
+// The plan for blocks of `lanes` channels, or none when out_w passes max_out_w, the output
+// max_out_px pixels, the padded plane max_padded_px pixels or the kernel max_out_px taps.
+std::optional<BlockedPlan> blocked_plan(const DepthwiseGeometry& g, int64_t lanes,
+                                        int64_t max_out_w, int64_t max_out_px,
+                                        int64_t max_padded_px);
+
+// The plan of the last geometry this thread ran through `make` (null when it gives none): a
+// model's small convs mostly share a few, and building one cost a tenth of the conv.
+template <class Plan>
+const Plan* cached_plan(const DepthwiseGeometry& g,
+                        std::optional<Plan> (*make)(const DepthwiseGeometry&)) {
+  struct Cached {
+    DepthwiseGeometry g{};
+    std::optional<Plan> (*make)(const DepthwiseGeometry&) = nullptr;
+    std::optional<Plan> plan;
+  };
+  thread_local Cached cache;
+  if (!cache.plan || cache.make != make || std::memcmp(&cache.g, &g, sizeof g) != 0) {
+    std::optional<Plan> plan = make(g);
+    if (!plan) return nullptr;
+    cache.g = g;
+    cache.make = make;
+    cache.plan = std::move(plan);
+  }
+  return &*cache.plan;
+}
+
+// A conv of fewer multiply-adds stays on the calling thread unless the pool is awake
+// (ThreadPool::split_work). Split alone, its next node read half its output from the other
+// core's cache: the keyword spotter's 64x25x5 3x3 convs (72K multiply-adds) at 2 threads, the
+// whole model 0.081 ms against 0.087-0.138 split. Split together with the pointwise convs around
+// them, each thread's half of the planes is the half of the channels its GEMM rows wrote, and
+// the model took 0.069-0.070 ms against 0.0766 with neither split and 0.085-0.086 with only the
+// pointwise ones (AMD EPYC, idle, five alternating rounds).
+constexpr int64_t kSplitMacs = int64_t{1} << 18;
+
+// fn(begin, end) over the items (planes or blocks of them): on the calling thread below
+// kSplitMacs multiply-adds (or the pool's split_work), else in chunks of about 32K, as many for
+// each thread (up to 4 each). Chunks of 32K regardless of the thread count cut the keyword
+// spotter's 64 planes (74K multiply-adds) into 22 + 22 + 20: the caller took the first and then
+// the third from the worker, which starts later, so it did two thirds; two chunks of 32 took its
+// model, 2 threads, 3 alternating rounds, from 0.0271-0.0276 to 0.0257-0.0261 ms (AMD EPYC). Four
+// chunks a thread whatever the size: 0.0260-0.0266.
+template <class Fn>
+void split_planes(int64_t items, int64_t item_macs, const ThreadPool& pool, Fn fn) {
+  const int64_t macs = items * item_macs;
+  if (macs < std::min(kSplitMacs, pool.split_work())) {
+    fn(0, items);
+    return;
+  }
+  const int64_t threads = pool.threads();
+  const int64_t per_thread = std::clamp<int64_t>(macs / (threads << 15), 1, 4);
+  pool.parallel_for(items, (items + threads * per_thread - 1) / (threads * per_thread), fn);
+}
 
 // The AVX-512 band kernel for g, or null where the AVX2 one measured as fast. Call only when the
 // CPU has AVX-512F/BW/VL/DQ.

@@ -405,8 +405,16 @@ TEST(CpuDepthwiseConv, DISABLED_Throughput) {
        make_case(1, 672, 14, 14, 5, 5, 2, 1, 2, true, Activation::Kind::Silu)},
       {"effnet 672x14x14 5x5",
        make_case(1, 672, 14, 14, 5, 5, 1, 1, 2, true, Activation::Kind::Silu)},
+      {"mbv3 240x28x28 3x3 s2",
+       make_case(1, 240, 28, 28, 3, 3, 2, 1, 1, true, Activation::Kind::HardSwish)},
+      {"mbv3 120x28x28 5x5",
+       make_case(1, 120, 28, 28, 5, 5, 1, 1, 2, true, Activation::Kind::Relu)},
+      {"effnet 240x28x28 3x3",
+       make_case(1, 240, 28, 28, 3, 3, 1, 1, 1, true, Activation::Kind::Silu)},
       {"effnet 480x14x14 3x3",
        make_case(1, 480, 14, 14, 3, 3, 1, 1, 1, true, Activation::Kind::Silu)},
+      {"mbv3 72x56x56 5x5 s2",
+       make_case(1, 72, 56, 56, 5, 5, 2, 1, 2, true, Activation::Kind::Relu)},
       {"effnet 144x56x56 3x3",
        make_case(1, 144, 56, 56, 3, 3, 1, 1, 1, true, Activation::Kind::Silu)},
       {"effnet 96x112x112 3x3 s2",
@@ -424,10 +432,15 @@ TEST(CpuDepthwiseConv, DISABLED_Throughput) {
     std::vector<float> y(static_cast<size_t>(planes * g.out_h * g.out_w));
     Activation act;
     act.kind = std::getenv("QUILT_BENCH_NO_ACT") ? Activation::Kind::None : s.c.act;
+    // The weights laid out once, as a conv with constant weights has them.
+    const std::shared_ptr<float[]> w16 =
+        depthwise_weights16(w.data(), planes, g.kernel_h * g.kernel_w);
+    const bool transposed = !std::getenv("QUILT_BENCH_NO_TRANSPOSED");
     double best = 1e30;
     for (int r = 0; r < 2000; ++r) {
       const auto t0 = std::chrono::steady_clock::now();
-      depthwise_conv2d(g, planes, planes, x.data(), w.data(), b.data(), y.data(), act, pool);
+      depthwise_detail::depthwise_conv2d(g, planes, planes, x.data(), w.data(), b.data(), y.data(),
+                                         act, pool, true, transposed, w16.get());
       best = std::min(best,
                       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
@@ -517,5 +530,84 @@ TEST(CpuDepthwiseConv, TransposedSixteenChannelsAtATimeOnSmallPlanes) {
                                                     y.data(), Activation{}, pool1, true),
                  name)
         << describe(d);
+  }
+}
+
+// The AVX2 form of the above (every x86-64-v3 CPU runs it; on CPUs with AVX-512 the tests reach
+// it by not allowing the AVX-512 kernels): output rows of up to 28 columns, 784 pixels, padded
+// planes of up to 3600 pixels, eight channels at a time. Rows wider than 14 columns go in
+// balanced chunks (15 -> 7 + 8), planes of fewer than 8 pixels load through masks, the last
+// group of 8 pixels overlaps the one before; channel counts that leave a partial last block (1,
+// 5, 9, 17) or none (8, 16), and the weights laid out in 16-channel blocks (each 8-channel block
+// half of one) or per run (check() runs both).
+TEST(CpuDepthwiseConv, TransposedEightChannelsAtATimeOnAvx2) {
+  ThreadPool pool1(1), pool2(2);
+  std::mt19937 rng(23);
+  auto pick = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  const std::pair<int64_t, int64_t> kernels[] = {{1, 1}, {3, 3}, {5, 5}, {7, 7}, {3, 5}};
+  const int64_t channel_counts[] = {1, 5, 8, 9, 16, 17};
+  constexpr const char* kName = "depthwise, 8 channels at a time, transposed (8 lanes)";
+  unsigned seed = 2100;
+  int taken = 0, chunked = 0, tiny = 0;
+  for (int rep = 0; rep < 200; ++rep) {
+    const auto [kh, kw] = kernels[rep % std::size(kernels)];
+    const int64_t s = pick(1, 3), d = rep % 7 == 0 ? 2 : 1;
+    const int64_t in_h = pick(1, 30), in_w = rep % 5 == 0 ? pick(1, 4) : pick(1, 30);
+    const int64_t top = pick(0, 3), bottom = pick(0, 3), left = pick(0, 3), right = pick(0, 3);
+    DepthwiseGeometry g{in_h, in_w, 0, 0, kh, kw, s, s, d, d, top, left};
+    g.out_h = window_out_size(in_h, kh, s, d, top, bottom);
+    g.out_w = window_out_size(in_w, kw, s, d, left, right);
+    if (g.out_h < 1 || g.out_w < 1 || g.out_w > 28 || g.out_h * g.out_w > 784) continue;
+    Case c{g,
+           pick(1, 2),
+           channel_counts[rep % std::size(channel_counts)],
+           pick(0, 1) == 1,
+           kActs[rep % std::size(kActs)],
+           false};
+    check(c, rep % 2 ? pool2 : pool1, seed++);
+    if (::testing::Test::HasFatalFailure()) return;
+    std::vector<float> x(static_cast<size_t>(in_h * in_w)), w(static_cast<size_t>(kh * kw)),
+        y(static_cast<size_t>(g.out_h * g.out_w));
+    EXPECT_STREQ(depthwise_detail::depthwise_conv2d(g, 1, 1, x.data(), w.data(), nullptr, y.data(),
+                                                    Activation{}, pool1, false),
+                 kName)
+        << describe(c);
+    ++taken;
+    chunked += g.out_w > 14;
+    tiny += in_h * in_w < 8;
+  }
+  EXPECT_GE(taken, 80);
+  EXPECT_GE(chunked, 10);
+  EXPECT_GE(tiny, 5);
+  // The zoo's shapes it takes (fewer channels): MobileNetV3's 5x5 stride 2 from 56x56 (a padded
+  // plane of 3481 pixels), 28x28 rows in two chunks, 7x7 and 14x14 planes, dilation 2.
+  for (const Case& c :
+       {make_case(1, 9, 56, 56, 5, 5, 2, 1, 2), make_case(2, 5, 28, 28, 5, 5, 1, 1, 2),
+        make_case(1, 11, 28, 28, 3, 3, 2, 1, 1), make_case(3, 17, 7, 7, 5, 5, 1, 1, 2),
+        make_case(1, 8, 14, 14, 3, 3, 1, 2, 2)}) {
+    Case d = c;
+    d.act = Activation::Kind::HardSwish;
+    check(d, pool2, seed++);
+    std::vector<float> x(static_cast<size_t>(c.g.in_h * c.g.in_w)),
+        w(static_cast<size_t>(c.g.kernel_h * c.g.kernel_w)),
+        y(static_cast<size_t>(c.g.out_h * c.g.out_w));
+    EXPECT_STREQ(depthwise_detail::depthwise_conv2d(c.g, 1, 1, x.data(), w.data(), nullptr,
+                                                    y.data(), Activation{}, pool1, false),
+                 kName)
+        << describe(d);
+  }
+  // Not taken: rows wider than 28 columns, padded planes over 3600 pixels, or not allowed.
+  const std::pair<Case, bool> others[] = {{make_case(1, 8, 56, 56, 3, 3, 1, 1, 1), true},
+                                          {make_case(1, 8, 112, 112, 3, 3, 2, 1, 1), true},
+                                          {make_case(1, 8, 14, 14, 3, 3, 1, 1, 1), false}};
+  for (const auto& [c, allowed] : others) {
+    std::vector<float> x(static_cast<size_t>(c.g.in_h * c.g.in_w)), w(9),
+        y(static_cast<size_t>(c.g.out_h * c.g.out_w));
+    EXPECT_STREQ(depthwise_detail::depthwise_conv2d(c.g, 1, 1, x.data(), w.data(), nullptr,
+                                                    y.data(), Activation{}, pool1, false, allowed),
+                 "depthwise, row bands (8-lane tiles)")
+        << describe(c);
   }
 }
