@@ -497,6 +497,107 @@ bool depthwise_blocked8(const DepthwiseGeometry& g, int64_t planes, int64_t chan
   return true;
 }
 
+// ---- 3x3, stride 1, wide rows: read straight from the input ----
+// The band tiles copy each plane into a padded buffer first and then load every kernel column's
+// vector at its own offset. Here a tile of up to 4 output rows x 8 columns loads each input row
+// it reaches at the three column shifts, straight from the input (masked loads only where a
+// shift crosses the plane's left or right edge; rows above and below it are skipped), and each
+// load feeds the up to three output rows it reaches, the nine weights in registers (4
+// accumulators + 9 weights + the load: 14 of the 16 ymm). The AVX-512 form is
+// depthwise_rows3x3_avx512.
+constexpr int64_t kRows3x3Tile = 4;
+
+template <int R, bool kEdge>
+inline void rows3x3_tile(const float* x, int64_t in_h, int64_t in_w, int64_t ih0, int64_t col,
+                         const __m256 (&wv)[9], const __m256i (&mask)[3], float bias, float* y,
+                         int64_t y_row) {
+  __m256 acc[R];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_set1_ps(bias);
+#pragma GCC unroll 6
+  for (int i = 0; i < R + 2; ++i) {
+    const int64_t ih = ih0 + i;
+    if (ih < 0 || ih >= in_h) continue;  // padding rows add nothing
+    const float* s = x + ih * in_w + col;
+#pragma GCC unroll 3
+    for (int k = 0; k < 3; ++k) {
+      const __m256 xv = kEdge ? _mm256_maskload_ps(s + k, mask[k]) : _mm256_loadu_ps(s + k);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        const int kh = i - r;
+        if (kh >= 0 && kh < 3) acc[r] = _mm256_fmadd_ps(wv[3 * kh + k], xv, acc[r]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) _mm256_storeu_ps(y + r * y_row, acc[r]);
+}
+
+template <bool kEdge>
+void rows3x3_tiles(int64_t rows, const float* x, int64_t in_h, int64_t in_w, int64_t ih0,
+                   int64_t col, const __m256 (&wv)[9], const __m256i (&mask)[3], float bias,
+                   float* y, int64_t y_row) {
+  for (int64_t r0 = 0; r0 < rows; r0 += kRows3x3Tile) {
+    const int64_t ih = ih0 + r0;
+    float* yt = y + r0 * y_row;
+    switch (std::min(kRows3x3Tile, rows - r0)) {
+      case 4:
+        rows3x3_tile<4, kEdge>(x, in_h, in_w, ih, col, wv, mask, bias, yt, y_row);
+        break;
+      case 3:
+        rows3x3_tile<3, kEdge>(x, in_h, in_w, ih, col, wv, mask, bias, yt, y_row);
+        break;
+      case 2:
+        rows3x3_tile<2, kEdge>(x, in_h, in_w, ih, col, wv, mask, bias, yt, y_row);
+        break;
+      default:
+        rows3x3_tile<1, kEdge>(x, in_h, in_w, ih, col, wv, mask, bias, yt, y_row);
+    }
+  }
+}
+
+// Output rows [oh0, oh1) of one plane, a column vector at a time (the last one shifted to end at
+// out_w: it recomputes a few columns of its neighbour, bit for bit).
+void rows3x3_band(const DepthwiseGeometry& g, const float* x, const float* w, float bias,
+                  const Activation& act, float* y, int64_t oh0, int64_t oh1) {
+  __m256 wv[9];
+  for (int k = 0; k < 9; ++k) wv[k] = _mm256_set1_ps(w[k]);
+  const int64_t nvec = (g.out_w + kLanes - 1) / kLanes;
+  for (int64_t v = 0; v < nvec; ++v) {
+    const int64_t c0 = v + 1 == nvec ? g.out_w - kLanes : v * kLanes;
+    const int64_t col = c0 - g.pad_left;  // input column of lane 0 at shift 0
+    __m256i mask[3];
+    bool edge = false;
+    for (int64_t k = 0; k < 3; ++k) {
+      // Lanes j with 0 <= col + k + j < in_w.
+      const int64_t lo = std::clamp<int64_t>(-(col + k), 0, kLanes);
+      const int64_t hi = std::clamp<int64_t>(g.in_w - (col + k), 0, kLanes);
+      mask[k] = _mm256_andnot_si256(lanes8(lo), lanes8(std::max(lo, hi)));
+      edge |= lo > 0 || hi < kLanes;
+    }
+    const int64_t ih0 = oh0 - g.pad_top;
+    float* yv = y + oh0 * g.out_w + c0;
+    if (edge)
+      rows3x3_tiles<true>(oh1 - oh0, x, g.in_h, g.in_w, ih0, col, wv, mask, bias, yv, g.out_w);
+    else
+      rows3x3_tiles<false>(oh1 - oh0, x, g.in_h, g.in_w, ih0, col, wv, mask, bias, yv, g.out_w);
+  }
+  if (!act.none())
+    for (int64_t r = oh0; r < oh1; ++r) act.apply(y + r * g.out_w, g.out_w);
+}
+
+bool depthwise_rows3x3(const DepthwiseGeometry& g, int64_t planes, int64_t channels, const float* x,
+                       const float* w, const float* bias, float* y, const Activation& act,
+                       const ThreadPool& pool) {
+  if (!rows3x3_takes(g, kLanes)) return false;
+  const int64_t in_size = g.in_h * g.in_w, out_size = g.out_h * g.out_w;
+  rows3x3_bands(g, planes, channels, pool, [&](int64_t p, int64_t c, int64_t oh0, int64_t oh1) {
+    rows3x3_band(g, x + p * in_size, w + c * 9, bias ? bias[c] : 0.f, act, y + p * out_size, oh0,
+                 oh1);
+  });
+  return true;
+}
+
 bool has_avx512() {
   static const bool has = [] {
     // has_avx512f(): the CPU's AVX-512F, unless QUILT_CPU_ISA asks for less.
@@ -539,7 +640,7 @@ std::optional<BlockedPlan> blocked_plan(const DepthwiseGeometry& g, int64_t lane
 const char* depthwise_conv2d(const DepthwiseGeometry& g, int64_t planes, int64_t channels,
                              const float* x, const float* w, const float* bias, float* y,
                              const Activation& act, const ThreadPool& pool, bool allow_avx512,
-                             bool allow_transposed, const float* w16) {
+                             bool allow_transposed, const float* w16, bool allow_rows3x3) {
   if (planes <= 0 || g.out_h <= 0 || g.out_w <= 0) return "depthwise (empty)";
   const bool avx512 = allow_avx512 && has_avx512();
   // Small planes go 16 channels at a time, transposed, except rows narrower than 7 that the
@@ -559,6 +660,8 @@ const char* depthwise_conv2d(const DepthwiseGeometry& g, int64_t planes, int64_t
   if (!avx512 && allow_transposed &&
       depthwise_blocked8(g, planes, channels, x, w, bias, y, act, pool, w16))
     return "depthwise, 8 channels at a time, transposed (8 lanes)";
+  if (!avx512 && allow_rows3x3 && depthwise_rows3x3(g, planes, channels, x, w, bias, y, act, pool))
+    return "depthwise 3x3, rows from the input (8 lanes)";
   Plan p = make_plan(g);
   BandFn band_fn = avx512 ? band_kernel_avx512(g) : nullptr;
   const bool wide_tiles = band_fn != nullptr;

@@ -832,21 +832,11 @@ QUILT_AVX512 void rows3x3_band(const DepthwiseGeometry& g, const float* x, const
 bool depthwise_rows3x3_avx512(const DepthwiseGeometry& g, int64_t planes, int64_t channels,
                               const float* x, const float* w, const float* bias, float* y,
                               const Activation& act, const ThreadPool& pool) {
-  if (g.kernel_h != 3 || g.kernel_w != 3 || g.stride_h != 1 || g.stride_w != 1 ||
-      g.dilation_h != 1 || g.dilation_w != 1 || g.out_w <= 8)
-    return false;
-  // Bands of rows of at least 2^15 multiply-adds (whole 56x56 planes; 112x112 ones in four).
-  const int64_t row_macs = g.out_w * 9;
-  const int64_t band_rows = std::clamp<int64_t>((int64_t{1} << 15) / row_macs, 1, g.out_h);
-  const int64_t bands = (g.out_h + band_rows - 1) / band_rows;
+  if (!rows3x3_takes(g, 8)) return false;
   const int64_t in_size = g.in_h * g.in_w, out_size = g.out_h * g.out_w;
-  pool.parallel_for(planes * bands, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t item = begin; item < end; ++item) {
-      const int64_t p = item / bands, band = item % bands, c = p % channels;
-      const int64_t oh0 = band * band_rows, oh1 = std::min(g.out_h, oh0 + band_rows);
-      rows3x3_band(g, x + p * in_size, w + c * 9, bias ? bias[c] : 0.f, act, y + p * out_size, oh0,
-                   oh1);
-    }
+  rows3x3_bands(g, planes, channels, pool, [&](int64_t p, int64_t c, int64_t oh0, int64_t oh1) {
+    rows3x3_band(g, x + p * in_size, w + c * 9, bias ? bias[c] : 0.f, act, y + p * out_size, oh0,
+                 oh1);
   });
   return true;
 }

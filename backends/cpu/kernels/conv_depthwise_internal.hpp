@@ -116,6 +116,30 @@ void split_planes(int64_t items, int64_t item_macs, const ThreadPool& pool, Fn f
   pool.parallel_for(items, (items + threads * per_thread - 1) / (threads * per_thread), fn);
 }
 
+// Whether the rows-from-the-input 3x3 kernels (AVX2 and AVX-512) take g: 3x3, stride and
+// dilation 1, rows wider than `lanes`.
+inline bool rows3x3_takes(const DepthwiseGeometry& g, int64_t lanes) {
+  return g.kernel_h == 3 && g.kernel_w == 3 && g.stride_h == 1 && g.stride_w == 1 &&
+         g.dilation_h == 1 && g.dilation_w == 1 && g.out_w > lanes;
+}
+
+// band(plane, channel, oh0, oh1) for bands of output rows of at least 2^15 multiply-adds of a
+// 3x3 conv (whole 56x56 planes; 112x112 ones in four), across the pool.
+template <class Band>
+void rows3x3_bands(const DepthwiseGeometry& g, int64_t planes, int64_t channels,
+                   const ThreadPool& pool, Band band) {
+  const int64_t row_macs = g.out_w * 9;
+  const int64_t band_rows = std::clamp<int64_t>((int64_t{1} << 15) / row_macs, 1, g.out_h);
+  const int64_t bands = (g.out_h + band_rows - 1) / band_rows;
+  pool.parallel_for(planes * bands, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t p = item / bands, b = item % bands;
+      const int64_t oh0 = b * band_rows;
+      band(p, p % channels, oh0, std::min(g.out_h, oh0 + band_rows));
+    }
+  });
+}
+
 // The AVX-512 band kernel for g, or null where the AVX2 one measured as fast. Call only when the
 // CPU has AVX-512F/BW/VL/DQ.
 BandFn band_kernel_avx512(const DepthwiseGeometry& g);
@@ -158,10 +182,12 @@ void deinterleave_rows_avx512(const float* src, int64_t src_row, float* dst, int
                               int64_t n_odd);
 
 // depthwise_conv2d, using AVX-512 tiles only when allow_avx512 and the CPU has them (tests run
-// both paths).
+// both paths); allow_transposed and allow_rows3x3 (AVX2) let tests and benchmarks set those
+// kernels aside for the band tiles.
 const char* depthwise_conv2d(const DepthwiseGeometry& g, int64_t planes, int64_t channels,
                              const float* x, const float* w, const float* bias, float* y,
                              const Activation& act, const ThreadPool& pool, bool allow_avx512,
-                             bool allow_transposed = true, const float* w16 = nullptr);
+                             bool allow_transposed = true, const float* w16 = nullptr,
+                             bool allow_rows3x3 = true);
 
 }  // namespace quilt::cpu::depthwise_detail

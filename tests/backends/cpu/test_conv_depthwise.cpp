@@ -436,11 +436,12 @@ TEST(CpuDepthwiseConv, DISABLED_Throughput) {
     const std::shared_ptr<float[]> w16 =
         depthwise_weights16(w.data(), planes, g.kernel_h * g.kernel_w);
     const bool transposed = !std::getenv("QUILT_BENCH_NO_TRANSPOSED");
+    const bool rows3x3 = !std::getenv("QUILT_BENCH_NO_ROWS3X3");
     double best = 1e30;
     for (int r = 0; r < 2000; ++r) {
       const auto t0 = std::chrono::steady_clock::now();
       depthwise_detail::depthwise_conv2d(g, planes, planes, x.data(), w.data(), b.data(), y.data(),
-                                         act, pool, true, transposed, w16.get());
+                                         act, pool, true, transposed, w16.get(), rows3x3);
       best = std::min(best,
                       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
@@ -599,15 +600,80 @@ TEST(CpuDepthwiseConv, TransposedEightChannelsAtATimeOnAvx2) {
         << describe(d);
   }
   // Not taken: rows wider than 28 columns, padded planes over 3600 pixels, or not allowed.
-  const std::pair<Case, bool> others[] = {{make_case(1, 8, 56, 56, 3, 3, 1, 1, 1), true},
+  const std::pair<Case, bool> others[] = {{make_case(1, 8, 56, 56, 5, 5, 1, 1, 2), true},
                                           {make_case(1, 8, 112, 112, 3, 3, 2, 1, 1), true},
-                                          {make_case(1, 8, 14, 14, 3, 3, 1, 1, 1), false}};
+                                          {make_case(1, 8, 14, 14, 5, 5, 1, 1, 2), false}};
   for (const auto& [c, allowed] : others) {
-    std::vector<float> x(static_cast<size_t>(c.g.in_h * c.g.in_w)), w(9),
+    std::vector<float> x(static_cast<size_t>(c.g.in_h * c.g.in_w)),
+        w(static_cast<size_t>(c.g.kernel_h * c.g.kernel_w)),
         y(static_cast<size_t>(c.g.out_h * c.g.out_w));
     EXPECT_STREQ(depthwise_detail::depthwise_conv2d(c.g, 1, 1, x.data(), w.data(), nullptr,
                                                     y.data(), Activation{}, pool1, false, allowed),
                  "depthwise, row bands (8-lane tiles)")
+        << describe(c);
+  }
+}
+
+// The AVX2 3x3 stride-1 kernel on rows wider than 8 that the transposed kernel does not take
+// (rows over 28 columns, or not allowed): rows read straight from the input, masked at the
+// plane's edges (pads 0-3 on each side independently, so a shift may lie wholly outside the
+// plane), the last vector shifted back to end at the row's end (widths not a multiple of 8),
+// tiles of 1-4 rows (heights 1-40), bands of rows across threads (112x112), every activation.
+TEST(CpuDepthwiseConv, Rows3x3ReadTheInputOnAvx2) {
+  ThreadPool pool1(1), pool2(2);
+  std::mt19937 rng(29);
+  auto pick = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  constexpr const char* kName = "depthwise 3x3, rows from the input (8 lanes)";
+  unsigned seed = 3100;
+  int taken = 0;
+  for (int rep = 0; rep < 120; ++rep) {
+    const int64_t in_h = rep % 10 == 0 ? pick(100, 120) : pick(1, 40), in_w = pick(7, 80);
+    const int64_t top = pick(0, 3), bottom = pick(0, 3), left = pick(0, 3), right = pick(0, 3);
+    DepthwiseGeometry g{in_h, in_w, 0, 0, 3, 3, 1, 1, 1, 1, top, left};
+    g.out_h = window_out_size(in_h, 3, 1, 1, top, bottom);
+    g.out_w = window_out_size(in_w, 3, 1, 1, left, right);
+    if (g.out_h < 1 || g.out_w <= 8) continue;
+    Case c{g, pick(1, 2), pick(1, 5), pick(0, 1) == 1, kActs[rep % std::size(kActs)], false, false};
+    check(c, rep % 2 ? pool2 : pool1, seed++);
+    if (::testing::Test::HasFatalFailure()) return;
+    std::vector<float> x(static_cast<size_t>(in_h * in_w)), w(9),
+        y(static_cast<size_t>(g.out_h * g.out_w));
+    EXPECT_STREQ(depthwise_detail::depthwise_conv2d(g, 1, 1, x.data(), w.data(), nullptr, y.data(),
+                                                    Activation{}, pool1, false, false),
+                 kName)
+        << describe(c);
+    ++taken;
+  }
+  EXPECT_GE(taken, 100);
+  // With the transposed kernel allowed it takes rows up to 28 columns; wider ones come here.
+  for (const Case& c :
+       {make_case(1, 4, 56, 56, 3, 3, 1, 1, 1), make_case(1, 3, 112, 112, 3, 3, 1, 1, 1),
+        make_case(2, 2, 30, 33, 3, 3, 1, 1, 0)}) {
+    Case d = c;
+    d.act = Activation::Kind::Silu;
+    check(d, pool2, seed++);
+    std::vector<float> x(static_cast<size_t>(c.g.in_h * c.g.in_w)), w(9),
+        y(static_cast<size_t>(c.g.out_h * c.g.out_w));
+    EXPECT_STREQ(depthwise_detail::depthwise_conv2d(c.g, 1, 1, x.data(), w.data(), nullptr,
+                                                    y.data(), Activation{}, pool1, false),
+                 kName)
+        << describe(d);
+  }
+  // Not taken: stride 2, dilation 2, 5x5, rows of 8 or fewer, or not allowed.
+  for (const auto& [c, allowed] : std::initializer_list<std::pair<Case, bool>>{
+           {make_case(1, 2, 60, 60, 3, 3, 2, 1, 1), true},
+           {make_case(1, 2, 60, 60, 3, 3, 1, 2, 2), true},
+           {make_case(1, 2, 60, 60, 5, 5, 1, 1, 2), true},
+           {make_case(1, 2, 60, 60, 3, 3, 1, 1, 1), false}}) {
+    std::vector<float> x(static_cast<size_t>(c.g.in_h * c.g.in_w)),
+        w(static_cast<size_t>(c.g.kernel_h * c.g.kernel_w)),
+        y(static_cast<size_t>(c.g.out_h * c.g.out_w));
+    EXPECT_STREQ(
+        depthwise_detail::depthwise_conv2d(c.g, 1, 1, x.data(), w.data(), nullptr, y.data(),
+                                           Activation{}, pool1, false, true, nullptr, allowed),
+        "depthwise, row bands (8-lane tiles)")
         << describe(c);
   }
 }
