@@ -451,7 +451,7 @@ void blocked8_planes(const BlockedPlan& b, int64_t begin, int64_t end, int64_t c
   float* xt = thread_scratch(5, (padded + b.out_px + b.ntaps) * kLanes);  // 64-byte aligned
   float* yt = xt + padded * kLanes;
   float* wt = yt + b.out_px * kLanes;
-  std::fill(xt, xt + padded * kLanes, 0.f);  // the padding; the blocks write only the inside
+  zero_padding(b, kLanes, xt);  // the blocks write only the inside
   // The row's chunks: as few as fit the registers, of balanced widths (16 -> 8 + 8).
   const int64_t chunks = (g.out_w + kChunkMax - 1) / kChunkMax;
   const int64_t narrow = g.out_w / chunks, wide_chunks = g.out_w % chunks;

@@ -557,6 +557,7 @@ QUILT_AVX512 void flat_planes(const DepthwiseGeometry& g, const Flat& f, int64_t
   for (; p + 2 <= end; p += 2) planes(std::integral_constant<int, 2>{}, p);
   if (p < end) planes(std::integral_constant<int, 1>{}, p);
 }
+
 // ---- small planes, 16 channels at a time ----
 // Sixteen channels' planes transposed into one zero-padded plane of 16-channel vectors (pixel
 // p's vector: its 16 channels), as a channel-blocked layout holds them: every tap of every output
@@ -664,8 +665,8 @@ QUILT_AVX512 void blocked16_planes(const Blocked16& b, int64_t begin, int64_t en
   float* xt = thread_scratch(5, (padded + b.out_px + b.ntaps + 1) * kLanes);  // 64-byte aligned
   float* yt = xt + padded * kLanes;
   float* wt = yt + b.out_px * kLanes;
-  float* bt = wt + b.ntaps * kLanes;         // the block's bias
-  std::fill(xt, xt + padded * kLanes, 0.f);  // the padding; the blocks write only the inside
+  float* bt = wt + b.ntaps * kLanes;  // the block's bias
+  zero_padding(b, kLanes, xt);        // the blocks write only the inside
   const bool act_here = !act.none() && has_act16(act.kind);
   const Blocked16Rows rows = blocked16_kernel(b.g.out_w, b.g.stride_w);
   for (int64_t k = begin; k < end; ++k) {
