@@ -21,4 +21,12 @@ std::shared_ptr<T[]> aligned_array(int64_t count) {
   return std::shared_ptr<T[]>(p, [](T* q) { std::free(q); });
 }
 
+// The same, zero-filled.
+template <class T>
+std::shared_ptr<T[]> aligned_zeros(int64_t count) {
+  std::shared_ptr<T[]> p = aligned_array<T>(count);
+  std::fill_n(p.get(), std::max<int64_t>(count, 0), T{});
+  return p;
+}
+
 }  // namespace quilt::cpu

@@ -241,12 +241,6 @@ int64_t chunk_channels(int64_t group, int64_t taps, int64_t depth) {
   return std::max<int64_t>(kStep, kBytes / per_channel / kStep * kStep);
 }
 
-std::shared_ptr<float[]> zeros(int64_t count) {
-  std::shared_ptr<float[]> p = aligned_array<float>(count);
-  std::fill_n(p.get(), count, 0.f);
-  return p;
-}
-
 class BlockedConvKernel : public Kernel {
  public:
   BlockedConvKernel(const NodeSignature& sig, bool in_blocked, bool out_blocked,
@@ -260,7 +254,7 @@ class BlockedConvKernel : public Kernel {
     const int64_t cb = blocks(c_out);
     const float* wp = w.data<float>();
     if (depthwise_) {  // [cb][taps][16]
-      weights_ = zeros(cb * taps * kLanes);
+      weights_ = aligned_zeros<float>(cb * taps * kLanes);
       for (int64_t m = 0; m < c_out; ++m)
         for (int64_t t = 0; t < taps; ++t)
           weights_[((m / kLanes) * taps + t) * kLanes + m % kLanes] = wp[m * taps + t];
@@ -269,7 +263,7 @@ class BlockedConvKernel : public Kernel {
       // chunks of chunk_c_ input channels, each chunk [taps][its channels][blocks of the group]
       // [16]: in the order of the tile's flat loop over the depth, a step's weights one run of
       // OB x 16 floats right after the previous step's.
-      weights_ = zeros(cb * depth * taps * kLanes);
+      weights_ = aligned_zeros<float>(cb * depth * taps * kLanes);
       const int64_t group = std::min<int64_t>(kMaxBlocks, cb);
       chunk_c_ = chunk_channels(group, taps, depth);
       for (int64_t m = 0; m < c_out; ++m) {
@@ -285,7 +279,7 @@ class BlockedConvKernel : public Kernel {
     }
     memo_.keep({&sig.inputs[0], &sig.outputs[0]},
                [&](const auto& s) { return conv_geometry(sig.node, s[0], w_shape_, s[1]); });
-    bias_ = zeros(cb * kLanes);
+    bias_ = aligned_zeros<float>(cb * kLanes);
     if (sig.constants.size() > 2 && sig.constants[2]) {
       const float* bp = sig.constants[2]->data<float>();
       for (int64_t m = 0; m < c_out; ++m) bias_[m] = bp[m];
@@ -297,24 +291,10 @@ class BlockedConvKernel : public Kernel {
   void run(KernelContext& ctx) const override {
     const Tensor& x = ctx.input(0);
     const std::vector<int64_t>& y_shape = ctx.output_shape(0);
-    // The input's logical NCHW shape.
-    std::vector<int64_t> x_shape = x.shape();
-    if (in_blocked_) {
-      if (x.rank() != 5 || x.dim(1) != blocks(c_in_) || x.dim(4) != kLanes)
-        ctx.node.fail("blocked input is " + to_string(x.shape()) + "; expected [N, " +
-                          std::to_string(blocks(c_in_)) + ", H, W, 16]",
-                      ErrorCode::Runtime);
-      x_shape = {x.dim(0), c_in_, x.dim(2), x.dim(3)};
-    } else if (x.rank() != 4 || x.dim(1) != c_in_) {
-      ctx.node.fail("input is " + to_string(x.shape()) + "; expected [N, " + std::to_string(c_in_) +
-                        ", H, W]",
-                    ErrorCode::Runtime);
-    }
-    const int64_t n = x_shape[0], c_out = w_shape_[0];
-    if (y_shape.size() != 4 || y_shape[0] != n || y_shape[1] != c_out)
-      ctx.node.fail(
-          "output shape " + to_string(y_shape) + " does not fit the input " + to_string(x_shape),
-          ErrorCode::Runtime);
+    const int64_t c_out = w_shape_[0];
+    const std::vector<int64_t> x_shape =
+        blocked_detail::checked_shapes(ctx, x, in_blocked_, c_in_, c_out, kLanes);
+    const int64_t n = x_shape[0];
     ShapeMemo<Geometry>::Held layout;
     const Geometry& g = memo_.get({x_shape, y_shape}, layout, [&] {
       return conv_geometry(ctx.node, x_shape, w_shape_, y_shape);
@@ -332,23 +312,15 @@ class BlockedConvKernel : public Kernel {
     e.y = {y.data<float>(), out_blocked_, c_out, out_h, out_w};
     e.residual = {nullptr, residual_blocked_, c_out, out_h, out_w};
     e.act = ctx.activation;
-    if (const Tensor* r = ctx.residual) {
-      const std::vector<int64_t> want =
-          residual_blocked_ ? std::vector<int64_t>{n, blocks(c_out), out_h, out_w, kLanes}
-                            : y_shape;
-      if (r->dtype() != DType::Float32 || r->shape() != want)
-        ctx.node.fail("fused residual is " + std::string(dtype_name(r->dtype())) + " " +
-                          to_string(r->shape()) + "; expected float32 " + to_string(want),
-                      ErrorCode::Runtime);
-      e.residual.data = const_cast<float*>(r->data<float>());
-    }
+    e.residual.data =
+        const_cast<float*>(blocked_detail::checked_residual(ctx, residual_blocked_, kLanes));
     Plane in{const_cast<float*>(x.data<float>()), in_blocked_, c_in_, g.in[1], g.in[2]};
     // Windows that read padding, or a depthwise input in NCHW: the input is copied once into a
     // zero-bordered plane (blocked for the depthwise kernel), so that every tile reads whole
     // windows: per-pixel edge tiles were most of the keyword spotter's 25x5 maps.
     Tensor padded;
     Geometry inner = g;
-    if (reads_padding(g) || (depthwise_ && !in.blocked)) {
+    if (blocked_detail::reads_padding(g) || (depthwise_ && !in.blocked)) {
       in = pad_input(ctx, in, g, depthwise_ || in.blocked, n, padded);
       inner.in[1] = in.h;
       inner.in[2] = in.w;
@@ -376,15 +348,6 @@ class BlockedConvKernel : public Kernel {
   }
 
  private:
-  // Whether some window reads outside the input (padding).
-  static bool reads_padding(const Geometry& g) {
-    for (int d = 1; d < 3; ++d)
-      if (g.pad[d] > 0 ||
-          (g.out[d] - 1) * g.stride[d] + (g.kernel[d] - 1) * g.dilation[d] - g.pad[d] >= g.in[d])
-        return true;
-    return false;
-  }
-
   // The input as every window reads it, padding included: rows and columns
   // [-pad, (out - 1) * stride + (kernel - 1) * dilation + 1 - pad) of each plane, zeros outside
   // the input; in the input's layout, or blocked when `blocked`.
@@ -550,9 +513,63 @@ class BlockedConvKernel : public Kernel {
 
 }  // namespace
 
+namespace blocked_detail {
+
+std::vector<int64_t> checked_shapes(const KernelContext& ctx, const Tensor& x, bool in_blocked,
+                                    int64_t c_in, int64_t c_out, int64_t lanes) {
+  std::vector<int64_t> x_shape = x.shape();
+  const int64_t cb = (c_in + lanes - 1) / lanes;
+  if (in_blocked) {
+    if (x.rank() != 5 || x.dim(1) != cb || x.dim(4) != lanes)
+      ctx.node.fail("blocked input is " + to_string(x.shape()) + "; expected [N, " +
+                        std::to_string(cb) + ", H, W, " + std::to_string(lanes) + "]",
+                    ErrorCode::Runtime);
+    x_shape = {x.dim(0), c_in, x.dim(2), x.dim(3)};
+  } else if (x.rank() != 4 || x.dim(1) != c_in) {
+    ctx.node.fail(
+        "input is " + to_string(x.shape()) + "; expected [N, " + std::to_string(c_in) + ", H, W]",
+        ErrorCode::Runtime);
+  }
+  const std::vector<int64_t>& y_shape = ctx.output_shape(0);
+  if (y_shape.size() != 4 || y_shape[0] != x_shape[0] || y_shape[1] != c_out)
+    ctx.node.fail(
+        "output shape " + to_string(y_shape) + " does not fit the input " + to_string(x_shape),
+        ErrorCode::Runtime);
+  return x_shape;
+}
+
+const float* checked_residual(const KernelContext& ctx, bool blocked, int64_t lanes) {
+  const Tensor* r = ctx.residual;
+  if (!r) return nullptr;
+  const std::vector<int64_t>& y = ctx.output_shape(0);
+  const std::vector<int64_t> want =
+      blocked ? std::vector<int64_t>{y[0], (y[1] + lanes - 1) / lanes, y[2], y[3], lanes} : y;
+  if (r->dtype() != DType::Float32 || r->shape() != want)
+    ctx.node.fail("fused residual is " + std::string(dtype_name(r->dtype())) + " " +
+                      to_string(r->shape()) + "; expected float32 " + to_string(want),
+                  ErrorCode::Runtime);
+  return r->data<float>();
+}
+
+bool reads_padding(const Geometry& g) {
+  for (int d = 1; d < 3; ++d)
+    if (g.pad[d] > 0 ||
+        (g.out[d] - 1) * g.stride[d] + (g.kernel[d] - 1) * g.dilation[d] - g.pad[d] >= g.in[d])
+      return true;
+  return false;
+}
+
+}  // namespace blocked_detail
+
+int64_t blocked_lanes() {
+  return has_avx512f() ? kLanes : 8;
+}
+
 bool blocked_conv_capable(const NodeSignature& sig, const Activation& activation) {
-  if (sig.node.op_type != "Conv" || !sig.node.domain.empty() || !has_avx512f() ||
-      !has_act16(activation.kind))
+  // The 16-lane kernels apply the activation in registers (act16's kinds); the 8-lane ones
+  // (conv_blocked_avx2.cpp) in a pass over each finished row, any kind.
+  if (sig.node.op_type != "Conv" || !sig.node.domain.empty() ||
+      (has_avx512f() && !has_act16(activation.kind)))
     return false;
   if (sig.inputs.empty() || sig.inputs[0].dtype != DType::Float32 || !sig.inputs[0].has_shape ||
       sig.inputs[0].dims.size() != 4 || sig.inputs[0].dims[1] <= 0)
@@ -565,21 +582,33 @@ bool blocked_conv_capable(const NodeSignature& sig, const Activation& activation
        sig.constants[2]->numel() != w.dim(0)))
     return false;
   const int64_t c_in = sig.inputs[0].dims[1], group = sig.node.attr_int("group", 1);
+  // 8 lanes: dense convs of 8 input channels or more only (conv_blocked_avx2.cpp says why).
+  if (!has_avx512f()) return group == 1 && w.dim(1) == c_in && c_in >= 8;
   if (group == 1) return w.dim(1) == c_in;
   return group == c_in && w.dim(0) == c_in && w.dim(1) == 1;  // depthwise, multiplier 1
 }
 
 std::unique_ptr<Kernel> make_blocked_conv(const NodeSignature& sig, bool in_blocked,
                                           bool out_blocked, bool residual_blocked) {
+  if (!has_avx512f()) return make_blocked_conv8(sig, in_blocked, out_blocked, residual_blocked);
   return std::make_unique<BlockedConvKernel>(sig, in_blocked, out_blocked, residual_blocked);
 }
 
 void reorder_to_blocked(const float* x, int64_t c, int64_t hw, float* y) {
-  reorder_in(x, c, hw, y);
+  if (has_avx512f()) return reorder_in(x, c, hw, y);
+  const int64_t lanes = blocked_lanes();
+  for (int64_t b = 0; b < (c + lanes - 1) / lanes; ++b)
+    for (int64_t p = 0; p < hw; ++p)
+      for (int64_t l = 0; l < lanes; ++l)
+        y[(b * hw + p) * lanes + l] = b * lanes + l < c ? x[(b * lanes + l) * hw + p] : 0.f;
 }
 
 void reorder_from_blocked(const float* x, int64_t c, int64_t hw, float* y) {
-  reorder_out(x, c, hw, y);
+  if (has_avx512f()) return reorder_out(x, c, hw, y);
+  const int64_t lanes = blocked_lanes();
+  for (int64_t ch = 0; ch < c; ++ch)
+    for (int64_t p = 0; p < hw; ++p)
+      y[ch * hw + p] = x[((ch / lanes) * hw + p) * lanes + ch % lanes];
 }
 
 }  // namespace quilt::cpu

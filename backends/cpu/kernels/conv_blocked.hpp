@@ -1,8 +1,9 @@
-// Convolutions on the channel-blocked layout (NCHW16c) of the CPU backend, AVX-512 only.
+// Convolutions on the channel-blocked layout of the CPU backend: NCHW16c on CPUs with AVX-512,
+// NCHW8c on the others (blocked_lanes(); the 8-lane engine is conv_blocked_avx2.cpp).
 //
-// A blocked tensor of logical shape [N, C, H, W] is stored as [N, ceil(C / 16), H, W, 16]: the 16
-// channels of a block are one vector at each pixel, channels past C are padding (finite values,
-// never read as channels). The layout is private to a CPU patch (backends/cpu/layout.hpp decides
+// A blocked tensor of logical shape [N, C, H, W] is stored as [N, ceil(C / L), H, W, L] (L the
+// lanes): the L channels of a block are one vector at each pixel, channels past C are padding
+// (never read as channels). The layout is private to a CPU patch (backends/cpu/layout.hpp decides
 // which values use it); the host and other backends only ever see NCHW.
 //
 // Two kernels, each reading its input and residual and writing its output in either layout, so a
@@ -22,11 +23,15 @@
 #include <memory>
 
 #include "backends/cpu/kernel.hpp"
+#include "backends/cpu/kernels/conv_geometry.hpp"
 
 namespace quilt::cpu {
 
+// Channels a vector of the blocked layout on this CPU: 16 with AVX-512, else 8.
+int64_t blocked_lanes();
+
 // Whether a Conv node can run on the blocked kernels: float32, 2-D, constant weights (and bias),
-// group 1 or depthwise, an activation the kernels apply in registers, and an AVX-512 CPU.
+// group 1 or depthwise, and (16 lanes) an activation the kernels apply in registers.
 bool blocked_conv_capable(const NodeSignature& sig, const Activation& activation);
 
 // The kernel for a capable node; `in_blocked`, `out_blocked` and `residual_blocked` say which
@@ -34,8 +39,26 @@ bool blocked_conv_capable(const NodeSignature& sig, const Activation& activation
 std::unique_ptr<Kernel> make_blocked_conv(const NodeSignature& sig, bool in_blocked,
                                           bool out_blocked, bool residual_blocked);
 
-// Reorders: one image's [C, H, W] into [ceil(C / 16), H, W, 16] (padding channels zeroed) and
-// back. For tests and the kernels' edges.
+// Shared by the 16- and 8-lane kernels' runs (conv_blocked.cpp).
+namespace blocked_detail {
+// The input's logical NCHW shape: x as given (blocked [N, ceil(C / lanes), H, W, lanes] or NCHW),
+// checked against the kernel's c_in, and the output's shape checked against it and c_out; a
+// mismatch fails the node naming both.
+std::vector<int64_t> checked_shapes(const KernelContext& ctx, const Tensor& x, bool in_blocked,
+                                    int64_t c_in, int64_t c_out, int64_t lanes);
+// The fused residual's data (null without one), checked: float32 in the output's shape, blocked
+// or NCHW.
+const float* checked_residual(const KernelContext& ctx, bool blocked, int64_t lanes);
+// Whether some window of g reads outside the input (padding).
+bool reads_padding(const Geometry& g);
+}  // namespace blocked_detail
+
+// The 8-lane kernel (conv_blocked_avx2.cpp), which make_blocked_conv returns without AVX-512.
+std::unique_ptr<Kernel> make_blocked_conv8(const NodeSignature& sig, bool in_blocked,
+                                           bool out_blocked, bool residual_blocked);
+
+// Reorders: one image's [C, H, W] into [ceil(C / L), H, W, L] (L = blocked_lanes(); padding
+// channels zeroed) and back. For tests and the kernels' edges.
 void reorder_to_blocked(const float* x, int64_t c, int64_t hw, float* y);
 void reorder_from_blocked(const float* x, int64_t c, int64_t hw, float* y);
 

@@ -23,7 +23,7 @@ namespace {
 using testing::activate;
 using testing::window_out_size;
 
-constexpr int64_t kLanes = 16;
+const int64_t kLanes = blocked_lanes();  // 16 with AVX-512, else 8
 
 struct Case {
   int64_t n, c_in, c_out, h, w, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
@@ -50,7 +50,7 @@ Attribute ints(const std::string& name, std::vector<int64_t> v) {
   return a;
 }
 
-// NCHW [n, c, hw] -> blocked [n, ceil(c / 16), hw, 16], padding lanes NaN.
+// NCHW [n, c, hw] -> blocked [n, ceil(c / L), hw, L], padding lanes NaN.
 std::vector<float> to_blocked(const std::vector<float>& x, int64_t n, int64_t c, int64_t hw) {
   const int64_t cb = (c + kLanes - 1) / kLanes;
   std::vector<float> y(static_cast<size_t>(n * cb * hw * kLanes),
@@ -103,6 +103,11 @@ void check(const Case& c, const ThreadPool& pool, unsigned seed) {
       {nullptr, &wt, c.bias ? &bt : nullptr}};
   Activation act;
   act.kind = c.act;
+  // 8 lanes (no AVX-512): dense convs of 8 input channels or more only.
+  if (!has_avx512f() && (c.depthwise || c.c_in < 8)) {
+    EXPECT_FALSE(blocked_conv_capable(sig, act)) << describe(c);
+    return;
+  }
   ASSERT_TRUE(blocked_conv_capable(sig, act)) << describe(c);
   const auto kernel = make_blocked_conv(sig, c.in_blocked, c.out_blocked, c.residual == 2);
 
@@ -159,7 +164,6 @@ void check(const Case& c, const ThreadPool& pool, unsigned seed) {
 }
 
 TEST(CpuBlockedConv, RandomGeometriesInEveryLayout) {
-  if (!has_avx512f()) GTEST_SKIP() << "the blocked kernels need AVX-512";
   std::mt19937 rng(7);
   auto pick = [&](std::initializer_list<int64_t> v) {
     return *(v.begin() + std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng));
@@ -205,7 +209,6 @@ TEST(CpuBlockedConv, RandomGeometriesInEveryLayout) {
 // The shapes the zoo's networks have, each in every layout: the keyword spotter's first conv
 // and its 64-channel pairs, ResNet's 7x7 stem, EfficientNet's 5x5 depthwise, 1x1 maps.
 TEST(CpuBlockedConv, ZooShapes) {
-  if (!has_avx512f()) GTEST_SKIP() << "the blocked kernels need AVX-512";
   ThreadPool two(2);
   const Case shapes[] = {
       {1, 1,     64,   49,    10,   10, 4,
@@ -229,6 +232,11 @@ TEST(CpuBlockedConv, ZooShapes) {
       {1, 64,    64,    14,   14,   3, 3,
        1, 1,     2,     2,    2,    2, 2,
        2, false, false, true, true, 2, Activation::Kind::Relu},
+      // ResNet-50's 256 -> 1024 on 14x14 with its residual: enough output channels that the
+      // 8-lane kernel runs a blocked input's plane as one row.
+      {1, 256,   1024, 14,   14,   1, 1,
+       1, 1,     1,    1,    0,    0, 0,
+       0, false, true, true, true, 2, Activation::Kind::Relu},
   };
   unsigned seed = 100;
   for (Case c : shapes)
@@ -262,9 +270,17 @@ TEST(CpuBlockedConv, OnlyFloat2dDenseOrDepthwiseWithRegisterActivations) {
   EXPECT_FALSE(blocked_conv_capable(sig, none));  // grouped, not depthwise
   sig.inputs[0].dims = {1, 2, 8, 8};
   node.attributes.erase("group");
+  // 2 input channels: the 16-lane kernels only (8 lanes take 8 channels or more).
   EXPECT_EQ(blocked_conv_capable(sig, none), has_avx512f());
-  EXPECT_FALSE(blocked_conv_capable(sig, tanh));  // applied after the store, not in registers
-  sig.constants[1] = nullptr;                     // weights computed at run time
+  const Tensor w16 = Tensor::from_vector({4, 16, 3, 3}, std::vector<float>(576, 1.f));
+  sig.inputs[0].dims = {1, 16, 8, 8};
+  sig.inputs[1].dims = w16.shape();
+  sig.constants[1] = &w16;
+  EXPECT_TRUE(blocked_conv_capable(sig, none));
+  // 16 lanes: Tanh has no register form there; the 8-lane kernels apply any activation to
+  // each finished row.
+  EXPECT_EQ(blocked_conv_capable(sig, tanh), !has_avx512f());
+  sig.constants[1] = nullptr;  // weights computed at run time
   EXPECT_FALSE(blocked_conv_capable(sig, none));
 }
 

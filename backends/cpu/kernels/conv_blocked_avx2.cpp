@@ -1,0 +1,538 @@
+// The blocked layout's convolutions on CPUs without AVX-512: NCHW8c, 8 channels a vector
+// (conv_blocked.hpp says what the kernels compute; make_blocked_conv returns these there).
+//
+// The dense kernel is blocked the way onnxruntime's MLAS runs its NCHWc convolutions: a task is
+// a group of up to 3 output channel blocks (24 channels) over a band of output rows, and it runs
+// the input a chunk of 8-channel blocks at a time (chunk_blocks: as many as keep their weights
+// for the group within 16 KB), sweeping the band's rows for each chunk, so that the chunk's
+// weights stay in L1 while every tile of the band uses them. The sums go to memory between
+// chunks (a band's, up to ~96 KB, stays in L2) and are finished a row at a time after the last:
+// the residual, then the activation, over the row just stored. (The AVX-512 engine runs the
+// whole depth per tile instead, re-reading a group's weights from L2 for every tile.)
+//
+// A register tile is 3 blocks x 4 pixels of one output row (12 accumulators, the 3 weight
+// vectors and a broadcast: all 16 ymm; in assembly, dense_tile_3x4), 2 x 6 or 1 x 12 for the
+// last blocks. An NCHW input (a region's first conv) is copied blocked once.
+//
+// Dense convs with 8 input channels or more only (blocked_conv_capable): a network's RGB stem
+// would fill 3 of a block's 8 lanes, and the depthwise convs run faster on the NCHW kernels'
+// own 8-channel transposes (conv_depthwise.cpp) than they did on a first blocked kernel here
+// (MobileNetV3 1.23 -> 1.34 x onnxruntime's latency, EfficientNet-B0 1.15 -> 1.52).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backends/cpu/aligned.hpp"
+#include "backends/cpu/kernels/conv_blocked.hpp"
+#include "backends/cpu/kernels/conv_geometry.hpp"
+
+#define QUILT_AVX2 __attribute__((target("avx2,fma")))
+
+namespace quilt::cpu {
+namespace {
+
+constexpr int64_t kLanes = 8;
+constexpr int kGroup = 3;          // output blocks per task and per register tile, at most
+constexpr int kAccumulators = 12;  // a register tile's sums: blocks x pixels
+constexpr int kMaxPixels = 12;
+
+constexpr int max_pixels(int blocks) {
+  return kAccumulators / blocks;
+}
+
+int64_t blocks(int64_t channels) {
+  return (channels + kLanes - 1) / kLanes;
+}
+
+// The output blocks in groups of 3, or 2 where 3s do not divide them (never 1 beside others:
+// a 1-block tile broadcasts 12 pixels for one weight vector, 13 loads for 12 FMAs): 4 = 2 + 2,
+// 5 = 3 + 2, 7 = 3 + 2 + 2. Group g's first block and size.
+struct Groups {
+  int64_t count, threes;  // the first `threes` groups have 3 blocks, the rest 2 (or 1: 1 block)
+  int64_t total;
+  explicit Groups(int64_t cbo)
+      : count(cbo <= 2       ? 1
+              : cbo % 3 == 1 ? cbo / 3 + 1
+                             : (cbo + 2) / 3),
+        threes(cbo <= 2       ? 0
+               : cbo % 3 == 1 ? cbo / 3 - 1
+                              : cbo / 3),
+        total(cbo) {}
+  int64_t first(int64_t g) const { return g <= threes ? 3 * g : 3 * threes + 2 * (g - threes); }
+  int64_t size(int64_t g) const { return std::min(total, first(g + 1)) - first(g); }
+  int64_t of_block(int64_t b) const {
+    return b < 3 * threes ? b / 3 : threes + (b - 3 * threes) / 2;
+  }
+};
+
+// A blocked input as the tiles read it: channel c of pixel (y, x) of an image at
+// (c / 8) * block() + y * row() + x * 8 + c % 8 floats from the image's start.
+struct Input {
+  const float* data = nullptr;
+  int64_t c = 0, h = 0, w = 0;
+  int64_t row() const { return w * kLanes; }
+  int64_t block() const { return kLanes * h * w; }
+  int64_t image() const { return blocks(c) * block(); }
+};
+
+// What a dense tile reads besides its sums: `blocks` input blocks (block_stride floats apart)
+// of `live` channels each (the last block of a ragged input may hold fewer: it runs alone), the
+// channel c of pixel p's window start xp + p * pstep + taps[t] at + c, and the weights
+// [block][tap][8][OB][8] from w.
+struct DenseArgs {
+  const float* xp;
+  int64_t pstep, blocks, block_stride, live;
+  const int64_t* taps;
+  int64_t ntaps;
+  const float* w;
+};
+
+// OB output blocks x P pixels of one output row: the sums at out (block o's pixel p at
+// out + o * out_block + p * 8) plus, or when `first` the bias plus, for each input block, tap and
+// channel, the weights' OB vectors times the channel's value at the pixel, broadcast.
+// S > 0: stride S and blocks of all 8 channels (pstep = 8 S known here, so that the broadcasts'
+// addresses are constant offsets); S == 0: any stride, `live` channels.
+// Up to 2 x 6 the weights stay in registers beside the sums (12 + 2 + the broadcast: 15 of the
+// 16 ymm); at 3 x 4 the compiler was one register short and read the weights from memory in
+// every multiply-add (16 loads for 12 FMAs), hence dense_tile_3x4.
+template <int OB, int P, int S>
+QUILT_AVX2 void dense_tile(const DenseArgs& a, float* out, int64_t out_block, bool first,
+                           const float* bias) {
+  __m256 acc[OB][P];
+  for (int o = 0; o < OB; ++o) {
+    const __m256 b = _mm256_load_ps(bias + o * kLanes);
+    for (int p = 0; p < P; ++p)
+      acc[o][p] = first ? b : _mm256_load_ps(out + o * out_block + p * kLanes);
+  }
+  const float* w = a.w;
+  const int64_t pstep = S > 0 ? S * kLanes : a.pstep;
+  for (int64_t b = 0; b < a.blocks; ++b) {
+    const float* xb = a.xp + b * a.block_stride;
+    for (int64_t t = 0; t < a.ntaps; ++t, w += kLanes * OB * kLanes) {
+      const float* xt = xb + a.taps[t];
+      if constexpr (S > 0) {
+#pragma GCC unroll 8
+        for (int c = 0; c < kLanes; ++c) {
+          __m256 wv[OB];
+          for (int o = 0; o < OB; ++o) wv[o] = _mm256_load_ps(w + (c * OB + o) * kLanes);
+          for (int p = 0; p < P; ++p) {
+            const __m256 v = _mm256_broadcast_ss(xt + p * pstep + c);
+            for (int o = 0; o < OB; ++o) acc[o][p] = _mm256_fmadd_ps(wv[o], v, acc[o][p]);
+          }
+        }
+      } else {
+        for (int64_t c = 0; c < a.live; ++c) {
+          __m256 wv[OB];
+          for (int o = 0; o < OB; ++o) wv[o] = _mm256_load_ps(w + (c * OB + o) * kLanes);
+          for (int p = 0; p < P; ++p) {
+            const __m256 v = _mm256_broadcast_ss(xt + p * pstep + c);
+            for (int o = 0; o < OB; ++o) acc[o][p] = _mm256_fmadd_ps(wv[o], v, acc[o][p]);
+          }
+        }
+      }
+    }
+  }
+  for (int o = 0; o < OB; ++o)
+    for (int p = 0; p < P; ++p) _mm256_store_ps(out + o * out_block + p * kLanes, acc[o][p]);
+}
+
+// The 3 x 4 tile of a blocked input at stride S, in assembly: 12 sums (ymm4-15), a channel's 3
+// weight vectors (ymm0-2) and the broadcast (ymm3) are all 16 ymm, which the compiler could not
+// allocate without reading the weights from memory in every multiply-add. A 3x3 conv of 64
+// channels on 56x56, per node (one thread, Zen 3): dense_tile<3, 4, 1> 3.3-3.5 ms, the 2 x 6
+// tile 3.0-3.2, this 2.9-3.0. One asm statement is one kernel offset of one input block: 8
+// channels, 96 FMAs, the pixels S * 32 bytes apart.
+// clang-format off
+#define QUILT_B8_PIX(D, A0, A1, A2)                  \
+  "vbroadcastss " D "(%[x]), %%ymm3\n\t"             \
+  "vfmadd231ps %%ymm0, %%ymm3, %[" A0 "]\n\t"        \
+  "vfmadd231ps %%ymm1, %%ymm3, %[" A1 "]\n\t"        \
+  "vfmadd231ps %%ymm2, %%ymm3, %[" A2 "]\n\t"
+#define QUILT_B8_CH(W0, W1, W2, D0, D1, D2, D3)      \
+  "vmovaps " W0 "(%[w]), %%ymm0\n\t"                 \
+  "vmovaps " W1 "(%[w]), %%ymm1\n\t"                 \
+  "vmovaps " W2 "(%[w]), %%ymm2\n\t"                 \
+  QUILT_B8_PIX(D0, "a0", "b0", "c0") QUILT_B8_PIX(D1, "a1", "b1", "c1") \
+  QUILT_B8_PIX(D2, "a2", "b2", "c2") QUILT_B8_PIX(D3, "a3", "b3", "c3")
+#define QUILT_B8_S1                                                     \
+  QUILT_B8_CH("0", "32", "64", "0", "32", "64", "96")                   \
+  QUILT_B8_CH("96", "128", "160", "4", "36", "68", "100")               \
+  QUILT_B8_CH("192", "224", "256", "8", "40", "72", "104")              \
+  QUILT_B8_CH("288", "320", "352", "12", "44", "76", "108")             \
+  QUILT_B8_CH("384", "416", "448", "16", "48", "80", "112")             \
+  QUILT_B8_CH("480", "512", "544", "20", "52", "84", "116")             \
+  QUILT_B8_CH("576", "608", "640", "24", "56", "88", "120")             \
+  QUILT_B8_CH("672", "704", "736", "28", "60", "92", "124")
+#define QUILT_B8_S2                                                     \
+  QUILT_B8_CH("0", "32", "64", "0", "64", "128", "192")                 \
+  QUILT_B8_CH("96", "128", "160", "4", "68", "132", "196")              \
+  QUILT_B8_CH("192", "224", "256", "8", "72", "136", "200")             \
+  QUILT_B8_CH("288", "320", "352", "12", "76", "140", "204")            \
+  QUILT_B8_CH("384", "416", "448", "16", "80", "144", "208")            \
+  QUILT_B8_CH("480", "512", "544", "20", "84", "148", "212")            \
+  QUILT_B8_CH("576", "608", "640", "24", "88", "152", "216")            \
+  QUILT_B8_CH("672", "704", "736", "28", "92", "156", "220")
+// clang-format on
+template <int S>
+QUILT_AVX2 void dense_tile_3x4(const DenseArgs& args, float* out, int64_t out_block, bool first,
+                               const float* bias) {
+  static_assert(S == 1 || S == 2);
+  auto init = [&](int o, int p) {
+    return first ? _mm256_load_ps(bias + o * kLanes)
+                 : _mm256_load_ps(out + o * out_block + p * kLanes);
+  };
+  register __m256 a0 asm("ymm4") = init(0, 0), a1 asm("ymm5") = init(0, 1),
+                     a2 asm("ymm6") = init(0, 2), a3 asm("ymm7") = init(0, 3);
+  register __m256 b0 asm("ymm8") = init(1, 0), b1 asm("ymm9") = init(1, 1),
+                     b2 asm("ymm10") = init(1, 2), b3 asm("ymm11") = init(1, 3);
+  register __m256 c0 asm("ymm12") = init(2, 0), c1 asm("ymm13") = init(2, 1),
+                     c2 asm("ymm14") = init(2, 2), c3 asm("ymm15") = init(2, 3);
+  const float* w = args.w;
+  for (int64_t b = 0; b < args.blocks; ++b) {
+    const float* xb = args.xp + b * args.block_stride;
+    for (int64_t t = 0; t < args.ntaps; ++t, w += kLanes * 3 * kLanes) {
+      const float* x = xb + args.taps[t];
+      if constexpr (S == 1)
+        asm volatile(QUILT_B8_S1
+                     : [a0] "+x"(a0), [a1] "+x"(a1), [a2] "+x"(a2), [a3] "+x"(a3), [b0] "+x"(b0),
+                       [b1] "+x"(b1), [b2] "+x"(b2), [b3] "+x"(b3), [c0] "+x"(c0), [c1] "+x"(c1),
+                       [c2] "+x"(c2), [c3] "+x"(c3)
+                     : [x] "r"(x), [w] "r"(w)
+                     : "xmm0", "xmm1", "xmm2", "xmm3", "memory");
+      else
+        asm volatile(QUILT_B8_S2
+                     : [a0] "+x"(a0), [a1] "+x"(a1), [a2] "+x"(a2), [a3] "+x"(a3), [b0] "+x"(b0),
+                       [b1] "+x"(b1), [b2] "+x"(b2), [b3] "+x"(b3), [c0] "+x"(c0), [c1] "+x"(c1),
+                       [c2] "+x"(c2), [c3] "+x"(c3)
+                     : [x] "r"(x), [w] "r"(w)
+                     : "xmm0", "xmm1", "xmm2", "xmm3", "memory");
+    }
+  }
+  const __m256 sums[3][4] = {{a0, a1, a2, a3}, {b0, b1, b2, b3}, {c0, c1, c2, c3}};
+  for (int o = 0; o < 3; ++o)
+    for (int p = 0; p < 4; ++p) _mm256_store_ps(out + o * out_block + p * kLanes, sums[o][p]);
+}
+#undef QUILT_B8_S2
+#undef QUILT_B8_S1
+#undef QUILT_B8_CH
+#undef QUILT_B8_PIX
+
+using DenseTile = void (*)(const DenseArgs&, float*, int64_t, bool, const float*);
+
+template <int OB, int S, int P>
+constexpr DenseTile dense_tile_fn() {
+  if constexpr (P > max_pixels(OB))
+    return nullptr;
+  else if constexpr (OB == 3 && P == 4 && S > 0)
+    return &dense_tile_3x4<S>;
+  else
+    return &dense_tile<OB, P, S>;
+}
+template <int OB, int S, size_t... I>
+constexpr std::array<DenseTile, kMaxPixels> dense_tiles(std::index_sequence<I...>) {
+  return {dense_tile_fn<OB, S, static_cast<int>(I) + 1>()...};
+}
+template <int S>
+constexpr std::array<std::array<DenseTile, kMaxPixels>, kGroup> dense_table() {
+  return {dense_tiles<1, S>(std::make_index_sequence<kMaxPixels>{}),
+          dense_tiles<2, S>(std::make_index_sequence<kMaxPixels>{}),
+          dense_tiles<3, S>(std::make_index_sequence<kMaxPixels>{})};
+}
+// [S][OB - 1][P - 1]
+constexpr std::array<std::array<std::array<DenseTile, kMaxPixels>, kGroup>, 3> kDenseTiles = {
+    dense_table<0>(), dense_table<1>(), dense_table<2>()};
+
+// Tiles of at most `most` pixels over a row of `width`, of nearly equal sizes (7 = 4 + 3).
+// Or, `whole`, tiles of `most` but the last (14 = 4 + 4 + 4 + 2): the 3 x 4 tile is the
+// assembly one, the others are not.
+struct RowTiles {
+  int64_t count, small, large;  // `large` tiles of small + 1 pixels first
+  RowTiles(int64_t width, int64_t most, bool whole = false)
+      : count((width + most - 1) / most),
+        small(whole ? most : width / count),
+        large(whole ? 0 : width % count),
+        last(whole ? width - (count - 1) * most : small) {}
+  int64_t size(int64_t i) const { return i + 1 == count ? last : small + (i < large ? 1 : 0); }
+
+ private:
+  int64_t last;
+};
+
+class BlockedConv8Kernel : public Kernel {
+ public:
+  BlockedConv8Kernel(const NodeSignature& sig, bool in_blocked, bool out_blocked,
+                     bool residual_blocked)
+      : in_blocked_(in_blocked), out_blocked_(out_blocked), residual_blocked_(residual_blocked) {
+    const Tensor& w = *sig.constants[1];
+    w_shape_ = w.shape();
+    const int64_t c_out = w.dim(0), depth = w.dim(1), taps = w.dim(2) * w.dim(3);
+    if (sig.node.attr_int("group", 1) != 1 || depth < kLanes)
+      throw std::logic_error("the 8-lane blocked conv is dense with 8 input channels or more");
+    c_in_ = depth;
+    const int64_t cbo = blocks(c_out), cbi = blocks(c_in_);
+    const float* wp = w.data<float>();
+    // Per group of output blocks (Groups), [input block][tap][channel of the block][output
+    // block of the group][8]: a tile's weights in the order it reads them. A group starts at
+    // its first block's share: cbi * taps * 8 * 8 floats a block.
+    weights_ = aligned_zeros<float>(cbo * cbi * taps * kLanes * kLanes);
+    const Groups groups(cbo);
+    for (int64_t m = 0; m < c_out; ++m) {
+      const int64_t b = m / kLanes, grp = groups.of_block(b);
+      const int64_t ob0 = groups.first(grp), obg = groups.size(grp);
+      float* wg = weights_.get() + ob0 * cbi * taps * kLanes * kLanes;
+      for (int64_t c = 0; c < depth; ++c)
+        for (int64_t t = 0; t < taps; ++t)
+          wg[(((c / kLanes) * taps + t) * kLanes + c % kLanes) * obg * kLanes + (b - ob0) * kLanes +
+             m % kLanes] = wp[(m * depth + c) * taps + t];
+    }
+    bias_ = aligned_zeros<float>(cbo * kLanes);
+    if (sig.constants.size() > 2 && sig.constants[2]) {
+      const float* bp = sig.constants[2]->data<float>();
+      std::copy(bp, bp + c_out, bias_.get());
+    }
+    memo_.keep({&sig.inputs[0], &sig.outputs[0]},
+               [&](const auto& s) { return conv_geometry(sig.node, s[0], w_shape_, s[1]); });
+  }
+
+  bool reads_constant(size_t i) const override { return i != 1 && i != 2; }
+
+  void run(KernelContext& ctx) const override {
+    const Tensor& x = ctx.input(0);
+    const std::vector<int64_t>& y_shape = ctx.output_shape(0);
+    const int64_t c_out = w_shape_[0];
+    const std::vector<int64_t> x_shape =
+        blocked_detail::checked_shapes(ctx, x, in_blocked_, c_in_, c_out, kLanes);
+    const int64_t n = x_shape[0];
+    ShapeMemo<Geometry>::Held layout;
+    const Geometry& g = memo_.get({x_shape, y_shape}, layout, [&] {
+      return conv_geometry(ctx.node, x_shape, w_shape_, y_shape);
+    });
+    const int64_t oh = g.out[1], ow = g.out[2], cbo = blocks(c_out);
+    Tensor& y = out_blocked_ ? ctx.output_private(0, {n, cbo, oh, ow, kLanes})
+                             : ctx.output_uninitialized(0);
+    if (y.numel() == 0) return;
+    const float* residual = blocked_detail::checked_residual(ctx, residual_blocked_, kLanes);
+    // The sums in the blocked layout: the output itself, or a scratch the last rows are
+    // finished from into an NCHW output.
+    Tensor scratch;
+    float* sums = y.data<float>();
+    if (!out_blocked_) {
+      scratch = Tensor::scratch(DType::Float32, {n, cbo, oh, ow, kLanes}, false);
+      sums = scratch.data<float>();
+    }
+    // Windows that read padding, or an NCHW input (a region's first conv): a blocked copy with
+    // the padding in it, so that every tile reads whole windows and a block's 8 channels from
+    // one line. (Broadcasting each channel from its own NCHW plane instead, a 3x3 conv of 64
+    // channels on 56x56 took 6.8 ms against 3.1 on a blocked copy, per node, one thread.)
+    Input in{x.data<float>(), c_in_, g.in[1], g.in[2]};
+    Tensor padded;
+    if (blocked_detail::reads_padding(g) || !in_blocked_)
+      in = pad_input(ctx, x.data<float>(), g, n, padded);
+    Finish finish{
+        ctx.activation, residual, residual_blocked_, y.data<float>(), out_blocked_, c_out, oh, ow};
+    ctx.detail = "blocked layout (8 channels a vector), direct tiles";
+    // 1x1 windows at stride 1 over a whole blocked plane: its rows are one row, so that tiles
+    // run across them (a 14x14 map: 49 tiles of 4 pixels, not rows of 4 + 4 + 4 + 2), when
+    // the output's channel groups alone give every thread four tasks.
+    const int64_t groups = Groups(blocks(c_out)).count;
+    if (g.kernel[1] == 1 && g.kernel[2] == 1 && g.stride[1] == 1 && g.stride[2] == 1 &&
+        in.h == oh && in.w == ow && n * groups >= 4 * ctx.pool.threads()) {
+      Geometry flat = g;
+      flat.in = flat.out = {1, 1, oh * ow};
+      in.w *= in.h;
+      in.h = 1;
+      finish.w *= finish.h;
+      finish.h = 1;
+      run_dense(ctx, flat, in, sums, finish, n);
+      return;
+    }
+    run_dense(ctx, g, in, sums, finish, n);
+  }
+
+ private:
+  // What follows a row's last sums: the residual (either layout), the activation, and the
+  // store into an NCHW output.
+  struct Finish {
+    Activation act;
+    const float* residual;
+    bool residual_blocked;
+    float* y;
+    bool y_blocked;
+    int64_t c, h, w;
+
+    // Row `row` of block `cb` of image `img`: its sums at s (w pixels of 8 lanes; when the
+    // output is blocked, s is that row of it).
+    void run(const float* s_in, int64_t img, int64_t cb, int64_t row) const {
+      const int64_t live = std::min(kLanes, c - cb * kLanes), hw = h * w;
+      const int64_t at_blocked = ((img * blocks(c) + cb) * h + row) * w * kLanes;
+      const float* nchw_residual = residual && !residual_blocked
+                                       ? residual + (img * c + cb * kLanes) * hw + row * w
+                                       : nullptr;
+      if (y_blocked) {
+        float* s = y + at_blocked;
+        if (nchw_residual)
+          for (int64_t l = 0; l < live; ++l)
+            for (int64_t x = 0; x < w; ++x) s[x * kLanes + l] += nchw_residual[l * hw + x];
+        act.apply_added(s, residual && residual_blocked ? residual + at_blocked : nullptr,
+                        w * kLanes);
+        return;
+      }
+      // Into NCHW: a channel's row at a time, the residual and activation on it there.
+      for (int64_t l = 0; l < live; ++l) {
+        float* dst = y + (img * c + cb * kLanes + l) * hw + row * w;
+        for (int64_t x = 0; x < w; ++x) dst[x] = s_in[x * kLanes + l];
+        const float* add = nullptr;
+        if (residual && residual_blocked) {
+          float* gathered = thread_scratch(7, w);
+          for (int64_t x = 0; x < w; ++x) gathered[x] = residual[at_blocked + x * kLanes + l];
+          add = gathered;
+        } else if (nchw_residual) {
+          add = nchw_residual + l * hw;
+        }
+        act.apply_added(dst, add, w);
+      }
+    }
+  };
+
+  // The input x (blocked or NCHW, as in_blocked_ says) as every window reads it, blocked, the
+  // padding included: rows and columns [-pad, (out - 1) * stride + (kernel - 1) * dilation + 1 -
+  // pad) of each plane, zeros outside the input and in the last block's lanes past c_in_.
+  Input pad_input(KernelContext& ctx, const float* x, const Geometry& g, int64_t n,
+                  Tensor& storage) const {
+    const int64_t h = g.in[1], w = g.in[2], hw = h * w, cb = blocks(c_in_);
+    const int64_t hp = (g.out[1] - 1) * g.stride[1] + (g.kernel[1] - 1) * g.dilation[1] + 1;
+    const int64_t wp = (g.out[2] - 1) * g.stride[2] + (g.kernel[2] - 1) * g.dilation[2] + 1;
+    const int64_t top = g.pad[1], left = g.pad[2];
+    storage = Tensor::scratch(DType::Float32, {n, cb, hp, wp, kLanes}, false);
+    // Input columns [c0, c1) land at padded columns [c0 + left, c1 + left).
+    const int64_t c0 = std::max<int64_t>(0, -left), c1 = std::min(w, wp - left);
+    const int64_t row = wp * kLanes;
+    ctx.pool.parallel_for(n * cb, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t t = lo; t < hi; ++t) {
+        const int64_t img = t / cb, b = t % cb;
+        float* dst = storage.data<float>() + t * hp * row;
+        for (int64_t r = 0; r < hp; ++r, dst += row) {
+          const int64_t ih = r - top;
+          if (ih < 0 || ih >= h || c1 <= c0) {
+            std::fill(dst, dst + row, 0.f);
+            continue;
+          }
+          std::fill(dst, dst + (c0 + left) * kLanes, 0.f);
+          std::fill(dst + (c1 + left) * kLanes, dst + row, 0.f);
+          float* out = dst + (c0 + left) * kLanes;
+          if (in_blocked_) {
+            const float* src = x + (t * hw + ih * w + c0) * kLanes;
+            std::copy(src, src + (c1 - c0) * kLanes, out);
+          } else {  // the block's channels per pixel, zero past the last
+            const int64_t live = std::min(kLanes, c_in_ - b * kLanes);
+            const float* src = x + (img * c_in_ + b * kLanes) * hw + ih * w + c0;
+            for (int64_t q = 0; q < c1 - c0; ++q)
+              for (int64_t l = 0; l < kLanes; ++l)
+                out[q * kLanes + l] = l < live ? src[l * hw + q] : 0.f;
+          }
+        }
+      }
+    });
+    return {storage.data<float>(), c_in_, hp, wp};
+  }
+
+  // Each kernel offset's distance from a window's start in the input.
+  static std::vector<int64_t> tap_offsets(const Geometry& g, const Input& in) {
+    std::vector<int64_t> taps;
+    for (int64_t ky = 0; ky < g.kernel[1]; ++ky)
+      for (int64_t kx = 0; kx < g.kernel[2]; ++kx)
+        taps.push_back(ky * g.dilation[1] * in.row() + kx * g.dilation[2] * kLanes);
+    return taps;
+  }
+
+  // Bands of output rows: as many as keep a task's sums (ob blocks of a band) near kBandBytes,
+  // then more while there are fewer than four tasks a thread.
+  static int64_t band_rows(int64_t rows, int64_t row_bytes, int64_t other_tasks, int64_t threads) {
+    constexpr int64_t kBandBytes = int64_t{96} << 10;
+    int64_t band = std::clamp<int64_t>(kBandBytes / std::max<int64_t>(row_bytes, 1), 1, rows);
+    while (band > 1 && other_tasks * ((rows + band - 1) / band) < 4 * threads)
+      band = (band + 1) / 2;
+    return band;
+  }
+
+  // Input blocks per pass of a task's tiles: as many as keep their weights for a group (taps x
+  // 8 x 16 floats a block) within 16 KB, half of L1, so that every tile of the band reads them
+  // from there; a pointwise conv's tiles then run 32 blocks (256 channels) a call, not 8
+  // channels between loads and stores of their sums.
+  static int64_t chunk_blocks(int64_t taps) {
+    constexpr int64_t kBytes = int64_t{16} << 10;
+    return std::max<int64_t>(1, kBytes / (taps * kLanes * kGroup * kLanes * 4));
+  }
+
+  void run_dense(KernelContext& ctx, const Geometry& g, const Input& in, float* sums,
+                 const Finish& finish, int64_t n) const {
+    const int64_t oh = g.out[1], ow = g.out[2], cbo = blocks(finish.c), cbi = blocks(in.c);
+    const Groups gr(cbo);
+    const int64_t groups = gr.count;
+    const std::vector<int64_t> taps = tap_offsets(g, in);
+    const int64_t ntaps = static_cast<int64_t>(taps.size());
+    const int64_t band = band_rows(oh, kGroup * kLanes * ow * 4, n * groups, ctx.pool.threads());
+    const int64_t bands = (oh + band - 1) / band;
+    const int64_t pstep = g.stride[2] * kLanes, out_block = oh * ow * kLanes;
+    const int64_t in_image = in.image();
+    // The whole blocks (8 channels each) at stride 1 or 2 take the tiles that know their
+    // strides; the rest (other strides, a ragged last block) the others.
+    const int64_t whole = in.c / kLanes;
+    const int stride_kind =
+        g.stride[2] == 1 || g.stride[2] == 2 ? static_cast<int>(g.stride[2]) : 0;
+    const int64_t chunk = chunk_blocks(ntaps);
+    ctx.pool.for_each_task(n * groups * bands, [&](int64_t t) {
+      const int64_t bd = t % bands, grp = t / bands % groups, img = t / bands / groups;
+      const int64_t ob0 = gr.first(grp), ob = gr.size(grp);
+      const int64_t y0 = bd * band, y1 = std::min(oh, y0 + band);
+      const RowTiles tiles(ow, max_pixels(static_cast<int>(ob)), ob == 3 && stride_kind > 0);
+      const float* wg = weights_.get() + ob0 * cbi * ntaps * kLanes * kLanes;
+      float* s0 = sums + (img * cbo + ob0) * out_block;
+      for (int64_t b0 = 0; b0 < cbi;) {
+        // A chunk of whole blocks, or the ragged last one alone.
+        const int64_t b1 = b0 < whole ? std::min(whole, b0 + chunk) : b0 + 1;
+        const bool fast = stride_kind > 0 && b0 < whole;
+        const int64_t live = b0 < whole ? kLanes : in.c - b0 * kLanes;
+        const auto& table =
+            kDenseTiles[static_cast<size_t>(fast ? stride_kind : 0)][static_cast<size_t>(ob - 1)];
+        DenseArgs a{nullptr, pstep,       b1 - b0, in.block(),
+                    live,    taps.data(), ntaps,   wg + b0 * ntaps * kLanes * ob * kLanes};
+        const float* xb = in.data + img * in_image + b0 * in.block();
+        for (int64_t yy = y0; yy < y1; ++yy) {
+          const float* xr = xb + yy * g.stride[1] * in.row();
+          for (int64_t i = 0, x = 0; i < tiles.count; ++i) {
+            const int64_t np = tiles.size(i);
+            a.xp = xr + x * pstep;
+            table[static_cast<size_t>(np - 1)](a, s0 + (yy * ow + x) * kLanes, out_block, b0 == 0,
+                                               bias_.get() + ob0 * kLanes);
+            x += np;
+          }
+          if (b1 == cbi)  // the row's sums are final: finish it while it is in L1
+            for (int64_t o = 0; o < ob; ++o)
+              finish.run(s0 + o * out_block + yy * ow * kLanes, img, ob0 + o, yy);
+        }
+        b0 = b1;
+      }
+    });
+  }
+
+  bool in_blocked_, out_blocked_, residual_blocked_;
+  int64_t c_in_ = 0;
+  std::vector<int64_t> w_shape_;
+  std::shared_ptr<float[]> weights_, bias_;  // 64-byte aligned
+  ShapeMemo<Geometry> memo_;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_blocked_conv8(const NodeSignature& sig, bool in_blocked,
+                                           bool out_blocked, bool residual_blocked) {
+  return std::make_unique<BlockedConv8Kernel>(sig, in_blocked, out_blocked, residual_blocked);
+}
+
+}  // namespace quilt::cpu
