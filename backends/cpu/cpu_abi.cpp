@@ -201,13 +201,16 @@ quilt_status_t device_info(void*, int32_t, quilt_device_info_t* info) {
       // Only for callers that want the properties (`quilt devices`): describing the BLAS core
       // loads OpenBLAS, which a session loads only if a kernel calls it.
       static const std::vector<std::string> strings = {
-          std::to_string(std::thread::hardware_concurrency()), blas_core_description(),
-          std::to_string(KernelRegistry::builtin().op_types().size()), qgemm_description(),
-          bf16::precisions_description()};
-      static const char* keys[] = {"cores", "blas", "ops", "int8 gemm", "precisions"};
+          std::to_string(std::thread::hardware_concurrency()),
+          blas_core_description(),
+          std::to_string(KernelRegistry::builtin().op_types().size()),
+          qgemm_description(),
+          bf16::precisions_description(),
+          layout_description()};
+      static const char* keys[] = {"cores", "blas", "ops", "int8 gemm", "precisions", "layout"};
       static const char* values[] = {strings[0].c_str(), strings[1].c_str(), strings[2].c_str(),
-                                     strings[3].c_str(), strings[4].c_str()};
-      info->num_properties = 5;
+                                     strings[3].c_str(), strings[4].c_str(), strings[5].c_str()};
+      info->num_properties = 6;
       info->property_keys = keys;
       info->property_values = values;
     }
@@ -223,9 +226,11 @@ quilt_status_t device_open(void*, int32_t, const quilt_option_t* options, size_t
   try {
     int threads = 0;
     // The layout's default: QUILT_CPU_LAYOUT when set (tests run the same cases both ways),
-    // else NCHW. The blocked layout is opt-in until it measures faster (README, "The CPU backend").
+    // else auto: blocked where it measured faster than NCHW on the zoo's CNNs (CPUs without
+    // AVX-512: the 8-lane kernels), NCHW with AVX-512, whose 16-lane blocked kernels did not
+    // (README, "The CPU backend").
     const char* layout_env = std::getenv("QUILT_CPU_LAYOUT");
-    std::string layout = layout_env && *layout_env ? layout_env : "nchw";
+    std::string layout = layout_env && *layout_env ? layout_env : "auto";
     std::string layout_from = "QUILT_CPU_LAYOUT";
     bool use_bf16 = false;
     for (size_t i = 0; i < num_options; ++i) {
@@ -257,10 +262,10 @@ quilt_status_t device_open(void*, int32_t, const quilt_option_t* options, size_t
             "[cpu] unknown option '" + key + "'; known options: layout, precision, threads");
       }
     }
-    if (layout != "blocked" && layout != "nchw")
-      return make_status(QUILT_STATUS_INVALID_ARGUMENT,
-                         "[cpu] " + layout_from + " is '" + layout + "', expected blocked or nchw");
-    const bool blocked_layout = layout == "blocked";
+    if (layout != "auto" && layout != "blocked" && layout != "nchw")
+      return make_status(QUILT_STATUS_INVALID_ARGUMENT, "[cpu] " + layout_from + " is '" + layout +
+                                                            "', expected auto, blocked or nchw");
+    const bool blocked_layout = layout == "blocked" || (layout == "auto" && blocked_by_default());
     if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     auto* d = new quilt_device_s(threads, blocked_layout, use_bf16);
     blas_set_threads(threads);

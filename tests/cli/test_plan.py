@@ -205,9 +205,9 @@ expect("plan unwritable output", ["plan", MODEL, "--output", WORK / "no" / "such
        "cannot write")
 expect("run unknown backend", ["run", MODEL, "--backend", "tpu"], 2, "unknown backend 'tpu'")
 expect("run bad cpu layout option", ["run", MODEL, "--backend-option", "cpu:layout=nhwc"], (1, 2),
-       "[cpu] option layout is 'nhwc', expected blocked or nchw")
+       "[cpu] option layout is 'nhwc', expected auto, blocked or nchw")
 expect("run bad QUILT_CPU_LAYOUT", ["run", MODEL], (1, 2),
-       "[cpu] QUILT_CPU_LAYOUT is 'NCHWc', expected blocked or nchw",
+       "[cpu] QUILT_CPU_LAYOUT is 'NCHWc', expected auto, blocked or nchw",
        env={**os.environ, "QUILT_CPU_LAYOUT": "NCHWc"})
 expect("run cpu unknown option lists layout", ["run", MODEL, "--backend-option", "cpu:lay=1"], (1, 2),
        "unknown option 'lay'; known options: layout, precision, threads")

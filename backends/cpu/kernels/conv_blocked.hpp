@@ -21,6 +21,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "backends/cpu/kernel.hpp"
 #include "backends/cpu/kernels/conv_geometry.hpp"
@@ -29,6 +30,15 @@ namespace quilt::cpu {
 
 // Channels a vector of the blocked layout on this CPU: 16 with AVX-512, else 8.
 int64_t blocked_lanes();
+
+// Whether the CPU backend's layout option `auto` (its default) picks the blocked layout here:
+// where its kernels measured faster than the NCHW ones on the zoo's CNNs, the 8-lane ones.
+inline bool blocked_by_default() {
+  return blocked_lanes() == 8;
+}
+
+// `quilt devices`' description of the layout the default picks on this CPU.
+std::string layout_description();
 
 // Whether a Conv node can run on the blocked kernels: float32, 2-D, constant weights (and bias),
 // group 1 or depthwise, and (16 lanes) an activation the kernels apply in registers.

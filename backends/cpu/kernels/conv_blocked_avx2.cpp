@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "backends/cpu/aligned.hpp"
+#include "backends/cpu/kernels/channel_vectors.hpp"
 #include "backends/cpu/kernels/conv_blocked.hpp"
 #include "backends/cpu/kernels/conv_geometry.hpp"
 
@@ -365,37 +366,36 @@ class BlockedConv8Kernel : public Kernel {
     bool y_blocked;
     int64_t c, h, w;
 
-    // Row `row` of block `cb` of image `img`: its sums at s (w pixels of 8 lanes; when the
-    // output is blocked, s is that row of it).
-    void run(const float* s_in, int64_t img, int64_t cb, int64_t row) const {
+    // Row `row` of block `cb` of image `img`: its sums at s (w pixels of 8 lanes: the output's
+    // row when it is blocked, else a scratch's, which this may change). The layouts meet
+    // through 8 x 8 transposes (channel_vectors.hpp): one float at a time, the NCHW edges of
+    // MobileNetV3's pointwise pairs cost more than their products.
+    void run(float* s, int64_t img, int64_t cb, int64_t row) const {
       const int64_t live = std::min(kLanes, c - cb * kLanes), hw = h * w;
-      const int64_t at_blocked = ((img * blocks(c) + cb) * h + row) * w * kLanes;
+      const float* blocked_residual =
+          residual && residual_blocked ? residual + ((img * blocks(c) + cb) * h + row) * w * kLanes
+                                       : nullptr;
       const float* nchw_residual = residual && !residual_blocked
                                        ? residual + (img * c + cb * kLanes) * hw + row * w
                                        : nullptr;
       if (y_blocked) {
-        float* s = y + at_blocked;
-        if (nchw_residual)
-          for (int64_t l = 0; l < live; ++l)
-            for (int64_t x = 0; x < w; ++x) s[x * kLanes + l] += nchw_residual[l * hw + x];
-        act.apply_added(s, residual && residual_blocked ? residual + at_blocked : nullptr,
-                        w * kLanes);
+        if (nchw_residual) {  // its rows as pixel vectors first
+          float* r = thread_scratch(7, w * kLanes);
+          rows_to_vectors8(nchw_residual, hw, live, w, r, nullptr);
+          blocked_residual = r;
+        }
+        act.apply_added(s, blocked_residual, w * kLanes);
         return;
       }
-      // Into NCHW: a channel's row at a time, the residual and activation on it there.
-      for (int64_t l = 0; l < live; ++l) {
-        float* dst = y + (img * c + cb * kLanes + l) * hw + row * w;
-        for (int64_t x = 0; x < w; ++x) dst[x] = s_in[x * kLanes + l];
-        const float* add = nullptr;
-        if (residual && residual_blocked) {
-          float* gathered = thread_scratch(7, w);
-          for (int64_t x = 0; x < w; ++x) gathered[x] = residual[at_blocked + x * kLanes + l];
-          add = gathered;
-        } else if (nchw_residual) {
-          add = nchw_residual + l * hw;
-        }
-        act.apply_added(dst, add, w);
-      }
+      // Into NCHW: the blocked residual on the sums, the transpose, then the NCHW residual and
+      // the activation on each channel's row.
+      if (blocked_residual)
+        for (int64_t i = 0; i < w * kLanes; ++i) s[i] += blocked_residual[i];
+      float* dst = y + (img * c + cb * kLanes) * hw + row * w;
+      vectors_to_rows8(s, w, live, dst, hw);
+      if (!nchw_residual && act.none()) return;
+      for (int64_t l = 0; l < live; ++l)
+        act.apply_added(dst + l * hw, nchw_residual ? nchw_residual + l * hw : nullptr, w);
     }
   };
 
@@ -430,10 +430,8 @@ class BlockedConv8Kernel : public Kernel {
             std::copy(src, src + (c1 - c0) * kLanes, out);
           } else {  // the block's channels per pixel, zero past the last
             const int64_t live = std::min(kLanes, c_in_ - b * kLanes);
-            const float* src = x + (img * c_in_ + b * kLanes) * hw + ih * w + c0;
-            for (int64_t q = 0; q < c1 - c0; ++q)
-              for (int64_t l = 0; l < kLanes; ++l)
-                out[q * kLanes + l] = l < live ? src[l * hw + q] : 0.f;
+            rows_to_vectors8(x + (img * c_in_ + b * kLanes) * hw + ih * w + c0, hw, live, c1 - c0,
+                             out, nullptr);
           }
         }
       }

@@ -11,6 +11,7 @@
 // (blocked8_planes; the AVX-512 kernels have the 16-channel form): 1.3-3.6x the band tiles there.
 #include "backends/cpu/kernels/conv_depthwise.hpp"
 
+#include "backends/cpu/kernels/channel_vectors.hpp"
 #include "backends/cpu/kernels/conv_depthwise_internal.hpp"
 #include "backends/cpu/kernels/short_rows.hpp"
 
@@ -389,54 +390,6 @@ Blocked8Chunk blocked8_kernel(int64_t ow, int64_t stride_w) {
   }
   (std::make_index_sequence<kChunkMax>());
   return table[static_cast<size_t>(ow - 1)][stride_w == 1 ? 0 : stride_w == 2 ? 1 : 2];
-}
-
-// dst vector p (8 floats) = element p of the `live` rows src + i * stride (i < live; the other
-// lanes 0), for p < n, stored at dst + at[p] (floats) when at is given, else at p * 8. The last
-// group of 8 overlaps the one before when n is not a multiple of 8 (it writes the same vectors
-// again), so that every load is a whole row vector.
-void rows_to_vectors8(const float* src, int64_t stride, int64_t live, int64_t n, float* dst,
-                      const int32_t* at) {
-  for (int64_t q = 0; q < n; q += kLanes) {
-    const int64_t p0 = n >= kLanes ? std::min(q, n - kLanes) : 0;
-    const int64_t count = std::min(kLanes, n);
-    __m256 r[kLanes];
-    if (count == kLanes) {
-#pragma GCC unroll 8
-      for (int64_t i = 0; i < kLanes; ++i)
-        r[i] = i < live ? _mm256_loadu_ps(src + i * stride + p0) : _mm256_setzero_ps();
-    } else {  // n < 8: whole planes narrower than a vector
-      const __m256i m = lanes8(count);
-#pragma GCC unroll 8
-      for (int64_t i = 0; i < kLanes; ++i)
-        r[i] = i < live ? _mm256_maskload_ps(src + i * stride, m) : _mm256_setzero_ps();
-    }
-    transpose8x8(r);
-    for (int64_t j = 0; j < count; ++j)
-      _mm256_store_ps(dst + (at ? at[p0 + j] : (p0 + j) * kLanes), r[j]);
-  }
-}
-
-// The inverse: element p of row i (dst + i * stride, i < live) = lane i of src[p], for p < n.
-void vectors_to_rows8(const float* src, int64_t n, int64_t live, float* dst, int64_t stride) {
-  for (int64_t q = 0; q < n; q += kLanes) {
-    const int64_t p0 = n >= kLanes ? std::min(q, n - kLanes) : 0;
-    const int64_t count = std::min(kLanes, n);
-    __m256 r[kLanes];
-#pragma GCC unroll 8
-    for (int64_t j = 0; j < kLanes; ++j)
-      r[j] = j < count ? _mm256_load_ps(src + (p0 + j) * kLanes) : _mm256_setzero_ps();
-    transpose8x8(r);
-    if (count == kLanes) {
-      for (int64_t i = 0; i < live; ++i) _mm256_storeu_ps(dst + i * stride + p0, r[i]);
-    } else {  // through a buffer: masked stores are microcoded on AMD (short_rows.hpp)
-      alignas(32) float row[kLanes];
-      for (int64_t i = 0; i < live; ++i) {
-        _mm256_store_ps(row, r[i]);
-        std::copy(row, row + count, dst + i * stride);
-      }
-    }
-  }
 }
 
 // Blocks [begin, end) of 8 channels: block k is image k / blocks_per_image's channels from 8 *

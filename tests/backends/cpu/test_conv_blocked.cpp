@@ -103,12 +103,13 @@ void check(const Case& c, const ThreadPool& pool, unsigned seed) {
       {nullptr, &wt, c.bias ? &bt : nullptr}};
   Activation act;
   act.kind = c.act;
-  // 8 lanes (no AVX-512): dense convs of 8 input channels or more only.
+  // 8 lanes (no AVX-512): dense convs of 8 input channels or more only, and the layout pass
+  // leaves maps under 16 pixels in NCHW (which the kernel still computes: checked here).
   if (!has_avx512f() && (c.depthwise || c.c_in < 8)) {
     EXPECT_FALSE(blocked_conv_capable(sig, act)) << describe(c);
     return;
   }
-  ASSERT_TRUE(blocked_conv_capable(sig, act)) << describe(c);
+  EXPECT_EQ(blocked_conv_capable(sig, act), has_avx512f() || oh * ow >= 16) << describe(c);
   const auto kernel = make_blocked_conv(sig, c.in_blocked, c.out_blocked, c.residual == 2);
 
   const int64_t cbi = (c.c_in + kLanes - 1) / kLanes, cbo = (c.c_out + kLanes - 1) / kLanes;

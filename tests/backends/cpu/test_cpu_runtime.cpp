@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "backends/cpu/avx512.hpp"
 #include "backends/cpu/blas.hpp"
 #include "backends/cpu/thread_pool.hpp"
 #include "core/backend_registry.hpp"
@@ -270,7 +271,7 @@ TEST(Blas, LoadsOnFirstUseNotWhenASessionOpens) {
   quilt_device_info_t full{};
   full.struct_size = sizeof(full);
   ASSERT_EQ(api->device_info(api->context, 0, &full), nullptr);
-  ASSERT_EQ(full.num_properties, 5u);
+  ASSERT_EQ(full.num_properties, 6u);
   EXPECT_STREQ(full.property_keys[1], "blas");
   EXPECT_NE(std::string(full.property_values[1]).find("OpenBLAS, core "), std::string::npos);
   EXPECT_TRUE(blas_loaded());
@@ -280,4 +281,10 @@ TEST(Blas, LoadsOnFirstUseNotWhenASessionOpens) {
   // The precisions this CPU accelerates (gemm_bf16.hpp).
   EXPECT_STREQ(full.property_keys[4], "precisions");
   EXPECT_EQ(std::string(full.property_values[4]).rfind("fp32", 0), 0u) << full.property_values[4];
+  // What the layout option's default picks here: blocked on CPUs without AVX-512.
+  EXPECT_STREQ(full.property_keys[5], "layout");
+  EXPECT_EQ(
+      std::string(full.property_values[5]).rfind(has_avx512f() ? "auto: nchw" : "auto: blocked", 0),
+      0u)
+      << full.property_values[5];
 }
