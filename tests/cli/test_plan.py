@@ -209,6 +209,11 @@ expect("run bad cpu layout option", ["run", MODEL, "--backend-option", "cpu:layo
 expect("run bad QUILT_CPU_LAYOUT", ["run", MODEL], (1, 2),
        "[cpu] QUILT_CPU_LAYOUT is 'NCHWc', expected auto, blocked or nchw",
        env={**os.environ, "QUILT_CPU_LAYOUT": "NCHWc"})
+# Every value the option takes runs (auto, the default, is blocked or NCHW by the CPU: `quilt
+# devices` says which, test_cpu_runtime.cpp checks that).
+for value in ("auto", "blocked", "nchw"):
+    expect(f"run cpu layout={value}", ["run", MODEL, "--backend-option", f"cpu:layout={value}"], 0,
+           "outputs:", stream="stdout")
 expect("run cpu unknown option lists layout", ["run", MODEL, "--backend-option", "cpu:lay=1"], (1, 2),
        "unknown option 'lay'; known options: layout, precision, threads")
 expect("run bad pin", ["run", MODEL, "--pin", "=cpu"], 2, "--pin expects NODE=BACKEND")

@@ -149,35 +149,22 @@ QUILT_AVX2 void dense_tile(const DenseArgs& a, float* out, int64_t out_block, bo
 // tile 3.0-3.2, this 2.9-3.0. One asm statement is one kernel offset of one input block: 8
 // channels, 96 FMAs, the pixels S * 32 bytes apart.
 // clang-format off
-#define QUILT_B8_PIX(D, A0, A1, A2)                  \
-  "vbroadcastss " D "(%[x]), %%ymm3\n\t"             \
+#define QUILT_B8_PIX(C, P, A0, A1, A2)               \
+  "vbroadcastss " C "*4+" P "*%c[ps](%[x]), %%ymm3\n\t" \
   "vfmadd231ps %%ymm0, %%ymm3, %[" A0 "]\n\t"        \
   "vfmadd231ps %%ymm1, %%ymm3, %[" A1 "]\n\t"        \
   "vfmadd231ps %%ymm2, %%ymm3, %[" A2 "]\n\t"
-#define QUILT_B8_CH(W0, W1, W2, D0, D1, D2, D3)      \
-  "vmovaps " W0 "(%[w]), %%ymm0\n\t"                 \
-  "vmovaps " W1 "(%[w]), %%ymm1\n\t"                 \
-  "vmovaps " W2 "(%[w]), %%ymm2\n\t"                 \
-  QUILT_B8_PIX(D0, "a0", "b0", "c0") QUILT_B8_PIX(D1, "a1", "b1", "c1") \
-  QUILT_B8_PIX(D2, "a2", "b2", "c2") QUILT_B8_PIX(D3, "a3", "b3", "c3")
-#define QUILT_B8_S1                                                     \
-  QUILT_B8_CH("0", "32", "64", "0", "32", "64", "96")                   \
-  QUILT_B8_CH("96", "128", "160", "4", "36", "68", "100")               \
-  QUILT_B8_CH("192", "224", "256", "8", "40", "72", "104")              \
-  QUILT_B8_CH("288", "320", "352", "12", "44", "76", "108")             \
-  QUILT_B8_CH("384", "416", "448", "16", "48", "80", "112")             \
-  QUILT_B8_CH("480", "512", "544", "20", "52", "84", "116")             \
-  QUILT_B8_CH("576", "608", "640", "24", "56", "88", "120")             \
-  QUILT_B8_CH("672", "704", "736", "28", "60", "92", "124")
-#define QUILT_B8_S2                                                     \
-  QUILT_B8_CH("0", "32", "64", "0", "64", "128", "192")                 \
-  QUILT_B8_CH("96", "128", "160", "4", "68", "132", "196")              \
-  QUILT_B8_CH("192", "224", "256", "8", "72", "136", "200")             \
-  QUILT_B8_CH("288", "320", "352", "12", "76", "140", "204")            \
-  QUILT_B8_CH("384", "416", "448", "16", "80", "144", "208")            \
-  QUILT_B8_CH("480", "512", "544", "20", "84", "148", "212")            \
-  QUILT_B8_CH("576", "608", "640", "24", "88", "152", "216")            \
-  QUILT_B8_CH("672", "704", "736", "28", "92", "156", "220")
+// Channel C: its 3 weight vectors (96 bytes a channel), then the 4 pixels, ps bytes apart (the
+// assembler works out each displacement).
+#define QUILT_B8_CH(C)                                                      \
+  "vmovaps " C "*96(%[w]), %%ymm0\n\t"                                     \
+  "vmovaps " C "*96+32(%[w]), %%ymm1\n\t"                                  \
+  "vmovaps " C "*96+64(%[w]), %%ymm2\n\t"                                  \
+  QUILT_B8_PIX(C, "0", "a0", "b0", "c0") QUILT_B8_PIX(C, "1", "a1", "b1", "c1") \
+  QUILT_B8_PIX(C, "2", "a2", "b2", "c2") QUILT_B8_PIX(C, "3", "a3", "b3", "c3")
+#define QUILT_B8_TAP                                                              \
+  QUILT_B8_CH("0") QUILT_B8_CH("1") QUILT_B8_CH("2") QUILT_B8_CH("3") QUILT_B8_CH("4") \
+  QUILT_B8_CH("5") QUILT_B8_CH("6") QUILT_B8_CH("7")
 // clang-format on
 template <int S>
 QUILT_AVX2 void dense_tile_3x4(const DenseArgs& args, float* out, int64_t out_block, bool first,
@@ -198,28 +185,19 @@ QUILT_AVX2 void dense_tile_3x4(const DenseArgs& args, float* out, int64_t out_bl
     const float* xb = args.xp + b * args.block_stride;
     for (int64_t t = 0; t < args.ntaps; ++t, w += kLanes * 3 * kLanes) {
       const float* x = xb + args.taps[t];
-      if constexpr (S == 1)
-        asm volatile(QUILT_B8_S1
-                     : [a0] "+x"(a0), [a1] "+x"(a1), [a2] "+x"(a2), [a3] "+x"(a3), [b0] "+x"(b0),
-                       [b1] "+x"(b1), [b2] "+x"(b2), [b3] "+x"(b3), [c0] "+x"(c0), [c1] "+x"(c1),
-                       [c2] "+x"(c2), [c3] "+x"(c3)
-                     : [x] "r"(x), [w] "r"(w)
-                     : "xmm0", "xmm1", "xmm2", "xmm3", "memory");
-      else
-        asm volatile(QUILT_B8_S2
-                     : [a0] "+x"(a0), [a1] "+x"(a1), [a2] "+x"(a2), [a3] "+x"(a3), [b0] "+x"(b0),
-                       [b1] "+x"(b1), [b2] "+x"(b2), [b3] "+x"(b3), [c0] "+x"(c0), [c1] "+x"(c1),
-                       [c2] "+x"(c2), [c3] "+x"(c3)
-                     : [x] "r"(x), [w] "r"(w)
-                     : "xmm0", "xmm1", "xmm2", "xmm3", "memory");
+      asm volatile(QUILT_B8_TAP
+                   : [a0] "+x"(a0), [a1] "+x"(a1), [a2] "+x"(a2), [a3] "+x"(a3), [b0] "+x"(b0),
+                     [b1] "+x"(b1), [b2] "+x"(b2), [b3] "+x"(b3), [c0] "+x"(c0), [c1] "+x"(c1),
+                     [c2] "+x"(c2), [c3] "+x"(c3)
+                   : [x] "r"(x), [w] "r"(w), [ps] "i"(S * 32)
+                   : "xmm0", "xmm1", "xmm2", "xmm3", "memory");
     }
   }
   const __m256 sums[3][4] = {{a0, a1, a2, a3}, {b0, b1, b2, b3}, {c0, c1, c2, c3}};
   for (int o = 0; o < 3; ++o)
     for (int p = 0; p < 4; ++p) _mm256_store_ps(out + o * out_block + p * kLanes, sums[o][p]);
 }
-#undef QUILT_B8_S2
-#undef QUILT_B8_S1
+#undef QUILT_B8_TAP
 #undef QUILT_B8_CH
 #undef QUILT_B8_PIX
 

@@ -115,6 +115,16 @@ void check(const Case& c, const ThreadPool& pool, unsigned seed) {
 
 }  // namespace
 
+// Which kernel depthwise_conv2d takes for one plane of g (zeros in; the path's name out).
+const char* path_of(const DepthwiseGeometry& g, const ThreadPool& pool, bool allow_avx512,
+                    bool allow_transposed = true, bool allow_rows3x3 = true) {
+  std::vector<float> x(static_cast<size_t>(g.in_h * g.in_w)),
+      w(static_cast<size_t>(g.kernel_h * g.kernel_w)), y(static_cast<size_t>(g.out_h * g.out_w));
+  return depthwise_detail::depthwise_conv2d(g, 1, 1, x.data(), w.data(), nullptr, y.data(),
+                                            Activation{}, pool, allow_avx512, allow_transposed,
+                                            nullptr, allow_rows3x3);
+}
+
 TEST(CpuDepthwiseConv, MobileNetShapes) {
   ThreadPool pool(2);
   unsigned seed = 1;
@@ -275,11 +285,7 @@ TEST(CpuDepthwiseConv, Rows3x3ReadTheInputDirectly) {
       c.transposed = false;  // small planes take that one first (TransposedSixteenChannels...)
       check(c, rep % 2 ? pool2 : pool1, seed++);
       if (::testing::Test::HasFatalFailure()) return;
-      std::vector<float> x(static_cast<size_t>(in_h * in_w)), w(9),
-          y(static_cast<size_t>(g.out_h * g.out_w));
-      EXPECT_STREQ(depthwise_detail::depthwise_conv2d(g, 1, 1, x.data(), w.data(), nullptr,
-                                                      y.data(), Activation{}, pool1, true, false),
-                   "depthwise 3x3, rows from the input (16 lanes)")
+      EXPECT_STREQ(path_of(g, pool1, true, false), "depthwise 3x3, rows from the input (16 lanes)")
           << describe(c);
     }
 }
@@ -375,11 +381,7 @@ TEST(CpuDepthwiseConv, FlatPlanesWhenThePaddingKeepsTheWidth) {
       {geometry(5, 10, 3, 3, 0, 0, 0, 0), "depthwise, flattened narrow planes (16 lanes)"},
       {geometry(14, 14, 3, 3, 1, 1, 1, 1), "depthwise 3x3, rows from the input (16 lanes)"}};
   for (const auto& [g, detail] : others) {
-    std::vector<float> x(static_cast<size_t>(g.in_h * g.in_w)), w(25),
-        y(static_cast<size_t>(g.out_h * g.out_w));
-    EXPECT_STREQ(depthwise_detail::depthwise_conv2d(g, 1, 1, x.data(), w.data(), nullptr, y.data(),
-                                                    Activation{}, pool1, true, false),
-                 detail)
+    EXPECT_STREQ(path_of(g, pool1, true, false), detail)
         << describe({g, 1, 1, false, Activation::Kind::None, true});
   }
 }
@@ -490,11 +492,7 @@ TEST(CpuDepthwiseConv, TransposedSixteenChannelsAtATimeOnSmallPlanes) {
            true};
     check(c, rep % 2 ? pool2 : pool1, seed++);
     if (::testing::Test::HasFatalFailure()) return;
-    std::vector<float> x(static_cast<size_t>(in_h * in_w)), w(static_cast<size_t>(kh * kw)),
-        y(static_cast<size_t>(g.out_h * g.out_w));
-    EXPECT_STREQ(depthwise_detail::depthwise_conv2d(g, 1, 1, x.data(), w.data(), nullptr, y.data(),
-                                                    Activation{}, pool1, true),
-                 "depthwise, 16 channels at a time, transposed (16 lanes)")
+    EXPECT_STREQ(path_of(g, pool1, true), "depthwise, 16 channels at a time, transposed (16 lanes)")
         << describe(c);
     ++taken;
   }
@@ -507,11 +505,7 @@ TEST(CpuDepthwiseConv, TransposedSixteenChannelsAtATimeOnSmallPlanes) {
     d.avx512 = true;
     d.act = Activation::Kind::Relu;
     check(d, pool2, seed++);
-    std::vector<float> x(static_cast<size_t>(c.g.in_h * c.g.in_w)),
-        w(static_cast<size_t>(c.g.kernel_h * c.g.kernel_w)),
-        y(static_cast<size_t>(c.g.out_h * c.g.out_w));
-    EXPECT_STREQ(depthwise_detail::depthwise_conv2d(c.g, 1, 1, x.data(), w.data(), nullptr,
-                                                    y.data(), Activation{}, pool1, true),
+    EXPECT_STREQ(path_of(c.g, pool1, true),
                  "depthwise, 16 channels at a time, transposed (16 lanes)")
         << describe(d);
   }
@@ -525,12 +519,7 @@ TEST(CpuDepthwiseConv, TransposedSixteenChannelsAtATimeOnSmallPlanes) {
     Case d = c;
     d.avx512 = true;
     check(d, pool2, seed++);
-    std::vector<float> x(static_cast<size_t>(c.g.in_h * c.g.in_w)), w(9),
-        y(static_cast<size_t>(c.g.out_h * c.g.out_w));
-    EXPECT_STREQ(depthwise_detail::depthwise_conv2d(c.g, 1, 1, x.data(), w.data(), nullptr,
-                                                    y.data(), Activation{}, pool1, true),
-                 name)
-        << describe(d);
+    EXPECT_STREQ(path_of(c.g, pool1, true), name) << describe(d);
   }
 }
 
@@ -569,12 +558,7 @@ TEST(CpuDepthwiseConv, TransposedEightChannelsAtATimeOnAvx2) {
            false};
     check(c, rep % 2 ? pool2 : pool1, seed++);
     if (::testing::Test::HasFatalFailure()) return;
-    std::vector<float> x(static_cast<size_t>(in_h * in_w)), w(static_cast<size_t>(kh * kw)),
-        y(static_cast<size_t>(g.out_h * g.out_w));
-    EXPECT_STREQ(depthwise_detail::depthwise_conv2d(g, 1, 1, x.data(), w.data(), nullptr, y.data(),
-                                                    Activation{}, pool1, false),
-                 kName)
-        << describe(c);
+    EXPECT_STREQ(path_of(g, pool1, false), kName) << describe(c);
     ++taken;
     chunked += g.out_w > 14;
     tiny += in_h * in_w < 8;
@@ -591,25 +575,14 @@ TEST(CpuDepthwiseConv, TransposedEightChannelsAtATimeOnAvx2) {
     Case d = c;
     d.act = Activation::Kind::HardSwish;
     check(d, pool2, seed++);
-    std::vector<float> x(static_cast<size_t>(c.g.in_h * c.g.in_w)),
-        w(static_cast<size_t>(c.g.kernel_h * c.g.kernel_w)),
-        y(static_cast<size_t>(c.g.out_h * c.g.out_w));
-    EXPECT_STREQ(depthwise_detail::depthwise_conv2d(c.g, 1, 1, x.data(), w.data(), nullptr,
-                                                    y.data(), Activation{}, pool1, false),
-                 kName)
-        << describe(d);
+    EXPECT_STREQ(path_of(c.g, pool1, false), kName) << describe(d);
   }
   // Not taken: rows wider than 28 columns, padded planes over 3600 pixels, or not allowed.
   const std::pair<Case, bool> others[] = {{make_case(1, 8, 56, 56, 5, 5, 1, 1, 2), true},
                                           {make_case(1, 8, 112, 112, 3, 3, 2, 1, 1), true},
                                           {make_case(1, 8, 14, 14, 5, 5, 1, 1, 2), false}};
   for (const auto& [c, allowed] : others) {
-    std::vector<float> x(static_cast<size_t>(c.g.in_h * c.g.in_w)),
-        w(static_cast<size_t>(c.g.kernel_h * c.g.kernel_w)),
-        y(static_cast<size_t>(c.g.out_h * c.g.out_w));
-    EXPECT_STREQ(depthwise_detail::depthwise_conv2d(c.g, 1, 1, x.data(), w.data(), nullptr,
-                                                    y.data(), Activation{}, pool1, false, allowed),
-                 "depthwise, row bands (8-lane tiles)")
+    EXPECT_STREQ(path_of(c.g, pool1, false, allowed), "depthwise, row bands (8-lane tiles)")
         << describe(c);
   }
 }
@@ -638,12 +611,7 @@ TEST(CpuDepthwiseConv, Rows3x3ReadTheInputOnAvx2) {
     Case c{g, pick(1, 2), pick(1, 5), pick(0, 1) == 1, kActs[rep % std::size(kActs)], false, false};
     check(c, rep % 2 ? pool2 : pool1, seed++);
     if (::testing::Test::HasFatalFailure()) return;
-    std::vector<float> x(static_cast<size_t>(in_h * in_w)), w(9),
-        y(static_cast<size_t>(g.out_h * g.out_w));
-    EXPECT_STREQ(depthwise_detail::depthwise_conv2d(g, 1, 1, x.data(), w.data(), nullptr, y.data(),
-                                                    Activation{}, pool1, false, false),
-                 kName)
-        << describe(c);
+    EXPECT_STREQ(path_of(g, pool1, false, false), kName) << describe(c);
     ++taken;
   }
   EXPECT_GE(taken, 100);
@@ -654,12 +622,7 @@ TEST(CpuDepthwiseConv, Rows3x3ReadTheInputOnAvx2) {
     Case d = c;
     d.act = Activation::Kind::Silu;
     check(d, pool2, seed++);
-    std::vector<float> x(static_cast<size_t>(c.g.in_h * c.g.in_w)), w(9),
-        y(static_cast<size_t>(c.g.out_h * c.g.out_w));
-    EXPECT_STREQ(depthwise_detail::depthwise_conv2d(c.g, 1, 1, x.data(), w.data(), nullptr,
-                                                    y.data(), Activation{}, pool1, false),
-                 kName)
-        << describe(d);
+    EXPECT_STREQ(path_of(c.g, pool1, false), kName) << describe(d);
   }
   // Not taken: stride 2, dilation 2, 5x5, rows of 8 or fewer, or not allowed.
   for (const auto& [c, allowed] : std::initializer_list<std::pair<Case, bool>>{
@@ -667,13 +630,7 @@ TEST(CpuDepthwiseConv, Rows3x3ReadTheInputOnAvx2) {
            {make_case(1, 2, 60, 60, 3, 3, 1, 2, 2), true},
            {make_case(1, 2, 60, 60, 5, 5, 1, 1, 2), true},
            {make_case(1, 2, 60, 60, 3, 3, 1, 1, 1), false}}) {
-    std::vector<float> x(static_cast<size_t>(c.g.in_h * c.g.in_w)),
-        w(static_cast<size_t>(c.g.kernel_h * c.g.kernel_w)),
-        y(static_cast<size_t>(c.g.out_h * c.g.out_w));
-    EXPECT_STREQ(
-        depthwise_detail::depthwise_conv2d(c.g, 1, 1, x.data(), w.data(), nullptr, y.data(),
-                                           Activation{}, pool1, false, true, nullptr, allowed),
-        "depthwise, row bands (8-lane tiles)")
+    EXPECT_STREQ(path_of(c.g, pool1, false, true, allowed), "depthwise, row bands (8-lane tiles)")
         << describe(c);
   }
 }
