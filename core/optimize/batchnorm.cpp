@@ -1,9 +1,16 @@
-// BatchNormalization (inference form, constant parameters) folded into the Conv, ConvTranspose
-// or Gemm before it, when that op's output feeds only the BN and its weights are constants: the
-// BN is a per-channel y = s * x + t, so the op's weights are scaled by s and its bias becomes
-// s * bias + t. Exporters that do not fold it themselves (paddle2onnx, training-mode torch
-// exports, Keras models) leave one BN per conv. The folded weights are new initializers: the
-// originals may be read by other nodes, and are dropped when nothing does.
+// Per-channel affine maps y = s * x + t folded into the Conv, ConvTranspose or Gemm before them,
+// when that op's output feeds only the map and its weights are constants: the op's weights are
+// scaled by s and its bias becomes s * bias + t. Two passes:
+//  - fold_batch_norms: BatchNormalization (inference form, constant parameters). Exporters that
+//    do not fold it themselves (paddle2onnx, training-mode torch exports, Keras models) leave one
+//    BN per conv.
+//  - fold_channel_affines: Mul, Add or Sub of a constant holding one value or one per output
+//    channel (TensorFlow's BiasAdd after a bias-free conv, Real-ESRGAN's residual scaling
+//    conv * 0.2 before its Add, a Gemm scaled by a constant). Run after the activation rewrites:
+//    an Add of 3 that starts a written-out HardSigmoid/HardSwish stays for that rewrite to match.
+// The folded weights are new initializers: the originals may be read by other nodes, and are
+// dropped when nothing does.
+#include <algorithm>
 #include <cmath>
 
 #include "core/optimize/rewriter.hpp"
@@ -90,7 +97,8 @@ std::optional<Tensor> folded_conv_transpose_weight(const Tensor& w, int64_t grou
 
 // Gemm: B's column n (row n with transB) is output channel n; C becomes s * beta * C + t, of
 // shape [N] or, for a C with rows, [M, N]; beta becomes 1.
-bool fold_into_gemm(Rewriter& r, const Node& gemm, const ChannelAffine& a, Node& out) {
+bool fold_into_gemm(Rewriter& r, const Node& gemm, const ChannelAffine& a, Node& out,
+                    const std::string& suffix) {
   const auto n = static_cast<int64_t>(a.s.size());
   const Tensor* b = weight(r, gemm, 1);
   const bool trans_b = gemm.attr_int("transB", 0) != 0;
@@ -113,10 +121,90 @@ bool fold_into_gemm(Rewriter& r, const Node& gemm, const ChannelAffine& a, Node&
         nc.data<float>()[i * n + j] =
             a.s[j] * beta * c->data<float>()[i * cols + (cols == 1 ? 0 : j)] + a.t[j];
   }
-  out.inputs = {gemm.inputs[0], r.add_initializer(gemm.inputs[1] + "_bn", nb),
-                r.add_initializer(gemm.name.empty() ? "gemm_bias_bn" : gemm.name + "_bias_bn", nc)};
+  out.inputs = {gemm.inputs[0], r.add_initializer(gemm.inputs[1] + suffix, nb),
+                r.add_initializer((gemm.name.empty() ? "gemm" : gemm.name) + "_bias" + suffix, nc)};
   set_attr(out, "beta", 1.f);
   return true;
+}
+
+// The op's output channels and the rank and channel axis of its output, or nullopt when the op
+// is not one the maps fold into (or its weight is not a float32 constant).
+struct OutputChannels {
+  int64_t channels, rank, axis;
+};
+std::optional<OutputChannels> output_channels(const Rewriter& r, const Node& op) {
+  const Tensor* w = weight(r, op, 1);
+  if (!w) return std::nullopt;
+  if (op.op_type == "Gemm" && w->rank() == 2)
+    return OutputChannels{w->dim(op.attr_int("transB", 0) != 0 ? 0 : 1), 2, 1};
+  if (op.op_type == "Conv" && w->rank() >= 3) return OutputChannels{w->dim(0), w->rank(), 1};
+  if (op.op_type == "ConvTranspose" && w->rank() >= 3)
+    return OutputChannels{w->dim(1) * op.attr_int("group", 1), w->rank(), 1};
+  return std::nullopt;
+}
+
+// A Mul, Add or Sub (op's output minus the constant) of op's output and a float32 constant that
+// broadcasts along the output's channel axis only (one value, or one per channel), as
+// y = s * x + t. nullopt for anything else, and for a non-finite constant (conv * inf is not
+// the conv of weights * inf where an input is 0).
+std::optional<ChannelAffine> affine_of_arith(const Rewriter& r, const Node& n, const Node& op) {
+  if (n.inputs.size() != 2 || n.outputs.size() != 1 || op.outputs.empty()) return std::nullopt;
+  const size_t from = n.inputs[0] == op.outputs[0] ? 0 : 1;
+  if (n.inputs[from] != op.outputs[0] || n.inputs[1 - from] == op.outputs[0]) return std::nullopt;
+  if (n.op_type == "Sub" && from != 0) return std::nullopt;
+  const Tensor* c = weight(r, n, 1 - from);
+  const std::optional<OutputChannels> out = output_channels(r, op);
+  if (!c || !out || c->rank() > out->rank) return std::nullopt;
+  const int64_t axis = out->axis - (out->rank - c->rank());  // the channel axis in c's dims
+  for (int64_t d = 0; d < c->rank(); ++d)
+    if (c->dim(d) != 1 && (d != axis || c->dim(d) != out->channels)) return std::nullopt;
+  const float* v = c->data<float>();
+  ChannelAffine a;
+  for (int64_t ch = 0; ch < out->channels; ++ch) {
+    const float x = v[c->numel() == 1 ? 0 : ch];
+    if (!std::isfinite(x)) return std::nullopt;
+    a.s.push_back(n.op_type == "Mul" ? x : 1.f);
+    a.t.push_back(n.op_type == "Mul" ? 0.f : n.op_type == "Add" ? x : -x);
+  }
+  return a;
+}
+
+// Replaces op and the map at node i by op with folded weights; `what` names the map in the
+// pattern counted ("batchnorm" -> "batchnorm into conv"), `suffix` the new initializers.
+void fold_into(Rewriter& r, const Node& op, size_t i, const ChannelAffine& a, const char* what,
+               const std::string& suffix) {
+  Node folded = op;
+  folded.outputs = {r.node(i).outputs[0]};
+  std::string into;
+  if (op.op_type == "Gemm") {
+    if (!fold_into_gemm(r, op, a, folded, suffix)) return;
+    into = "gemm";
+  } else if (op.op_type == "Conv" || op.op_type == "ConvTranspose") {
+    const Tensor* w = weight(r, op, 1);
+    std::optional<Tensor> nw, nb = folded_bias(r, op, a);
+    if (w && op.op_type == "Conv") nw = folded_conv_weight(*w, a);
+    if (w && op.op_type == "ConvTranspose")
+      nw = folded_conv_transpose_weight(*w, op.attr_int("group", 1), a);
+    if (!nw || !nb) return;
+    const std::string base = op.name.empty() ? op.inputs[1] : op.name;
+    const bool scaled = std::any_of(a.s.begin(), a.s.end(), [](float s) { return s != 1.f; });
+    folded.inputs = {op.inputs[0],
+                     scaled ? r.add_initializer(op.inputs[1] + suffix, *nw) : op.inputs[1],
+                     r.add_initializer(base + "_bias" + suffix, *nb)};
+    into = op.op_type == "Conv" ? "conv" : "convtranspose";
+  } else {
+    return;
+  }
+  if (r.fuse({r.index_of(&op)}, i, std::move(folded))) r.count(std::string(what) + " into " + into);
+}
+
+// The op (Conv, ConvTranspose, Gemm) whose output node i's input 0 or `input` reads, when node
+// i may absorb it.
+const Node* foldable_producer(const Rewriter& r, size_t i, const std::string& input) {
+  const Node* op = r.producer(input);
+  if (!op || op->outputs.size() != 1 || !op->domain.empty()) return nullptr;
+  if (!r.can_fuse({r.index_of(op)}, i)) return nullptr;
+  return op;
 }
 
 }  // namespace
@@ -125,32 +213,26 @@ void fold_batch_norms(Rewriter& r) {
   for (size_t i : r.order()) {
     const Node& bn = r.node(i);
     if (!r.live(i) || !is_op(&bn, "BatchNormalization") || bn.outputs.empty()) continue;
-    const Node* op = r.producer(bn.inputs[0]);
-    if (!op || op->outputs.size() != 1 || !op->domain.empty()) continue;
-    if (!r.can_fuse({r.index_of(op)}, i)) continue;
-    std::optional<ChannelAffine> a = affine_of(r, bn);
-    if (!a) continue;
-    Node folded = *op;
-    folded.outputs = {bn.outputs[0]};
-    std::string pattern;
-    if (op->op_type == "Gemm") {
-      if (!fold_into_gemm(r, *op, *a, folded)) continue;
-      pattern = "batchnorm into gemm";
-    } else if (op->op_type == "Conv" || op->op_type == "ConvTranspose") {
-      const Tensor* w = weight(r, *op, 1);
-      std::optional<Tensor> nw, nb = folded_bias(r, *op, *a);
-      if (w && op->op_type == "Conv") nw = folded_conv_weight(*w, *a);
-      if (w && op->op_type == "ConvTranspose")
-        nw = folded_conv_transpose_weight(*w, op->attr_int("group", 1), *a);
-      if (!nw || !nb) continue;
-      const std::string base = op->name.empty() ? op->inputs[1] : op->name;
-      folded.inputs = {op->inputs[0], r.add_initializer(op->inputs[1] + "_bn", *nw),
-                       r.add_initializer(base + "_bias_bn", *nb)};
-      pattern = op->op_type == "Conv" ? "batchnorm into conv" : "batchnorm into convtranspose";
-    } else {
+    const Node* op = foldable_producer(r, i, bn.inputs[0]);
+    if (!op) continue;
+    if (std::optional<ChannelAffine> a = affine_of(r, bn))
+      fold_into(r, *op, i, *a, "batchnorm", "_bn");
+  }
+}
+
+void fold_channel_affines(Rewriter& r) {
+  for (size_t i : r.order()) {
+    const Node& n = r.node(i);
+    if (!r.live(i) || n.inputs.size() != 2 ||
+        !(is_op(&n, "Mul") || is_op(&n, "Add") || is_op(&n, "Sub")))
       continue;
+    for (const std::string& input : n.inputs) {
+      const Node* op = foldable_producer(r, i, input);
+      if (!op) continue;
+      if (std::optional<ChannelAffine> a = affine_of_arith(r, n, *op))
+        fold_into(r, *op, i, *a, n.op_type == "Mul" ? "mul" : "add", "_folded");
+      break;
     }
-    if (r.fuse({r.index_of(op)}, i, std::move(folded))) r.count(pattern);
   }
 }
 

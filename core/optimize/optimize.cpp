@@ -37,6 +37,9 @@ const std::vector<Pass>& passes() {
       {optimize::fuse_activations,
        {"hardswish", "gelu", "gelu tanh", "mish", "swish", "hardsigmoid"}},
       {optimize::fuse_normalizations, {"layernorm", "rmsnorm", "softmax"}},
+      {optimize::fold_channel_affines,
+       {"mul into conv", "add into conv", "mul into convtranspose", "add into convtranspose",
+        "mul into gemm", "add into gemm"}},
   };
   return list;
 }

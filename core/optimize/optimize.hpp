@@ -11,6 +11,8 @@
 //   batchnorm.cpp      BatchNormalization folded into the Conv / ConvTranspose / Gemm before it
 //   activations.cpp    HardSwish, Gelu, Mish, Swish, HardSigmoid written out -> the one op
 //   normalization.cpp  LayerNormalization, RMSNormalization, Softmax written out -> the one op
+//   batchnorm.cpp      (again) Mul / Add / Sub of a per-channel or scalar constant folded into
+//                      the Conv / ConvTranspose / Gemm before it
 // They rewrite into ops the ONNX spec defines (qdq.cpp also into onnxruntime's com.microsoft
 // quantized ops, which the CPU backend runs), so a backend claims fused work by claiming a
 // known op (rewriter.hpp has what they share). What they did is counted per pattern for the

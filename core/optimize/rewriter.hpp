@@ -186,5 +186,6 @@ void matmul_add_to_gemm(Rewriter& r);         // gemm.cpp
 void fold_batch_norms(Rewriter& r);           // batchnorm.cpp
 void fuse_activations(Rewriter& r);           // activations.cpp
 void fuse_normalizations(Rewriter& r);        // normalization.cpp
+void fold_channel_affines(Rewriter& r);       // batchnorm.cpp
 
 }  // namespace quilt::optimize

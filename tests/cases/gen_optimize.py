@@ -95,6 +95,45 @@ c.model("conv_bn_ir3_initializers_listed", [N("Conv", ["x", "w", "b"], ["c"]), b
         {**W, **bn_params(6)}, opset=8, ir_version=3, graph_inputs=list({**W, **bn_params(6)}),
         rewrites={"batchnorm into conv": 1})
 
+# ---- mul / add / sub of a constant into conv / convtranspose / gemm ---------------------------
+# One value or one per output channel, in either operand order (Sub: the constant subtracted).
+WC = {"w": W["w"], "b": W["b"]}
+c.model("conv_mul_scalar_residual", [N("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+                                     N("Mul", ["c", "fifth"], ["m"]), N("Add", ["m", "r"], ["y"])],
+        {**X4, "r": rand(2, 6, 9, 8)}, ["y"], {**WC, "fifth": s(0.2)}, rewrites={"mul into conv": 1})
+c.model("conv_mul_channels_first_operand", [N("Conv", ["x", "w"], ["c"]), N("Mul", ["k", "c"], ["y"])],
+        X4, ["y"], {"w": W["w"], "k": rand(1, 6, 1, 1, low=-2, high=2)}, rewrites={"mul into conv": 1})
+c.model("conv_bias_add_tf", [N("Conv", ["x", "w"], ["c"], strides=[2, 2]), N("Add", ["c", "k"], ["y"])],
+        X4, ["y"], {"w": W["w"], "k": rand(6, 1, 1)}, rewrites={"add into conv": 1})
+c.model("conv_sub_scalar_then_mul", [N("Conv", ["x", "w", "b"], ["c"]), N("Sub", ["c", "half"], ["d"]),
+                                     N("Mul", ["d", "k"], ["y"])],
+        X4, ["y"], {**WC, "half": s(0.5), "k": rand(6, 1, 1)}, rewrites={"add into conv": 1, "mul into conv": 1})
+c.model("conv1d_mul_channels", [N("Conv", ["x", "w1"], ["c"]), N("Mul", ["c", "k"], ["y"])],
+        {"x": rand(2, 4, 20)}, ["y"], {"w1": rand(5, 4, 3), "k": rand(5, 1)}, rewrites={"mul into conv": 1})
+c.model("conv_transpose_grouped_mul_add",
+        [N("ConvTranspose", ["x", "wt"], ["c"], group=3, strides=[2, 2]), N("Mul", ["c", "k"], ["m"]),
+         N("Add", ["m", "t"], ["y"])],
+        {"x": rand(2, 6, 5, 4)}, ["y"], {"wt": rand(6, 2, 3, 3), "k": rand(1, 6, 1, 1), "t": s(0.25)},
+        rewrites={"mul into convtranspose": 1, "add into convtranspose": 1})
+c.model("gemm_mul_add", [N("Gemm", ["a", "wg", "bg"], ["g"], transB=1, alpha=0.5, beta=2.0),
+                         N("Mul", ["g", "k"], ["m"]), N("Add", ["t", "m"], ["y"])],
+        {"a": rand(5, 16)}, ["y"], {"wg": rand(8, 16), "bg": rand(8), "k": rand(8), "t": rand(1, 8)},
+        rewrites={"mul into gemm": 1, "add into gemm": 1})
+# Not folded: the constant minus the conv; a constant that varies over pixels or has more dims
+# than the output (it broadcasts the output up); a non-finite scale; the conv read twice; a
+# written-out HardSigmoid after a conv (its Add of 3 is left for that rewrite).
+c.model("constant_sub_conv", [N("Conv", ["x", "w", "b"], ["c"]), N("Sub", ["half", "c"], ["y"])],
+        X4, ["y"], {**WC, "half": s(0.5)}, rewrites={})
+c.model("conv_mul_spatial", [N("Conv", ["x", "w", "b"], ["c"]), N("Mul", ["c", "k"], ["y"])],
+        X4, ["y"], {**WC, "k": rand(1, 1, 7, 6)}, rewrites={})
+c.model("conv_mul_rank5", [N("Conv", ["x", "w", "b"], ["c"]), N("Mul", ["c", "k"], ["y"])],
+        X4, ["y"], {**WC, "k": rand(1, 1, 1, 1, 1)}, rewrites={})
+c.model("conv_mul_inf", [N("Conv", ["x", "w", "b"], ["c"]), N("Mul", ["c", "k"], ["y"])],
+        X4, ["y"], {**WC, "k": np.array([np.inf], np.float32)}, rewrites={})
+c.model("conv_add_read_twice", [N("Conv", ["x", "w", "b"], ["c"]), N("Add", ["c", "half"], ["a"]),
+                                N("Mul", ["a", "c"], ["y"])],
+        X4, ["y"], {**WC, "half": s(0.5)}, rewrites={})
+
 # ---- matmul + add -> gemm ---------------------------------------------------------------------
 A = {"a": rand(5, 16)}
 for name, bias, first in [("matmul_add_row", rand(8), False), ("matmul_add_bias_first", rand(8), True),
