@@ -17,6 +17,7 @@
 #include "backends/cpu/gemm_bf16.hpp"
 #include "backends/cpu/half_interior.hpp"
 #include "backends/cpu/kernel.hpp"
+#include "backends/cpu/kernels/blocked_ops.hpp"
 #include "backends/cpu/kernels/broadcast.hpp"
 #include "backends/cpu/kernels/conv_blocked.hpp"
 #include "backends/cpu/layout.hpp"
@@ -178,6 +179,14 @@ struct quilt_executable_s {
 
 namespace quilt::cpu {
 namespace {
+
+// The debug log's line for a node that runs on the blocked layout's kernels.
+void log_blocked(const Node& node, const char* input, bool out_blocked) {
+  host_api()->log(QUILT_LOG_DEBUG, ("cpu: " + node.op_type + " node \"" + node.name +
+                                    "\" on the blocked layout (input " + input + ", output " +
+                                    (out_blocked ? "blocked" : "NCHW") + ")")
+                                       .c_str());
+}
 
 int32_t device_count(void*) {
   return 1;
@@ -346,13 +355,31 @@ quilt_status_t compile(quilt_device_t device, const quilt_graph_t* g, quilt_exec
     std::vector<NodeSignature> sigs;  // each node's, built once for both uses
     sigs.reserve(patch.size());
     for (const PatchNode& pn : patch) sigs.push_back(signature_of(pn, exe->table));
-    std::vector<char> capable(patch.size(), 0);
-    // (Not a conv whose fused residual is checked on each run: its fallback works in NCHW.)
+    enum class Blocked : char { No, Conv, Concat, ElementWise };  // what runs blocked
+    std::vector<Blocked> capable(patch.size(), Blocked::No);
+    std::vector<BlockedUse> uses(patch.size());
     if (device->blocked_layout && !device->bf16)  // the blocked kernels are float32
-      for (size_t k = 0; k < patch.size(); ++k)
-        capable[k] =
-            patch[k].residual_at_run < 0 && blocked_conv_capable(sigs[k], patch[k].activation);
-    const std::vector<char> blocked = blocked_values(patch, capable, num_values, kept);
+      for (size_t k = 0; k < patch.size(); ++k) {
+        // (Not a conv whose fused residual is checked on each run: its fallback works in NCHW.)
+        BlockedUse& u = uses[k];
+        if (patch[k].residual_at_run < 0 && blocked_conv_capable(sigs[k], patch[k].activation)) {
+          capable[k] = Blocked::Conv;
+          u.writes = true;
+          u.reads.assign(patch[k].inputs.size(), 0);
+          u.reads[0] = 1;
+          if (patch[k].residual_input >= 0) u.reads[patch[k].residual_input] = 1;
+        } else if (blocked_concat_capable(sigs[k])) {
+          capable[k] = Blocked::Concat;
+          u.writes = true;
+          u.reads.assign(patch[k].inputs.size(), 1);
+        } else if (patch[k].bias_input < 0 && patch[k].residual_input < 0) {
+          u.reads = blocked_element_wise_inputs(sigs[k]);
+          u.writes = u.uniform = !u.reads.empty();
+          if (u.uniform) capable[k] = Blocked::ElementWise;
+        }
+        u.converts = !u.writes && !is_half_edge(patch[k]) && blocked_output_convertible(sigs[k]);
+      }
+    const std::vector<char> blocked = blocked_values(patch, uses, num_values, kept);
     exe->last_use.assign(num_values, -1);
     exe->nodes.reserve(patch.size());
     // Constants every reader copied at creation: the host may free their data as soon as the
@@ -396,13 +423,25 @@ quilt_status_t compile(quilt_device_t device, const quilt_graph_t* g, quilt_exec
       sig.bf16 = device->bf16;
       if (is_half_edge(cn)) {
         cn.kernel = make_half_edge();
-      } else if (capable[k] && (in_blocked || out_blocked || residual_blocked)) {
+      } else if (capable[k] == Blocked::Conv && (in_blocked || out_blocked || residual_blocked)) {
         cn.kernel = make_blocked_conv(sig, in_blocked, out_blocked, residual_blocked);
-        host_api()->log(QUILT_LOG_DEBUG,
-                        ("cpu: " + cn.node.op_type + " node \"" + cn.node.name +
-                         "\" on the blocked layout (input " + (in_blocked ? "blocked" : "NCHW") +
-                         ", output " + (out_blocked ? "blocked" : "NCHW") + ")")
-                            .c_str());
+        log_blocked(cn.node, in_blocked ? "blocked" : "NCHW", out_blocked);
+      } else if (capable[k] == Blocked::Concat) {
+        std::vector<char> in(cn.inputs.size(), 0);
+        for (size_t i = 0; i < in.size(); ++i) in[i] = is_blocked(static_cast<int32_t>(i));
+        const bool any = std::find(in.begin(), in.end(), 1) != in.end();
+        if (any || out_blocked) {
+          cn.kernel = make_blocked_concat(sig, in, out_blocked);
+          log_blocked(cn.node, any ? "some blocked" : "NCHW", out_blocked);
+        } else {
+          cn.kernel = cn.entry->create(sig);
+        }
+      } else if (capable[k] == Blocked::ElementWise && out_blocked) {
+        cn.kernel = make_blocked_element_wise(sig, cn.entry->create, uses[k].reads);
+        log_blocked(cn.node, "blocked", true);
+      } else if (out_blocked) {  // uses[k].converts
+        cn.kernel = make_blocked_output(sig, cn.entry->create(sig));
+        log_blocked(cn.node, "NCHW, the kernel's output reordered", true);
       } else {
         cn.kernel = cn.entry->create(sig);
       }

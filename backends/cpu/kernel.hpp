@@ -69,6 +69,8 @@ class KernelContext {
   // Allocates output i (not zero-filled) with `dims`, in a layout private to the CPU patch
   // (a blocked tensor, backends/cpu/layout.hpp): only for values the patch does not export.
   Tensor& output_private(size_t i, std::vector<int64_t> dims);
+  // Sets output i to t, in such a private layout (its shape is not the inferred one).
+  void set_output_private(size_t i, Tensor t);
   // Sets output i to an existing tensor (e.g. a view of an input for Reshape); its dtype and
   // shape must match the inferred ones.
   void set_output(size_t i, Tensor t);

@@ -42,6 +42,14 @@ Tensor& KernelContext::output_private(size_t i, std::vector<int64_t> dims) {
   return outputs_[i];
 }
 
+void KernelContext::set_output_private(size_t i, Tensor t) {
+  if (i >= outputs_.size() || outputs_[i].defined())
+    node.fail("output " + std::to_string(i) +
+                  " is exported by the patch and cannot take a private layout",
+              ErrorCode::Runtime);
+  outputs_[i] = std::move(t);
+}
+
 void KernelContext::set_output(size_t i, Tensor t) {
   if (i >= outputs_.size()) return;
   if (t.dtype() != output_types_[i].dtype || t.shape() != output_types_[i].dims)

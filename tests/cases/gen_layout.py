@@ -1,8 +1,10 @@
-"""The CPU's blocked layout (NCHW16c, backends/cpu/layout.hpp and kernels/conv_blocked.cpp): chains
+"""The CPU's blocked layout (NCHW16c/NCHW8c, backends/cpu/layout.hpp, kernels/conv_blocked.cpp and
+kernels/blocked_ops.cpp): chains
 of convs whose values between them are stored blocked, the region's NCHW edges, fused residuals
 in either layout, ragged channel counts (3, 17, 33: not multiples of 16), every kernel size,
 stride, dilation and padding the zoo has, and the shapes where a value must stay NCHW (a graph
 output, a reader without a blocked kernel). Expected outputs come from onnxruntime."""
+import numpy as np
 from onnx import helper
 
 from casegen import Cases, rand
@@ -88,3 +90,44 @@ c.model("depthwise_first",
          conv("d", "wp", "y", "bp")],
         {"x": rand(2, 20, 9, 14)}, ["y"], {"wd": rand(20, 1, 3, 3), "wp": rand(8, 20, 1, 1),
                                             "bp": rand(8)}, **TOL)
+# Real-ESRGAN's dense block: a 3-channel first conv (NCHW kernels) whose output five nodes read
+# blocked (reordered once), convs whose outputs are concatenated with it, the last conv scaled by
+# 0.2 (folded into its weights) before the residual Add, then the block's own 0.2 scaling and
+# Add (element-wise on blocked values) and a conv after.
+c.model("dense_block",
+        [conv("x", "w0", "f", "b0", pads=[1, 1, 1, 1]),
+         conv("f", "w1", "a", pads=[1, 1, 1, 1]), N("LeakyRelu", ["a"], ["a1"], alpha=0.2),
+         N("Concat", ["f", "a1"], ["c1"], axis=1),
+         conv("c1", "w2", "b", pads=[1, 1, 1, 1]), N("LeakyRelu", ["b"], ["b1"], alpha=0.2),
+         N("Concat", ["f", "a1", "b1"], ["c2"], axis=1),
+         conv("c2", "w3", "d", pads=[1, 1, 1, 1]), N("Mul", ["d", "fifth"], ["d1"]),
+         N("Add", ["d1", "f"], ["r"]), N("Mul", ["r", "fifth"], ["r1"]), N("Add", ["r1", "f"], ["s"]),
+         conv("s", "w4", "y", pads=[1, 1, 1, 1])],
+        {"x": rand(1, 3, 10, 12)}, ["y"],
+        {"w0": rand(16, 3, 3, 3), "b0": rand(16), "w1": rand(8, 16, 3, 3), "w2": rand(8, 24, 3, 3),
+         "w3": rand(16, 32, 3, 3), "fifth": np.array(0.2, np.float32), "w4": rand(5, 16, 3, 3)},
+         **TOL)
+# Concats whose inputs mix layouts: pooled (NCHW) branches and a blocked conv output (YOLOv5's
+# SPPF) into a blocked concatenation; blocked inputs, the last ragged (5 channels), into one that
+# is also a graph output (NCHW).
+c.model("concat_mixed_ragged_and_output",
+        [conv("x", "w1", "a", "b1", pads=[1, 1, 1, 1]), N("Relu", ["a"], ["a1"]),
+         N("MaxPool", ["a1"], ["p1"], kernel_shape=[5, 5], pads=[2, 2, 2, 2]),
+         N("MaxPool", ["p1"], ["p2"], kernel_shape=[5, 5], pads=[2, 2, 2, 2]),
+         conv("a1", "w5", "g", pads=[1, 1, 1, 1]),
+         N("Concat", ["g", "p1", "p2"], ["c1"], axis=1), conv("c1", "w2", "b"),
+         conv("b", "w3", "e", pads=[1, 1, 1, 1]), N("Concat", ["b", "e"], ["c2"], axis=-3),
+         conv("c2", "w4", "y", strides=[2, 2])],
+        {"x": rand(2, 8, 9, 11)}, ["y", "c2"],
+        {"w1": rand(16, 8, 3, 3), "b1": rand(16), "w5": rand(16, 16, 3, 3),
+         "w2": rand(16, 48, 1, 1), "w3": rand(5, 16, 3, 3), "w4": rand(7, 21, 1, 1)}, **TOL)
+# Element-wise ops the region cannot keep: one adding the graph's input (NCHW) to a conv's
+# output, a per-channel Mul (not one element), and a Sigmoid whose output is read by a Softmax.
+c.model("element_wise_edges",
+        [conv("x", "w1", "a", pads=[1, 1, 1, 1]), N("Add", ["a", "x"], ["s"]),
+         conv("s", "w2", "b", pads=[1, 1, 1, 1]), N("Mul", ["b", "k"], ["m"]),
+         conv("m", "w3", "d"), N("Sigmoid", ["d"], ["g"]), conv("g", "w4", "y1"),
+         N("Softmax", ["g"], ["y2"], axis=1)],
+        {"x": rand(1, 16, 6, 7)}, ["y1", "y2"],
+        {"w1": rand(16, 16, 3, 3), "w2": rand(16, 16, 3, 3), "k": rand(1, 16, 1, 1),
+         "w3": rand(16, 16, 1, 1), "w4": rand(9, 16, 1, 1)}, **TOL)

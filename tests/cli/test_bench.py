@@ -216,6 +216,36 @@ if r.returncode == 0:
         check(f"conv paths: {node} has no detail", node in spans and "detail" not in spans[node],
               spans.get(node))
 
+# ---- the blocked layout's nodes, in the trace ----------------------------------------------------
+# With cpu:layout=blocked: a 3-channel stem (NCHW kernels) whose output two convs read blocked is
+# reordered after its kernel; the Concat copies channel blocks; the Mul runs element-wise on
+# blocked values; the last conv writes NCHW.
+region = helper.make_model(helper.make_graph(
+    [helper.make_node("Conv", ["x", "ws"], ["s"], name="stem", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+     helper.make_node("Conv", ["s", "wa"], ["a"], name="a", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+     helper.make_node("Concat", ["s", "a"], ["c"], name="cat", axis=1),
+     helper.make_node("Mul", ["c", "k"], ["m"], name="scale"),
+     helper.make_node("Conv", ["m", "wo"], ["y"], name="out", kernel_shape=[1, 1])],
+    "region", [vi("x", [1, 3, 20, 20])], [vi("y", None)],
+    [conv_weight("ws", 16, 3, 3), conv_weight("wa", 16, 16, 3), conv_weight("wo", 4, 32, 1),
+     numpy_helper.from_array(np.array(0.5, np.float32), "k")]), opset_imports=[helper.make_opsetid("", 17)])
+region.ir_version = 8
+REGION = WORK / "blocked_region.onnx"
+onnx.save(region, REGION)
+trace = WORK / "region_trace.json"
+trace.unlink(missing_ok=True)
+r = quilt("bench", REGION, "--iterations", "1", "--warmup", "0", "--profile", trace,
+          "--backend-option", "cpu:layout=blocked")
+check("blocked region profile: exit 0", r.returncode == 0, f"exit {r.returncode}: {r.stderr!r}")
+if r.returncode == 0:
+    spans = {e["name"]: e["args"] for e in json.loads(trace.read_text())["traceEvents"]
+             if e.get("cat") == "node"}
+    want = {'Conv node "stem"': "output reordered to blocked",
+            'Conv node "a"': "blocked layout", 'Concat node "cat"': "channel blocks copied",
+            'Mul node "scale"': "element-wise over the padded channels", 'Conv node "out"': "blocked layout"}
+    for node, words in want.items():
+        check(f"blocked region: {node} says {words!r}", words in spans.get(node, {}).get("detail", ""), spans)
+
 # ---- example plugin and CPU ------------------------------------------------------------------
 if PLUGIN is None:
     print("SKIP example,cpu checks: QUILT_EXAMPLE_PLUGIN is not set to a built plugin")

@@ -14,11 +14,11 @@
 namespace quilt::cpu {
 
 // dst vector p (8 floats) = element p of the `live` rows src + i * stride (i < live; the other
-// lanes 0), for p < n, stored at dst + at[p] (floats) when at is given, else at p * 8. The last
+// lanes 0), for p < n, stored at dst + at[p] (floats) when at is given, else at p * step. The last
 // group of 8 overlaps the one before when n is not a multiple of 8 (it writes the same vectors
 // again), so that every load is a whole row vector.
 inline void rows_to_vectors8(const float* src, int64_t stride, int64_t live, int64_t n, float* dst,
-                             const int32_t* at) {
+                             const int32_t* at, int64_t step = 8) {
   for (int64_t q = 0; q < n; q += 8) {
     const int64_t p0 = n >= 8 ? std::min(q, n - 8) : 0;
     const int64_t count = std::min<int64_t>(8, n);
@@ -35,20 +35,21 @@ inline void rows_to_vectors8(const float* src, int64_t stride, int64_t live, int
     }
     transpose8x8(r);
     for (int64_t j = 0; j < count; ++j)
-      _mm256_store_ps(dst + (at ? at[p0 + j] : (p0 + j) * 8), r[j]);
+      _mm256_store_ps(dst + (at ? at[p0 + j] : (p0 + j) * step), r[j]);
   }
 }
 
-// The inverse: element p of row i (dst + i * stride, i < live) = lane i of src[p], for p < n.
-inline void vectors_to_rows8(const float* src, int64_t n, int64_t live, float* dst,
-                             int64_t stride) {
+// The inverse: element p of row i (dst + i * stride, i < live) = lane i of the vector at
+// src + p * step, for p < n.
+inline void vectors_to_rows8(const float* src, int64_t n, int64_t live, float* dst, int64_t stride,
+                             int64_t step = 8) {
   for (int64_t q = 0; q < n; q += 8) {
     const int64_t p0 = n >= 8 ? std::min(q, n - 8) : 0;
     const int64_t count = std::min<int64_t>(8, n);
     __m256 r[8];
 #pragma GCC unroll 8
     for (int64_t j = 0; j < 8; ++j)
-      r[j] = j < count ? _mm256_load_ps(src + (p0 + j) * 8) : _mm256_setzero_ps();
+      r[j] = j < count ? _mm256_load_ps(src + (p0 + j) * step) : _mm256_setzero_ps();
     transpose8x8(r);
     if (count == 8) {
       for (int64_t i = 0; i < live; ++i) _mm256_storeu_ps(dst + i * stride + p0, r[i]);

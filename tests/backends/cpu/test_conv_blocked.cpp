@@ -16,11 +16,13 @@
 #include "backends/cpu/avx512.hpp"
 #include "backends/cpu/kernels/conv_blocked.hpp"
 #include "tests/backends/cpu/activation_reference.hpp"
+#include "tests/backends/cpu/blocked_testing.hpp"
 
 namespace quilt::cpu {
 namespace {
 
 using testing::activate;
+using testing::to_blocked;
 using testing::window_out_size;
 
 const int64_t kLanes = blocked_lanes();  // 16 with AVX-512, else 8
@@ -48,19 +50,6 @@ Attribute ints(const std::string& name, std::vector<int64_t> v) {
   a.kind = Attribute::Kind::Ints;
   a.ints = std::move(v);
   return a;
-}
-
-// NCHW [n, c, hw] -> blocked [n, ceil(c / L), hw, L], padding lanes NaN.
-std::vector<float> to_blocked(const std::vector<float>& x, int64_t n, int64_t c, int64_t hw) {
-  const int64_t cb = (c + kLanes - 1) / kLanes;
-  std::vector<float> y(static_cast<size_t>(n * cb * hw * kLanes),
-                       std::numeric_limits<float>::quiet_NaN());
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t ch = 0; ch < c; ++ch)
-      for (int64_t p = 0; p < hw; ++p)
-        y[static_cast<size_t>(((i * cb + ch / kLanes) * hw + p) * kLanes + ch % kLanes)] =
-            x[static_cast<size_t>((i * c + ch) * hw + p)];
-  return y;
 }
 
 void check(const Case& c, const ThreadPool& pool, unsigned seed) {

@@ -1,0 +1,300 @@
+// Concat and the element-wise ops on the blocked layout (blocked_ops.hpp).
+#include "backends/cpu/kernels/blocked_ops.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "backends/cpu/kernels/channel_vectors.hpp"
+#include "backends/cpu/kernels/conv_blocked.hpp"
+
+namespace quilt::cpu {
+namespace {
+
+int64_t blocks_of(int64_t channels, int64_t lanes) {
+  return (channels + lanes - 1) / lanes;
+}
+
+// A static 4-D float32 type.
+bool static_4d_float(const TypeShape& t) {
+  return t.dtype == DType::Float32 && t.is_static() && t.dims.size() == 4;
+}
+
+// [N, blocks, H, W, lanes] of an NCHW shape.
+std::vector<int64_t> blocked_dims(const std::vector<int64_t>& nchw, int64_t lanes) {
+  return {nchw[0], blocks_of(nchw[1], lanes), nchw[2], nchw[3], lanes};
+}
+
+// The given tensor is input i as the kernel expects it: its logical NCHW shape `nchw`, stored
+// blocked or not; a mismatch fails the node naming both.
+void check_layout(const KernelContext& ctx, size_t i, const Tensor& x, bool blocked,
+                  const std::vector<int64_t>& nchw, int64_t lanes) {
+  const std::vector<int64_t> want = blocked ? blocked_dims(nchw, lanes) : nchw;
+  if (x.dtype() != DType::Float32 || x.shape() != want)
+    ctx.node.fail("input " + std::to_string(i) + " is " + dtype_name(x.dtype()) +
+                      to_string(x.shape()) + ", expected float32" + to_string(want) +
+                      (blocked ? " (channel-blocked)" : ""),
+                  ErrorCode::Runtime);
+}
+
+// Channels [0, live) (live <= lanes) of a block: from `live` planes hw floats apart into vectors
+// of `lanes` floats per pixel (lanes past live zero), or back.
+void planes_to_block(const float* src, int64_t hw, int64_t live, int64_t lanes, float* dst) {
+  for (int64_t half = 0; half < lanes; half += 8)
+    rows_to_vectors8(src + half * hw, hw, std::clamp<int64_t>(live - half, 0, 8), hw, dst + half,
+                     nullptr, lanes);
+}
+void block_to_planes(const float* src, int64_t hw, int64_t live, int64_t lanes, float* dst) {
+  for (int64_t half = 0; half < live; half += 8)
+    vectors_to_rows8(src + half, hw, std::min<int64_t>(live - half, 8), dst + half * hw, hw, lanes);
+}
+
+class BlockedConcatKernel : public Kernel {
+ public:
+  BlockedConcatKernel(const NodeSignature& sig, std::vector<char> in_blocked, bool out_blocked)
+      : lanes_(blocked_lanes()), in_blocked_(std::move(in_blocked)), out_blocked_(out_blocked) {
+    for (const TypeShape& t : sig.inputs) shapes_.push_back(t.dims);
+    out_shape_ = sig.outputs[0].dims;
+  }
+
+  void run(KernelContext& ctx) const override {
+    const int64_t n = out_shape_[0], hw = out_shape_[2] * out_shape_[3];
+    const int64_t out_blocks = blocks_of(out_shape_[1], lanes_);
+    for (size_t i = 0; i < shapes_.size(); ++i)
+      check_layout(ctx, i, ctx.input(i), in_blocked_[i], shapes_[i], lanes_);
+    Tensor& y = out_blocked_ ? ctx.output_private(0, blocked_dims(out_shape_, lanes_))
+                             : ctx.output_uninitialized(0);
+    float* out = y.data<float>();
+    // Tasks: (image, output block); an output block is filled from one input (every input but
+    // the last starts on a block boundary).
+    std::vector<size_t> input_of(static_cast<size_t>(out_blocks));
+    std::vector<int64_t> first_block(shapes_.size());
+    for (size_t i = 0, b = 0; i < shapes_.size(); ++i) {
+      first_block[i] = static_cast<int64_t>(b);
+      for (int64_t k = 0; k < blocks_of(shapes_[i][1], lanes_); ++k) input_of[b++] = i;
+    }
+    ctx.pool.parallel_for(n * out_blocks, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t t = lo; t < hi; ++t) {
+        const int64_t img = t / out_blocks, ob = t % out_blocks;
+        const size_t i = input_of[static_cast<size_t>(ob)];
+        const int64_t c = shapes_[i][1], b = ob - first_block[i];
+        const int64_t live = std::min(lanes_, c - b * lanes_);
+        const float* x = ctx.input(i).data<float>();
+        if (out_blocked_) {
+          float* dst = out + (img * out_blocks + ob) * hw * lanes_;
+          if (in_blocked_[i])
+            std::memcpy(dst, x + (img * blocks_of(c, lanes_) + b) * hw * lanes_,
+                        static_cast<size_t>(hw * lanes_) * sizeof(float));
+          else
+            planes_to_block(x + (img * c + b * lanes_) * hw, hw, live, lanes_, dst);
+        } else {
+          float* dst = out + (img * out_shape_[1] + ob * lanes_) * hw;
+          if (in_blocked_[i])
+            block_to_planes(x + (img * blocks_of(c, lanes_) + b) * hw * lanes_, hw, live, lanes_,
+                            dst);
+          else
+            std::memcpy(dst, x + (img * c + b * lanes_) * hw,
+                        static_cast<size_t>(live * hw) * sizeof(float));
+        }
+      }
+    });
+    ctx.detail = out_blocked_ ? "blocked layout (channel blocks copied, NCHW inputs reordered)"
+                              : "blocked inputs reordered to NCHW";
+  }
+
+ private:
+  int64_t lanes_;
+  std::vector<char> in_blocked_;
+  bool out_blocked_;
+  std::vector<std::vector<int64_t>> shapes_;
+  std::vector<int64_t> out_shape_;
+};
+
+// [N, blocks * lanes, H, W]: a blocked tensor of NCHW shape `nchw` seen as an NCHW tensor.
+std::vector<int64_t> padded_dims(const std::vector<int64_t>& nchw, int64_t lanes) {
+  return {nchw[0], blocks_of(nchw[1], lanes) * lanes, nchw[2], nchw[3]};
+}
+
+class BlockedElementWiseKernel : public Kernel {
+ public:
+  BlockedElementWiseKernel(const NodeSignature& sig, const KernelFactory& create,
+                           std::vector<char> full)
+      : lanes_(blocked_lanes()), full_(std::move(full)), shape_(sig.outputs[0].dims) {
+    NodeSignature padded{sig.node, sig.inputs, sig.outputs, sig.constants};
+    padded.bf16 = sig.bf16;
+    for (size_t i = 0; i < full_.size(); ++i)
+      if (full_[i]) padded.inputs[i].dims = padded_dims(shape_, lanes_);
+    padded.outputs[0].dims = padded_dims(shape_, lanes_);
+    out_type_ = padded.outputs[0];
+    inner_ = create(padded);
+  }
+
+  void run(KernelContext& ctx) const override {
+    std::vector<Tensor> views(ctx.num_inputs());
+    std::vector<const Tensor*> ins(ctx.num_inputs(), nullptr);
+    for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+      if (!ctx.has_input(i)) continue;
+      ins[i] = &ctx.input(i);
+      if (i < full_.size() && full_[i]) {
+        check_layout(ctx, i, *ins[i], true, shape_, lanes_);
+        views[i] = ins[i]->reshaped(padded_dims(shape_, lanes_));
+        ins[i] = &views[i];
+      }
+    }
+    std::vector<Tensor> outs(ctx.num_outputs());
+    KernelContext inner(ctx.node, ins, {&out_type_, 1}, {outs.data(), 1}, ctx.pool);
+    inner.activation = ctx.activation;
+    inner_->run(inner);
+    if (!outs[0].defined()) ctx.node.fail("kernel did not produce output 0", ErrorCode::Runtime);
+    ctx.set_output_private(0, outs[0].reshaped(blocked_dims(shape_, lanes_)));
+    ctx.detail = "blocked layout (element-wise over the padded channels)";
+  }
+
+  bool reads_constant(size_t i) const override { return inner_->reads_constant(i); }
+
+ private:
+  int64_t lanes_;
+  std::vector<char> full_;
+  std::vector<int64_t> shape_;
+  TypeShape out_type_;
+  std::unique_ptr<Kernel> inner_;
+};
+
+// A kernel writing NCHW, its output reordered to blocked after it runs.
+class BlockedOutputKernel : public Kernel {
+ public:
+  BlockedOutputKernel(const NodeSignature& sig, std::unique_ptr<Kernel> inner)
+      : lanes_(blocked_lanes()), out_type_(sig.outputs[0]), inner_(std::move(inner)) {}
+
+  void run(KernelContext& ctx) const override {
+    std::vector<const Tensor*> ins(ctx.num_inputs(), nullptr);
+    for (size_t i = 0; i < ins.size(); ++i) ins[i] = ctx.optional_input(i);
+    Tensor nchw;
+    KernelContext inner(ctx.node, ins, {&out_type_, 1}, {&nchw, 1}, ctx.pool);
+    inner.activation = ctx.activation;
+    inner.bias = ctx.bias;
+    inner.residual = ctx.residual;
+    inner_->run(inner);
+    check_layout(ctx, 0, nchw, false, out_type_.dims, lanes_);
+    const std::vector<int64_t>& d = out_type_.dims;
+    const int64_t hw = d[2] * d[3], cb = blocks_of(d[1], lanes_);
+    Tensor& y = ctx.output_private(0, blocked_dims(d, lanes_));
+    const float* x = nchw.data<float>();
+    float* out = y.data<float>();
+    ctx.pool.parallel_for(d[0] * cb, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t t = lo; t < hi; ++t) {
+        const int64_t img = t / cb, b = t % cb;
+        planes_to_block(x + (img * d[1] + b * lanes_) * hw, hw, std::min(lanes_, d[1] - b * lanes_),
+                        lanes_, out + t * hw * lanes_);
+      }
+    });
+    ctx.detail = detail(inner.detail);
+  }
+
+  bool reads_constant(size_t i) const override { return inner_->reads_constant(i); }
+
+ private:
+  // The inner kernel's detail (a static string, or null) and the reorder, as a string that lives
+  // as long as the kernel: one per inner detail seen.
+  const char* detail(const char* inner) const {
+    std::lock_guard lock(details_mutex_);
+    auto [it, added] = details_.try_emplace(inner);
+    if (added)
+      it->second = std::string(inner ? inner : "NCHW kernel") + ", output reordered to blocked";
+    return it->second.c_str();
+  }
+
+  int64_t lanes_;
+  TypeShape out_type_;
+  std::unique_ptr<Kernel> inner_;
+  mutable std::mutex details_mutex_;
+  mutable std::map<const char*, std::string> details_;
+};
+
+}  // namespace
+
+bool blocked_output_convertible(const NodeSignature& sig) {
+  return sig.outputs.size() == 1 && static_4d_float(sig.outputs[0]);
+}
+
+std::unique_ptr<Kernel> make_blocked_output(const NodeSignature& sig,
+                                            std::unique_ptr<Kernel> inner) {
+  return std::make_unique<BlockedOutputKernel>(sig, std::move(inner));
+}
+
+bool blocked_concat_capable(const NodeSignature& sig) {
+  if (sig.node.op_type != "Concat" || !sig.node.domain.empty() || sig.outputs.size() != 1 ||
+      sig.inputs.empty() || !static_4d_float(sig.outputs[0]))
+    return false;
+  int64_t axis = sig.node.attr_int("axis", 0);
+  if (axis < 0) axis += 4;
+  if (axis != 1) return false;
+  const int64_t lanes = blocked_lanes();
+  const std::vector<int64_t>& y = sig.outputs[0].dims;
+  int64_t channels = 0;
+  for (size_t i = 0; i < sig.inputs.size(); ++i) {
+    const TypeShape& t = sig.inputs[i];
+    if (!static_4d_float(t) || t.dims[0] != y[0] || t.dims[2] != y[2] || t.dims[3] != y[3])
+      return false;
+    if (i + 1 < sig.inputs.size() && t.dims[1] % lanes != 0) return false;
+    channels += t.dims[1];
+  }
+  return channels == y[1];
+}
+
+std::unique_ptr<Kernel> make_blocked_concat(const NodeSignature& sig, std::vector<char> in_blocked,
+                                            bool out_blocked) {
+  return std::make_unique<BlockedConcatKernel>(sig, std::move(in_blocked), out_blocked);
+}
+
+bool element_wise_blocked_op(const std::string& op_type) {
+  static const std::set<std::string> ops = {"Add",        "Sub",
+                                            "Mul",        "Div",
+                                            "Min",        "Max",
+                                            "Sum",        "Mean",
+                                            "Pow",        "Relu",
+                                            "LeakyRelu",  "Sigmoid",
+                                            "Tanh",       "HardSigmoid",
+                                            "HardSwish",  "Clip",
+                                            "Elu",        "Selu",
+                                            "Celu",       "Softplus",
+                                            "Softsign",   "ThresholdedRelu",
+                                            "Mish",       "Gelu",
+                                            "Swish",      "Abs",
+                                            "Neg",        "Exp",
+                                            "Log",        "Sqrt",
+                                            "Reciprocal", "Erf"};
+  return ops.count(op_type) != 0;
+}
+
+std::vector<char> blocked_element_wise_inputs(const NodeSignature& sig) {
+  if (!sig.node.domain.empty() || !element_wise_blocked_op(sig.node.op_type) ||
+      sig.outputs.size() != 1 || !static_4d_float(sig.outputs[0]))
+    return {};
+  std::vector<char> full(sig.inputs.size(), 0);
+  bool any = false;
+  for (size_t i = 0; i < sig.inputs.size(); ++i) {
+    const TypeShape& t = sig.inputs[i];
+    if (t.dtype == DType::Undefined) continue;  // an absent optional input
+    if (!t.is_static()) return {};
+    if (t.dims == sig.outputs[0].dims && t.dtype == DType::Float32) {
+      full[i] = 1;
+      any = true;
+    } else if (std::any_of(t.dims.begin(), t.dims.end(), [](int64_t d) { return d != 1; })) {
+      return {};
+    }
+  }
+  if (!any) return {};
+  return full;
+}
+
+std::unique_ptr<Kernel> make_blocked_element_wise(const NodeSignature& sig,
+                                                  const KernelFactory& create,
+                                                  std::vector<char> full) {
+  return std::make_unique<BlockedElementWiseKernel>(sig, create, std::move(full));
+}
+
+}  // namespace quilt::cpu

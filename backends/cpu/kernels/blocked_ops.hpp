@@ -1,0 +1,57 @@
+// The blocked layout's ops besides convolution (conv_blocked.hpp has the layout): Concat along
+// channels and the element-wise ops, so that a region of blocked values does not end at every
+// concatenation, residual scaling or activation between two convs (Real-ESRGAN's dense blocks
+// concatenate every conv's output and scale their residuals by 0.2; YOLOv5's C3 blocks
+// concatenate two branches).
+//
+//  - Concat (axis 1 of 4-D float32 values of static shapes, every input but the last a whole
+//    number of channel blocks): each input blocked or NCHW, the output either. Blocked into
+//    blocked is a copy of whole blocks; NCHW into blocked and back are 8 x 8 register
+//    transposes (channel_vectors.hpp).
+//  - Any node with one 4-D float32 output: the output reordered to blocked after its kernel runs,
+//    for a value that several nodes read blocked (layout.hpp decides when).
+//  - Element-wise ops (element_wise_blocked_op: Add, Mul, Relu, Sigmoid, ...) whose inputs are
+//    each the output's shape or one element: a blocked tensor is the NCHW tensor of its padded
+//    channel count, so the op's own kernel runs on it, viewed as [N, blocks * lanes, H, W]. Its
+//    full-shape inputs and its output are all blocked or all NCHW (layout.hpp).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "backends/cpu/kernel.hpp"
+
+namespace quilt::cpu {
+
+// Whether a Concat node can read or write blocked values (see above).
+bool blocked_concat_capable(const NodeSignature& sig);
+
+// The kernel for a capable Concat; in_blocked[i] says whether input i is blocked.
+std::unique_ptr<Kernel> make_blocked_concat(const NodeSignature& sig, std::vector<char> in_blocked,
+                                            bool out_blocked);
+
+// Whether op_type (default domain) computes each output element from the same element of its
+// inputs alone, so that it runs on any layout of them.
+bool element_wise_blocked_op(const std::string& op_type);
+
+// For an element-wise node that can run on blocked values: per input, whether it is a full-shape
+// input (the output's shape; it must be blocked with the output) rather than a one-element one.
+// Empty when the node cannot: not such an op, not float32, not a static 4-D output, an input
+// neither full nor one element, or no full-shape input.
+std::vector<char> blocked_element_wise_inputs(const NodeSignature& sig);
+
+// The op's own kernel (made by `create`) on blocked values: the inputs marked `full` and the
+// output are blocked.
+std::unique_ptr<Kernel> make_blocked_element_wise(const NodeSignature& sig,
+                                                  const KernelFactory& create,
+                                                  std::vector<char> full);
+
+// Whether a node's output can be reordered to blocked after its kernel runs: one output, a
+// static 4-D float32 one (layout.hpp's BlockedUse::converts).
+bool blocked_output_convertible(const NodeSignature& sig);
+
+// `inner` (writing NCHW), its output then reordered to blocked.
+std::unique_ptr<Kernel> make_blocked_output(const NodeSignature& sig,
+                                            std::unique_ptr<Kernel> inner);
+
+}  // namespace quilt::cpu
