@@ -15,9 +15,10 @@
 // last blocks. An NCHW input (a region's first conv) is copied blocked once.
 //
 // Dense convs with 8 input channels or more only (blocked_conv_capable): a network's RGB stem
-// would fill 3 of a block's 8 lanes, and the depthwise convs run faster on the NCHW kernels'
-// own 8-channel transposes (conv_depthwise.cpp) than they did on a first blocked kernel here
-// (MobileNetV3 1.23 -> 1.34 x onnxruntime's latency, EfficientNet-B0 1.15 -> 1.52).
+// would fill 3 of a block's 8 lanes. Depthwise convs on small planes run the NCHW path's own
+// 8-channel tiles (conv_depthwise.cpp) without their transposes in and out; a first 8-lane
+// depthwise kernel tiled like the dense one here had made MobileNetV3 1.23 -> 1.34 x
+// onnxruntime's latency and EfficientNet-B0 1.15 -> 1.52.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -30,6 +31,7 @@
 #include "backends/cpu/aligned.hpp"
 #include "backends/cpu/kernels/channel_vectors.hpp"
 #include "backends/cpu/kernels/conv_blocked.hpp"
+#include "backends/cpu/kernels/conv_depthwise.hpp"
 #include "backends/cpu/kernels/conv_geometry.hpp"
 
 #define QUILT_AVX2 __attribute__((target("avx2,fma")))
@@ -242,13 +244,55 @@ struct RowTiles {
   int64_t last;
 };
 
-class BlockedConv8Kernel : public Kernel {
+// What the dense and depthwise kernels share: the layouts, the weights' shape, the geometry
+// worked out once per shape, and a run's checked shapes and output.
+class Blocked8Base : public Kernel {
+ public:
+  Blocked8Base(const NodeSignature& sig, bool in_blocked, bool out_blocked, bool residual_blocked)
+      : in_blocked_(in_blocked),
+        out_blocked_(out_blocked),
+        residual_blocked_(residual_blocked),
+        w_shape_(sig.constants[1]->shape()) {
+    memo_.keep({&sig.inputs[0], &sig.outputs[0]},
+               [&](const auto& s) { return conv_geometry(sig.node, s[0], w_shape_, s[1]); });
+  }
+
+  // The weights and bias are copied at creation.
+  bool reads_constant(size_t i) const override { return i != 1 && i != 2; }
+
+ protected:
+  // A run's input (its logical NCHW shape checked against c_in), geometry and output (y null
+  // when it is empty).
+  struct Run {
+    std::vector<int64_t> x_shape;
+    ShapeMemo<Geometry>::Held held;
+    const Geometry* g = nullptr;
+    Tensor* y = nullptr;
+  };
+  void start(KernelContext& ctx, int64_t c_in, Run& r) const {
+    const std::vector<int64_t>& y_shape = ctx.output_shape(0);
+    const int64_t c_out = w_shape_[0];
+    r.x_shape = blocked_detail::checked_shapes(ctx, ctx.input(0), in_blocked_, c_in, c_out, kLanes);
+    r.g = &memo_.get({r.x_shape, y_shape}, r.held,
+                     [&] { return conv_geometry(ctx.node, r.x_shape, w_shape_, y_shape); });
+    Tensor& y =
+        out_blocked_
+            ? ctx.output_private(0, {r.x_shape[0], blocks(c_out), r.g->out[1], r.g->out[2], kLanes})
+            : ctx.output_uninitialized(0);
+    r.y = y.numel() ? &y : nullptr;
+  }
+
+  bool in_blocked_, out_blocked_, residual_blocked_;
+  std::vector<int64_t> w_shape_;
+  ShapeMemo<Geometry> memo_;
+};
+
+class BlockedConv8Kernel : public Blocked8Base {
  public:
   BlockedConv8Kernel(const NodeSignature& sig, bool in_blocked, bool out_blocked,
                      bool residual_blocked)
-      : in_blocked_(in_blocked), out_blocked_(out_blocked), residual_blocked_(residual_blocked) {
+      : Blocked8Base(sig, in_blocked, out_blocked, residual_blocked) {
     const Tensor& w = *sig.constants[1];
-    w_shape_ = w.shape();
     const int64_t c_out = w.dim(0), depth = w.dim(1), taps = w.dim(2) * w.dim(3);
     if (sig.node.attr_int("group", 1) != 1 || depth < kLanes)
       throw std::logic_error("the 8-lane blocked conv is dense with 8 input channels or more");
@@ -274,27 +318,17 @@ class BlockedConv8Kernel : public Kernel {
       const float* bp = sig.constants[2]->data<float>();
       std::copy(bp, bp + c_out, bias_.get());
     }
-    memo_.keep({&sig.inputs[0], &sig.outputs[0]},
-               [&](const auto& s) { return conv_geometry(sig.node, s[0], w_shape_, s[1]); });
   }
 
-  bool reads_constant(size_t i) const override { return i != 1 && i != 2; }
-
   void run(KernelContext& ctx) const override {
+    Run r;
+    start(ctx, c_in_, r);
+    if (!r.y) return;
     const Tensor& x = ctx.input(0);
-    const std::vector<int64_t>& y_shape = ctx.output_shape(0);
-    const int64_t c_out = w_shape_[0];
-    const std::vector<int64_t> x_shape =
-        blocked_detail::checked_shapes(ctx, x, in_blocked_, c_in_, c_out, kLanes);
-    const int64_t n = x_shape[0];
-    ShapeMemo<Geometry>::Held layout;
-    const Geometry& g = memo_.get({x_shape, y_shape}, layout, [&] {
-      return conv_geometry(ctx.node, x_shape, w_shape_, y_shape);
-    });
+    Tensor& y = *r.y;
+    const Geometry& g = *r.g;
+    const int64_t n = r.x_shape[0], c_out = w_shape_[0];
     const int64_t oh = g.out[1], ow = g.out[2], cbo = blocks(c_out);
-    Tensor& y = out_blocked_ ? ctx.output_private(0, {n, cbo, oh, ow, kLanes})
-                             : ctx.output_uninitialized(0);
-    if (y.numel() == 0) return;
     const float* residual = blocked_detail::checked_residual(ctx, residual_blocked_, kLanes);
     // The sums in the blocked layout: the output itself, or a scratch the last rows are
     // finished from into an NCHW output.
@@ -497,17 +531,63 @@ class BlockedConv8Kernel : public Kernel {
     });
   }
 
-  bool in_blocked_, out_blocked_, residual_blocked_;
   int64_t c_in_ = 0;
-  std::vector<int64_t> w_shape_;
   std::shared_ptr<float[]> weights_, bias_;  // 64-byte aligned
-  ShapeMemo<Geometry> memo_;
+};
+
+// Depthwise convs (one input channel per output channel) on small planes: the NCHW kernel's
+// 8-channel tiles (conv_depthwise.cpp), which transpose each block of planes into pixel vectors
+// and back; here a blocked input is copied in row by row and a blocked output written in place,
+// so that inside a region neither transpose runs.
+class BlockedDepthwise8Kernel : public Blocked8Base {
+ public:
+  BlockedDepthwise8Kernel(const NodeSignature& sig, bool in_blocked, bool out_blocked,
+                          bool residual_blocked)
+      : Blocked8Base(sig, in_blocked, out_blocked, residual_blocked) {
+    const Tensor& w = *sig.constants[1];
+    weights16_ = depthwise_weights16(w.data<float>(), w.dim(0), w.dim(2) * w.dim(3));
+    if (sig.constants.size() > 2 && sig.constants[2]) {
+      bias_ = aligned_zeros<float>(w.dim(0));
+      std::copy(sig.constants[2]->data<float>(), sig.constants[2]->data<float>() + w.dim(0),
+                bias_.get());
+    }
+  }
+
+  void run(KernelContext& ctx) const override {
+    const int64_t c = w_shape_[0];
+    Run r;
+    start(ctx, c, r);
+    if (!r.y) return;
+    const Geometry& g = *r.g;
+    const DepthwiseGeometry dg{g.in[1],       g.in[2],       g.out[1],    g.out[2],
+                               g.kernel[1],   g.kernel[2],   g.stride[1], g.stride[2],
+                               g.dilation[1], g.dilation[2], g.pad[1],    g.pad[2]};
+    DepthwiseLayouts io;
+    io.x_blocked = in_blocked_;
+    io.y_blocked = out_blocked_;
+    io.residual = blocked_detail::checked_residual(ctx, residual_blocked_, kLanes);
+    io.residual_blocked = residual_blocked_;
+    if (!depthwise_conv2d_blocked8(dg, r.x_shape[0], c, ctx.input(0).data<float>(), nullptr,
+                                   bias_.get(), r.y->data<float>(), ctx.activation, ctx.pool,
+                                   weights16_.get(), io))
+      ctx.node.fail(
+          "the blocked layout's depthwise kernel does not take this geometry "
+          "(rows of at most 28 outputs, 784 outputs, 3,600 padded input pixels)",
+          ErrorCode::Runtime);
+    ctx.detail = "blocked layout (8 channels a vector), depthwise";
+  }
+
+ private:
+  std::shared_ptr<float[]> weights16_, bias_;
 };
 
 }  // namespace
 
 std::unique_ptr<Kernel> make_blocked_conv8(const NodeSignature& sig, bool in_blocked,
                                            bool out_blocked, bool residual_blocked) {
+  if (sig.node.attr_int("group", 1) != 1)
+    return std::make_unique<BlockedDepthwise8Kernel>(sig, in_blocked, out_blocked,
+                                                     residual_blocked);
   return std::make_unique<BlockedConv8Kernel>(sig, in_blocked, out_blocked, residual_blocked);
 }
 

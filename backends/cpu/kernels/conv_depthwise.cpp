@@ -395,9 +395,11 @@ Blocked8Chunk blocked8_kernel(int64_t ow, int64_t stride_w) {
 // Blocks [begin, end) of 8 channels: block k is image k / blocks_per_image's channels from 8 *
 // (k % blocks_per_image), the last block of an image holding the channels that remain.
 // w16: the weights as depthwise_weights16 lays them out, else null (transposed here per block).
+// io: where x, y and a residual are blocked tensors (the blocked layout's 8 lanes) rather than
+// NCHW planes.
 void blocked8_planes(const BlockedPlan& b, int64_t begin, int64_t end, int64_t channels,
                      const float* x, const float* w, const float* w16, const float* bias, float* y,
-                     const Activation& act) {
+                     const Activation& act, const DepthwiseLayouts& io) {
   const DepthwiseGeometry& g = b.g;
   const int64_t per_image = (channels + kLanes - 1) / kLanes;
   const int64_t padded = b.padded_h * b.padded_w;
@@ -414,7 +416,14 @@ void blocked8_planes(const BlockedPlan& b, int64_t begin, int64_t end, int64_t c
     const int64_t n = k / per_image, c0 = k % per_image * kLanes;
     const int64_t live = std::min(kLanes, channels - c0);
     const int64_t plane0 = n * channels + c0;  // the block's first plane
-    rows_to_vectors8(x + plane0 * b.in_px, b.in_px, live, b.in_px, xt, b.to_padded.data());
+    if (io.x_blocked) {  // block k's pixel vectors, a row at a time into the padded plane
+      const float* xb = x + k * b.in_px * kLanes;
+      for (int64_t ih = 0; ih < g.in_h; ++ih)
+        std::copy(xb + ih * g.in_w * kLanes, xb + (ih + 1) * g.in_w * kLanes,
+                  xt + b.to_padded[static_cast<size_t>(ih * g.in_w)]);
+    } else {
+      rows_to_vectors8(x + plane0 * b.in_px, b.in_px, live, b.in_px, xt, b.to_padded.data());
+    }
     const float* wb = wt;
     int64_t w_step = kLanes;
     if (w16) {  // 16-channel blocks: this block is the first or second half of one
@@ -425,27 +434,44 @@ void blocked8_planes(const BlockedPlan& b, int64_t begin, int64_t end, int64_t c
     }
     alignas(32) float bias8[kLanes] = {};
     if (bias) std::copy(bias + c0, bias + c0 + live, bias8);
+    float* out = io.y_blocked ? y + k * b.out_px * kLanes : yt;  // the block's vectors
     for (int64_t c = 0, col = 0; c < chunks; ++c) {
       const bool wide = c < wide_chunks;
-      (wide ? wide_fn : narrow_fn)(b, xt, wb, w_step, bias8, col, yt);
+      (wide ? wide_fn : narrow_fn)(b, xt, wb, w_step, bias8, col, out);
       col += wide ? narrow + 1 : narrow;
     }
+    // The residual, then the activation, on the block's vectors (a blocked output) or planes.
+    const float* blocked_residual =
+        io.residual && io.residual_blocked ? io.residual + k * b.out_px * kLanes : nullptr;
+    const float* nchw_residual =
+        io.residual && !io.residual_blocked ? io.residual + plane0 * b.out_px : nullptr;
+    if (io.y_blocked) {
+      if (nchw_residual) {
+        rows_to_vectors8(nchw_residual, b.out_px, live, b.out_px, yt, nullptr);
+        blocked_residual = yt;
+      }
+      act.apply_added(out, blocked_residual, b.out_px * kLanes);
+      continue;
+    }
+    if (blocked_residual)
+      for (int64_t i = 0; i < b.out_px * kLanes; ++i) yt[i] += blocked_residual[i];
     float* yp = y + plane0 * b.out_px;
     vectors_to_rows8(yt, b.out_px, live, yp, b.out_px);
-    if (!act.none()) act.apply(yp, live * b.out_px);
+    if (nchw_residual || !act.none()) act.apply_added(yp, nchw_residual, live * b.out_px);
   }
 }
 
 bool depthwise_blocked8(const DepthwiseGeometry& g, int64_t planes, int64_t channels,
                         const float* x, const float* w, const float* bias, float* y,
-                        const Activation& act, const ThreadPool& pool, const float* w16) {
+                        const Activation& act, const ThreadPool& pool, const float* w16,
+                        const DepthwiseLayouts& io = {}) {
   if (channels <= 0 || planes % channels != 0) return false;
   const BlockedPlan* b = cached_plan<BlockedPlan>(g, blocked8_geometry);
   if (!b) return false;
   const int64_t per_image = (channels + kLanes - 1) / kLanes;
   split_planes(planes / channels * per_image, std::max<int64_t>(1, b->out_px * b->ntaps * kLanes),
                pool, [&](int64_t begin, int64_t end) {
-                 blocked8_planes(*b, begin, end, channels, x, w, w16, bias, y, act);
+                 blocked8_planes(*b, begin, end, channels, x, w, w16, bias, y, act, io);
                });
   return true;
 }
@@ -673,6 +699,18 @@ std::shared_ptr<float[]> depthwise_weights16(const float* w, int64_t channels, i
     for (int64_t t = 0; t < taps; ++t)
       p[((c / kLanes) * taps + t) * kLanes + c % kLanes] = w[c * taps + t];
   return out;
+}
+
+bool depthwise_blocked8_fits(const DepthwiseGeometry& g) {
+  return depthwise_detail::blocked8_geometry(g).has_value();
+}
+
+bool depthwise_conv2d_blocked8(const DepthwiseGeometry& g, int64_t batch, int64_t channels,
+                               const float* x, const float* w, const float* bias, float* y,
+                               const Activation& act, const ThreadPool& pool, const float* w16,
+                               const DepthwiseLayouts& io) {
+  return depthwise_detail::depthwise_blocked8(g, batch * channels, channels, x, w, bias, y, act,
+                                              pool, w16, io);
 }
 
 }  // namespace quilt::cpu

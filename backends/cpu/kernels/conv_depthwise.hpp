@@ -40,4 +40,24 @@ const char* depthwise_conv2d(const DepthwiseGeometry& g, int64_t planes, int64_t
 // [ceil(channels / 16)][taps][16], lanes past the channels zero, 64-byte aligned.
 std::shared_ptr<float[]> depthwise_weights16(const float* w, int64_t channels, int64_t taps);
 
+// Where the depthwise kernel's tensors are held in the blocked layout of 8 lanes
+// ([n, ceil(c / 8), h, w, 8], conv_blocked.hpp) rather than as NCHW planes; the residual, when
+// given, is added before the activation.
+struct DepthwiseLayouts {
+  bool x_blocked = false, y_blocked = false;
+  const float* residual = nullptr;
+  bool residual_blocked = false;
+};
+
+// Whether the small-plane kernel (8 channels a vector) takes g: its output rows are at most 28
+// wide, the output 784 pixels, the padded input 3,600 pixels.
+bool depthwise_blocked8_fits(const DepthwiseGeometry& g);
+
+// That kernel over `batch` images of `channels`, x, y and a residual in the layouts io says;
+// false (and nothing written) when it does not take g.
+bool depthwise_conv2d_blocked8(const DepthwiseGeometry& g, int64_t batch, int64_t channels,
+                               const float* x, const float* w, const float* bias, float* y,
+                               const Activation& act, const ThreadPool& pool, const float* w16,
+                               const DepthwiseLayouts& io);
+
 }  // namespace quilt::cpu
