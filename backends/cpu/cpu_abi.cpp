@@ -355,7 +355,7 @@ quilt_status_t compile(quilt_device_t device, const quilt_graph_t* g, quilt_exec
     std::vector<NodeSignature> sigs;  // each node's, built once for both uses
     sigs.reserve(patch.size());
     for (const PatchNode& pn : patch) sigs.push_back(signature_of(pn, exe->table));
-    enum class Blocked : char { No, Conv, Concat, ElementWise };  // what runs blocked
+    enum class Blocked : char { No, Conv, Concat, ElementWise, PlaneMean };  // what runs blocked
     std::vector<Blocked> capable(patch.size(), Blocked::No);
     std::vector<BlockedUse> uses(patch.size());
     if (device->blocked_layout && !device->bf16)  // the blocked kernels are float32
@@ -372,9 +372,13 @@ quilt_status_t compile(quilt_device_t device, const quilt_graph_t* g, quilt_exec
           capable[k] = Blocked::Concat;
           u.writes = true;
           u.reads.assign(patch[k].inputs.size(), 1);
+        } else if (blocked_plane_mean_capable(sigs[k])) {
+          capable[k] = Blocked::PlaneMean;
+          u.reads.assign(1, 1);
         } else if (patch[k].bias_input < 0 && patch[k].residual_input < 0) {
-          u.reads = blocked_element_wise_inputs(sigs[k]);
-          u.writes = u.uniform = !u.reads.empty();
+          const std::vector<char> kinds = blocked_element_wise_inputs(sigs[k]);
+          for (char kind : kinds) u.reads.push_back(kind == kFull);
+          u.writes = u.uniform = !kinds.empty();
           if (u.uniform) capable[k] = Blocked::ElementWise;
         }
         u.converts = !u.writes && !is_half_edge(patch[k]) && blocked_output_convertible(sigs[k]);
@@ -437,8 +441,12 @@ quilt_status_t compile(quilt_device_t device, const quilt_graph_t* g, quilt_exec
           cn.kernel = cn.entry->create(sig);
         }
       } else if (capable[k] == Blocked::ElementWise && out_blocked) {
-        cn.kernel = make_blocked_element_wise(sig, cn.entry->create, uses[k].reads);
+        cn.kernel =
+            make_blocked_element_wise(sig, cn.entry->create, blocked_element_wise_inputs(sig));
         log_blocked(cn.node, "blocked", true);
+      } else if (capable[k] == Blocked::PlaneMean && in_blocked) {
+        cn.kernel = make_blocked_plane_mean(sig);
+        log_blocked(cn.node, "blocked", false);
       } else if (out_blocked) {  // uses[k].converts
         cn.kernel = make_blocked_output(sig, cn.entry->create(sig));
         log_blocked(cn.node, "NCHW, the kernel's output reordered", true);

@@ -131,3 +131,30 @@ c.model("element_wise_edges",
         {"x": rand(1, 16, 6, 7)}, ["y1", "y2"],
         {"w1": rand(16, 16, 3, 3), "w2": rand(16, 16, 3, 3), "k": rand(1, 16, 1, 1),
          "w3": rand(16, 16, 1, 1), "w4": rand(9, 16, 1, 1)}, **TOL)
+# MobileNetV3's and EfficientNet's inverted residual block with squeeze-excitation, all in the
+# region: a 1x1 expansion, a depthwise 5x5 on a small plane (blocked tiles), the plane means
+# (ReduceMean over H and W), the gate convs on 1x1 maps (NCHW), the gate multiplied into the
+# blocked value per channel, the 1x1 projection with the residual Add, then the block's output
+# minus its per-image channel means (GlobalAveragePool on blocked, Sub per channel).
+se = [conv("x", "we", "e", "be"), N("HardSwish", ["e"], ["e1"]),
+      conv("e1", "wd", "d", "bd", group=24, pads=[2, 2, 2, 2]), N("Relu", ["d"], ["d1"]),
+      N("ReduceMean", ["d1", "axes"], ["s"], keepdims=1), conv("s", "ws1", "s1", "bs1"),
+      N("Relu", ["s1"], ["s2"]), conv("s2", "ws2", "s3", "bs2"), N("HardSigmoid", ["s3"], ["g"]),
+      N("Mul", ["d1", "g"], ["m"]), conv("m", "wp", "p", "bp"), N("Add", ["p", "x"], ["r"]),
+      N("GlobalAveragePool", ["r"], ["q"]), N("Sub", ["r", "q"], ["t"]), conv("t", "wo", "y")]
+c.model("squeeze_excitation_block", se, {"x": rand(2, 16, 9, 10)}, ["y"],
+        {"we": rand(24, 16, 1, 1), "be": rand(24), "wd": rand(24, 1, 5, 5), "bd": rand(24),
+         "axes": np.array([2, 3], np.int64), "ws1": rand(8, 24, 1, 1), "bs1": rand(8),
+         "ws2": rand(24, 8, 1, 1), "bs2": rand(24), "wp": rand(16, 24, 1, 1), "bp": rand(16),
+         "wo": rand(4, 16, 1, 1)},
+        opset=18, **TOL)
+# DeepLabV3's atrous pyramid on a 14x14 map: dilations whose taps mostly read padding stay on
+# the NCHW kernels, their neighbours blocked, the branches concatenated.
+c.model("atrous_pyramid",
+        [conv("x", "w0", "a", pads=[1, 1, 1, 1]),
+         conv("a", "w1", "b1", pads=[12, 12, 12, 12], dilations=[12, 12]),
+         conv("a", "w2", "b2", pads=[2, 2, 2, 2], dilations=[2, 2]), conv("a", "w3", "b3"),
+         N("Concat", ["b1", "b2", "b3"], ["c1"], axis=1), conv("c1", "w4", "y")],
+        {"x": rand(1, 16, 14, 14)}, ["y"],
+        {"w0": rand(32, 16, 3, 3), "w1": rand(16, 32, 3, 3), "w2": rand(16, 32, 3, 3),
+         "w3": rand(16, 32, 1, 1), "w4": rand(8, 48, 1, 1)}, **TOL)

@@ -18,6 +18,18 @@ int64_t blocks_of(int64_t channels, int64_t lanes) {
   return (channels + lanes - 1) / lanes;
 }
 
+// fn(t, img, b, live) for each block t = img * blocks + b of n images of `channels` (live: the
+// block's channels), split over the pool with at least `grain` blocks a share.
+template <class Fn>
+void for_each_block(const ThreadPool& pool, int64_t n, int64_t channels, int64_t lanes,
+                    int64_t grain, Fn fn) {
+  const int64_t cb = blocks_of(channels, lanes);
+  pool.parallel_for(n * cb, grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t t = lo; t < hi; ++t)
+      fn(t, t / cb, t % cb, std::min(lanes, channels - t % cb * lanes));
+  });
+}
+
 // A static 4-D float32 type.
 bool static_4d_float(const TypeShape& t) {
   return t.dtype == DType::Float32 && t.is_static() && t.dims.size() == 4;
@@ -126,7 +138,7 @@ class BlockedElementWiseKernel : public Kernel {
     NodeSignature padded{sig.node, sig.inputs, sig.outputs, sig.constants};
     padded.bf16 = sig.bf16;
     for (size_t i = 0; i < full_.size(); ++i)
-      if (full_[i]) padded.inputs[i].dims = padded_dims(shape_, lanes_);
+      if (full_[i] == kFull) padded.inputs[i].dims = padded_dims(shape_, lanes_);
     padded.outputs[0].dims = padded_dims(shape_, lanes_);
     out_type_ = padded.outputs[0];
     inner_ = create(padded);
@@ -138,7 +150,7 @@ class BlockedElementWiseKernel : public Kernel {
     for (size_t i = 0; i < ctx.num_inputs(); ++i) {
       if (!ctx.has_input(i)) continue;
       ins[i] = &ctx.input(i);
-      if (i < full_.size() && full_[i]) {
+      if (i < full_.size() && full_[i] == kFull) {
         check_layout(ctx, i, *ins[i], true, shape_, lanes_);
         views[i] = ins[i]->reshaped(padded_dims(shape_, lanes_));
         ins[i] = &views[i];
@@ -214,7 +226,133 @@ class BlockedOutputKernel : public Kernel {
   mutable std::map<const char*, std::string> details_;
 };
 
+// dims broadcast over an [N, C, H, W] output along its channels (and images) only: [C, 1, 1],
+// [1, C, 1, 1] or [N, C, 1, 1], with C > 1 (one element is the other kind).
+bool is_per_channel(const std::vector<int64_t>& dims, const std::vector<int64_t>& y) {
+  if (dims.size() < 3 || dims.size() > 4 || dims[dims.size() - 3] != y[1] || y[1] <= 1)
+    return false;
+  if (dims[dims.size() - 1] != 1 || dims[dims.size() - 2] != 1) return false;
+  return dims.size() == 3 || dims[0] == 1 || dims[0] == y[0];
+}
+
+// Add, Sub, Mul or Div of a blocked input and one value per channel (a squeeze-excitation gate:
+// x * sigmoid(se)), the output blocked.
+class BlockedChannelOpKernel : public Kernel {
+ public:
+  BlockedChannelOpKernel(const NodeSignature& sig, size_t full)
+      : lanes_(blocked_lanes()),
+        full_(full),
+        shape_(sig.outputs[0].dims),
+        op_(sig.node.op_type == "Add"   ? '+'
+            : sig.node.op_type == "Sub" ? '-'
+            : sig.node.op_type == "Mul" ? '*'
+                                        : '/') {}
+
+  void run(KernelContext& ctx) const override {
+    const Tensor& x = ctx.input(full_);
+    const Tensor& c = ctx.input(1 - full_);
+    check_layout(ctx, full_, x, true, shape_, lanes_);
+    const int64_t n = shape_[0], channels = shape_[1], hw = shape_[2] * shape_[3];
+    if (c.dtype() != DType::Float32 || !is_per_channel(c.shape(), shape_))
+      ctx.node.fail("input " + std::to_string(1 - full_) + " is " + dtype_name(c.dtype()) +
+                        to_string(c.shape()) + ", expected float32 with one value per channel",
+                    ErrorCode::Runtime);
+    const int64_t image_step = c.rank() == 4 && c.dim(0) == n && n > 1 ? channels : 0;
+    Tensor& y = ctx.output_private(0, blocked_dims(shape_, lanes_));
+    const float* xp = x.data<float>();
+    const float* cp = c.data<float>();
+    float* yp = y.data<float>();
+    for_each_block(ctx.pool, n, channels, lanes_, std::max<int64_t>(1, 4096 / (hw * lanes_)),
+                   [&](int64_t t, int64_t img, int64_t b, int64_t live) {
+                     alignas(64) float v[16] = {};
+                     const float* gate = cp + img * image_step + b * lanes_;
+                     std::copy(gate, gate + live, v);
+                     if (lanes_ == 8)
+                       apply<8>(xp + t * hw * lanes_, v, yp + t * hw * lanes_, hw);
+                     else
+                       apply<16>(xp + t * hw * lanes_, v, yp + t * hw * lanes_, hw);
+                   });
+    ctx.detail = "blocked layout (one value per channel)";
+  }
+
+ private:
+  template <int L>
+  void apply(const float* x, const float* v, float* y, int64_t hw) const {
+    const bool first = full_ == 0;  // x is the left operand
+    for (int64_t p = 0; p < hw; ++p, x += L, y += L)
+      for (int l = 0; l < L; ++l) {
+        const float a = first ? x[l] : v[l], b = first ? v[l] : x[l];
+        y[l] = op_ == '+' ? a + b : op_ == '-' ? a - b : op_ == '*' ? a * b : a / b;
+      }
+  }
+
+  int64_t lanes_;
+  size_t full_;
+  std::vector<int64_t> shape_;
+  char op_;
+};
+
+// The mean over each channel's plane of a blocked input (GlobalAveragePool, ReduceMean over H
+// and W), written as N x C values (NCHW whatever the kept dims).
+class BlockedPlaneMeanKernel : public Kernel {
+ public:
+  explicit BlockedPlaneMeanKernel(const NodeSignature& sig)
+      : lanes_(blocked_lanes()), shape_(sig.inputs[0].dims) {}
+
+  void run(KernelContext& ctx) const override {
+    check_layout(ctx, 0, ctx.input(0), true, shape_, lanes_);
+    const int64_t n = shape_[0], channels = shape_[1], hw = shape_[2] * shape_[3];
+    Tensor& y = ctx.output_uninitialized(0);
+    if (y.numel() != n * channels)
+      ctx.node.fail("output 0 has " + std::to_string(y.numel()) + " values, expected " +
+                        std::to_string(n * channels),
+                    ErrorCode::Runtime);
+    const float* xp = ctx.input(0).data<float>();
+    float* yp = y.data<float>();
+    const float scale = 1.f / static_cast<float>(hw);
+    for_each_block(ctx.pool, n, channels, lanes_, std::max<int64_t>(1, 4096 / (hw * lanes_)),
+                   [&](int64_t t, int64_t img, int64_t b, int64_t live) {
+                     alignas(64) float sum[16] = {};
+                     const float* src = xp + t * hw * lanes_;
+                     for (int64_t p = 0; p < hw; ++p)
+                       for (int64_t l = 0; l < lanes_; ++l) sum[l] += src[p * lanes_ + l];
+                     for (int64_t l = 0; l < live; ++l)
+                       yp[img * channels + b * lanes_ + l] = sum[l] * scale;
+                   });
+    ctx.detail = "blocked layout (plane means)";
+  }
+
+ private:
+  int64_t lanes_;
+  std::vector<int64_t> shape_;
+};
+
 }  // namespace
+
+bool blocked_plane_mean_capable(const NodeSignature& sig) {
+  if (!sig.node.domain.empty() || sig.inputs.empty() || !static_4d_float(sig.inputs[0]) ||
+      sig.outputs.size() != 1)
+    return false;
+  if (sig.node.op_type == "GlobalAveragePool") return true;
+  if (sig.node.op_type != "ReduceMean") return false;
+  std::vector<int64_t> axes;
+  if (sig.node.opset >= 18) {
+    if (sig.inputs.size() < 2 || !sig.constants[1] || sig.constants[1]->dtype() != DType::Int64)
+      return false;
+    const Tensor& a = *sig.constants[1];
+    axes.assign(a.data<int64_t>(), a.data<int64_t>() + a.numel());
+  } else {
+    axes = sig.node.attr_ints("axes");
+  }
+  for (int64_t& a : axes)
+    if (a < 0) a += 4;
+  std::sort(axes.begin(), axes.end());
+  return axes == std::vector<int64_t>{2, 3};
+}
+
+std::unique_ptr<Kernel> make_blocked_plane_mean(const NodeSignature& sig) {
+  return std::make_unique<BlockedPlaneMeanKernel>(sig);
+}
 
 bool blocked_output_convertible(const NodeSignature& sig) {
   return sig.outputs.size() == 1 && static_4d_float(sig.outputs[0]);
@@ -274,27 +412,38 @@ std::vector<char> blocked_element_wise_inputs(const NodeSignature& sig) {
   if (!sig.node.domain.empty() || !element_wise_blocked_op(sig.node.op_type) ||
       sig.outputs.size() != 1 || !static_4d_float(sig.outputs[0]))
     return {};
-  std::vector<char> full(sig.inputs.size(), 0);
-  bool any = false;
+  const std::vector<int64_t>& y = sig.outputs[0].dims;
+  const std::string& op = sig.node.op_type;
+  const bool arithmetic = op == "Add" || op == "Sub" || op == "Mul" || op == "Div";
+  std::vector<char> kinds(sig.inputs.size(), kOneElement);
+  int full = 0, channel = 0;
   for (size_t i = 0; i < sig.inputs.size(); ++i) {
     const TypeShape& t = sig.inputs[i];
     if (t.dtype == DType::Undefined) continue;  // an absent optional input
     if (!t.is_static()) return {};
-    if (t.dims == sig.outputs[0].dims && t.dtype == DType::Float32) {
-      full[i] = 1;
-      any = true;
-    } else if (std::any_of(t.dims.begin(), t.dims.end(), [](int64_t d) { return d != 1; })) {
+    const auto one = [](int64_t d) { return d == 1; };
+    if (t.dims == y && t.dtype == DType::Float32) {
+      kinds[i] = kFull;
+      ++full;
+    } else if (std::all_of(t.dims.begin(), t.dims.end(), one)) {
+      kinds[i] = kOneElement;
+    } else if (arithmetic && t.dtype == DType::Float32 && is_per_channel(t.dims, y)) {
+      kinds[i] = kPerChannel;
+      ++channel;
+    } else {
       return {};
     }
   }
-  if (!any) return {};
-  return full;
+  if (full == 0 || (channel > 0 && (sig.inputs.size() != 2 || full != 1))) return {};
+  return kinds;
 }
 
 std::unique_ptr<Kernel> make_blocked_element_wise(const NodeSignature& sig,
                                                   const KernelFactory& create,
-                                                  std::vector<char> full) {
-  return std::make_unique<BlockedElementWiseKernel>(sig, create, std::move(full));
+                                                  std::vector<char> kinds) {
+  if (std::find(kinds.begin(), kinds.end(), kPerChannel) != kinds.end())
+    return std::make_unique<BlockedChannelOpKernel>(sig, kinds[0] == kFull ? 0 : 1);
+  return std::make_unique<BlockedElementWiseKernel>(sig, create, std::move(kinds));
 }
 
 }  // namespace quilt::cpu

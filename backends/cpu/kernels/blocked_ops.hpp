@@ -13,7 +13,9 @@
 //  - Element-wise ops (element_wise_blocked_op: Add, Mul, Relu, Sigmoid, ...) whose inputs are
 //    each the output's shape or one element: a blocked tensor is the NCHW tensor of its padded
 //    channel count, so the op's own kernel runs on it, viewed as [N, blocks * lanes, H, W]. Its
-//    full-shape inputs and its output are all blocked or all NCHW (layout.hpp).
+//    full-shape inputs and its output are all blocked or all NCHW (layout.hpp). Add, Sub, Mul
+//    and Div also take one value per channel beside a blocked input (x * sigmoid(se)).
+//  - GlobalAveragePool and ReduceMean over H and W read a blocked input (their output is NCHW).
 #pragma once
 
 #include <memory>
@@ -34,17 +36,26 @@ std::unique_ptr<Kernel> make_blocked_concat(const NodeSignature& sig, std::vecto
 // inputs alone, so that it runs on any layout of them.
 bool element_wise_blocked_op(const std::string& op_type);
 
-// For an element-wise node that can run on blocked values: per input, whether it is a full-shape
-// input (the output's shape; it must be blocked with the output) rather than a one-element one.
-// Empty when the node cannot: not such an op, not float32, not a static 4-D output, an input
-// neither full nor one element, or no full-shape input.
+// For an element-wise node that can run on blocked values, per input: kFull (the output's
+// shape: blocked with the output), kOneElement, or kPerChannel (one value per channel, [C, 1, 1],
+// [1, C, 1, 1] or [N, C, 1, 1], read as it is: Add, Sub, Mul and Div of one full input and one
+// such, as a squeeze-excitation gate). Empty when the node cannot: not such an op, not float32,
+// not a static 4-D output, another broadcast, or no full-shape input.
+constexpr char kOneElement = 0, kFull = 1, kPerChannel = 2;
 std::vector<char> blocked_element_wise_inputs(const NodeSignature& sig);
 
-// The op's own kernel (made by `create`) on blocked values: the inputs marked `full` and the
-// output are blocked.
+// The op's own kernel (made by `create`) on blocked values, or the per-channel one: `kinds` as
+// blocked_element_wise_inputs gave them.
 std::unique_ptr<Kernel> make_blocked_element_wise(const NodeSignature& sig,
                                                   const KernelFactory& create,
-                                                  std::vector<char> full);
+                                                  std::vector<char> kinds);
+
+// Whether a node takes the mean of each channel's plane of a static 4-D float32 input
+// (GlobalAveragePool, ReduceMean over axes 2 and 3): it can read that input blocked.
+bool blocked_plane_mean_capable(const NodeSignature& sig);
+
+// Its kernel for a blocked input (the output NCHW).
+std::unique_ptr<Kernel> make_blocked_plane_mean(const NodeSignature& sig);
 
 // Whether a node's output can be reordered to blocked after its kernel runs: one output, a
 // static 4-D float32 one (layout.hpp's BlockedUse::converts).

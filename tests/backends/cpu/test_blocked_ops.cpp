@@ -166,7 +166,7 @@ Node concat_node(size_t inputs, int64_t axis) {
   Node node;
   node.op_type = "Concat";
   node.name = "cat";
-  for (size_t i = 0; i < inputs; ++i) node.inputs.push_back("x" + std::to_string(i));
+  for (size_t i = 0; i < inputs; ++i) node.inputs.push_back(std::string("x").append(std::to_string(i)));
   node.outputs = {"y"};
   Attribute a;
   a.name = "axis";
@@ -264,7 +264,7 @@ struct ElementWise {
     node.name = op;
     node.opset = 17;
     for (size_t i = 0; i < shapes.size(); ++i) {
-      node.inputs.push_back("x" + std::to_string(i));
+      node.inputs.push_back(std::string("x").append(std::to_string(i)));
       ins.push_back({DType::Float32, true, shapes[i]});
     }
     node.outputs = {"y"};
@@ -328,7 +328,14 @@ TEST(BlockedElementWise, FullInputsBlockedOneElementInputsAsGiven) {
 TEST(BlockedElementWise, NotForBroadcastsOtherThanOneElementNorOtherOps) {
   const std::vector<int64_t> y{1, 16, 4, 4};
   EXPECT_TRUE(blocked_element_wise_inputs(ElementWise("Add", {y, {1}}, y).sig()).size() == 2);
-  EXPECT_TRUE(blocked_element_wise_inputs(ElementWise("Add", {y, {16, 1, 1}}, y).sig()).empty());
+  // One value per channel: Add, Sub, Mul and Div of it and one full input only.
+  EXPECT_EQ(blocked_element_wise_inputs(ElementWise("Mul", {{1, 16, 1, 1}, y}, y).sig()),
+            (std::vector<char>{kPerChannel, kFull}));
+  EXPECT_EQ(blocked_element_wise_inputs(ElementWise("Add", {y, {16, 1, 1}}, y).sig()),
+            (std::vector<char>{kFull, kPerChannel}));
+  EXPECT_TRUE(blocked_element_wise_inputs(ElementWise("Max", {y, {16, 1, 1}}, y).sig()).empty());
+  EXPECT_TRUE(blocked_element_wise_inputs(ElementWise("Sum", {y, y, {16, 1, 1}}, y).sig()).empty());
+  EXPECT_TRUE(blocked_element_wise_inputs(ElementWise("Mul", {y, {2, 16, 1, 1}}, y).sig()).empty());
   EXPECT_TRUE(blocked_element_wise_inputs(ElementWise("Add", {y, {1, 1, 4, 4}}, y).sig()).empty());
   EXPECT_TRUE(blocked_element_wise_inputs(ElementWise("Add", {{1}, {1}}, {1}).sig()).empty());
   EXPECT_TRUE(blocked_element_wise_inputs(ElementWise("Softmax", {y}, y).sig()).empty());
@@ -336,6 +343,96 @@ TEST(BlockedElementWise, NotForBroadcastsOtherThanOneElementNorOtherOps) {
   EXPECT_TRUE(
       blocked_element_wise_inputs(ElementWise("Relu", {{1, 16, -1, 4}}, {1, 16, -1, 4}).sig())
           .empty());
+}
+
+TEST(BlockedElementWise, OneValuePerChannelEitherOperandAndPerImage) {
+  ThreadPool pool(2);
+  std::mt19937 rng(5);
+  for (const int64_t c : {kLanes, 2 * kLanes + 3, int64_t{5}})
+    for (const char* op : {"Mul", "Sub", "Div", "Add"})
+      for (int variant = 0; variant < 3; ++variant) {
+        // variant 0: x op g[1, C, 1, 1]; 1: g[C, 1, 1] op x; 2: x op g[N, C, 1, 1].
+        const std::vector<int64_t> shape{2, c, 3, 7};
+        const std::vector<int64_t> g_shape = variant == 0   ? std::vector<int64_t>{1, c, 1, 1}
+                                             : variant == 1 ? std::vector<int64_t>{c, 1, 1}
+                                                            : std::vector<int64_t>{2, c, 1, 1};
+        const int64_t g_count = variant == 2 ? 2 * c : c;
+        const std::vector<float> x = random_floats(static_cast<size_t>(2 * c * 21), rng, 0.5f, 2.f),
+                                 gv = random_floats(static_cast<size_t>(g_count), rng, 0.5f, 2.f);
+        const Tensor tx = make(x, shape, true), tg = Tensor::from_vector(g_shape, gv);
+        const bool x_first = variant != 1;
+        const ElementWise e(op, x_first ? std::vector{shape, g_shape} : std::vector{g_shape, shape},
+                            shape);
+        const NodeSignature sig = e.sig();
+        const std::vector<char> kinds = blocked_element_wise_inputs(sig);
+        ASSERT_EQ(kinds.size(), 2u) << op;
+        const auto kernel =
+            make_blocked_element_wise(sig, KernelRegistry::builtin().find(op, "")->create, kinds);
+        std::vector<const Tensor*> ins = {&tx, &tg};
+        if (!x_first) std::swap(ins[0], ins[1]);
+        std::vector<Tensor> outs(1);
+        KernelContext ctx(e.node, ins, sig.outputs, outs, pool);
+        kernel->run(ctx);
+        const std::vector<float> y = nchw_of(outs[0], shape, true);
+        ASSERT_EQ(y.size(), x.size());
+        for (int64_t img = 0; img < 2; ++img)
+          for (int64_t ch = 0; ch < c; ++ch)
+            for (int64_t p = 0; p < 21; ++p) {
+              const size_t at = static_cast<size_t>((img * c + ch) * 21 + p);
+              const float g = gv[static_cast<size_t>(variant == 2 ? img * c + ch : ch)];
+              const float a = x_first ? x[at] : g, b = x_first ? g : x[at];
+              const std::string o = op;
+              const float want = o == "Mul"   ? a * b
+                                 : o == "Sub" ? a - b
+                                 : o == "Div" ? a / b
+                                              : a + b;
+              ASSERT_FLOAT_EQ(y[at], want) << op << " variant " << variant << " c=" << c;
+            }
+      }
+}
+
+TEST(BlockedPlaneMean, GlobalAveragePoolAndReduceMeanOverHeightAndWidth) {
+  ThreadPool pool(2);
+  std::mt19937 rng(9);
+  for (const int64_t c : {kLanes, 2 * kLanes + 3, int64_t{5}}) {
+    const std::vector<int64_t> shape{2, c, 4, 9};
+    const std::vector<float> x = random_floats(static_cast<size_t>(2 * c * 36), rng);
+    const Tensor tx = make(x, shape, true);
+    Node gap;
+    gap.op_type = "GlobalAveragePool";
+    gap.inputs = {"x"};
+    gap.outputs = {"y"};
+    Node mean = gap;
+    mean.op_type = "ReduceMean";
+    mean.opset = 13;
+    Attribute axes;
+    axes.name = "axes";
+    axes.kind = Attribute::Kind::Ints;
+    axes.ints = {-1, 2};
+    mean.attributes["axes"] = axes;
+    for (const Node* node : {&gap, &mean}) {
+      const NodeSignature sig{*node,
+                              {{DType::Float32, true, shape}},
+                              {{DType::Float32, true, {2, c, 1, 1}}},
+                              {nullptr}};
+      ASSERT_TRUE(blocked_plane_mean_capable(sig)) << node->op_type;
+      const auto kernel = make_blocked_plane_mean(sig);
+      const Tensor* ins[] = {&tx};
+      std::vector<Tensor> outs(1);
+      KernelContext ctx(*node, ins, sig.outputs, outs, pool);
+      kernel->run(ctx);
+      ASSERT_EQ(outs[0].shape(), (std::vector<int64_t>{2, c, 1, 1}));
+      for (int64_t plane = 0; plane < 2 * c; ++plane) {
+        double sum = 0;
+        for (int64_t p = 0; p < 36; ++p) sum += x[static_cast<size_t>(plane * 36 + p)];
+        ASSERT_NEAR(outs[0].data<float>()[plane], sum / 36, 1e-5) << node->op_type << " c=" << c;
+      }
+    }
+    mean.attributes["axes"].ints = {1, 2};  // not the plane
+    const NodeSignature other{
+        mean, {{DType::Float32, true, shape}}, {{DType::Float32, true, {2, 1, 1, 9}}}, {nullptr}};
+    EXPECT_FALSE(blocked_plane_mean_capable(other));
+  }
 }
 
 TEST(BlockedOutput, AnNchwKernelsOutputReorderedWithItsFusedActivation) {
