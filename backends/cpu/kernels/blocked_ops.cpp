@@ -66,8 +66,9 @@ void block_to_planes(const float* src, int64_t hw, int64_t live, int64_t lanes, 
 
 class BlockedConcatKernel : public Kernel {
  public:
-  BlockedConcatKernel(const NodeSignature& sig, std::vector<char> in_blocked, bool out_blocked)
-      : lanes_(blocked_lanes()), in_blocked_(std::move(in_blocked)), out_blocked_(out_blocked) {
+  BlockedConcatKernel(const NodeSignature& sig, std::vector<char> in_blocked, bool out_blocked,
+                      int64_t lanes)
+      : lanes_(lanes), in_blocked_(std::move(in_blocked)), out_blocked_(out_blocked) {
     for (const TypeShape& t : sig.inputs) shapes_.push_back(t.dims);
     out_shape_ = sig.outputs[0].dims;
   }
@@ -133,8 +134,8 @@ std::vector<int64_t> padded_dims(const std::vector<int64_t>& nchw, int64_t lanes
 class BlockedElementWiseKernel : public Kernel {
  public:
   BlockedElementWiseKernel(const NodeSignature& sig, const KernelFactory& create,
-                           std::vector<char> full)
-      : lanes_(blocked_lanes()), full_(std::move(full)), shape_(sig.outputs[0].dims) {
+                           std::vector<char> full, int64_t lanes)
+      : lanes_(lanes), full_(std::move(full)), shape_(sig.outputs[0].dims) {
     NodeSignature padded{sig.node, sig.inputs, sig.outputs, sig.constants};
     padded.bf16 = sig.bf16;
     for (size_t i = 0; i < full_.size(); ++i)
@@ -178,8 +179,8 @@ class BlockedElementWiseKernel : public Kernel {
 // A kernel writing NCHW, its output reordered to blocked after it runs.
 class BlockedOutputKernel : public Kernel {
  public:
-  BlockedOutputKernel(const NodeSignature& sig, std::unique_ptr<Kernel> inner)
-      : lanes_(blocked_lanes()), out_type_(sig.outputs[0]), inner_(std::move(inner)) {}
+  BlockedOutputKernel(const NodeSignature& sig, std::unique_ptr<Kernel> inner, int64_t lanes)
+      : lanes_(lanes), out_type_(sig.outputs[0]), inner_(std::move(inner)) {}
 
   void run(KernelContext& ctx) const override {
     std::vector<const Tensor*> ins(ctx.num_inputs(), nullptr);
@@ -239,8 +240,8 @@ bool is_per_channel(const std::vector<int64_t>& dims, const std::vector<int64_t>
 // x * sigmoid(se)), the output blocked.
 class BlockedChannelOpKernel : public Kernel {
  public:
-  BlockedChannelOpKernel(const NodeSignature& sig, size_t full)
-      : lanes_(blocked_lanes()),
+  BlockedChannelOpKernel(const NodeSignature& sig, size_t full, int64_t lanes)
+      : lanes_(lanes),
         full_(full),
         shape_(sig.outputs[0].dims),
         op_(sig.node.op_type == "Add"   ? '+'
@@ -296,8 +297,8 @@ class BlockedChannelOpKernel : public Kernel {
 // and W), written as N x C values (NCHW whatever the kept dims).
 class BlockedPlaneMeanKernel : public Kernel {
  public:
-  explicit BlockedPlaneMeanKernel(const NodeSignature& sig)
-      : lanes_(blocked_lanes()), shape_(sig.inputs[0].dims) {}
+  BlockedPlaneMeanKernel(const NodeSignature& sig, int64_t lanes)
+      : lanes_(lanes), shape_(sig.inputs[0].dims) {}
 
   void run(KernelContext& ctx) const override {
     check_layout(ctx, 0, ctx.input(0), true, shape_, lanes_);
@@ -350,27 +351,26 @@ bool blocked_plane_mean_capable(const NodeSignature& sig) {
   return axes == std::vector<int64_t>{2, 3};
 }
 
-std::unique_ptr<Kernel> make_blocked_plane_mean(const NodeSignature& sig) {
-  return std::make_unique<BlockedPlaneMeanKernel>(sig);
+std::unique_ptr<Kernel> make_blocked_plane_mean(const NodeSignature& sig, int64_t lanes) {
+  return std::make_unique<BlockedPlaneMeanKernel>(sig, lanes);
 }
 
 bool blocked_output_convertible(const NodeSignature& sig) {
   return sig.outputs.size() == 1 && static_4d_float(sig.outputs[0]);
 }
 
-std::unique_ptr<Kernel> make_blocked_output(const NodeSignature& sig,
-                                            std::unique_ptr<Kernel> inner) {
-  return std::make_unique<BlockedOutputKernel>(sig, std::move(inner));
+std::unique_ptr<Kernel> make_blocked_output(const NodeSignature& sig, std::unique_ptr<Kernel> inner,
+                                            int64_t lanes) {
+  return std::make_unique<BlockedOutputKernel>(sig, std::move(inner), lanes);
 }
 
-bool blocked_concat_capable(const NodeSignature& sig) {
+bool blocked_concat_capable(const NodeSignature& sig, int64_t lanes) {
   if (sig.node.op_type != "Concat" || !sig.node.domain.empty() || sig.outputs.size() != 1 ||
       sig.inputs.empty() || !static_4d_float(sig.outputs[0]))
     return false;
   int64_t axis = sig.node.attr_int("axis", 0);
   if (axis < 0) axis += 4;
   if (axis != 1) return false;
-  const int64_t lanes = blocked_lanes();
   const std::vector<int64_t>& y = sig.outputs[0].dims;
   int64_t channels = 0;
   for (size_t i = 0; i < sig.inputs.size(); ++i) {
@@ -384,8 +384,8 @@ bool blocked_concat_capable(const NodeSignature& sig) {
 }
 
 std::unique_ptr<Kernel> make_blocked_concat(const NodeSignature& sig, std::vector<char> in_blocked,
-                                            bool out_blocked) {
-  return std::make_unique<BlockedConcatKernel>(sig, std::move(in_blocked), out_blocked);
+                                            bool out_blocked, int64_t lanes) {
+  return std::make_unique<BlockedConcatKernel>(sig, std::move(in_blocked), out_blocked, lanes);
 }
 
 bool element_wise_blocked_op(const std::string& op_type) {
@@ -440,10 +440,10 @@ std::vector<char> blocked_element_wise_inputs(const NodeSignature& sig) {
 
 std::unique_ptr<Kernel> make_blocked_element_wise(const NodeSignature& sig,
                                                   const KernelFactory& create,
-                                                  std::vector<char> kinds) {
+                                                  std::vector<char> kinds, int64_t lanes) {
   if (std::find(kinds.begin(), kinds.end(), kPerChannel) != kinds.end())
-    return std::make_unique<BlockedChannelOpKernel>(sig, kinds[0] == kFull ? 0 : 1);
-  return std::make_unique<BlockedElementWiseKernel>(sig, create, std::move(kinds));
+    return std::make_unique<BlockedChannelOpKernel>(sig, kinds[0] == kFull ? 0 : 1, lanes);
+  return std::make_unique<BlockedElementWiseKernel>(sig, create, std::move(kinds), lanes);
 }
 
 }  // namespace quilt::cpu

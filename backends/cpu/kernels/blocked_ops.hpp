@@ -16,21 +16,25 @@
 //    full-shape inputs and its output are all blocked or all NCHW (layout.hpp). Add, Sub, Mul
 //    and Div also take one value per channel beside a blocked input (x * sigmoid(se)).
 //  - GlobalAveragePool and ReduceMean over H and W read a blocked input (their output is NCHW).
+//
+// Their kernels use AVX2 only, for either lane count (`lanes`: blocked_lanes() unless a test asks
+// for the other).
 #pragma once
 
 #include <memory>
 #include <vector>
 
 #include "backends/cpu/kernel.hpp"
+#include "backends/cpu/kernels/conv_blocked.hpp"
 
 namespace quilt::cpu {
 
 // Whether a Concat node can read or write blocked values (see above).
-bool blocked_concat_capable(const NodeSignature& sig);
+bool blocked_concat_capable(const NodeSignature& sig, int64_t lanes = blocked_lanes());
 
 // The kernel for a capable Concat; in_blocked[i] says whether input i is blocked.
 std::unique_ptr<Kernel> make_blocked_concat(const NodeSignature& sig, std::vector<char> in_blocked,
-                                            bool out_blocked);
+                                            bool out_blocked, int64_t lanes = blocked_lanes());
 
 // Whether op_type (default domain) computes each output element from the same element of its
 // inputs alone, so that it runs on any layout of them.
@@ -48,21 +52,23 @@ std::vector<char> blocked_element_wise_inputs(const NodeSignature& sig);
 // blocked_element_wise_inputs gave them.
 std::unique_ptr<Kernel> make_blocked_element_wise(const NodeSignature& sig,
                                                   const KernelFactory& create,
-                                                  std::vector<char> kinds);
+                                                  std::vector<char> kinds,
+                                                  int64_t lanes = blocked_lanes());
 
 // Whether a node takes the mean of each channel's plane of a static 4-D float32 input
 // (GlobalAveragePool, ReduceMean over axes 2 and 3): it can read that input blocked.
 bool blocked_plane_mean_capable(const NodeSignature& sig);
 
 // Its kernel for a blocked input (the output NCHW).
-std::unique_ptr<Kernel> make_blocked_plane_mean(const NodeSignature& sig);
+std::unique_ptr<Kernel> make_blocked_plane_mean(const NodeSignature& sig,
+                                                int64_t lanes = blocked_lanes());
 
 // Whether a node's output can be reordered to blocked after its kernel runs: one output, a
 // static 4-D float32 one (layout.hpp's BlockedUse::converts).
 bool blocked_output_convertible(const NodeSignature& sig);
 
 // `inner` (writing NCHW), its output then reordered to blocked.
-std::unique_ptr<Kernel> make_blocked_output(const NodeSignature& sig,
-                                            std::unique_ptr<Kernel> inner);
+std::unique_ptr<Kernel> make_blocked_output(const NodeSignature& sig, std::unique_ptr<Kernel> inner,
+                                            int64_t lanes = blocked_lanes());
 
 }  // namespace quilt::cpu

@@ -10,11 +10,11 @@
 
 namespace quilt::cpu::testing {
 
-// NCHW [n, c, hw] -> blocked [n, ceil(c / L), hw, L] (L = blocked_lanes()), padding lanes NaN
-// so that a kernel reading them as channels fails.
-inline std::vector<float> to_blocked(const std::vector<float>& x, int64_t n, int64_t c,
-                                     int64_t hw) {
-  const int64_t lanes = blocked_lanes(), cb = (c + lanes - 1) / lanes;
+// NCHW [n, c, hw] -> blocked [n, ceil(c / L), hw, L] (L = lanes), padding lanes NaN so that a
+// kernel reading them as channels fails.
+inline std::vector<float> to_blocked(const std::vector<float>& x, int64_t n, int64_t c, int64_t hw,
+                                     int64_t lanes = blocked_lanes()) {
+  const int64_t cb = (c + lanes - 1) / lanes;
   std::vector<float> y(static_cast<size_t>(n * cb * hw * lanes),
                        std::numeric_limits<float>::quiet_NaN());
   for (int64_t i = 0; i < n; ++i)

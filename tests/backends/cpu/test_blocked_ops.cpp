@@ -24,7 +24,8 @@ namespace {
 using testing::random_floats;
 using testing::to_blocked;
 
-const int64_t kLanes = blocked_lanes();  // 16 with AVX-512, else 8
+// The kernels here use AVX2 only: both lane counts are tested on every CPU.
+constexpr int64_t kBothLanes[] = {8, 16};
 
 // ---- the layout pass -----------------------------------------------------------------------
 
@@ -137,19 +138,21 @@ TEST(BlockedLayout, ExportedUnreadAndResidualRules) {
 // ---- the kernels ---------------------------------------------------------------------------
 
 // A tensor of NCHW values x in either layout.
-Tensor make(const std::vector<float>& x, const std::vector<int64_t>& nchw, bool blocked) {
+Tensor make(const std::vector<float>& x, const std::vector<int64_t>& nchw, bool blocked,
+            int64_t lanes) {
   if (!blocked) return Tensor::from_vector(nchw, x);
-  const int64_t cb = (nchw[1] + kLanes - 1) / kLanes;
-  return Tensor::from_vector({nchw[0], cb, nchw[2], nchw[3], kLanes},
-                             to_blocked(x, nchw[0], nchw[1], nchw[2] * nchw[3]));
+  const int64_t cb = (nchw[1] + lanes - 1) / lanes;
+  return Tensor::from_vector({nchw[0], cb, nchw[2], nchw[3], lanes},
+                             to_blocked(x, nchw[0], nchw[1], nchw[2] * nchw[3], lanes));
 }
 
 // t's values in NCHW order (t blocked or not), checked for its shape.
-std::vector<float> nchw_of(const Tensor& t, const std::vector<int64_t>& nchw, bool blocked) {
+std::vector<float> nchw_of(const Tensor& t, const std::vector<int64_t>& nchw, bool blocked,
+                           int64_t lanes) {
   const int64_t n = nchw[0], c = nchw[1], hw = nchw[2] * nchw[3];
-  const int64_t cb = (c + kLanes - 1) / kLanes;
+  const int64_t cb = (c + lanes - 1) / lanes;
   const std::vector<int64_t> want =
-      blocked ? std::vector<int64_t>{n, cb, nchw[2], nchw[3], kLanes} : nchw;
+      blocked ? std::vector<int64_t>{n, cb, nchw[2], nchw[3], lanes} : nchw;
   EXPECT_EQ(t.shape(), want);
   if (t.shape() != want) return {};
   std::vector<float> y(static_cast<size_t>(n * c * hw));
@@ -157,7 +160,7 @@ std::vector<float> nchw_of(const Tensor& t, const std::vector<int64_t>& nchw, bo
     for (int64_t ch = 0; ch < c; ++ch)
       for (int64_t p = 0; p < hw; ++p)
         y[static_cast<size_t>((i * c + ch) * hw + p)] =
-            blocked ? t.data<float>()[((i * cb + ch / kLanes) * hw + p) * kLanes + ch % kLanes]
+            blocked ? t.data<float>()[((i * cb + ch / lanes) * hw + p) * lanes + ch % lanes]
                     : t.data<float>()[(i * c + ch) * hw + p];
   return y;
 }
@@ -166,7 +169,8 @@ Node concat_node(size_t inputs, int64_t axis) {
   Node node;
   node.op_type = "Concat";
   node.name = "cat";
-  for (size_t i = 0; i < inputs; ++i) node.inputs.push_back(std::string("x").append(std::to_string(i)));
+  for (size_t i = 0; i < inputs; ++i)
+    node.inputs.push_back(std::string("x").append(std::to_string(i)));
   node.outputs = {"y"};
   Attribute a;
   a.name = "axis";
@@ -179,58 +183,62 @@ Node concat_node(size_t inputs, int64_t axis) {
 TEST(BlockedConcat, EveryMixOfLayoutsAndRaggedLastInputs) {
   ThreadPool pool(2);
   std::mt19937 rng(7);
-  for (int round = 0; round < 200; ++round) {
-    const int64_t n = 1 + rng() % 2, h = 1 + rng() % 9, w = 1 + rng() % 13;
-    const size_t inputs = 1 + rng() % 4;
-    std::vector<int64_t> channels;
-    for (size_t i = 0; i + 1 < inputs; ++i) channels.push_back(kLanes * (1 + rng() % 3));
-    channels.push_back(1 + rng() % (3 * kLanes));  // the last may be ragged
-    int64_t total = 0;
-    for (int64_t c : channels) total += c;
-    const Node node = concat_node(inputs, round % 2 ? 1 : -3);
-    std::vector<TypeShape> in_types;
-    for (int64_t c : channels) in_types.push_back({DType::Float32, true, {n, c, h, w}});
-    const std::vector<int64_t> y_shape{n, total, h, w};
-    const NodeSignature sig{node,
-                            in_types,
-                            {{DType::Float32, true, y_shape}},
-                            std::vector<const Tensor*>(inputs, nullptr)};
-    ASSERT_TRUE(blocked_concat_capable(sig));
-    std::vector<char> in_blocked(inputs);
-    std::vector<std::vector<float>> values;
-    std::vector<Tensor> tensors;
-    for (size_t i = 0; i < inputs; ++i) {
-      in_blocked[i] = static_cast<char>(rng() % 2);
-      values.push_back(random_floats(static_cast<size_t>(n * channels[i] * h * w), rng, -2.f, 2.f));
-      tensors.push_back(make(values[i], in_types[i].dims, in_blocked[i]));
+  for (const int64_t lanes : kBothLanes) {
+    for (int round = 0; round < 200; ++round) {
+      const int64_t n = 1 + rng() % 2, h = 1 + rng() % 9, w = 1 + rng() % 13;
+      const size_t inputs = 1 + rng() % 4;
+      std::vector<int64_t> channels;
+      for (size_t i = 0; i + 1 < inputs; ++i) channels.push_back(lanes * (1 + rng() % 3));
+      channels.push_back(1 + rng() % (3 * lanes));  // the last may be ragged
+      int64_t total = 0;
+      for (int64_t c : channels) total += c;
+      const Node node = concat_node(inputs, round % 2 ? 1 : -3);
+      std::vector<TypeShape> in_types;
+      for (int64_t c : channels) in_types.push_back({DType::Float32, true, {n, c, h, w}});
+      const std::vector<int64_t> y_shape{n, total, h, w};
+      const NodeSignature sig{node,
+                              in_types,
+                              {{DType::Float32, true, y_shape}},
+                              std::vector<const Tensor*>(inputs, nullptr)};
+      ASSERT_TRUE(blocked_concat_capable(sig, lanes));
+      std::vector<char> in_blocked(inputs);
+      std::vector<std::vector<float>> values;
+      std::vector<Tensor> tensors;
+      for (size_t i = 0; i < inputs; ++i) {
+        in_blocked[i] = static_cast<char>(rng() % 2);
+        values.push_back(
+            random_floats(static_cast<size_t>(n * channels[i] * h * w), rng, -2.f, 2.f));
+        tensors.push_back(make(values[i], in_types[i].dims, in_blocked[i], lanes));
+      }
+      const bool out_blocked = rng() % 2;
+      std::ostringstream what;
+      what << "round " << round << ": n=" << n << " h=" << h << " w=" << w
+           << " out_blocked=" << out_blocked << " inputs";
+      for (size_t i = 0; i < inputs; ++i) what << " " << channels[i] << (in_blocked[i] ? "b" : "");
+      const auto kernel = make_blocked_concat(sig, in_blocked, out_blocked, lanes);
+      std::vector<const Tensor*> ptrs;
+      for (const Tensor& t : tensors) ptrs.push_back(&t);
+      std::vector<Tensor> outs(1);
+      KernelContext ctx(node, ptrs, sig.outputs, outs, pool);
+      kernel->run(ctx);
+      const std::vector<float> y = nchw_of(outs[0], y_shape, out_blocked, lanes);
+      ASSERT_FALSE(y.empty()) << what.str();
+      const int64_t hw = h * w;
+      for (int64_t img = 0, offset = 0; img < n; ++img, offset = 0)
+        for (size_t i = 0; i < inputs; offset += channels[i], ++i)
+          for (int64_t ch = 0; ch < channels[i]; ++ch)
+            for (int64_t p = 0; p < hw; ++p)
+              ASSERT_EQ(y[static_cast<size_t>((img * total + offset + ch) * hw + p)],
+                        values[i][static_cast<size_t>((img * channels[i] + ch) * hw + p)])
+                  << what.str() << " at input " << i << " channel " << ch << " pixel " << p;
     }
-    const bool out_blocked = rng() % 2;
-    std::ostringstream what;
-    what << "round " << round << ": n=" << n << " h=" << h << " w=" << w
-         << " out_blocked=" << out_blocked << " inputs";
-    for (size_t i = 0; i < inputs; ++i) what << " " << channels[i] << (in_blocked[i] ? "b" : "");
-    const auto kernel = make_blocked_concat(sig, in_blocked, out_blocked);
-    std::vector<const Tensor*> ptrs;
-    for (const Tensor& t : tensors) ptrs.push_back(&t);
-    std::vector<Tensor> outs(1);
-    KernelContext ctx(node, ptrs, sig.outputs, outs, pool);
-    kernel->run(ctx);
-    const std::vector<float> y = nchw_of(outs[0], y_shape, out_blocked);
-    ASSERT_FALSE(y.empty()) << what.str();
-    const int64_t hw = h * w;
-    for (int64_t img = 0, offset = 0; img < n; ++img, offset = 0)
-      for (size_t i = 0; i < inputs; offset += channels[i], ++i)
-        for (int64_t ch = 0; ch < channels[i]; ++ch)
-          for (int64_t p = 0; p < hw; ++p)
-            ASSERT_EQ(y[static_cast<size_t>((img * total + offset + ch) * hw + p)],
-                      values[i][static_cast<size_t>((img * channels[i] + ch) * hw + p)])
-                << what.str() << " at input " << i << " channel " << ch << " pixel " << p;
   }
 }
 
 TEST(BlockedConcat, OnlyChannelConcatsOfStaticFloat4dWithWholeBlocksBeforeTheLast) {
-  auto capable = [](std::vector<std::vector<int64_t>> shapes, int64_t axis,
-                    DType dtype = DType::Float32) {
+  int64_t lanes = 8;
+  auto capable = [&](std::vector<std::vector<int64_t>> shapes, int64_t axis,
+                     DType dtype = DType::Float32) {
     const Node node = concat_node(shapes.size(), axis);
     std::vector<TypeShape> ins;
     std::vector<int64_t> y = shapes[0];
@@ -241,15 +249,17 @@ TEST(BlockedConcat, OnlyChannelConcatsOfStaticFloat4dWithWholeBlocksBeforeTheLas
     }
     const NodeSignature sig{
         node, ins, {{dtype, true, y}}, std::vector<const Tensor*>(shapes.size(), nullptr)};
-    return blocked_concat_capable(sig);
+    return blocked_concat_capable(sig, lanes);
   };
-  const int64_t L = kLanes;
-  EXPECT_TRUE(capable({{1, L, 5, 5}, {1, 3, 5, 5}}, 1));
-  EXPECT_FALSE(capable({{1, 3, 5, 5}, {1, L, 5, 5}}, 1));  // a ragged input before the last
-  EXPECT_FALSE(capable({{1, L, 5, 5}, {1, L, 5, 5}}, 2));  // not along channels
-  EXPECT_FALSE(capable({{1, L, 5, 5}, {1, L, 5, 5}}, 1, DType::Int32));
-  EXPECT_FALSE(capable({{1, L, -1, 5}, {1, L, -1, 5}}, 1));  // not static
-  EXPECT_FALSE(capable({{1, L, 5}, {1, L, 5}}, 1));          // not 4-D
+  for (const int64_t L : kBothLanes) {
+    lanes = L;
+    EXPECT_TRUE(capable({{1, L, 5, 5}, {1, 3, 5, 5}}, 1));
+    EXPECT_FALSE(capable({{1, 3, 5, 5}, {1, L, 5, 5}}, 1));  // a ragged input before the last
+    EXPECT_FALSE(capable({{1, L, 5, 5}, {1, L, 5, 5}}, 2));  // not along channels
+    EXPECT_FALSE(capable({{1, L, 5, 5}, {1, L, 5, 5}}, 1, DType::Int32));
+    EXPECT_FALSE(capable({{1, L, -1, 5}, {1, L, -1, 5}}, 1));  // not static
+    EXPECT_FALSE(capable({{1, L, 5}, {1, L, 5}}, 1));          // not 4-D
+  }
 }
 
 // A NodeSignature of an element-wise op over float32 inputs of these shapes, output `y`.
@@ -279,48 +289,51 @@ TEST(BlockedElementWise, FullInputsBlockedOneElementInputsAsGiven) {
   ThreadPool pool(2);
   std::mt19937 rng(3);
   const KernelRegistry& registry = KernelRegistry::builtin();
-  for (const int64_t c : {kLanes, 2 * kLanes + 3, int64_t{5}}) {
-    const std::vector<int64_t> shape{2, c, 7, 9};
-    const size_t count = static_cast<size_t>(2 * c * 63);
-    // Add(a, b); Mul(a, 0.2); Clip(a, -0.5, 0.5) (bounds as one-element inputs).
-    const std::vector<float> a = random_floats(count, rng, -2.f, 2.f),
-                             b = random_floats(count, rng, -2.f, 2.f);
-    const Tensor ta = make(a, shape, true), tb = make(b, shape, true);
-    const Tensor k = Tensor::from_vector<float>({}, {0.2f});
-    const Tensor lo = Tensor::from_vector<float>({1}, {-0.5f}),
-                 hi = Tensor::from_vector<float>({1, 1, 1, 1}, {0.5f});
-    struct Run {
-      ElementWise op;
-      std::vector<const Tensor*> inputs;
-      float (*want)(float, float);
-    };
-    std::vector<Run> runs;
-    runs.push_back({ElementWise("Add", {shape, shape}, shape), {&ta, &tb}, [](float x, float y) {
-                      return x + y;
-                    }});
-    runs.push_back({ElementWise("Mul", {shape, {}}, shape), {&ta, &k}, [](float x, float) {
-                      return x * 0.2f;
-                    }});
-    runs.push_back({ElementWise("Clip", {shape, {1}, {1, 1, 1, 1}}, shape),
-                    {&ta, &lo, &hi},
-                    [](float x, float) { return std::clamp(x, -0.5f, 0.5f); }});
-    for (const Run& r : runs) {
-      const NodeSignature sig = r.op.sig();
-      const std::vector<char> full = blocked_element_wise_inputs(sig);
-      ASSERT_FALSE(full.empty()) << r.op.node.op_type;
-      EXPECT_EQ(full[0], 1);
-      for (size_t i = 1; i < full.size(); ++i)
-        EXPECT_EQ(full[i], r.op.node.op_type == "Add") << r.op.node.op_type << " input " << i;
-      const KernelEntry* entry = registry.find(r.op.node.op_type, "");
-      ASSERT_NE(entry, nullptr);
-      const auto kernel = make_blocked_element_wise(sig, entry->create, full);
-      std::vector<Tensor> outs(1);
-      KernelContext ctx(r.op.node, r.inputs, sig.outputs, outs, pool);
-      kernel->run(ctx);
-      const std::vector<float> y = nchw_of(outs[0], shape, true);
-      ASSERT_EQ(y.size(), count) << r.op.node.op_type << " c=" << c;
-      for (size_t e = 0; e < count; ++e)
-        ASSERT_FLOAT_EQ(y[e], r.want(a[e], b[e])) << r.op.node.op_type << " c=" << c << " at " << e;
+  for (const int64_t lanes : kBothLanes) {
+    for (const int64_t c : {lanes, 2 * lanes + 3, int64_t{5}}) {
+      const std::vector<int64_t> shape{2, c, 7, 9};
+      const size_t count = static_cast<size_t>(2 * c * 63);
+      // Add(a, b); Mul(a, 0.2); Clip(a, -0.5, 0.5) (bounds as one-element inputs).
+      const std::vector<float> a = random_floats(count, rng, -2.f, 2.f),
+                               b = random_floats(count, rng, -2.f, 2.f);
+      const Tensor ta = make(a, shape, true, lanes), tb = make(b, shape, true, lanes);
+      const Tensor k = Tensor::from_vector<float>({}, {0.2f});
+      const Tensor lo = Tensor::from_vector<float>({1}, {-0.5f}),
+                   hi = Tensor::from_vector<float>({1, 1, 1, 1}, {0.5f});
+      struct Run {
+        ElementWise op;
+        std::vector<const Tensor*> inputs;
+        float (*want)(float, float);
+      };
+      std::vector<Run> runs;
+      runs.push_back({ElementWise("Add", {shape, shape}, shape), {&ta, &tb}, [](float x, float y) {
+                        return x + y;
+                      }});
+      runs.push_back({ElementWise("Mul", {shape, {}}, shape), {&ta, &k}, [](float x, float) {
+                        return x * 0.2f;
+                      }});
+      runs.push_back({ElementWise("Clip", {shape, {1}, {1, 1, 1, 1}}, shape),
+                      {&ta, &lo, &hi},
+                      [](float x, float) { return std::clamp(x, -0.5f, 0.5f); }});
+      for (const Run& r : runs) {
+        const NodeSignature sig = r.op.sig();
+        const std::vector<char> full = blocked_element_wise_inputs(sig);
+        ASSERT_FALSE(full.empty()) << r.op.node.op_type;
+        EXPECT_EQ(full[0], 1);
+        for (size_t i = 1; i < full.size(); ++i)
+          EXPECT_EQ(full[i], r.op.node.op_type == "Add") << r.op.node.op_type << " input " << i;
+        const KernelEntry* entry = registry.find(r.op.node.op_type, "");
+        ASSERT_NE(entry, nullptr);
+        const auto kernel = make_blocked_element_wise(sig, entry->create, full, lanes);
+        std::vector<Tensor> outs(1);
+        KernelContext ctx(r.op.node, r.inputs, sig.outputs, outs, pool);
+        kernel->run(ctx);
+        const std::vector<float> y = nchw_of(outs[0], shape, true, lanes);
+        ASSERT_EQ(y.size(), count) << r.op.node.op_type << " c=" << c;
+        for (size_t e = 0; e < count; ++e)
+          ASSERT_FLOAT_EQ(y[e], r.want(a[e], b[e]))
+              << r.op.node.op_type << " c=" << c << " at " << e;
+      }
     }
   }
 }
@@ -348,116 +361,123 @@ TEST(BlockedElementWise, NotForBroadcastsOtherThanOneElementNorOtherOps) {
 TEST(BlockedElementWise, OneValuePerChannelEitherOperandAndPerImage) {
   ThreadPool pool(2);
   std::mt19937 rng(5);
-  for (const int64_t c : {kLanes, 2 * kLanes + 3, int64_t{5}})
-    for (const char* op : {"Mul", "Sub", "Div", "Add"})
-      for (int variant = 0; variant < 3; ++variant) {
-        // variant 0: x op g[1, C, 1, 1]; 1: g[C, 1, 1] op x; 2: x op g[N, C, 1, 1].
-        const std::vector<int64_t> shape{2, c, 3, 7};
-        const std::vector<int64_t> g_shape = variant == 0   ? std::vector<int64_t>{1, c, 1, 1}
-                                             : variant == 1 ? std::vector<int64_t>{c, 1, 1}
-                                                            : std::vector<int64_t>{2, c, 1, 1};
-        const int64_t g_count = variant == 2 ? 2 * c : c;
-        const std::vector<float> x = random_floats(static_cast<size_t>(2 * c * 21), rng, 0.5f, 2.f),
-                                 gv = random_floats(static_cast<size_t>(g_count), rng, 0.5f, 2.f);
-        const Tensor tx = make(x, shape, true), tg = Tensor::from_vector(g_shape, gv);
-        const bool x_first = variant != 1;
-        const ElementWise e(op, x_first ? std::vector{shape, g_shape} : std::vector{g_shape, shape},
-                            shape);
-        const NodeSignature sig = e.sig();
-        const std::vector<char> kinds = blocked_element_wise_inputs(sig);
-        ASSERT_EQ(kinds.size(), 2u) << op;
-        const auto kernel =
-            make_blocked_element_wise(sig, KernelRegistry::builtin().find(op, "")->create, kinds);
-        std::vector<const Tensor*> ins = {&tx, &tg};
-        if (!x_first) std::swap(ins[0], ins[1]);
-        std::vector<Tensor> outs(1);
-        KernelContext ctx(e.node, ins, sig.outputs, outs, pool);
-        kernel->run(ctx);
-        const std::vector<float> y = nchw_of(outs[0], shape, true);
-        ASSERT_EQ(y.size(), x.size());
-        for (int64_t img = 0; img < 2; ++img)
-          for (int64_t ch = 0; ch < c; ++ch)
-            for (int64_t p = 0; p < 21; ++p) {
-              const size_t at = static_cast<size_t>((img * c + ch) * 21 + p);
-              const float g = gv[static_cast<size_t>(variant == 2 ? img * c + ch : ch)];
-              const float a = x_first ? x[at] : g, b = x_first ? g : x[at];
-              const std::string o = op;
-              const float want = o == "Mul"   ? a * b
-                                 : o == "Sub" ? a - b
-                                 : o == "Div" ? a / b
-                                              : a + b;
-              ASSERT_FLOAT_EQ(y[at], want) << op << " variant " << variant << " c=" << c;
-            }
-      }
+  for (const int64_t lanes : kBothLanes) {
+    for (const int64_t c : {lanes, 2 * lanes + 3, int64_t{5}})
+      for (const char* op : {"Mul", "Sub", "Div", "Add"})
+        for (int variant = 0; variant < 3; ++variant) {
+          // variant 0: x op g[1, C, 1, 1]; 1: g[C, 1, 1] op x; 2: x op g[N, C, 1, 1].
+          const std::vector<int64_t> shape{2, c, 3, 7};
+          const std::vector<int64_t> g_shape = variant == 0   ? std::vector<int64_t>{1, c, 1, 1}
+                                               : variant == 1 ? std::vector<int64_t>{c, 1, 1}
+                                                              : std::vector<int64_t>{2, c, 1, 1};
+          const int64_t g_count = variant == 2 ? 2 * c : c;
+          const std::vector<float> x = random_floats(static_cast<size_t>(2 * c * 21), rng, 0.5f,
+                                                     2.f),
+                                   gv = random_floats(static_cast<size_t>(g_count), rng, 0.5f, 2.f);
+          const Tensor tx = make(x, shape, true, lanes), tg = Tensor::from_vector(g_shape, gv);
+          const bool x_first = variant != 1;
+          const ElementWise e(
+              op, x_first ? std::vector{shape, g_shape} : std::vector{g_shape, shape}, shape);
+          const NodeSignature sig = e.sig();
+          const std::vector<char> kinds = blocked_element_wise_inputs(sig);
+          ASSERT_EQ(kinds.size(), 2u) << op;
+          const auto kernel = make_blocked_element_wise(
+              sig, KernelRegistry::builtin().find(op, "")->create, kinds, lanes);
+          std::vector<const Tensor*> ins = {&tx, &tg};
+          if (!x_first) std::swap(ins[0], ins[1]);
+          std::vector<Tensor> outs(1);
+          KernelContext ctx(e.node, ins, sig.outputs, outs, pool);
+          kernel->run(ctx);
+          const std::vector<float> y = nchw_of(outs[0], shape, true, lanes);
+          ASSERT_EQ(y.size(), x.size());
+          for (int64_t img = 0; img < 2; ++img)
+            for (int64_t ch = 0; ch < c; ++ch)
+              for (int64_t p = 0; p < 21; ++p) {
+                const size_t at = static_cast<size_t>((img * c + ch) * 21 + p);
+                const float g = gv[static_cast<size_t>(variant == 2 ? img * c + ch : ch)];
+                const float a = x_first ? x[at] : g, b = x_first ? g : x[at];
+                const std::string o = op;
+                const float want = o == "Mul"   ? a * b
+                                   : o == "Sub" ? a - b
+                                   : o == "Div" ? a / b
+                                                : a + b;
+                ASSERT_FLOAT_EQ(y[at], want) << op << " variant " << variant << " c=" << c;
+              }
+        }
+  }
 }
 
 TEST(BlockedPlaneMean, GlobalAveragePoolAndReduceMeanOverHeightAndWidth) {
   ThreadPool pool(2);
   std::mt19937 rng(9);
-  for (const int64_t c : {kLanes, 2 * kLanes + 3, int64_t{5}}) {
-    const std::vector<int64_t> shape{2, c, 4, 9};
-    const std::vector<float> x = random_floats(static_cast<size_t>(2 * c * 36), rng);
-    const Tensor tx = make(x, shape, true);
-    Node gap;
-    gap.op_type = "GlobalAveragePool";
-    gap.inputs = {"x"};
-    gap.outputs = {"y"};
-    Node mean = gap;
-    mean.op_type = "ReduceMean";
-    mean.opset = 13;
-    Attribute axes;
-    axes.name = "axes";
-    axes.kind = Attribute::Kind::Ints;
-    axes.ints = {-1, 2};
-    mean.attributes["axes"] = axes;
-    for (const Node* node : {&gap, &mean}) {
-      const NodeSignature sig{*node,
-                              {{DType::Float32, true, shape}},
-                              {{DType::Float32, true, {2, c, 1, 1}}},
-                              {nullptr}};
-      ASSERT_TRUE(blocked_plane_mean_capable(sig)) << node->op_type;
-      const auto kernel = make_blocked_plane_mean(sig);
-      const Tensor* ins[] = {&tx};
-      std::vector<Tensor> outs(1);
-      KernelContext ctx(*node, ins, sig.outputs, outs, pool);
-      kernel->run(ctx);
-      ASSERT_EQ(outs[0].shape(), (std::vector<int64_t>{2, c, 1, 1}));
-      for (int64_t plane = 0; plane < 2 * c; ++plane) {
-        double sum = 0;
-        for (int64_t p = 0; p < 36; ++p) sum += x[static_cast<size_t>(plane * 36 + p)];
-        ASSERT_NEAR(outs[0].data<float>()[plane], sum / 36, 1e-5) << node->op_type << " c=" << c;
+  for (const int64_t lanes : kBothLanes) {
+    for (const int64_t c : {lanes, 2 * lanes + 3, int64_t{5}}) {
+      const std::vector<int64_t> shape{2, c, 4, 9};
+      const std::vector<float> x = random_floats(static_cast<size_t>(2 * c * 36), rng);
+      const Tensor tx = make(x, shape, true, lanes);
+      Node gap;
+      gap.op_type = "GlobalAveragePool";
+      gap.inputs = {"x"};
+      gap.outputs = {"y"};
+      Node mean = gap;
+      mean.op_type = "ReduceMean";
+      mean.opset = 13;
+      Attribute axes;
+      axes.name = "axes";
+      axes.kind = Attribute::Kind::Ints;
+      axes.ints = {-1, 2};
+      mean.attributes["axes"] = axes;
+      for (const Node* node : {&gap, &mean}) {
+        const NodeSignature sig{*node,
+                                {{DType::Float32, true, shape}},
+                                {{DType::Float32, true, {2, c, 1, 1}}},
+                                {nullptr}};
+        ASSERT_TRUE(blocked_plane_mean_capable(sig)) << node->op_type;
+        const auto kernel = make_blocked_plane_mean(sig, lanes);
+        const Tensor* ins[] = {&tx};
+        std::vector<Tensor> outs(1);
+        KernelContext ctx(*node, ins, sig.outputs, outs, pool);
+        kernel->run(ctx);
+        ASSERT_EQ(outs[0].shape(), (std::vector<int64_t>{2, c, 1, 1}));
+        for (int64_t plane = 0; plane < 2 * c; ++plane) {
+          double sum = 0;
+          for (int64_t p = 0; p < 36; ++p) sum += x[static_cast<size_t>(plane * 36 + p)];
+          ASSERT_NEAR(outs[0].data<float>()[plane], sum / 36, 1e-5) << node->op_type << " c=" << c;
+        }
       }
+      mean.attributes["axes"].ints = {1, 2};  // not the plane
+      const NodeSignature other{
+          mean, {{DType::Float32, true, shape}}, {{DType::Float32, true, {2, 1, 1, 9}}}, {nullptr}};
+      EXPECT_FALSE(blocked_plane_mean_capable(other));
     }
-    mean.attributes["axes"].ints = {1, 2};  // not the plane
-    const NodeSignature other{
-        mean, {{DType::Float32, true, shape}}, {{DType::Float32, true, {2, 1, 1, 9}}}, {nullptr}};
-    EXPECT_FALSE(blocked_plane_mean_capable(other));
   }
 }
 
 TEST(BlockedOutput, AnNchwKernelsOutputReorderedWithItsFusedActivation) {
   ThreadPool pool(2);
   std::mt19937 rng(11);
-  for (const int64_t c : {int64_t{3}, kLanes, 2 * kLanes + 1}) {
-    const std::vector<int64_t> shape{2, c, 5, 6};
-    const std::vector<float> a = random_floats(static_cast<size_t>(2 * c * 30), rng, -2.f, 2.f);
-    const Tensor ta = Tensor::from_vector(shape, a);
-    const ElementWise op("Sigmoid", {shape}, shape);
-    const NodeSignature sig = op.sig();
-    ASSERT_TRUE(blocked_output_convertible(sig));
-    const auto kernel =
-        make_blocked_output(sig, KernelRegistry::builtin().find("Sigmoid", "")->create(sig));
-    const Tensor* ins[] = {&ta};
-    std::vector<Tensor> outs(1);
-    KernelContext ctx(op.node, ins, sig.outputs, outs, pool);
-    kernel->run(ctx);
-    const std::vector<float> y = nchw_of(outs[0], shape, true);
-    ASSERT_EQ(y.size(), a.size());
-    for (size_t e = 0; e < a.size(); ++e)
-      ASSERT_NEAR(y[e], 1.f / (1.f + std::exp(-a[e])), 1e-6f) << "c=" << c << " at " << e;
-    EXPECT_NE(std::string(ctx.detail).find("output reordered to blocked"), std::string::npos);
+  for (const int64_t lanes : kBothLanes) {
+    for (const int64_t c : {int64_t{3}, lanes, 2 * lanes + 1}) {
+      const std::vector<int64_t> shape{2, c, 5, 6};
+      const std::vector<float> a = random_floats(static_cast<size_t>(2 * c * 30), rng, -2.f, 2.f);
+      const Tensor ta = Tensor::from_vector(shape, a);
+      const ElementWise op("Sigmoid", {shape}, shape);
+      const NodeSignature sig = op.sig();
+      ASSERT_TRUE(blocked_output_convertible(sig));
+      const auto kernel = make_blocked_output(
+          sig, KernelRegistry::builtin().find("Sigmoid", "")->create(sig), lanes);
+      const Tensor* ins[] = {&ta};
+      std::vector<Tensor> outs(1);
+      KernelContext ctx(op.node, ins, sig.outputs, outs, pool);
+      kernel->run(ctx);
+      const std::vector<float> y = nchw_of(outs[0], shape, true, lanes);
+      ASSERT_EQ(y.size(), a.size());
+      for (size_t e = 0; e < a.size(); ++e)
+        ASSERT_NEAR(y[e], 1.f / (1.f + std::exp(-a[e])), 1e-6f) << "c=" << c << " at " << e;
+      EXPECT_NE(std::string(ctx.detail).find("output reordered to blocked"), std::string::npos);
+    }
+    EXPECT_FALSE(blocked_output_convertible(ElementWise("Relu", {{4, 4}}, {4, 4}).sig()));
   }
-  EXPECT_FALSE(blocked_output_convertible(ElementWise("Relu", {{4, 4}}, {4, 4}).sig()));
 }
 
 }  // namespace
