@@ -445,8 +445,10 @@ quilt_status_t compile(quilt_device_t device, const quilt_graph_t* g, quilt_exec
             make_blocked_element_wise(sig, cn.entry->create, blocked_element_wise_inputs(sig));
         log_blocked(cn.node, "blocked", true);
       } else if (capable[k] == Blocked::PlaneMean && in_blocked) {
+        // Its output is NCHW; reordered when two or more nodes read it blocked (converts).
         cn.kernel = make_blocked_plane_mean(sig);
-        log_blocked(cn.node, "blocked", false);
+        if (out_blocked) cn.kernel = make_blocked_output(sig, std::move(cn.kernel));
+        log_blocked(cn.node, "blocked", out_blocked);
       } else if (out_blocked) {  // uses[k].converts
         cn.kernel = make_blocked_output(sig, cn.entry->create(sig));
         log_blocked(cn.node, "NCHW, the kernel's output reordered", true);

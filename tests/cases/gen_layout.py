@@ -158,3 +158,10 @@ c.model("atrous_pyramid",
         {"x": rand(1, 16, 14, 14)}, ["y"],
         {"w0": rand(32, 16, 3, 3), "w1": rand(16, 32, 3, 3), "w2": rand(16, 32, 3, 3),
          "w3": rand(16, 32, 1, 1), "w4": rand(8, 48, 1, 1)}, **TOL)
+# Plane means read by two nodes that read them blocked (element-wise, into a Concat): the mean's
+# NCHW output is reordered once for them.
+c.model("plane_mean_read_twice",
+        [conv("x", "w1", "a", pads=[1, 1, 1, 1]), N("GlobalAveragePool", ["a"], ["q"]),
+         N("Sigmoid", ["q"], ["s"]), N("Relu", ["q"], ["u"]), N("Concat", ["s", "u"], ["c1"], axis=1),
+         conv("c1", "w2", "y")],
+        {"x": rand(2, 8, 10, 10)}, ["y"], {"w1": rand(16, 8, 3, 3), "w2": rand(4, 32, 1, 1)}, **TOL)
