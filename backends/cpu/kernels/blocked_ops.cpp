@@ -80,6 +80,7 @@ class BlockedConcatKernel : public Kernel {
       check_layout(ctx, i, ctx.input(i), in_blocked_[i], shapes_[i], lanes_);
     Tensor& y = out_blocked_ ? ctx.output_private(0, blocked_dims(out_shape_, lanes_))
                              : ctx.output_uninitialized(0);
+    if (y.numel() == 0) return;  // (an empty tensor's data may be null: no memcpy from it)
     float* out = y.data<float>();
     // Tasks: (image, output block); an output block is filled from one input (every input but
     // the last starts on a block boundary).
@@ -195,6 +196,7 @@ class BlockedOutputKernel : public Kernel {
     const std::vector<int64_t>& d = out_type_.dims;
     const int64_t hw = d[2] * d[3], cb = blocks_of(d[1], lanes_);
     Tensor& y = ctx.output_private(0, blocked_dims(d, lanes_));
+    if (y.numel() == 0) return;
     const float* x = nchw.data<float>();
     float* out = y.data<float>();
     ctx.pool.parallel_for(d[0] * cb, 1, [&](int64_t lo, int64_t hi) {
@@ -260,6 +262,7 @@ class BlockedChannelOpKernel : public Kernel {
                     ErrorCode::Runtime);
     const int64_t image_step = c.rank() == 4 && c.dim(0) == n && n > 1 ? channels : 0;
     Tensor& y = ctx.output_private(0, blocked_dims(shape_, lanes_));
+    if (y.numel() == 0) return;
     const float* xp = x.data<float>();
     const float* cp = c.data<float>();
     float* yp = y.data<float>();

@@ -235,6 +235,31 @@ TEST(BlockedConcat, EveryMixOfLayoutsAndRaggedLastInputs) {
   }
 }
 
+// Empty maps (a hostile model's zero dims) give empty outputs in every layout mix, and nothing
+// is copied from an empty tensor's (possibly null) data.
+TEST(BlockedConcat, EmptyMaps) {
+  ThreadPool pool(2);
+  for (const int64_t lanes : kBothLanes)
+    for (int mix = 0; mix < 8; ++mix) {
+      const Node node = concat_node(2, 1);
+      const std::vector<int64_t> a{1, lanes, 0, 5}, b{1, 3, 0, 5}, y{1, lanes + 3, 0, 5};
+      const NodeSignature sig{node,
+                              {{DType::Float32, true, a}, {DType::Float32, true, b}},
+                              {{DType::Float32, true, y}},
+                              {nullptr, nullptr}};
+      ASSERT_TRUE(blocked_concat_capable(sig, lanes));
+      const std::vector<char> in_blocked{static_cast<char>(mix & 1),
+                                         static_cast<char>(mix >> 1 & 1)};
+      const Tensor ta = make({}, a, in_blocked[0], lanes), tb = make({}, b, in_blocked[1], lanes);
+      const auto kernel = make_blocked_concat(sig, in_blocked, mix & 4, lanes);
+      const Tensor* ins[] = {&ta, &tb};
+      std::vector<Tensor> outs(1);
+      KernelContext ctx(node, ins, sig.outputs, outs, pool);
+      kernel->run(ctx);
+      EXPECT_EQ(outs[0].numel(), 0) << "mix " << mix;
+    }
+}
+
 TEST(BlockedConcat, OnlyChannelConcatsOfStaticFloat4dWithWholeBlocksBeforeTheLast) {
   int64_t lanes = 8;
   auto capable = [&](std::vector<std::vector<int64_t>> shapes, int64_t axis,
