@@ -358,7 +358,8 @@ quilt_status_t compile(quilt_device_t device, const quilt_graph_t* g, quilt_exec
     enum class Blocked : char { No, Conv, Concat, ElementWise, PlaneMean };  // what runs blocked
     std::vector<Blocked> capable(patch.size(), Blocked::No);
     std::vector<BlockedUse> uses(patch.size());
-    if (device->blocked_layout && !device->bf16)  // the blocked kernels are float32
+    std::vector<std::vector<char>> element_kinds(patch.size());  // per input, for ElementWise
+    if (device->blocked_layout && !device->bf16)                 // the blocked kernels are float32
       for (size_t k = 0; k < patch.size(); ++k) {
         // (Not a conv whose fused residual is checked on each run: its fallback works in NCHW.)
         BlockedUse& u = uses[k];
@@ -376,10 +377,13 @@ quilt_status_t compile(quilt_device_t device, const quilt_graph_t* g, quilt_exec
           capable[k] = Blocked::PlaneMean;
           u.reads.assign(1, 1);
         } else if (patch[k].bias_input < 0 && patch[k].residual_input < 0) {
-          const std::vector<char> kinds = blocked_element_wise_inputs(sigs[k]);
+          std::vector<char> kinds = blocked_element_wise_inputs(sigs[k]);
           for (char kind : kinds) u.reads.push_back(kind == kFull);
           u.writes = u.uniform = !kinds.empty();
-          if (u.uniform) capable[k] = Blocked::ElementWise;
+          if (u.uniform) {
+            capable[k] = Blocked::ElementWise;
+            element_kinds[k] = std::move(kinds);
+          }
         }
         u.converts = !u.writes && !is_half_edge(patch[k]) && blocked_output_convertible(sigs[k]);
       }
@@ -441,8 +445,7 @@ quilt_status_t compile(quilt_device_t device, const quilt_graph_t* g, quilt_exec
           cn.kernel = cn.entry->create(sig);
         }
       } else if (capable[k] == Blocked::ElementWise && out_blocked) {
-        cn.kernel =
-            make_blocked_element_wise(sig, cn.entry->create, blocked_element_wise_inputs(sig));
+        cn.kernel = make_blocked_element_wise(sig, cn.entry->create, std::move(element_kinds[k]));
         log_blocked(cn.node, "blocked", true);
       } else if (capable[k] == Blocked::PlaneMean && in_blocked) {
         // Its output is NCHW; reordered when two or more nodes read it blocked (converts).

@@ -1064,10 +1064,7 @@ class ConvKernel : public Kernel {
                             const float* xp, const float* wp, const float* bp, float* yp,
                             const Activation& act) const {
     if (g.in[0] == 1 && g.out[0] == 1 && g.kernel[0] == 1) {  // 1-D and 2-D: the direct kernel
-      const DepthwiseGeometry dg{g.in[1],       g.in[2],       g.out[1],    g.out[2],
-                                 g.kernel[1],   g.kernel[2],   g.stride[1], g.stride[2],
-                                 g.dilation[1], g.dilation[2], g.pad[1],    g.pad[2]};
-      return depthwise_conv2d(dg, planes, c_out, xp, wp, bp, yp, act, ctx.pool,
+      return depthwise_conv2d(depthwise_geometry(g), planes, c_out, xp, wp, bp, yp, act, ctx.pool,
                               wp == weights16_of_ ? weights16_.get() : nullptr);
     }
     // 3-D: the plane kernels below.

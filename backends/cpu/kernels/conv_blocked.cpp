@@ -634,9 +634,7 @@ bool blocked_conv_capable(const NodeSignature& sig, const Activation& activation
         sig.outputs[0].dims.size() != 4)
       return false;
     const Geometry g = conv_geometry(sig.node, sig.inputs[0].dims, w.shape(), sig.outputs[0].dims);
-    return depthwise_blocked8_fits({g.in[1], g.in[2], g.out[1], g.out[2], g.kernel[1], g.kernel[2],
-                                    g.stride[1], g.stride[2], g.dilation[1], g.dilation[2],
-                                    g.pad[1], g.pad[2]});
+    return depthwise_blocked8_fits(depthwise_geometry(g));
   }
   if (group == 1) return w.dim(1) == c_in;
   return group == c_in && w.dim(0) == c_in && w.dim(1) == 1;  // depthwise, multiplier 1

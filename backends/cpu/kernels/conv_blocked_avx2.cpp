@@ -248,6 +248,13 @@ class Blocked8Base : public Kernel {
         out_blocked_(out_blocked),
         residual_blocked_(residual_blocked),
         w_shape_(sig.constants[1]->shape()) {
+    // The bias over whole blocks, zeros past the channels (and everywhere without one).
+    bias_ = aligned_zeros<float>(blocks(w_shape_[0]) * kLanes);
+    has_bias_ = sig.constants.size() > 2 && sig.constants[2];
+    if (has_bias_) {
+      const float* bp = sig.constants[2]->data<float>();
+      std::copy(bp, bp + w_shape_[0], bias_.get());
+    }
     memo_.keep({&sig.inputs[0], &sig.outputs[0]},
                [&](const auto& s) { return conv_geometry(sig.node, s[0], w_shape_, s[1]); });
   }
@@ -277,8 +284,9 @@ class Blocked8Base : public Kernel {
     r.y = y.numel() ? &y : nullptr;
   }
 
-  bool in_blocked_, out_blocked_, residual_blocked_;
+  bool in_blocked_, out_blocked_, residual_blocked_, has_bias_ = false;
   std::vector<int64_t> w_shape_;
+  std::shared_ptr<float[]> bias_;  // 64-byte aligned
   ShapeMemo<Geometry> memo_;
 };
 
@@ -307,11 +315,6 @@ class BlockedConv8Kernel : public Blocked8Base {
         for (int64_t t = 0; t < taps; ++t)
           wg[(((c / kLanes) * taps + t) * kLanes + c % kLanes) * obg * kLanes + (b - ob0) * kLanes +
              m % kLanes] = wp[(m * depth + c) * taps + t];
-    }
-    bias_ = aligned_zeros<float>(cbo * kLanes);
-    if (sig.constants.size() > 2 && sig.constants[2]) {
-      const float* bp = sig.constants[2]->data<float>();
-      std::copy(bp, bp + c_out, bias_.get());
     }
   }
 
@@ -530,7 +533,7 @@ class BlockedConv8Kernel : public Blocked8Base {
   }
 
   int64_t c_in_ = 0;
-  std::shared_ptr<float[]> weights_, bias_;  // 64-byte aligned
+  std::shared_ptr<float[]> weights_;  // 64-byte aligned
 };
 
 // Depthwise convs (one input channel per output channel) on small planes: the NCHW kernel's
@@ -544,11 +547,6 @@ class BlockedDepthwise8Kernel : public Blocked8Base {
       : Blocked8Base(sig, in_blocked, out_blocked, residual_blocked) {
     const Tensor& w = *sig.constants[1];
     weights16_ = depthwise_weights16(w.data<float>(), w.dim(0), w.dim(2) * w.dim(3));
-    if (sig.constants.size() > 2 && sig.constants[2]) {
-      bias_ = aligned_zeros<float>(w.dim(0));
-      std::copy(sig.constants[2]->data<float>(), sig.constants[2]->data<float>() + w.dim(0),
-                bias_.get());
-    }
   }
 
   void run(KernelContext& ctx) const override {
@@ -557,17 +555,15 @@ class BlockedDepthwise8Kernel : public Blocked8Base {
     start(ctx, c, r);
     if (!r.y) return;
     const Geometry& g = *r.g;
-    const DepthwiseGeometry dg{g.in[1],       g.in[2],       g.out[1],    g.out[2],
-                               g.kernel[1],   g.kernel[2],   g.stride[1], g.stride[2],
-                               g.dilation[1], g.dilation[2], g.pad[1],    g.pad[2]};
     DepthwiseLayouts io;
     io.x_blocked = in_blocked_;
     io.y_blocked = out_blocked_;
     io.residual = blocked_detail::checked_residual(ctx, residual_blocked_, kLanes);
     io.residual_blocked = residual_blocked_;
-    if (!depthwise_conv2d_blocked8(dg, r.x_shape[0], c, ctx.input(0).data<float>(), nullptr,
-                                   bias_.get(), r.y->data<float>(), ctx.activation, ctx.pool,
-                                   weights16_.get(), io))
+    if (!depthwise_conv2d_blocked8(depthwise_geometry(g), r.x_shape[0], c,
+                                   ctx.input(0).data<float>(), nullptr,
+                                   has_bias_ ? bias_.get() : nullptr, r.y->data<float>(),
+                                   ctx.activation, ctx.pool, weights16_.get(), io))
       ctx.node.fail(
           "the blocked layout's depthwise kernel does not take this geometry "
           "(rows of at most 28 outputs, 784 outputs, 3,600 padded input pixels)",
@@ -576,7 +572,7 @@ class BlockedDepthwise8Kernel : public Blocked8Base {
   }
 
  private:
-  std::shared_ptr<float[]> weights16_, bias_;
+  std::shared_ptr<float[]> weights16_;
 };
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/cpu/avx512.hpp"
+#include "backends/cpu/kernels/conv_depthwise.hpp"
 #include "backends/cpu/thread_pool.hpp"
 #include "core/checked.hpp"
 #include "core/graph.hpp"
@@ -34,6 +35,12 @@ struct Geometry {
   int64_t out_size() const { return out[0] * out[1] * out[2]; }
   int64_t kernel_size() const { return kernel[0] * kernel[1] * kernel[2]; }
 };
+
+// The last two spatial dims of g (a 1-D or 2-D conv's) as the depthwise kernel takes them.
+inline DepthwiseGeometry depthwise_geometry(const Geometry& g) {
+  return {g.in[1],     g.in[2],     g.out[1],      g.out[2],      g.kernel[1], g.kernel[2],
+          g.stride[1], g.stride[2], g.dilation[1], g.dilation[2], g.pad[1],    g.pad[2]};
+}
 
 // Outputs o in [lo, hi) read input o * stride + offset inside [0, in).
 inline std::pair<int64_t, int64_t> valid_range(int64_t out, int64_t in, int64_t stride,
