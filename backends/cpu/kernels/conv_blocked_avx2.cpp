@@ -10,9 +10,10 @@
 // the residual, then the activation, over the row just stored. (The AVX-512 engine runs the
 // whole depth per tile instead, re-reading a group's weights from L2 for every tile.)
 //
-// A register tile is 3 blocks x 4 pixels of one output row (12 accumulators, the 3 weight
-// vectors and a broadcast: all 16 ymm; in assembly, dense_tile_3x4), 2 x 6 or 1 x 12 for the
-// last blocks. An NCHW input (a region's first conv) is copied blocked once.
+// A register tile is up to 3 blocks x 4 pixels of one output row (12 accumulators, the 3 weight
+// vectors and a broadcast: all 16 ymm), 2 x 6 or 1 x 12 for a last group of fewer blocks; of
+// whole input blocks at stride 1 or 2, in assembly (dense_tile_asm). An NCHW input (a region's
+// first conv) is copied blocked once.
 //
 // Dense convs with 8 input channels or more only (blocked_conv_capable): a network's RGB stem
 // would fill 3 of a block's 8 lanes. Depthwise convs on small planes run the NCHW path's own
@@ -92,13 +93,10 @@ struct DenseArgs {
 
 // OB output blocks x P pixels of one output row: the sums at out (block o's pixel p at
 // out + o * out_block + p * 8) plus, or when `first` the bias plus, for each input block, tap and
-// channel, the weights' OB vectors times the channel's value at the pixel, broadcast.
-// S > 0: stride S and blocks of all 8 channels (pstep = 8 S known here, so that the broadcasts'
-// addresses are constant offsets); S == 0: any stride, `live` channels.
-// Up to 2 x 6 the weights stay in registers beside the sums (12 + 2 + the broadcast: 15 of the
-// 16 ymm); at 3 x 4 the compiler was one register short and read the weights from memory in
-// every multiply-add (16 loads for 12 FMAs), hence dense_tile_3x4.
-template <int OB, int P, int S>
+// channel, the weights' OB vectors times the channel's value at the pixel, broadcast. The
+// general form, for the tiles that dense_tile_asm (below) does not take: strides other than 1
+// and 2, and a ragged last input block of `live` channels.
+template <int OB, int P>
 QUILT_AVX2 void dense_tile(const DenseArgs& a, float* out, int64_t out_block, bool first,
                            const float* bias) {
   __m256 acc[OB][P];
@@ -108,29 +106,16 @@ QUILT_AVX2 void dense_tile(const DenseArgs& a, float* out, int64_t out_block, bo
       acc[o][p] = first ? b : _mm256_load_ps(out + o * out_block + p * kLanes);
   }
   const float* w = a.w;
-  const int64_t pstep = S > 0 ? S * kLanes : a.pstep;
   for (int64_t b = 0; b < a.blocks; ++b) {
     const float* xb = a.xp + b * a.block_stride;
     for (int64_t t = 0; t < a.ntaps; ++t, w += kLanes * OB * kLanes) {
       const float* xt = xb + a.taps[t];
-      if constexpr (S > 0) {
-#pragma GCC unroll 8
-        for (int c = 0; c < kLanes; ++c) {
-          __m256 wv[OB];
-          for (int o = 0; o < OB; ++o) wv[o] = _mm256_load_ps(w + (c * OB + o) * kLanes);
-          for (int p = 0; p < P; ++p) {
-            const __m256 v = _mm256_broadcast_ss(xt + p * pstep + c);
-            for (int o = 0; o < OB; ++o) acc[o][p] = _mm256_fmadd_ps(wv[o], v, acc[o][p]);
-          }
-        }
-      } else {
-        for (int64_t c = 0; c < a.live; ++c) {
-          __m256 wv[OB];
-          for (int o = 0; o < OB; ++o) wv[o] = _mm256_load_ps(w + (c * OB + o) * kLanes);
-          for (int p = 0; p < P; ++p) {
-            const __m256 v = _mm256_broadcast_ss(xt + p * pstep + c);
-            for (int o = 0; o < OB; ++o) acc[o][p] = _mm256_fmadd_ps(wv[o], v, acc[o][p]);
-          }
+      for (int64_t c = 0; c < a.live; ++c) {
+        __m256 wv[OB];
+        for (int o = 0; o < OB; ++o) wv[o] = _mm256_load_ps(w + (c * OB + o) * kLanes);
+        for (int p = 0; p < P; ++p) {
+          const __m256 v = _mm256_broadcast_ss(xt + p * a.pstep + c);
+          for (int o = 0; o < OB; ++o) acc[o][p] = _mm256_fmadd_ps(wv[o], v, acc[o][p]);
         }
       }
     }
@@ -139,64 +124,97 @@ QUILT_AVX2 void dense_tile(const DenseArgs& a, float* out, int64_t out_block, bo
     for (int p = 0; p < P; ++p) _mm256_store_ps(out + o * out_block + p * kLanes, acc[o][p]);
 }
 
-// The 3 x 4 tile of a blocked input at stride S, in assembly: 12 sums (ymm4-15), a channel's 3
-// weight vectors (ymm0-2) and the broadcast (ymm3) are all 16 ymm, which the compiler could not
-// allocate without reading the weights from memory in every multiply-add. A 3x3 conv of 64
-// channels on 56x56, per node (one thread, Zen 3): dense_tile<3, 4, 1> 3.3-3.5 ms, the 2 x 6
-// tile 3.0-3.2, this 2.9-3.0. One asm statement is one kernel offset of one input block: 8
-// channels, 96 FMAs, the pixels S * 32 bytes apart.
+// The tiles of whole blocks at stride S (1 or 2), in assembly: OB blocks x P pixels of sums in
+// ymm4-15 (block o's pixel p in register 4 + o * 12 / OB + p), a channel's OB weight vectors in
+// ymm0-2 and the broadcast in ymm3. The compiler could not allocate the 3 x 4 tile's 16 ymm
+// without reading the weights from memory in every multiply-add (16 loads for 12 FMAs), and
+// made the same choice for the 3 x 3 and 3 x 2 tiles at row ends, which have registers to
+// spare (9 FMAs reading 9 weights and 3 broadcasts): a 3x3 conv of 512 channels on 7x7 (4 + 3
+// pixels a row) ran at 141 GFLOP/s against 190 for 128 channels on 28x28 (all 4-pixel tiles),
+// per node, 2 threads, Zen 3. One asm statement is one kernel offset of one input block: 8
+// channels, each its OB weight loads, then P broadcasts of OB FMAs; the assembler's .if keeps
+// the pixels below P (the operands of the others are still named, so all 12 are bound).
 // clang-format off
-#define QUILT_B8_PIX(C, P, A0, A1, A2)               \
-  "vbroadcastss " C "*4+" P "*%c[ps](%[x]), %%ymm3\n\t" \
-  "vfmadd231ps %%ymm0, %%ymm3, %[" A0 "]\n\t"        \
-  "vfmadd231ps %%ymm1, %%ymm3, %[" A1 "]\n\t"        \
-  "vfmadd231ps %%ymm2, %%ymm3, %[" A2 "]\n\t"
-// Channel C: its 3 weight vectors (96 bytes a channel), then the 4 pixels, ps bytes apart (the
-// assembler works out each displacement).
-#define QUILT_B8_CH(C)                                                      \
-  "vmovaps " C "*96(%[w]), %%ymm0\n\t"                                     \
-  "vmovaps " C "*96+32(%[w]), %%ymm1\n\t"                                  \
-  "vmovaps " C "*96+64(%[w]), %%ymm2\n\t"                                  \
-  QUILT_B8_PIX(C, "0", "a0", "b0", "c0") QUILT_B8_PIX(C, "1", "a1", "b1", "c1") \
-  QUILT_B8_PIX(C, "2", "a2", "b2", "c2") QUILT_B8_PIX(C, "3", "a3", "b3", "c3")
-#define QUILT_B8_TAP                                                              \
-  QUILT_B8_CH("0") QUILT_B8_CH("1") QUILT_B8_CH("2") QUILT_B8_CH("3") QUILT_B8_CH("4") \
-  QUILT_B8_CH("5") QUILT_B8_CH("6") QUILT_B8_CH("7")
+#define QUILT_B8_IF(P) ".if " #P " < %c[np]\n\t"
+#define QUILT_B8_BC(C, P) "vbroadcastss " C "*4+" #P "*%c[ps](%[x]), %%ymm3\n\t"
+#define QUILT_B8_FMA(W, R) "vfmadd231ps %%ymm" #W ", %%ymm3, %[" #R "]\n\t"
+#define QUILT_B8_W(C, O) "vmovaps " C "*%c[wb]+" #O "*32(%[w]), %%ymm" #O "\n\t"
+#define QUILT_B8_P3(C, P, A, B, D) \
+  QUILT_B8_IF(P) QUILT_B8_BC(C, P) QUILT_B8_FMA(0, A) QUILT_B8_FMA(1, B) QUILT_B8_FMA(2, D) ".endif\n\t"
+#define QUILT_B8_P2(C, P, A, B) \
+  QUILT_B8_IF(P) QUILT_B8_BC(C, P) QUILT_B8_FMA(0, A) QUILT_B8_FMA(1, B) ".endif\n\t"
+#define QUILT_B8_P1(C, P, A) QUILT_B8_IF(P) QUILT_B8_BC(C, P) QUILT_B8_FMA(0, A) ".endif\n\t"
+#define QUILT_B8_CH3(C)                                                                       \
+  QUILT_B8_W(C, 0) QUILT_B8_W(C, 1) QUILT_B8_W(C, 2)                                          \
+  QUILT_B8_P3(C, 0, r0, r4, r8) QUILT_B8_P3(C, 1, r1, r5, r9) QUILT_B8_P3(C, 2, r2, r6, r10) \
+  QUILT_B8_P3(C, 3, r3, r7, r11)
+#define QUILT_B8_CH2(C)                                                                 \
+  QUILT_B8_W(C, 0) QUILT_B8_W(C, 1)                                                     \
+  QUILT_B8_P2(C, 0, r0, r6) QUILT_B8_P2(C, 1, r1, r7) QUILT_B8_P2(C, 2, r2, r8)         \
+  QUILT_B8_P2(C, 3, r3, r9) QUILT_B8_P2(C, 4, r4, r10) QUILT_B8_P2(C, 5, r5, r11)
+#define QUILT_B8_CH1(C)                                                                  \
+  QUILT_B8_W(C, 0)                                                                       \
+  QUILT_B8_P1(C, 0, r0) QUILT_B8_P1(C, 1, r1) QUILT_B8_P1(C, 2, r2) QUILT_B8_P1(C, 3, r3) \
+  QUILT_B8_P1(C, 4, r4) QUILT_B8_P1(C, 5, r5) QUILT_B8_P1(C, 6, r6) QUILT_B8_P1(C, 7, r7) \
+  QUILT_B8_P1(C, 8, r8) QUILT_B8_P1(C, 9, r9) QUILT_B8_P1(C, 10, r10) QUILT_B8_P1(C, 11, r11)
+#define QUILT_B8_TAP(CH) CH("0") CH("1") CH("2") CH("3") CH("4") CH("5") CH("6") CH("7")
+#define QUILT_B8_ASM(CH)                                                                      \
+  asm volatile(QUILT_B8_TAP(CH)                                                               \
+               : [r0] "+x"(r0), [r1] "+x"(r1), [r2] "+x"(r2), [r3] "+x"(r3), [r4] "+x"(r4),   \
+                 [r5] "+x"(r5), [r6] "+x"(r6), [r7] "+x"(r7), [r8] "+x"(r8), [r9] "+x"(r9),   \
+                 [r10] "+x"(r10), [r11] "+x"(r11)                                             \
+               : [x] "r"(x), [w] "r"(w), [ps] "i"(S * 32), [np] "i"(P), [wb] "i"(OB * 32)     \
+               : "xmm0", "xmm1", "xmm2", "xmm3", "memory")
 // clang-format on
-template <int S>
-QUILT_AVX2 void dense_tile_3x4(const DenseArgs& args, float* out, int64_t out_block, bool first,
+template <int OB, int P, int S>
+QUILT_AVX2 void dense_tile_asm(const DenseArgs& args, float* out, int64_t out_block, bool first,
                                const float* bias) {
   static_assert(S == 1 || S == 2);
-  auto init = [&](int o, int p) {
+  static_assert(OB >= 1 && OB <= 3 && P >= 1 && P <= max_pixels(OB));
+  constexpr int kPerBlock = kAccumulators / OB;  // registers between two blocks' sums
+  // Register k's sums: block k / kPerBlock's pixel k % kPerBlock, or nothing (zeros).
+  auto init = [&](int k) {
+    const int o = k / kPerBlock, p = k % kPerBlock;
+    if (o >= OB || p >= P) return _mm256_setzero_ps();
     return first ? _mm256_load_ps(bias + o * kLanes)
                  : _mm256_load_ps(out + o * out_block + p * kLanes);
   };
-  register __m256 a0 asm("ymm4") = init(0, 0), a1 asm("ymm5") = init(0, 1),
-                     a2 asm("ymm6") = init(0, 2), a3 asm("ymm7") = init(0, 3);
-  register __m256 b0 asm("ymm8") = init(1, 0), b1 asm("ymm9") = init(1, 1),
-                     b2 asm("ymm10") = init(1, 2), b3 asm("ymm11") = init(1, 3);
-  register __m256 c0 asm("ymm12") = init(2, 0), c1 asm("ymm13") = init(2, 1),
-                     c2 asm("ymm14") = init(2, 2), c3 asm("ymm15") = init(2, 3);
+  register __m256 r0 asm("ymm4") = init(0), r1 asm("ymm5") = init(1), r2 asm("ymm6") = init(2),
+                     r3 asm("ymm7") = init(3);
+  register __m256 r4 asm("ymm8") = init(4), r5 asm("ymm9") = init(5), r6 asm("ymm10") = init(6),
+                     r7 asm("ymm11") = init(7);
+  register __m256 r8 asm("ymm12") = init(8), r9 asm("ymm13") = init(9), r10 asm("ymm14") = init(10),
+                     r11 asm("ymm15") = init(11);
   const float* w = args.w;
   for (int64_t b = 0; b < args.blocks; ++b) {
     const float* xb = args.xp + b * args.block_stride;
-    for (int64_t t = 0; t < args.ntaps; ++t, w += kLanes * 3 * kLanes) {
+    for (int64_t t = 0; t < args.ntaps; ++t, w += kLanes * OB * kLanes) {
       const float* x = xb + args.taps[t];
-      asm volatile(QUILT_B8_TAP
-                   : [a0] "+x"(a0), [a1] "+x"(a1), [a2] "+x"(a2), [a3] "+x"(a3), [b0] "+x"(b0),
-                     [b1] "+x"(b1), [b2] "+x"(b2), [b3] "+x"(b3), [c0] "+x"(c0), [c1] "+x"(c1),
-                     [c2] "+x"(c2), [c3] "+x"(c3)
-                   : [x] "r"(x), [w] "r"(w), [ps] "i"(S * 32)
-                   : "xmm0", "xmm1", "xmm2", "xmm3", "memory");
+      if constexpr (OB == 3)
+        QUILT_B8_ASM(QUILT_B8_CH3);
+      else if constexpr (OB == 2)
+        QUILT_B8_ASM(QUILT_B8_CH2);
+      else
+        QUILT_B8_ASM(QUILT_B8_CH1);
     }
   }
-  const __m256 sums[3][4] = {{a0, a1, a2, a3}, {b0, b1, b2, b3}, {c0, c1, c2, c3}};
-  for (int o = 0; o < 3; ++o)
-    for (int p = 0; p < 4; ++p) _mm256_store_ps(out + o * out_block + p * kLanes, sums[o][p]);
+  const __m256 sums[kAccumulators] = {r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11};
+  for (int o = 0; o < OB; ++o)
+    for (int p = 0; p < P; ++p)
+      _mm256_store_ps(out + o * out_block + p * kLanes, sums[o * kPerBlock + p]);
 }
+#undef QUILT_B8_ASM
 #undef QUILT_B8_TAP
-#undef QUILT_B8_CH
-#undef QUILT_B8_PIX
+#undef QUILT_B8_CH1
+#undef QUILT_B8_CH2
+#undef QUILT_B8_CH3
+#undef QUILT_B8_P1
+#undef QUILT_B8_P2
+#undef QUILT_B8_P3
+#undef QUILT_B8_W
+#undef QUILT_B8_FMA
+#undef QUILT_B8_BC
+#undef QUILT_B8_IF
 
 using DenseTile = void (*)(const DenseArgs&, float*, int64_t, bool, const float*);
 
@@ -204,10 +222,10 @@ template <int OB, int S, int P>
 constexpr DenseTile dense_tile_fn() {
   if constexpr (P > max_pixels(OB))
     return nullptr;
-  else if constexpr (OB == 3 && P == 4 && S > 0)
-    return &dense_tile_3x4<S>;
+  else if constexpr (S > 0)
+    return &dense_tile_asm<OB, P, S>;
   else
-    return &dense_tile<OB, P, S>;
+    return &dense_tile<OB, P>;
 }
 template <int OB, int S, size_t... I>
 constexpr std::array<DenseTile, kMaxPixels> dense_tiles(std::index_sequence<I...>) {
@@ -223,20 +241,14 @@ constexpr std::array<std::array<DenseTile, kMaxPixels>, kGroup> dense_table() {
 constexpr std::array<std::array<std::array<DenseTile, kMaxPixels>, kGroup>, 3> kDenseTiles = {
     dense_table<0>(), dense_table<1>(), dense_table<2>()};
 
-// Tiles of at most `most` pixels over a row of `width`, of nearly equal sizes (7 = 4 + 3).
-// Or, `whole`, tiles of `most` but the last (14 = 4 + 4 + 4 + 2): the 3 x 4 tile is the
-// assembly one, the others are not.
+// Tiles of at most `most` pixels over a row of `width`, of nearly equal sizes: 7 = 4 + 3,
+// 14 = 4 + 4 + 3 + 3 (every tile of whole blocks is an assembly one; a 3 x 3 tile's 6 loads for
+// 9 FMAs keep the multipliers busier than a 3 x 2 tile's 5 for 6).
 struct RowTiles {
   int64_t count, small, large;  // `large` tiles of small + 1 pixels first
-  RowTiles(int64_t width, int64_t most, bool whole = false)
-      : count((width + most - 1) / most),
-        small(whole ? most : width / count),
-        large(whole ? 0 : width % count),
-        last(whole ? width - (count - 1) * most : small) {}
-  int64_t size(int64_t i) const { return i + 1 == count ? last : small + (i < large ? 1 : 0); }
-
- private:
-  int64_t last;
+  RowTiles(int64_t width, int64_t most)
+      : count((width + most - 1) / most), small(width / count), large(width % count) {}
+  int64_t size(int64_t i) const { return small + (i < large ? 1 : 0); }
 };
 
 // What the dense and depthwise kernels share: the layouts, the weights' shape, the geometry
@@ -348,7 +360,7 @@ class BlockedConv8Kernel : public Blocked8Base {
         ctx.activation, residual, residual_blocked_, y.data<float>(), out_blocked_, c_out, oh, ow};
     ctx.detail = "blocked layout (8 channels a vector), direct tiles";
     // 1x1 windows at stride 1 over a whole blocked plane: its rows are one row, so that tiles
-    // run across them (a 14x14 map: 49 tiles of 4 pixels, not rows of 4 + 4 + 4 + 2), when
+    // run across them (a 14x14 map: 49 tiles of 4 pixels, not rows of 4 + 4 + 3 + 3), when
     // the output's channel groups alone give every thread four tasks.
     const int64_t groups = Groups(blocks(c_out)).count;
     if (g.kernel[1] == 1 && g.kernel[2] == 1 && g.stride[1] == 1 && g.stride[2] == 1 &&
@@ -501,7 +513,7 @@ class BlockedConv8Kernel : public Blocked8Base {
       const int64_t grp = t % groups, bd = t / groups % bands, img = t / groups / bands;
       const int64_t ob0 = gr.first(grp), ob = gr.size(grp);
       const int64_t y0 = bd * band, y1 = std::min(oh, y0 + band);
-      const RowTiles tiles(ow, max_pixels(static_cast<int>(ob)), ob == 3 && stride_kind > 0);
+      const RowTiles tiles(ow, max_pixels(static_cast<int>(ob)));
       const float* wg = weights_.get() + ob0 * cbi * ntaps * kLanes * kLanes;
       float* s0 = sums + (img * cbo + ob0) * out_block;
       for (int64_t b0 = 0; b0 < cbi;) {

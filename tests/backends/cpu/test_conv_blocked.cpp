@@ -217,6 +217,42 @@ TEST(CpuBlockedConv, RandomGeometriesInEveryLayout) {
   }
 }
 
+// Every register tile of whole input blocks at strides 1 and 2: 1, 2 and 3 output blocks (the
+// groups' sizes) over rows of 1 to 13 outputs, whose tiles are every width up to the group's
+// most (12, 6, 4 pixels) and several tiles a row; 3 input blocks (2 whole and 1 ragged on 8
+// lanes). On 8 lanes these are the assembly tiles; on 16 the AVX-512 engine's.
+TEST(CpuBlockedConv, EveryTileOfWholeBlocks) {
+  ThreadPool two(2);
+  for (int64_t blocks_out = 1; blocks_out <= 3; ++blocks_out)
+    for (int64_t stride = 1; stride <= 2; ++stride)
+      for (int64_t ow = 1; ow <= 13; ++ow) {
+        const int64_t w = (ow - 1) * stride + 1;  // 3x3, pads of 1
+        Case c{1,
+               2 * kLanes + 3,
+               blocks_out * kLanes,
+               3,
+               w,
+               3,
+               3,
+               stride,
+               stride,
+               1,
+               1,
+               1,
+               1,
+               1,
+               1,
+               false,
+               true,
+               true,
+               true,
+               2,
+               Activation::Kind::Relu};
+        check(c, two, static_cast<unsigned>(ow + 16 * stride + 64 * blocks_out));
+        if (HasFatalFailure()) return;
+      }
+}
+
 // The shapes the zoo's networks have, each in every layout: the keyword spotter's first conv
 // and its 64-channel pairs, ResNet's 7x7 stem, EfficientNet's 5x5 depthwise, 1x1 maps.
 TEST(CpuBlockedConv, ZooShapes) {
