@@ -367,7 +367,7 @@ quilt_status_t compile(quilt_device_t device, const quilt_graph_t* g, quilt_exec
           capable[k] = Blocked::Conv;
           u.writes = true;
           u.reads.assign(patch[k].inputs.size(), 0);
-          u.reads[0] = 1;
+          u.reads[0] = blocked_conv_reads_blocked(sigs[k]);
           if (patch[k].residual_input >= 0) u.reads[patch[k].residual_input] = 1;
         } else if (blocked_concat_capable(sigs[k])) {
           capable[k] = Blocked::Concat;

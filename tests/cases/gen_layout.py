@@ -158,6 +158,17 @@ c.model("atrous_pyramid",
         {"x": rand(1, 16, 14, 14)}, ["y"],
         {"w0": rand(32, 16, 3, 3), "w1": rand(16, 32, 3, 3), "w2": rand(16, 32, 3, 3),
          "w3": rand(16, 32, 1, 1), "w4": rand(8, 48, 1, 1)}, **TOL)
+# A 3-channel value between two convs: on 8 lanes the second conv reads fewer than 8 channels as
+# NCHW planes only, so the first writes NCHW; then YOLOv5s's 6x6 stride-2 stem, whose NCHW input
+# the conv reads a plane at a time while writing blocked for the conv after it.
+c.model("narrow_middle_and_stem",
+        [conv("x", "w1", "a", "b1", pads=[1, 1, 1, 1]), N("Relu", ["a"], ["a1"]),
+         conv("a1", "w2", "n", "b2", pads=[1, 1, 1, 1]), N("Sigmoid", ["n"], ["n1"]),
+         conv("n1", "w3", "s", "b3", pads=[2, 2, 2, 2], strides=[2, 2]), N("Relu", ["s"], ["s1"]),
+         conv("s1", "w4", "y", pads=[1, 1, 1, 1], strides=[2, 2])],
+        {"x": rand(2, 16, 15, 14)}, ["y"],
+        {"w1": rand(16, 16, 3, 3), "b1": rand(16), "w2": rand(3, 16, 3, 3), "b2": rand(3),
+         "w3": rand(32, 3, 6, 6), "b3": rand(32), "w4": rand(24, 32, 3, 3)}, **TOL)
 # Plane means read by two nodes that read them blocked (element-wise, into a Concat): the mean's
 # NCHW output is reordered once for them.
 c.model("plane_mean_read_twice",

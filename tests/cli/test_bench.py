@@ -217,16 +217,20 @@ if r.returncode == 0:
               spans.get(node))
 
 # ---- the blocked layout's nodes, in the trace ----------------------------------------------------
-# With cpu:layout=blocked: a 3-channel stem (NCHW kernels) whose output two convs read blocked is
-# reordered after its kernel; the Concat copies channel blocks; the Mul runs element-wise on
-# blocked values; the last conv writes NCHW.
+# With cpu:layout=blocked: a MaxPool (NCHW kernels) whose output a conv and a Concat read
+# blocked is reordered after its kernel; the Concat copies channel blocks; the Mul runs
+# element-wise on blocked values; the last conv writes NCHW. A second 3-channel conv ("rgb")
+# reads the NCHW input and writes blocked for the conv after it.
 region = helper.make_model(helper.make_graph(
-    [helper.make_node("Conv", ["x", "ws"], ["s"], name="stem", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+    [helper.make_node("Conv", ["x", "ws"], ["t"], name="stem", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+     helper.make_node("MaxPool", ["t"], ["s"], name="pool", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+     helper.make_node("Conv", ["x", "ws"], ["r"], name="rgb", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+     helper.make_node("Conv", ["r", "wa"], ["y2"], name="r2", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
      helper.make_node("Conv", ["s", "wa"], ["a"], name="a", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
      helper.make_node("Concat", ["s", "a"], ["c"], name="cat", axis=1),
      helper.make_node("Mul", ["c", "k"], ["m"], name="scale"),
      helper.make_node("Conv", ["m", "wo"], ["y"], name="out", kernel_shape=[1, 1])],
-    "region", [vi("x", [1, 3, 20, 20])], [vi("y", None)],
+    "region", [vi("x", [1, 3, 20, 20])], [vi("y", None), vi("y2", None)],
     [conv_weight("ws", 16, 3, 3), conv_weight("wa", 16, 16, 3), conv_weight("wo", 4, 32, 1),
      numpy_helper.from_array(np.array(0.5, np.float32), "k")]), opset_imports=[helper.make_opsetid("", 17)])
 region.ir_version = 8
@@ -240,7 +244,8 @@ check("blocked region profile: exit 0", r.returncode == 0, f"exit {r.returncode}
 if r.returncode == 0:
     spans = {e["name"]: e["args"] for e in json.loads(trace.read_text())["traceEvents"]
              if e.get("cat") == "node"}
-    want = {'Conv node "stem"': "output reordered to blocked",
+    want = {'MaxPool node "pool"': "output reordered to blocked",
+            'Conv node "rgb"': "blocked layout", 'Conv node "r2"': "blocked layout",
             'Conv node "a"': "blocked layout", 'Concat node "cat"': "channel blocks copied",
             'Mul node "scale"': "element-wise over the padded channels", 'Conv node "out"': "blocked layout"}
     for node, words in want.items():

@@ -616,16 +616,16 @@ bool blocked_conv_capable(const NodeSignature& sig, const Activation& activation
     const Geometry g = conv_geometry(sig.node, sig.inputs[0].dims, w.shape(), sig.outputs[0].dims);
     if (inside_fraction(g) < 0.5) return false;
   }
-  // 8 lanes: dense convs of 8 input channels or more only (conv_blocked_avx2.cpp says why),
-  // and not on maps of a few pixels: the squeeze-excitation convs on 1x1 maps that follow each
-  // other in EfficientNet took 36 us blocked against 19 in NCHW, the edges' transposes and the
-  // threads' hand-offs for a product of a few microseconds.
+  // 8 lanes: dense convs (of fewer than 8 input channels with the input read NCHW,
+  // blocked_conv_reads_blocked), not on maps of a few pixels: the squeeze-excitation convs on
+  // 1x1 maps that follow each other in EfficientNet took 36 us blocked against 19 in NCHW, the
+  // edges' transposes and the threads' hand-offs for a product of a few microseconds.
   if (!has_avx512f()) {
     const bool tiny = !sig.outputs.empty() && sig.outputs[0].has_shape &&
                       sig.outputs[0].dims.size() == 4 && sig.outputs[0].dims[2] >= 0 &&
                       sig.outputs[0].dims[3] >= 0 &&
                       sig.outputs[0].dims[2] * sig.outputs[0].dims[3] < 16;
-    if (group == 1) return w.dim(1) == c_in && c_in >= 8 && !tiny;
+    if (group == 1) return w.dim(1) == c_in && !tiny;
     // Depthwise: the small-plane kernel of the NCHW path without its transposes, where it
     // takes the (static) geometry. (A first 8-lane depthwise kernel of its own, tiled like the
     // dense one, made MobileNetV3 1.23 -> 1.34x onnxruntime's latency.)
@@ -638,6 +638,11 @@ bool blocked_conv_capable(const NodeSignature& sig, const Activation& activation
   }
   if (group == 1) return w.dim(1) == c_in;
   return group == c_in && w.dim(0) == c_in && w.dim(1) == 1;  // depthwise, multiplier 1
+}
+
+bool blocked_conv_reads_blocked(const NodeSignature& sig) {
+  return has_avx512f() || sig.node.attr_int("group", 1) != 1 || sig.inputs.empty() ||
+         !sig.inputs[0].has_shape || sig.inputs[0].dims.size() != 4 || sig.inputs[0].dims[1] >= 8;
 }
 
 std::unique_ptr<Kernel> make_blocked_conv(const NodeSignature& sig, bool in_blocked,

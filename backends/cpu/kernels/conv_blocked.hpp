@@ -43,6 +43,9 @@ std::string layout_description();
 // Whether a Conv node can run on the blocked kernels: float32, 2-D, constant weights (and bias),
 // group 1 or depthwise, and (16 lanes) an activation the kernels apply in registers.
 bool blocked_conv_capable(const NodeSignature& sig, const Activation& activation);
+// Whether a capable node's kernel can also read its input blocked: not on 8 lanes with fewer
+// than 8 input channels (a network's RGB stem), whose input the kernel reads as NCHW planes.
+bool blocked_conv_reads_blocked(const NodeSignature& sig);
 
 // The kernel for a capable node; `in_blocked`, `out_blocked` and `residual_blocked` say which
 // of input 0, output 0 and the fused residual are blocked tensors.

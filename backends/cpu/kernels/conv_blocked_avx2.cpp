@@ -71,24 +71,28 @@ struct Groups {
 
 // A blocked input as the tiles read it: channel c of pixel (y, x) of an image at
 // (c / 8) * block() + y * row() + x * 8 + c % 8 floats from the image's start.
+// Or, nchw, an NCHW input of fewer than 8 channels (a network's RGB stem): plane c at c * h * w.
 struct Input {
   const float* data = nullptr;
   int64_t c = 0, h = 0, w = 0;
-  int64_t row() const { return w * kLanes; }
+  bool nchw = false;
+  int64_t row() const { return nchw ? w : w * kLanes; }
   int64_t block() const { return kLanes * h * w; }
-  int64_t image() const { return blocks(c) * block(); }
+  int64_t image() const { return nchw ? c * h * w : blocks(c) * block(); }
 };
 
 // What a dense tile reads besides its sums: `blocks` input blocks (block_stride floats apart)
 // of `live` channels each (the last block of a ragged input may hold fewer: it runs alone), the
 // channel c of pixel p's window start xp + p * pstep + taps[t] at + c, and the weights
-// [block][tap][8][OB][8] from w.
+// [block][tap][live][OB][8] from w, w_step floats a tap (8 * OB * 8; OB * 8 for an NCHW input,
+// whose taps are one channel's each).
 struct DenseArgs {
   const float* xp;
   int64_t pstep, blocks, block_stride, live;
   const int64_t* taps;
   int64_t ntaps;
   const float* w;
+  int64_t w_step;
 };
 
 // OB output blocks x P pixels of one output row: the sums at out (block o's pixel p at
@@ -108,7 +112,7 @@ QUILT_AVX2 void dense_tile(const DenseArgs& a, float* out, int64_t out_block, bo
   const float* w = a.w;
   for (int64_t b = 0; b < a.blocks; ++b) {
     const float* xb = a.xp + b * a.block_stride;
-    for (int64_t t = 0; t < a.ntaps; ++t, w += kLanes * OB * kLanes) {
+    for (int64_t t = 0; t < a.ntaps; ++t, w += a.w_step) {
       const float* xt = xb + a.taps[t];
       for (int64_t c = 0; c < a.live; ++c) {
         __m256 wv[OB];
@@ -158,18 +162,20 @@ QUILT_AVX2 void dense_tile(const DenseArgs& a, float* out, int64_t out_block, bo
   QUILT_B8_P1(C, 4, r4) QUILT_B8_P1(C, 5, r5) QUILT_B8_P1(C, 6, r6) QUILT_B8_P1(C, 7, r7) \
   QUILT_B8_P1(C, 8, r8) QUILT_B8_P1(C, 9, r9) QUILT_B8_P1(C, 10, r10) QUILT_B8_P1(C, 11, r11)
 #define QUILT_B8_TAP(CH) CH("0") CH("1") CH("2") CH("3") CH("4") CH("5") CH("6") CH("7")
-#define QUILT_B8_ASM(CH)                                                                      \
-  asm volatile(QUILT_B8_TAP(CH)                                                               \
+#define QUILT_B8_ASM(BODY)                                                                    \
+  asm volatile(BODY                                                                           \
                : [r0] "+x"(r0), [r1] "+x"(r1), [r2] "+x"(r2), [r3] "+x"(r3), [r4] "+x"(r4),   \
                  [r5] "+x"(r5), [r6] "+x"(r6), [r7] "+x"(r7), [r8] "+x"(r8), [r9] "+x"(r9),   \
                  [r10] "+x"(r10), [r11] "+x"(r11)                                             \
-               : [x] "r"(x), [w] "r"(w), [ps] "i"(S * 32), [np] "i"(P), [wb] "i"(OB * 32)     \
+               : [x] "r"(x), [w] "r"(w), [ps] "i"(kPixelBytes), [np] "i"(P), [wb] "i"(OB * 32)     \
                : "xmm0", "xmm1", "xmm2", "xmm3", "memory")
 // clang-format on
-template <int OB, int P, int S>
+template <int OB, int P, int S, bool kNchw = false>
 QUILT_AVX2 void dense_tile_asm(const DenseArgs& args, float* out, int64_t out_block, bool first,
                                const float* bias) {
   static_assert(S == 1 || S == 2);
+  // An NCHW input's pixels are S floats apart and its taps one channel each.
+  constexpr int kPixelBytes = kNchw ? S * 4 : S * 32;
   static_assert(OB >= 1 && OB <= 3 && P >= 1 && P <= max_pixels(OB));
   constexpr int kPerBlock = kAccumulators / OB;  // registers between two blocks' sums
   // Register k's sums: block k / kPerBlock's pixel k % kPerBlock, or nothing (zeros).
@@ -188,14 +194,20 @@ QUILT_AVX2 void dense_tile_asm(const DenseArgs& args, float* out, int64_t out_bl
   const float* w = args.w;
   for (int64_t b = 0; b < args.blocks; ++b) {
     const float* xb = args.xp + b * args.block_stride;
-    for (int64_t t = 0; t < args.ntaps; ++t, w += kLanes * OB * kLanes) {
+    for (int64_t t = 0; t < args.ntaps; ++t, w += args.w_step) {
       const float* x = xb + args.taps[t];
-      if constexpr (OB == 3)
-        QUILT_B8_ASM(QUILT_B8_CH3);
+      if constexpr (kNchw && OB == 3)
+        QUILT_B8_ASM(QUILT_B8_CH3("0"));
+      else if constexpr (kNchw && OB == 2)
+        QUILT_B8_ASM(QUILT_B8_CH2("0"));
+      else if constexpr (kNchw)
+        QUILT_B8_ASM(QUILT_B8_CH1("0"));
+      else if constexpr (OB == 3)
+        QUILT_B8_ASM(QUILT_B8_TAP(QUILT_B8_CH3));
       else if constexpr (OB == 2)
-        QUILT_B8_ASM(QUILT_B8_CH2);
+        QUILT_B8_ASM(QUILT_B8_TAP(QUILT_B8_CH2));
       else
-        QUILT_B8_ASM(QUILT_B8_CH1);
+        QUILT_B8_ASM(QUILT_B8_TAP(QUILT_B8_CH1));
     }
   }
   const __m256 sums[kAccumulators] = {r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11};
@@ -218,28 +230,30 @@ QUILT_AVX2 void dense_tile_asm(const DenseArgs& args, float* out, int64_t out_bl
 
 using DenseTile = void (*)(const DenseArgs&, float*, int64_t, bool, const float*);
 
-template <int OB, int S, int P>
+template <int OB, int S, bool kNchw, int P>
 constexpr DenseTile dense_tile_fn() {
   if constexpr (P > max_pixels(OB))
     return nullptr;
   else if constexpr (S > 0)
-    return &dense_tile_asm<OB, P, S>;
+    return &dense_tile_asm<OB, P, S, kNchw>;
   else
     return &dense_tile<OB, P>;
 }
-template <int OB, int S, size_t... I>
+template <int OB, int S, bool kNchw, size_t... I>
 constexpr std::array<DenseTile, kMaxPixels> dense_tiles(std::index_sequence<I...>) {
-  return {dense_tile_fn<OB, S, static_cast<int>(I) + 1>()...};
+  return {dense_tile_fn<OB, S, kNchw, static_cast<int>(I) + 1>()...};
 }
-template <int S>
+template <int S, bool kNchw>
 constexpr std::array<std::array<DenseTile, kMaxPixels>, kGroup> dense_table() {
-  return {dense_tiles<1, S>(std::make_index_sequence<kMaxPixels>{}),
-          dense_tiles<2, S>(std::make_index_sequence<kMaxPixels>{}),
-          dense_tiles<3, S>(std::make_index_sequence<kMaxPixels>{})};
+  return {dense_tiles<1, S, kNchw>(std::make_index_sequence<kMaxPixels>{}),
+          dense_tiles<2, S, kNchw>(std::make_index_sequence<kMaxPixels>{}),
+          dense_tiles<3, S, kNchw>(std::make_index_sequence<kMaxPixels>{})};
 }
-// [S][OB - 1][P - 1]
-constexpr std::array<std::array<std::array<DenseTile, kMaxPixels>, kGroup>, 3> kDenseTiles = {
-    dense_table<0>(), dense_table<1>(), dense_table<2>()};
+// [NCHW input][S][OB - 1][P - 1]
+using DenseTable = std::array<std::array<std::array<DenseTile, kMaxPixels>, kGroup>, 3>;
+constexpr std::array<DenseTable, 2> kDenseTiles = {
+    DenseTable{dense_table<0, false>(), dense_table<1, false>(), dense_table<2, false>()},
+    DenseTable{dense_table<0, false>(), dense_table<1, true>(), dense_table<2, true>()}};
 
 // Tiles of at most `most` pixels over a row of `width`, of nearly equal sizes: 7 = 4 + 3,
 // 14 = 4 + 4 + 3 + 3 (every tile of whole blocks is an assembly one; a 3 x 3 tile's 6 loads for
@@ -309,24 +323,33 @@ class BlockedConv8Kernel : public Blocked8Base {
       : Blocked8Base(sig, in_blocked, out_blocked, residual_blocked) {
     const Tensor& w = *sig.constants[1];
     const int64_t c_out = w.dim(0), depth = w.dim(1), taps = w.dim(2) * w.dim(3);
-    if (sig.node.attr_int("group", 1) != 1 || depth < kLanes)
-      throw std::logic_error("the 8-lane blocked conv is dense with 8 input channels or more");
     c_in_ = depth;
-    const int64_t cbo = blocks(c_out), cbi = blocks(c_in_);
+    // Fewer than 8 input channels: an NCHW input, read a plane at a time (blocked, a network's
+    // RGB stem would fill 3 of a block's 8 lanes).
+    nchw_in_ = depth < kLanes;
+    if (sig.node.attr_int("group", 1) != 1 || (nchw_in_ && in_blocked))
+      throw std::logic_error(
+          "the 8-lane blocked conv is dense, and reads fewer than 8 input channels as NCHW");
+    const int64_t cbo = blocks(c_out);
     const float* wp = w.data<float>();
     // Per group of output blocks (Groups), [input block][tap][channel of the block][output
     // block of the group][8]: a tile's weights in the order it reads them. A group starts at
-    // its first block's share: cbi * taps * 8 * 8 floats a block.
-    weights_ = aligned_zeros<float>(cbo * cbi * taps * kLanes * kLanes);
+    // its first block's share (per_block floats). An NCHW input: [channel][tap][output block of
+    // the group][8], a tap of one channel at a time.
+    const int64_t per_block =
+        nchw_in_ ? depth * taps * kLanes : blocks(depth) * taps * kLanes * kLanes;
+    weights_ = aligned_zeros<float>(cbo * per_block);
     const Groups groups(cbo);
     for (int64_t m = 0; m < c_out; ++m) {
       const int64_t b = m / kLanes, grp = groups.of_block(b);
       const int64_t ob0 = groups.first(grp), obg = groups.size(grp);
-      float* wg = weights_.get() + ob0 * cbi * taps * kLanes * kLanes;
+      float* wg = weights_.get() + ob0 * per_block;
       for (int64_t c = 0; c < depth; ++c)
-        for (int64_t t = 0; t < taps; ++t)
-          wg[(((c / kLanes) * taps + t) * kLanes + c % kLanes) * obg * kLanes + (b - ob0) * kLanes +
-             m % kLanes] = wp[(m * depth + c) * taps + t];
+        for (int64_t t = 0; t < taps; ++t) {
+          const int64_t at =
+              nchw_in_ ? c * taps + t : ((c / kLanes) * taps + t) * kLanes + c % kLanes;
+          wg[at * obg * kLanes + (b - ob0) * kLanes + m % kLanes] = wp[(m * depth + c) * taps + t];
+        }
     }
   }
 
@@ -352,13 +375,19 @@ class BlockedConv8Kernel : public Blocked8Base {
     // the padding in it, so that every tile reads whole windows and a block's 8 channels from
     // one line. (Broadcasting each channel from its own NCHW plane instead, a 3x3 conv of 64
     // channels on 56x56 took 6.8 ms against 3.1 on a blocked copy, per node, one thread.)
-    Input in{x.data<float>(), c_in_, g.in[1], g.in[2]};
+    // An input of fewer than 8 channels stays NCHW (padded when a window reads padding).
+    Input in{x.data<float>(), c_in_, g.in[1], g.in[2], nchw_in_};
     Tensor padded;
-    if (blocked_detail::reads_padding(g) || !in_blocked_)
+    if (nchw_in_) {
+      if (blocked_detail::reads_padding(g)) in = pad_nchw(ctx, x.data<float>(), g, n, padded);
+    } else if (blocked_detail::reads_padding(g) || !in_blocked_) {
       in = pad_input(ctx, x.data<float>(), g, n, padded);
+    }
     Finish finish{
         ctx.activation, residual, residual_blocked_, y.data<float>(), out_blocked_, c_out, oh, ow};
-    ctx.detail = "blocked layout (8 channels a vector), direct tiles";
+    ctx.detail = nchw_in_
+                     ? "blocked layout (8 channels a vector), direct tiles over NCHW input planes"
+                     : "blocked layout (8 channels a vector), direct tiles";
     // 1x1 windows at stride 1 over a whole blocked plane: its rows are one row, so that tiles
     // run across them (a 14x14 map: 49 tiles of 4 pixels, not rows of 4 + 4 + 3 + 3), when
     // the output's channel groups alone give every thread four tasks.
@@ -461,12 +490,43 @@ class BlockedConv8Kernel : public Blocked8Base {
     return {storage.data<float>(), c_in_, hp, wp};
   }
 
-  // Each kernel offset's distance from a window's start in the input.
+  // An NCHW input of fewer than 8 channels with the padding in it: planes of rows and columns
+  // [-pad, ...) as pad_input's, zeros outside the input.
+  Input pad_nchw(KernelContext& ctx, const float* x, const Geometry& g, int64_t n,
+                 Tensor& storage) const {
+    const int64_t h = g.in[1], w = g.in[2];
+    const int64_t hp = (g.out[1] - 1) * g.stride[1] + (g.kernel[1] - 1) * g.dilation[1] + 1;
+    const int64_t wp = (g.out[2] - 1) * g.stride[2] + (g.kernel[2] - 1) * g.dilation[2] + 1;
+    const int64_t top = g.pad[1], left = g.pad[2];
+    storage = Tensor::scratch(DType::Float32, {n, c_in_, hp, wp}, false);
+    const int64_t c0 = std::max<int64_t>(0, -left), c1 = std::min(w, wp - left);
+    ctx.pool.parallel_for(n * c_in_ * hp, 64, [&](int64_t lo, int64_t hi) {
+      for (int64_t t = lo; t < hi; ++t) {
+        const int64_t plane = t / hp, ih = t % hp - top;
+        float* dst = storage.data<float>() + t * wp;
+        if (ih < 0 || ih >= h || c1 <= c0) {
+          std::fill(dst, dst + wp, 0.f);
+          continue;
+        }
+        std::fill(dst, dst + c0 + left, 0.f);
+        std::fill(dst + c1 + left, dst + wp, 0.f);
+        const float* src = x + (plane * h + ih) * w;
+        std::copy(src + c0, src + c1, dst + c0 + left);
+      }
+    });
+    return {storage.data<float>(), c_in_, hp, wp, true};
+  }
+
+  // Each kernel offset's distance from a window's start in the input; for an NCHW input, each
+  // channel's offsets in turn (its taps are one channel's each).
   static std::vector<int64_t> tap_offsets(const Geometry& g, const Input& in) {
     std::vector<int64_t> taps;
-    for (int64_t ky = 0; ky < g.kernel[1]; ++ky)
-      for (int64_t kx = 0; kx < g.kernel[2]; ++kx)
-        taps.push_back(ky * g.dilation[1] * in.row() + kx * g.dilation[2] * kLanes);
+    const int64_t pixel = in.nchw ? 1 : kLanes;
+    for (int64_t c = 0; c < (in.nchw ? in.c : 1); ++c)
+      for (int64_t ky = 0; ky < g.kernel[1]; ++ky)
+        for (int64_t kx = 0; kx < g.kernel[2]; ++kx)
+          taps.push_back(c * in.h * in.w + ky * g.dilation[1] * in.row() +
+                         kx * g.dilation[2] * pixel);
     return taps;
   }
 
@@ -491,18 +551,20 @@ class BlockedConv8Kernel : public Blocked8Base {
 
   void run_dense(KernelContext& ctx, const Geometry& g, const Input& in, float* sums,
                  const Finish& finish, int64_t n) const {
-    const int64_t oh = g.out[1], ow = g.out[2], cbo = blocks(finish.c), cbi = blocks(in.c);
+    // An NCHW input is one "block" whose taps are each one channel's (tap_offsets).
+    const int64_t oh = g.out[1], ow = g.out[2], cbo = blocks(finish.c);
+    const int64_t cbi = in.nchw ? 1 : blocks(in.c);
     const Groups gr(cbo);
     const int64_t groups = gr.count;
     const std::vector<int64_t> taps = tap_offsets(g, in);
     const int64_t ntaps = static_cast<int64_t>(taps.size());
     const int64_t band = band_rows(oh, kGroup * kLanes * ow * 4, n * groups, ctx.pool.threads());
     const int64_t bands = (oh + band - 1) / band;
-    const int64_t pstep = g.stride[2] * kLanes, out_block = oh * ow * kLanes;
+    const int64_t pstep = g.stride[2] * (in.nchw ? 1 : kLanes), out_block = oh * ow * kLanes;
     const int64_t in_image = in.image();
     // The whole blocks (8 channels each) at stride 1 or 2 take the tiles that know their
     // strides; the rest (other strides, a ragged last block) the others.
-    const int64_t whole = in.c / kLanes;
+    const int64_t whole = in.nchw ? 1 : in.c / kLanes;
     const int stride_kind =
         g.stride[2] == 1 || g.stride[2] == 2 ? static_cast<int>(g.stride[2]) : 0;
     const int64_t chunk = chunk_blocks(ntaps);
@@ -514,17 +576,20 @@ class BlockedConv8Kernel : public Blocked8Base {
       const int64_t ob0 = gr.first(grp), ob = gr.size(grp);
       const int64_t y0 = bd * band, y1 = std::min(oh, y0 + band);
       const RowTiles tiles(ow, max_pixels(static_cast<int>(ob)));
-      const float* wg = weights_.get() + ob0 * cbi * ntaps * kLanes * kLanes;
+      const int64_t tap_floats = (in.nchw ? 1 : kLanes) * ob * kLanes;  // DenseArgs::w_step
+      const float* wg = weights_.get() + ob0 * cbi * ntaps * (tap_floats / ob);
       float* s0 = sums + (img * cbo + ob0) * out_block;
       for (int64_t b0 = 0; b0 < cbi;) {
         // A chunk of whole blocks, or the ragged last one alone.
         const int64_t b1 = b0 < whole ? std::min(whole, b0 + chunk) : b0 + 1;
         const bool fast = stride_kind > 0 && b0 < whole;
-        const int64_t live = b0 < whole ? kLanes : in.c - b0 * kLanes;
+        const int64_t live = in.nchw ? 1 : b0 < whole ? kLanes : in.c - b0 * kLanes;
         const auto& table =
-            kDenseTiles[static_cast<size_t>(fast ? stride_kind : 0)][static_cast<size_t>(ob - 1)];
-        DenseArgs a{nullptr, pstep,       b1 - b0, in.block(),
-                    live,    taps.data(), ntaps,   wg + b0 * ntaps * kLanes * ob * kLanes};
+            kDenseTiles[in.nchw ? 1 : 0][static_cast<size_t>(fast ? stride_kind : 0)]
+                       [static_cast<size_t>(ob - 1)];
+        DenseArgs a{nullptr,   pstep,       b1 - b0, in.block(),
+                    live,      taps.data(), ntaps,   wg + b0 * ntaps * tap_floats,
+                    tap_floats};
         const float* xb = in.data + img * in_image + b0 * in.block();
         for (int64_t yy = y0; yy < y1; ++yy) {
           const float* xr = xb + yy * g.stride[1] * in.row();
@@ -545,6 +610,7 @@ class BlockedConv8Kernel : public Blocked8Base {
   }
 
   int64_t c_in_ = 0;
+  bool nchw_in_ = false;
   std::shared_ptr<float[]> weights_;  // 64-byte aligned
 };
 

@@ -53,7 +53,11 @@ Attribute ints(const std::string& name, std::vector<int64_t> v) {
   return a;
 }
 
-void check(const Case& c, const ThreadPool& pool, unsigned seed) {
+void check(const Case& given, const ThreadPool& pool, unsigned seed) {
+  // 8 lanes: fewer than 8 input channels are read as NCHW planes only.
+  const bool nchw_only = !has_avx512f() && !given.depthwise && given.c_in < 8;
+  Case c = given;
+  if (nchw_only) c.in_blocked = false;
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   const int64_t oh = window_out_size(c.h, c.kh, c.sh, c.dh, c.pt, c.pb);
@@ -93,14 +97,15 @@ void check(const Case& c, const ThreadPool& pool, unsigned seed) {
       {nullptr, &wt, c.bias ? &bt : nullptr}};
   Activation act;
   act.kind = c.act;
-  // 8 lanes (no AVX-512): dense convs of 8 input channels or more, depthwise ones on the
-  // small planes their kernel takes (rows of at most 28 outputs, 784 outputs, 3,600 padded
-  // input pixels), and the layout pass leaves maps under 16 pixels in NCHW (which the dense
-  // kernel still computes: checked here).
+  // 8 lanes (no AVX-512): dense convs (reading fewer than 8 input channels as NCHW), depthwise
+  // ones on the small planes their kernel takes (rows of at most 28 outputs, 784 outputs, 3,600
+  // padded input pixels), and the layout pass leaves maps under 16 pixels in NCHW (which the
+  // dense kernel still computes: checked here).
   const int64_t padded_h = std::max((oh - 1) * c.sh + (c.kh - 1) * c.dh + 1, c.pt + c.h),
                 padded_w = std::max((ow - 1) * c.sw + (c.kw - 1) * c.dw + 1, c.pl + c.w);
   const bool small_plane = ow <= 28 && oh * ow <= 784 && padded_h * padded_w <= 3600;
-  if (!has_avx512f() && (c.depthwise ? !small_plane || oh * ow < 16 : c.c_in < 8)) {
+  EXPECT_EQ(blocked_conv_reads_blocked(sig), !nchw_only) << describe(c);
+  if (!has_avx512f() && c.depthwise && (!small_plane || oh * ow < 16)) {
     EXPECT_FALSE(blocked_conv_capable(sig, act)) << describe(c);
     return;
   }
@@ -220,37 +225,31 @@ TEST(CpuBlockedConv, RandomGeometriesInEveryLayout) {
 // Every register tile of whole input blocks at strides 1 and 2: 1, 2 and 3 output blocks (the
 // groups' sizes) over rows of 1 to 13 outputs, whose tiles are every width up to the group's
 // most (12, 6, 4 pixels) and several tiles a row; 3 input blocks (2 whole and 1 ragged on 8
-// lanes). On 8 lanes these are the assembly tiles; on 16 the AVX-512 engine's.
+// lanes), and 3 input channels (on 8 lanes, read as NCHW planes, a tap of one channel at a
+// time). On 8 lanes these are the assembly tiles; on 16 the AVX-512 engine's.
 TEST(CpuBlockedConv, EveryTileOfWholeBlocks) {
   ThreadPool two(2);
-  for (int64_t blocks_out = 1; blocks_out <= 3; ++blocks_out)
-    for (int64_t stride = 1; stride <= 2; ++stride)
-      for (int64_t ow = 1; ow <= 13; ++ow) {
-        const int64_t w = (ow - 1) * stride + 1;  // 3x3, pads of 1
-        Case c{1,
-               2 * kLanes + 3,
-               blocks_out * kLanes,
-               3,
-               w,
-               3,
-               3,
-               stride,
-               stride,
-               1,
-               1,
-               1,
-               1,
-               1,
-               1,
-               false,
-               true,
-               true,
-               true,
-               2,
-               Activation::Kind::Relu};
-        check(c, two, static_cast<unsigned>(ow + 16 * stride + 64 * blocks_out));
-        if (HasFatalFailure()) return;
-      }
+  for (const int64_t c_in : {2 * kLanes + 3, int64_t{3}})
+    for (int64_t blocks_out = 1; blocks_out <= 3; ++blocks_out)
+      for (int64_t stride = 1; stride <= 2; ++stride)
+        for (int64_t ow = 1; ow <= 13; ++ow) {
+          Case c{};
+          c.n = 1;
+          c.c_in = c_in;
+          c.c_out = blocks_out * kLanes;
+          c.h = 3;
+          c.w = (ow - 1) * stride + 1;  // 3x3, pads of 1
+          c.kh = c.kw = 3;
+          c.sh = c.sw = stride;
+          c.dh = c.dw = 1;
+          c.pt = c.pl = c.pb = c.pr = 1;
+          c.bias = c.out_blocked = true;
+          c.in_blocked = c_in > 3;
+          c.residual = 2;
+          c.act = Activation::Kind::Relu;
+          check(c, two, static_cast<unsigned>(ow + 16 * stride + 64 * blocks_out + c_in));
+          if (HasFatalFailure()) return;
+        }
 }
 
 // The shapes the zoo's networks have, each in every layout: the keyword spotter's first conv
@@ -317,13 +316,15 @@ TEST(CpuBlockedConv, OnlyFloat2dDenseOrDepthwiseWithRegisterActivations) {
   EXPECT_FALSE(blocked_conv_capable(sig, none));  // grouped, not depthwise
   sig.inputs[0].dims = {1, 2, 8, 8};
   node.attributes.erase("group");
-  // 2 input channels: the 16-lane kernels only (8 lanes take 8 channels or more).
-  EXPECT_EQ(blocked_conv_capable(sig, none), has_avx512f());
+  // 2 input channels: either kind; the 8-lane kernel reads them as NCHW planes only.
+  EXPECT_TRUE(blocked_conv_capable(sig, none));
+  EXPECT_EQ(blocked_conv_reads_blocked(sig), has_avx512f());
   const Tensor w16 = Tensor::from_vector({4, 16, 3, 3}, std::vector<float>(576, 1.f));
   sig.inputs[0].dims = {1, 16, 8, 8};
   sig.inputs[1].dims = w16.shape();
   sig.constants[1] = &w16;
   EXPECT_TRUE(blocked_conv_capable(sig, none));
+  EXPECT_TRUE(blocked_conv_reads_blocked(sig));
   // 16 lanes: Tanh has no register form there; the 8-lane kernels apply any activation to
   // each finished row.
   EXPECT_EQ(blocked_conv_capable(sig, tanh), !has_avx512f());
