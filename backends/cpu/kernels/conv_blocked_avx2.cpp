@@ -13,13 +13,14 @@
 // A register tile is up to 3 blocks x 4 pixels of one output row (12 accumulators, the 3 weight
 // vectors and a broadcast: all 16 ymm), 2 x 6 or 1 x 12 for a last group of fewer blocks; of
 // whole input blocks at stride 1 or 2, in assembly (dense_tile_asm). An NCHW input (a region's
-// first conv) is copied blocked once.
+// first conv) is copied blocked once; one of fewer than 8 channels (a network's RGB stem, which
+// would fill 3 of a block's 8 lanes) is read as NCHW planes instead, each tap one channel's, and
+// cannot be read blocked (blocked_conv_reads_blocked).
 //
-// Dense convs with 8 input channels or more only (blocked_conv_capable): a network's RGB stem
-// would fill 3 of a block's 8 lanes. Depthwise convs on small planes run the NCHW path's own
-// 8-channel tiles (conv_depthwise.cpp) without their transposes in and out; a first 8-lane
-// depthwise kernel tiled like the dense one here had made MobileNetV3 1.23 -> 1.34 x
-// onnxruntime's latency and EfficientNet-B0 1.15 -> 1.52.
+// Depthwise convs on small planes run the NCHW path's own 8-channel tiles (conv_depthwise.cpp)
+// without their transposes in and out; a first 8-lane depthwise kernel tiled like the dense one
+// here had made MobileNetV3 1.23 -> 1.34 x onnxruntime's latency and EfficientNet-B0 1.15 ->
+// 1.52.
 #include <immintrin.h>
 
 #include <algorithm>
