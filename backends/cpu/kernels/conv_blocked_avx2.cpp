@@ -144,8 +144,9 @@ QUILT_AVX2 void dense_tile(const DenseArgs& a, float* out, int64_t out_block, bo
 #define QUILT_B8_BC(C, P) "vbroadcastss " C "*4+" #P "*%c[ps](%[x]), %%ymm3\n\t"
 #define QUILT_B8_FMA(W, R) "vfmadd231ps %%ymm" #W ", %%ymm3, %[" #R "]\n\t"
 #define QUILT_B8_W(C, O) "vmovaps " C "*%c[wb]+" #O "*32(%[w]), %%ymm" #O "\n\t"
-#define QUILT_B8_P3(C, P, A, B, D) \
-  QUILT_B8_IF(P) QUILT_B8_BC(C, P) QUILT_B8_FMA(0, A) QUILT_B8_FMA(1, B) QUILT_B8_FMA(2, D) ".endif\n\t"
+#define QUILT_B8_P3(C, P, A, B, D)                                          \
+  QUILT_B8_IF(P) QUILT_B8_BC(C, P) QUILT_B8_FMA(0, A) QUILT_B8_FMA(1, B) \
+  QUILT_B8_FMA(2, D) ".endif\n\t"
 #define QUILT_B8_P2(C, P, A, B) \
   QUILT_B8_IF(P) QUILT_B8_BC(C, P) QUILT_B8_FMA(0, A) QUILT_B8_FMA(1, B) ".endif\n\t"
 #define QUILT_B8_P1(C, P, A) QUILT_B8_IF(P) QUILT_B8_BC(C, P) QUILT_B8_FMA(0, A) ".endif\n\t"
